@@ -1,0 +1,111 @@
+# ramex — top-level build.
+#
+# `make` builds everything, `make check` runs every test, `make bench` prints
+# benchmark figures, `make demo` runs the whole system on this machine and
+# `make fuzz` runs the fuzzers for a bounded time.
+#
+# Each component describes its own programs and tests in a `*.mk` fragment
+# beside its sources, using the two helpers defined below; this file only holds what
+# they share. Two builds are made from one source tree: the normal one under
+# build/ and a sanitizer one (ASan + UBSan) under build/san/, which the unit
+# tests run under.
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+BUILD   ?= build
+CC      ?= cc
+
+# Every library comes through pkg-config. Evaluated lazily so that `make deps`
+# works before the libraries are installed.
+PKGS = libmicrohttpd libpq jansson libcrypto libcurl check
+
+WARN      = -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla
+CPPFLAGS += -D_GNU_SOURCE -I. -I$(BUILD)/gen
+OPT      ?= -O2 -g
+SANFLAGS  = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+            -fno-omit-frame-pointer
+
+pkg_cflags = $(shell pkg-config --cflags $(1))
+pkg_libs   = $(shell pkg-config --libs $(1))
+
+.DEFAULT_GOAL := all
+.PHONY: all check check-run bench fuzz demo install deps clean format test-bin
+
+PROGRAMS     :=
+SAN_PROGRAMS :=
+UNIT_TESTS   :=
+INTEGRATION_TESTS :=
+INSTALL_BIN  :=
+ALL_EXTRA    :=
+
+# $(call program,NAME,SOURCES,PKGS[,EXTRA_LDLIBS])
+# Builds $(BUILD)/bin/NAME and its sanitizer twin $(BUILD)/san/bin/NAME.
+define program_tpl
+$(1)_OBJ  := $$(patsubst %.c,$$(BUILD)/obj/%.o,$(2))
+$(1)_SOBJ := $$(patsubst %.c,$$(BUILD)/san/obj/%.o,$(2))
+$$(BUILD)/bin/$(1): $$($(1)_OBJ)
+	@mkdir -p $$(@D)
+	$$(CC) $$(OPT) -o $$@ $$^ $$(call pkg_libs,$(3)) $(4) -lpthread -lm
+$$(BUILD)/san/bin/$(1): $$($(1)_SOBJ)
+	@mkdir -p $$(@D)
+	$$(CC) $$(SANFLAGS) -o $$@ $$^ $$(call pkg_libs,$(3)) $(4) -lpthread -lm
+PROGRAMS     += $$(BUILD)/bin/$(1)
+SAN_PROGRAMS += $$(BUILD)/san/bin/$(1)
+endef
+program = $(eval $(call program_tpl,$(1),$(2),$(3),$(4)))
+
+# $(call unit_test,NAME,SOURCES[,PKGS]) — a check suite run under sanitizers.
+# $(call integration_test,...) — the same, run with a private PostgreSQL in
+# the environment (PGHOST, PGPORT, ...; see tests/run.sh).
+unit_test = $(call program,$(1),$(2),check $(3))$(eval UNIT_TESTS += $(1))
+integration_test = $(call program,$(1),$(2),check $(3))$(eval INTEGRATION_TESTS += $(1))
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(WARN) $(OPT) $(CPPFLAGS) $(call pkg_cflags,$(PKGS)) -MMD -MP -c -o $@ $<
+
+$(BUILD)/san/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(WARN) $(SANFLAGS) $(CPPFLAGS) $(call pkg_cflags,$(PKGS)) -MMD -MP -c -o $@ $<
+
+# Every component's fragment: exchange/ramexd.mk, kmod/kmod.mk, ...
+include $(sort $(wildcard */*.mk */*/*.mk))
+
+all: $(PROGRAMS) $(ALL_EXTRA)
+
+test-bin: $(PROGRAMS) $(SAN_PROGRAMS)
+
+# `make check` first installs what is missing, then re-enters make so that
+# pkg-config sees the freshly installed libraries.
+check: deps
+	@$(MAKE) --no-print-directory test-bin
+	@UNIT_TESTS="$(UNIT_TESTS)" INTEGRATION_TESTS="$(INTEGRATION_TESTS)" BUILD="$(BUILD)" bash tests/run.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD="$(BUILD)" bash bench/run.sh
+
+fuzz: deps
+	@BUILD="$(BUILD)" bash tests/fuzz/run.sh
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD="$(BUILD)" bash scripts/demo.sh
+
+deps:
+	@bash scripts/deps.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/ramex
+	install -m 0755 $(INSTALL_BIN) $(DESTDIR)$(PREFIX)/bin/
+	cp -R web $(DESTDIR)$(PREFIX)/share/ramex/
+	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system
+	install -m 0644 scripts/systemd/*.service $(DESTDIR)$(PREFIX)/lib/systemd/system/
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h' | grep -v '^kmod/')
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,20 @@
+# exchange/ — ramexd and its pure core. Included by the top-level Makefile.
+
+SCHEMA_SQL := $(sort $(wildcard schema/*.sql))
+
+$(BUILD)/gen/schema.c: $(SCHEMA_SQL) scripts/embed-sql.sh
+	@mkdir -p $(@D)
+	bash scripts/embed-sql.sh $@ $(SCHEMA_SQL)
+
+# The generated file is compiled like any other source, from build/gen.
+$(BUILD)/obj/gen/schema.o: $(BUILD)/gen/schema.c
+	@mkdir -p $(@D)
+	$(CC) $(WARN) $(OPT) $(CPPFLAGS) $(call pkg_cflags,$(PKGS)) -c -o $@ $<
+$(BUILD)/san/obj/gen/schema.o: $(BUILD)/gen/schema.c
+	@mkdir -p $(@D)
+	$(CC) $(WARN) $(SANFLAGS) $(CPPFLAGS) $(call pkg_cflags,$(PKGS)) -c -o $@ $<
+
+MIGRATE_SRC := exchange/migrate.c gen/schema.c
+
+$(call integration_test,test_migrate,tests/integration/test_migrate.c \
+  tests/integration/testdb.c $(MIGRATE_SRC),libpq libcrypto)

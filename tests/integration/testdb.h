@@ -1,0 +1,24 @@
+/*
+ * testdb.h — a fresh database per integration test.
+ *
+ * tests/run.sh starts one private PostgreSQL for the whole run and exports
+ * PGHOST/PGPORT/PGUSER. Each test asks for its own database here, so tests
+ * never see each other's rows and can run in any order.
+ */
+#ifndef RAMEX_TESTDB_H
+#define RAMEX_TESTDB_H
+
+#include <libpq-fe.h>
+
+/* Drops and creates database `name`; returns its conninfo (static buffer).
+ * Aborts the test run when PostgreSQL cannot be reached. */
+const char *testdb_create(const char *name);
+
+/* Connects to the database made by testdb_create, aborting on failure. */
+PGconn *testdb_connect(const char *conninfo);
+
+/* Runs one SQL statement and returns the first column of the first row as
+ * a long (0 when there are no rows); aborts on error. */
+long testdb_scalar(PGconn *c, const char *sql);
+
+#endif
