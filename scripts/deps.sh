@@ -17,6 +17,8 @@ PKGS=(
   nbd-client
   # bench and helpers
   procps iproute2 curl ca-certificates
+  # make fuzz: libFuzzer
+  clang libclang-rt-14-dev
 )
 
 missing=()
