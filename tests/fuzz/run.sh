@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# `make fuzz`: builds every tests/fuzz/fuzz_NAME.c with libFuzzer + ASan +
+# UBSan and runs each for a bounded time (RAMEX_FUZZ_SECONDS, default 60).
+# fuzz_NAME.srcs, beside the target, lists the project sources it links
+# (one path per line, from the repository root). Corpora and crash files are
+# kept under var/fuzz/NAME/.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+secs=${RAMEX_FUZZ_SECONDS:-60}
+command -v clang >/dev/null || { echo "fuzz: clang is missing (run scripts/deps.sh)" >&2; exit 1; }
+status=0
+for f in tests/fuzz/fuzz_*.c; do
+  [[ -e $f ]] || { echo "fuzz: no targets"; exit 0; }
+  name=$(basename "$f" .c)
+  srcs=()
+  [[ -f tests/fuzz/$name.srcs ]] && mapfile -t srcs < <(grep -v '^\s*#' "tests/fuzz/$name.srcs" | grep .)
+  bin=var/fuzz/$name/$name
+  mkdir -p "var/fuzz/$name/corpus"
+  clang -std=c11 -g -O1 -D_GNU_SOURCE -I. -fsanitize=fuzzer,address,undefined \
+    $(pkg-config --cflags jansson libpq 2>/dev/null) \
+    -o "$bin" "$f" "${srcs[@]}" $(pkg-config --libs jansson libcrypto 2>/dev/null) -lm
+  echo "== $name for ${secs}s"
+  if ! (cd "var/fuzz/$name" && ./"$name" -max_total_time="$secs" -print_final_stats=1 corpus 2>&1 | tail -n 12); then
+    echo "fuzz: $name found a failure; the input is under var/fuzz/$name/"; status=1
+  fi
+done
+exit $status
