@@ -1,0 +1,12 @@
+# exchange/core/billing.mk — money arithmetic, contracts, usage reports and
+# invoices (the pure billing core) and their unit tests. Included by the
+# top-level Makefile (see docs/CONVENTIONS.md).
+
+MONEY_SRC    := common/money.c
+CONTRACT_SRC := exchange/core/contract.c
+USAGE_SRC    := exchange/core/usage.c
+INVOICE_SRC  := exchange/core/invoice.c
+# Everything a caller of the billing core links (ramexd, tools).
+BILLING_SRC  := $(MONEY_SRC) $(CONTRACT_SRC) $(USAGE_SRC) $(INVOICE_SRC)
+
+$(call unit_test,test_money,tests/unit/test_money.c $(MONEY_SRC))
