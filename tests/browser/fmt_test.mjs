@@ -1,0 +1,86 @@
+// fmt_test.mjs — web/js/fmt.js against the brief's worked examples and the
+// rules of common/money.c (cents rounded half away from zero). Run by
+// suite.sh with `node --test`; needs nothing but node.
+import assert from 'node:assert/strict';
+import {test} from 'node:test';
+
+import * as fmt from '../../web/js/fmt.js';
+
+test('brief worked examples to the cent', () => {
+	// 4 GiB offline for a year at 1/100 cent per page-year
+	assert.equal(fmt.money(104857600000), '$104.86');
+	assert.equal(fmt.money(209715200000n), '$209.72');
+	assert.equal(fmt.money('157286400000'), '$157.29');
+});
+
+test('cents round half away from zero, with a sign', () => {
+	assert.equal(fmt.money(5000000), '$0.01');   // exactly half a cent
+	assert.equal(fmt.money(4999999), '$0.00');
+	assert.equal(fmt.money(-5000000), '-$0.01'); // away from zero
+	assert.equal(fmt.money(-4999999), '$0.00');
+	assert.equal(fmt.money(-3000000000), '-$3.00');
+	assert.equal(fmt.money(0), '$0.00');
+});
+
+test('large amounts keep every digit and group thousands', () => {
+	// above 2^53 n$ only BigInt or a string keeps the digits
+	assert.equal(fmt.money(9223372036854775807n), '$9,223,372,036.85');
+	assert.equal(fmt.money('-9223372036854775808'), '-$9,223,372,036.85');
+	assert.equal(fmt.moneyExact(104857600000), '104.857600000');
+	assert.equal(fmt.moneyExact(-1), '-0.000000001');
+});
+
+test('prices show the decimals they need', () => {
+	assert.equal(fmt.price(100000), '$0.0001');
+	assert.equal(fmt.price(15000), '$0.000015');
+	assert.equal(fmt.price(1), '$0.000000001');
+	assert.equal(fmt.price(2000000000), '$2.00');
+	assert.equal(fmt.pricePerGiB(100000), '$26.21');
+	assert.equal(fmt.pricePerGiB(200000), '$52.43');
+});
+
+test('pages as GiB, then MiB, then KiB', () => {
+	assert.equal(fmt.bytes(1048576), '4.00 GiB');
+	assert.equal(fmt.bytes(2097152), '8.00 GiB');
+	assert.equal(fmt.bytes(131072), '0.50 GiB');
+	assert.equal(fmt.bytes(256), '1.00 MiB');
+	assert.equal(fmt.bytes(1), '4 KiB');
+	assert.equal(fmt.bytes(255), '1,020 KiB');
+	assert.equal(fmt.pagesAndBytes(1048576), '1,048,576 pages (4.00 GiB)');
+	assert.equal(fmt.pagesAndBytes(1), '1 page (4 KiB)');
+});
+
+test('page-seconds as page-years', () => {
+	assert.equal(fmt.pageYears(31536000n * 1048576n), '1,048,576.00');
+	assert.equal(fmt.pageYears(15768000), '0.50');
+});
+
+test('times in UTC', () => {
+	assert.equal(fmt.time('2026-12-03T09:24:16.5Z'), '2026-12-03 09:24:16 UTC');
+	assert.equal(fmt.time(1796290000000000000n), '2026-12-03 09:26:40 UTC');
+	assert.equal(fmt.time('not a time'), 'not a time');
+});
+
+test('price input is exact or refused with a reason', () => {
+	assert.deepEqual(fmt.parsePrice('0.0001'), {ok: true, value: 100000n});
+	assert.deepEqual(fmt.parsePrice('$0.000015'), {ok: true, value: 15000n});
+	assert.deepEqual(fmt.parsePrice('2'), {ok: true, value: 2000000000n});
+	assert.match(fmt.parsePrice('0.0000000001').error, /more than 9 decimals/);
+	assert.match(fmt.parsePrice('1e-4').error, /plain decimal/);
+	assert.match(fmt.parsePrice('-1').error, /plain decimal/);
+	assert.match(fmt.parsePrice('0').error, /above zero/);
+	assert.match(fmt.parsePrice('').error, /enter the price/);
+});
+
+test('quantity input in pages or whole-page GiB', () => {
+	assert.deepEqual(fmt.parseQuantity('262,144', 'pages'),
+	                 {ok: true, value: 262144n});
+	assert.deepEqual(fmt.parseQuantity('4', 'GiB'), {ok: true, value: 1048576n});
+	assert.deepEqual(fmt.parseQuantity('0.5', 'GiB'), {ok: true, value: 131072n});
+	const r = fmt.parseQuantity('0.1', 'GiB');
+	assert.equal(r.ok, false);
+	assert.match(r.error, /not a whole number of pages; use 26,214 or 26,215/);
+	assert.match(fmt.parseQuantity('1.5', 'pages').error, /whole number/);
+	assert.match(fmt.parseQuantity('0', 'pages').error, /above zero/);
+	assert.match(fmt.parseQuantity('x', 'GiB').error, /plain decimal/);
+});

@@ -1,0 +1,224 @@
+// fmt.js — the text forms of ramex's units in the browser, and the exact
+// parsing of what a person types into an order form.
+//
+// Money arrives as integer nanodollars (n$), prices as n$ per page-year and
+// quantities as whole 4096-byte pages (docs/money.md). Everything here works
+// in BigInt so that no amount passes through floating point: a JSON number
+// above 2^53 has already lost its last digits before we see it, but every
+// figure below that is shown exactly as common/money.c would show it
+// (cents rounded half away from zero). Pure: no DOM, no fetch, so node can
+// test it (tests/browser/fmt_test.mjs).
+
+export const PAGE_SIZE = 4096n;
+export const PAGES_PER_GIB = 262144n; // 2^30 / 4096
+export const PAGES_PER_MIB = 256n;
+export const NS_PER_DOLLAR = 1000000000n;
+export const NS_PER_CENT = 10000000n;
+export const SECONDS_PER_YEAR = 31536000n;
+
+// An integer from the API (number, bigint or decimal string) as a BigInt.
+export function big(v)
+{
+	if (typeof v === 'bigint')
+		return v;
+	if (typeof v === 'number') {
+		if (!Number.isFinite(v))
+			throw new RangeError(`not a finite number: ${v}`);
+		return BigInt(Math.trunc(v));
+	}
+	if (typeof v === 'string' && /^-?[0-9]+$/.test(v))
+		return BigInt(v);
+	throw new TypeError(`not an integer: ${JSON.stringify(v)}`);
+}
+
+function abs(x)
+{
+	return x < 0n ? -x : x;
+}
+
+// "1234567" -> "1,234,567"
+export function groupDigits(s)
+{
+	return s.replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+}
+
+// n / d rounded to the nearest integer, halves away from zero (d > 0).
+function roundDiv(n, d)
+{
+	const q = (abs(n) * 2n + d) / (2n * d);
+	return n < 0n ? -q : q;
+}
+
+// A count of hundredths as "[-]1,234.56".
+function hundredths(h)
+{
+	const sign = h < 0n ? '-' : '';
+	const a = abs(h);
+	const whole = groupDigits((a / 100n).toString());
+	const frac = (a % 100n).toString().padStart(2, '0');
+	return `${sign}${whole}.${frac}`;
+}
+
+// 104857600000 -> "$104.86"; -3e9 -> "-$3.00". Cents, halves away from
+// zero, like money_format_cents.
+export function money(ns)
+{
+	const c = roundDiv(big(ns), NS_PER_CENT);
+	const s = hundredths(c);
+	return s.startsWith('-') ? `-$${s.slice(1)}` : `$${s}`;
+}
+
+// 104857600000 -> "104.857600000": the exact figure, for tooltips and CSV.
+export function moneyExact(ns)
+{
+	const v = big(ns);
+	const a = abs(v);
+	const frac = (a % NS_PER_DOLLAR).toString().padStart(9, '0');
+	return `${v < 0n ? '-' : ''}${a / NS_PER_DOLLAR}.${frac}`;
+}
+
+// A price in n$/page-year as dollars with as many decimals as it needs
+// (at least two, at most nine): 100000 -> "$0.0001", 15000 -> "$0.000015".
+export function price(ns)
+{
+	const v = big(ns);
+	const a = abs(v);
+	let frac = (a % NS_PER_DOLLAR).toString().padStart(9, '0');
+	frac = frac.replace(/0+$/, '');
+	if (frac.length < 2)
+		frac = frac.padEnd(2, '0');
+	const whole = groupDigits((a / NS_PER_DOLLAR).toString());
+	return `${v < 0n ? '-' : ''}$${whole}.${frac}`;
+}
+
+// The same price per GiB-year, to the cent: what a person compares with a
+// cloud bill. 100000 n$/page-year -> "$26.21".
+export function pricePerGiB(ns)
+{
+	return money(big(ns) * PAGES_PER_GIB);
+}
+
+// 1048576 -> "1,048,576"
+export function pages(p)
+{
+	return groupDigits(big(p).toString());
+}
+
+// Pages as binary bytes: GiB to two decimals from 0.01 GiB up, then MiB,
+// then whole KiB (a few pages would otherwise read "0.00 GiB").
+export function bytes(p)
+{
+	const v = big(p);
+	if (abs(v) >= PAGES_PER_GIB / 100n)
+		return `${hundredths(roundDiv(v * 100n, PAGES_PER_GIB))} GiB`;
+	if (abs(v) >= PAGES_PER_MIB)
+		return `${hundredths(roundDiv(v * 100n, PAGES_PER_MIB))} MiB`;
+	return `${groupDigits((v * PAGE_SIZE / 1024n).toString())} KiB`;
+}
+
+// "1,048,576 pages (4.00 GiB)"
+export function pagesAndBytes(p)
+{
+	const n = big(p);
+	return `${pages(n)} ${abs(n) === 1n ? 'page' : 'pages'} (${bytes(n)})`;
+}
+
+// Page-seconds as page-years to two decimals: 33067950784512000 -> ...
+export function pageYears(ps)
+{
+	return hundredths(roundDiv(big(ps) * 100n, SECONDS_PER_YEAR));
+}
+
+// "2026-12-03 09:24:16 UTC" from an RFC 3339 string, epoch nanoseconds
+// (BigInt, string or number) or a Date.
+export function time(t)
+{
+	let d;
+	if (t instanceof Date)
+		d = t;
+	else if (typeof t === 'string' && !/^-?[0-9]+$/.test(t))
+		d = new Date(t);
+	else
+		d = new Date(Number(big(t) / 1000000n));
+	if (Number.isNaN(d.getTime()))
+		return String(t);
+	return d.toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC');
+}
+
+// ---- parsing what a person types ----
+//
+// Each parser returns {ok: true, value} or {ok: false, error} with a sentence
+// that says what is wrong and how to fix it; the forms show it beside the
+// field. Nothing is rounded: an input that does not name an exact value is
+// refused.
+
+// A decimal with at most `maxDecimals` decimals, scaled by 10^maxDecimals.
+function scaled(s, maxDecimals, what)
+{
+	const t = String(s).trim().replace(/^\$/, '');
+	if (t === '')
+		return {ok: false, error: `enter ${what}`};
+	const m = /^([0-9]+)(?:\.([0-9]+))?$/.exec(t.replace(/,/g, ''));
+	if (!m)
+		return {
+			ok: false,
+			error: `${what} must be a plain decimal number such as 0.0001`
+		};
+	const frac = m[2] || '';
+	if (frac.length > maxDecimals)
+		return {
+			ok: false,
+			error: `${what} has more than ${maxDecimals} decimals`
+		};
+	const v = BigInt(m[1] + frac.padEnd(maxDecimals, '0'));
+	return {ok: true, value: v};
+}
+
+// Dollars per page-year ("0.0001") -> n$ per page-year (100000n).
+export function parsePrice(s)
+{
+	const r = scaled(s, 9, 'the price in $ per page-year');
+	if (!r.ok)
+		return r;
+	if (r.value <= 0n)
+		return {ok: false, error: 'the price must be above zero'};
+	return r;
+}
+
+// A quantity in `unit` ('pages' or 'GiB') -> whole pages.
+export function parseQuantity(s, unit)
+{
+	if (unit === 'pages') {
+		const t = String(s).trim().replace(/,/g, '');
+		if (t === '')
+			return {ok: false, error: 'enter a number of pages'};
+		if (!/^[0-9]+$/.test(t))
+			return {
+				ok: false,
+				error: 'pages must be a whole number such as 262144'
+			};
+		const v = BigInt(t);
+		if (v <= 0n)
+			return {ok: false, error: 'the quantity must be above zero'};
+		return {ok: true, value: v};
+	}
+	if (unit !== 'GiB')
+		return {ok: false, error: `unknown unit ${unit}`};
+	const r = scaled(s, 6, 'the quantity in GiB');
+	if (!r.ok)
+		return r;
+	const scaledPages = r.value * PAGES_PER_GIB; // pages * 10^6
+	if (scaledPages % 1000000n !== 0n) {
+		const lo = scaledPages / 1000000n;
+		return {
+			ok: false,
+			error: `${String(s).trim()} GiB is not a whole number of ` +
+			           `pages; use ${groupDigits(lo.toString())} or ` +
+			           `${groupDigits((lo + 1n).toString())} pages`
+		};
+	}
+	const v = scaledPages / 1000000n;
+	if (v <= 0n)
+		return {ok: false, error: 'the quantity must be above zero'};
+	return {ok: true, value: v};
+}
