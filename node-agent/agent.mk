@@ -1,0 +1,6 @@
+# node-agent/ — ramex-agent, its pure core and its edges. Included by the
+# top-level Makefile.
+
+AGENT_CORE := node-agent/core/wsest.c
+
+$(call unit_test,test_wsest,tests/unit/test_wsest.c node-agent/core/wsest.c)

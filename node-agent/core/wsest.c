@@ -1,0 +1,345 @@
+/* wsest.c — the working-set estimator; the model is in node-agent/README.md.
+ */
+#include "node-agent/core/wsest.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Calibrated fault costs outside this range are measurement noise (a PSI
+ * stall with almost no refaults, or the reverse), not a device. */
+#define WSEST_COST_MIN_NS 1000
+#define WSEST_COST_MAX_NS 10000000
+
+struct wsest {
+	struct wsest_config cfg;
+	int have_prev;
+	struct wsest_sample prev;
+	int have_est;
+	double wss;     /* smoothed working set, pages */
+	double wss_var; /* smoothed variance of the raw estimate over time */
+	double cost_ns; /* stall per refault */
+	/* Smoothed, per age bucket: pages touched, out of pages that had the
+	 * age at the previous scan. Smoothing the counts rather than their
+	 * ratio keeps sparse buckets from swinging to 0 or 1. */
+	double reuse_n[WSEST_AGE_BUCKETS];
+	double base_n[WSEST_AGE_BUCKETS];
+	int pressure;
+	int stable_run;
+};
+
+void wsest_config_default(struct wsest_config *c)
+{
+	memset(c, 0, sizeof *c);
+	c->window_ns = INT64_C(60000000000);
+	c->fault_cost_ns = 50000;
+	c->smooth_pct = 30;
+	c->stable_pct = 5;
+	c->stable_samples = 6;
+	c->min_refaults = 16;
+	c->pressure_ppm = 100000;
+	c->unpressure_ppm = 20000;
+}
+
+struct wsest *wsest_new(const struct wsest_config *c, const char **why)
+{
+	struct wsest *w;
+
+	if (c->window_ns <= 0) {
+		*why = "the working-set window must be positive";
+		return NULL;
+	}
+	if (c->fault_cost_ns < WSEST_COST_MIN_NS ||
+	    c->fault_cost_ns > WSEST_COST_MAX_NS) {
+		*why = "the fault cost must be between 1 us and 10 ms";
+		return NULL;
+	}
+	if (c->smooth_pct < 1 || c->smooth_pct > 100) {
+		*why = "the smoothing weight must be 1..100 percent";
+		return NULL;
+	}
+	if (c->stable_pct < 1 || c->stable_samples < 1) {
+		*why = "the stability limits must be positive";
+		return NULL;
+	}
+	if (c->unpressure_ppm > c->pressure_ppm || c->pressure_ppm > 1000000 ||
+	    c->unpressure_ppm < 0) {
+		*why = "pressure must end (unpressure) at or below where it "
+		       "starts,"
+		       " within 0..1000000 ppm";
+		return NULL;
+	}
+	w = calloc(1, sizeof *w);
+	if (!w) {
+		*why = "out of memory";
+		return NULL;
+	}
+	w->cfg = *c;
+	w->cost_ns = (double)c->fault_cost_ns;
+	return w;
+}
+
+void wsest_free(struct wsest *w)
+{
+	free(w);
+}
+
+static uint64_t delta(uint64_t now, uint64_t before)
+{
+	/* A counter that went backwards was reset (cgroup recreated): the
+	 * interval carries no information, which is not an error. */
+	return now >= before ? now - before : 0;
+}
+
+/* Stall microseconds per page-year for a page touched `rate` times a
+ * second, each touch (if the page were gone) costing `cost_ns`. */
+static int64_t value_of(double rate, double cost_ns)
+{
+	double v = rate * (double)RX_SECONDS_PER_YEAR * cost_ns / 1000.0;
+	if (v > 1e18)
+		v = 1e18;
+	return v > 0 ? (int64_t)llround(v) : 0;
+}
+
+static int check_idle(const struct wsest_idle *id, const char **why)
+{
+	int64_t sum = 0;
+
+	if (id->sampled <= 0 || id->population < id->sampled) {
+		*why =
+		    "idle sample: sampled pages must be positive and at most "
+		    "the population";
+		return -1;
+	}
+	for (int k = 0; k < WSEST_AGE_BUCKETS; k++) {
+		if (id->age[k] < 0 || id->reuse[k] < 0) {
+			*why = "idle sample: negative page count";
+			return -1;
+		}
+		sum += id->age[k];
+	}
+	if (sum != id->sampled) {
+		*why = "idle sample: the age histogram does not add up to the "
+		       "sampled pages";
+		return -1;
+	}
+	return 0;
+}
+
+/* Pool-adjacent-violators: the weighted least-squares fit of `p` that
+ * never increases. Pages are ordered hottest first, as LRU keeps them, so a
+ * colder bucket that looks hotter is sampling noise, pooled with its
+ * neighbour rather than clipped (clipping drags every later bucket down). */
+static void isotonic_nonincreasing(double *p, const double *wt, int n)
+{
+	double val[WSEST_AGE_BUCKETS], w[WSEST_AGE_BUCKETS];
+	int len[WSEST_AGE_BUCKETS], m = 0;
+
+	for (int i = 0; i < n; i++) {
+		val[m] = p[i];
+		w[m] = wt[i];
+		len[m] = 1;
+		m++;
+		while (m > 1 && val[m - 2] < val[m - 1]) {
+			double ws = w[m - 2] + w[m - 1];
+			val[m - 2] =
+			    (val[m - 2] * w[m - 2] + val[m - 1] * w[m - 1]) /
+			    ws;
+			w[m - 2] = ws;
+			len[m - 2] += len[m - 1];
+			m--;
+		}
+	}
+	for (int b = 0, i = 0; b < m; b++)
+		for (int j = 0; j < len[b]; j++)
+			p[i++] = val[b];
+}
+
+/* Fine estimate from idle ages: pages idle for fewer scans than the window
+ * are working; per-age reuse gives the marginal-value curve. */
+static double idle_estimate(struct wsest *w, const struct wsest_sample *s,
+                            double dt_s, double *var, struct wsest_estimate *e)
+{
+	const struct wsest_idle *id = &s->idle, *pid = &w->prev.idle;
+	double scale = (double)id->population / (double)id->sampled;
+	double alpha = w->cfg.smooth_pct / 100.0;
+	double win = (double)w->cfg.window_ns / 1e9 / dt_s;
+	int W = (int)lround(win);
+	int64_t in_ws = 0, cum = 0;
+
+	if (W < 1)
+		W = 1;
+	if (W > WSEST_AGE_BUCKETS - 1)
+		W = WSEST_AGE_BUCKETS - 1;
+	for (int k = 0; k < W; k++)
+		in_ws += id->age[k];
+
+	double p = (double)in_ws / (double)id->sampled;
+	double fpc = 1.0 - (double)id->sampled / (double)id->population;
+	*var = (double)id->population * (double)id->population * p * (1 - p) /
+	       (double)id->sampled * fpc;
+
+	double p_k[WSEST_AGE_BUCKETS], wt[WSEST_AGE_BUCKETS];
+	int nb = 0;
+	for (int k = 0; k < WSEST_AGE_BUCKETS; k++) {
+		w->reuse_n[k] += alpha * ((double)id->reuse[k] - w->reuse_n[k]);
+		w->base_n[k] += alpha * ((double)pid->age[k] - w->base_n[k]);
+		if (id->age[k] == 0)
+			continue;
+		double pk = w->base_n[k] > 0 ? w->reuse_n[k] / w->base_n[k]
+		                             : (k == 0 ? 1 : 0);
+		p_k[nb] = pk > 1 ? 1 : pk;
+		wt[nb] = (double)id->age[k];
+		e->curve[nb].size = (rx_pages)llround((double)cum * scale);
+		cum += id->age[k];
+		nb++;
+	}
+	isotonic_nonincreasing(p_k, wt, nb);
+	for (int i = 0; i < nb; i++)
+		e->curve[i].value = value_of(p_k[i] / dt_s, w->cost_ns);
+	e->npoints = nb;
+	return (double)in_ws * scale;
+}
+
+/* Coarse estimate from list sizes: the active list is working, half the
+ * inactive list is, give or take the other half. */
+static double lru_estimate(struct wsest *w, const struct wsest_sample *s,
+                           double dt_s, double refault_rate, double *var,
+                           struct wsest_estimate *e)
+{
+	double half = (double)s->inactive / 2;
+	rx_pages hot = s->active + s->unevictable;
+	int64_t v0 = value_of(1 / dt_s, w->cost_ns);
+	int64_t v1 =
+	    s->inactive > 0
+	        ? value_of(refault_rate / (double)s->inactive, w->cost_ns)
+	        : 0;
+
+	*var = (half / 2) * (half / 2); /* half-width taken as 2σ */
+	e->curve[0].size = 0;
+	e->curve[0].value = v0;
+	e->curve[1].size = hot;
+	e->curve[1].value = v1 < v0 ? v1 : v0;
+	e->npoints = 2;
+	return (double)hot + half;
+}
+
+int wsest_update(struct wsest *w, const struct wsest_sample *s,
+                 struct wsest_estimate *e, const char **why)
+{
+	memset(e, 0, sizeof *e);
+	if (s->active < 0 || s->inactive < 0 || s->unevictable < 0) {
+		*why = "negative list size in sample";
+		return -1;
+	}
+	if (s->has_idle && check_idle(&s->idle, why) < 0)
+		return -1;
+	if (!w->have_prev) {
+		w->prev = *s;
+		w->have_prev = 1;
+		e->source = WSEST_NONE;
+		e->fault_cost_ns = (int64_t)w->cost_ns;
+		return 0;
+	}
+	if (s->t <= w->prev.t) {
+		*why =
+		    "sample time did not advance; samples must come in order";
+		return -1;
+	}
+
+	double dt_s = (double)(s->t - w->prev.t) / 1e9;
+	double dsome = (double)delta(s->psi_some_us, w->prev.psi_some_us);
+	double dref = (double)delta(s->refaults, w->prev.refaults);
+	double alpha = w->cfg.smooth_pct / 100.0;
+	double refault_rate = dref / dt_s;
+
+	e->stall_ppm = (int64_t)llround(dsome / (dt_s * 1e6) * 1e6);
+	if (e->stall_ppm > 1000000)
+		e->stall_ppm = 1000000;
+	e->refault_mps = (int64_t)llround(refault_rate * 1000);
+
+	if (dref >= (double)w->cfg.min_refaults && dsome > 0) {
+		double c = dsome * 1000 / dref;
+		if (c < WSEST_COST_MIN_NS)
+			c = WSEST_COST_MIN_NS;
+		if (c > WSEST_COST_MAX_NS)
+			c = WSEST_COST_MAX_NS;
+		w->cost_ns += alpha * (c - w->cost_ns);
+	}
+	e->fault_cost_ns = (int64_t)llround(w->cost_ns);
+
+	if (!w->pressure && e->stall_ppm >= w->cfg.pressure_ppm)
+		w->pressure = 1;
+	else if (w->pressure && e->stall_ppm < w->cfg.unpressure_ppm)
+		w->pressure = 0;
+	e->pressure = w->pressure;
+
+	e->resident = s->active + s->inactive + s->unevictable;
+
+	/* Refaults in the interval bound the working-set pages that are not
+	 * resident: each such page touched in the interval refaulted at least
+	 * once. Take the middle of [0, bound] and its half-width as error. */
+	double def_half = dref / 2;
+	double var_samp, raw;
+	if (s->has_idle && w->prev.has_idle) {
+		e->source = WSEST_IDLE;
+		raw = idle_estimate(w, s, dt_s, &var_samp, e);
+	} else {
+		e->source = WSEST_LRU;
+		raw = lru_estimate(w, s, dt_s, refault_rate, &var_samp, e);
+	}
+	raw += def_half;
+
+	if (!w->have_est) {
+		w->wss = raw;
+		w->wss_var = 0;
+		w->have_est = 1;
+	} else {
+		double d = raw - w->wss;
+		w->wss += alpha * d;
+		w->wss_var = (1 - alpha) * (w->wss_var + alpha * d * d);
+	}
+
+	double err = sqrt(4 * var_samp + 4 * w->wss_var + def_half * def_half);
+	e->wss = (rx_pages)llround(w->wss);
+	e->wss_err = (rx_pages)llround(ceil(err));
+	e->deficit = (rx_pages)llround(def_half);
+
+	double drift = w->wss > 0 ? fabs(raw - w->wss) / w->wss : 1;
+	double rel = w->wss > 0 ? err / w->wss : 1;
+	if (!w->pressure && drift * 100 <= w->cfg.stable_pct &&
+	    rel * 100 <= w->cfg.stable_pct)
+		w->stable_run++;
+	else
+		w->stable_run = 0;
+	e->stable = w->stable_run >= w->cfg.stable_samples;
+
+	e->dydx = e->resident > 0 ? wsest_value_at(e, e->resident - 1) : 0;
+	e->dydx_above = e->dydx;
+	if (def_half >= 1) {
+		/* Each missing page is needed (refault_rate / missing) times a
+		 * second; one more page of memory saves that. */
+		int64_t v = value_of(refault_rate / def_half, w->cost_ns);
+		if (v > e->dydx_above)
+			e->dydx_above = v;
+	}
+	assert(e->npoints >= 1 && e->npoints <= WSEST_AGE_BUCKETS);
+	assert(e->wss >= 0 && e->wss_err >= 0);
+	w->prev = *s;
+	return 0;
+}
+
+int64_t wsest_value_at(const struct wsest_estimate *e, rx_pages x)
+{
+	int64_t v = 0;
+
+	if (e->npoints == 0)
+		return 0;
+	if (x >= e->resident)
+		return e->dydx_above;
+	v = e->curve[0].value;
+	for (int i = 1; i < e->npoints && e->curve[i].size <= x; i++)
+		v = e->curve[i].value;
+	return v;
+}

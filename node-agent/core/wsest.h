@@ -1,0 +1,116 @@
+/*
+ * wsest.h — the working-set estimator: the agent's measured "calculus".
+ *
+ * Fed one sample at a time (PSI stall totals, refault totals, the LRU sizes
+ * from meminfo or memory.stat, and, where the kernel has idle-page tracking,
+ * an idle-age histogram of sampled pages), it returns the working-set size
+ * with an uncertainty and the marginal value of a page, dy/dx, as a curve
+ * over memory sizes. The model is described in node-agent/README.md.
+ *
+ * Pure: no clock, no I/O, no globals, no allocation after wsest_new. The
+ * caller passes the sample's timestamp. Floating point is used inside for the
+ * statistics; every quantity and value it returns is an integer.
+ */
+#ifndef RAMEX_WSEST_H
+#define RAMEX_WSEST_H
+
+#include "common/units.h"
+
+#include <stdint.h>
+
+/* Idle ages are counted in scans: bucket k holds pages idle for exactly k
+ * scans, the last bucket those idle for that many or more. 16 buckets cover
+ * a 60 s window at scans down to 4 s apart. */
+#define WSEST_AGE_BUCKETS 16
+
+struct wsest_config {
+	int64_t window_ns;      /* Denning's τ: touched within it = working */
+	int64_t fault_cost_ns;  /* stall per refault until PSI calibrates it */
+	int smooth_pct;         /* weight of a new sample in the averages */
+	int stable_pct;         /* error and drift under this % = stable ... */
+	int stable_samples;     /* ... for this many samples in a row */
+	int64_t min_refaults;   /* refaults per interval needed to calibrate */
+	int64_t pressure_ppm;   /* stall share (ppm of time) that is pressure */
+	int64_t unpressure_ppm; /* pressure ends below this (hysteresis) */
+};
+
+/* Idle-page scan result for sampled pages (see sample.h). */
+struct wsest_idle {
+	int64_t sampled;    /* trackable pages examined by this scan */
+	int64_t population; /* trackable pages the sample stands for */
+	/* age[k]: sampled pages idle for k scans now (0 = touched since the
+	 * previous scan). reuse[k]: sampled pages touched since the previous
+	 * scan, by the idle age they had at that scan. */
+	int64_t age[WSEST_AGE_BUCKETS];
+	int64_t reuse[WSEST_AGE_BUCKETS];
+};
+
+/* One sample. Counters are cumulative since boot (or cgroup creation). */
+struct wsest_sample {
+	rx_time_ns t;
+	uint64_t psi_some_us; /* PSI "some" total stall, microseconds */
+	uint64_t psi_full_us; /* PSI "full" total stall, microseconds */
+	uint64_t refaults;    /* workingset_refault_anon + _file */
+	/* LRU sizes in pages, from /proc/meminfo or memory.stat. */
+	rx_pages active;      /* Active(anon) + Active(file) */
+	rx_pages inactive;    /* Inactive(anon) + Inactive(file) */
+	rx_pages unevictable; /* counts as working: it cannot be reclaimed */
+	int has_idle;         /* idle-page tracking ran for this sample */
+	struct wsest_idle idle;
+};
+
+enum wsest_source {
+	WSEST_NONE = 0, /* fewer than two samples yet */
+	WSEST_LRU,      /* from active/inactive list sizes only (coarse) */
+	WSEST_IDLE,     /* from idle-page ages (fine) */
+};
+
+/* One point of the marginal-value curve: at memory sizes from `size` up to
+ * the next point's size, one more page saves `value` microseconds of stall
+ * per page-year. Values never increase with size (concave utility). */
+struct wsest_point {
+	rx_pages size;
+	int64_t value;
+};
+
+struct wsest_estimate {
+	enum wsest_source source;
+	rx_pages wss;      /* working-set pages */
+	rx_pages wss_err;  /* ≈95 % half-width: truth in wss ± wss_err */
+	rx_pages resident; /* LRU pages the workload holds now */
+	rx_pages deficit;  /* working-set pages estimated not resident */
+	/* dy/dx at the resident size: stall microseconds a page-year saves. */
+	int64_t dydx;
+	/* dy/dx just above the resident size (what one more page is worth
+	 * when the workload refaults); equals dydx when it does not. */
+	int64_t dydx_above;
+	int64_t stall_ppm;     /* PSI some: share of the last interval */
+	int64_t refault_mps;   /* refaults per second × 1000 */
+	int64_t fault_cost_ns; /* calibrated stall per refault */
+	int pressure;          /* stall over the threshold (hysteresis) */
+	int stable;            /* steady enough to sell for the long term */
+	int npoints;
+	struct wsest_point curve[WSEST_AGE_BUCKETS];
+};
+
+struct wsest;
+
+/* Sane defaults: 60 s window, 50 µs per fault, 30 % smoothing, ±5 % for
+ * 6 samples is stable, pressure at 10 % stall and ends under 2 %. */
+void wsest_config_default(struct wsest_config *c);
+
+/* Returns NULL and sets *why when the configuration is unusable. */
+struct wsest *wsest_new(const struct wsest_config *c, const char **why);
+void wsest_free(struct wsest *w);
+
+/* Feeds one sample. Returns 0 and fills `out`; or -1 and sets *why when the
+ * sample cannot be used (time went backwards, counts are inconsistent). A
+ * counter that went backwards (a reset) restarts the deltas, not an error. */
+int wsest_update(struct wsest *w, const struct wsest_sample *s,
+                 struct wsest_estimate *out, const char **why);
+
+/* dy/dx at memory size x (pages): the curve's step, or dydx_above beyond
+ * the resident size. */
+int64_t wsest_value_at(const struct wsest_estimate *e, rx_pages x);
+
+#endif

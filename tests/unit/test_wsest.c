@@ -1,0 +1,436 @@
+/*
+ * test_wsest.c — the working-set estimator on synthetic traces whose
+ * working set is known exactly.
+ *
+ * A page-level simulator touches each page with its own probability per
+ * interval, keeps idle ages for every 8th page just as the idle-page
+ * sampler does, and counts the true working set (pages touched within the
+ * window) over all pages. The estimator sees only the sample.
+ */
+#include "node-agent/core/wsest.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DT_NS  INT64_C(10000000000) /* 10 s between samples */
+#define STRIDE 8
+#define WIN    6 /* 60 s window / 10 s */
+
+struct sim {
+	int n;
+	double *q; /* touch probability per interval */
+	int *last; /* interval of the last touch */
+	int *age;  /* idle age in scans, for sampled pages */
+	int tick;
+	uint64_t rng;
+	uint64_t psi_us, refaults;
+};
+
+static double rnd(struct sim *s)
+{
+	s->rng ^= s->rng << 13;
+	s->rng ^= s->rng >> 7;
+	s->rng ^= s->rng << 17;
+	return (double)(s->rng >> 11) / 9007199254740992.0;
+}
+
+static struct sim *sim_new(int n)
+{
+	struct sim *s = calloc(1, sizeof *s);
+	s->n = n;
+	s->q = calloc((size_t)n, sizeof *s->q);
+	s->last = malloc((size_t)n * sizeof *s->last);
+	s->age = malloc((size_t)n * sizeof *s->age);
+	for (int i = 0; i < n; i++) {
+		s->last[i] = -1000;
+		s->age[i] = WSEST_AGE_BUCKETS - 1;
+	}
+	s->rng = 0x9E3779B97F4A7C15ull;
+	return s;
+}
+
+static void sim_free(struct sim *s)
+{
+	free(s->q);
+	free(s->last);
+	free(s->age);
+	free(s);
+}
+
+static void sim_set(struct sim *s, int from, int to, double q)
+{
+	for (int i = from; i < to; i++)
+		s->q[i] = q;
+}
+
+/* Runs one interval and fills the sample the agent would take after it. */
+static void sim_step(struct sim *s, struct wsest_sample *out)
+{
+	memset(out, 0, sizeof *out);
+	s->tick++;
+	for (int i = 0; i < s->n; i++) {
+		int touched = s->q[i] > 0 && rnd(s) < s->q[i];
+		if (touched)
+			s->last[i] = s->tick;
+		if (i % STRIDE)
+			continue;
+		if (touched) {
+			out->idle.reuse[s->age[i]]++;
+			s->age[i] = 0;
+		} else if (s->age[i] < WSEST_AGE_BUCKETS - 1) {
+			s->age[i]++;
+		}
+		out->idle.age[s->age[i]]++;
+		out->idle.sampled++;
+	}
+	out->t = (rx_time_ns)s->tick * DT_NS;
+	out->has_idle = 1;
+	out->idle.population = s->n;
+	out->active = s->n;
+	out->psi_some_us = s->psi_us;
+	out->refaults = s->refaults;
+}
+
+static int64_t sim_truth(const struct sim *s)
+{
+	int64_t n = 0;
+	for (int i = 0; i < s->n; i++)
+		n += s->tick - s->last[i] < WIN;
+	return n;
+}
+
+static struct wsest *new_est(void)
+{
+	struct wsest_config c;
+	const char *why = NULL;
+	wsest_config_default(&c);
+	struct wsest *w = wsest_new(&c, &why);
+	ck_assert_msg(w, "wsest_new: %s", why);
+	return w;
+}
+
+static void feed(struct wsest *w, struct sim *s, struct wsest_estimate *e)
+{
+	struct wsest_sample smp;
+	const char *why = NULL;
+	sim_step(s, &smp);
+	ck_assert_msg(wsest_update(w, &smp, e, &why) == 0, "update: %s", why);
+}
+
+static void assert_within(const struct wsest_estimate *e, int64_t truth,
+                          int tick)
+{
+	int64_t diff = llabs(e->wss - truth);
+	ck_assert_msg(diff * 10 <= truth,
+	              "tick %d: estimate %lld, truth %lld: error over 10 %%",
+	              tick, (long long)e->wss, (long long)truth);
+	ck_assert_msg(
+	    diff <= e->wss_err, "tick %d: truth %lld outside %lld ± %lld", tick,
+	    (long long)truth, (long long)e->wss, (long long)e->wss_err);
+}
+
+START_TEST(hot_set)
+{
+	struct sim *s = sim_new(200000);
+	struct wsest *w = new_est();
+	struct wsest_estimate e;
+
+	sim_set(s, 0, 40000, 0.95);
+	for (int t = 1; t <= 40; t++) {
+		feed(w, s, &e);
+		if (t >= 10) {
+			ck_assert_int_eq(e.source, WSEST_IDLE);
+			assert_within(&e, sim_truth(s), t);
+		}
+	}
+	ck_assert(e.stable);
+	ck_assert(!e.pressure);
+	sim_free(s);
+	wsest_free(w);
+}
+END_TEST
+
+START_TEST(mixed_heat)
+{
+	struct sim *s = sim_new(200000);
+	struct wsest *w = new_est();
+	struct wsest_estimate e;
+
+	sim_set(s, 0, 20000, 1.0);
+	sim_set(s, 20000, 50000, 0.2);
+	sim_set(s, 50000, 200000, 0.002);
+	for (int t = 1; t <= 60; t++) {
+		feed(w, s, &e);
+		if (t >= 15)
+			assert_within(&e, sim_truth(s), t);
+	}
+	sim_free(s);
+	wsest_free(w);
+}
+END_TEST
+
+START_TEST(step_change)
+{
+	struct sim *s = sim_new(200000);
+	struct wsest *w = new_est();
+	struct wsest_estimate e;
+	int was_stable = 0, unstable_after = 0;
+
+	sim_set(s, 0, 20000, 0.9);
+	for (int t = 1; t <= 30; t++)
+		feed(w, s, &e);
+	was_stable = e.stable;
+	assert_within(&e, sim_truth(s), 30);
+	sim_set(s, 0, 60000, 0.9);
+	for (int t = 31; t <= 60; t++) {
+		feed(w, s, &e);
+		if (t == 34)
+			unstable_after = !e.stable;
+		if (t >= 46)
+			assert_within(&e, sim_truth(s), t);
+	}
+	ck_assert_msg(was_stable, "a steady workload must become stable");
+	ck_assert_msg(unstable_after, "a growing working set is not stable");
+	sim_free(s);
+	wsest_free(w);
+}
+END_TEST
+
+START_TEST(marginal_value_curve)
+{
+	struct sim *s = sim_new(200000);
+	struct wsest *w = new_est();
+	struct wsest_estimate e;
+
+	sim_set(s, 0, 20000, 1.0);
+	sim_set(s, 20000, 50000, 0.2);
+	sim_set(s, 50000, 200000, 0.002);
+	for (int t = 1; t <= 80; t++)
+		feed(w, s, &e);
+	for (int i = 1; i < e.npoints; i++) {
+		ck_assert(e.curve[i].size > e.curve[i - 1].size);
+		ck_assert(e.curve[i].value <= e.curve[i - 1].value);
+	}
+	/* One touch per 10 s at 50 µs is 31536000 / 10 * 50 µs per page-year.
+	 * The pages touched in the last scan are the 20000 hot ones plus the
+	 * warm (6000) and cold (300) ones touched by chance, so the hottest
+	 * bucket's reuse is (20000 + 6000 * 0.2 + 300 * 0.002) / 26300. */
+	int64_t hot = 157680000;
+	int64_t hot_bucket = (int64_t)(hot * (21200.6 / 26300));
+	int64_t v_hot = wsest_value_at(&e, 10000);
+	int64_t v_warm = wsest_value_at(&e, 35000);
+	int64_t v_cold = wsest_value_at(&e, 150000);
+	ck_assert_msg(llabs(v_hot - hot_bucket) * 20 <= hot_bucket,
+	              "hot %lld want %lld", (long long)v_hot,
+	              (long long)hot_bucket);
+	ck_assert_msg(v_warm < v_hot / 2 && v_warm > v_cold * 10,
+	              "warm %lld hot %lld cold %lld", (long long)v_warm,
+	              (long long)v_hot, (long long)v_cold);
+	/* dy/dx at the current size is the oldest bucket's value: the cold
+	 * pages (q = 0.002, 0.998^15 of them still idle) and the few warm ones
+	 * idle for 15 scans (0.8^15 of them). */
+	double cold_n = 150000 * 0.97043, warm_n = 30000 * 0.035184;
+	int64_t cold = (int64_t)(hot * (cold_n * 0.002 + warm_n * 0.2) /
+	                         (cold_n + warm_n));
+	ck_assert_msg(llabs(e.dydx - cold) * 100 <= cold * 15,
+	              "dydx %lld want %lld", (long long)e.dydx,
+	              (long long)cold);
+	ck_assert_int_eq(e.dydx_above, e.dydx);
+	sim_free(s);
+	wsest_free(w);
+}
+END_TEST
+
+/* PSI stall per refault calibrates the cost of a fault, and with it the
+ * value of a page: a dearer device makes every page worth more. */
+START_TEST(psi_calibrates_cost)
+{
+	struct sim *s = sim_new(100000);
+	struct wsest *w = new_est();
+	struct wsest_estimate e;
+	int64_t before = 0;
+
+	sim_set(s, 0, 30000, 1.0);
+	sim_set(s, 30000, 100000, 0.01);
+	for (int t = 1; t <= 20; t++)
+		feed(w, s, &e);
+	before = e.dydx;
+	ck_assert_int_eq(e.fault_cost_ns, 50000);
+	for (int t = 21; t <= 60; t++) {
+		s->refaults += 100;
+		s->psi_us += 100 * 200; /* 200 µs per refault, 0.2 % stall */
+		feed(w, s, &e);
+	}
+	ck_assert_msg(llabs(e.fault_cost_ns - 200000) < 2000, "cost %lld",
+	              (long long)e.fault_cost_ns);
+	ck_assert_int_eq(e.stall_ppm, 2000);
+	ck_assert_int_eq(e.refault_mps, 10000);
+	ck_assert(!e.pressure);
+	ck_assert_msg(e.dydx > before * 3 && e.dydx < before * 5,
+	              "value %lld before %lld", (long long)e.dydx,
+	              (long long)before);
+	sim_free(s);
+	wsest_free(w);
+}
+END_TEST
+
+/* Pressure starts at 10 % stall and ends only under 2 %. */
+START_TEST(pressure_hysteresis)
+{
+	struct sim *s = sim_new(10000);
+	struct wsest *w = new_est();
+	struct wsest_estimate e;
+	static const struct {
+		uint64_t stall_us; /* per 10 s interval */
+		int want;
+	} steps[] = {
+	    {500000, 0}, {1500000, 1}, {500000, 1},
+	    {300000, 1}, {100000, 0},  {900000, 0},
+	};
+
+	sim_set(s, 0, 5000, 1.0);
+	feed(w, s, &e);
+	for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+		s->psi_us += steps[i].stall_us;
+		feed(w, s, &e);
+		ck_assert_msg(e.pressure == steps[i].want,
+		              "step %zu: pressure %d", i, e.pressure);
+		ck_assert_int_eq(e.stall_ppm, (int64_t)steps[i].stall_us / 10);
+		if (e.pressure)
+			ck_assert(!e.stable);
+	}
+	sim_free(s);
+	wsest_free(w);
+}
+END_TEST
+
+/* Refaulting workload: resident pages are all hot, and 2000 refaults an
+ * interval say that up to 2000 more working pages are not resident. */
+START_TEST(refaults_widen_the_estimate)
+{
+	struct sim *s = sim_new(50000);
+	struct wsest *w = new_est();
+	struct wsest_estimate e;
+
+	sim_set(s, 0, 50000, 1.0);
+	for (int t = 1; t <= 20; t++) {
+		s->refaults += 2000;
+		s->psi_us += 2000 * 100;
+		feed(w, s, &e);
+	}
+	ck_assert_int_eq(e.deficit, 1000);
+	ck_assert(e.wss >= 50000 + 900 && e.wss <= 50000 + 1100);
+	/* Whatever the true deficit in [0, 2000], it lies in the interval. */
+	ck_assert(e.wss - e.wss_err <= 50000);
+	ck_assert(e.wss + e.wss_err >= 52000);
+	ck_assert_msg(e.dydx_above >= e.dydx, "above %lld at %lld",
+	              (long long)e.dydx_above, (long long)e.dydx);
+	ck_assert_int_eq(wsest_value_at(&e, e.resident + 10), e.dydx_above);
+	sim_free(s);
+	wsest_free(w);
+}
+END_TEST
+
+/* Without idle-page tracking the active list is working and the inactive
+ * list is uncertain: the estimate is wide but contains the truth. */
+START_TEST(lru_fallback)
+{
+	struct wsest *w = new_est();
+	struct wsest_estimate e;
+	struct wsest_sample smp;
+	const char *why;
+
+	for (int t = 0; t < 10; t++) {
+		memset(&smp, 0, sizeof smp);
+		smp.t = t * DT_NS;
+		smp.active = 30000;
+		smp.inactive = 20000;
+		smp.unevictable = 1000;
+		ck_assert(wsest_update(w, &smp, &e, &why) == 0);
+	}
+	ck_assert_int_eq(e.source, WSEST_LRU);
+	ck_assert_int_eq(e.wss, 41000);
+	ck_assert_int_eq(e.wss_err, 10000);
+	ck_assert_int_eq(e.resident, 51000);
+	ck_assert(!e.stable); /* ±24 % is no basis for a long-term sale */
+	ck_assert(wsest_value_at(&e, 100) > wsest_value_at(&e, 40000));
+	wsest_free(w);
+}
+END_TEST
+
+START_TEST(bad_samples)
+{
+	struct wsest *w = new_est();
+	struct wsest_estimate e;
+	struct wsest_sample smp;
+	const char *why = NULL;
+
+	memset(&smp, 0, sizeof smp);
+	smp.t = 100 * DT_NS;
+	smp.active = 10;
+	smp.psi_some_us = 5000000;
+	ck_assert(wsest_update(w, &smp, &e, &why) == 0);
+	ck_assert_int_eq(e.source, WSEST_NONE);
+	ck_assert(wsest_update(w, &smp, &e, &why) == -1);
+	ck_assert_str_eq(
+	    why, "sample time did not advance; samples must come in order");
+
+	smp.t += DT_NS;
+	smp.has_idle = 1;
+	smp.idle.sampled = 10;
+	smp.idle.population = 100;
+	smp.idle.age[0] = 9;
+	ck_assert(wsest_update(w, &smp, &e, &why) == -1);
+	ck_assert(strstr(why, "does not add up"));
+	smp.idle.population = 5;
+	ck_assert(wsest_update(w, &smp, &e, &why) == -1);
+
+	/* A counter reset (cgroup recreated) is not pressure, not an error. */
+	smp.has_idle = 0;
+	smp.psi_some_us = 10;
+	ck_assert(wsest_update(w, &smp, &e, &why) == 0);
+	ck_assert_int_eq(e.stall_ppm, 0);
+	wsest_free(w);
+}
+END_TEST
+
+START_TEST(bad_config)
+{
+	struct wsest_config c;
+	const char *why = NULL;
+
+	wsest_config_default(&c);
+	c.window_ns = 0;
+	ck_assert(!wsest_new(&c, &why) && strstr(why, "window"));
+	wsest_config_default(&c);
+	c.unpressure_ppm = c.pressure_ppm + 1;
+	ck_assert(!wsest_new(&c, &why) && strstr(why, "pressure"));
+	wsest_config_default(&c);
+	c.fault_cost_ns = 1;
+	ck_assert(!wsest_new(&c, &why) && strstr(why, "fault cost"));
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("wsest");
+	TCase *tc = tcase_create("core");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, hot_set);
+	tcase_add_test(tc, mixed_heat);
+	tcase_add_test(tc, step_change);
+	tcase_add_test(tc, marginal_value_curve);
+	tcase_add_test(tc, psi_calibrates_cost);
+	tcase_add_test(tc, pressure_hysteresis);
+	tcase_add_test(tc, refaults_widen_the_estimate);
+	tcase_add_test(tc, lru_fallback);
+	tcase_add_test(tc, bad_samples);
+	tcase_add_test(tc, bad_config);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int nf = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return nf ? 1 : 0;
+}
