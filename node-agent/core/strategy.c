@@ -1,0 +1,310 @@
+/* strategy.c — market decisions from the estimate; see strategy.h. */
+#include "node-agent/core/strategy.h"
+
+#include <assert.h>
+#include <string.h>
+
+void strategy_config_default(struct strategy_config *c)
+{
+	memset(c, 0, sizeof *c);
+	c->margin_pct = 10;
+	c->margin_min = 16384; /* 64 MiB */
+	c->lot = 256;          /* 1 MiB */
+	c->perm_share_pct = 25;
+	strcpy(c->spot_market, "spot");
+	c->spot_floor = 50000;       /* 5/1000 cent per page-year */
+	c->spot_ceiling = 100000000; /* 10 cents */
+	c->perm_floor = 100000;
+	c->perm_ceiling = 100000000;
+	c->bid_ceiling = 1000000; /* 1/10 cent */
+	c->stall_value = 1000;    /* 1 µ$ per second of stall */
+	c->move_cost = 1;
+	c->hold_s = 86400;
+	c->perm_premium_pct = 50;
+	c->requote_price_pct = 5;
+	c->requote_qty_pct = 10;
+	c->breach_perm = 1;
+}
+
+const char *strategy_config_check(const struct strategy_config *c)
+{
+	if (c->lot <= 0)
+		return "the lot must be at least one page";
+	if (c->margin_pct < 0 || c->margin_min < 0)
+		return "the safety margin cannot be negative";
+	if (c->perm_share_pct < 0 || c->perm_share_pct > 100)
+		return "the perm share must be 0..100 percent";
+	if (!c->spot_market[0])
+		return "the spot market needs a name";
+	if (c->spot_floor < 0 || c->spot_floor > c->spot_ceiling)
+		return "the spot floor must be between 0 and the spot ceiling";
+	if (c->perm_floor < 0 || c->perm_floor > c->perm_ceiling)
+		return "the perm floor must be between 0 and the perm ceiling";
+	if (c->bid_ceiling < 0 || c->stall_value < 0 || c->move_cost < 0)
+		return "prices and costs cannot be negative";
+	if (c->hold_s <= 0)
+		return "the holding period must be positive";
+	if (c->perm_premium_pct < 0 || c->requote_price_pct < 0 ||
+	    c->requote_qty_pct < 0)
+		return "percentages cannot be negative";
+	return NULL;
+}
+
+static int64_t clamp128(__int128 v)
+{
+	if (v > INT64_MAX)
+		return INT64_MAX;
+	if (v < 0)
+		return 0;
+	return (int64_t)v;
+}
+
+rx_price strategy_price_of(const struct strategy_config *c, int64_t value)
+{
+	return clamp128((__int128)value * c->stall_value / 1000000);
+}
+
+static rx_price move_price(const struct strategy_config *c)
+{
+	return clamp128((__int128)c->move_cost * RX_SECONDS_PER_YEAR /
+	                c->hold_s);
+}
+
+static rx_pages round_down(rx_pages p, rx_pages lot)
+{
+	return p > 0 ? p / lot * lot : 0;
+}
+
+static rx_pages round_up(rx_pages p, rx_pages lot)
+{
+	return p > 0 ? (p + lot - 1) / lot * lot : 0;
+}
+
+/* Within `pct` percent of `want` (both positive): leave the quote alone. */
+static int near(int64_t have, int64_t want, int pct)
+{
+	__int128 d = (__int128)(have > want ? have - want : want - have) * 100;
+	return d <= (__int128)pct * want;
+}
+
+struct out {
+	struct strategy_action *a;
+	int n;
+};
+
+static void emit(struct out *o, struct strategy_action a)
+{
+	assert(o->n < STRATEGY_MAX_ACTIONS);
+	o->a[o->n++] = a;
+}
+
+/* Brings the open quotes on one side of one market to a single quote of
+ * `pages` at `price` (none when pages is 0), keeping an existing quote that
+ * is close enough. */
+static void converge(const struct strategy_config *c,
+                     const struct strategy_input *in, struct out *o,
+                     enum strategy_product p, enum strategy_side side,
+                     rx_pages pages, rx_price price, enum strategy_tif tif,
+                     const char *why)
+{
+	int keep = -1;
+
+	if (pages > 0 && tif == STRATEGY_GTC) {
+		for (int i = 0; i < in->nquotes; i++) {
+			const struct strategy_quote *q = &in->quotes[i];
+			if (q->product == p && q->side == side &&
+			    near(q->pages, pages, c->requote_qty_pct) &&
+			    near(q->price, price, c->requote_price_pct)) {
+				keep = i;
+				break;
+			}
+		}
+	}
+	for (int i = 0; i < in->nquotes; i++) {
+		const struct strategy_quote *q = &in->quotes[i];
+		if (q->product != p || q->side != side || i == keep)
+			continue;
+		emit(o, (struct strategy_action){
+		            .kind = STRATEGY_CANCEL,
+		            .id = q->id,
+		            .product = p,
+		            .side = side,
+		            .pages = q->pages,
+		            .price = q->price,
+		            .reason = pages > 0 ? "re-quote" : why});
+	}
+	if (pages > 0 && keep < 0)
+		emit(o, (struct strategy_action){.kind = STRATEGY_PLACE,
+		                                 .product = p,
+		                                 .side = side,
+		                                 .tif = tif,
+		                                 .pages = pages,
+		                                 .price = price,
+		                                 .reason = why});
+}
+
+/* Short of memory: the workload wins. Take back what we sold, spot first
+ * (recall is the seller's right), perm only if allowed (a breach, settled
+ * by the market's rules), then bid for what is still missing. */
+static void cover_shortfall(const struct strategy_config *c,
+                            const struct strategy_input *in, struct out *o,
+                            rx_pages short_by, struct strategy_view *v)
+{
+	rx_pages left = short_by;
+	const struct wsest_estimate *e = in->est;
+
+	/* Stop selling before taking back, so no fill races the recall. */
+	for (int p = 0; p < STRATEGY_NPRODUCTS; p++)
+		converge(c, in, o, p, STRATEGY_SELL, 0, 0, STRATEGY_GTC,
+		         "workload needs the pages");
+	for (int pass = 0; pass < 2 && left > 0; pass++) {
+		enum strategy_product p =
+		    pass == 0 ? STRATEGY_SPOT : STRATEGY_PERM;
+		if (p == STRATEGY_PERM && !c->breach_perm)
+			break;
+		for (int i = 0; i < in->ncontracts && left > 0; i++) {
+			const struct strategy_contract *k = &in->contracts[i];
+			if (k->side != STRATEGY_SELL || k->product != p)
+				continue;
+			rx_pages n = k->pages < left ? k->pages : left;
+			emit(o, (struct strategy_action){
+			            .kind = STRATEGY_RECALL,
+			            .id = k->id,
+			            .product = p,
+			            .side = STRATEGY_SELL,
+			            .pages = n,
+			            .reason = p == STRATEGY_SPOT
+			                          ? "workload needs the pages"
+			                          : "workload needs the pages "
+			                            "(breaches perm)"});
+			left -= n;
+		}
+	}
+
+	rx_pages want = round_up(left, c->lot);
+	rx_price move = move_price(c);
+	rx_price value = strategy_price_of(c, e->dydx_above);
+	rx_price bid = value > move ? value - move : 0;
+	enum strategy_tif tif = STRATEGY_GTC;
+
+	if (bid > c->bid_ceiling)
+		bid = c->bid_ceiling;
+	/* A resting ask we can afford is taken now; otherwise our bid rests
+	 * until someone sells. */
+	rx_price ask = in->top[STRATEGY_SPOT].best_ask;
+	if (ask > 0 && ask <= bid) {
+		bid = ask;
+		tif = STRATEGY_IOC;
+	}
+	if (bid <= 0)
+		want = 0;
+	v->bid = want > 0 ? bid : 0;
+	converge(c, in, o, STRATEGY_SPOT, STRATEGY_BUY, want, bid, tif,
+	         "short of memory");
+	converge(c, in, o, STRATEGY_PERM, STRATEGY_BUY, 0, 0, STRATEGY_GTC,
+	         "never buy perm");
+}
+
+/* Spare memory: give borrowed pages back first, then offer the rest. */
+static void offer_spare(const struct strategy_config *c,
+                        const struct strategy_input *in, struct out *o,
+                        rx_pages spare, struct strategy_view *v)
+{
+	const struct wsest_estimate *e = in->est;
+
+	for (int i = 0; i < in->ncontracts; i++) {
+		const struct strategy_contract *k = &in->contracts[i];
+		if (k->side != STRATEGY_BUY || k->pages > spare)
+			continue;
+		emit(o, (struct strategy_action){.kind = STRATEGY_RELEASE,
+		                                 .id = k->id,
+		                                 .product = k->product,
+		                                 .side = STRATEGY_BUY,
+		                                 .pages = k->pages,
+		                                 .reason = "no longer needed"});
+		spare -= k->pages;
+	}
+	for (int p = 0; p < STRATEGY_NPRODUCTS; p++)
+		converge(c, in, o, p, STRATEGY_BUY, 0, 0, STRATEGY_GTC,
+		         "no longer short");
+
+	rx_pages target = round_down(spare, c->lot);
+	rx_pages perm = 0;
+	if (e->stable && c->perm_market[0])
+		perm = round_down(target * c->perm_share_pct / 100, c->lot);
+
+	/* The last page offered is the one at size `need`: the most valuable
+	 * one we would give up. */
+	rx_pages need = v->need;
+	rx_price spot_ask =
+	    strategy_price_of(c, wsest_value_at(e, need)) + move_price(c);
+	rx_price perm_ask =
+	    clamp128((__int128)spot_ask * (100 + c->perm_premium_pct) / 100);
+	if (spot_ask < c->spot_floor)
+		spot_ask = c->spot_floor;
+	if (perm_ask < c->perm_floor)
+		perm_ask = c->perm_floor;
+	if (perm_ask > c->perm_ceiling)
+		perm = 0; /* worth more to us than the market may pay */
+	rx_pages spot = target - perm;
+	if (spot_ask > c->spot_ceiling)
+		spot = 0;
+	v->ask[STRATEGY_SPOT] = spot > 0 ? spot_ask : 0;
+	v->ask[STRATEGY_PERM] = perm > 0 ? perm_ask : 0;
+	converge(c, in, o, STRATEGY_SPOT, STRATEGY_SELL, spot, spot_ask,
+	         STRATEGY_GTC, "spare memory");
+	converge(c, in, o, STRATEGY_PERM, STRATEGY_SELL, perm, perm_ask,
+	         STRATEGY_GTC, "spare memory, stable");
+}
+
+int strategy_decide(const struct strategy_config *c,
+                    const struct strategy_input *in,
+                    struct strategy_action out[STRATEGY_MAX_ACTIONS],
+                    struct strategy_view *v, const char **why)
+{
+	const struct wsest_estimate *e = in->est;
+	struct out o = {out, 0};
+
+	memset(v, 0, sizeof *v);
+	if (in->nquotes < 0 || in->nquotes > STRATEGY_MAX_QUOTES ||
+	    in->ncontracts < 0 || in->ncontracts > STRATEGY_MAX_CONTRACTS) {
+		*why = "too many open quotes or contracts for one agent";
+		return -1;
+	}
+	if (in->total <= 0) {
+		*why = "the agent manages no pages";
+		return -1;
+	}
+	for (int i = 0; i < in->ncontracts; i++) {
+		const struct strategy_contract *k = &in->contracts[i];
+		if (k->pages <= 0) {
+			*why = "a contract with no pages";
+			return -1;
+		}
+		if (k->side == STRATEGY_SELL)
+			v->sold += k->pages;
+		else
+			v->borrowed += k->pages;
+	}
+	v->kept = in->total - v->sold + v->borrowed;
+	if (e->source == WSEST_NONE)
+		return 0; /* nothing measured yet: change nothing */
+
+	rx_pages margin = e->wss * c->margin_pct / 100;
+	if (margin < c->margin_min)
+		margin = c->margin_min;
+	v->need = e->wss + e->wss_err + margin;
+	v->spare = v->kept - v->need;
+
+	if (v->spare < 0 || e->pressure) {
+		/* Under pressure the estimate is too low by definition: ask
+		 * for at least one lot more. */
+		rx_pages short_by = v->spare < 0 ? -v->spare : 0;
+		if (e->pressure && short_by < c->lot)
+			short_by = c->lot;
+		cover_shortfall(c, in, &o, short_by, v);
+	} else {
+		offer_spare(c, in, &o, v->spare, v);
+	}
+	return o.n;
+}

@@ -1,0 +1,132 @@
+/*
+ * strategy.h — what a node agent wants to do in the market, decided anew on
+ * every estimate.
+ *
+ * Given the working-set estimate, the pages the agent manages, its open
+ * quotes, its contracts and the top of the book, strategy_decide returns the
+ * actions that bring the market position to what the node needs: keep a
+ * safety margin above the working set, offer the rest on spot (and a share
+ * on perm when the estimate is stable), and when the workload is short of
+ * memory cancel offers, recall sold pages (spot first, then perm, which
+ * breaches) and bid for the remainder. Prices are the marginal value of a
+ * page at the size the node would keep plus the cost of moving it, within
+ * the operator's floors and ceilings. A quote is replaced only when price or
+ * size moved past a threshold, so the agent does not churn.
+ *
+ * Pure: no clock, no I/O, no allocation. Owns no state between calls: the
+ * open quotes passed in are the memory that the hysteresis compares with.
+ */
+#ifndef RAMEX_STRATEGY_H
+#define RAMEX_STRATEGY_H
+
+#include "common/units.h"
+#include "node-agent/core/wsest.h"
+
+#include <stdint.h>
+
+#define STRATEGY_MARKET_LEN    32
+#define STRATEGY_MAX_QUOTES    32  /* open quotes an agent tracks */
+#define STRATEGY_MAX_CONTRACTS 256 /* live contracts an agent holds */
+/* Every quote cancelled, every contract recalled, plus two new quotes. */
+#define STRATEGY_MAX_ACTIONS (STRATEGY_MAX_QUOTES + STRATEGY_MAX_CONTRACTS + 2)
+
+enum strategy_product { STRATEGY_SPOT, STRATEGY_PERM, STRATEGY_NPRODUCTS };
+enum strategy_side { STRATEGY_BUY, STRATEGY_SELL };
+enum strategy_tif { STRATEGY_GTC, STRATEGY_IOC };
+
+struct strategy_config {
+	int margin_pct;      /* margin above wss + error, % of wss */
+	rx_pages margin_min; /* ... and at least this many pages */
+	rx_pages lot;        /* quotes are whole multiples of this */
+	int perm_share_pct;  /* share of the spare offered on perm */
+	char spot_market[STRATEGY_MARKET_LEN];
+	char perm_market[STRATEGY_MARKET_LEN]; /* "" = never sell perm */
+	rx_price spot_floor;                   /* never ask less */
+	rx_price spot_ceiling; /* never ask more: pages worth more stay */
+	rx_price perm_floor;
+	rx_price perm_ceiling;
+	rx_price bid_ceiling;  /* never bid more */
+	int64_t stall_value;   /* n$ one second of workload stall costs */
+	rx_ndollars move_cost; /* n$ to take one page out and back */
+	int64_t hold_s;        /* move cost is spread over this holding */
+	int perm_premium_pct;  /* perm is irrevocable: ask this much more */
+	int requote_price_pct; /* replace a quote when its price is off by */
+	int requote_qty_pct;   /* ... or its size by more than this */
+	int breach_perm;       /* under pressure, recall perm pages too */
+};
+
+struct strategy_quote { /* an open order of ours */
+	uint64_t id;
+	enum strategy_product product;
+	enum strategy_side side;
+	rx_pages pages; /* still open */
+	rx_price price;
+};
+
+struct strategy_contract { /* a live contract of ours */
+	uint64_t id;
+	enum strategy_product product;
+	enum strategy_side side; /* SELL: our pages are out; BUY: borrowed */
+	rx_pages pages;
+};
+
+struct strategy_top { /* top of one market's book; 0 = empty side */
+	rx_price best_bid, best_ask;
+};
+
+struct strategy_input {
+	const struct wsest_estimate *est;
+	rx_pages total; /* pages the agent manages: machine or cgroup */
+	const struct strategy_quote *quotes;
+	int nquotes;
+	const struct strategy_contract *contracts;
+	int ncontracts;
+	struct strategy_top top[STRATEGY_NPRODUCTS];
+};
+
+enum strategy_kind {
+	STRATEGY_PLACE,   /* side, product, pages, price, tif */
+	STRATEGY_CANCEL,  /* id: a quote */
+	STRATEGY_RECALL,  /* id, pages: take sold pages back (perm: breach) */
+	STRATEGY_RELEASE, /* id: give borrowed pages back, ending it */
+};
+
+struct strategy_action {
+	enum strategy_kind kind;
+	uint64_t id;
+	enum strategy_product product;
+	enum strategy_side side;
+	enum strategy_tif tif;
+	rx_pages pages;
+	rx_price price;
+	const char *reason; /* for the log: why, in a few words */
+};
+
+/* The position the decision was made from, for logs and /metrics. */
+struct strategy_view {
+	rx_pages need; /* wss + error + margin */
+	rx_pages kept; /* total − sold + borrowed */
+	rx_pages sold, borrowed;
+	rx_pages spare;                   /* kept − need, may be negative */
+	rx_price ask[STRATEGY_NPRODUCTS]; /* 0 = not offering */
+	rx_price bid;                     /* 0 = not bidding */
+};
+
+void strategy_config_default(struct strategy_config *c);
+
+/* Returns NULL when `c` is usable, or a reason a person can act on. */
+const char *strategy_config_check(const struct strategy_config *c);
+
+/* Fills `out` (room for STRATEGY_MAX_ACTIONS) and returns the number of
+ * actions, in the order they must run: cancels, recalls and releases
+ * before new quotes. Returns -1 with *why set when the input is malformed
+ * (too many quotes or contracts, negative pages). */
+int strategy_decide(const struct strategy_config *c,
+                    const struct strategy_input *in,
+                    struct strategy_action out[STRATEGY_MAX_ACTIONS],
+                    struct strategy_view *view, const char **why);
+
+/* Price in n$/page-year of a page worth `value` stall-µs per page-year. */
+rx_price strategy_price_of(const struct strategy_config *c, int64_t value);
+
+#endif

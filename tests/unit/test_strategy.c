@@ -1,0 +1,390 @@
+/*
+ * test_strategy.c — the agent's market decisions on scripted markets.
+ *
+ * Each test builds the node's situation (estimate, contracts, open quotes,
+ * top of book), runs one decision and checks every action it returns; the
+ * scripted market replays a day in the life of one node, feeding each
+ * decision's quotes back as the next step's open orders.
+ */
+#include "node-agent/core/strategy.h"
+
+#include <check.h>
+#include <string.h>
+
+#define TOTAL 1048576 /* a 4 GiB node */
+
+static struct strategy_config cfg;
+
+static void setup(void)
+{
+	strategy_config_default(&cfg);
+	strcpy(cfg.perm_market, "perm-2027");
+	ck_assert_ptr_null(strategy_config_check(&cfg));
+}
+
+/* A flat curve: every page worth `value` stall-µs per page-year. */
+static struct wsest_estimate est(rx_pages wss, rx_pages err, int64_t value,
+                                 int stable, int pressure)
+{
+	struct wsest_estimate e;
+	memset(&e, 0, sizeof e);
+	e.source = WSEST_IDLE;
+	e.wss = wss;
+	e.wss_err = err;
+	e.resident = wss * 2;
+	e.dydx = e.dydx_above = value;
+	e.stable = stable;
+	e.pressure = pressure;
+	e.npoints = 1;
+	e.curve[0].value = value;
+	return e;
+}
+
+struct run {
+	struct strategy_action a[STRATEGY_MAX_ACTIONS];
+	struct strategy_view v;
+	int n;
+};
+
+static struct run decide(const struct wsest_estimate *e,
+                         const struct strategy_quote *q, int nq,
+                         const struct strategy_contract *k, int nk,
+                         rx_price best_bid, rx_price best_ask)
+{
+	struct run r;
+	const char *why = NULL;
+	struct strategy_input in = {.est = e,
+	                            .total = TOTAL,
+	                            .quotes = q,
+	                            .nquotes = nq,
+	                            .contracts = k,
+	                            .ncontracts = nk};
+	in.top[STRATEGY_SPOT].best_bid = best_bid;
+	in.top[STRATEGY_SPOT].best_ask = best_ask;
+	r.n = strategy_decide(&cfg, &in, r.a, &r.v, &why);
+	ck_assert_msg(r.n >= 0, "decide: %s", why);
+	return r;
+}
+
+START_TEST(offers_the_spare_on_spot)
+{
+	struct wsest_estimate e = est(200000, 10000, 10000000, 0, 0);
+	struct run r = decide(&e, NULL, 0, NULL, 0, 0, 0);
+
+	/* need = 200000 + 10000 + 10 % = 230000; spare 818576 → lots of 256 */
+	ck_assert_int_eq(r.v.need, 230000);
+	ck_assert_int_eq(r.v.spare, TOTAL - 230000);
+	ck_assert_int_eq(r.n, 1);
+	ck_assert_int_eq(r.a[0].kind, STRATEGY_PLACE);
+	ck_assert_int_eq(r.a[0].side, STRATEGY_SELL);
+	ck_assert_int_eq(r.a[0].product, STRATEGY_SPOT);
+	ck_assert_int_eq(r.a[0].tif, STRATEGY_GTC);
+	ck_assert_int_eq(r.a[0].pages, 818432);
+	/* 10 s of stall a page-year at 1 µ$/s is 10000 n$, plus 365 n$ of
+	 * moving cost, is under the 50000 floor. */
+	ck_assert_int_eq(r.a[0].price, cfg.spot_floor);
+}
+END_TEST
+
+START_TEST(price_follows_marginal_value)
+{
+	/* 1000 s of stall per page-year: 1000000 n$ + 365 moving. */
+	struct wsest_estimate e = est(200000, 10000, 1000000000, 1, 0);
+	struct run r = decide(&e, NULL, 0, NULL, 0, 0, 0);
+
+	ck_assert_int_eq(r.n, 2);
+	ck_assert_int_eq(r.a[0].product, STRATEGY_SPOT);
+	ck_assert_int_eq(r.a[0].price, 1000365);
+	/* Stable: a quarter of the spare goes to perm at a 50 % premium. */
+	ck_assert_int_eq(r.a[1].product, STRATEGY_PERM);
+	ck_assert_int_eq(r.a[1].pages, 204544); /* 818432 / 4 in lots */
+	ck_assert_int_eq(r.a[0].pages, 818432 - 204544);
+	ck_assert_int_eq(r.a[1].price, 1500547);
+	ck_assert_int_eq(r.v.ask[STRATEGY_PERM], 1500547);
+}
+END_TEST
+
+START_TEST(ceiling_keeps_valuable_pages)
+{
+	struct wsest_estimate e = est(200000, 10000, 1000000000, 1, 0);
+	cfg.spot_ceiling = 900000;
+	cfg.perm_ceiling = 900000;
+	struct run r = decide(&e, NULL, 0, NULL, 0, 0, 0);
+	ck_assert_int_eq(r.n, 0);
+	ck_assert_int_eq(r.v.ask[STRATEGY_SPOT], 0);
+}
+END_TEST
+
+START_TEST(hysteresis_keeps_close_quotes)
+{
+	struct wsest_estimate e = est(200000, 10000, 1000000000, 0, 0);
+	struct strategy_quote q = {.id = 7,
+	                           .product = STRATEGY_SPOT,
+	                           .side = STRATEGY_SELL,
+	                           .pages = 818432,
+	                           .price = 1000365};
+	struct run r = decide(&e, &q, 1, NULL, 0, 0, 0);
+	ck_assert_int_eq(r.n, 0);
+
+	/* 3 % more working set, 4 % dearer pages: still inside the band. */
+	e = est(206000, 10000, 1040000000, 0, 0);
+	r = decide(&e, &q, 1, NULL, 0, 0, 0);
+	ck_assert_int_eq(r.n, 0);
+
+	/* 8 % dearer: cancel, then place at the new price. */
+	e = est(200000, 10000, 1080000000, 0, 0);
+	r = decide(&e, &q, 1, NULL, 0, 0, 0);
+	ck_assert_int_eq(r.n, 2);
+	ck_assert_int_eq(r.a[0].kind, STRATEGY_CANCEL);
+	ck_assert_int_eq(r.a[0].id, 7);
+	ck_assert_int_eq(r.a[1].kind, STRATEGY_PLACE);
+	ck_assert_int_eq(r.a[1].price, 1080365);
+
+	/* Working set doubles: the offer shrinks by more than 10 %. */
+	e = est(400000, 10000, 1000000000, 0, 0);
+	r = decide(&e, &q, 1, NULL, 0, 0, 0);
+	ck_assert_int_eq(r.n, 2);
+	ck_assert_int_eq(r.a[1].pages, (TOTAL - 450000) / 256 * 256);
+}
+END_TEST
+
+START_TEST(pressure_recalls_spot_then_perm_then_bids)
+{
+	/* Sold 600000 of 1 M pages; the working set grew to 700000. */
+	struct wsest_estimate e = est(700000, 20000, 2000000000, 0, 1);
+	struct strategy_contract k[] = {
+	    {.id = 1,
+	     .product = STRATEGY_PERM,
+	     .side = STRATEGY_SELL,
+	     .pages = 400000},
+	    {.id = 2,
+	     .product = STRATEGY_SPOT,
+	     .side = STRATEGY_SELL,
+	     .pages = 150000},
+	    {.id = 3,
+	     .product = STRATEGY_SPOT,
+	     .side = STRATEGY_SELL,
+	     .pages = 50000},
+	};
+	struct strategy_quote q = {.id = 9,
+	                           .product = STRATEGY_SPOT,
+	                           .side = STRATEGY_SELL,
+	                           .pages = 1000,
+	                           .price = 60000};
+	struct run r = decide(&e, &q, 1, k, 3, 0, 0);
+
+	/* need 700000 + 20000 + 70000 = 790000; kept 448576; short 341424 */
+	ck_assert_int_eq(r.v.spare, 448576 - 790000);
+	ck_assert_int_eq(r.n, 4);
+	ck_assert_int_eq(r.a[0].kind, STRATEGY_CANCEL);
+	ck_assert_int_eq(r.a[0].id, 9);
+	ck_assert_int_eq(r.a[1].kind, STRATEGY_RECALL);
+	ck_assert_int_eq(r.a[1].id, 2);
+	ck_assert_int_eq(r.a[1].pages, 150000);
+	ck_assert_int_eq(r.a[2].id, 3);
+	ck_assert_int_eq(r.a[2].pages, 50000);
+	ck_assert_int_eq(r.a[3].kind, STRATEGY_RECALL);
+	ck_assert_int_eq(r.a[3].id, 1);
+	ck_assert_int_eq(r.a[3].pages, 141424);
+	ck_assert(strstr(r.a[3].reason, "breach"));
+
+	/* Not allowed to breach: bid for the rest instead. Value 2000000 n$
+	 * less 365 moving is over the 1000000 ceiling; no ask to take, so the
+	 * bid rests (GTC). */
+	cfg.breach_perm = 0;
+	r = decide(&e, NULL, 0, k, 3, 0, 0);
+	ck_assert_int_eq(r.n, 3);
+	ck_assert_int_eq(r.a[2].kind, STRATEGY_PLACE);
+	ck_assert_int_eq(r.a[2].side, STRATEGY_BUY);
+	ck_assert_int_eq(r.a[2].product, STRATEGY_SPOT);
+	ck_assert_int_eq(r.a[2].pages, 141568); /* 141424 rounded up to lots */
+	ck_assert_int_eq(r.a[2].price, cfg.bid_ceiling);
+	ck_assert_int_eq(r.a[2].tif, STRATEGY_GTC);
+
+	/* An ask under our bid is taken at its price, now. */
+	r = decide(&e, NULL, 0, k, 3, 0, 700000);
+	ck_assert_int_eq(r.a[2].price, 700000);
+	ck_assert_int_eq(r.a[2].tif, STRATEGY_IOC);
+}
+END_TEST
+
+/* PSI says the workload stalls although the estimate shows spare pages:
+ * trust the stall and take back one lot. */
+START_TEST(pressure_wins_over_the_estimate)
+{
+	struct wsest_estimate e = est(200000, 10000, 1000000000, 0, 1);
+	struct strategy_contract k = {.id = 5,
+	                              .product = STRATEGY_SPOT,
+	                              .side = STRATEGY_SELL,
+	                              .pages = 100000};
+	struct run r = decide(&e, NULL, 0, &k, 1, 0, 0);
+	ck_assert_int_eq(r.n, 1);
+	ck_assert_int_eq(r.a[0].kind, STRATEGY_RECALL);
+	ck_assert_int_eq(r.a[0].pages, cfg.lot);
+}
+END_TEST
+
+START_TEST(releases_borrowed_pages_when_spare)
+{
+	struct wsest_estimate e = est(200000, 10000, 10000000, 0, 0);
+	struct strategy_contract k[] = {
+	    {.id = 11,
+	     .product = STRATEGY_SPOT,
+	     .side = STRATEGY_BUY,
+	     .pages = 50000},
+	};
+	struct strategy_quote q = {.id = 12,
+	                           .product = STRATEGY_SPOT,
+	                           .side = STRATEGY_BUY,
+	                           .pages = 256,
+	                           .price = 1000};
+	struct run r = decide(&e, &q, 1, k, 1, 0, 0);
+	ck_assert_int_eq(r.n, 3);
+	ck_assert_int_eq(r.a[0].kind, STRATEGY_RELEASE);
+	ck_assert_int_eq(r.a[0].id, 11);
+	ck_assert_int_eq(r.a[1].kind, STRATEGY_CANCEL);
+	ck_assert_int_eq(r.a[1].id, 12);
+	ck_assert_int_eq(r.a[2].kind, STRATEGY_PLACE);
+	ck_assert_int_eq(r.a[2].pages,
+	                 (TOTAL + 50000 - 230000 - 50000) / 256 * 256);
+}
+END_TEST
+
+START_TEST(no_estimate_no_action)
+{
+	struct wsest_estimate e;
+	memset(&e, 0, sizeof e);
+	struct run r = decide(&e, NULL, 0, NULL, 0, 0, 0);
+	ck_assert_int_eq(r.n, 0);
+}
+END_TEST
+
+START_TEST(malformed_input)
+{
+	struct wsest_estimate e = est(1000, 10, 1, 0, 0);
+	struct strategy_contract k = {.id = 1, .pages = 0};
+	struct strategy_action a[STRATEGY_MAX_ACTIONS];
+	struct strategy_view v;
+	const char *why = NULL;
+	struct strategy_input in = {
+	    .est = &e, .total = TOTAL, .contracts = &k, .ncontracts = 1};
+
+	ck_assert_int_eq(strategy_decide(&cfg, &in, a, &v, &why), -1);
+	ck_assert_str_eq(why, "a contract with no pages");
+	in.ncontracts = STRATEGY_MAX_CONTRACTS + 1;
+	ck_assert_int_eq(strategy_decide(&cfg, &in, a, &v, &why), -1);
+	cfg.spot_floor = cfg.spot_ceiling + 1;
+	ck_assert_ptr_nonnull(strategy_config_check(&cfg));
+}
+END_TEST
+
+/* Applies a decision to the node's open quotes, as the exchange would. */
+static int apply(const struct run *r, struct strategy_quote *q, int nq,
+                 uint64_t *next_id)
+{
+	for (int i = 0; i < r->n; i++) {
+		const struct strategy_action *a = &r->a[i];
+		if (a->kind == STRATEGY_CANCEL) {
+			for (int j = 0; j < nq; j++)
+				if (q[j].id == a->id)
+					q[j--] = q[--nq];
+		} else if (a->kind == STRATEGY_PLACE &&
+		           a->tif == STRATEGY_GTC) {
+			q[nq++] = (struct strategy_quote){.id = (*next_id)++,
+			                                  .product = a->product,
+			                                  .side = a->side,
+			                                  .pages = a->pages,
+			                                  .price = a->price};
+		}
+	}
+	return nq;
+}
+
+/* A day in the market: offer, a partial fill, noise, growth, pressure,
+ * calm again. Counts the orders the node sends: noise must cost none. */
+START_TEST(scripted_day)
+{
+	struct strategy_quote q[STRATEGY_MAX_QUOTES];
+	struct strategy_contract k[4];
+	int nq = 0, nk = 0, sent = 0;
+	uint64_t next_id = 100;
+	struct wsest_estimate e;
+	struct run r;
+
+	/* 1. first estimate: offer everything spare on spot */
+	e = est(200000, 10000, 1000000000, 0, 0);
+	r = decide(&e, q, nq, k, nk, 0, 0);
+	sent += r.n;
+	nq = apply(&r, q, nq, &next_id);
+	ck_assert_int_eq(nq, 1);
+
+	/* 2. the operator buys 300000 pages of it: a contract, the rest of the
+	 * quote stays open. The remaining spare matches it: no new orders. */
+	k[nk++] = (struct strategy_contract){.id = 1,
+	                                     .product = STRATEGY_SPOT,
+	                                     .side = STRATEGY_SELL,
+	                                     .pages = 300000};
+	q[0].pages -= 300000;
+	r = decide(&e, q, nq, k, nk, 0, 0);
+	ck_assert_int_eq(r.n, 0);
+
+	/* 3. ten estimates of noise (±1 %) send nothing */
+	for (int i = 0; i < 10; i++) {
+		e = est(200000 + (i % 2 ? 2000 : -2000), 10000,
+		        1000000000 + (i % 3) * 10000000, 0, 0);
+		r = decide(&e, q, nq, k, nk, 0, 0);
+		ck_assert_int_eq(r.n, 0);
+	}
+
+	/* 4. the working set grows to 500000: the offer shrinks */
+	e = est(500000, 10000, 1000000000, 0, 0);
+	r = decide(&e, q, nq, k, nk, 0, 0);
+	ck_assert_int_eq(r.n, 2);
+	sent += r.n;
+	nq = apply(&r, q, nq, &next_id);
+	ck_assert_int_eq(q[0].pages, (TOTAL - 300000 - 560000) / 256 * 256);
+
+	/* 5. it grows to 800000 with stalls: need 890000, kept 748576;
+	 * cancel the offer, recall what is missing from the spot contract */
+	e = est(800000, 10000, 2000000000, 0, 1);
+	r = decide(&e, q, nq, k, nk, 0, 0);
+	ck_assert_int_eq(r.a[0].kind, STRATEGY_CANCEL);
+	ck_assert_int_eq(r.a[1].kind, STRATEGY_RECALL);
+	ck_assert_int_eq(r.a[1].pages, 141424);
+	ck_assert_int_eq(r.n, 2);
+	sent += r.n;
+	nq = apply(&r, q, nq, &next_id);
+	k[0].pages -= 141424;
+	ck_assert_int_eq(nq, 0);
+
+	/* 6. calm again at 300000: offer again */
+	e = est(300000, 10000, 1000000000, 1, 0);
+	r = decide(&e, q, nq, k, nk, 0, 0);
+	ck_assert_int_eq(r.n, 2); /* spot and perm */
+	sent += r.n;
+	ck_assert_int_eq(sent, 1 + 2 + 2 + 2);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("strategy");
+	TCase *tc = tcase_create("core");
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_test(tc, offers_the_spare_on_spot);
+	tcase_add_test(tc, price_follows_marginal_value);
+	tcase_add_test(tc, ceiling_keeps_valuable_pages);
+	tcase_add_test(tc, hysteresis_keeps_close_quotes);
+	tcase_add_test(tc, pressure_recalls_spot_then_perm_then_bids);
+	tcase_add_test(tc, pressure_wins_over_the_estimate);
+	tcase_add_test(tc, releases_borrowed_pages_when_spare);
+	tcase_add_test(tc, no_estimate_no_action);
+	tcase_add_test(tc, malformed_input);
+	tcase_add_test(tc, scripted_day);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int nf = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return nf ? 1 : 0;
+}
