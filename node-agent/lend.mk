@@ -1,0 +1,24 @@
+# node-agent/lend.mk — remote lending: the lender's page server, the
+# borrower's NBD bridge, their tests and the guest workload. Included by the
+# top-level Makefile (see docs/CONVENTIONS.md and docs/lending.md).
+
+LEND_SRC := node-agent/lend/lend_proto.c node-agent/lend/lend_conn.c \
+  node-agent/lend/lend_meter.c node-agent/lend/lend_store.c \
+  node-agent/lend/lend_server.c node-agent/lend/lend_client.c \
+  node-agent/lend/lend_nbd.c node-agent/lend/lend_bridge.c \
+  node-agent/lend/lend_args.c common/log.c
+
+$(call program,ramex-lend-server,node-agent/lend/lend_server_main.c \
+  $(LEND_SRC),libssl libcrypto)
+$(call program,ramex-lend-nbd,node-agent/lend/lend_nbd_main.c \
+  $(LEND_SRC),libssl libcrypto)
+# the qemu suite's workload: writes a pattern bigger than memory, checks it
+$(call program,ramex-lend-workload,tests/lending/workload.c,libcrypto)
+# bench/50-lending.sh's load generator
+$(call program,ramex-lend-bench,node-agent/lend/lend_bench.c $(LEND_SRC),\
+  libssl libcrypto)
+
+$(call unit_test,test_lend,tests/unit/test_lend.c $(LEND_SRC),\
+  libssl libcrypto)
+
+INSTALL_BIN += $(BUILD)/bin/ramex-lend-server $(BUILD)/bin/ramex-lend-nbd

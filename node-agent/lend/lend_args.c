@@ -1,0 +1,71 @@
+/* lend_args.c — command-line helpers for the lending programs. */
+#include "node-agent/lend/lend_args.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int lend_args_hostport(const char *s, char *host, size_t hostlen, int *port)
+{
+	const char *colon = strrchr(s, ':');
+	int64_t p;
+	if (!colon || (size_t)(colon - s) >= hostlen || colon == s)
+		return -1;
+	if (lend_args_int(colon + 1, 0, 65535, &p) < 0)
+		return -1;
+	memcpy(host, s, (size_t)(colon - s));
+	host[colon - s] = '\0';
+	*port = (int)p;
+	return 0;
+}
+
+int lend_args_int(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int lend_args_secret(const char *path, uint8_t secret[LEND_SECRET_LEN],
+                     char *err, size_t errlen)
+{
+	char line[2 * LEND_SECRET_LEN + 4];
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		snprintf(err, errlen, "could not open the secret file %s: %s",
+		         path, strerror(errno));
+		return -1;
+	}
+	if (!fgets(line, sizeof line, f))
+		line[0] = '\0';
+	fclose(f);
+	line[strcspn(line, "\r\n")] = '\0';
+	if (lend_secret_parse(line, secret) < 0) {
+		snprintf(err, errlen,
+		         "the secret file %s must hold 64 hex digits (the "
+		         "contract secret from the exchange)",
+		         path);
+		return -1;
+	}
+	return 0;
+}
+
+void lend_args_write_meter(const char *path, const struct lend_meter_report *r)
+{
+	char line[512], tmp[4096];
+	if (!path || lend_meter_format(r, line, sizeof line) < 0)
+		return;
+	if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+		return;
+	FILE *f = fopen(tmp, "w");
+	if (!f)
+		return;
+	fprintf(f, "%s\n", line);
+	if (fclose(f) == 0)
+		rename(tmp, path);
+}

@@ -1,0 +1,80 @@
+/*
+ * lend_bridge.h — the borrower's bridge: an NBD export whose blocks are the
+ * pages a lender holds.
+ *
+ * Owns the NBD side (a connected stream: a socketpair whose other end it
+ * hands to the kernel's nbd driver, or a client accepted on 127.0.0.1 / a
+ * unix socket) and drives a lend_client for every request: block b of the
+ * export is page b of the contract. Single-threaded serving; two helper
+ * threads at most: one blocked in NBD_DO_IT while the kernel uses
+ * /dev/nbdX, one running swapoff(2) to move the pages back.
+ *
+ * Recall (docs/lending.md): on the lender's NOTICE the bridge calls
+ * swapoff(2) on the device in a helper thread while it keeps serving the
+ * reads that swapoff causes; the kernel moves every page back into memory,
+ * or into lower-priority local swap when memory is short. When swapoff
+ * returns the bridge sends RELEASE, disconnects the device and ends.
+ * Lender lost: every request fails with EIO at once (no hang), and the
+ * bridge swaps the device off so the kernel stops using it; pages that were
+ * only on the lender are gone, and a process touching one gets SIGBUS.
+ */
+#ifndef RAMEX_LEND_BRIDGE_H
+#define RAMEX_LEND_BRIDGE_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "node-agent/lend/lend_client.h"
+#include "node-agent/lend/lend_nbd.h"
+
+#define LEND_BRIDGE_BUF (1u << 20) /* staging buffer: one lend request */
+
+enum lend_bridge_end {
+	LEND_BRIDGE_DISC,     /* the NBD client disconnected */
+	LEND_BRIDGE_RECALLED, /* pages moved back and released in time */
+	LEND_BRIDGE_LOST,     /* the lender vanished */
+	LEND_BRIDGE_FAILED,   /* recall could not move the pages back */
+	LEND_BRIDGE_ERROR,    /* the NBD side broke */
+};
+
+struct lend_bridge {
+	struct lend_client *client;
+	struct lend_nbd_export exp;
+	struct lend_nbd_stats st;
+	uint8_t *buf;
+	int fd;           /* NBD stream, server end */
+	int dev_fd;       /* /dev/nbdX when attached, else -1 */
+	const char *swap; /* device to swapoff on recall/loss, or NULL */
+	int wake[2];      /* helper threads and signals write here */
+	pthread_t attach_thr, swapoff_thr;
+	int attach_started, swapoff_started;
+	int attach_rc; /* 0, or -1 when the kernel refused the socket */
+	int kernel_fd; /* socketpair end given to the kernel */
+	volatile int swapoff_rc, swapoff_errno;
+	int evacuating; /* swapoff running or done */
+	int stopping;
+	void (*on_tick)(const struct lend_meter_report *r, void *arg);
+	void *arg;
+	char err[240];
+};
+
+/* An NBD export over `client` (connected). Returns 0 or -1 with err. */
+int lend_bridge_init(struct lend_bridge *b, struct lend_client *client,
+                     const char *export_name);
+/*
+ * Connects the export to the kernel's /dev/nbdX (NBD handshake over a
+ * socketpair, then NBD_SET_SOCK / NBD_DO_IT in a helper thread). swap_dev is
+ * what swapoff(2) gets on recall (normally the same device). Returns 0, or
+ * -1 with err set.
+ */
+int lend_bridge_attach(struct lend_bridge *b, const char *nbd_dev,
+                       const char *swap_dev);
+/* Serves an NBD client already connected on fd (runs the handshake). */
+int lend_bridge_accept(struct lend_bridge *b, int fd);
+/* Serves until the end; see enum lend_bridge_end. */
+enum lend_bridge_end lend_bridge_run(struct lend_bridge *b);
+/* Async-signal-safe: move the pages back and release, as on a recall. */
+void lend_bridge_stop(struct lend_bridge *b);
+void lend_bridge_free(struct lend_bridge *b);
+
+#endif

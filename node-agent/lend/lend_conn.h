@@ -1,0 +1,66 @@
+/*
+ * lend_conn.h — one byte stream between two agents: TCP, or TLS over TCP.
+ *
+ * Owns the socket and, when TLS is configured, the OpenSSL session on it;
+ * the lend protocol (lend_proto) is written and read through it whole
+ * frames at a time. Also the few socket helpers both sides need (listen on
+ * and connect to host:port) and the TLS contexts: a server one from a
+ * certificate and key, a client one that verifies the lender's certificate
+ * against a CA file. Blocking I/O; callers poll the fd, and must check
+ * lend_conn_pending first because TLS may hold decrypted bytes already.
+ */
+#ifndef RAMEX_LEND_CONN_H
+#define RAMEX_LEND_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "node-agent/lend/lend_proto.h"
+
+typedef struct ssl_ctx_st SSL_CTX;
+typedef struct ssl_st SSL;
+
+struct lend_conn {
+	int fd;
+	SSL *ssl;    /* NULL for plain TCP */
+	int binding; /* 1 when bind[] holds the TLS exporter output */
+	uint8_t bind[LEND_BINDING_LEN];
+	char err[200]; /* why the last call failed */
+};
+
+/* Listens on host:port (port 0 = any free one); *bound gets the port.
+ * Returns the fd, or -1 with err set. */
+int lend_tcp_listen(const char *host, int port, int *bound, char *err,
+                    size_t errlen);
+/* Connects to host:port with TCP_NODELAY. Returns the fd or -1. */
+int lend_tcp_connect(const char *host, int port, char *err, size_t errlen);
+
+/* A server context from PEM files, or a client one that trusts ca_file.
+ * Return NULL with err set. */
+SSL_CTX *lend_tls_server_ctx(const char *cert_file, const char *key_file,
+                             char *err, size_t errlen);
+SSL_CTX *lend_tls_client_ctx(const char *ca_file, char *err, size_t errlen);
+void lend_tls_ctx_free(SSL_CTX *ctx);
+
+/*
+ * Takes ownership of fd. With a ctx, runs the TLS handshake (as server or
+ * client) and exports the channel binding. timeout_ms bounds the handshake
+ * and every later read/write that stalls (0 = none). Returns 0, or -1 with
+ * c->err set (the fd is then closed).
+ */
+int lend_conn_open(struct lend_conn *c, int fd, SSL_CTX *ctx, int is_server,
+                   int timeout_ms);
+/* Exactly n bytes. Return 0, or -1 on error or end of stream (c->err). */
+int lend_conn_read(struct lend_conn *c, void *buf, size_t n);
+int lend_conn_write(struct lend_conn *c, const void *buf, size_t n);
+/* Bytes already decrypted and waiting (TLS); 0 for plain TCP. */
+int lend_conn_pending(const struct lend_conn *c);
+/* Changes the stall timeout after the handshake (0 = none). */
+void lend_conn_set_timeout(struct lend_conn *c, int timeout_ms);
+/* Closes (TLS close_notify first) and resets c to fd -1. */
+void lend_conn_close(struct lend_conn *c);
+
+/* The binding for lend_mac: the exporter output, or NULL in plain TCP. */
+const uint8_t *lend_conn_binding(const struct lend_conn *c);
+
+#endif

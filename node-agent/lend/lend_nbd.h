@@ -1,0 +1,93 @@
+/*
+ * lend_nbd.h — the NBD protocol, both ends, for the borrower's bridge.
+ *
+ * The borrower's kernel reaches lent pages through its own NBD driver
+ * (drivers/block/nbd.c): the bridge program speaks NBD on one side and the
+ * lend protocol on the other. This module owns NBD's wire format
+ * (NetworkBlockDevice/nbd doc/proto.md): the fixed newstyle handshake
+ * (NBD_OPT_EXPORT_NAME, _GO, _INFO, _LIST, _ABORT; anything else gets
+ * NBD_REP_ERR_UNSUP) and the transmission phase with simple replies (READ,
+ * WRITE, FLUSH, TRIM, DISC). Storage is behind a backend of four calls, so
+ * the protocol is tested against memory and used against a lender.
+ * Also a minimal client (handshake with NBD_OPT_GO, one command at a time)
+ * for tests and for attaching a socket to /dev/nbdX.
+ *
+ * The export is a whole number of 4096-byte blocks and every request must be
+ * 4096-aligned (announced with NBD_INFO_BLOCK_SIZE): each block is one lent
+ * page. Blocking I/O on a stream fd (unix socket or 127.0.0.1 TCP).
+ */
+#ifndef RAMEX_LEND_NBD_H
+#define RAMEX_LEND_NBD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define LEND_NBD_BLOCK   4096
+#define LEND_NBD_MAX_REQ (32u << 20) /* longest request accepted */
+#define LEND_NBD_MAX_OPT 4096        /* longest option data accepted */
+
+/* NBD command types and transmission flags (doc/proto.md). */
+enum {
+	LEND_NBD_CMD_READ = 0,
+	LEND_NBD_CMD_WRITE = 1,
+	LEND_NBD_CMD_DISC = 2,
+	LEND_NBD_CMD_FLUSH = 3,
+	LEND_NBD_CMD_TRIM = 4,
+};
+#define LEND_NBD_FLAG_HAS_FLAGS  (1u << 0)
+#define LEND_NBD_FLAG_SEND_FLUSH (1u << 2)
+#define LEND_NBD_FLAG_SEND_FUA   (1u << 3)
+#define LEND_NBD_FLAG_SEND_TRIM  (1u << 5)
+#define LEND_NBD_TFLAGS                                                        \
+	(LEND_NBD_FLAG_HAS_FLAGS | LEND_NBD_FLAG_SEND_FLUSH |                  \
+	 LEND_NBD_FLAG_SEND_FUA | LEND_NBD_FLAG_SEND_TRIM)
+
+/* Storage behind the export. Each call returns 0 or an errno value (EIO,
+ * ENOSPC, ...) that goes back to the NBD client as the reply's error. */
+struct lend_nbd_backend {
+	void *ctx;
+	int (*read)(void *ctx, uint64_t off, uint32_t len, void *buf);
+	int (*write)(void *ctx, uint64_t off, uint32_t len, const void *buf);
+	int (*flush)(void *ctx);
+	int (*trim)(void *ctx, uint64_t off, uint32_t len);
+};
+
+struct lend_nbd_export {
+	const char *name; /* the client may also ask for "" (the default) */
+	uint64_t size;    /* bytes, a multiple of LEND_NBD_BLOCK */
+	uint16_t tflags;  /* LEND_NBD_TFLAGS */
+};
+
+struct lend_nbd_stats {
+	int64_t reads, writes, trims, flushes; /* requests */
+	int64_t errors;                        /* replies with an error */
+};
+
+/* Server handshake. Returns 0 when transmission begins, 1 when the client
+ * aborted, -1 with err set when the client broke the protocol. */
+int lend_nbd_server_handshake(int fd, const struct lend_nbd_export *e,
+                              char *err, size_t errlen);
+
+/*
+ * Reads and answers one request. buf (buflen a multiple of LEND_NBD_BLOCK)
+ * is the staging area; longer requests go through it in pieces. Returns 0,
+ * 1 on NBD_CMD_DISC, -1 when the connection must be dropped (err set).
+ */
+int lend_nbd_serve_one(int fd, const struct lend_nbd_export *e,
+                       const struct lend_nbd_backend *b, uint8_t *buf,
+                       size_t buflen, struct lend_nbd_stats *st, char *err,
+                       size_t errlen);
+
+/* Client handshake with NBD_OPT_GO for `name`. Returns 0 with the export's
+ * size and transmission flags, or -1 with err set. */
+int lend_nbd_client_handshake(int fd, const char *name, uint64_t *size,
+                              uint16_t *tflags, char *err, size_t errlen);
+
+/* One command; wbuf for WRITE, rbuf for READ (len bytes). Returns 0 when a
+ * reply came (*nbd_error is its error, 0 = success), -1 when the link
+ * failed. */
+int lend_nbd_client_cmd(int fd, uint16_t type, uint64_t handle, uint64_t off,
+                        uint32_t len, const void *wbuf, void *rbuf,
+                        uint32_t *nbd_error);
+
+#endif

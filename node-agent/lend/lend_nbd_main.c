@@ -1,0 +1,221 @@
+/*
+ * ramex-lend-nbd — the borrower's bridge: lent pages as an NBD device.
+ *
+ *   ramex-lend-nbd --lender HOST:PORT --contract ID --secret-file F
+ *       [--tls-ca F] (--attach /dev/nbdX [--swap-device DEV]
+ *                     | --listen-unix PATH | --listen 127.0.0.1:PORT)
+ *       [--meter-file F] [--ready-file F] [--mlock]
+ *
+ * --attach hands the export to the kernel's nbd driver; then
+ * `mkswap /dev/nbdX && swapon -p 100 /dev/nbdX` makes it fast swap.
+ * On a recall notice, on SIGTERM, or when the lender vanishes, it swaps the
+ * device off (moving pages back), releases the contract and exits.
+ * Exit status: 0 recalled or disconnected, 3 lender lost, 4 recall failed,
+ * 1 any other error.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "node-agent/lend/lend_args.h"
+#include "node-agent/lend/lend_bridge.h"
+
+static struct lend_bridge bridge;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	lend_bridge_stop(&bridge);
+}
+
+static void on_tick(const struct lend_meter_report *r, void *arg)
+{
+	lend_args_write_meter(arg, r);
+}
+
+static int usage(const char *why)
+{
+	fprintf(stderr,
+	        "ramex-lend-nbd: %s\n"
+	        "usage: ramex-lend-nbd --lender HOST:PORT --contract ID "
+	        "--secret-file F [--tls-ca F]\n"
+	        "       (--attach /dev/nbdX [--swap-device DEV] | "
+	        "--listen-unix PATH | --listen 127.0.0.1:PORT)\n"
+	        "       [--meter-file F] [--ready-file F] [--mlock]\n",
+	        why);
+	return 2;
+}
+
+static int accept_one(const char *unix_path, const char *hostport, char *err,
+                      size_t errlen)
+{
+	int lfd, fd;
+	if (unix_path) {
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		if (strlen(unix_path) >= sizeof sa.sun_path) {
+			snprintf(err, errlen, "unix socket path too long");
+			return -1;
+		}
+		strcpy(sa.sun_path, unix_path);
+		unlink(unix_path);
+		lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (lfd < 0 || bind(lfd, (void *)&sa, sizeof sa) < 0 ||
+		    listen(lfd, 1) < 0) {
+			snprintf(err, errlen, "could not listen on %s",
+			         unix_path);
+			return -1;
+		}
+	} else {
+		char host[256];
+		int port;
+		if (lend_args_hostport(hostport, host, sizeof host, &port) <
+		    0) {
+			snprintf(err, errlen, "--listen wants HOST:PORT");
+			return -1;
+		}
+		lfd = lend_tcp_listen(host, port, NULL, err, errlen);
+		if (lfd < 0)
+			return -1;
+	}
+	log_info("bridge waits for one NBD client", NULL);
+	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	close(lfd);
+	if (fd < 0)
+		snprintf(err, errlen, "accept failed");
+	return fd;
+}
+
+int main(int argc, char **argv)
+{
+	const char *lender = NULL, *secret_file = NULL, *ca = NULL;
+	const char *attach = NULL, *swap_dev = NULL, *unix_path = NULL;
+	const char *listen_at = NULL, *meter_file = NULL, *ready = NULL;
+	uint8_t secret[LEND_SECRET_LEN];
+	uint64_t contract = 0;
+	char host[256], err[256];
+	int port, lock = 0, rc = 1;
+	int64_t v;
+	SSL_CTX *tls = NULL;
+	struct lend_client client;
+
+	log_init("lend-nbd", LOG_INFO);
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i],
+		           *val = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(a, "--mlock") == 0) {
+			lock = 1;
+			continue;
+		}
+		if (!val)
+			return usage("an option lacks its value");
+		i++;
+		if (strcmp(a, "--lender") == 0)
+			lender = val;
+		else if (strcmp(a, "--contract") == 0) {
+			if (lend_args_int(val, 1, INT64_MAX, &v) < 0)
+				return usage("--contract must be a positive "
+				             "integer");
+			contract = (uint64_t)v;
+		} else if (strcmp(a, "--secret-file") == 0)
+			secret_file = val;
+		else if (strcmp(a, "--tls-ca") == 0)
+			ca = val;
+		else if (strcmp(a, "--attach") == 0)
+			attach = val;
+		else if (strcmp(a, "--swap-device") == 0)
+			swap_dev = val;
+		else if (strcmp(a, "--listen-unix") == 0)
+			unix_path = val;
+		else if (strcmp(a, "--listen") == 0)
+			listen_at = val;
+		else if (strcmp(a, "--meter-file") == 0)
+			meter_file = val;
+		else if (strcmp(a, "--ready-file") == 0)
+			ready = val;
+		else
+			return usage("unknown option");
+	}
+	if (!lender || !contract || !secret_file)
+		return usage("--lender, --contract and --secret-file are "
+		             "required");
+	if (!!attach + !!unix_path + !!listen_at != 1)
+		return usage("give exactly one of --attach, --listen-unix, "
+		             "--listen");
+	if (lend_args_hostport(lender, host, sizeof host, &port) < 0)
+		return usage("--lender wants HOST:PORT");
+	if (lend_args_secret(secret_file, secret, err, sizeof err) < 0) {
+		log_error("cannot start", "why=\"%s\"", err);
+		return 1;
+	}
+	if (ca && !(tls = lend_tls_client_ctx(ca, err, sizeof err))) {
+		log_error("cannot start", "why=\"%s\"", err);
+		return 1;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	/* the bridge serves the kernel's swap: it must never wait for swap
+	 * itself */
+	if (lock && mlockall(MCL_CURRENT | MCL_FUTURE) < 0)
+		log_warn("could not lock the bridge in memory", NULL);
+	if (lend_client_connect(&client, host, port, tls, contract, secret,
+	                        5000) < 0) {
+		log_error("cannot reach the lender", "why=\"%s\"", client.err);
+		goto out_tls;
+	}
+	if (lend_bridge_init(&bridge, &client, "ramex") < 0) {
+		log_error("cannot start", "why=\"%s\"", bridge.err);
+		goto out_client;
+	}
+	bridge.on_tick = on_tick;
+	bridge.arg = (void *)meter_file;
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	if (attach) {
+		if (lend_bridge_attach(&bridge, attach,
+		                       swap_dev ? swap_dev : attach) < 0) {
+			log_error("cannot attach", "why=\"%s\"", bridge.err);
+			goto out_bridge;
+		}
+	} else {
+		int fd = accept_one(unix_path, listen_at, err, sizeof err);
+		if (fd < 0 || lend_bridge_accept(&bridge, fd) < 0) {
+			log_error("cannot serve NBD", "why=\"%s\"",
+			          fd < 0 ? err : bridge.err);
+			goto out_bridge;
+		}
+	}
+	if (ready) {
+		FILE *f = fopen(ready, "w");
+		if (f)
+			fclose(f);
+	}
+	enum lend_bridge_end end = lend_bridge_run(&bridge);
+	static const char *names[] = {"disconnected", "recalled", "lender-lost",
+	                              "recall-failed", "nbd-error"};
+	struct lend_meter_report r = lend_client_report(&client);
+	char line[512];
+	lend_meter_format(&r, line, sizeof line);
+	log_info("bridge ends",
+	         "end=%s nbd_reads=%lld nbd_writes=%lld nbd_errors=%lld "
+	         "meter=\"%s\"",
+	         names[end], (long long)bridge.st.reads,
+	         (long long)bridge.st.writes, (long long)bridge.st.errors,
+	         line);
+	lend_args_write_meter(meter_file, &r);
+	rc = end == LEND_BRIDGE_LOST     ? 3
+	     : end == LEND_BRIDGE_FAILED ? 4
+	     : end == LEND_BRIDGE_ERROR  ? 1
+	                                 : 0;
+out_bridge:
+	lend_bridge_free(&bridge);
+out_client:
+	lend_client_close(&client);
+out_tls:
+	lend_tls_ctx_free(tls);
+	return rc;
+}

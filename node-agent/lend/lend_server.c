@@ -1,0 +1,361 @@
+/* lend_server.c — the lender's service loop (see the header). */
+#include "node-agent/lend/lend_server.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/rand.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+
+int64_t lend_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int lend_server_open(struct lend_server *s, const struct lend_server_config *c,
+                     char *err, size_t errlen)
+{
+	memset(s, 0, sizeof *s);
+	s->cfg = *c;
+	s->lfd = -1;
+	s->wake[0] = s->wake[1] = -1;
+	s->conn.fd = -1;
+	if (c->pages <= 0 || c->pages > LEND_MAX_PAGES) {
+		snprintf(err, errlen, "a contract needs 1 to %lld pages",
+		         (long long)LEND_MAX_PAGES);
+		return -1;
+	}
+	if (s->cfg.handshake_ms <= 0)
+		s->cfg.handshake_ms = 5000;
+	if (lend_store_open(&s->store, c->pages, c->store, c->device, err,
+	                    errlen) < 0)
+		return -1;
+	if (lend_meter_init(&s->meter, c->contract, LEND_METER_LENDER, c->pages,
+	                    lend_now_ms()) < 0) {
+		snprintf(err, errlen, "could not allocate the meter");
+		goto fail;
+	}
+	if (pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
+		snprintf(err, errlen, "could not create a pipe: %s",
+		         strerror(errno));
+		goto fail;
+	}
+	s->lfd = lend_tcp_listen(c->host, c->port, &s->port, err, errlen);
+	if (s->lfd < 0)
+		goto fail;
+	log_info("lender holds the contract's pages",
+	         "contract=%llu pages=%lld store=%s locked=%d port=%d tls=%d",
+	         (unsigned long long)c->contract, (long long)c->pages,
+	         lend_store_kind_name(s->store.kind),
+	         s->store.kind == LEND_STORE_RAMEX || s->store.locked, s->port,
+	         c->tls != NULL);
+	return 0;
+fail:
+	lend_server_close(s);
+	return -1;
+}
+
+void lend_server_recall(struct lend_server *s)
+{
+	char c = 'r';
+	(void)!write(s->wake[1], &c, 1);
+}
+
+void lend_server_stop(struct lend_server *s)
+{
+	char c = 's';
+	(void)!write(s->wake[1], &c, 1);
+}
+
+struct lend_meter_report lend_server_report(struct lend_server *s)
+{
+	return lend_meter_report(&s->meter, lend_now_ms());
+}
+
+static int send_reply(struct lend_conn *c, const struct lend_hdr *h)
+{
+	uint8_t b[LEND_HDR_LEN];
+	lend_hdr_encode(h, 1, b);
+	return lend_conn_write(c, b, sizeof b);
+}
+
+static int send_notice(struct lend_server *s)
+{
+	int64_t left = s->deadline_ms - lend_now_ms();
+	struct lend_hdr n = {.type = LEND_NOTICE,
+	                     .extra = (uint64_t)(left > 0 ? left : 0)};
+	return send_reply(&s->conn, &n);
+}
+
+static void drop_conn(struct lend_server *s, const char *why)
+{
+	if (s->conn.fd < 0)
+		return;
+	log_info("borrower connection closed", "contract=%llu why=\"%s\"",
+	         (unsigned long long)s->cfg.contract, why);
+	lend_conn_close(&s->conn);
+}
+
+/* Runs the handshake on a new connection; on success it becomes s->conn. */
+static void handshake(struct lend_server *s, int fd)
+{
+	struct lend_conn c;
+	struct lend_hello hello = {.version = LEND_VERSION};
+	struct lend_auth auth;
+	struct lend_welcome w = {.status = LEND_OK};
+	uint8_t buf[LEND_AUTH_LEN], want[LEND_MAC_LEN];
+
+	if (lend_conn_open(&c, fd, s->cfg.tls, 1, s->cfg.handshake_ms) < 0) {
+		log_warn("borrower handshake failed", "why=\"%s\"", c.err);
+		s->auth_failures++;
+		return;
+	}
+	if (RAND_bytes(hello.server_nonce, LEND_NONCE_LEN) != 1) {
+		log_error("could not draw a nonce", NULL);
+		goto fail;
+	}
+	lend_hello_encode(&hello, buf);
+	if (lend_conn_write(&c, buf, LEND_HELLO_LEN) < 0 ||
+	    lend_conn_read(&c, buf, LEND_AUTH_LEN) < 0 ||
+	    lend_auth_decode(buf, &auth) < 0) {
+		log_warn("borrower handshake failed",
+		         "why=\"no valid AUTH frame: %s\"", c.err);
+		goto refuse;
+	}
+	lend_mac(LEND_BORROWER, s->cfg.secret, auth.contract,
+	         hello.server_nonce, auth.client_nonce, lend_conn_binding(&c),
+	         want);
+	if (auth.contract != s->cfg.contract)
+		w.status = LEND_E_CONTRACT;
+	else if (!lend_mac_equal(want, auth.mac))
+		w.status = LEND_E_AUTH;
+	if (w.status != LEND_OK) {
+		lend_welcome_encode(&w, buf);
+		(void)lend_conn_write(&c, buf, LEND_WELCOME_LEN);
+		log_warn(
+		    "borrower refused", "contract=%llu asked=%llu why=\"%s\"",
+		    (unsigned long long)s->cfg.contract,
+		    (unsigned long long)auth.contract, lend_err_str(w.status));
+		goto refuse;
+	}
+	w.pages = (uint64_t)s->cfg.pages;
+	lend_mac(LEND_LENDER, s->cfg.secret, auth.contract, hello.server_nonce,
+	         auth.client_nonce, lend_conn_binding(&c), w.mac);
+	lend_welcome_encode(&w, buf);
+	if (lend_conn_write(&c, buf, LEND_WELCOME_LEN) < 0)
+		goto fail;
+	if (s->conn.fd >= 0)
+		drop_conn(s, "replaced by a new authenticated connection");
+	lend_conn_set_timeout(&c, 0);
+	s->conn = c;
+	s->connections++;
+	log_info("borrower authenticated", "contract=%llu tls=%d",
+	         (unsigned long long)s->cfg.contract, c.ssl != NULL);
+	if (s->recalling && send_notice(s) < 0)
+		drop_conn(s, "could not send the recall notice");
+	return;
+refuse:
+	s->auth_failures++;
+fail:
+	lend_conn_close(&c);
+}
+
+static void free_pages(struct lend_server *s, const char *why)
+{
+	if (s->released)
+		return;
+	lend_meter_release(&s->meter, lend_now_ms());
+	lend_store_release(&s->store);
+	s->released = 1;
+	log_info("lender freed the contract's pages",
+	         "contract=%llu why=\"%s\"",
+	         (unsigned long long)s->cfg.contract, why);
+}
+
+/* Serves one request. Returns 0, or -1 when the connection must close. */
+static int serve(struct lend_server *s)
+{
+	struct lend_conn *c = &s->conn;
+	uint8_t b[LEND_HDR_LEN];
+	struct lend_hdr q, r;
+
+	if (lend_conn_read(c, b, sizeof b) < 0)
+		return -1;
+	if (lend_hdr_decode(b, 0, &q) < 0) {
+		snprintf(c->err, sizeof c->err, "a request with a bad magic");
+		return -1;
+	}
+	r = (struct lend_hdr){
+	    .type = q.type, .handle = q.handle, .count = q.count};
+	r.error = lend_hdr_check(&q, (uint64_t)s->cfg.pages);
+	if (r.error == LEND_OK && s->released &&
+	    (q.type == LEND_READ || q.type == LEND_WRITE ||
+	     q.type == LEND_TRIM))
+		r.error = LEND_E_RELEASED;
+	if (r.error != LEND_OK) {
+		/* the stream cannot be trusted after a bad WRITE header */
+		(void)send_reply(c, &r);
+		snprintf(c->err, sizeof c->err, "refused a request: %s",
+		         lend_err_str(r.error));
+		return q.type == LEND_WRITE ? -1 : 0;
+	}
+	int64_t now = lend_now_ms();
+	size_t len = (size_t)q.count * LEND_PAGE_SIZE;
+	switch (q.type) {
+	case LEND_READ:
+		lend_meter_read(&s->meter, q.count, now);
+		if (send_reply(c, &r) < 0 ||
+		    lend_conn_write(c,
+		                    lend_store_page(&s->store, (int64_t)q.page),
+		                    len) < 0)
+			return -1;
+		return 0;
+	case LEND_WRITE:
+		/* straight into the held pages: no copy, no buffer */
+		if (lend_conn_read(c,
+		                   lend_store_page(&s->store, (int64_t)q.page),
+		                   len) < 0)
+			return -1;
+		lend_meter_write(&s->meter, q.page, q.count, now);
+		return send_reply(c, &r);
+	case LEND_TRIM:
+		lend_store_zero(&s->store, (int64_t)q.page, q.count);
+		lend_meter_trim(&s->meter, q.page, q.count, now);
+		return send_reply(c, &r);
+	case LEND_FLUSH:
+		return send_reply(c, &r);
+	case LEND_METER: {
+		uint8_t m[LEND_METER_WIRE];
+		struct lend_meter_report rep = lend_server_report(s);
+		lend_meter_encode(&rep, m);
+		r.extra = LEND_METER_WIRE;
+		if (send_reply(c, &r) < 0)
+			return -1;
+		return lend_conn_write(c, m, sizeof m);
+	}
+	case LEND_RELEASE:
+		free_pages(s, s->recalling ? "the borrower released them "
+		                             "after the recall notice"
+		                           : "the borrower released them");
+		return send_reply(c, &r);
+	case LEND_BYE:
+		(void)send_reply(c, &r);
+		snprintf(c->err, sizeof c->err, "the borrower said goodbye");
+		return -1;
+	}
+	assert(0 && "lend_hdr_check let an unknown type through");
+	return -1;
+}
+
+static void tick(struct lend_server *s)
+{
+	if (s->cfg.on_tick) {
+		struct lend_meter_report r = lend_server_report(s);
+		s->cfg.on_tick(&r, s->cfg.arg);
+	}
+}
+
+enum lend_server_end lend_server_run(struct lend_server *s)
+{
+	int64_t next_tick = lend_now_ms() + 1000;
+	enum lend_server_end end;
+	for (;;) {
+		int64_t now = lend_now_ms();
+		if (now >= next_tick) {
+			tick(s);
+			next_tick = now + 1000;
+		}
+		if (s->recalling && !s->released && now >= s->deadline_ms) {
+			drop_conn(s, "the recall deadline passed");
+			free_pages(s, "the recall deadline passed before the "
+			              "borrower released them");
+			end = LEND_END_DEADLINE;
+			break;
+		}
+		if (s->released && s->conn.fd < 0) {
+			end = LEND_END_RELEASED;
+			break;
+		}
+		if (s->conn.fd >= 0 && lend_conn_pending(&s->conn) > 0) {
+			if (serve(s) < 0)
+				drop_conn(s, s->conn.err);
+			continue;
+		}
+		int64_t wait = next_tick - now;
+		if (s->recalling && !s->released && s->deadline_ms - now < wait)
+			wait = s->deadline_ms - now;
+		struct pollfd p[3] = {{.fd = s->wake[0], .events = POLLIN},
+		                      {.fd = s->lfd, .events = POLLIN},
+		                      {.fd = s->conn.fd, .events = POLLIN}};
+		int n = poll(p, 3, (int)(wait > 0 ? wait : 0));
+		if (n < 0 && errno != EINTR) {
+			snprintf(s->err, sizeof s->err, "poll failed: %s",
+			         strerror(errno));
+			end = LEND_END_ERROR;
+			break;
+		}
+		if (n <= 0)
+			continue;
+		if (p[0].revents & POLLIN) {
+			char c;
+			int stop = 0;
+			while (read(s->wake[0], &c, 1) == 1) {
+				if (c == 's')
+					stop = 1;
+				if (c == 'r' && !s->recalling && !s->released) {
+					s->recalling = 1;
+					s->deadline_ms =
+					    lend_now_ms() + s->cfg.notice_ms;
+					log_info(
+					    "lender recalls the pages",
+					    "contract=%llu notice_ms=%lld",
+					    (unsigned long long)s->cfg.contract,
+					    (long long)s->cfg.notice_ms);
+					if (s->conn.fd >= 0 &&
+					    send_notice(s) < 0)
+						drop_conn(s,
+						          "could not send the "
+						          "recall notice");
+				}
+			}
+			if (stop) {
+				end = LEND_END_STOPPED;
+				break;
+			}
+		}
+		if (p[1].revents & POLLIN) {
+			int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+			if (fd >= 0)
+				handshake(s, fd);
+		}
+		if (s->conn.fd >= 0 && p[2].fd == s->conn.fd &&
+		    (p[2].revents & (POLLIN | POLLHUP | POLLERR))) {
+			if (serve(s) < 0)
+				drop_conn(s, s->conn.err);
+		}
+	}
+	tick(s);
+	return end;
+}
+
+void lend_server_close(struct lend_server *s)
+{
+	drop_conn(s, "the lender is shutting down");
+	if (s->lfd >= 0)
+		close(s->lfd);
+	for (int i = 0; i < 2; i++)
+		if (s->wake[i] >= 0)
+			close(s->wake[i]);
+	s->lfd = s->wake[0] = s->wake[1] = -1;
+	lend_store_release(&s->store);
+	lend_meter_free(&s->meter);
+}

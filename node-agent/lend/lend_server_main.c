@@ -1,0 +1,160 @@
+/*
+ * ramex-lend-server — the lender's side of one lend contract, as a program.
+ *
+ *   ramex-lend-server --contract ID --secret-file F --pages N
+ *       [--listen 127.0.0.1:0] [--port-file F] [--tls-cert F --tls-key F]
+ *       [--store auto|ramex|anon] [--notice-ms MS] [--meter-file F] [--mlock]
+ *
+ * SIGUSR1 recalls the pages (the agent does this when the exchange says
+ * so); SIGTERM stops. The agent daemon embeds lend_server instead.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "common/log.h"
+#include "node-agent/lend/lend_args.h"
+#include "node-agent/lend/lend_server.h"
+
+static struct lend_server srv;
+
+static void on_signal(int sig)
+{
+	if (sig == SIGUSR1)
+		lend_server_recall(&srv);
+	else
+		lend_server_stop(&srv);
+}
+
+static void on_tick(const struct lend_meter_report *r, void *arg)
+{
+	lend_args_write_meter(arg, r);
+}
+
+static int usage(const char *why)
+{
+	fprintf(stderr,
+	        "ramex-lend-server: %s\n"
+	        "usage: ramex-lend-server --contract ID --secret-file F "
+	        "--pages N [--listen HOST:PORT] [--port-file F]\n"
+	        "       [--tls-cert F --tls-key F] [--store auto|ramex|anon] "
+	        "[--notice-ms MS] [--meter-file F] [--mlock]\n",
+	        why);
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	struct lend_server_config cfg = {
+	    .host = "127.0.0.1", .notice_ms = 30000, .store = LEND_STORE_AUTO};
+	const char *secret_file = NULL, *port_file = NULL, *meter_file = NULL;
+	const char *cert = NULL, *key = NULL;
+	char host[256], err[256];
+	int64_t v;
+	int have_contract = 0, lock = 0;
+
+	log_init("lend-server", LOG_INFO);
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i],
+		           *val = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(a, "--mlock") == 0) {
+			lock = 1;
+			continue;
+		}
+		if (!val)
+			return usage("an option lacks its value");
+		i++;
+		if (strcmp(a, "--contract") == 0) {
+			if (lend_args_int(val, 1, INT64_MAX, &v) < 0)
+				return usage("--contract must be a positive "
+				             "integer");
+			cfg.contract = (uint64_t)v;
+			have_contract = 1;
+		} else if (strcmp(a, "--secret-file") == 0) {
+			secret_file = val;
+		} else if (strcmp(a, "--pages") == 0) {
+			if (lend_args_int(val, 1, LEND_MAX_PAGES, &v) < 0)
+				return usage("--pages must be 1..2^28");
+			cfg.pages = v;
+		} else if (strcmp(a, "--listen") == 0) {
+			if (lend_args_hostport(val, host, sizeof host,
+			                       &cfg.port) < 0)
+				return usage("--listen wants HOST:PORT");
+			cfg.host = host;
+		} else if (strcmp(a, "--port-file") == 0) {
+			port_file = val;
+		} else if (strcmp(a, "--tls-cert") == 0) {
+			cert = val;
+		} else if (strcmp(a, "--tls-key") == 0) {
+			key = val;
+		} else if (strcmp(a, "--store") == 0) {
+			if (strcmp(val, "ramex") == 0)
+				cfg.store = LEND_STORE_RAMEX;
+			else if (strcmp(val, "anon") == 0)
+				cfg.store = LEND_STORE_ANON;
+			else if (strcmp(val, "auto") != 0)
+				return usage("--store is auto, ramex or anon");
+		} else if (strcmp(a, "--notice-ms") == 0) {
+			if (lend_args_int(val, 0, INT32_MAX, &v) < 0)
+				return usage("--notice-ms must be >= 0");
+			cfg.notice_ms = v;
+		} else if (strcmp(a, "--meter-file") == 0) {
+			meter_file = val;
+		} else {
+			return usage("unknown option");
+		}
+	}
+	if (!have_contract || !secret_file || cfg.pages == 0)
+		return usage("--contract, --secret-file and --pages are "
+		             "required");
+	if ((cert == NULL) != (key == NULL))
+		return usage("TLS needs both --tls-cert and --tls-key");
+	if (lend_args_secret(secret_file, cfg.secret, err, sizeof err) < 0) {
+		log_error("cannot start", "why=\"%s\"", err);
+		return 1;
+	}
+	if (cert &&
+	    !(cfg.tls = lend_tls_server_ctx(cert, key, err, sizeof err))) {
+		log_error("cannot start", "why=\"%s\"", err);
+		return 1;
+	}
+	if (lock && mlockall(MCL_CURRENT | MCL_FUTURE) < 0)
+		log_warn("could not lock the lender in memory", NULL);
+	cfg.on_tick = on_tick;
+	cfg.arg = (void *)meter_file;
+	if (lend_server_open(&srv, &cfg, err, sizeof err) < 0) {
+		log_error("cannot start", "why=\"%s\"", err);
+		lend_tls_ctx_free(cfg.tls);
+		return 1;
+	}
+	if (srv.store.kind == LEND_STORE_ANON)
+		log_warn("TEST ONLY: the lent pages are anonymous memory, not "
+		         "ramex.ko's pool; this OS still counts them",
+		         "locked=%d", srv.store.locked);
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigaction(SIGUSR1, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if (port_file) {
+		FILE *f = fopen(port_file, "w");
+		if (f) {
+			fprintf(f, "%d\n", srv.port);
+			fclose(f);
+		}
+	}
+	enum lend_server_end end = lend_server_run(&srv);
+	static const char *names[] = {"stopped", "released", "deadline",
+	                              "error"};
+	struct lend_meter_report r = lend_server_report(&srv);
+	char line[512];
+	lend_meter_format(&r, line, sizeof line);
+	log_info("lender ends", "end=%s auth_failures=%lld meter=\"%s\"",
+	         names[end], (long long)srv.auth_failures, line);
+	lend_args_write_meter(meter_file, &r);
+	lend_server_close(&srv);
+	lend_tls_ctx_free(cfg.tls);
+	return end == LEND_END_ERROR ? 1 : 0;
+}

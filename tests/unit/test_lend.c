@@ -1,0 +1,898 @@
+/*
+ * test_lend.c — remote lending: wire format, contract authentication and
+ * its refusals, TLS, recall, the meters and their reconciliation, and the
+ * NBD bridge, all over 127.0.0.1 against the real server (anonymous-memory
+ * store: the host cannot load ramex.ko).
+ */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "node-agent/lend/lend_bridge.h"
+#include "node-agent/lend/lend_client.h"
+#include "node-agent/lend/lend_meter.h"
+#include "node-agent/lend/lend_nbd.h"
+#include "node-agent/lend/lend_proto.h"
+#include "node-agent/lend/lend_server.h"
+
+static uint8_t secret_a[LEND_SECRET_LEN], secret_b[LEND_SECRET_LEN];
+static const char *hex_a =
+    "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+static const char *hex_b =
+    "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100";
+
+static void setup(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	ck_assert_int_eq(lend_secret_parse(hex_a, secret_a), 0);
+	ck_assert_int_eq(lend_secret_parse(hex_b, secret_b), 0);
+}
+
+/* ---- wire format -------------------------------------------------- */
+
+START_TEST(header_round_trip)
+{
+	uint8_t b[LEND_HDR_LEN];
+	struct lend_hdr q = {.type = LEND_WRITE,
+	                     .handle = 0x0102030405060708u,
+	                     .page = 77,
+	                     .count = 3},
+	                r;
+	lend_hdr_encode(&q, 0, b);
+	ck_assert_int_eq(b[0], 'R');
+	ck_assert_int_eq(lend_hdr_decode(b, 0, &r), 0);
+	ck_assert_uint_eq(r.type, LEND_WRITE);
+	ck_assert_uint_eq(r.handle, q.handle);
+	ck_assert_uint_eq(r.page, 77);
+	ck_assert_uint_eq(r.count, 3);
+	/* a request is not a reply */
+	ck_assert_int_eq(lend_hdr_decode(b, 1, &r), -1);
+	q.extra = 1234;
+	q.error = LEND_E_RANGE;
+	lend_hdr_encode(&q, 1, b);
+	ck_assert_int_eq(lend_hdr_decode(b, 1, &r), 0);
+	ck_assert_uint_eq(r.extra, 1234);
+	ck_assert_uint_eq(r.error, LEND_E_RANGE);
+}
+END_TEST
+
+START_TEST(header_check_limits)
+{
+	struct lend_hdr h = {.type = LEND_READ, .page = 0, .count = 1};
+	ck_assert_int_eq(lend_hdr_check(&h, 10), LEND_OK);
+	h.page = 9;
+	ck_assert_int_eq(lend_hdr_check(&h, 10), LEND_OK);
+	h.count = 2;
+	ck_assert_int_eq(lend_hdr_check(&h, 10), LEND_E_RANGE);
+	h.page = UINT64_MAX; /* page + count would wrap */
+	ck_assert_int_eq(lend_hdr_check(&h, 10), LEND_E_RANGE);
+	h.page = 0;
+	h.count = 0;
+	ck_assert_int_eq(lend_hdr_check(&h, 10), LEND_E_INVAL);
+	h.count = LEND_MAX_REQ_PAGES + 1;
+	ck_assert_int_eq(lend_hdr_check(&h, 1 << 20), LEND_E_INVAL);
+	h.count = 1;
+	h.flags = 1;
+	ck_assert_int_eq(lend_hdr_check(&h, 10), LEND_E_INVAL);
+	h.flags = 0;
+	h.type = 99;
+	ck_assert_int_eq(lend_hdr_check(&h, 10), LEND_E_UNSUPPORTED);
+	h.type = LEND_FLUSH;
+	ck_assert_int_eq(lend_hdr_check(&h, 10), LEND_E_INVAL);
+	h.count = 0;
+	ck_assert_int_eq(lend_hdr_check(&h, 10), LEND_OK);
+}
+END_TEST
+
+START_TEST(hello_and_auth_frames)
+{
+	uint8_t b[LEND_AUTH_LEN];
+	struct lend_hello h = {.version = LEND_VERSION}, h2;
+	memset(h.server_nonce, 7, sizeof h.server_nonce);
+	lend_hello_encode(&h, b);
+	ck_assert_int_eq(lend_hello_decode(b, &h2), 0);
+	ck_assert_mem_eq(h2.server_nonce, h.server_nonce, LEND_NONCE_LEN);
+	h.version = 2;
+	lend_hello_encode(&h, b);
+	ck_assert_int_eq(lend_hello_decode(b, &h2), -1);
+	struct lend_auth a = {.contract = 42}, a2;
+	memset(a.mac, 9, sizeof a.mac);
+	lend_auth_encode(&a, b);
+	ck_assert_int_eq(lend_auth_decode(b, &a2), 0);
+	ck_assert_uint_eq(a2.contract, 42);
+	ck_assert_mem_eq(a2.mac, a.mac, LEND_MAC_LEN);
+	b[0] = 'X';
+	ck_assert_int_eq(lend_auth_decode(b, &a2), -1);
+}
+END_TEST
+
+START_TEST(secret_parse)
+{
+	uint8_t s[LEND_SECRET_LEN];
+	memset(s, 0xee, sizeof s);
+	ck_assert_int_eq(lend_secret_parse(hex_a, s), 0);
+	ck_assert_int_eq(s[1], 0x11);
+	ck_assert_int_eq(s[31], 0xff);
+	ck_assert_int_eq(lend_secret_parse("00", s), -1);
+	char bad[65];
+	memcpy(bad, hex_a, 65);
+	bad[10] = 'g';
+	ck_assert_int_eq(lend_secret_parse(bad, s), -1);
+	ck_assert_int_eq(lend_secret_parse(NULL, s), -1);
+}
+END_TEST
+
+START_TEST(mac_binds_everything)
+{
+	uint8_t sn[LEND_NONCE_LEN] = {1}, cn[LEND_NONCE_LEN] = {2};
+	uint8_t bind[LEND_BINDING_LEN] = {3};
+	uint8_t m0[32], m[32];
+	lend_mac(LEND_BORROWER, secret_a, 5, sn, cn, NULL, m0);
+	lend_mac(LEND_BORROWER, secret_a, 5, sn, cn, NULL, m);
+	ck_assert(lend_mac_equal(m0, m));
+	lend_mac(LEND_LENDER, secret_a, 5, sn, cn, NULL, m);
+	ck_assert(!lend_mac_equal(m0, m));
+	lend_mac(LEND_BORROWER, secret_b, 5, sn, cn, NULL, m);
+	ck_assert(!lend_mac_equal(m0, m));
+	lend_mac(LEND_BORROWER, secret_a, 6, sn, cn, NULL, m);
+	ck_assert(!lend_mac_equal(m0, m));
+	lend_mac(LEND_BORROWER, secret_a, 5, cn, sn, NULL, m);
+	ck_assert(!lend_mac_equal(m0, m));
+	lend_mac(LEND_BORROWER, secret_a, 5, sn, cn, bind, m);
+	ck_assert(!lend_mac_equal(m0, m));
+}
+END_TEST
+
+/* ---- meter -------------------------------------------------------- */
+
+START_TEST(meter_counts_and_integrates)
+{
+	struct lend_meter m;
+	ck_assert_int_eq(lend_meter_init(&m, 9, LEND_METER_LENDER, 100, 0), 0);
+	lend_meter_write(&m, 10, 5, 1000); /* 100 hosted for 1 s */
+	lend_meter_write(&m, 12, 5, 2000); /* overlaps: 7 pages in use */
+	ck_assert_int_eq(m.r.pages_in_use, 7);
+	ck_assert_int_eq(m.r.page_writes, 10);
+	lend_meter_trim(&m, 0, 11, 3000); /* page 10 freed */
+	ck_assert_int_eq(m.r.pages_in_use, 6);
+	lend_meter_read(&m, 4, 4000);
+	struct lend_meter_report r = lend_meter_report(&m, 5000);
+	ck_assert_int_eq(r.hosted_page_s, 500);
+	/* 0 for 1 s, 5 for 1 s, 7 for 1 s, 6 for 2 s */
+	ck_assert_int_eq(r.used_page_s, 5 + 7 + 12);
+	ck_assert_int_eq(r.page_reads, 4);
+	ck_assert_int_eq(r.page_trims, 11);
+	lend_meter_release(&m, 6000);
+	r = lend_meter_report(&m, 9000);
+	ck_assert_int_eq(r.pages_hosted, 0);
+	ck_assert_int_eq(r.pages_in_use, 0);
+	ck_assert_int_eq(r.hosted_page_s, 600);
+	ck_assert_int_eq(r.used_page_s, 30);
+
+	char line[512];
+	struct lend_meter_report p;
+	ck_assert_int_gt(lend_meter_format(&r, line, sizeof line), 0);
+	ck_assert_int_eq(lend_meter_parse(line, &p), 0);
+	ck_assert_mem_eq(&p, &r, sizeof r);
+	ck_assert_int_eq(lend_meter_parse("role=x contract=1", &p), -1);
+	uint8_t w[LEND_METER_WIRE];
+	lend_meter_encode(&r, w);
+	lend_meter_decode(w, &p);
+	ck_assert_mem_eq(&p, &r, sizeof r);
+	lend_meter_free(&m);
+}
+END_TEST
+
+static struct lend_meter_report rep(int role, int64_t writes, int64_t used)
+{
+	struct lend_meter_report r = {.contract = 3,
+	                              .role = (uint64_t)role,
+	                              .pages_hosted = 1000,
+	                              .page_writes = writes,
+	                              .page_reads = 10,
+	                              .hosted_page_s = 100000,
+	                              .used_page_s = used};
+	return r;
+}
+
+START_TEST(reconcile_rules)
+{
+	struct lend_recon_result out;
+	struct lend_meter_report l = rep(LEND_METER_LENDER, 500, 50000);
+	struct lend_meter_report b = rep(LEND_METER_BORROWER, 500, 49900);
+	ck_assert_int_eq(lend_meter_reconcile(&l, &b, &out), LEND_RECON_AGREE);
+	ck_assert_int_eq(out.used_page_s, 49900);
+	/* lender ahead by one lost reply: still agreed */
+	l.page_writes = 500 + LEND_MAX_REQ_PAGES;
+	ck_assert_int_eq(lend_meter_reconcile(&l, &b, &out), LEND_RECON_AGREE);
+	l.page_writes = 501 + LEND_MAX_REQ_PAGES;
+	ck_assert_int_eq(lend_meter_reconcile(&l, &b, &out),
+	                 LEND_RECON_DISPUTE);
+	ck_assert_ptr_nonnull(strstr(out.why, "writes"));
+	/* borrower claims more than the lender served */
+	l.page_writes = 499;
+	ck_assert_int_eq(lend_meter_reconcile(&l, &b, &out),
+	                 LEND_RECON_DISPUTE);
+	l.page_writes = 500;
+	/* page-seconds beyond 1 % + 2 s per page */
+	b.used_page_s = 50000 - 500 - 2000 - 1;
+	ck_assert_int_eq(lend_meter_reconcile(&l, &b, &out),
+	                 LEND_RECON_DISPUTE);
+	ck_assert_int_eq(out.used_page_s, b.used_page_s);
+	b.used_page_s = 50000 - 500 - 2000;
+	ck_assert_int_eq(lend_meter_reconcile(&l, &b, &out), LEND_RECON_AGREE);
+	/* two lenders' reports are not a pair */
+	ck_assert_int_eq(lend_meter_reconcile(&l, &l, &out),
+	                 LEND_RECON_DISPUTE);
+	b.contract = 4;
+	ck_assert_int_eq(lend_meter_reconcile(&l, &b, &out),
+	                 LEND_RECON_DISPUTE);
+}
+END_TEST
+
+/* ---- a real server on 127.0.0.1 ----------------------------------- */
+
+struct srv {
+	struct lend_server s;
+	pthread_t thr;
+	enum lend_server_end end;
+};
+
+static void *srv_main(void *arg)
+{
+	struct srv *x = arg;
+	x->end = lend_server_run(&x->s);
+	return NULL;
+}
+
+static void srv_start(struct srv *x, uint64_t contract, const uint8_t *secret,
+                      int64_t pages, SSL_CTX *tls, int64_t notice_ms)
+{
+	char err[256];
+	struct lend_server_config c = {.contract = contract,
+	                               .pages = pages,
+	                               .host = "127.0.0.1",
+	                               .tls = tls,
+	                               .store = LEND_STORE_ANON,
+	                               .notice_ms = notice_ms,
+	                               .handshake_ms = 2000};
+	memcpy(c.secret, secret, LEND_SECRET_LEN);
+	ck_assert_msg(lend_server_open(&x->s, &c, err, sizeof err) == 0, "%s",
+	              err);
+	ck_assert_int_eq(x->s.store.kind, LEND_STORE_ANON);
+	ck_assert_int_eq(pthread_create(&x->thr, NULL, srv_main, x), 0);
+}
+
+static enum lend_server_end srv_join(struct srv *x, int stop)
+{
+	if (stop)
+		lend_server_stop(&x->s);
+	pthread_join(x->thr, NULL);
+	return x->end;
+}
+
+static void fill(uint8_t *p, size_t pages, unsigned seed)
+{
+	for (size_t i = 0; i < pages * LEND_PAGE_SIZE; i++)
+		p[i] = (uint8_t)(i * 31 + seed + (i >> 12) * 7);
+}
+
+static void data_round_trip(struct lend_client *c)
+{
+	enum { N = 300 }; /* more than one request's worth */
+	uint8_t *w = malloc(N * LEND_PAGE_SIZE),
+	        *r = malloc(N * LEND_PAGE_SIZE);
+	fill(w, N, 5);
+	ck_assert_int_eq(lend_client_write(c, 100, N, w), 0);
+	memset(r, 0, N * LEND_PAGE_SIZE);
+	ck_assert_int_eq(lend_client_read(c, 100, N, r), 0);
+	ck_assert_mem_eq(r, w, N * LEND_PAGE_SIZE);
+	/* trimmed pages read as zeros: nothing old stays readable */
+	ck_assert_int_eq(lend_client_trim(c, 100, 1), 0);
+	ck_assert_int_eq(lend_client_read(c, 100, 1, r), 0);
+	for (int i = 0; i < LEND_PAGE_SIZE; i++)
+		ck_assert_int_eq(r[i], 0);
+	ck_assert_int_eq(lend_client_flush(c), 0);
+	free(w);
+	free(r);
+}
+
+START_TEST(plain_round_trip_and_meters_agree)
+{
+	struct srv x;
+	struct lend_client c;
+	srv_start(&x, 7, secret_a, 512, NULL, 1000);
+	ck_assert_msg(lend_client_connect(&c, "127.0.0.1", x.s.port, NULL, 7,
+	                                  secret_a, 2000) == 0,
+	              "%s", c.err);
+	ck_assert_int_eq(c.pages, 512);
+	data_round_trip(&c);
+	/* outside the contract: refused, connection kept */
+	uint8_t page[LEND_PAGE_SIZE];
+	ck_assert_int_eq(lend_client_read(&c, 512, 1, page), -1);
+	ck_assert_uint_eq(c.last_error, LEND_E_RANGE);
+	ck_assert_int_eq(c.lost, 0);
+	struct lend_meter_report l, b = lend_client_report(&c);
+	struct lend_recon_result out;
+	ck_assert_int_eq(lend_client_lender_meter(&c, &l), 0);
+	ck_assert_int_eq(l.role, LEND_METER_LENDER);
+	ck_assert_int_eq(l.page_writes, 300);
+	ck_assert_int_eq(l.pages_in_use, 299);
+	ck_assert_int_eq(b.page_writes, l.page_writes);
+	ck_assert_int_eq(b.page_reads, l.page_reads);
+	ck_assert_int_eq(b.pages_in_use, l.pages_in_use);
+	ck_assert_int_eq(lend_meter_reconcile(&l, &b, &out), LEND_RECON_AGREE);
+	lend_client_close(&c);
+	ck_assert_int_eq(srv_join(&x, 1), LEND_END_STOPPED);
+	ck_assert_int_eq(x.s.auth_failures, 0);
+	lend_server_close(&x.s);
+}
+END_TEST
+
+START_TEST(wrong_secret_is_refused)
+{
+	struct srv x;
+	struct lend_client c;
+	srv_start(&x, 7, secret_a, 16, NULL, 1000);
+	ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", x.s.port, NULL, 7,
+	                                     secret_b, 2000),
+	                 -1);
+	ck_assert_uint_eq(c.last_error, LEND_E_AUTH);
+	ck_assert_ptr_nonnull(strstr(c.err, "wrong secret"));
+	lend_client_close(&c);
+	ck_assert_int_eq(srv_join(&x, 1), LEND_END_STOPPED);
+	ck_assert_int_eq(x.s.auth_failures, 1);
+	ck_assert_int_eq(x.s.meter.r.page_reads + x.s.meter.r.page_writes, 0);
+	lend_server_close(&x.s);
+}
+END_TEST
+
+START_TEST(another_contract_is_refused)
+{
+	struct srv x;
+	struct lend_client c;
+	srv_start(&x, 7, secret_a, 16, NULL, 1000);
+	/* contract 8's borrower, with contract 8's own secret */
+	ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", x.s.port, NULL, 8,
+	                                     secret_b, 2000),
+	                 -1);
+	ck_assert_uint_eq(c.last_error, LEND_E_CONTRACT);
+	lend_client_close(&c);
+	/* even with this lender's secret, another contract id is refused */
+	ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", x.s.port, NULL, 8,
+	                                     secret_a, 2000),
+	                 -1);
+	ck_assert_uint_eq(c.last_error, LEND_E_CONTRACT);
+	lend_client_close(&c);
+	ck_assert_int_eq(srv_join(&x, 1), LEND_END_STOPPED);
+	ck_assert_int_eq(x.s.auth_failures, 2);
+	lend_server_close(&x.s);
+}
+END_TEST
+
+static int raw_connect(int port)
+{
+	char err[200];
+	int fd = lend_tcp_connect("127.0.0.1", port, err, sizeof err);
+	ck_assert_msg(fd >= 0, "%s", err);
+	return fd;
+}
+
+static int read_full(int fd, void *b, size_t n)
+{
+	uint8_t *p = b;
+	while (n > 0) {
+		ssize_t r = read(fd, p, n);
+		if (r <= 0)
+			return -1;
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+START_TEST(no_request_without_auth_and_no_replay)
+{
+	struct srv x;
+	uint8_t b[LEND_AUTH_LEN], saved[LEND_AUTH_LEN];
+	struct lend_hello h;
+	srv_start(&x, 7, secret_a, 16, NULL, 1000);
+
+	/* a READ instead of AUTH: the server hangs up, sends no page */
+	int fd = raw_connect(x.s.port);
+	ck_assert_int_eq(read_full(fd, b, LEND_HELLO_LEN), 0);
+	struct lend_hdr q = {.type = LEND_READ, .count = 1};
+	uint8_t qb[LEND_HDR_LEN];
+	lend_hdr_encode(&q, 0, qb);
+	memset(b, 0, sizeof b);
+	memcpy(b, qb, sizeof qb);
+	ck_assert_int_eq(write(fd, b, LEND_AUTH_LEN), LEND_AUTH_LEN);
+	ck_assert_int_eq(read(fd, b, sizeof b), 0);
+	close(fd);
+
+	/* a correct AUTH works once ... */
+	fd = raw_connect(x.s.port);
+	ck_assert_int_eq(read_full(fd, b, LEND_HELLO_LEN), 0);
+	ck_assert_int_eq(lend_hello_decode(b, &h), 0);
+	struct lend_auth a = {.contract = 7};
+	memset(a.client_nonce, 0x5a, LEND_NONCE_LEN);
+	lend_mac(LEND_BORROWER, secret_a, 7, h.server_nonce, a.client_nonce,
+	         NULL, a.mac);
+	lend_auth_encode(&a, saved);
+	ck_assert_int_eq(write(fd, saved, LEND_AUTH_LEN), LEND_AUTH_LEN);
+	struct lend_welcome w;
+	ck_assert_int_eq(read_full(fd, b, LEND_WELCOME_LEN), 0);
+	lend_welcome_decode(b, &w);
+	ck_assert_uint_eq(w.status, LEND_OK);
+	close(fd);
+	/* ... and replayed on a new connection (new server nonce) fails */
+	fd = raw_connect(x.s.port);
+	ck_assert_int_eq(read_full(fd, b, LEND_HELLO_LEN), 0);
+	ck_assert_int_eq(write(fd, saved, LEND_AUTH_LEN), LEND_AUTH_LEN);
+	ck_assert_int_eq(read_full(fd, b, LEND_WELCOME_LEN), 0);
+	lend_welcome_decode(b, &w);
+	ck_assert_uint_eq(w.status, LEND_E_AUTH);
+	close(fd);
+	ck_assert_int_eq(srv_join(&x, 1), LEND_END_STOPPED);
+	ck_assert_int_eq(x.s.auth_failures, 2);
+	lend_server_close(&x.s);
+}
+END_TEST
+
+/* A fake lender that does not know the secret. */
+static void *impostor_main(void *arg)
+{
+	int lfd = *(int *)arg, fd = accept(lfd, NULL, NULL);
+	uint8_t b[LEND_AUTH_LEN];
+	struct lend_hello h = {.version = LEND_VERSION};
+	struct lend_welcome w = {.status = LEND_OK, .pages = 1 << 20};
+	lend_hello_encode(&h, b);
+	(void)!write(fd, b, LEND_HELLO_LEN);
+	if (read_full(fd, b, LEND_AUTH_LEN) == 0) {
+		memset(w.mac, 0xab, LEND_MAC_LEN);
+		lend_welcome_encode(&w, b);
+		(void)!write(fd, b, LEND_WELCOME_LEN);
+	}
+	usleep(100000);
+	close(fd);
+	return NULL;
+}
+
+START_TEST(impostor_lender_is_refused)
+{
+	char err[200];
+	int port;
+	int lfd = lend_tcp_listen("127.0.0.1", 0, &port, err, sizeof err);
+	pthread_t t;
+	struct lend_client c;
+	ck_assert_int_ge(lfd, 0);
+	pthread_create(&t, NULL, impostor_main, &lfd);
+	ck_assert_int_eq(
+	    lend_client_connect(&c, "127.0.0.1", port, NULL, 7, secret_a, 2000),
+	    -1);
+	ck_assert_ptr_nonnull(strstr(c.err, "could not prove"));
+	pthread_join(t, NULL);
+	lend_client_close(&c);
+	close(lfd);
+}
+END_TEST
+
+/* ---- TLS ---------------------------------------------------------- */
+
+static char tlsdir[256];
+
+static void make_cert(const char *dir, const char *name)
+{
+	char cmd[1024];
+	snprintf(cmd, sizeof cmd,
+	         "openssl req -x509 -newkey ec -pkeyopt "
+	         "ec_paramgen_curve:prime256v1 -nodes -days 1 -subj "
+	         "/CN=localhost -keyout %s/%s.key -out %s/%s.crt "
+	         ">/dev/null 2>&1",
+	         dir, name, dir, name);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static void tls_setup(void)
+{
+	setup();
+	snprintf(tlsdir, sizeof tlsdir, "%s/test_lend_tls.XXXXXX",
+	         getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	ck_assert_ptr_nonnull(mkdtemp(tlsdir));
+	make_cert(tlsdir, "lender");
+	make_cert(tlsdir, "other");
+}
+
+static void tls_teardown(void)
+{
+	char cmd[400];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", tlsdir);
+	(void)!system(cmd);
+}
+
+static SSL_CTX *server_ctx(void)
+{
+	char c[300], k[300], err[256];
+	snprintf(c, sizeof c, "%s/lender.crt", tlsdir);
+	snprintf(k, sizeof k, "%s/lender.key", tlsdir);
+	SSL_CTX *ctx = lend_tls_server_ctx(c, k, err, sizeof err);
+	ck_assert_msg(ctx != NULL, "%s", err);
+	return ctx;
+}
+
+static SSL_CTX *client_ctx(const char *name)
+{
+	char c[300], err[256];
+	snprintf(c, sizeof c, "%s/%s.crt", tlsdir, name);
+	SSL_CTX *ctx = lend_tls_client_ctx(c, err, sizeof err);
+	ck_assert_msg(ctx != NULL, "%s", err);
+	return ctx;
+}
+
+START_TEST(tls_round_trip_and_refusals)
+{
+	struct srv x;
+	struct lend_client c;
+	SSL_CTX *sctx = server_ctx(), *good = client_ctx("lender"),
+	        *other = client_ctx("other");
+	srv_start(&x, 11, secret_a, 512, sctx, 1000);
+	ck_assert_msg(lend_client_connect(&c, "127.0.0.1", x.s.port, good, 11,
+	                                  secret_a, 2000) == 0,
+	              "%s", c.err);
+	ck_assert_ptr_nonnull(c.conn.ssl);
+	ck_assert_int_eq(c.conn.binding, 1);
+	data_round_trip(&c);
+	lend_client_close(&c);
+	/* TLS does not replace the contract secret */
+	ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", x.s.port, good,
+	                                     11, secret_b, 2000),
+	                 -1);
+	ck_assert_uint_eq(c.last_error, LEND_E_AUTH);
+	lend_client_close(&c);
+	/* a lender certificate we do not trust */
+	ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", x.s.port, other,
+	                                     11, secret_a, 2000),
+	                 -1);
+	ck_assert_ptr_nonnull(strstr(c.err, "TLS"));
+	lend_client_close(&c);
+	/* plain TCP against a TLS lender */
+	ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", x.s.port, NULL,
+	                                     11, secret_a, 2000),
+	                 -1);
+	lend_client_close(&c);
+	ck_assert_int_eq(srv_join(&x, 1), LEND_END_STOPPED);
+	ck_assert_int_eq(x.s.auth_failures, 3);
+	lend_server_close(&x.s);
+	lend_tls_ctx_free(sctx);
+	lend_tls_ctx_free(good);
+	lend_tls_ctx_free(other);
+}
+END_TEST
+
+/* ---- recall ------------------------------------------------------- */
+
+START_TEST(recall_release_frees_pages)
+{
+	struct srv x;
+	struct lend_client c;
+	uint8_t p[LEND_PAGE_SIZE] = {1};
+	srv_start(&x, 7, secret_a, 64, NULL, 10000);
+	ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", x.s.port, NULL, 7,
+	                                     secret_a, 2000),
+	                 0);
+	ck_assert_int_eq(lend_client_write(&c, 3, 1, p), 0);
+	lend_server_recall(&x.s);
+	for (int i = 0; i < 200 && !c.notice; i++) {
+		usleep(10000);
+		ck_assert_int_ge(lend_client_poll(&c), 0);
+	}
+	ck_assert_int_eq(c.notice, 1);
+	ck_assert_int_gt(c.notice_ms, 0);
+	ck_assert_int_le(c.notice_ms, 10000);
+	/* the borrower still reads its pages during the notice */
+	ck_assert_int_eq(lend_client_read(&c, 3, 1, p), 0);
+	ck_assert_int_eq(p[0], 1);
+	ck_assert_int_eq(lend_client_release(&c), 0);
+	/* freed: nothing can be read any more */
+	ck_assert_int_eq(lend_client_read(&c, 3, 1, p), -1);
+	ck_assert_uint_eq(c.last_error, LEND_E_RELEASED);
+	struct lend_meter_report l;
+	ck_assert_int_eq(lend_client_lender_meter(&c, &l), 0);
+	ck_assert_int_eq(l.pages_hosted, 0);
+	ck_assert_int_eq(l.pages_in_use, 0);
+	lend_client_close(&c);
+	ck_assert_int_eq(srv_join(&x, 0), LEND_END_RELEASED);
+	ck_assert_ptr_null(x.s.store.base);
+	lend_server_close(&x.s);
+}
+END_TEST
+
+START_TEST(recall_deadline_frees_pages_anyway)
+{
+	struct srv x;
+	struct lend_client c;
+	uint8_t p[LEND_PAGE_SIZE] = {1};
+	srv_start(&x, 7, secret_a, 64, NULL, 100);
+	ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", x.s.port, NULL, 7,
+	                                     secret_a, 2000),
+	                 0);
+	ck_assert_int_eq(lend_client_write(&c, 3, 1, p), 0);
+	lend_server_recall(&x.s);
+	ck_assert_int_eq(srv_join(&x, 0), LEND_END_DEADLINE);
+	ck_assert_ptr_null(x.s.store.base);
+	/* the borrower ignored the notice: its pages are gone */
+	ck_assert_int_eq(lend_client_read(&c, 3, 1, p), -1);
+	ck_assert_int_eq(c.lost, 1);
+	ck_assert_int_eq(lend_client_report(&c).lost, 1);
+	lend_client_close(&c);
+	lend_server_close(&x.s);
+}
+END_TEST
+
+/* ---- NBD ---------------------------------------------------------- */
+
+struct br {
+	struct lend_bridge b;
+	struct lend_client c;
+	pthread_t thr;
+	int fd;
+	enum lend_bridge_end end;
+};
+
+static void *br_main(void *arg)
+{
+	struct br *x = arg;
+	if (lend_bridge_accept(&x->b, x->fd) == 0)
+		x->end = lend_bridge_run(&x->b);
+	else
+		x->end = LEND_BRIDGE_ERROR;
+	return NULL;
+}
+
+/* A bridge to `port`'s lender; returns the NBD client's end. */
+static int br_start(struct br *x, int port)
+{
+	int sv[2];
+	ck_assert_int_eq(lend_client_connect(&x->c, "127.0.0.1", port, NULL, 7,
+	                                     secret_a, 2000),
+	                 0);
+	ck_assert_int_eq(lend_bridge_init(&x->b, &x->c, "ramex"), 0);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	x->fd = sv[0];
+	pthread_create(&x->thr, NULL, br_main, x);
+	return sv[1];
+}
+
+static enum lend_bridge_end br_join(struct br *x)
+{
+	pthread_join(x->thr, NULL);
+	x->b.fd = -1; /* closed with the bridge below */
+	close(x->fd);
+	lend_bridge_free(&x->b);
+	return x->end;
+}
+
+START_TEST(nbd_through_bridge_to_lender)
+{
+	struct srv x;
+	struct br y;
+	char err[200];
+	uint64_t size = 0;
+	uint16_t fl = 0;
+	uint32_t e = 99;
+	enum { LEN = 2 * LEND_BRIDGE_BUF + 3 * 4096 }; /* several chunks */
+	uint8_t *w = malloc(LEN), *r = malloc(LEN);
+
+	srv_start(&x, 7, secret_a, 2048, NULL, 1000);
+	int fd = br_start(&y, x.s.port);
+	ck_assert_msg(lend_nbd_client_handshake(fd, "ramex", &size, &fl, err,
+	                                        sizeof err) == 0,
+	              "%s", err);
+	ck_assert_uint_eq(size, 2048 * 4096);
+	ck_assert(fl & LEND_NBD_FLAG_SEND_TRIM);
+	fill(w, LEN / 4096, 9);
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE, 1, 8192,
+	                                     LEN, w, NULL, &e),
+	                 0);
+	ck_assert_uint_eq(e, 0);
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_READ, 2, 8192,
+	                                     LEN, NULL, r, &e),
+	                 0);
+	ck_assert_uint_eq(e, 0);
+	ck_assert_mem_eq(r, w, LEN);
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_FLUSH, 3, 0, 0,
+	                                     NULL, NULL, &e),
+	                 0);
+	ck_assert_uint_eq(e, 0);
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_TRIM, 4, 8192,
+	                                     4096, NULL, NULL, &e),
+	                 0);
+	ck_assert_uint_eq(e, 0);
+	/* unaligned, and past the end: EINVAL, the connection survives */
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_READ, 5, 100,
+	                                     4096, NULL, r, &e),
+	                 0);
+	ck_assert_uint_eq(e, EINVAL);
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE, 6,
+	                                     size - 4096, 8192, w, NULL, &e),
+	                 0);
+	ck_assert_uint_eq(e, EINVAL);
+	ck_assert_int_eq(
+	    lend_nbd_client_cmd(fd, LEND_NBD_CMD_READ, 7, 0, 4096, NULL, r, &e),
+	    0);
+	ck_assert_uint_eq(e, 0);
+	/* both meters agree on what moved */
+	struct lend_meter_report l = lend_server_report(&x.s);
+	struct lend_meter_report b = lend_client_report(&y.c);
+	struct lend_recon_result out;
+	ck_assert_int_eq(l.page_writes, LEN / 4096);
+	ck_assert_int_eq(b.page_writes, l.page_writes);
+	ck_assert_int_eq(b.page_reads, l.page_reads);
+	ck_assert_int_eq(b.pages_in_use, LEN / 4096 - 1);
+	ck_assert_int_eq(lend_meter_reconcile(&l, &b, &out), LEND_RECON_AGREE);
+	lend_nbd_client_cmd(fd, LEND_NBD_CMD_DISC, 8, 0, 0, NULL, NULL, &e);
+	ck_assert_int_eq(br_join(&y), LEND_BRIDGE_DISC);
+	close(fd);
+	lend_client_close(&y.c);
+	srv_join(&x, 1);
+	lend_server_close(&x.s);
+	free(w);
+	free(r);
+}
+END_TEST
+
+START_TEST(nbd_lender_vanishes_gives_eio)
+{
+	struct srv x;
+	struct br y;
+	char err[200];
+	uint64_t size;
+	uint16_t fl;
+	uint32_t e = 0;
+	uint8_t p[4096] = {3};
+
+	srv_start(&x, 7, secret_a, 64, NULL, 1000);
+	int fd = br_start(&y, x.s.port);
+	ck_assert_int_eq(
+	    lend_nbd_client_handshake(fd, "", &size, &fl, err, sizeof err), 0);
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE, 1, 0, 4096,
+	                                     p, NULL, &e),
+	                 0);
+	ck_assert_uint_eq(e, 0);
+	srv_join(&x, 1);
+	lend_server_close(&x.s); /* the lender and its memory are gone */
+	/* the bridge notices, answers EIO at once and ends: lost */
+	int got_eio = 0;
+	for (int i = 0; i < 50 && !got_eio; i++) {
+		if (lend_nbd_client_cmd(fd, LEND_NBD_CMD_READ, 2, 0, 4096, NULL,
+		                        p, &e) < 0)
+			break;
+		got_eio = e == EIO;
+	}
+	ck_assert_int_eq(got_eio, 1);
+	/* and keeps answering EIO until the client leaves */
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE, 3, 0, 4096,
+	                                     p, NULL, &e),
+	                 0);
+	ck_assert_uint_eq(e, EIO);
+	lend_nbd_client_cmd(fd, LEND_NBD_CMD_DISC, 4, 0, 0, NULL, NULL, &e);
+	ck_assert_int_eq(br_join(&y), LEND_BRIDGE_LOST);
+	ck_assert_int_eq(lend_client_report(&y.c).lost, 1);
+	close(fd);
+	lend_client_close(&y.c);
+}
+END_TEST
+
+static void opt(int fd, uint32_t o, const void *d, uint32_t len)
+{
+	uint8_t h[16] = {'I', 'H', 'A', 'V', 'E', 'O', 'P', 'T'};
+	h[8] = (uint8_t)(o >> 24), h[9] = (uint8_t)(o >> 16);
+	h[10] = (uint8_t)(o >> 8), h[11] = (uint8_t)o;
+	h[12] = (uint8_t)(len >> 24), h[13] = (uint8_t)(len >> 16);
+	h[14] = (uint8_t)(len >> 8), h[15] = (uint8_t)len;
+	ck_assert_int_eq(write(fd, h, 16), 16);
+	if (len)
+		ck_assert_int_eq(write(fd, d, len), (ssize_t)len);
+}
+
+static uint32_t opt_reply_type(int fd)
+{
+	uint8_t r[20], d[64];
+	ck_assert_int_eq(read_full(fd, r, 20), 0);
+	uint32_t len = (uint32_t)r[16] << 24 | r[17] << 16 | r[18] << 8 | r[19];
+	ck_assert_uint_le(len, sizeof d);
+	ck_assert_int_eq(read_full(fd, d, len), 0);
+	return (uint32_t)r[12] << 24 | r[13] << 16 | r[14] << 8 | r[15];
+}
+
+static void *nbd_srv_main(void *arg)
+{
+	int fd = *(int *)arg;
+	char err[200];
+	struct lend_nbd_export e = {
+	    .name = "ramex", .size = 1 << 20, .tflags = LEND_NBD_TFLAGS};
+	*(int *)arg = lend_nbd_server_handshake(fd, &e, err, sizeof err);
+	return NULL;
+}
+
+START_TEST(nbd_handshake_options)
+{
+	int sv[2];
+	pthread_t t;
+	uint8_t b[18 + 134];
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	int arg = sv[0];
+	pthread_create(&t, NULL, nbd_srv_main, &arg);
+	ck_assert_int_eq(read_full(sv[1], b, 18), 0);
+	ck_assert_mem_eq(b, "NBDMAGICIHAVEOPT", 16);
+	ck_assert_int_eq(b[17] & 1, 1); /* fixed newstyle */
+	uint8_t cf[4] = {0, 0, 0, 1};   /* fixed newstyle, with zeroes */
+	ck_assert_int_eq(write(sv[1], cf, 4), 4);
+	opt(sv[1], 3, NULL, 0);                      /* LIST */
+	ck_assert_uint_eq(opt_reply_type(sv[1]), 2); /* REP_SERVER */
+	ck_assert_uint_eq(opt_reply_type(sv[1]), 1); /* ACK */
+	opt(sv[1], 5, NULL, 0);                      /* STARTTLS: not here */
+	ck_assert_uint_eq(opt_reply_type(sv[1]), (UINT32_C(1) << 31) | 1);
+	uint8_t go[4 + 5 + 2] = {0, 0, 0, 5, 'o', 't', 'h', 'e', 'r', 0, 0};
+	opt(sv[1], 7, go, sizeof go); /* GO for an unknown export */
+	ck_assert_uint_eq(opt_reply_type(sv[1]), (UINT32_C(1) << 31) | 6);
+	opt(sv[1], 1, "ramex", 5); /* EXPORT_NAME: size, flags, 124 zeroes */
+	ck_assert_int_eq(read_full(sv[1], b, 10 + 124), 0);
+	ck_assert_int_eq(b[5], 0x10); /* 1 MiB, big-endian */
+	ck_assert_int_eq(b[133], 0);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(arg, 0);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("lend");
+	TCase *t = tcase_create("proto");
+	tcase_add_checked_fixture(t, setup, NULL);
+	tcase_add_test(t, header_round_trip);
+	tcase_add_test(t, header_check_limits);
+	tcase_add_test(t, hello_and_auth_frames);
+	tcase_add_test(t, secret_parse);
+	tcase_add_test(t, mac_binds_everything);
+	tcase_add_test(t, meter_counts_and_integrates);
+	tcase_add_test(t, reconcile_rules);
+	suite_add_tcase(s, t);
+	t = tcase_create("loopback");
+	tcase_set_timeout(t, 30);
+	tcase_add_checked_fixture(t, setup, NULL);
+	tcase_add_test(t, plain_round_trip_and_meters_agree);
+	tcase_add_test(t, wrong_secret_is_refused);
+	tcase_add_test(t, another_contract_is_refused);
+	tcase_add_test(t, no_request_without_auth_and_no_replay);
+	tcase_add_test(t, impostor_lender_is_refused);
+	tcase_add_test(t, recall_release_frees_pages);
+	tcase_add_test(t, recall_deadline_frees_pages_anyway);
+	tcase_add_test(t, nbd_through_bridge_to_lender);
+	tcase_add_test(t, nbd_lender_vanishes_gives_eio);
+	tcase_add_test(t, nbd_handshake_options);
+	suite_add_tcase(s, t);
+	t = tcase_create("tls");
+	tcase_set_timeout(t, 30);
+	tcase_add_checked_fixture(t, tls_setup, tls_teardown);
+	tcase_add_test(t, tls_round_trip_and_refusals);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *r = srunner_create(suite());
+	srunner_run_all(r, CK_NORMAL);
+	int failed = srunner_ntests_failed(r);
+	srunner_free(r);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
