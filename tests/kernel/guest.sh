@@ -49,9 +49,11 @@ guest_initramfs() { # dir main-script out
 }
 
 # TCG: KVM does not start on this machine kind; one CPU boots fastest.
+# loglevel=1 keeps kernel messages off the serial line except panics; the
+# tests read the kernel log themselves.
 guest_boot() { # kver initrd log mem-mib seconds
   timeout "$5" qemu-system-x86_64 -accel tcg -machine pc -nic none -m "$4" \
     -nographic -no-reboot -kernel "/boot/vmlinuz-$1" -initrd "$2" \
-    -append "console=ttyS0 quiet panic=-1 oops=panic" >"$3" 2>&1 </dev/null
+    -append "console=ttyS0 quiet loglevel=1 panic=-1 oops=panic" >"$3" 2>&1 </dev/null
   return 0
 }

@@ -34,14 +34,15 @@ guest_boot "$kver" "$work/initrd.gz" "$log" 512 240
 
 pass=0 failn=0
 for t in $TESTS; do
-  line=$(grep -a -m1 "^RAMEX-TEST $t " "$log" | tr -d '\r')
+  # Anywhere in a line: kernel console output may share it.
+  line=$(grep -a -o -m1 "RAMEX-TEST $t .*" "$log" | tr -d '\r')
   case $line in
     "RAMEX-TEST $t PASS") echo "PASS $t"; pass=$((pass + 1)) ;;
     "RAMEX-TEST $t FAIL"*) echo "FAIL $t: ${line#RAMEX-TEST $t FAIL }"; failn=$((failn + 1)) ;;
     *) echo "FAIL $t: no marker in the serial log"; failn=$((failn + 1)) ;;
   esac
 done
-grep -a '^RAMEX-INFO' "$log" | tr -d '\r'
+grep -a -o 'RAMEX-INFO.*' "$log" | tr -d '\r'
 if ! grep -aq '^RAMEX-GUEST-END' "$log"; then
   echo "guest did not finish; last lines of $log:"; tail -n 30 "$log"
 fi
