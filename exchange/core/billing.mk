@@ -10,3 +10,5 @@ INVOICE_SRC  := exchange/core/invoice.c
 BILLING_SRC  := $(MONEY_SRC) $(CONTRACT_SRC) $(USAGE_SRC) $(INVOICE_SRC)
 
 $(call unit_test,test_money,tests/unit/test_money.c $(MONEY_SRC))
+$(call unit_test,test_contract,tests/unit/test_contract.c $(CONTRACT_SRC) \
+  $(MONEY_SRC))
