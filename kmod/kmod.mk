@@ -22,3 +22,12 @@ $(KMOD_OUT)/ramex.ko: $(KMOD_SRC)
 	$(MAKE) -s -C /lib/modules/$(KMOD_KVER)/build M=$(abspath $(KMOD_OUT)) RAMEX_WERROR=y modules
 
 ALL_EXTRA += kmod
+
+# The DKMS source tree (/usr/src/ramex-<version>), for packages and for
+# `sudo make kmod-install && sudo dkms install ramex/1`.
+KMOD_VERSION := 1
+.PHONY: kmod-install
+kmod-install:
+	install -d $(DESTDIR)/usr/src/ramex-$(KMOD_VERSION)/uapi
+	install -m 0644 kmod/Kbuild kmod/dkms.conf kmod/*.c kmod/*.h $(DESTDIR)/usr/src/ramex-$(KMOD_VERSION)/
+	install -m 0644 kmod/uapi/*.h $(DESTDIR)/usr/src/ramex-$(KMOD_VERSION)/uapi/
