@@ -4,3 +4,15 @@
 SIGN_SRC := common/sign.c
 
 $(call unit_test,test_sign,tests/unit/test_sign.c $(SIGN_SRC),libcrypto)
+
+# ramexd. The matching engine (exchange/core/book.c) belongs to the core;
+# we link it as it is.
+RAMEXD_LIB := exchange/config.c exchange/http.c exchange/auth.c exchange/db.c \
+  exchange/events.c exchange/metrics.c exchange/writer.c exchange/input.c \
+  exchange/routes.c exchange/h_system.c exchange/h_admin.c exchange/h_market.c \
+  exchange/h_orders.c exchange/h_events.c exchange/core/book.c \
+  common/log.c $(SIGN_SRC) $(MIGRATE_SRC)
+RAMEXD_PKGS := libmicrohttpd jansson libpq libcrypto
+
+$(call program,ramexd,exchange/ramexd.c $(RAMEXD_LIB),$(RAMEXD_PKGS))
+INSTALL_BIN += $(BUILD)/bin/ramexd

@@ -1,0 +1,25 @@
+/*
+ * app.h — what ramexd's handlers share: the settings, the query pool, the
+ * writer, the event stream. One instance, made by main (ramexd.c) and handed
+ * to every handler through http_app; nothing here is a global.
+ */
+#ifndef RAMEX_APP_H
+#define RAMEX_APP_H
+
+#include "exchange/config.h"
+
+struct db_pool;
+struct writer;
+struct events;
+struct auth;
+
+struct app {
+	struct rx_config cfg;
+	struct db_pool *pool;
+	struct writer *writer;
+	struct events *events;
+	struct auth *auth;
+	int stopping; /* set at SIGTERM: /readyz answers 503 */
+};
+
+#endif

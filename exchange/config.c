@@ -1,0 +1,228 @@
+/* config.c — see config.h. */
+#include "exchange/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum kind { K_STR, K_INT, K_LISTEN };
+
+struct setting {
+	const char *key;
+	enum kind kind;
+	size_t off;  /* into struct rx_config */
+	size_t size; /* K_STR: buffer size */
+	long long min, max;
+	const char *def;
+	const char *help;
+};
+
+#define S(k, f, d, h)                                                          \
+	{                                                                      \
+		k, K_STR, offsetof(struct rx_config, f),                       \
+		    sizeof(((struct rx_config *)0)->f), 0, 0, d, h             \
+	}
+#define I(k, f, lo, hi, d, h)                                                  \
+	{                                                                      \
+		k, K_INT, offsetof(struct rx_config, f),                       \
+		    sizeof(((struct rx_config *)0)->f), lo, hi, d, h           \
+	}
+
+/* The one list of settings. Limits say what the code was built to carry. */
+static const struct setting settings[] = {
+    {"listen", K_LISTEN, 0, 0, 0, 0, "127.0.0.1:8080",
+     "address:port to serve HTTP on (port 0 = any free port)"},
+    S("db", db, "dbname=ramex", "PostgreSQL conninfo"),
+    I("max_connections", max_connections, 1, 10000, "512",
+      "most HTTP connections at once; more are refused"),
+    I("connection_timeout_s", connection_timeout_s, 1, 3600, "30",
+      "an idle or slow connection is closed after this many seconds"),
+    I("body_limit", body_limit, 256, 16 << 20, "65536",
+      "largest request body in bytes; larger ones get 413"),
+    S("log_level", log_level, "info", "debug, info, warn or error"),
+    I("batch_max", batch_max, 1, 65536, "2048",
+      "most commands committed in one transaction (group commit)"),
+    I("book_capacity", book_capacity, 16, 1 << 24, "100000",
+      "most open orders per market (memory is allocated up front)"),
+    I("db_pool", db_pool, 1, 64, "4",
+      "PostgreSQL connections for queries, beside the writer's one"),
+    I("sse_keepalive_s", sse_keepalive_s, 1, 300, "15",
+      "seconds between keep-alive comments on /v1/events"),
+    I("sse_max_clients", sse_max_clients, 1, 10000, "256",
+      "most event-stream subscribers at once"),
+    S("port_file", port_file, "",
+      "when set, ramexd writes the port it listens on there once ready"),
+};
+#define NSETTINGS (sizeof settings / sizeof settings[0])
+
+static int apply(struct rx_config *c, const struct setting *s, const char *v,
+                 char *err, size_t errlen)
+{
+	char *base = (char *)c;
+	if (s->kind == K_STR) {
+		if (strlen(v) >= s->size) {
+			snprintf(err, errlen, "%s is longer than %zu bytes",
+			         s->key, s->size - 1);
+			return -1;
+		}
+		snprintf(base + s->off, s->size, "%s", v);
+		return 0;
+	}
+	if (s->kind == K_LISTEN) {
+		const char *colon = strrchr(v, ':');
+		char *end;
+		long port;
+		if (!colon || colon == v ||
+		    (size_t)(colon - v) >= sizeof c->listen_host) {
+			snprintf(
+			    err, errlen,
+			    "listen must be address:port, e.g. 127.0.0.1:8080, "
+			    "not '%s'",
+			    v);
+			return -1;
+		}
+		errno = 0;
+		port = strtol(colon + 1, &end, 10);
+		if (errno || *end || end == colon + 1 || port < 0 ||
+		    port > 65535) {
+			snprintf(err, errlen,
+			         "listen port must be 0..65535, not '%s'",
+			         colon + 1);
+			return -1;
+		}
+		snprintf(c->listen_host, sizeof c->listen_host, "%.*s",
+		         (int)(colon - v), v);
+		c->listen_port = (int)port;
+		return 0;
+	}
+	char *end;
+	errno = 0;
+	long long n = strtoll(v, &end, 10);
+	if (errno || *end || end == v || n < s->min || n > s->max) {
+		snprintf(err, errlen,
+		         "%s must be an integer in %lld..%lld, not '%s'",
+		         s->key, s->min, s->max, v);
+		return -1;
+	}
+	if (s->size == sizeof(int))
+		*(int *)(base + s->off) = (int)n;
+	else
+		*(int64_t *)(base + s->off) = n;
+	return 0;
+}
+
+int config_set(struct rx_config *c, const char *key, const char *value,
+               char *err, size_t errlen)
+{
+	for (size_t i = 0; i < NSETTINGS; i++)
+		if (strcmp(settings[i].key, key) == 0)
+			return apply(c, &settings[i], value, err, errlen);
+	snprintf(err, errlen, "unknown setting '%s' (see ramexd --help)", key);
+	return -1;
+}
+
+void config_defaults(struct rx_config *c)
+{
+	char err[256];
+	memset(c, 0, sizeof *c);
+	for (size_t i = 0; i < NSETTINGS; i++) {
+		int rc =
+		    apply(c, &settings[i], settings[i].def, err, sizeof err);
+		(void)rc;
+		if (rc != 0)
+			abort(); /* a default that does not parse is a bug */
+	}
+}
+
+static char *trim(char *s)
+{
+	while (isspace((unsigned char)*s))
+		s++;
+	char *e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = 0;
+	return s;
+}
+
+int config_load_file(struct rx_config *c, const char *path, char *err,
+                     size_t errlen)
+{
+	char line[1024], why[384];
+	int lineno = 0, rc = -1;
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		snprintf(err, errlen, "could not open config file %s: %s", path,
+		         strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof line, f)) {
+		lineno++;
+		char *hash = strchr(line, '#');
+		if (hash)
+			*hash = 0;
+		char *s = trim(line);
+		if (!*s)
+			continue;
+		char *eq = strchr(s, '=');
+		if (!eq) {
+			snprintf(err, errlen, "%s:%d: expected key = value",
+			         path, lineno);
+			goto fail;
+		}
+		*eq = 0;
+		if (config_set(c, trim(s), trim(eq + 1), why, sizeof why) < 0) {
+			snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
+			goto fail;
+		}
+	}
+	rc = 0;
+fail:
+	fclose(f);
+	return rc;
+}
+
+int config_load_env(struct rx_config *c, char **envp, char *err, size_t errlen)
+{
+	char why[384];
+	for (size_t i = 0; i < NSETTINGS; i++) {
+		char name[64];
+		size_t k = snprintf(name, sizeof name, "RAMEX_");
+		for (const char *p = settings[i].key; *p && k < sizeof name - 1;
+		     p++)
+			name[k++] = (char)toupper((unsigned char)*p);
+		name[k] = 0;
+		for (char **e = envp; e && *e; e++) {
+			if (strncmp(*e, name, k) == 0 && (*e)[k] == '=') {
+				if (apply(c, &settings[i], *e + k + 1, why,
+				          sizeof why) < 0) {
+					snprintf(err, errlen, "%s: %s", name,
+					         why);
+					return -1;
+				}
+			}
+		}
+	}
+	return 0;
+}
+
+void config_help(char *out, size_t outlen)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < NSETTINGS && o < outlen; i++) {
+		char up[64];
+		size_t k = 0;
+		for (const char *p = settings[i].key; *p && k < sizeof up - 1;
+		     p++)
+			up[k++] = (char)toupper((unsigned char)*p);
+		up[k] = 0;
+		int n = snprintf(
+		    out + o, outlen - o,
+		    "  --%s=VALUE  (RAMEX_%s, default '%s')\n      %s\n",
+		    settings[i].key, up, settings[i].def, settings[i].help);
+		if (n < 0)
+			break;
+		o += (size_t)n;
+	}
+}

@@ -1,0 +1,50 @@
+/*
+ * config.h — ramexd's settings: defaults, then a config file, then RAMEX_*
+ * environment variables, then --flags, each overriding the one before.
+ *
+ * Every setting has one name used in all three places: `listen` in the file
+ * is RAMEX_LISTEN in the environment and --listen=VALUE on the command line.
+ * The table in config.c is the one list of settings, their defaults, limits
+ * and help text (`ramexd --help` prints it). Pure apart from reading the file
+ * and the environment, which the caller asks for explicitly.
+ */
+#ifndef RAMEX_CONFIG_H
+#define RAMEX_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct rx_config {
+	char listen_host[64]; /* "127.0.0.1" */
+	int listen_port;      /* 0 = any free port (see port_file) */
+	char db[512];         /* libpq conninfo */
+	int max_connections;
+	int connection_timeout_s;
+	int64_t body_limit; /* bytes; larger bodies get 413 */
+	char log_level[16];
+	int batch_max;     /* commands per group-commit transaction */
+	int book_capacity; /* open orders per market */
+	int db_pool;       /* connections for queries */
+	int sse_keepalive_s;
+	int sse_max_clients;
+	char port_file[512]; /* when set, the bound port is written there */
+};
+
+void config_defaults(struct rx_config *c);
+
+/* Applies `key = value` lines of file `path` ('#' starts a comment). Returns
+ * 0, or -1 with a message naming the file and line. */
+int config_load_file(struct rx_config *c, const char *path, char *err,
+                     size_t errlen);
+
+/* Applies every RAMEX_<KEY> variable of `envp`. */
+int config_load_env(struct rx_config *c, char **envp, char *err, size_t errlen);
+
+/* Applies one setting by name; value is text. */
+int config_set(struct rx_config *c, const char *key, const char *value,
+               char *err, size_t errlen);
+
+/* Writes the list of settings with defaults and help, for --help. */
+void config_help(char *out, size_t outlen);
+
+#endif

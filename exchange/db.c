@@ -1,0 +1,253 @@
+/* db.c — see db.h. */
+#include "exchange/db.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+
+static void chomp(char *s)
+{
+	s[strcspn(s, "\n")] = 0;
+}
+
+PGconn *db_connect(const char *conninfo, char *err, size_t errlen)
+{
+	PGconn *c = PQconnectdb(conninfo);
+	if (PQstatus(c) != CONNECTION_OK) {
+		snprintf(err, errlen,
+		         "could not connect to PostgreSQL (%s): %s", conninfo,
+		         PQerrorMessage(c));
+		chomp(err);
+		PQfinish(c);
+		return NULL;
+	}
+	PGresult *r = PQexec(c, "SET client_min_messages = warning; "
+	                        "SET synchronous_commit = on; "
+	                        "SET TIME ZONE 'UTC'");
+	int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+	PQclear(r);
+	if (!ok) {
+		snprintf(err, errlen, "could not set up the session: %s",
+		         PQerrorMessage(c));
+		chomp(err);
+		PQfinish(c);
+		return NULL;
+	}
+	return c;
+}
+
+static int show(PGconn *c, const char *what, char *out, size_t outlen,
+                char *err, size_t errlen)
+{
+	char sql[64];
+	snprintf(sql, sizeof sql, "SHOW %s", what);
+	PGresult *r = db_exec(c, PGRES_TUPLES_OK, sql, 0, NULL, err, errlen);
+	if (!r)
+		return -1;
+	snprintf(out, outlen, "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	return 0;
+}
+
+int db_check_durable(PGconn *c, char *err, size_t errlen)
+{
+	char v[64];
+	if (show(c, "fsync", v, sizeof v, err, errlen) < 0)
+		return -1;
+	if (strcmp(v, "on") != 0) {
+		snprintf(err, errlen,
+		         "the database runs with fsync=%s, so an acknowledged "
+		         "order could be lost in a crash; set fsync = on in "
+		         "postgresql.conf",
+		         v);
+		return -1;
+	}
+	if (show(c, "synchronous_commit", v, sizeof v, err, errlen) < 0)
+		return -1;
+	if (strcmp(v, "off") == 0 || strcmp(v, "local") == 0 ||
+	    strcmp(v, "on") != 0) {
+		snprintf(
+		    err, errlen,
+		    "the database runs with synchronous_commit=%s, so a "
+		    "commit may be acknowledged before it is on disk; set "
+		    "synchronous_commit = on (for this role or database too)",
+		    v);
+		return -1;
+	}
+	return 0;
+}
+
+PGresult *db_exec(PGconn *c, ExecStatusType want, const char *sql, int n,
+                  const char *const *params, char *err, size_t errlen)
+{
+	PGresult *r = PQexecParams(c, sql, n, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != want) {
+		snprintf(err, errlen, "%s", PQerrorMessage(c));
+		chomp(err);
+		PQclear(r);
+		return NULL;
+	}
+	return r;
+}
+
+PGresult *db_exec_state(PGconn *c, ExecStatusType want, const char *sql, int n,
+                        const char *const *params, char *err, size_t errlen,
+                        char state[6])
+{
+	PGresult *r = PQexecParams(c, sql, n, NULL, params, NULL, NULL, 0);
+	state[0] = 0;
+	if (PQresultStatus(r) != want) {
+		const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+		snprintf(state, 6, "%s", st ? st : "");
+		snprintf(err, errlen, "%s", PQerrorMessage(c));
+		chomp(err);
+		PQclear(r);
+		return NULL;
+	}
+	return r;
+}
+
+bool db_broken(PGconn *c)
+{
+	return !c || PQstatus(c) != CONNECTION_OK;
+}
+
+int64_t db_int(const PGresult *r, int row, int col)
+{
+	return PQgetisnull(r, row, col)
+	           ? 0
+	           : strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+
+/* --- pool -------------------------------------------------------------- */
+
+struct db_pool {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	char conninfo[512];
+	int n, nfree;
+	PGconn **all;
+	bool *busy;
+	bool up;
+};
+
+struct db_pool *db_pool_new(const char *conninfo, int n)
+{
+	struct db_pool *p = calloc(1, sizeof *p);
+	if (!p)
+		return NULL;
+	p->all = calloc((size_t)n, sizeof *p->all);
+	p->busy = calloc((size_t)n, sizeof *p->busy);
+	if (!p->all || !p->busy) {
+		free(p->all), free(p->busy), free(p);
+		return NULL;
+	}
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	snprintf(p->conninfo, sizeof p->conninfo, "%s", conninfo);
+	p->n = p->nfree = n;
+	p->up = true;
+	return p;
+}
+
+void db_pool_free(struct db_pool *p)
+{
+	if (!p)
+		return;
+	for (int i = 0; i < p->n; i++)
+		if (p->all[i])
+			PQfinish(p->all[i]);
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->cv);
+	free(p->all), free(p->busy), free(p);
+}
+
+PGconn *db_acquire(struct db_pool *p)
+{
+	int i;
+	char err[512];
+	pthread_mutex_lock(&p->mu);
+	while (p->nfree == 0)
+		pthread_cond_wait(&p->cv, &p->mu);
+	for (i = 0; i < p->n && p->busy[i]; i++)
+		;
+	p->busy[i] = true;
+	p->nfree--;
+	pthread_mutex_unlock(&p->mu);
+
+	PGconn *c = p->all[i];
+	if (db_broken(c)) {
+		if (c)
+			PQfinish(c);
+		c = p->all[i] = db_connect(p->conninfo, err, sizeof err);
+		if (!c) {
+			if (__atomic_exchange_n(&p->up, false,
+			                        __ATOMIC_RELAXED))
+				log_warn("database unreachable", "err=\"%s\"",
+				         "see the writer's log");
+			pthread_mutex_lock(&p->mu);
+			p->busy[i] = false;
+			p->nfree++;
+			pthread_cond_signal(&p->cv);
+			pthread_mutex_unlock(&p->mu);
+			return NULL;
+		}
+	}
+	__atomic_store_n(&p->up, true, __ATOMIC_RELAXED);
+	return c;
+}
+
+void db_release(struct db_pool *p, PGconn *c)
+{
+	pthread_mutex_lock(&p->mu);
+	for (int i = 0; i < p->n; i++) {
+		if (p->all[i] == c && p->busy[i]) {
+			if (db_broken(c))
+				__atomic_store_n(&p->up, false,
+				                 __ATOMIC_RELAXED);
+			p->busy[i] = false;
+			p->nfree++;
+			break;
+		}
+	}
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
+bool db_pool_up(struct db_pool *p)
+{
+	return __atomic_load_n(&p->up, __ATOMIC_RELAXED);
+}
+
+#include <jansson.h>
+
+json_t *db_rows_json(const PGresult *r)
+{
+	json_t *a = json_array();
+	int nf = PQnfields(r);
+	for (int i = 0; a && i < PQntuples(r); i++) {
+		json_t *o = json_object();
+		for (int f = 0; f < nf; f++) {
+			const char *v = PQgetvalue(r, i, f);
+			json_t *x;
+			Oid t = PQftype(r, f);
+			if (PQgetisnull(r, i, f))
+				x = json_null();
+			else if (t == 20 || t == 21 || t == 23) /* int8/2/4 */
+				x = json_integer(strtoll(v, NULL, 10));
+			else if (t == 16) /* bool */
+				x = json_boolean(v[0] == 't');
+			else if (t == 114 || t == 3802) /* json, jsonb */
+				x = json_loads(v, JSON_DECODE_ANY, NULL);
+			else
+				x = json_string(v);
+			json_object_set_new(o, PQfname(r, f),
+			                    x ? x : json_null());
+		}
+		json_array_append_new(a, o);
+	}
+	return a;
+}

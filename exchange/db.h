@@ -1,0 +1,59 @@
+/*
+ * db.h — ramexd's PostgreSQL connections: opening them, checking that the
+ * database is durable, and a small pool for the query handlers.
+ *
+ * The writer thread has a connection of its own (writer.h); everything else
+ * borrows one from the pool. A connection that fails is reset the next time
+ * it is borrowed, so ramexd reconnects by itself when PostgreSQL comes back;
+ * while it is away, db_acquire returns NULL and the handler answers 503.
+ */
+#ifndef RAMEX_DB_H
+#define RAMEX_DB_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Opens a connection (client_min_messages=warning, synchronous_commit=on,
+ * UTC). NULL with a message in err when it cannot. */
+PGconn *db_connect(const char *conninfo, char *err, size_t errlen);
+
+/* Refuses a database that does not sync: `SHOW fsync` and `SHOW
+ * synchronous_commit` must both be on. Returns 0 or -1 with a message. */
+int db_check_durable(PGconn *c, char *err, size_t errlen);
+
+struct db_pool;
+struct db_pool *db_pool_new(const char *conninfo, int n);
+void db_pool_free(struct db_pool *p);
+/* Borrows a working connection, waiting while all are in use; NULL when
+ * PostgreSQL cannot be reached now. */
+PGconn *db_acquire(struct db_pool *p);
+/* Gives it back; a broken one is reconnected on its next use. */
+void db_release(struct db_pool *p, PGconn *c);
+/* Whether the last connection attempt or query of the pool succeeded. */
+bool db_pool_up(struct db_pool *p);
+
+/* PQexecParams with text parameters; the result or NULL (cleared) when
+ * the status is not `want`; then err says why. */
+PGresult *db_exec(PGconn *c, ExecStatusType want, const char *sql, int n,
+                  const char *const *params, char *err, size_t errlen);
+
+/* The same, also copying the SQLSTATE of a failure into state ("" when
+ * none), e.g. "23505" for a unique violation. */
+PGresult *db_exec_state(PGconn *c, ExecStatusType want, const char *sql, int n,
+                        const char *const *params, char *err, size_t errlen,
+                        char state[6]);
+
+/* True when the connection itself is broken (not a mere SQL error). */
+bool db_broken(PGconn *c);
+
+int64_t db_int(const PGresult *r, int row, int col);
+
+/* The rows of r as a JSON array of objects named by the columns: int2/4/8
+ * become integers, bool booleans, json values, NULL null, the rest strings.
+ * NULL when out of memory. */
+struct json_t;
+struct json_t *db_rows_json(const PGresult *r);
+
+#endif

@@ -1,0 +1,197 @@
+/* events.c — see events.h. */
+#include "exchange/events.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "exchange/auth.h"
+#include "exchange/metrics.h"
+
+struct event {
+	int64_t id; /* 1, 2, ...; 0 = empty slot */
+	char type[24];
+	int64_t acct[2], team[2];
+	char *data;
+};
+
+struct events {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct event ring[EVENTS_RING];
+	int64_t last; /* id of the newest event */
+	int clients, max_clients, keepalive_s;
+	int closed;
+};
+
+struct events_sub {
+	struct events *e;
+	unsigned role;
+	int64_t account, team;
+	int64_t pos; /* id of the last event handled */
+	int hello;   /* the first chunk (retry hint) was sent */
+};
+
+struct events *events_new(int max_clients, int keepalive_s)
+{
+	struct events *e = calloc(1, sizeof *e);
+	if (!e)
+		return NULL;
+	pthread_mutex_init(&e->mu, NULL);
+	pthread_condattr_t a;
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&e->cv, &a);
+	pthread_condattr_destroy(&a);
+	e->max_clients = max_clients;
+	e->keepalive_s = keepalive_s;
+	return e;
+}
+
+void events_free(struct events *e)
+{
+	if (!e)
+		return;
+	for (int i = 0; i < EVENTS_RING; i++)
+		free(e->ring[i].data);
+	pthread_mutex_destroy(&e->mu);
+	pthread_cond_destroy(&e->cv);
+	free(e);
+}
+
+void events_publish(struct events *e, const char *type, int64_t acct_a,
+                    int64_t team_a, int64_t acct_b, int64_t team_b,
+                    const char *data)
+{
+	char *copy = strdup(data);
+	if (!copy)
+		return; /* a lost event is better than a stalled writer */
+	pthread_mutex_lock(&e->mu);
+	int64_t id = ++e->last;
+	struct event *ev = &e->ring[id % EVENTS_RING];
+	free(ev->data);
+	ev->id = id;
+	snprintf(ev->type, sizeof ev->type, "%s", type);
+	ev->acct[0] = acct_a, ev->acct[1] = acct_b;
+	ev->team[0] = team_a, ev->team[1] = team_b;
+	ev->data = copy;
+	pthread_cond_broadcast(&e->cv);
+	pthread_mutex_unlock(&e->mu);
+}
+
+struct events_sub *events_subscribe(struct events *e, unsigned role,
+                                    int64_t account, int64_t team,
+                                    int64_t last_id)
+{
+	struct events_sub *s = calloc(1, sizeof *s);
+	if (!s)
+		return NULL;
+	pthread_mutex_lock(&e->mu);
+	if (e->clients >= e->max_clients || e->closed) {
+		pthread_mutex_unlock(&e->mu);
+		free(s);
+		return NULL;
+	}
+	e->clients++;
+	s->e = e, s->role = role, s->account = account, s->team = team;
+	s->pos = last_id >= 0 && last_id <= e->last ? last_id : e->last;
+	pthread_mutex_unlock(&e->mu);
+	metrics_sse_clients(1);
+	return s;
+}
+
+static int visible(const struct events_sub *s, const struct event *ev)
+{
+	if (s->role & (AUTH_OPERATOR | AUTH_ADMIN))
+		return 1;
+	for (int i = 0; i < 2; i++) {
+		if (s->role == AUTH_NODE && ev->acct[i] &&
+		    ev->acct[i] == s->account)
+			return 1;
+		if (s->role == AUTH_TRADER && ev->team[i] &&
+		    ev->team[i] == s->team)
+			return 1;
+	}
+	return 0;
+}
+
+long events_next(struct events_sub *s, char *buf, size_t max)
+{
+	struct events *e = s->e;
+	struct timespec until;
+	long n = 0;
+
+	if (!s->hello) {
+		s->hello = 1;
+		return snprintf(buf, max, "retry: 2000\n: ramex events\n\n");
+	}
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += e->keepalive_s;
+	pthread_mutex_lock(&e->mu);
+	for (;;) {
+		if (e->closed) {
+			n = -1;
+			break;
+		}
+		if (s->pos < e->last - EVENTS_RING + 1) {
+			/* Fell behind the ring: say so, go on from the oldest.
+			 */
+			int64_t lost = e->last - EVENTS_RING + 1 - s->pos;
+			s->pos = e->last - EVENTS_RING;
+			n = snprintf(
+			    buf, max,
+			    "event: overflow\ndata: {\"lost\":%lld}\n\n",
+			    (long long)lost);
+			break;
+		}
+		while (s->pos < e->last) {
+			struct event *ev = &e->ring[(s->pos + 1) % EVENTS_RING];
+			s->pos++;
+			if (!visible(s, ev))
+				continue;
+			int k = snprintf(buf, max,
+			                 "id: %lld\nevent: %s\ndata: %s\n\n",
+			                 (long long)ev->id, ev->type, ev->data);
+			if (k < 0 ||
+			    (size_t)k >= max) /* too big: skip, say so */
+				k = snprintf(
+				    buf, max,
+				    "id: %lld\nevent: too-large\ndata: "
+				    "{}\n\n",
+				    (long long)ev->id);
+			n = k;
+			break;
+		}
+		if (n)
+			break;
+		if (pthread_cond_timedwait(&e->cv, &e->mu, &until) ==
+		    ETIMEDOUT) {
+			n = snprintf(buf, max, ": keep-alive\n\n");
+			break;
+		}
+	}
+	pthread_mutex_unlock(&e->mu);
+	return n;
+}
+
+void events_unsubscribe(struct events_sub *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->e->mu);
+	s->e->clients--;
+	pthread_mutex_unlock(&s->e->mu);
+	metrics_sse_clients(-1);
+	free(s);
+}
+
+void events_close(struct events *e)
+{
+	pthread_mutex_lock(&e->mu);
+	e->closed = 1;
+	pthread_cond_broadcast(&e->cv);
+	pthread_mutex_unlock(&e->mu);
+}

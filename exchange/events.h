@@ -1,0 +1,49 @@
+/*
+ * events.h — the event stream behind /v1/events (Server-Sent Events).
+ *
+ * The writer publishes an event after the batch that caused it committed:
+ * fills, order changes (cancelled, expired, reduced) and contracts created.
+ * Each event names the one or two accounts it concerns and their teams, so
+ * that a subscriber sees only what its role may see: a node its own account,
+ * a trader its team's nodes, the operator and admin everything. Events stay
+ * in a ring of EVENTS_RING entries; a subscriber that reconnects with
+ * Last-Event-ID gets what it missed if the ring still holds it. The module
+ * owns the ring and the subscribers; it does no network I/O itself.
+ */
+#ifndef RAMEX_EVENTS_H
+#define RAMEX_EVENTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define EVENTS_RING 8192
+
+struct events;
+struct events_sub;
+
+struct events *events_new(int max_clients, int keepalive_s);
+void events_free(struct events *e);
+
+/* Publishes one event; `data` is a JSON text (copied). acct_b/team_b may
+ * be 0. */
+void events_publish(struct events *e, const char *type, int64_t acct_a,
+                    int64_t team_a, int64_t acct_b, int64_t team_b,
+                    const char *data);
+
+/* A subscriber with AUTH_* role `role`; sees everything when role is
+ * operator or admin, else events of `account` (node) or `team` (trader).
+ * `last_id` is the Last-Event-ID the client sent, or -1. NULL when too many
+ * subscribers are connected. */
+struct events_sub *events_subscribe(struct events *e, unsigned role,
+                                    int64_t account, int64_t team,
+                                    int64_t last_id);
+/* Waits for the next visible event (or the keep-alive interval) and writes
+ * its SSE text into buf; returns the bytes written, or -1 when the stream
+ * is over (shutdown). */
+long events_next(struct events_sub *s, char *buf, size_t max);
+void events_unsubscribe(struct events_sub *s);
+
+/* Ends every stream (graceful shutdown). */
+void events_close(struct events *e);
+
+#endif

@@ -1,0 +1,236 @@
+/* h_market.c — markets and their public data: depth, trades, candles; see
+ * handlers.h. Depth comes from the writer's books (the truth of the
+ * moment); trades and candles come from the database. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exchange/app.h"
+#include "exchange/db.h"
+#include "exchange/handlers.h"
+#include "exchange/http.h"
+#include "exchange/input.h"
+#include "exchange/writer.h"
+
+#define MARKET_SELECT                                                          \
+	"SELECT id, name, product, term_end::text, tick, lot, min_pages, "     \
+	"max_pages, price_min, price_max, notice_period_s, breach_penalty, "   \
+	"delivery_deadline_s FROM markets"
+
+static void query(struct http_req *rq, const char *sql, int n,
+                  const char *const *pv, int single, int64_t limit,
+                  const char *cursor)
+{
+	struct app *a = http_app(rq);
+	char err[512];
+	PGconn *c = db_acquire(a->pool);
+	if (!c) {
+		http_db_unavailable(rq);
+		return;
+	}
+	PGresult *r = db_exec(c, PGRES_TUPLES_OK, sql, n, pv, err, sizeof err);
+	if (!r) {
+		handlers_db_error(rq, c, err);
+	} else if (single) {
+		json_t *rows = db_rows_json(r);
+		if (json_array_size(rows) == 0)
+			http_problem(
+			    rq, 404, "not-found", "not found",
+			    "there is no such object, or it is not yours");
+		else
+			http_reply_json(rq, 200,
+			                json_incref(json_array_get(rows, 0)));
+		json_decref(rows);
+	} else {
+		handlers_reply_rows(rq, r, limit, cursor);
+	}
+	PQclear(r);
+	db_release(a->pool, c);
+}
+
+void h_market_list(struct http_req *rq)
+{
+	query(rq, MARKET_SELECT " ORDER BY id", 0, NULL, 0, 0, NULL);
+}
+
+void h_market_get(struct http_req *rq)
+{
+	const char *pv[] = {http_param(rq, "name")};
+	query(rq, MARKET_SELECT " WHERE name = $1", 1, pv, 1, 0, NULL);
+}
+
+static int market_name_ok(const char *n)
+{
+	if (strcmp(n, "spot") == 0)
+		return 1;
+	if (strlen(n) != 9 || strncmp(n, "perm-", 5) != 0)
+		return 0;
+	for (int i = 5; i < 9; i++)
+		if (n[i] < '0' || n[i] > '9')
+			return 0;
+	return atoi(n + 5) >= 2000;
+}
+
+void h_market_create(struct http_req *rq)
+{
+	static const char *const known[] = {"name",
+	                                    "tick",
+	                                    "lot",
+	                                    "min_pages",
+	                                    "max_pages",
+	                                    "price_min",
+	                                    "price_max",
+	                                    "notice_period_s",
+	                                    "breach_penalty",
+	                                    "delivery_deadline_s",
+	                                    NULL};
+	struct app *a = http_app(rq);
+	struct writer_cmd c;
+	memset(&c, 0, sizeof c);
+	c.kind = WR_MARKET;
+	struct writer_market_spec *s = &c.spec;
+	int64_t year_s = INT64_C(31536000);
+	json_t *b = http_body_object(rq);
+	if (!b)
+		return;
+	if (in_known(rq, b, known) < 0 ||
+	    in_str(rq, b, "name", true, true, s->name, sizeof s->name) < 0 ||
+	    in_int(rq, b, "tick", true, 1, INT64_MAX, &s->p.tick) < 0 ||
+	    in_int(rq, b, "lot", true, 1, INT64_MAX, &s->p.lot) < 0 ||
+	    in_int(rq, b, "min_pages", true, 1, INT64_MAX, &s->p.min_pages) <
+	        0 ||
+	    in_int(rq, b, "max_pages", true, 1, INT64_MAX, &s->p.max_pages) <
+	        0 ||
+	    in_int(rq, b, "price_min", true, 0, INT64_MAX, &s->p.price_min) <
+	        0 ||
+	    in_int(rq, b, "price_max", true, 0, INT64_MAX, &s->p.price_max) <
+	        0 ||
+	    in_int(rq, b, "notice_period_s", true, 0, year_s,
+	           &s->notice_period_s) < 0 ||
+	    in_int(rq, b, "breach_penalty", true, 0, INT64_MAX,
+	           &s->breach_penalty) < 0 ||
+	    in_int(rq, b, "delivery_deadline_s", true, 1, year_s,
+	           &s->delivery_deadline_s) < 0)
+		goto out;
+	if (!market_name_ok(s->name)) {
+		http_problem(
+		    rq, 400, "invalid-field", "invalid field",
+		    "name: must be spot or perm-YYYY (a year from 2000)");
+		goto out;
+	}
+	writer_submit(a->writer, &c);
+	if (c.retry_after)
+		http_add_header(rq, "Retry-After", "2");
+	http_reply_raw(rq, c.status,
+	               c.status >= 400 ? "application/problem+json"
+	                               : "application/json",
+	               c.body ? c.body : "{}", c.body ? strlen(c.body) : 2);
+	free(c.body);
+out:
+	json_decref(b);
+}
+
+void h_book(struct http_req *rq)
+{
+	struct app *a = http_app(rq);
+	struct writer_cmd c;
+	int64_t depth = 20;
+	if (in_qint(rq, "depth", 1, 200, &depth) < 0)
+		return;
+	memset(&c, 0, sizeof c);
+	c.kind = WR_DEPTH;
+	c.depth = (int)depth;
+	snprintf(c.market, sizeof c.market, "%s", http_param(rq, "name"));
+	if (strlen(http_param(rq, "name")) >= sizeof c.market) {
+		http_problem(rq, 404, "not-found", "no such market",
+		             "market names are spot or perm-YYYY");
+		return;
+	}
+	writer_submit(a->writer, &c);
+	if (c.retry_after)
+		http_add_header(rq, "Retry-After", "2");
+	http_reply_raw(rq, c.status,
+	               c.status >= 400 ? "application/problem+json"
+	                               : "application/json",
+	               c.body ? c.body : "{}", c.body ? strlen(c.body) : 2);
+	free(c.body);
+}
+
+/* 404 when market {name} does not exist; else its id into out. */
+static int market_id(struct http_req *rq, char out[24])
+{
+	struct app *a = http_app(rq);
+	char err[512];
+	PGconn *c = db_acquire(a->pool);
+	if (!c) {
+		http_db_unavailable(rq);
+		return -1;
+	}
+	const char *pv[] = {http_param(rq, "name")};
+	PGresult *r = db_exec(c, PGRES_TUPLES_OK,
+	                      "SELECT id FROM markets WHERE name = $1", 1, pv,
+	                      err, sizeof err);
+	int rc = -1;
+	if (!r)
+		handlers_db_error(rq, c, err);
+	else if (PQntuples(r) == 0)
+		http_problem(rq, 404, "not-found", "no such market",
+		             "there is no market named %.32s", pv[0]);
+	else {
+		snprintf(out, 24, "%s", PQgetvalue(r, 0, 0));
+		rc = 0;
+	}
+	PQclear(r);
+	db_release(a->pool, c);
+	return rc;
+}
+
+void h_trades(struct http_req *rq)
+{
+	int64_t limit = 100, before = INT64_MAX;
+	char mid[24], ls[24], bs[24];
+	if (in_qint(rq, "limit", 1, 1000, &limit) < 0 ||
+	    in_qint(rq, "before", 1, INT64_MAX, &before) < 0 ||
+	    market_id(rq, mid) < 0)
+		return;
+	snprintf(ls, sizeof ls, "%lld", (long long)limit);
+	snprintf(bs, sizeof bs, "%lld", (long long)before);
+	const char *pv[] = {mid, bs, ls};
+	query(rq,
+	      "SELECT id, price, pages, taker_side, ts_ns FROM trades WHERE "
+	      "market_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3",
+	      3, pv, 0, limit, "id");
+}
+
+void h_candles(struct http_req *rq)
+{
+	int64_t interval = 3600, from = 0, to = INT64_MAX / 1000000000,
+	        limit = 500;
+	char mid[24], is[24], fs[24], ts[24], ls[24];
+	if (in_qint(rq, "interval", 1, 86400 * 7, &interval) < 0 ||
+	    in_qint(rq, "from", 0, INT64_MAX / 1000000000, &from) < 0 ||
+	    in_qint(rq, "to", 0, INT64_MAX / 1000000000, &to) < 0 ||
+	    in_qint(rq, "limit", 1, 1000, &limit) < 0)
+		return;
+	if (interval != 60 && interval != 300 && interval != 3600 &&
+	    interval != 86400) {
+		http_problem(rq, 400, "invalid-parameter", "invalid parameter",
+		             "interval must be 60, 300, 3600 or 86400 seconds");
+		return;
+	}
+	if (market_id(rq, mid) < 0)
+		return;
+	snprintf(is, sizeof is, "%lld", (long long)interval * 1000000000);
+	snprintf(fs, sizeof fs, "%lld", (long long)from * 1000000000);
+	snprintf(ts, sizeof ts, "%lld", (long long)to * 1000000000);
+	snprintf(ls, sizeof ls, "%lld", (long long)limit);
+	const char *pv[] = {mid, is, fs, ts, ls};
+	query(rq,
+	      "SELECT (ts_ns / $2::bigint) * ($2::bigint / 1000000000) AS "
+	      "start, (array_agg(price ORDER BY id))[1] AS open, max(price) AS "
+	      "high, min(price) AS low, (array_agg(price ORDER BY id DESC))[1] "
+	      "AS close, sum(pages)::bigint AS volume, count(*)::bigint AS "
+	      "trades FROM trades WHERE market_id = $1 AND ts_ns >= $3 AND "
+	      "ts_ns < $4 GROUP BY 1 ORDER BY 1 DESC LIMIT $5",
+	      5, pv, 0, 0, NULL);
+}

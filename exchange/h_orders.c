@@ -1,0 +1,298 @@
+/* h_orders.c — orders and contracts; see handlers.h.
+ *
+ * Writes (place, cancel, reduce) go to the writer and are answered after
+ * their batch committed; reads go to the database through the pool, scoped
+ * to what the caller may see (handlers_scope). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/sign.h"
+#include "exchange/app.h"
+#include "exchange/auth.h"
+#include "exchange/db.h"
+#include "exchange/handlers.h"
+#include "exchange/http.h"
+#include "exchange/input.h"
+#include "exchange/writer.h"
+
+/* Fills what every writer command carries: who asks, and the keys that
+ * make a retry idempotent. Returns -1 after replying 400. */
+static int cmd_init(struct http_req *rq, struct writer_cmd *c,
+                    enum writer_kind kind)
+{
+	const struct auth_principal *p = http_principal(rq);
+	memset(c, 0, sizeof *c);
+	c->kind = kind;
+	c->role = p->role;
+	c->p_account = p->account_id;
+	c->p_team = p->team_id;
+	snprintf(c->p_scope, sizeof c->p_scope, "%s", p->scope);
+	const char *key = http_header(rq, "Idempotency-Key");
+	if (key) {
+		size_t n = strlen(key);
+		int ok = n >= 1 && n < sizeof c->idem_key;
+		for (size_t i = 0; ok && i < n; i++)
+			ok = key[i] > 0x20 && key[i] < 0x7f;
+		if (!ok) {
+			http_problem(
+			    rq, 400, "invalid-header",
+			    "invalid Idempotency-Key",
+			    "Idempotency-Key must be 1 to 128 printable "
+			    "ASCII characters without spaces");
+			return -1;
+		}
+		memcpy(c->idem_key, key, n + 1);
+	}
+	size_t blen;
+	const char *body = http_body(rq, &blen);
+	size_t tl = strlen(http_method(rq)) + strlen(http_target(rq)) + 2;
+	char *buf = malloc(tl + blen + 1);
+	if (!buf) {
+		http_problem(rq, 503, "overloaded", "out of memory",
+		             "retry later");
+		return -1;
+	}
+	int k =
+	    snprintf(buf, tl + 1, "%s\n%s\n", http_method(rq), http_target(rq));
+	memcpy(buf + k, body, blen);
+	sign_sha256_hex(buf, (size_t)k + blen, c->req_sha);
+	free(buf);
+	return 0;
+}
+
+static void submit_reply(struct http_req *rq, struct writer_cmd *c)
+{
+	struct app *a = http_app(rq);
+	writer_submit(a->writer, c);
+	if (c->retry_after)
+		http_add_header(rq, "Retry-After", "2");
+	if (c->replayed)
+		http_add_header(rq, "Idempotent-Replayed", "true");
+	const char *body = c->body ? c->body : "{}";
+	http_reply_raw(rq, c->status,
+	               c->status >= 400 ? "application/problem+json"
+	                                : "application/json",
+	               body, strlen(body));
+	free(c->body);
+}
+
+void h_order_place(struct http_req *rq)
+{
+	static const char *const known[] = {"market",     "account_id",
+	                                    "side",       "pages",
+	                                    "price",      "tif",
+	                                    "stp",        "post_only",
+	                                    "expires_ns", "client_order_id",
+	                                    NULL};
+	struct writer_cmd c;
+	char side[8], tif[8] = "gtc", stp[16] = "cancel_taker";
+	int64_t account = 0, expires = 0;
+	json_t *b = http_body_object(rq);
+	if (!b)
+		return;
+	if (cmd_init(rq, &c, WR_NEW) < 0)
+		goto out;
+	if (in_known(rq, b, known) < 0 ||
+	    in_str(rq, b, "market", true, true, c.market, sizeof c.market) <
+	        0 ||
+	    in_int(rq, b, "account_id", false, 1, INT64_MAX, &account) < 0 ||
+	    in_str(rq, b, "side", true, true, side, sizeof side) < 0 ||
+	    in_int(rq, b, "pages", true, 1, INT64_MAX, &c.pages) < 0 ||
+	    in_int(rq, b, "price", true, 0, INT64_MAX, &c.price) < 0 ||
+	    in_str(rq, b, "tif", false, true, tif, sizeof tif) < 0 ||
+	    in_str(rq, b, "stp", false, true, stp, sizeof stp) < 0 ||
+	    in_bool(rq, b, "post_only", &c.post_only) < 0 ||
+	    in_int(rq, b, "expires_ns", false, 1, INT64_MAX, &expires) < 0 ||
+	    in_str(rq, b, "client_order_id", false, true, c.client_order_id,
+	           sizeof c.client_order_id) < 0)
+		goto out;
+	if (writer_side_parse(side, &c.side) < 0) {
+		http_problem(rq, 400, "invalid-field", "invalid field",
+		             "side: must be buy or sell");
+		goto out;
+	}
+	if (writer_tif_parse(tif, &c.tif) < 0) {
+		http_problem(rq, 400, "invalid-field", "invalid field",
+		             "tif: must be gtc, ioc, fok or gtd");
+		goto out;
+	}
+	if (writer_stp_parse(stp, &c.stp) < 0) {
+		http_problem(rq, 400, "invalid-field", "invalid field",
+		             "stp: must be cancel_taker, cancel_maker or "
+		             "cancel_both");
+		goto out;
+	}
+	if ((c.tif == BOOK_GTD) != (expires != 0)) {
+		http_problem(
+		    rq, 400, "invalid-field", "invalid field",
+		    "expires_ns: required with tif gtd, and only then");
+		goto out;
+	}
+	c.account = account;
+	c.expires = expires;
+	submit_reply(rq, &c);
+out:
+	json_decref(b);
+}
+
+void h_order_cancel(struct http_req *rq)
+{
+	struct writer_cmd c;
+	int64_t id;
+	if (in_pid(rq, "id", &id) < 0 || cmd_init(rq, &c, WR_CANCEL) < 0)
+		return;
+	c.order_id = (uint64_t)id;
+	submit_reply(rq, &c);
+}
+
+void h_order_reduce(struct http_req *rq)
+{
+	static const char *const known[] = {"remaining", NULL};
+	struct writer_cmd c;
+	int64_t id;
+	json_t *b = NULL;
+	if (in_pid(rq, "id", &id) < 0)
+		return;
+	if (!(b = http_body_object(rq)))
+		return;
+	if (cmd_init(rq, &c, WR_REDUCE) < 0 || in_known(rq, b, known) < 0 ||
+	    in_int(rq, b, "remaining", true, 1, INT64_MAX, &c.pages) < 0)
+		goto out;
+	c.order_id = (uint64_t)id;
+	submit_reply(rq, &c);
+out:
+	json_decref(b);
+}
+
+static void rows(struct http_req *rq, const char *sql, int n,
+                 const char *const *pv, int single, int64_t limit)
+{
+	struct app *a = http_app(rq);
+	char err[512];
+	PGconn *c = db_acquire(a->pool);
+	if (!c) {
+		http_db_unavailable(rq);
+		return;
+	}
+	PGresult *r = db_exec(c, PGRES_TUPLES_OK, sql, n, pv, err, sizeof err);
+	if (!r) {
+		handlers_db_error(rq, c, err);
+	} else if (single) {
+		json_t *j = db_rows_json(r);
+		if (json_array_size(j) == 0)
+			http_problem(
+			    rq, 404, "not-found", "not found",
+			    "there is no such object that you may see");
+		else
+			http_reply_json(rq, 200,
+			                json_incref(json_array_get(j, 0)));
+		json_decref(j);
+	} else {
+		handlers_reply_rows(rq, r, limit, "id");
+	}
+	PQclear(r);
+	db_release(a->pool, c);
+}
+
+#define ORDER_SELECT                                                           \
+	"SELECT o.id, m.name AS market, o.account_id, o.side, o.tif, o.stp, "  \
+	"o.post_only, o.price, o.pages, o.remaining, o.filled, o.status, "     \
+	"o.reason, o.client_order_id, o.expires_ns, o.created_ns, "            \
+	"o.updated_ns FROM orders o JOIN markets m ON m.id = o.market_id "     \
+	"WHERE ($1::bigint IS NULL OR o.account_id = $1) AND ($2::bigint IS "  \
+	"NULL OR o.account_id IN (SELECT id FROM accounts WHERE team_id = "    \
+	"$2)) "
+
+static const char *nz(const char *s)
+{
+	return s && *s ? s : NULL;
+}
+
+void h_order_get(struct http_req *rq)
+{
+	char acct[24], team[24], ids[24];
+	int64_t id;
+	if (in_pid(rq, "id", &id) < 0)
+		return;
+	handlers_scope(rq, 0, acct, team);
+	snprintf(ids, sizeof ids, "%lld", (long long)id);
+	const char *pv[] = {nz(acct), nz(team), ids};
+	rows(rq, ORDER_SELECT "AND o.id = $3", 3, pv, 1, 0);
+}
+
+void h_order_list(struct http_req *rq)
+{
+	static const char *const statuses[] = {"open", "filled", "cancelled",
+	                                       "expired", NULL};
+	static const char *const sides[] = {"buy", "sell", NULL};
+	char acct[24], team[24], ls[24], bs[24], as[24];
+	int64_t limit = 100, before = INT64_MAX, account = 0;
+	const char *status = NULL, *side = NULL;
+	const char *market = http_query(rq, "market");
+	if (in_qint(rq, "limit", 1, 500, &limit) < 0 ||
+	    in_qint(rq, "before", 1, INT64_MAX, &before) < 0 ||
+	    in_qint(rq, "account_id", 1, INT64_MAX, &account) < 0 ||
+	    in_qenum(rq, "status", statuses, &status) < 0 ||
+	    in_qenum(rq, "side", sides, &side) < 0)
+		return;
+	handlers_scope(rq, 0, acct, team);
+	snprintf(ls, sizeof ls, "%lld", (long long)limit);
+	snprintf(bs, sizeof bs, "%lld", (long long)before);
+	snprintf(as, sizeof as, "%lld", (long long)account);
+	const char *pv[] = {nz(acct), nz(team), market,
+	                    status,   side,     account ? as : NULL,
+	                    bs,       ls};
+	rows(rq,
+	     ORDER_SELECT
+	     "AND ($3::text IS NULL OR m.name = $3) AND ($4::text "
+	     "IS NULL OR o.status = $4) AND ($5::text IS NULL OR "
+	     "o.side = $5) AND ($6::bigint IS NULL OR o.account_id "
+	     "= $6) AND o.id < $7 ORDER BY o.id DESC LIMIT $8",
+	     8, pv, 0, limit);
+}
+
+#define CONTRACT_SELECT                                                        \
+	"SELECT c.id, c.trade_id, m.name AS market, c.buyer_id, c.seller_id, " \
+	"c.delivery, c.pages, c.price, c.state, c.deliver_by::text, "          \
+	"c.term_end::text, c.notice_period_s, c.created_at::text, "            \
+	"c.updated_at::text FROM contracts c JOIN markets m ON m.id = "        \
+	"c.market_id WHERE ($1::bigint IS NULL OR $1 IN (c.buyer_id, "         \
+	"c.seller_id)) AND ($2::bigint IS NULL OR EXISTS (SELECT 1 FROM "      \
+	"accounts a WHERE a.team_id = $2 AND a.id IN (c.buyer_id, "            \
+	"c.seller_id))) "
+
+void h_contract_get(struct http_req *rq)
+{
+	char acct[24], team[24], ids[24];
+	int64_t id;
+	if (in_pid(rq, "id", &id) < 0)
+		return;
+	handlers_scope(rq, 1, acct, team);
+	snprintf(ids, sizeof ids, "%lld", (long long)id);
+	const char *pv[] = {nz(acct), nz(team), ids};
+	rows(rq, CONTRACT_SELECT "AND c.id = $3", 3, pv, 1, 0);
+}
+
+void h_contract_list(struct http_req *rq)
+{
+	static const char *const states[] = {"pending_delivery", "active",
+	                                     "recalling",        "ended",
+	                                     "breached",         NULL};
+	char acct[24], team[24], ls[24], bs[24];
+	int64_t limit = 100, before = INT64_MAX;
+	const char *state = NULL;
+	if (in_qint(rq, "limit", 1, 500, &limit) < 0 ||
+	    in_qint(rq, "before", 1, INT64_MAX, &before) < 0 ||
+	    in_qenum(rq, "state", states, &state) < 0)
+		return;
+	handlers_scope(rq, 1, acct, team);
+	snprintf(ls, sizeof ls, "%lld", (long long)limit);
+	snprintf(bs, sizeof bs, "%lld", (long long)before);
+	const char *pv[] = {nz(acct), nz(team), state, bs, ls};
+	rows(rq,
+	     CONTRACT_SELECT
+	     "AND ($3::text IS NULL OR c.state = $3) AND c.id < "
+	     "$4 ORDER BY c.id DESC LIMIT $5",
+	     5, pv, 0, limit);
+}

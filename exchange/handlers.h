@@ -1,0 +1,86 @@
+/*
+ * handlers.h — every route handler of ramexd, one file per area:
+ *
+ *   h_system.c    health, readiness, metrics
+ *   h_admin.c     teams, accounts, nodes and their keys, tokens (admin)
+ *   h_market.c    markets, book depth, trades, candles
+ *   h_orders.c    place, cancel, reduce, get and list orders; contracts
+ *   h_events.c    the Server-Sent Events stream
+ *
+ * A handler runs after the route table (routes.c) has authenticated the
+ * caller and checked its role; it still decides which rows that caller may
+ * see (handlers_scope). Each handler replies exactly once.
+ */
+#ifndef RAMEX_HANDLERS_H
+#define RAMEX_HANDLERS_H
+
+#include <stdint.h>
+
+struct http_req;
+struct app;
+
+void h_healthz(struct http_req *rq);
+void h_readyz(struct http_req *rq);
+void h_metrics(struct http_req *rq);
+
+void h_team_create(struct http_req *rq);
+void h_team_list(struct http_req *rq);
+void h_account_create(struct http_req *rq);
+void h_account_list(struct http_req *rq);
+void h_node_create(struct http_req *rq);
+void h_node_key_create(struct http_req *rq);
+void h_node_key_revoke(struct http_req *rq);
+void h_token_create(struct http_req *rq);
+void h_token_list(struct http_req *rq);
+void h_token_revoke(struct http_req *rq);
+void h_whoami(struct http_req *rq);
+
+void h_market_list(struct http_req *rq);
+void h_market_create(struct http_req *rq);
+void h_market_get(struct http_req *rq);
+void h_book(struct http_req *rq);
+void h_trades(struct http_req *rq);
+void h_candles(struct http_req *rq);
+
+void h_order_place(struct http_req *rq);
+void h_order_cancel(struct http_req *rq);
+void h_order_reduce(struct http_req *rq);
+void h_order_get(struct http_req *rq);
+void h_order_list(struct http_req *rq);
+void h_contract_list(struct http_req *rq);
+void h_contract_get(struct http_req *rq);
+
+void h_events(struct http_req *rq);
+
+/*
+ * Which accounts the caller may see, as two SQL parameters: `account`
+ * (only that account) and `team` (only accounts of that team); "" for no
+ * restriction. Node: its account; trader: its team; operator: its account
+ * (orders) or everything (contracts, when `all_for_operator`); finance and
+ * admin: everything.
+ */
+void handlers_scope(struct http_req *rq, int all_for_operator, char account[24],
+                    char team[24]);
+
+/* Answers a PGresult-less failure: 503 when the connection broke, else
+ * 500 with err. */
+void handlers_db_error(struct http_req *rq, void *conn, const char *err);
+
+/* Replies with the JSON array of the rows of a query, as {"items": [...],
+ * "next": cursor or null}; `cursor_col` names the id column for paging when
+ * the page is full. */
+void handlers_reply_rows(struct http_req *rq, void *pgresult, int64_t limit,
+                         const char *cursor_col);
+
+/*
+ * Creates a bearer token for `role` (trader needs team, operator needs an
+ * operator account; 0 = none) and writes it into token, shown only now.
+ * Returns the token's id, or -1 with a message. Used by POST /v1/tokens
+ * and by `ramexd token create`.
+ */
+struct pg_conn;
+int64_t handlers_token_create(struct pg_conn *c, const char *name,
+                              const char *role, int64_t team, int64_t account,
+                              char token[68], char *err, size_t errlen);
+
+#endif

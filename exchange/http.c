@@ -1,0 +1,587 @@
+/*
+ * http.c — see http.h.
+ *
+ * libmicrohttpd calls the access handler several times per request: once
+ * with no body (we set up the request's state), once per body chunk, and a
+ * last time with no data, when we route and reply. The completion callback
+ * frees the state. A reply is queued exactly once; a handler that forgets
+ * to reply is a bug and answers 500.
+ */
+#include "exchange/http.h"
+
+#include <arpa/inet.h>
+#include <assert.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "exchange/auth.h"
+#include "exchange/metrics.h"
+
+#define HTTP_MAX_PARAMS     4
+#define HTTP_MAX_PARAM_LEN  128
+#define HTTP_MAX_HEADERS    6
+#define HTTP_JSON_MAX_DEPTH 16 /* our bodies are two levels deep */
+#define HTTP_TARGET_MAX     2048
+
+struct http_server {
+	struct MHD_Daemon *d;
+	struct http_opts o;
+	int port;
+};
+
+struct http_req {
+	struct http_server *srv;
+	struct MHD_Connection *conn;
+	const char *method;
+	char path[HTTP_TARGET_MAX];
+	char target[HTTP_TARGET_MAX];
+	char *body;
+	size_t len, cap;
+	int too_big;
+	int replied;
+	int status;
+	int route_idx;
+	const struct http_route *route;
+	int nparams;
+	char pname[HTTP_MAX_PARAMS][32];
+	char pval[HTTP_MAX_PARAMS][HTTP_MAX_PARAM_LEN];
+	int nhdr;
+	char hname[HTTP_MAX_HEADERS][32];
+	char hval[HTTP_MAX_HEADERS][128];
+	struct auth_principal principal;
+	int authed;
+	struct timespec t0;
+};
+
+static int64_t elapsed_ns(const struct timespec *t0)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)(t.tv_sec - t0->tv_sec) * 1000000000 +
+	       (t.tv_nsec - t0->tv_nsec);
+}
+
+/* --- matching -------------------------------------------------------- */
+
+/* Matches and, when rq is given, captures {name} segments. */
+static int match(const char *pat, const char *path, struct http_req *rq)
+{
+	int np = 0;
+	while (*pat && *path) {
+		if (*pat != '/' || *path != '/')
+			return 0;
+		pat++, path++;
+		const char *pe = strchr(pat, '/'), *se = strchr(path, '/');
+		size_t pl = pe ? (size_t)(pe - pat) : strlen(pat);
+		size_t sl = se ? (size_t)(se - path) : strlen(path);
+		if (pl > 2 && pat[0] == '{' && pat[pl - 1] == '}') {
+			if (sl == 0 || sl >= HTTP_MAX_PARAM_LEN ||
+			    np >= HTTP_MAX_PARAMS)
+				return 0;
+			if (rq) {
+				snprintf(rq->pname[np], sizeof rq->pname[np],
+				         "%.*s", (int)(pl - 2), pat + 1);
+				snprintf(rq->pval[np], sizeof rq->pval[np],
+				         "%.*s", (int)sl, path);
+			}
+			np++;
+		} else if (pl != sl || memcmp(pat, path, pl) != 0) {
+			return 0;
+		}
+		pat += pl, path += sl;
+	}
+	if (*pat || *path)
+		return 0;
+	if (rq)
+		rq->nparams = np;
+	return 1;
+}
+
+int http_match(const char *pattern, const char *path)
+{
+	return match(pattern, path, NULL);
+}
+
+/* --- replies --------------------------------------------------------- */
+
+static void queue(struct http_req *rq, int status, const char *ctype,
+                  struct MHD_Response *r)
+{
+	assert(!rq->replied);
+	rq->replied = 1;
+	rq->status = status;
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	for (int i = 0; i < rq->nhdr; i++)
+		MHD_add_response_header(r, rq->hname[i], rq->hval[i]);
+	MHD_queue_response(rq->conn, (unsigned)status, r);
+	MHD_destroy_response(r);
+}
+
+void http_reply_raw(struct http_req *rq, int status, const char *ctype,
+                    const char *body, size_t len)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+	    len, (void *)body, MHD_RESPMEM_MUST_COPY);
+	queue(rq, status, ctype, r);
+}
+
+static void reply_dump(struct http_req *rq, int status, const char *ctype,
+                       json_t *body)
+{
+	char *s = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	if (!s) {
+		/* Out of memory: say so without allocating. */
+		static const char oom[] =
+		    "{\"type\":\"urn:ramex:problem:internal\",\"title\":"
+		    "\"internal error\",\"status\":500}";
+		http_reply_raw(rq, 500, "application/problem+json", oom,
+		               sizeof oom - 1);
+		return;
+	}
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+	    strlen(s), s, MHD_RESPMEM_MUST_FREE);
+	queue(rq, status, ctype, r);
+}
+
+void http_reply_json(struct http_req *rq, int status, json_t *body)
+{
+	reply_dump(rq, status, "application/json", body);
+}
+
+void http_problem(struct http_req *rq, int status, const char *slug,
+                  const char *title, const char *fmt, ...)
+{
+	char detail[1024], type[96];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof detail, fmt, ap);
+	va_end(ap);
+	snprintf(type, sizeof type, "urn:ramex:problem:%s", slug);
+	json_t *p =
+	    json_pack("{s:s, s:s, s:i, s:s, s:s}", "type", type, "title", title,
+	              "status", status, "detail", detail, "instance", rq->path);
+	if (status >= 500)
+		log_warn("request failed", "status=%d path=%s type=%s", status,
+		         rq->path, slug);
+	reply_dump(rq, status, "application/problem+json", p);
+}
+
+void http_add_header(struct http_req *rq, const char *name, const char *value)
+{
+	if (rq->nhdr >= HTTP_MAX_HEADERS)
+		return;
+	snprintf(rq->hname[rq->nhdr], sizeof rq->hname[0], "%s", name);
+	snprintf(rq->hval[rq->nhdr], sizeof rq->hval[0], "%s", value);
+	rq->nhdr++;
+}
+
+void http_db_unavailable(struct http_req *rq)
+{
+	http_add_header(rq, "Retry-After", "2");
+	http_problem(rq, 503, "database-unavailable", "database unavailable",
+	             "the exchange cannot reach PostgreSQL; nothing was "
+	             "changed, retry after a few seconds");
+}
+
+struct stream {
+	http_stream_fn next;
+	void (*done)(void *);
+	void *ctx;
+};
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct stream *s = cls;
+	(void)pos;
+	for (;;) {
+		long n = s->next(s->ctx, buf, max);
+		if (n < 0)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		if (n > 0)
+			return (ssize_t)n;
+	}
+}
+
+static void stream_free(void *cls)
+{
+	struct stream *s = cls;
+	if (s->done)
+		s->done(s->ctx);
+	free(s);
+}
+
+void http_reply_stream(struct http_req *rq, const char *ctype,
+                       http_stream_fn next, void (*done)(void *ctx), void *ctx)
+{
+	struct stream *s = malloc(sizeof *s);
+	if (!s) {
+		if (done)
+			done(ctx);
+		http_problem(rq, 503, "overloaded", "overloaded",
+		             "out of memory for a new stream; retry later");
+		return;
+	}
+	s->next = next, s->done = done, s->ctx = ctx;
+	struct MHD_Response *r = MHD_create_response_from_callback(
+	    MHD_SIZE_UNKNOWN, 4096, stream_reader, s, stream_free);
+	if (!r) {
+		stream_free(s);
+		http_problem(rq, 503, "overloaded", "overloaded",
+		             "could not start a stream; retry later");
+		return;
+	}
+	MHD_add_response_header(r, "X-Accel-Buffering", "no");
+	queue(rq, 200, ctype, r);
+}
+
+/* --- accessors ------------------------------------------------------- */
+
+void *http_app(struct http_req *rq)
+{
+	return rq->srv->o.app;
+}
+const char *http_method(struct http_req *rq)
+{
+	return rq->method;
+}
+const char *http_path(struct http_req *rq)
+{
+	return rq->path;
+}
+const char *http_target(struct http_req *rq)
+{
+	return rq->target;
+}
+const struct http_route *http_route_of(struct http_req *rq)
+{
+	return rq->route;
+}
+
+const char *http_param(struct http_req *rq, const char *name)
+{
+	for (int i = 0; i < rq->nparams; i++)
+		if (strcmp(rq->pname[i], name) == 0)
+			return rq->pval[i];
+	return NULL;
+}
+
+const char *http_query(struct http_req *rq, const char *name)
+{
+	return MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND,
+	                                   name);
+}
+
+const char *http_header(struct http_req *rq, const char *name)
+{
+	return MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, name);
+}
+
+const char *http_body(struct http_req *rq, size_t *len)
+{
+	*len = rq->len;
+	return rq->body ? rq->body : "";
+}
+
+const struct auth_principal *http_principal(struct http_req *rq)
+{
+	return rq->authed ? &rq->principal : NULL;
+}
+
+/* Refuses nesting deeper than our bodies ever need before jansson sees
+ * it, so that a hostile body cannot make the parser recurse deeply. */
+static int too_deep(const char *s, size_t n)
+{
+	int depth = 0, in_str = 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (in_str) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_str = 0;
+		} else if (c == '"') {
+			in_str = 1;
+		} else if (c == '{' || c == '[') {
+			if (++depth > HTTP_JSON_MAX_DEPTH)
+				return 1;
+		} else if (c == '}' || c == ']') {
+			depth--;
+		}
+	}
+	return 0;
+}
+
+json_t *http_body_object(struct http_req *rq)
+{
+	json_error_t e;
+	if (rq->len == 0) {
+		http_problem(rq, 400, "bad-json", "request body required",
+		             "this route takes a JSON object as its body");
+		return NULL;
+	}
+	if (too_deep(rq->body, rq->len)) {
+		http_problem(rq, 400, "bad-json", "JSON nested too deeply",
+		             "the body nests deeper than %d levels; no ramex "
+		             "request needs that",
+		             HTTP_JSON_MAX_DEPTH);
+		return NULL;
+	}
+	json_t *j = json_loadb(rq->body, rq->len, JSON_REJECT_DUPLICATES, &e);
+	if (!j) {
+		http_problem(rq, 400, "bad-json", "malformed JSON",
+		             "the body is not valid JSON: %s at line %d column "
+		             "%d",
+		             e.text, e.line, e.column);
+		return NULL;
+	}
+	if (!json_is_object(j)) {
+		json_decref(j);
+		http_problem(rq, 400, "bad-json", "JSON object expected",
+		             "the body must be a JSON object");
+		return NULL;
+	}
+	return j;
+}
+
+/* --- the request's life ---------------------------------------------- */
+
+static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind,
+                                     const char *key, const char *value)
+{
+	struct http_req *rq = cls;
+	size_t n = strlen(rq->target);
+	(void)kind;
+	snprintf(rq->target + n, sizeof rq->target - n, "%c%s%s%s",
+	         strchr(rq->target, '?') ? '&' : '?', key, value ? "=" : "",
+	         value ? value : "");
+	return MHD_YES;
+}
+
+static void dispatch(struct http_req *rq)
+{
+	const struct http_opts *o = &rq->srv->o;
+	char allow[128] = "";
+	int path_known = 0;
+
+	for (size_t i = 0; i < o->nroutes; i++) {
+		const struct http_route *r = &o->routes[i];
+		if (!match(r->pattern, rq->path, NULL))
+			continue;
+		path_known = 1;
+		if (strcmp(r->method, rq->method) != 0) {
+			size_t n = strlen(allow);
+			snprintf(allow + n, sizeof allow - n, "%s%s",
+			         n ? ", " : "", r->method);
+			continue;
+		}
+		rq->route = r;
+		rq->route_idx = (int)i;
+		match(r->pattern, rq->path, rq);
+		break;
+	}
+	if (!rq->route) {
+		if (path_known) {
+			http_add_header(rq, "Allow", allow);
+			http_problem(rq, 405, "method-not-allowed",
+			             "method not allowed",
+			             "%s is not served on %s; use %s",
+			             rq->method, rq->path, allow);
+		} else {
+			http_problem(rq, 404, "not-found", "no such route",
+			             "nothing is served at %s; see "
+			             "/v1/openapi.yaml for the routes",
+			             rq->path);
+		}
+		return;
+	}
+	if (rq->too_big) {
+		http_problem(rq, 413, "body-too-large",
+		             "request body too large",
+		             "the body is larger than the limit of %zu bytes",
+		             o->body_limit);
+		return;
+	}
+	if (!(rq->route->roles & AUTH_PUBLIC)) {
+		char why[256];
+		int status = 401;
+		if (auth_authenticate(o->auth, rq, &rq->principal, &status, why,
+		                      sizeof why) < 0) {
+			if (status == 401)
+				http_add_header(rq, "WWW-Authenticate",
+				                "Bearer realm=\"ramex\"");
+			if (status == 503)
+				http_add_header(rq, "Retry-After", "2");
+			http_problem(rq, status,
+			             status == 401   ? "unauthenticated"
+			             : status == 503 ? "database-unavailable"
+			                             : "forbidden",
+			             status == 401 ? "authentication failed"
+			                           : "request refused",
+			             "%s", why);
+			return;
+		}
+		rq->authed = 1;
+		if (!(rq->route->roles & rq->principal.role)) {
+			http_problem(rq, 403, "forbidden", "role not allowed",
+			             "the %s role may not call %s %s",
+			             auth_role_name(rq->principal.role),
+			             rq->method, rq->route->pattern);
+			return;
+		}
+	}
+	rq->route->fn(rq);
+	if (!rq->replied)
+		http_problem(rq, 500, "internal", "internal error",
+		             "the handler for %s %s gave no answer; this is a "
+		             "bug in ramexd",
+		             rq->method, rq->route->pattern);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
+                                  const char *url, const char *method,
+                                  const char *version, const char *upload_data,
+                                  size_t *upload_size, void **req_cls)
+{
+	struct http_server *srv = cls;
+	struct http_req *rq = *req_cls;
+	(void)version;
+
+	if (!rq) {
+		rq = calloc(1, sizeof *rq);
+		if (!rq)
+			return MHD_NO;
+		rq->srv = srv;
+		rq->conn = conn;
+		rq->method = method;
+		rq->route_idx = -1;
+		clock_gettime(CLOCK_MONOTONIC, &rq->t0);
+		snprintf(rq->path, sizeof rq->path, "%s", url);
+		snprintf(rq->target, sizeof rq->target, "%s", url);
+		MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND,
+		                          collect_query, rq);
+		*req_cls = rq;
+		const char *cl = MHD_lookup_connection_value(
+		    conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if (cl && strtoull(cl, NULL, 10) > srv->o.body_limit)
+			rq->too_big = 1;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		if (!rq->too_big && rq->len + *upload_size > srv->o.body_limit)
+			rq->too_big = 1;
+		if (!rq->too_big) {
+			if (rq->len + *upload_size + 1 > rq->cap) {
+				size_t cap = (rq->len + *upload_size + 1) * 2;
+				if (cap > srv->o.body_limit + 1)
+					cap = srv->o.body_limit + 1;
+				char *b = realloc(rq->body, cap);
+				if (!b)
+					return MHD_NO;
+				rq->body = b, rq->cap = cap;
+			}
+			memcpy(rq->body + rq->len, upload_data, *upload_size);
+			rq->len += *upload_size;
+			rq->body[rq->len] = 0;
+		}
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (rq->replied)
+		return MHD_YES;
+	dispatch(rq);
+	return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+	struct http_req *rq = *req_cls;
+	(void)cls, (void)conn, (void)toe;
+	if (!rq)
+		return;
+	metrics_http(rq->route_idx, rq->status, elapsed_ns(&rq->t0));
+	log_debug("request", "method=%s path=%s status=%d", rq->method,
+	          rq->path, rq->status);
+	free(rq->body);
+	free(rq);
+	*req_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char line[512], q[600];
+	(void)cls;
+	vsnprintf(line, sizeof line, fmt, ap);
+	line[strcspn(line, "\n")] = 0;
+	log_warn("libmicrohttpd", "detail=%s", log_quote(q, sizeof q, line));
+}
+
+struct http_server *http_start(const struct http_opts *o, char *err,
+                               size_t errlen)
+{
+	struct sockaddr_in a4;
+	struct http_server *s = calloc(1, sizeof *s);
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	s->o = *o;
+	memset(&a4, 0, sizeof a4);
+	a4.sin_family = AF_INET;
+	a4.sin_port = htons((uint16_t)o->port);
+	if (inet_pton(AF_INET, o->host, &a4.sin_addr) != 1) {
+		snprintf(err, errlen,
+		         "listen address '%s' is not an IPv4 address such as "
+		         "127.0.0.1",
+		         o->host);
+		free(s);
+		return NULL;
+	}
+	s->d = MHD_start_daemon(
+	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+	        MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
+	    (uint16_t)o->port, NULL, NULL, on_request, s,
+	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR,
+	    (struct sockaddr *)&a4, MHD_OPTION_CONNECTION_LIMIT,
+	    (unsigned)o->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+	    (unsigned)o->timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+	    s, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_END);
+	if (!s->d) {
+		snprintf(err, errlen,
+		         "could not listen on %s:%d (is the port in use?)",
+		         o->host, o->port);
+		free(s);
+		return NULL;
+	}
+	const union MHD_DaemonInfo *di =
+	    MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+	s->port = di ? di->port : o->port;
+	return s;
+}
+
+int http_port(const struct http_server *s)
+{
+	return s->port;
+}
+
+void http_quiesce(struct http_server *s)
+{
+	MHD_quiesce_daemon(s->d);
+}
+
+void http_stop(struct http_server *s)
+{
+	if (!s)
+		return;
+	MHD_stop_daemon(s->d);
+	free(s);
+}

@@ -1,0 +1,174 @@
+/* input.c — see input.h. */
+#include "exchange/input.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exchange/http.h"
+
+int in_parse_i64(const char *s, int64_t *out)
+{
+	char *end;
+	if (!s || !*s || strlen(s) > 20)
+		return -1;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || *end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static void bad(struct http_req *rq, const char *key, const char *why)
+{
+	http_problem(rq, 400, "invalid-field", "invalid field", "%s: %s", key,
+	             why);
+}
+
+int in_known(struct http_req *rq, json_t *o, const char *const *known)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach(o, k, v)
+	{
+		int ok = 0;
+		for (const char *const *p = known; *p && !ok; p++)
+			ok = strcmp(*p, k) == 0;
+		if (!ok) {
+			char list[512] = "";
+			for (const char *const *p = known; *p; p++) {
+				size_t n = strlen(list);
+				snprintf(list + n, sizeof list - n, "%s%s",
+				         n ? ", " : "", *p);
+			}
+			http_problem(
+			    rq, 400, "invalid-field", "unknown field",
+			    "'%.64s' is not a field of this request; the "
+			    "fields are: %s",
+			    k, list);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int in_int(struct http_req *rq, json_t *o, const char *key, bool required,
+           int64_t min, int64_t max, int64_t *out)
+{
+	json_t *v = json_object_get(o, key);
+	char why[160];
+	if (!v || json_is_null(v)) {
+		if (!required)
+			return 0;
+		bad(rq, key, "is required");
+		return -1;
+	}
+	if (!json_is_integer(v)) {
+		bad(rq, key,
+		    "must be an integer (JSON number without fraction)");
+		return -1;
+	}
+	json_int_t x = json_integer_value(v);
+	if (x < min || x > max) {
+		snprintf(why, sizeof why, "must be between %lld and %lld",
+		         (long long)min, (long long)max);
+		bad(rq, key, why);
+		return -1;
+	}
+	*out = x;
+	return 1;
+}
+
+int in_str(struct http_req *rq, json_t *o, const char *key, bool required,
+           bool ident, char *out, size_t outlen)
+{
+	json_t *v = json_object_get(o, key);
+	char why[160];
+	if (!v || json_is_null(v)) {
+		if (!required)
+			return 0;
+		bad(rq, key, "is required");
+		return -1;
+	}
+	if (!json_is_string(v)) {
+		bad(rq, key, "must be a string");
+		return -1;
+	}
+	const char *s = json_string_value(v);
+	size_t n = json_string_length(v);
+	if (n == 0 || n >= outlen || strlen(s) != n) {
+		snprintf(why, sizeof why, "must be 1 to %zu characters",
+		         outlen - 1);
+		bad(rq, key, why);
+		return -1;
+	}
+	for (size_t i = 0; ident && i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+		      c == ':' || c == '-')) {
+			bad(rq, key, "may hold only A-Z a-z 0-9 . _ : -");
+			return -1;
+		}
+	}
+	memcpy(out, s, n + 1);
+	return 1;
+}
+
+int in_bool(struct http_req *rq, json_t *o, const char *key, bool *out)
+{
+	json_t *v = json_object_get(o, key);
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_boolean(v)) {
+		bad(rq, key, "must be true or false");
+		return -1;
+	}
+	*out = json_is_true(v);
+	return 1;
+}
+
+int in_qint(struct http_req *rq, const char *name, int64_t min, int64_t max,
+            int64_t *out)
+{
+	const char *s = http_query(rq, name);
+	int64_t v;
+	if (!s)
+		return 0;
+	if (in_parse_i64(s, &v) < 0 || v < min || v > max) {
+		http_problem(rq, 400, "invalid-parameter", "invalid parameter",
+		             "%s must be an integer between %lld and %lld",
+		             name, (long long)min, (long long)max);
+		return -1;
+	}
+	*out = v;
+	return 1;
+}
+
+int in_pid(struct http_req *rq, const char *name, int64_t *out)
+{
+	const char *s = http_param(rq, name);
+	if (in_parse_i64(s, out) < 0 || *out <= 0) {
+		http_problem(rq, 400, "invalid-parameter", "invalid id",
+		             "%s in the path must be a positive integer", name);
+		return -1;
+	}
+	return 0;
+}
+
+int in_qenum(struct http_req *rq, const char *name, const char *const *allowed,
+             const char **out)
+{
+	const char *s = http_query(rq, name);
+	if (!s)
+		return 0;
+	for (const char *const *p = allowed; *p; p++)
+		if (strcmp(*p, s) == 0) {
+			*out = *p;
+			return 1;
+		}
+	http_problem(rq, 400, "invalid-parameter", "invalid parameter",
+	             "%s may not be '%.32s'", name, s);
+	return -1;
+}

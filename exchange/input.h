@@ -1,0 +1,43 @@
+/*
+ * input.h — strict reading of request bodies and query strings.
+ *
+ * Every field is checked for its JSON type and its range before a command
+ * is made from it; a wrong type, an unknown field, a real where an integer
+ * belongs or a number out of range answers 400 with the field's name, and
+ * nothing changes. Each function replies itself and returns -1 on error, so
+ * handlers read as a list of fields.
+ */
+#ifndef RAMEX_INPUT_H
+#define RAMEX_INPUT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct http_req;
+
+/* 400 when `o` has a key not in the NULL-terminated list `known`. */
+int in_known(struct http_req *rq, json_t *o, const char *const *known);
+/* Integer field in [min, max]; absent: -1 and 400 when required, else 0
+ * with *out untouched. Returns 1 when present. */
+int in_int(struct http_req *rq, json_t *o, const char *key, bool required,
+           int64_t min, int64_t max, int64_t *out);
+/* String of 1..maxlen characters from [A-Za-z0-9._:-] when `ident`. */
+int in_str(struct http_req *rq, json_t *o, const char *key, bool required,
+           bool ident, char *out, size_t outlen);
+int in_bool(struct http_req *rq, json_t *o, const char *key, bool *out);
+
+/* Query parameter as an integer in [min, max]; absent: 0 (def kept). */
+int in_qint(struct http_req *rq, const char *name, int64_t min, int64_t max,
+            int64_t *out);
+/* Path parameter {name} as a positive integer. */
+int in_pid(struct http_req *rq, const char *name, int64_t *out);
+/* Query parameter that must be one of the NULL-terminated `allowed`. */
+int in_qenum(struct http_req *rq, const char *name, const char *const *allowed,
+             const char **out);
+
+/* Strict decimal int64; 0 on success. */
+int in_parse_i64(const char *s, int64_t *out);
+
+#endif

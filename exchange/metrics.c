@@ -1,0 +1,173 @@
+/* metrics.c — see metrics.h. */
+#include "exchange/metrics.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exchange/http.h"
+
+#define MAX_ROUTES 128
+#define NCLASS     6 /* 1xx..5xx, and [0] for none */
+
+/* Request latency buckets, in seconds; the order path is ~ms. */
+static const double lat_le[] = {0.001, 0.002, 0.005, 0.01, 0.02,
+                                0.05,  0.1,   0.5,   1,    5};
+#define NLAT (sizeof lat_le / sizeof lat_le[0])
+
+static const struct http_route *routes;
+static size_t nroutes;
+static uint64_t req_count[MAX_ROUTES + 1][NCLASS];
+static uint64_t lat_bucket[NLAT + 1];
+static uint64_t lat_sum_us, lat_n;
+static uint64_t batches, batch_cmds, commit_us;
+static uint64_t orders_ok, orders_rej, trades;
+static int db_up = 1;
+static int sse = 0;
+
+#define ADD(v, n) __atomic_fetch_add(&(v), (n), __ATOMIC_RELAXED)
+#define GET(v)    __atomic_load_n(&(v), __ATOMIC_RELAXED)
+
+void metrics_init(const struct http_route *r, size_t n)
+{
+	routes = r;
+	nroutes = n > MAX_ROUTES ? MAX_ROUTES : n;
+}
+
+void metrics_http(int route, int status, int64_t ns)
+{
+	size_t i =
+	    route < 0 || (size_t)route >= nroutes ? MAX_ROUTES : (size_t)route;
+	int cls = status >= 100 && status < 600 ? status / 100 : 0;
+	ADD(req_count[i][cls], 1);
+	double s = (double)ns / 1e9;
+	size_t b = 0;
+	while (b < NLAT && s > lat_le[b])
+		b++;
+	ADD(lat_bucket[b], 1);
+	ADD(lat_sum_us, (uint64_t)(ns / 1000));
+	ADD(lat_n, 1);
+}
+
+void metrics_batch(int commands, int64_t ns)
+{
+	ADD(batches, 1);
+	ADD(batch_cmds, (uint64_t)commands);
+	ADD(commit_us, (uint64_t)(ns / 1000));
+}
+
+void metrics_orders(int accepted, int rejected, int t)
+{
+	ADD(orders_ok, (uint64_t)accepted);
+	ADD(orders_rej, (uint64_t)rejected);
+	ADD(trades, (uint64_t)t);
+}
+
+void metrics_db_up(int up)
+{
+	__atomic_store_n(&db_up, up, __ATOMIC_RELAXED);
+}
+void metrics_sse_clients(int d)
+{
+	ADD(sse, d);
+}
+
+struct buf {
+	char *s;
+	size_t n, cap;
+};
+
+static void put(struct buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void put(struct buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	for (;;) {
+		va_start(ap, fmt);
+		int k = vsnprintf(b->s + b->n, b->cap - b->n, fmt, ap);
+		va_end(ap);
+		if (k < 0)
+			return;
+		if ((size_t)k < b->cap - b->n) {
+			b->n += (size_t)k;
+			return;
+		}
+		size_t cap = b->cap * 2 + (size_t)k;
+		char *s = realloc(b->s, cap);
+		if (!s)
+			return;
+		b->s = s, b->cap = cap;
+	}
+}
+
+char *metrics_render(size_t *len)
+{
+	struct buf b = {malloc(8192), 0, 8192};
+	if (!b.s)
+		return NULL;
+	b.s[0] = 0;
+	put(&b, "# HELP ramex_http_requests_total HTTP requests by route and "
+	        "status class.\n# TYPE ramex_http_requests_total counter\n");
+	for (size_t i = 0; i <= MAX_ROUTES; i++) {
+		if (i >= nroutes && i != MAX_ROUTES)
+			continue;
+		for (int c = 0; c < NCLASS; c++) {
+			uint64_t v = GET(req_count[i][c]);
+			if (!v)
+				continue;
+			if (i == MAX_ROUTES)
+				put(&b,
+				    "ramex_http_requests_total{method=\"\","
+				    "route="
+				    "\"unmatched\",code=\"%dxx\"} %llu\n",
+				    c, (unsigned long long)v);
+			else
+				put(&b,
+				    "ramex_http_requests_total{method=\"%s\","
+				    "route=\"%s\",code=\"%dxx\"} %llu\n",
+				    routes[i].method, routes[i].pattern, c,
+				    (unsigned long long)v);
+		}
+	}
+	put(&b, "# HELP ramex_http_request_seconds Request latency.\n"
+	        "# TYPE ramex_http_request_seconds histogram\n");
+	uint64_t cum = 0;
+	for (size_t i = 0; i < NLAT; i++) {
+		cum += GET(lat_bucket[i]);
+		put(&b, "ramex_http_request_seconds_bucket{le=\"%g\"} %llu\n",
+		    lat_le[i], (unsigned long long)cum);
+	}
+	cum += GET(lat_bucket[NLAT]);
+	put(&b, "ramex_http_request_seconds_bucket{le=\"+Inf\"} %llu\n",
+	    (unsigned long long)cum);
+	put(&b, "ramex_http_request_seconds_sum %.6f\n",
+	    (double)GET(lat_sum_us) / 1e6);
+	put(&b, "ramex_http_request_seconds_count %llu\n",
+	    (unsigned long long)GET(lat_n));
+	put(&b,
+	    "# HELP ramex_batches_total Group-commit transactions.\n"
+	    "# TYPE ramex_batches_total counter\nramex_batches_total %llu\n"
+	    "# HELP ramex_batch_commands_total Commands in committed "
+	    "batches.\n# TYPE ramex_batch_commands_total counter\n"
+	    "ramex_batch_commands_total %llu\n"
+	    "# HELP ramex_commit_seconds_total Time spent committing "
+	    "batches.\n# TYPE ramex_commit_seconds_total counter\n"
+	    "ramex_commit_seconds_total %.6f\n",
+	    (unsigned long long)GET(batches),
+	    (unsigned long long)GET(batch_cmds), (double)GET(commit_us) / 1e6);
+	put(&b,
+	    "# TYPE ramex_orders_accepted_total counter\n"
+	    "ramex_orders_accepted_total %llu\n"
+	    "# TYPE ramex_orders_rejected_total counter\n"
+	    "ramex_orders_rejected_total %llu\n"
+	    "# TYPE ramex_trades_total counter\nramex_trades_total %llu\n"
+	    "# HELP ramex_database_up Whether PostgreSQL answered last "
+	    "time.\n# TYPE ramex_database_up gauge\nramex_database_up %d\n"
+	    "# TYPE ramex_sse_clients gauge\nramex_sse_clients %d\n",
+	    (unsigned long long)GET(orders_ok),
+	    (unsigned long long)GET(orders_rej),
+	    (unsigned long long)GET(trades), GET(db_up), GET(sse));
+	*len = b.n;
+	return b.s;
+}

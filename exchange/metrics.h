@@ -1,0 +1,29 @@
+/*
+ * metrics.h — ramexd's counters, served as Prometheus text on /metrics.
+ *
+ * Counters are process-wide atomics updated from the HTTP threads and the
+ * writer; reading them is lock-free. The module owns the counters and the
+ * text format, nothing else.
+ */
+#ifndef RAMEX_METRICS_H
+#define RAMEX_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct http_route;
+
+/* Names the routes whose requests are counted (the route table). */
+void metrics_init(const struct http_route *routes, size_t n);
+/* One finished request; route -1 when no route matched. */
+void metrics_http(int route, int status, int64_t ns);
+/* One committed batch of `commands`, whose commit took `ns`. */
+void metrics_batch(int commands, int64_t ns);
+void metrics_orders(int accepted, int rejected, int trades);
+void metrics_db_up(int up);
+void metrics_sse_clients(int delta);
+
+/* Writes the exposition text into a malloc'd string; the caller frees. */
+char *metrics_render(size_t *len);
+
+#endif

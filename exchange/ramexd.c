@@ -1,0 +1,316 @@
+/*
+ * ramexd.c — the exchange service: settings, start-up checks, the servers,
+ * graceful shutdown, and the `token create` and `migrate` subcommands.
+ *
+ * Start-up refuses, with a message that says what to change, a database
+ * that runs with fsync or synchronous_commit off, then applies the embedded
+ * migrations, rebuilds every book (writer.h) and only then listens. SIGTERM
+ * or SIGINT: stop accepting connections, end the event streams, let every
+ * request in flight finish (the writer commits the batch it holds and
+ * answers it), then stop the writer and exit 0.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "exchange/app.h"
+#include "exchange/auth.h"
+#include "exchange/config.h"
+#include "exchange/db.h"
+#include "exchange/events.h"
+#include "exchange/handlers.h"
+#include "exchange/http.h"
+#include "exchange/metrics.h"
+#include "exchange/migrate.h"
+#include "exchange/routes.h"
+#include "exchange/writer.h"
+
+extern char **environ;
+
+static void usage(FILE *f)
+{
+	char help[8192];
+	config_help(help, sizeof help);
+	fprintf(f,
+	        "usage: ramexd [--config=FILE] [--SETTING=VALUE ...]\n"
+	        "       ramexd migrate [--db=CONNINFO]\n"
+	        "       ramexd token create --role=ROLE --name=NAME "
+	        "[--team=ID] [--account=ID] [--db=CONNINFO]\n"
+	        "\n"
+	        "Serves the ramex exchange API. Settings come from the "
+	        "defaults, then the\nconfig file (key = value lines; "
+	        "--config or RAMEX_CONFIG), then RAMEX_*\nenvironment "
+	        "variables, then the flags.\n\nsettings:\n%s",
+	        help);
+}
+
+struct args {
+	const char *config;
+	const char *words[4];
+	int nwords;
+	const char *role, *name, *team, *account;
+	int help;
+};
+
+static int parse_args(int argc, char **argv, struct rx_config *cfg,
+                      struct args *a)
+{
+	char err[512];
+	const char *sets[64][2];
+	int nsets = 0;
+	memset(a, 0, sizeof *a);
+	a->config = getenv("RAMEX_CONFIG");
+	for (int i = 1; i < argc; i++) {
+		char *s = argv[i];
+		if (strncmp(s, "--", 2) != 0) {
+			if (a->nwords < 4)
+				a->words[a->nwords++] = s;
+			continue;
+		}
+		if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
+			a->help = 1;
+			continue;
+		}
+		char key[64];
+		const char *val;
+		char *eq = strchr(s, '=');
+		if (eq) {
+			snprintf(key, sizeof key, "%.*s", (int)(eq - s - 2),
+			         s + 2);
+			val = eq + 1;
+		} else {
+			snprintf(key, sizeof key, "%s", s + 2);
+			if (i + 1 >= argc) {
+				fprintf(stderr, "ramexd: --%s needs a value\n",
+				        key);
+				return -1;
+			}
+			val = argv[++i];
+		}
+		for (char *p = key; *p; p++)
+			if (*p == '-')
+				*p = '_';
+		if (strcmp(key, "config") == 0)
+			a->config = val;
+		else if (strcmp(key, "role") == 0)
+			a->role = val;
+		else if (strcmp(key, "name") == 0)
+			a->name = val;
+		else if (strcmp(key, "team") == 0)
+			a->team = val;
+		else if (strcmp(key, "account") == 0)
+			a->account = val;
+		else if (nsets < 64) {
+			static char keys[64][64];
+			snprintf(keys[nsets], 64, "%s", key);
+			sets[nsets][0] = keys[nsets];
+			sets[nsets][1] = val;
+			nsets++;
+		}
+	}
+	if (a->config && config_load_file(cfg, a->config, err, sizeof err) < 0)
+		goto bad;
+	if (config_load_env(cfg, environ, err, sizeof err) < 0)
+		goto bad;
+	for (int i = 0; i < nsets; i++)
+		if (config_set(cfg, sets[i][0], sets[i][1], err, sizeof err) <
+		    0)
+			goto bad;
+	return 0;
+bad:
+	fprintf(stderr, "ramexd: %s\n", err);
+	return -1;
+}
+
+/* Connects, checks durability and applies the migrations. */
+static PGconn *prepare_db(const struct rx_config *cfg)
+{
+	char err[1024];
+	PGconn *c = db_connect(cfg->db, err, sizeof err);
+	if (!c) {
+		log_error("cannot start", "err=\"%s\"", err);
+		return NULL;
+	}
+	if (db_check_durable(c, err, sizeof err) < 0) {
+		log_error("refusing a database that does not sync",
+		          "err=\"%s\"", err);
+		PQfinish(c);
+		return NULL;
+	}
+	int n = migrate_apply(c, schema_migrations, schema_migrations_count,
+	                      err, sizeof err);
+	if (n < 0) {
+		log_error("cannot migrate", "err=\"%s\"", err);
+		PQfinish(c);
+		return NULL;
+	}
+	log_info("schema ready", "applied=%d total=%d", n,
+	         schema_migrations_count);
+	return c;
+}
+
+static int cmd_token(const struct rx_config *cfg, const struct args *a)
+{
+	char token[68], err[512];
+	int64_t team = 0, account = 0;
+	if (!a->role || !a->name) {
+		fprintf(
+		    stderr,
+		    "ramexd token create: --role and --name are required\n");
+		return 2;
+	}
+	if ((a->team && (team = strtoll(a->team, NULL, 10)) <= 0) ||
+	    (a->account && (account = strtoll(a->account, NULL, 10)) <= 0)) {
+		fprintf(stderr,
+		        "ramexd token create: --team and --account take "
+		        "positive ids\n");
+		return 2;
+	}
+	PGconn *c = prepare_db(cfg);
+	if (!c)
+		return 1;
+	int64_t id =
+	    handlers_token_create((struct pg_conn *)c, a->name, a->role, team,
+	                          account, token, err, sizeof err);
+	PQfinish(c);
+	if (id < 0) {
+		fprintf(stderr, "ramexd token create: %s\n", err);
+		return 1;
+	}
+	log_info("token created", "id=%lld role=%s", (long long)id, a->role);
+	printf("%s\n", token);
+	return 0;
+}
+
+static int write_port_file(const char *path, int port)
+{
+	char tmp[600];
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	FILE *f = fopen(tmp, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "%d\n", port);
+	if (fclose(f) != 0)
+		return -1;
+	return rename(tmp, path);
+}
+
+static int serve(struct app *app)
+{
+	char err[1024];
+	struct rx_config *cfg = &app->cfg;
+	struct http_server *srv = NULL;
+	int rc = 1;
+	sigset_t sigs;
+
+	/* Only the main thread takes the signals: every thread started from
+	 * here on inherits the mask. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	PGconn *c = prepare_db(cfg);
+	if (!c)
+		return 1;
+	PQfinish(c);
+
+	metrics_init(routes_table, routes_count);
+	app->events = events_new(cfg->sse_max_clients, cfg->sse_keepalive_s);
+	app->pool = db_pool_new(cfg->db, cfg->db_pool);
+	app->auth = auth_new(app->pool, (int64_t)time(NULL));
+	if (!app->events || !app->pool || !app->auth) {
+		log_error("cannot start", "err=\"out of memory\"");
+		goto out;
+	}
+	struct writer_opts wo = {cfg->db, cfg->batch_max,
+	                         (uint32_t)cfg->book_capacity, app->events};
+	app->writer = writer_start(&wo, err, sizeof err);
+	if (!app->writer) {
+		log_error("cannot start the writer", "err=\"%s\"", err);
+		goto out;
+	}
+	struct http_opts ho = {
+	    .host = cfg->listen_host,
+	    .port = cfg->listen_port,
+	    .max_connections = cfg->max_connections,
+	    .timeout_s = cfg->connection_timeout_s,
+	    .body_limit = (size_t)cfg->body_limit,
+	    .routes = routes_table,
+	    .nroutes = routes_count,
+	    .auth = app->auth,
+	    .app = app,
+	};
+	srv = http_start(&ho, err, sizeof err);
+	if (!srv) {
+		log_error("cannot start", "err=\"%s\"", err);
+		goto out_writer;
+	}
+	log_info("listening", "addr=%s port=%d", cfg->listen_host,
+	         http_port(srv));
+	if (cfg->port_file[0] &&
+	    write_port_file(cfg->port_file, http_port(srv)) < 0) {
+		log_error("cannot write the port file", "path=%s err=\"%s\"",
+		          cfg->port_file, strerror(errno));
+		goto out_http;
+	}
+
+	int sig = 0;
+	sigwait(&sigs, &sig);
+	log_info("shutting down", "signal=%d", sig);
+	app->stopping = 1;
+	rc = 0;
+out_http:
+	http_quiesce(srv);
+	events_close(app->events);
+	http_stop(srv); /* waits for the requests in flight */
+out_writer:
+	writer_stop(app->writer);
+out:
+	auth_free(app->auth);
+	db_pool_free(app->pool);
+	events_free(app->events);
+	if (rc == 0)
+		log_info("stopped", NULL);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	static struct app app;
+	struct args a;
+	config_defaults(&app.cfg);
+	if (parse_args(argc, argv, &app.cfg, &a) < 0)
+		return 2;
+	if (a.help) {
+		usage(stdout);
+		return 0;
+	}
+	int lvl = log_level_parse(app.cfg.log_level);
+	if (lvl < 0) {
+		fprintf(stderr,
+		        "ramexd: log_level must be debug, info, warn or "
+		        "error\n");
+		return 2;
+	}
+	log_init("ramexd", (enum log_level)lvl);
+	if (a.nwords == 0)
+		return serve(&app);
+	if (a.nwords == 1 && strcmp(a.words[0], "migrate") == 0) {
+		PGconn *c = prepare_db(&app.cfg);
+		if (c)
+			PQfinish(c);
+		return c ? 0 : 1;
+	}
+	if (a.nwords == 2 && strcmp(a.words[0], "token") == 0 &&
+	    strcmp(a.words[1], "create") == 0)
+		return cmd_token(&app.cfg, &a);
+	usage(stderr);
+	return 2;
+}

@@ -1,0 +1,67 @@
+/* routes.c — the route table; see routes.h. Keep api/openapi.yaml in step:
+ * tests/integration/test_ramexd_api.c fails when they differ. */
+#include "exchange/routes.h"
+
+#include "exchange/auth.h"
+#include "exchange/handlers.h"
+
+#define NODE     AUTH_NODE
+#define TRADER   AUTH_TRADER
+#define OPERATOR AUTH_OPERATOR
+#define FINANCE  AUTH_FINANCE
+#define ADMIN    AUTH_ADMIN
+#define PUBLIC   AUTH_PUBLIC
+#define TRADING  (NODE | TRADER | OPERATOR) /* may place orders */
+#define MARKET   (TRADING | ADMIN)          /* may read market data */
+
+const struct http_route routes_table[] = {
+    /* operations */
+    {"GET", "/healthz", h_healthz, PUBLIC, "the process is alive"},
+    {"GET", "/readyz", h_readyz, PUBLIC, "ready: database reachable"},
+    {"GET", "/metrics", h_metrics, PUBLIC, "Prometheus metrics"},
+    {"GET", "/v1/whoami", h_whoami, AUTH_ALL_ROLES, "the caller"},
+
+    /* identity (admin) */
+    {"POST", "/v1/teams", h_team_create, ADMIN, "create a team"},
+    {"GET", "/v1/teams", h_team_list, ADMIN | FINANCE, "list teams"},
+    {"POST", "/v1/accounts", h_account_create, ADMIN,
+     "create an operator or exchange account"},
+    {"GET", "/v1/accounts", h_account_list, ADMIN | FINANCE | OPERATOR,
+     "list accounts"},
+    {"POST", "/v1/nodes", h_node_create, ADMIN,
+     "create a node account and its first key"},
+    {"POST", "/v1/nodes/{id}/keys", h_node_key_create, ADMIN,
+     "create another key for a node"},
+    {"DELETE", "/v1/keys/{key_id}", h_node_key_revoke, ADMIN,
+     "revoke a node key"},
+    {"POST", "/v1/tokens", h_token_create, ADMIN, "create a bearer token"},
+    {"GET", "/v1/tokens", h_token_list, ADMIN, "list tokens"},
+    {"DELETE", "/v1/tokens/{id}", h_token_revoke, ADMIN, "revoke a token"},
+
+    /* markets */
+    {"GET", "/v1/markets", h_market_list, MARKET, "list markets"},
+    {"POST", "/v1/markets", h_market_create, OPERATOR, "create a market"},
+    {"GET", "/v1/markets/{name}", h_market_get, MARKET, "one market"},
+    {"GET", "/v1/markets/{name}/book", h_book, MARKET, "book depth"},
+    {"GET", "/v1/markets/{name}/trades", h_trades, MARKET, "recent trades"},
+    {"GET", "/v1/markets/{name}/candles", h_candles, MARKET,
+     "OHLC price history"},
+
+    /* orders and contracts */
+    {"POST", "/v1/orders", h_order_place, TRADING, "place an order"},
+    {"GET", "/v1/orders", h_order_list, TRADING | ADMIN, "list orders"},
+    {"GET", "/v1/orders/{id}", h_order_get, TRADING | ADMIN, "one order"},
+    {"DELETE", "/v1/orders/{id}", h_order_cancel, TRADING, "cancel an order"},
+    {"POST", "/v1/orders/{id}/reduce", h_order_reduce, TRADING,
+     "reduce an order's remaining pages, keeping its priority"},
+    {"GET", "/v1/contracts", h_contract_list, TRADING | FINANCE | ADMIN,
+     "list contracts"},
+    {"GET", "/v1/contracts/{id}", h_contract_get, TRADING | FINANCE | ADMIN,
+     "one contract"},
+
+    /* the event stream */
+    {"GET", "/v1/events", h_events, TRADING | ADMIN,
+     "Server-Sent Events: fills, orders, contracts"},
+};
+
+const size_t routes_count = sizeof routes_table / sizeof routes_table[0];

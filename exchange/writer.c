@@ -1,0 +1,1601 @@
+/*
+ * writer.c — see writer.h.
+ *
+ * One batch, as the code below runs it:
+ *
+ *   take_batch ──> reads_and_markets ──> idem_lookup ──> apply each command
+ *        (books mutate, rows collect in struct batch) ──> commit_batch
+ *        ──ok──> answer all, publish events
+ *        ──fail─> answer all 503/500, rebuild books from the database
+ */
+#include "exchange/writer.h"
+
+#include <assert.h>
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "exchange/auth.h"
+#include "exchange/db.h"
+#include "exchange/events.h"
+#include "exchange/metrics.h"
+
+#define WRITER_MAX_MARKETS 256
+#define WRITER_IDLE_MS     1000 /* GTD expiry and reconnect tick */
+
+struct market {
+	int64_t id;
+	char name[16];
+	bool perm;
+	char term_end[32]; /* ISO 8601, "" for spot */
+	int64_t notice_period_s, breach_penalty, delivery_deadline_s;
+	struct book *book;
+	uint64_t seq_saved;
+};
+
+struct acct {
+	char kind; /* 'n'ode, 'o'perator, 'e'xchange; 0 = not known */
+	int64_t team;
+};
+
+/* Per-batch scratch: the rows to write and the events to publish. */
+struct omap_ent {
+	uint64_t id;
+	json_t *row; /* borrowed from ins_orders or upd_orders */
+	bool is_new;
+};
+
+struct batch {
+	json_t *ins_orders, *upd_orders, *trades, *contracts, *idem, *pub;
+	struct omap_ent *map;
+	size_t mapcap, mapn;
+	bool touched[WRITER_MAX_MARKETS];
+	int accepted, rejected, ntrades;
+};
+
+struct writer {
+	struct writer_opts o;
+	char conninfo[512];
+	PGconn *conn;
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct writer_cmd *head, *tail;
+	bool accepting, stopping;
+	bool ready;
+	bool need_rebuild;
+	struct market m[WRITER_MAX_MARKETS];
+	int nm;
+	struct acct *acct;
+	size_t nacct;
+	uint64_t next_order, next_trade, next_contract;
+	/* events of the command being applied */
+	struct book_event *ev;
+	size_t nev, capev;
+	char reject_msg[BOOK_MSG_MAX];
+};
+
+/* --- names ------------------------------------------------------------- */
+
+static const char *side_names[] = {"buy", "sell"};
+static const char *tif_names[] = {"gtc", "ioc", "fok", "gtd"};
+static const char *stp_names[] = {"cancel_taker", "cancel_maker",
+                                  "cancel_both"};
+
+const char *writer_side_name(enum book_side s)
+{
+	return side_names[s & 1];
+}
+const char *writer_tif_name(enum book_tif t)
+{
+	return tif_names[t & 3];
+}
+const char *writer_stp_name(enum book_stp s)
+{
+	return (unsigned)s < 3 ? stp_names[s] : "?";
+}
+
+static int parse_name(const char *s, const char **names, int n, int *out)
+{
+	for (int i = 0; i < n; i++)
+		if (s && strcmp(s, names[i]) == 0)
+			return *out = i, 0;
+	return -1;
+}
+
+int writer_side_parse(const char *s, enum book_side *out)
+{
+	int v;
+	if (parse_name(s, side_names, 2, &v) < 0)
+		return -1;
+	*out = (enum book_side)v;
+	return 0;
+}
+
+int writer_tif_parse(const char *s, enum book_tif *out)
+{
+	int v;
+	if (parse_name(s, tif_names, 4, &v) < 0)
+		return -1;
+	*out = (enum book_tif)v;
+	return 0;
+}
+
+int writer_stp_parse(const char *s, enum book_stp *out)
+{
+	int v;
+	if (parse_name(s, stp_names, 3, &v) < 0)
+		return -1;
+	*out = (enum book_stp)v;
+	return 0;
+}
+
+/* --- helpers ----------------------------------------------------------- */
+
+static rx_time_ns now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (rx_time_ns)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void iso_time(int64_t unix_s, char out[32])
+{
+	struct tm tm;
+	time_t t = (time_t)unix_s;
+	gmtime_r(&t, &tm);
+	strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static char *problem(int status, const char *slug, const char *title,
+                     const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static char *problem(int status, const char *slug, const char *title,
+                     const char *fmt, ...)
+{
+	char detail[512], type[96];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof detail, fmt, ap);
+	va_end(ap);
+	snprintf(type, sizeof type, "urn:ramex:problem:%s", slug);
+	json_t *j = json_pack("{s:s,s:s,s:i,s:s}", "type", type, "title", title,
+	                      "status", status, "detail", detail);
+	char *s = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	return s;
+}
+
+static void set_answer(struct writer_cmd *c, int status, char *body)
+{
+	free(c->body);
+	c->status = status;
+	c->body = body;
+}
+
+static void fail_cmd(struct writer_cmd *c, int status, const char *slug,
+                     const char *title, const char *detail)
+{
+	set_answer(c, status, problem(status, slug, title, "%s", detail));
+}
+
+static struct market *market_by_name(struct writer *w, const char *name)
+{
+	for (int i = 0; i < w->nm; i++)
+		if (strcmp(w->m[i].name, name) == 0)
+			return &w->m[i];
+	return NULL;
+}
+
+static struct acct *acct_get(struct writer *w, int64_t id)
+{
+	if (id <= 0 || (size_t)id >= w->nacct || !w->acct[id].kind)
+		return NULL;
+	return &w->acct[id];
+}
+
+static int acct_put(struct writer *w, int64_t id, char kind, int64_t team)
+{
+	if (id <= 0)
+		return -1;
+	if ((size_t)id >= w->nacct) {
+		size_t n = (size_t)id * 2 + 64;
+		struct acct *a = realloc(w->acct, n * sizeof *a);
+		if (!a)
+			return -1;
+		memset(a + w->nacct, 0, (n - w->nacct) * sizeof *a);
+		w->acct = a, w->nacct = n;
+	}
+	w->acct[id].kind = kind;
+	w->acct[id].team = team;
+	return 0;
+}
+
+static void emit(void *ctx, const struct book_event *ev)
+{
+	struct writer *w = ctx;
+	if (w->nev == w->capev) {
+		size_t n = w->capev ? w->capev * 2 : 64;
+		struct book_event *e = realloc(w->ev, n * sizeof *e);
+		assert(e); /* events are small; out of memory here is fatal */
+		w->ev = e, w->capev = n;
+	}
+	w->ev[w->nev] = *ev;
+	w->ev[w->nev].message = NULL;
+	if (ev->kind == BOOK_EV_REJECTED && ev->message)
+		snprintf(w->reject_msg, sizeof w->reject_msg, "%s",
+		         ev->message);
+	w->nev++;
+}
+
+/* --- loading ----------------------------------------------------------- */
+
+static void free_books(struct writer *w)
+{
+	for (int i = 0; i < w->nm; i++)
+		book_free(w->m[i].book);
+	w->nm = 0;
+}
+
+static int load_accounts(struct writer *w, char *err, size_t errlen)
+{
+	PGresult *r = db_exec(w->conn, PGRES_TUPLES_OK,
+	                      "SELECT id, kind, coalesce(team_id, 0) FROM "
+	                      "accounts",
+	                      0, NULL, err, errlen);
+	if (!r)
+		return -1;
+	for (int i = 0; i < PQntuples(r); i++)
+		if (acct_put(w, db_int(r, i, 0), PQgetvalue(r, i, 1)[0],
+		             db_int(r, i, 2)) < 0) {
+			PQclear(r);
+			snprintf(err, errlen, "out of memory for accounts");
+			return -1;
+		}
+	PQclear(r);
+	return 0;
+}
+
+static int add_market(struct writer *w, const PGresult *r, int i, char *err,
+                      size_t errlen)
+{
+	if (w->nm >= WRITER_MAX_MARKETS) {
+		snprintf(err, errlen, "more than %d markets",
+		         WRITER_MAX_MARKETS);
+		return -1;
+	}
+	struct market *m = &w->m[w->nm];
+	struct book_params p = {
+	    .tick = db_int(r, i, 3),
+	    .lot = db_int(r, i, 4),
+	    .min_pages = db_int(r, i, 5),
+	    .max_pages = db_int(r, i, 6),
+	    .price_min = db_int(r, i, 7),
+	    .price_max = db_int(r, i, 8),
+	    .capacity = w->o.book_capacity,
+	};
+	memset(m, 0, sizeof *m);
+	m->id = db_int(r, i, 0);
+	snprintf(m->name, sizeof m->name, "%s", PQgetvalue(r, i, 1));
+	m->perm = strcmp(PQgetvalue(r, i, 2), "perm") == 0;
+	if (!PQgetisnull(r, i, 9))
+		iso_time(db_int(r, i, 9), m->term_end);
+	m->notice_period_s = db_int(r, i, 10);
+	m->breach_penalty = db_int(r, i, 11);
+	m->delivery_deadline_s = db_int(r, i, 12);
+	m->seq_saved = (uint64_t)db_int(r, i, 13);
+	m->book = book_new(&p, err, errlen);
+	if (!m->book)
+		return -1;
+	book_set_seq(m->book, m->seq_saved);
+	w->nm++;
+	return 0;
+}
+
+#define MARKET_COLS                                                            \
+	"id, name, product, tick, lot, min_pages, max_pages, price_min, "      \
+	"price_max, extract(epoch FROM term_end)::bigint, notice_period_s, "   \
+	"breach_penalty, delivery_deadline_s, seq"
+
+static int next_id(struct writer *w, const char *table, uint64_t *out,
+                   char *err, size_t errlen)
+{
+	char sql[96];
+	snprintf(sql, sizeof sql, "SELECT coalesce(max(id), 0) + 1 FROM %s",
+	         table); /* table is one of ours, never input */
+	PGresult *r =
+	    db_exec(w->conn, PGRES_TUPLES_OK, sql, 0, NULL, err, errlen);
+	if (!r)
+		return -1;
+	*out = (uint64_t)db_int(r, 0, 0);
+	PQclear(r);
+	return 0;
+}
+
+/* Rebuilds every book from the open orders, in priority order. */
+static int load_all(struct writer *w, char *err, size_t errlen)
+{
+	PGresult *r = NULL;
+	free_books(w);
+	if (load_accounts(w, err, errlen) < 0)
+		return -1;
+	r = db_exec(w->conn, PGRES_TUPLES_OK,
+	            "SELECT " MARKET_COLS " FROM markets ORDER BY id", 0, NULL,
+	            err, errlen);
+	if (!r)
+		return -1;
+	for (int i = 0; i < PQntuples(r); i++)
+		if (add_market(w, r, i, err, errlen) < 0)
+			goto fail;
+	PQclear(r);
+	r = db_exec(w->conn, PGRES_TUPLES_OK,
+	            "SELECT o.id, o.market_id, o.account_id, o.side, o.tif, "
+	            "o.stp, o.post_only, o.price, o.remaining, "
+	            "coalesce(o.expires_ns, 0) FROM orders o WHERE o.status = "
+	            "'open' ORDER BY o.market_id, o.side, CASE WHEN o.side = "
+	            "'buy' THEN -o.price ELSE o.price END, o.priority",
+	            0, NULL, err, errlen);
+	if (!r)
+		goto fail;
+	long n = PQntuples(r);
+	for (long i = 0; i < n; i++) {
+		int64_t mid = db_int(r, i, 1);
+		struct market *m = NULL;
+		for (int k = 0; k < w->nm; k++)
+			if (w->m[k].id == mid)
+				m = &w->m[k];
+		struct book_order o = {
+		    .id = (uint64_t)db_int(r, i, 0),
+		    .account = db_int(r, i, 2),
+		    .price = db_int(r, i, 7),
+		    .pages = db_int(r, i, 8),
+		    .expires = db_int(r, i, 9),
+		    .post_only = PQgetvalue(r, i, 6)[0] == 't',
+		};
+		if (!m || writer_side_parse(PQgetvalue(r, i, 3), &o.side) < 0 ||
+		    writer_tif_parse(PQgetvalue(r, i, 4), &o.tif) < 0 ||
+		    writer_stp_parse(PQgetvalue(r, i, 5), &o.stp) < 0) {
+			snprintf(err, errlen, "open order %llu has a bad row",
+			         (unsigned long long)o.id);
+			goto fail;
+		}
+		if (book_insert_resting(m->book, &o, err, errlen) < 0)
+			goto fail;
+	}
+	PQclear(r);
+	r = NULL;
+	if (next_id(w, "orders", &w->next_order, err, errlen) < 0 ||
+	    next_id(w, "trades", &w->next_trade, err, errlen) < 0 ||
+	    next_id(w, "contracts", &w->next_contract, err, errlen) < 0)
+		goto fail;
+	log_info("books rebuilt", "markets=%d open_orders=%ld", w->nm, n);
+	w->need_rebuild = false;
+	return 0;
+fail:
+	PQclear(r);
+	free_books(w);
+	return -1;
+}
+
+static int connect_db(struct writer *w, char *err, size_t errlen)
+{
+	if (w->conn)
+		PQfinish(w->conn);
+	w->conn = db_connect(w->conninfo, err, errlen);
+	if (!w->conn)
+		return -1;
+	if (db_check_durable(w->conn, err, errlen) < 0) {
+		PQfinish(w->conn);
+		w->conn = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+/* --- batch rows -------------------------------------------------------- */
+
+static struct omap_ent *omap_find(struct batch *b, uint64_t id, bool add)
+{
+	if (add && (b->mapn + 1) * 2 > b->mapcap) {
+		size_t cap = b->mapcap ? b->mapcap * 2 : 1024;
+		struct omap_ent *m = calloc(cap, sizeof *m);
+		assert(m);
+		for (size_t i = 0; i < b->mapcap; i++) {
+			if (!b->map[i].id)
+				continue;
+			size_t k =
+			    (b->map[i].id * 0x9E3779B97F4A7C15u) & (cap - 1);
+			while (m[k].id)
+				k = (k + 1) & (cap - 1);
+			m[k] = b->map[i];
+		}
+		free(b->map);
+		b->map = m, b->mapcap = cap;
+	}
+	if (!b->mapcap)
+		return NULL;
+	size_t k = (id * 0x9E3779B97F4A7C15u) & (b->mapcap - 1);
+	while (b->map[k].id && b->map[k].id != id)
+		k = (k + 1) & (b->mapcap - 1);
+	if (b->map[k].id == id)
+		return &b->map[k];
+	if (!add)
+		return NULL;
+	b->map[k].id = id;
+	b->mapn++;
+	return &b->map[k];
+}
+
+static void batch_init(struct batch *b)
+{
+	memset(b, 0, sizeof *b);
+	b->ins_orders = json_array();
+	b->upd_orders = json_array();
+	b->trades = json_array();
+	b->contracts = json_array();
+	b->idem = json_array();
+	b->pub = json_array();
+}
+
+static void batch_free(struct batch *b)
+{
+	json_decref(b->ins_orders);
+	json_decref(b->upd_orders);
+	json_decref(b->trades);
+	json_decref(b->contracts);
+	json_decref(b->idem);
+	json_decref(b->pub);
+	free(b->map);
+}
+
+static void publish_later(struct writer *w, struct batch *b, const char *type,
+                          int64_t a1, int64_t a2, json_t *data)
+{
+	struct acct *x = acct_get(w, a1), *y = acct_get(w, a2);
+	json_array_append_new(
+	    b->pub,
+	    json_pack("{s:s,s:I,s:I,s:I,s:I,s:o}", "type", type, "a",
+	              (json_int_t)a1, "ta", (json_int_t)(x ? x->team : 0), "b",
+	              (json_int_t)a2, "tb", (json_int_t)(y ? y->team : 0),
+	              "data", data));
+}
+
+/* The row of order `id` in this batch, made an update row when it is an
+ * order of an earlier batch. */
+static json_t *order_row(struct batch *b, uint64_t id, rx_time_ns now)
+{
+	struct omap_ent *e = omap_find(b, id, true);
+	if (!e->row) {
+		e->row = json_pack(
+		    "{s:I,s:I,s:I,s:s,s:n,s:I}", "id", (json_int_t)id,
+		    "remaining", (json_int_t)0, "filled_add", (json_int_t)0,
+		    "status", "open", "reason", "updated_ns", (json_int_t)now);
+		json_array_append_new(b->upd_orders, e->row);
+		e->is_new = false;
+	}
+	return e->row;
+}
+
+static void row_add(json_t *row, const char *key, json_int_t d)
+{
+	json_t *v = json_object_get(row, key);
+	json_object_set_new(row, key,
+	                    json_integer((v ? json_integer_value(v) : 0) + d));
+}
+
+static void order_closed(struct writer *w, struct batch *b, uint64_t id,
+                         int64_t account, rx_pages left, const char *status,
+                         const char *reason, rx_time_ns now)
+{
+	json_t *row = order_row(b, id, now);
+	json_object_set_new(row, "remaining", json_integer(left));
+	json_object_set_new(row, "status", json_string(status));
+	json_object_set_new(row, "reason",
+	                    reason ? json_string(reason) : json_null());
+	json_object_set_new(row, "updated_ns", json_integer(now));
+	publish_later(w, b, "order", account, 0,
+	              json_pack("{s:I,s:I,s:s,s:I,s:s?}", "id", (json_int_t)id,
+	                        "account_id", (json_int_t)account, "status",
+	                        status, "remaining", (json_int_t)left, "reason",
+	                        reason));
+}
+
+static json_t *trade_rows(struct writer *w, struct batch *b, struct market *m,
+                          const struct book_event *ev, rx_time_ns now)
+{
+	int64_t buyer = ev->side == BOOK_BUY ? ev->account : ev->maker_account;
+	int64_t seller = ev->side == BOOK_BUY ? ev->maker_account : ev->account;
+	struct acct *ba = acct_get(w, buyer);
+	const char *delivery = ba && ba->kind == 'o' ? "offline" : "lend";
+	uint64_t tid = w->next_trade++, cid = w->next_contract++;
+	char created[32], deliver_by[32];
+	int64_t now_s = now / 1000000000;
+	iso_time(now_s, created);
+	iso_time(now_s + m->delivery_deadline_s, deliver_by);
+
+	json_array_append_new(
+	    b->trades,
+	    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:I}", "id",
+	              (json_int_t)tid, "market_id", (json_int_t)m->id, "seq",
+	              (json_int_t)ev->seq, "taker_order_id", (json_int_t)ev->id,
+	              "maker_order_id", (json_int_t)ev->maker_id, "buyer_id",
+	              (json_int_t)buyer, "seller_id", (json_int_t)seller,
+	              "taker_side", writer_side_name(ev->side), "price",
+	              (json_int_t)ev->price, "pages", (json_int_t)ev->pages,
+	              "ts_ns", (json_int_t)now));
+	json_t *c = json_pack(
+	    "{s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:s,s:s,s:s?,s:I,s:s,s:s}", "id",
+	    (json_int_t)cid, "trade_id", (json_int_t)tid, "market_id",
+	    (json_int_t)m->id, "buyer_id", (json_int_t)buyer, "seller_id",
+	    (json_int_t)seller, "delivery", delivery, "pages",
+	    (json_int_t)ev->pages, "price", (json_int_t)ev->price, "state",
+	    "pending_delivery", "deliver_by", deliver_by, "term_end",
+	    m->perm ? m->term_end : NULL, "notice_period_s",
+	    (json_int_t)m->notice_period_s, "created_at", created, "updated_at",
+	    created);
+	json_array_append(b->contracts, c);
+
+	/* the maker's row */
+	json_t *row = order_row(b, ev->maker_id, now);
+	json_object_set_new(row, "remaining",
+	                    json_integer(ev->maker_remaining));
+	row_add(row,
+	        json_object_get(row, "filled_add") ? "filled_add" : "filled",
+	        ev->pages);
+	json_object_set_new(
+	    row, "status",
+	    json_string(ev->maker_remaining ? "open" : "filled"));
+	json_object_set_new(row, "updated_ns", json_integer(now));
+
+	json_t *fill = json_pack(
+	    "{s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:I}", "trade_id",
+	    (json_int_t)tid, "market", m->name, "price", (json_int_t)ev->price,
+	    "pages", (json_int_t)ev->pages, "taker_order_id",
+	    (json_int_t)ev->id, "maker_order_id", (json_int_t)ev->maker_id,
+	    "buyer_id", (json_int_t)buyer, "seller_id", (json_int_t)seller,
+	    "taker_side", writer_side_name(ev->side), "maker_remaining",
+	    (json_int_t)ev->maker_remaining, "taker_remaining",
+	    (json_int_t)ev->remaining, "contract_id", (json_int_t)cid);
+	publish_later(w, b, "fill", buyer, seller, json_deep_copy(fill));
+	json_t *cev = json_deep_copy(c);
+	json_object_set_new(cev, "market", json_string(m->name));
+	publish_later(w, b, "contract", buyer, seller, cev);
+	json_decref(c);
+	b->ntrades++;
+	return fill;
+}
+
+/* Handles events that concern resting orders (expiry, self-trade cancels
+ * of makers); returns 1 when it handled ev. */
+static int resting_event(struct writer *w, struct batch *b,
+                         const struct book_event *ev, uint64_t taker,
+                         rx_time_ns now)
+{
+	if (ev->kind == BOOK_EV_EXPIRED) {
+		order_closed(w, b, ev->id, ev->account, ev->pages, "expired",
+		             "gtd", now);
+		return 1;
+	}
+	if (ev->kind == BOOK_EV_CANCELLED && ev->id != taker) {
+		order_closed(w, b, ev->id, ev->account, ev->pages, "cancelled",
+		             book_cancel_name(ev->cancel), now);
+		return 1;
+	}
+	return 0;
+}
+
+/* --- authorisation ----------------------------------------------------- */
+
+/* 0 when the principal of c may act for `account`; else answers c. */
+static int may_act_for(struct writer *w, struct writer_cmd *c, int64_t account)
+{
+	struct acct *a = acct_get(w, account);
+	char why[256];
+	if (!a) {
+		snprintf(why, sizeof why, "there is no account %lld",
+		         (long long)account);
+		fail_cmd(c, 404, "not-found", "no such account", why);
+		return -1;
+	}
+	switch (c->role) {
+	case AUTH_NODE:
+		if (account == c->p_account)
+			return 0;
+		snprintf(why, sizeof why,
+		         "a node may act only for itself (account %lld), not "
+		         "for account %lld",
+		         (long long)c->p_account, (long long)account);
+		break;
+	case AUTH_TRADER:
+		if (a->kind == 'n' && a->team == c->p_team)
+			return 0;
+		snprintf(why, sizeof why,
+		         "a trader may act only for the nodes of its team; "
+		         "account %lld is not one",
+		         (long long)account);
+		break;
+	case AUTH_OPERATOR:
+		if (account == c->p_account && a->kind == 'o')
+			return 0;
+		snprintf(why, sizeof why,
+		         "an operator token acts only for its operator account "
+		         "%lld",
+		         (long long)c->p_account);
+		break;
+	default:
+		snprintf(why, sizeof why, "the %s role may not trade",
+		         auth_role_name(c->role));
+	}
+	fail_cmd(c, 403, "forbidden", "not your account", why);
+	return -1;
+}
+
+/* --- commands ---------------------------------------------------------- */
+
+static int64_t cmd_account(const struct writer_cmd *c)
+{
+	return c->account ? c->account : c->p_account;
+}
+
+static json_t *order_view(const json_t *row, const char *market)
+{
+	json_t *v = json_deep_copy(row);
+	json_object_del(v, "priority");
+	json_object_del(v, "placed_by");
+	json_object_del(v, "market_id");
+	json_object_set_new(v, "market", json_string(market));
+	return v;
+}
+
+static void apply_new(struct writer *w, struct batch *b, struct writer_cmd *c,
+                      rx_time_ns now)
+{
+	int64_t account = cmd_account(c);
+	struct market *m = market_by_name(w, c->market);
+	char why[256];
+
+	if (!m) {
+		snprintf(why, sizeof why,
+		         "there is no market named '%s'; GET /v1/markets lists "
+		         "them",
+		         c->market);
+		fail_cmd(c, 404, "not-found", "no such market", why);
+		return;
+	}
+	if (!account) {
+		fail_cmd(c, 422, "invalid", "account_id required",
+		         "say which account the order is for (account_id)");
+		return;
+	}
+	if (may_act_for(w, c, account) < 0)
+		return;
+	struct acct *a = acct_get(w, account);
+	if (c->side == BOOK_BUY && m->perm && a->kind != 'o') {
+		snprintf(why, sizeof why,
+		         "only the operator buys in %s: a perm market buys "
+		         "pages kept offline",
+		         m->name);
+		fail_cmd(c, 403, "forbidden", "buyer not allowed", why);
+		return;
+	}
+	if (c->side == BOOK_SELL && a->kind != 'n') {
+		fail_cmd(c, 403, "forbidden", "seller not allowed",
+		         "only nodes sell pages");
+		return;
+	}
+
+	uint64_t id = w->next_order++;
+	struct book_cmd bc = {
+	    .kind = BOOK_CMD_NEW,
+	    .now = now,
+	    .id = id,
+	    .account = account,
+	    .side = c->side,
+	    .tif = c->tif,
+	    .stp = c->stp,
+	    .post_only = c->post_only,
+	    .pages = c->pages,
+	    .price = c->price,
+	    .expires = c->tif == BOOK_GTD ? c->expires : 0,
+	};
+	w->nev = 0;
+	enum book_reject rej = book_apply(m->book, &bc, emit, w);
+	b->touched[m - w->m] = true;
+
+	json_t *row = NULL, *fills = json_array();
+	for (size_t i = 0; i < w->nev; i++) {
+		const struct book_event *ev = &w->ev[i];
+		if (resting_event(w, b, ev, id, now))
+			continue;
+		switch (ev->kind) {
+		case BOOK_EV_ACCEPTED:
+			row = json_pack(
+			    "{s:I,s:I,s:I,s:s,s:s,s:s,s:b,s:I,s:I,s:I,s:I,s:s,"
+			    "s:n,s:I,s:I,s:I,s:s}",
+			    "id", (json_int_t)id, "market_id",
+			    (json_int_t)m->id, "account_id",
+			    (json_int_t)account, "side",
+			    writer_side_name(c->side), "tif",
+			    writer_tif_name(c->tif), "stp",
+			    writer_stp_name(c->stp), "post_only", c->post_only,
+			    "price", (json_int_t)c->price, "pages",
+			    (json_int_t)c->pages, "remaining",
+			    (json_int_t)c->pages, "filled", (json_int_t)0,
+			    "status", "open", "reason", "priority",
+			    (json_int_t)ev->seq, "created_ns", (json_int_t)now,
+			    "updated_ns", (json_int_t)now, "placed_by",
+			    c->p_scope);
+			json_object_set_new(row, "expires_ns",
+			                    c->tif == BOOK_GTD
+			                        ? json_integer(c->expires)
+			                        : json_null());
+			json_object_set_new(
+			    row, "client_order_id",
+			    c->client_order_id[0]
+			        ? json_string(c->client_order_id)
+			        : json_null());
+			json_array_append_new(b->ins_orders, row);
+			struct omap_ent *e = omap_find(b, id, true);
+			e->row = row;
+			e->is_new = true;
+			break;
+		case BOOK_EV_TRADE:
+			assert(row);
+			json_object_set_new(row, "remaining",
+			                    json_integer(ev->remaining));
+			row_add(row, "filled", ev->pages);
+			if (!ev->remaining)
+				json_object_set_new(row, "status",
+				                    json_string("filled"));
+			json_array_append_new(fills,
+			                      trade_rows(w, b, m, ev, now));
+			break;
+		case BOOK_EV_CANCELLED:
+			assert(row && ev->id == id);
+			json_object_set_new(row, "status",
+			                    json_string("cancelled"));
+			json_object_set_new(
+			    row, "reason",
+			    json_string(book_cancel_name(ev->cancel)));
+			break;
+		default:
+			break;
+		}
+	}
+	if (rej != BOOK_REJ_NONE) {
+		json_decref(fills);
+		char *p = problem(422, "order-rejected", "order rejected", "%s",
+		                  w->reject_msg);
+		json_t *pj = json_loads(p, 0, NULL);
+		free(p);
+		json_object_set_new(pj, "reason",
+		                    json_string(book_reject_name(rej)));
+		set_answer(c, 422, json_dumps(pj, JSON_COMPACT));
+		json_decref(pj);
+		b->rejected++;
+		return;
+	}
+	assert(row);
+	b->accepted++;
+	json_t *ans = json_pack("{s:o,s:o}", "order", order_view(row, m->name),
+	                        "trades", fills);
+	set_answer(c, 201, json_dumps(ans, JSON_COMPACT));
+	json_decref(ans);
+}
+
+static void apply_change(struct writer *w, struct batch *b,
+                         struct writer_cmd *c, rx_time_ns now)
+{
+	struct book_order o;
+	struct market *m = NULL;
+	char why[256];
+	for (int i = 0; i < w->nm && !m; i++)
+		if (book_get(w->m[i].book, c->order_id, &o))
+			m = &w->m[i];
+	if (!m) {
+		snprintf(why, sizeof why,
+		         "order %llu is not open: it was filled, cancelled or "
+		         "expired, or never existed",
+		         (unsigned long long)c->order_id);
+		fail_cmd(c, 404, "not-found", "no open order", why);
+		return;
+	}
+	if (may_act_for(w, c, o.account) < 0)
+		return;
+	struct book_cmd bc = {
+	    .kind = c->kind == WR_CANCEL ? BOOK_CMD_CANCEL : BOOK_CMD_REDUCE,
+	    .now = now,
+	    .id = c->order_id,
+	    .pages = c->pages,
+	};
+	w->nev = 0;
+	enum book_reject rej = book_apply(m->book, &bc, emit, w);
+	b->touched[m - w->m] = true;
+	const char *status = "open";
+	rx_pages left = o.pages;
+	for (size_t i = 0; i < w->nev; i++) {
+		const struct book_event *ev = &w->ev[i];
+		if (ev->kind == BOOK_EV_EXPIRED) {
+			resting_event(w, b, ev, 0, now);
+			if (ev->id == c->order_id)
+				status = "expired";
+		} else if (ev->kind == BOOK_EV_CANCELLED) {
+			order_closed(w, b, ev->id, ev->account, ev->pages,
+			             "cancelled", book_cancel_name(ev->cancel),
+			             now);
+			status = "cancelled", left = ev->pages;
+		} else if (ev->kind == BOOK_EV_REDUCED) {
+			json_t *row = order_row(b, ev->id, now);
+			json_object_set_new(row, "remaining",
+			                    json_integer(ev->pages));
+			json_object_set_new(row, "updated_ns",
+			                    json_integer(now));
+			left = ev->pages;
+			publish_later(
+			    w, b, "order", ev->account, 0,
+			    json_pack("{s:I,s:I,s:s,s:I}", "id",
+			              (json_int_t)ev->id, "account_id",
+			              (json_int_t)ev->account, "status", "open",
+			              "remaining", (json_int_t)ev->pages));
+		}
+	}
+	if (rej != BOOK_REJ_NONE) {
+		int st = rej == BOOK_REJ_UNKNOWN_ORDER ? 404 : 422;
+		char *p = problem(st, "order-rejected", "change rejected", "%s",
+		                  w->reject_msg);
+		set_answer(c, st, p);
+		return;
+	}
+	json_t *ans =
+	    json_pack("{s:{s:I,s:s,s:I,s:s,s:I,s:I,s:s}}", "order", "id",
+	              (json_int_t)c->order_id, "market", m->name, "account_id",
+	              (json_int_t)o.account, "side", writer_side_name(o.side),
+	              "price", (json_int_t)o.price, "remaining",
+	              (json_int_t)left, "status", status);
+	set_answer(c, 200, json_dumps(ans, JSON_COMPACT));
+	json_decref(ans);
+}
+
+static void answer_depth(struct writer *w, struct writer_cmd *c)
+{
+	struct market *m = market_by_name(w, c->market);
+	struct book_level lv[200];
+	if (!m) {
+		fail_cmd(c, 404, "not-found", "no such market",
+		         "there is no market with that name; GET /v1/markets "
+		         "lists them");
+		return;
+	}
+	size_t max = c->depth > 0 && c->depth <= 200 ? (size_t)c->depth : 20;
+	json_t *sides[2];
+	for (int s = 0; s < 2; s++) {
+		size_t n = book_depth(m->book, (enum book_side)s, lv, max);
+		sides[s] = json_array();
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(
+			    sides[s],
+			    json_pack("{s:I,s:I,s:i}", "price",
+			              (json_int_t)lv[i].price, "pages",
+			              (json_int_t)lv[i].pages, "orders",
+			              (int)lv[i].orders));
+	}
+	json_t *ans = json_pack("{s:s,s:I,s:o,s:o}", "market", m->name, "seq",
+	                        (json_int_t)book_seq(m->book), "bids", sides[0],
+	                        "asks", sides[1]);
+	set_answer(c, 200, json_dumps(ans, JSON_COMPACT));
+	json_decref(ans);
+}
+
+static json_t *market_json(const struct market *m)
+{
+	const struct book_params *p = book_params_of(m->book);
+	return json_pack(
+	    "{s:I,s:s,s:s,s:s?,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "id",
+	    (json_int_t)m->id, "name", m->name, "product",
+	    m->perm ? "perm" : "spot", "term_end", m->perm ? m->term_end : NULL,
+	    "tick", (json_int_t)p->tick, "lot", (json_int_t)p->lot, "min_pages",
+	    (json_int_t)p->min_pages, "max_pages", (json_int_t)p->max_pages,
+	    "price_min", (json_int_t)p->price_min, "price_max",
+	    (json_int_t)p->price_max, "notice_period_s",
+	    (json_int_t)m->notice_period_s, "breach_penalty",
+	    (json_int_t)m->breach_penalty, "delivery_deadline_s",
+	    (json_int_t)m->delivery_deadline_s);
+}
+
+static void create_market(struct writer *w, struct writer_cmd *c)
+{
+	struct writer_market_spec *s = &c->spec;
+	char err[256], args[13][32], term_end[32] = "";
+	bool perm = strncmp(s->name, "perm-", 5) == 0;
+
+	if (market_by_name(w, s->name)) {
+		fail_cmd(c, 409, "conflict", "market exists",
+		         "a market with this name exists already");
+		return;
+	}
+	if (w->nm >= WRITER_MAX_MARKETS) {
+		fail_cmd(c, 409, "conflict", "too many markets",
+		         "this exchange holds at most 256 markets");
+		return;
+	}
+	s->p.capacity = w->o.book_capacity;
+	if (book_params_check(&s->p, err, sizeof err) < 0) {
+		fail_cmd(c, 422, "invalid", "invalid market", err);
+		return;
+	}
+	if (perm) {
+		struct tm tm = {.tm_year = atoi(s->name + 5) + 1 - 1900,
+		                .tm_mday = 1};
+		iso_time((int64_t)timegm(&tm), term_end);
+	}
+	snprintf(args[0], 32, "%s", s->name);
+	snprintf(args[1], 32, "%s", perm ? "perm" : "spot");
+	snprintf(args[2], 32, "%s", term_end);
+	snprintf(args[3], 32, "%lld", (long long)s->p.tick);
+	snprintf(args[4], 32, "%lld", (long long)s->p.lot);
+	snprintf(args[5], 32, "%lld", (long long)s->p.min_pages);
+	snprintf(args[6], 32, "%lld", (long long)s->p.max_pages);
+	snprintf(args[7], 32, "%lld", (long long)s->p.price_min);
+	snprintf(args[8], 32, "%lld", (long long)s->p.price_max);
+	snprintf(args[9], 32, "%lld", (long long)s->notice_period_s);
+	snprintf(args[10], 32, "%lld", (long long)s->breach_penalty);
+	snprintf(args[11], 32, "%lld", (long long)s->delivery_deadline_s);
+	const char *pv[12];
+	for (int i = 0; i < 12; i++)
+		pv[i] = args[i];
+	if (!perm)
+		pv[2] = NULL;
+	PGresult *r = db_exec(
+	    w->conn, PGRES_TUPLES_OK,
+	    "INSERT INTO markets (name, product, term_end, tick, lot, "
+	    "min_pages, max_pages, price_min, price_max, notice_period_s, "
+	    "breach_penalty, delivery_deadline_s) VALUES ($1, $2, $3, $4, $5, "
+	    "$6, $7, $8, $9, $10, $11, $12) RETURNING " MARKET_COLS,
+	    12, pv, err, sizeof err);
+	if (!r) {
+		if (db_broken(w->conn)) {
+			c->retry_after = true;
+			fail_cmd(c, 503, "database-unavailable",
+			         "database unavailable",
+			         "the market was not created; retry later");
+		} else {
+			fail_cmd(c, 422, "invalid", "invalid market", err);
+		}
+		return;
+	}
+	if (add_market(w, r, 0, err, sizeof err) < 0) {
+		PQclear(r);
+		/* committed but unusable: rebuild to find out why */
+		w->need_rebuild = true;
+		fail_cmd(c, 500, "internal", "market not loaded", err);
+		return;
+	}
+	PQclear(r);
+	json_t *j = market_json(&w->m[w->nm - 1]);
+	set_answer(c, 201, json_dumps(j, JSON_COMPACT));
+	json_decref(j);
+	log_info("market created", "name=%s", s->name);
+}
+
+/* --- idempotency ------------------------------------------------------- */
+
+/* The keys of one command: its header key and its client order id. */
+static int cmd_keys(const struct writer_cmd *c, char scope[2][48],
+                    char key[2][140])
+{
+	int n = 0;
+	if (c->kind != WR_NEW && c->kind != WR_CANCEL && c->kind != WR_REDUCE)
+		return 0;
+	if (c->idem_key[0]) {
+		snprintf(scope[n], 48, "%s", c->p_scope);
+		snprintf(key[n], 140, "%s", c->idem_key);
+		n++;
+	}
+	if (c->kind == WR_NEW && c->client_order_id[0]) {
+		snprintf(scope[n], 48, "acct:%lld", (long long)cmd_account(c));
+		snprintf(key[n], 140, "coid:%s", c->client_order_id);
+		n++;
+	}
+	return n;
+}
+
+static uint64_t hash2(const char *a, const char *b)
+{
+	uint64_t h = 1469598103934665603u;
+	for (; *a; a++)
+		h = (h ^ (unsigned char)*a) * 1099511628211u;
+	h = (h ^ 0xff) * 1099511628211u;
+	for (; *b; b++)
+		h = (h ^ (unsigned char)*b) * 1099511628211u;
+	return h ? h : 1;
+}
+
+/*
+ * Looks up every key of cmds[0..n) at once. Commands whose key was seen
+ * are answered (replay, or 422 for another body); a command whose key is
+ * also used by an earlier command of this batch is returned through
+ * *deferred to run in the next batch, when the first one's answer is
+ * stored. Returns 0, or -1 when the database failed.
+ */
+static int idem_lookup(struct writer *w, struct writer_cmd **cmds, int n,
+                       struct writer_cmd **deferred, char *err, size_t errlen)
+{
+	size_t cap = 16;
+	while (cap < (size_t)n * 4)
+		cap *= 2;
+	uint64_t *seen = calloc(cap, sizeof *seen);
+	json_t *keys = json_array();
+	struct writer_cmd **dtail = deferred;
+	int rc = -1;
+	assert(seen && keys);
+
+	for (int i = 0; i < n; i++) {
+		char scope[2][48], key[2][140];
+		int k = cmd_keys(cmds[i], scope, key);
+		bool dup = false;
+		for (int j = 0; j < k && !dup; j++) {
+			uint64_t h = hash2(scope[j], key[j]);
+			size_t s = h & (cap - 1);
+			while (seen[s] && seen[s] != h)
+				s = (s + 1) & (cap - 1);
+			/* A hash collision only defers a command: harmless. */
+			dup = seen[s] == h;
+		}
+		if (dup) {
+			*dtail = cmds[i];
+			dtail = &cmds[i]->next;
+			cmds[i] = NULL;
+			continue;
+		}
+		for (int j = 0; j < k; j++) {
+			uint64_t h = hash2(scope[j], key[j]);
+			size_t s = h & (cap - 1);
+			while (seen[s] && seen[s] != h)
+				s = (s + 1) & (cap - 1);
+			seen[s] = h;
+			json_array_append_new(keys, json_pack("{s:s,s:s}",
+			                                      "scope", scope[j],
+			                                      "key", key[j]));
+		}
+	}
+	*dtail = NULL;
+	if (json_array_size(keys) == 0) {
+		rc = 0;
+		goto out;
+	}
+	char *kj = json_dumps(keys, JSON_COMPACT);
+	const char *pv[] = {kj};
+	PGresult *r = db_exec(
+	    w->conn, PGRES_TUPLES_OK,
+	    "SELECT i.scope, i.key, i.request_sha, i.status, i.response FROM "
+	    "idempotency i JOIN json_to_recordset($1::json) AS k(scope text, "
+	    "key text) ON i.scope = k.scope AND i.key = k.key",
+	    1, pv, err, errlen);
+	free(kj);
+	if (!r)
+		goto out;
+	for (int row = 0; row < PQntuples(r); row++) {
+		const char *rs = PQgetvalue(r, row, 0),
+		           *rk = PQgetvalue(r, row, 1);
+		for (int i = 0; i < n; i++) {
+			if (!cmds[i] || cmds[i]->status)
+				continue;
+			char scope[2][48], key[2][140];
+			int k = cmd_keys(cmds[i], scope, key);
+			for (int j = 0; j < k; j++) {
+				if (strcmp(scope[j], rs) || strcmp(key[j], rk))
+					continue;
+				if (strcmp(PQgetvalue(r, row, 2),
+				           cmds[i]->req_sha) == 0) {
+					set_answer(
+					    cmds[i], (int)db_int(r, row, 3),
+					    strdup(PQgetvalue(r, row, 4)));
+					cmds[i]->replayed = true;
+				} else {
+					fail_cmd(
+					    cmds[i], 422,
+					    "idempotency-conflict",
+					    "key reused for another request",
+					    strncmp(rk, "coid:", 5) == 0
+					        ? "this client_order_id was "
+					          "already used for a "
+					          "different "
+					          "order; use a new one"
+					        : "this Idempotency-Key was "
+					          "already used for a "
+					          "different "
+					          "request; use a new key for "
+					          "a "
+					          "new request");
+				}
+				break;
+			}
+		}
+	}
+	PQclear(r);
+	rc = 0;
+out:
+	json_decref(keys);
+	free(seen);
+	return rc;
+}
+
+static void idem_store(struct batch *b, const struct writer_cmd *c)
+{
+	char scope[2][48], key[2][140];
+	int k = cmd_keys(c, scope, key);
+	if (c->replayed || c->status >= 500 || !c->body)
+		return;
+	for (int j = 0; j < k; j++)
+		json_array_append_new(
+		    b->idem,
+		    json_pack("{s:s,s:s,s:s,s:i,s:s}", "scope", scope[j], "key",
+		              key[j], "request_sha", c->req_sha, "status",
+		              c->status, "response", c->body));
+}
+
+/* --- commit ------------------------------------------------------------ */
+
+static const char *sql_ins_orders =
+    "INSERT INTO orders SELECT * FROM json_populate_recordset(NULL::orders, "
+    "$1::json)";
+static const char *sql_upd_orders =
+    "UPDATE orders o SET remaining = u.remaining, filled = o.filled + "
+    "u.filled_add, status = u.status, reason = coalesce(u.reason, "
+    "o.reason), updated_ns = u.updated_ns FROM json_to_recordset($1::json) "
+    "AS u(id bigint, remaining bigint, filled_add bigint, status text, "
+    "reason text, updated_ns bigint) WHERE o.id = u.id";
+static const char *sql_ins_trades =
+    "INSERT INTO trades SELECT * FROM json_populate_recordset(NULL::trades, "
+    "$1::json)";
+static const char *sql_ins_contracts =
+    "INSERT INTO contracts SELECT * FROM "
+    "json_populate_recordset(NULL::contracts, $1::json)";
+static const char *sql_seq =
+    "UPDATE markets m SET seq = u.seq FROM json_to_recordset($1::json) AS "
+    "u(id bigint, seq bigint) WHERE m.id = u.id";
+static const char *sql_idem =
+    "INSERT INTO idempotency (scope, key, request_sha, status, response) "
+    "SELECT scope, key, request_sha, status, response FROM "
+    "json_to_recordset($1::json) AS u(scope text, key text, request_sha "
+    "text, status int, response text)";
+
+static int commit_batch(struct writer *w, struct batch *b, char *err,
+                        size_t errlen)
+{
+	json_t *seqs = json_array();
+	for (int i = 0; i < w->nm; i++)
+		if (b->touched[i] &&
+		    book_seq(w->m[i].book) != w->m[i].seq_saved)
+			json_array_append_new(
+			    seqs,
+			    json_pack("{s:I,s:I}", "id", (json_int_t)w->m[i].id,
+			              "seq",
+			              (json_int_t)book_seq(w->m[i].book)));
+	const char *sql[8];
+	char *arg[8];
+	json_t *what[] = {b->ins_orders, b->upd_orders, b->trades,
+	                  b->contracts,  seqs,          b->idem};
+	const char *stmt[] = {sql_ins_orders,    sql_upd_orders, sql_ins_trades,
+	                      sql_ins_contracts, sql_seq,        sql_idem};
+	int n = 0, rc = -1, sent = 0;
+
+	sql[n] = "BEGIN", arg[n++] = NULL;
+	for (int i = 0; i < 6; i++) {
+		if (json_array_size(what[i]) == 0)
+			continue;
+		sql[n] = stmt[i];
+		arg[n++] = json_dumps(what[i], JSON_COMPACT);
+	}
+	sql[n] = "COMMIT", arg[n++] = NULL;
+	json_decref(seqs);
+	if (n == 2) { /* nothing to write (all replays or reads) */
+		rc = 0;
+		goto out;
+	}
+
+	if (!PQenterPipelineMode(w->conn)) {
+		snprintf(err, errlen, "could not enter pipeline mode: %s",
+		         PQerrorMessage(w->conn));
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		const char *pv[1] = {arg[i]};
+		if (!PQsendQueryParams(w->conn, sql[i], arg[i] ? 1 : 0, NULL,
+		                       arg[i] ? pv : NULL, NULL, NULL, 0)) {
+			snprintf(err, errlen, "could not send: %s",
+			         PQerrorMessage(w->conn));
+			break;
+		}
+		sent++;
+	}
+	PQpipelineSync(w->conn);
+	rc = sent == n ? 0 : -1;
+	for (int i = 0; i < sent; i++) {
+		PGresult *r = PQgetResult(w->conn);
+		if (!r) {
+			rc = -1;
+			break;
+		}
+		ExecStatusType st = PQresultStatus(r);
+		if (st != PGRES_COMMAND_OK && rc == 0) {
+			snprintf(err, errlen, "%s",
+			         st == PGRES_PIPELINE_ABORTED
+			             ? "pipeline aborted"
+			             : PQresultErrorMessage(r));
+			err[strcspn(err, "\n")] = 0;
+			rc = -1;
+		}
+		PQclear(r);
+		while ((r = PQgetResult(w->conn)))
+			PQclear(r); /* the NULL that ends each query */
+	}
+	/* read up to and including the sync */
+	for (;;) {
+		PGresult *r = PQgetResult(w->conn);
+		if (!r) {
+			if (db_broken(w->conn))
+				break;
+			continue;
+		}
+		ExecStatusType st = PQresultStatus(r);
+		PQclear(r);
+		if (st == PGRES_PIPELINE_SYNC)
+			break;
+	}
+	PQexitPipelineMode(w->conn);
+	if (rc < 0 && !db_broken(w->conn))
+		PQclear(PQexec(w->conn, "ROLLBACK"));
+	if (rc == 0)
+		for (int i = 0; i < w->nm; i++)
+			w->m[i].seq_saved = book_seq(w->m[i].book);
+out:
+	for (int i = 0; i < n; i++)
+		free(arg[i]);
+	return rc;
+}
+
+/* --- the thread -------------------------------------------------------- */
+
+static void answer(struct writer *w, struct writer_cmd **cmds, int n)
+{
+	pthread_mutex_lock(&w->mu);
+	for (int i = 0; i < n; i++) {
+		if (!cmds[i])
+			continue;
+		cmds[i]->done = true;
+		pthread_cond_signal(&cmds[i]->cv);
+	}
+	pthread_mutex_unlock(&w->mu);
+}
+
+static void fail_all(struct writer_cmd **cmds, int n, bool down,
+                     const char *err)
+{
+	for (int i = 0; i < n; i++) {
+		if (!cmds[i] || (cmds[i]->status && cmds[i]->replayed))
+			continue;
+		if (cmds[i]->kind == WR_DEPTH && cmds[i]->status)
+			continue;
+		cmds[i]->replayed = false;
+		cmds[i]->retry_after = down;
+		if (down)
+			fail_cmd(cmds[i], 503, "database-unavailable",
+			         "database unavailable",
+			         "the exchange could not reach PostgreSQL, so "
+			         "this command was not carried out; retry with "
+			         "the same Idempotency-Key or client_order_id "
+			         "after a few seconds");
+		else
+			set_answer(
+			    cmds[i], 500,
+			    problem(500, "internal", "not committed",
+			            "the batch holding this command could "
+			            "not be committed (%s); nothing was "
+			            "changed",
+			            err));
+	}
+}
+
+/* Make sure accounts of new orders are in the cache. */
+static int ensure_accounts(struct writer *w, struct writer_cmd **cmds, int n,
+                           char *err, size_t errlen)
+{
+	for (int i = 0; i < n; i++) {
+		if (!cmds[i] || cmds[i]->kind != WR_NEW)
+			continue;
+		int64_t a = cmd_account(cmds[i]);
+		if (a <= 0 || acct_get(w, a))
+			continue;
+		char s[24];
+		snprintf(s, sizeof s, "%lld", (long long)a);
+		const char *pv[] = {s};
+		PGresult *r = db_exec(w->conn, PGRES_TUPLES_OK,
+		                      "SELECT kind, coalesce(team_id, 0) FROM "
+		                      "accounts WHERE id = $1",
+		                      1, pv, err, errlen);
+		if (!r)
+			return -1;
+		if (PQntuples(r) == 1)
+			acct_put(w, a, PQgetvalue(r, 0, 0)[0], db_int(r, 0, 1));
+		PQclear(r);
+	}
+	return 0;
+}
+
+static void publish(struct writer *w, struct batch *b)
+{
+	size_t i;
+	json_t *e;
+	if (!w->o.events)
+		return;
+	json_array_foreach(b->pub, i, e)
+	{
+		char *d = json_dumps(json_object_get(e, "data"), JSON_COMPACT);
+		if (!d)
+			continue;
+		events_publish(w->o.events,
+		               json_string_value(json_object_get(e, "type")),
+		               json_integer_value(json_object_get(e, "a")),
+		               json_integer_value(json_object_get(e, "ta")),
+		               json_integer_value(json_object_get(e, "b")),
+		               json_integer_value(json_object_get(e, "tb")), d);
+		free(d);
+	}
+}
+
+static bool db_usable(struct writer *w)
+{
+	char err[512];
+	if (!db_broken(w->conn) && !w->need_rebuild)
+		return true;
+	if (db_broken(w->conn)) {
+		if (connect_db(w, err, sizeof err) < 0) {
+			if (__atomic_exchange_n(&w->ready, false,
+			                        __ATOMIC_RELAXED))
+				log_error("database unavailable", "err=\"%s\"",
+				          err);
+			metrics_db_up(0);
+			return false;
+		}
+		log_info("database reconnected", NULL);
+		w->need_rebuild = true;
+	}
+	if (load_all(w, err, sizeof err) < 0) {
+		log_error("could not rebuild the books", "err=\"%s\"", err);
+		if (!db_broken(w->conn)) { /* not a connection problem */
+			PQfinish(w->conn);
+			w->conn = NULL;
+		}
+		return false;
+	}
+	__atomic_store_n(&w->ready, true, __ATOMIC_RELAXED);
+	metrics_db_up(1);
+	return true;
+}
+
+static void run_batch(struct writer *w, struct writer_cmd **cmds, int n)
+{
+	struct batch b;
+	char err[512] = "";
+	struct timespec t0, t1;
+	struct writer_cmd *deferred = NULL;
+	rx_time_ns now = now_ns();
+
+	if (!db_usable(w)) {
+		for (int i = 0; i < n; i++)
+			if (cmds[i]->kind == WR_DEPTH && !w->need_rebuild &&
+			    w->nm)
+				answer_depth(w, cmds[i]);
+		fail_all(cmds, n, true, "");
+		answer(w, cmds, n);
+		struct timespec ts = {0, 200 * 1000000};
+		nanosleep(&ts, NULL); /* do not spin while it is away */
+		return;
+	}
+	batch_init(&b);
+	for (int i = 0; i < n; i++) {
+		if (cmds[i]->kind == WR_DEPTH)
+			answer_depth(w, cmds[i]);
+		else if (cmds[i]->kind == WR_MARKET)
+			create_market(w, cmds[i]);
+	}
+	if (ensure_accounts(w, cmds, n, err, sizeof err) < 0 ||
+	    idem_lookup(w, cmds, n, &deferred, err, sizeof err) < 0)
+		goto fail;
+	for (int i = 0; i < n; i++) {
+		struct writer_cmd *c = cmds[i];
+		if (!c || c->status)
+			continue;
+		if (c->kind == WR_NEW)
+			apply_new(w, &b, c, now);
+		else if (c->kind == WR_CANCEL || c->kind == WR_REDUCE)
+			apply_change(w, &b, c, now);
+		idem_store(&b, c);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (commit_batch(w, &b, err, sizeof err) < 0)
+		goto fail;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	metrics_batch(n, (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 +
+	                     (t1.tv_nsec - t0.tv_nsec));
+	metrics_orders(b.accepted, b.rejected, b.ntrades);
+	answer(w, cmds, n);
+	publish(w, &b);
+	batch_free(&b);
+	goto requeue;
+fail:
+	w->need_rebuild = true;
+	log_error("batch not committed", "commands=%d err=\"%s\"", n, err);
+	fail_all(cmds, n, db_broken(w->conn), err);
+	answer(w, cmds, n);
+	batch_free(&b);
+requeue:
+	if (deferred) {
+		pthread_mutex_lock(&w->mu);
+		struct writer_cmd *last = deferred;
+		while (last->next)
+			last = last->next;
+		last->next = w->head;
+		w->head = deferred;
+		if (!w->tail)
+			w->tail = last;
+		pthread_mutex_unlock(&w->mu);
+	}
+}
+
+static void expire_tick(struct writer *w)
+{
+	struct writer_cmd none;
+	(void)none;
+	if (!db_usable(w) || w->nm == 0)
+		return;
+	struct batch b;
+	char err[512];
+	rx_time_ns now = now_ns();
+	batch_init(&b);
+	for (int i = 0; i < w->nm; i++) {
+		struct book_cmd bc = {.kind = BOOK_CMD_EXPIRE, .now = now};
+		w->nev = 0;
+		book_apply(w->m[i].book, &bc, emit, w);
+		for (size_t k = 0; k < w->nev; k++)
+			resting_event(w, &b, &w->ev[k], 0, now);
+		if (w->nev)
+			b.touched[i] = true;
+	}
+	if (json_array_size(b.upd_orders)) {
+		if (commit_batch(w, &b, err, sizeof err) < 0) {
+			w->need_rebuild = true;
+			log_error("expiry not committed", "err=\"%s\"", err);
+		} else {
+			publish(w, &b);
+		}
+	}
+	batch_free(&b);
+}
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	struct writer_cmd **cmds = calloc((size_t)w->o.batch_max, sizeof *cmds);
+	assert(cmds);
+	for (;;) {
+		int n = 0;
+		pthread_mutex_lock(&w->mu);
+		if (!w->head && !w->stopping) {
+			struct timespec until;
+			clock_gettime(CLOCK_MONOTONIC, &until);
+			until.tv_sec += WRITER_IDLE_MS / 1000;
+			pthread_cond_timedwait(&w->cv, &w->mu, &until);
+		}
+		while (w->head && n < w->o.batch_max) {
+			cmds[n++] = w->head;
+			w->head = w->head->next;
+		}
+		if (!w->head)
+			w->tail = NULL;
+		bool stop = w->stopping && n == 0;
+		pthread_mutex_unlock(&w->mu);
+		if (stop)
+			break;
+		if (n)
+			run_batch(w, cmds, n);
+		else
+			expire_tick(w);
+	}
+	free(cmds);
+	return NULL;
+}
+
+struct writer *writer_start(const struct writer_opts *o, char *err,
+                            size_t errlen)
+{
+	struct writer *w = calloc(1, sizeof *w);
+	if (!w) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	w->o = *o;
+	snprintf(w->conninfo, sizeof w->conninfo, "%s", o->conninfo);
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_condattr_t a;
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->cv, &a);
+	pthread_condattr_destroy(&a);
+	if (connect_db(w, err, errlen) < 0 || load_all(w, err, errlen) < 0)
+		goto fail;
+	w->ready = true;
+	w->accepting = true;
+	if (pthread_create(&w->th, NULL, writer_main, w) != 0) {
+		snprintf(err, errlen, "could not start the writer thread");
+		goto fail;
+	}
+	return w;
+fail:
+	free_books(w);
+	if (w->conn)
+		PQfinish(w->conn);
+	free(w->acct);
+	free(w);
+	return NULL;
+}
+
+void writer_submit(struct writer *w, struct writer_cmd *c)
+{
+	c->done = false;
+	c->next = NULL;
+	c->status = 0;
+	c->body = NULL;
+	pthread_cond_init(&c->cv, NULL);
+	pthread_mutex_lock(&w->mu);
+	if (!w->accepting) {
+		pthread_mutex_unlock(&w->mu);
+		pthread_cond_destroy(&c->cv);
+		c->retry_after = true;
+		fail_cmd(c, 503, "shutting-down", "shutting down",
+		         "the exchange is shutting down; retry in a few "
+		         "seconds");
+		return;
+	}
+	if (w->tail)
+		w->tail->next = c;
+	else
+		w->head = c;
+	w->tail = c;
+	pthread_cond_signal(&w->cv);
+	while (!c->done)
+		pthread_cond_wait(&c->cv, &w->mu);
+	pthread_mutex_unlock(&w->mu);
+	pthread_cond_destroy(&c->cv);
+}
+
+bool writer_ready(struct writer *w)
+{
+	return __atomic_load_n(&w->ready, __ATOMIC_RELAXED);
+}
+
+void writer_stop(struct writer *w)
+{
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->mu);
+	w->accepting = false;
+	w->stopping = true;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	pthread_join(w->th, NULL);
+	free_books(w);
+	if (w->conn)
+		PQfinish(w->conn);
+	free(w->ev);
+	free(w->acct);
+	pthread_mutex_destroy(&w->mu);
+	pthread_cond_destroy(&w->cv);
+	free(w);
+}

@@ -1,0 +1,122 @@
+/*
+ * writer.h — the one thread that owns every order book and writes their
+ * effects to PostgreSQL, many commands per transaction (group commit).
+ *
+ * HTTP handlers fill a struct writer_cmd and call writer_submit, which
+ * blocks until the command's batch has committed (synchronous_commit on) or
+ * failed; only then does the handler answer. In one batch the writer:
+ *
+ *   1. answers reads of the books (depth) and creates markets;
+ *   2. looks up every idempotency key of the batch in one query: a key seen
+ *      before gets its first answer again, with nothing done twice;
+ *   3. runs the rest through the books (exchange/core/book.h), turning their
+ *      events into rows: orders, trades, contracts (one per trade), order
+ *      updates, the idempotency answers and each book's sequence;
+ *   4. sends it all as one pipelined transaction and waits for COMMIT;
+ *   5. answers every command and publishes the events (events.h).
+ *
+ * When a batch fails, nothing of it is acknowledged (503 when PostgreSQL is
+ * away), and the books are rebuilt from the database before the next batch,
+ * so memory never runs ahead of what is committed. writer_start rebuilds
+ * every book from the open orders in the database the same way.
+ *
+ * Authorisation of who may act for which account happens here too, against
+ * the writer's cache of accounts, so that the order path needs no query of
+ * its own: a node acts only for itself, a trader for its team's nodes, an
+ * operator buys for its operator account.
+ */
+#ifndef RAMEX_WRITER_H
+#define RAMEX_WRITER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "exchange/core/book.h"
+
+struct events;
+struct writer;
+
+enum writer_kind {
+	WR_NEW,    /* place an order */
+	WR_CANCEL, /* cancel open order `order_id` */
+	WR_REDUCE, /* reduce open order `order_id` to `pages` remaining */
+	WR_DEPTH,  /* read the book of `market` (no transaction) */
+	WR_MARKET, /* create market (operator) */
+};
+
+struct writer_market_spec {
+	char name[16]; /* "spot" or "perm-YYYY" */
+	struct book_params p;
+	int64_t notice_period_s, breach_penalty, delivery_deadline_s;
+};
+
+struct writer_cmd {
+	enum writer_kind kind;
+	/* who asks (auth.h): role bit, its account and team, its scope */
+	unsigned role;
+	int64_t p_account, p_team;
+	char p_scope[48];
+	/* Idempotency-Key header ("" = none), and the request's SHA-256 */
+	char idem_key[129];
+	char req_sha[65];
+
+	/* WR_NEW */
+	char market[16];
+	int64_t account; /* 0 = the principal's own */
+	enum book_side side;
+	enum book_tif tif;
+	enum book_stp stp;
+	bool post_only;
+	rx_pages pages; /* WR_NEW: quantity; WR_REDUCE: new remaining */
+	rx_price price;
+	rx_time_ns expires;
+	char client_order_id[65];
+	/* WR_CANCEL, WR_REDUCE */
+	uint64_t order_id;
+	/* WR_DEPTH */
+	int depth;
+	/* WR_MARKET */
+	struct writer_market_spec spec;
+
+	/* the answer, set by the writer: HTTP status and a JSON text (malloc'd,
+	 * problem+json when status >= 400; the caller frees). */
+	int status;
+	char *body;
+	bool replayed;    /* the answer is the stored first one */
+	bool retry_after; /* 503: PostgreSQL is away */
+
+	/* private to the writer */
+	bool done;
+	pthread_cond_t cv;
+	struct writer_cmd *next;
+};
+
+struct writer_opts {
+	const char *conninfo;
+	int batch_max;
+	uint32_t book_capacity;
+	struct events *events;
+};
+
+/* Connects, checks durability, rebuilds every book from the database and
+ * starts the thread. NULL with a message in err when it cannot. */
+struct writer *writer_start(const struct writer_opts *o, char *err,
+                            size_t errlen);
+/* Queues `c` and waits for its answer (c->status, c->body). */
+void writer_submit(struct writer *w, struct writer_cmd *c);
+/* Whether the last batch reached PostgreSQL (for /readyz). */
+bool writer_ready(struct writer *w);
+/* Refuses new commands (503), finishes those queued, joins the thread. */
+void writer_stop(struct writer *w);
+
+/* Order and book fields as the API spells them. */
+const char *writer_side_name(enum book_side s);
+const char *writer_tif_name(enum book_tif t);
+const char *writer_stp_name(enum book_stp s);
+int writer_side_parse(const char *s, enum book_side *out);
+int writer_tif_parse(const char *s, enum book_tif *out);
+int writer_stp_parse(const char *s, enum book_stp *out);
+
+#endif
