@@ -42,3 +42,7 @@ $(WEB_OUT)/.stamp: $(WEB_SRC) $(WEB_LOCK) web/web.mk
 .PHONY: web
 web: $(WEB_OUT)/.stamp
 ALL_EXTRA += $(WEB_OUT)/.stamp
+
+# exchange/static.c is the part of ramexd that serves this folder; its unit
+# test lives with the web fragment so that the two change together.
+$(call unit_test,test_static,tests/unit/test_static.c exchange/static.c)
