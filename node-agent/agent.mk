@@ -7,3 +7,5 @@ $(call unit_test,test_wsest,tests/unit/test_wsest.c node-agent/core/wsest.c)
 $(call unit_test,test_strategy,tests/unit/test_strategy.c \
   node-agent/core/strategy.c node-agent/core/wsest.c)
 $(call unit_test,test_spool,tests/unit/test_spool.c node-agent/spool.c)
+$(call unit_test,test_agent_meter,tests/unit/test_agent_meter.c \
+  node-agent/core/meter.c)

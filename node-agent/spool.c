@@ -8,7 +8,7 @@
  *                    every seq ever handed out is below the larger of it
  *                    and the last report's seq + 1)
  *            REPORT  u64 seq, char contract[48], i64 start, end,
- *                    page_seconds, u32 final
+ *                    page_seconds, carry_pns, u32 final
  *            ACK     u64 seq
  */
 #include "node-agent/spool.h"
@@ -38,7 +38,7 @@ struct rec {
 		struct {
 			uint64_t seq;
 			char contract[SPOOL_CONTRACT_LEN];
-			int64_t start, end, page_seconds;
+			int64_t start, end, page_seconds, carry_pns;
 			uint32_t final;
 		} r;
 		struct {
@@ -169,6 +169,7 @@ static void to_report(const struct spool *s, const struct rec *r,
 	o->start = r->u.r.start;
 	o->end = r->u.r.end;
 	o->page_seconds = r->u.r.page_seconds;
+	o->carry_pns = r->u.r.carry_pns;
 	o->final = (int)r->u.r.final;
 }
 
@@ -180,6 +181,7 @@ static void from_report(const struct spool_report *o, struct rec *r)
 	r->u.r.start = o->start;
 	r->u.r.end = o->end;
 	r->u.r.page_seconds = o->page_seconds;
+	r->u.r.carry_pns = o->carry_pns;
 	r->u.r.final = o->final ? 1 : 0;
 	seal(r, REC_REPORT);
 }
@@ -395,7 +397,7 @@ int spool_append(struct spool *s, struct spool_report *r, char *err,
 		     SPOOL_CONTRACT_LEN - 1);
 		return -1;
 	}
-	if (r->end < r->start || r->page_seconds < 0) {
+	if (r->end < r->start || r->page_seconds < 0 || r->carry_pns < 0) {
 		errf(err, errlen, "report period or usage is negative");
 		return -1;
 	}

@@ -31,6 +31,9 @@ struct spool_report {
 	char contract[SPOOL_CONTRACT_LEN];
 	rx_time_ns start, end;   /* the metered period [start, end) */
 	rx_pagesec page_seconds; /* delivered during it */
+	/* Page-nanoseconds below one page-second, carried into the next
+	 * period (see meter.h), so a restart resumes without losing them. */
+	int64_t carry_pns;
 	int final;               /* the contract's last report */
 	int acked;               /* set once the exchange acknowledged */
 };

@@ -49,6 +49,7 @@ static uint64_t add(struct spool *s, const char *contract, int64_t start,
 	r.start = start;
 	r.end = start + 60;
 	r.page_seconds = ps;
+	r.carry_pns = ps * 7 % 1000000000;
 	r.final = final;
 	ck_assert_msg(spool_append(s, &r, err, sizeof err) == 0, "append: %s",
 	              err);
@@ -98,6 +99,7 @@ START_TEST(append_and_reopen)
 	ck_assert_int_eq(p[2].start, 60);
 	ck_assert_int_eq(p[2].end, 120);
 	ck_assert_int_eq(p[2].page_seconds, 300);
+	ck_assert_int_eq(p[2].carry_pns, 2100);
 	ck_assert_int_eq(spool_last(s, "c-1", &p[0]), 0);
 	ck_assert_int_eq(p[0].seq, 3);
 	ck_assert_int_eq(spool_last(s, "c-9", &p[0]), -1);
