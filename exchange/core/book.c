@@ -1,0 +1,1263 @@
+/*
+ * book.c — the order book; see book.h for the interface and
+ * exchange/core/README.md for the data structures and why they were chosen.
+ *
+ * In short: one array of price levels per side indexed by tick, each level
+ * an intrusive doubly linked FIFO of orders (indices into one order pool);
+ * a three-to-four-tier bitmap per side finds the next non-empty level in a
+ * few word operations; an open-addressing table maps order id to pool
+ * index; a binary heap keyed by (expires, id) holds GTD orders. Everything
+ * is allocated by book_new; book_apply never allocates.
+ */
+#include "exchange/core/book.h"
+
+#include <assert.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NIL       UINT32_MAX
+#define MAX_TIERS 4
+
+struct order {
+	uint64_t id;
+	int64_t account;
+	rx_pages pages; /* remaining */
+	rx_time_ns expires;
+	uint32_t prev,
+	    next;       /* FIFO within the level; next links the free list */
+	uint32_t level; /* tick index */
+	uint32_t heap;  /* position in the expiry heap, NIL if not GTD */
+	uint8_t side, tif, stp, post_only;
+};
+
+struct level {
+	rx_pages pages; /* sum of remaining pages */
+	uint32_t head, tail;
+	uint32_t count;
+};
+
+/* A bit per level, then a bit per non-zero word of the tier below, up to a
+ * single word: finding the next set bit is at most 2 * tiers word scans. */
+struct bits {
+	uint64_t *w[MAX_TIERS];
+	uint32_t nw[MAX_TIERS];
+	int tiers;
+};
+
+struct side {
+	struct level *lv;
+	struct bits bits;
+	int64_t best; /* tick index of the best level, -1 when empty */
+};
+
+struct slot {
+	uint64_t id;
+	uint32_t ord; /* NIL when the slot is empty */
+};
+
+struct book {
+	struct book_params p;
+	uint32_t ticks;
+	struct side s[2];
+
+	struct order *ord;
+	uint32_t free_head; /* recycled pool entries */
+	uint32_t high;      /* entries [high, capacity) never used yet */
+	uint32_t count;     /* open orders */
+
+	struct slot *tab;
+	uint64_t tab_mask;
+	int tab_shift; /* log2 of the table size */
+
+	uint32_t *heap;
+	uint32_t heap_n;
+
+	uint64_t seq;
+
+	/* the command being applied */
+	book_emit_fn emit;
+	void *ctx;
+	rx_time_ns now;
+	char msg[BOOK_MSG_MAX];
+};
+
+/* ---- bitmap ---- */
+
+static int bits_init(struct bits *bs, uint64_t n)
+{
+	memset(bs, 0, sizeof(*bs));
+	do {
+		uint64_t words = (n + 63) / 64;
+		assert(bs->tiers < MAX_TIERS);
+		bs->w[bs->tiers] = calloc(words, sizeof(uint64_t));
+		if (!bs->w[bs->tiers])
+			return -1;
+		bs->nw[bs->tiers] = (uint32_t)words;
+		bs->tiers++;
+		n = words;
+	} while (n > 1);
+	return 0;
+}
+
+static void bits_release(struct bits *bs)
+{
+	for (int t = 0; t < bs->tiers; t++)
+		free(bs->w[t]);
+}
+
+static void bits_set(struct bits *bs, uint64_t i)
+{
+	for (int t = 0; t < bs->tiers; t++) {
+		bs->w[t][i >> 6] |= UINT64_C(1) << (i & 63);
+		i >>= 6;
+	}
+}
+
+static void bits_clear(struct bits *bs, uint64_t i)
+{
+	for (int t = 0; t < bs->tiers; t++) {
+		uint64_t *w = &bs->w[t][i >> 6];
+		*w &= ~(UINT64_C(1) << (i & 63));
+		if (*w)
+			return;
+		i >>= 6;
+	}
+}
+
+/* Smallest set index >= i, or -1. */
+static int64_t bits_next(const struct bits *bs, uint64_t i)
+{
+	int t = 0;
+	for (;;) {
+		uint64_t wi = i >> 6;
+		if (wi >= bs->nw[t])
+			return -1;
+		uint64_t m = bs->w[t][wi] & (~UINT64_C(0) << (i & 63));
+		if (m) {
+			i = (wi << 6) + (uint64_t)__builtin_ctzll(m);
+			break;
+		}
+		if (++t == bs->tiers)
+			return -1;
+		i = wi + 1;
+	}
+	while (t-- > 0)
+		i = (i << 6) + (uint64_t)__builtin_ctzll(bs->w[t][i]);
+	return (int64_t)i;
+}
+
+/* Largest set index <= i, or -1. */
+static int64_t bits_prev(const struct bits *bs, int64_t si)
+{
+	if (si < 0)
+		return -1;
+	uint64_t i = (uint64_t)si;
+	int t = 0;
+	for (;;) {
+		uint64_t wi = i >> 6;
+		uint64_t m = bs->w[t][wi] & (~UINT64_C(0) >> (63 - (i & 63)));
+		if (m) {
+			i = (wi << 6) + 63 - (uint64_t)__builtin_clzll(m);
+			break;
+		}
+		if (wi == 0 || ++t == bs->tiers)
+			return -1;
+		i = wi - 1;
+	}
+	while (t-- > 0)
+		i = (i << 6) + 63 - (uint64_t)__builtin_clzll(bs->w[t][i]);
+	return (int64_t)i;
+}
+
+/* ---- id table (linear probing, backward-shift deletion) ---- */
+
+/* Ids come from a database sequence, so consecutive orders have
+ * consecutive ids: taking the low bits (folded with the high ones) keeps
+ * them in consecutive slots, and the table lines a busy book touches stay in
+ * cache. A multiplicative hash spreads them instead and costs a cache miss
+ * per lookup (measured: 2.5x slower on bench/10-book.sh). Ids that share
+ * their low bits (a stride of a large power of two) would cluster; ramexd's
+ * ids do not. */
+static uint64_t tab_home(const struct book *b, uint64_t id)
+{
+	return (id ^ (id >> b->tab_shift)) & b->tab_mask;
+}
+
+static uint32_t tab_find(const struct book *b, uint64_t id)
+{
+	for (uint64_t i = tab_home(b, id);; i = (i + 1) & b->tab_mask) {
+		const struct slot *s = &b->tab[i];
+		if (s->ord == NIL || s->id == id)
+			return s->ord;
+	}
+}
+
+static void tab_insert(struct book *b, uint64_t id, uint32_t ord)
+{
+	uint64_t i = tab_home(b, id);
+	while (b->tab[i].ord != NIL) {
+		assert(b->tab[i].id != id);
+		i = (i + 1) & b->tab_mask;
+	}
+	b->tab[i].id = id;
+	b->tab[i].ord = ord;
+}
+
+static void tab_delete(struct book *b, uint64_t id)
+{
+	uint64_t i = tab_home(b, id);
+	for (;; i = (i + 1) & b->tab_mask) {
+		assert(b->tab[i].ord != NIL);
+		if (b->tab[i].id == id)
+			break;
+	}
+	/* Pull later entries of the probe run back so lookups never stop at a
+	 * hole in front of their key. */
+	for (uint64_t j = (i + 1) & b->tab_mask; b->tab[j].ord != NIL;
+	     j = (j + 1) & b->tab_mask) {
+		uint64_t k = tab_home(b, b->tab[j].id);
+		bool movable = i <= j ? (k <= i || k > j) : (k <= i && k > j);
+		if (movable) {
+			b->tab[i] = b->tab[j];
+			i = j;
+		}
+	}
+	b->tab[i].ord = NIL;
+}
+
+/* ---- expiry heap, keyed by (expires, id) ---- */
+
+static bool heap_less(const struct book *b, uint32_t x, uint32_t y)
+{
+	const struct order *a = &b->ord[x], *c = &b->ord[y];
+	return a->expires < c->expires ||
+	       (a->expires == c->expires && a->id < c->id);
+}
+
+static void heap_place(struct book *b, uint32_t pos, uint32_t oi)
+{
+	b->heap[pos] = oi;
+	b->ord[oi].heap = pos;
+}
+
+static void heap_up(struct book *b, uint32_t pos)
+{
+	uint32_t oi = b->heap[pos];
+	while (pos > 0) {
+		uint32_t parent = (pos - 1) / 2;
+		if (!heap_less(b, oi, b->heap[parent]))
+			break;
+		heap_place(b, pos, b->heap[parent]);
+		pos = parent;
+	}
+	heap_place(b, pos, oi);
+}
+
+static void heap_down(struct book *b, uint32_t pos)
+{
+	uint32_t oi = b->heap[pos];
+	for (;;) {
+		uint32_t l = 2 * pos + 1, m = l;
+		if (l >= b->heap_n)
+			break;
+		if (l + 1 < b->heap_n &&
+		    heap_less(b, b->heap[l + 1], b->heap[l]))
+			m = l + 1;
+		if (!heap_less(b, b->heap[m], oi))
+			break;
+		heap_place(b, pos, b->heap[m]);
+		pos = m;
+	}
+	heap_place(b, pos, oi);
+}
+
+static void heap_push(struct book *b, uint32_t oi)
+{
+	assert(b->heap_n < b->p.capacity);
+	heap_place(b, b->heap_n++, oi);
+	heap_up(b, b->heap_n - 1);
+}
+
+static void heap_remove(struct book *b, uint32_t oi)
+{
+	uint32_t pos = b->ord[oi].heap;
+	assert(pos < b->heap_n && b->heap[pos] == oi);
+	b->ord[oi].heap = NIL;
+	uint32_t last = b->heap[--b->heap_n];
+	if (pos == b->heap_n)
+		return;
+	heap_place(b, pos, last);
+	heap_down(b, pos);
+	heap_up(b, b->ord[last].heap);
+}
+
+/* ---- params ---- */
+
+static int fail_msg(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail_msg(char *err, size_t errlen, const char *fmt, ...)
+{
+	if (err && errlen) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+int book_params_check(const struct book_params *p, char *err, size_t errlen)
+{
+	if (p->tick <= 0)
+		return fail_msg(err, errlen, "tick %lld must be positive",
+		                (long long)p->tick);
+	if (p->lot <= 0)
+		return fail_msg(err, errlen, "lot %lld must be positive",
+		                (long long)p->lot);
+	if (p->min_pages < p->lot || p->min_pages % p->lot)
+		return fail_msg(err, errlen,
+		                "min_pages %lld must be a multiple of the lot "
+		                "%lld and at least one lot",
+		                (long long)p->min_pages, (long long)p->lot);
+	if (p->max_pages < p->min_pages || p->max_pages % p->lot)
+		return fail_msg(err, errlen,
+		                "max_pages %lld must be a multiple of the lot "
+		                "%lld and at least min_pages %lld",
+		                (long long)p->max_pages, (long long)p->lot,
+		                (long long)p->min_pages);
+	if (p->price_min < 0 || p->price_min % p->tick)
+		return fail_msg(
+		    err, errlen,
+		    "price_min %lld must be a non-negative multiple "
+		    "of the tick %lld",
+		    (long long)p->price_min, (long long)p->tick);
+	if (p->price_max < p->price_min || p->price_max % p->tick)
+		return fail_msg(err, errlen,
+		                "price_max %lld must be a multiple of the tick "
+		                "%lld and at least price_min %lld",
+		                (long long)p->price_max, (long long)p->tick,
+		                (long long)p->price_min);
+	int64_t ticks = (p->price_max - p->price_min) / p->tick + 1;
+	if (ticks > BOOK_MAX_TICKS)
+		return fail_msg(
+		    err, errlen,
+		    "the price grid has %lld ticks, more than the "
+		    "limit of %lld; use a larger tick or a narrower "
+		    "price range",
+		    (long long)ticks, (long long)BOOK_MAX_TICKS);
+	if ((__int128)p->max_pages * p->price_max > INT64_MAX)
+		return fail_msg(err, errlen,
+		                "max_pages %lld times price_max %lld overflows "
+		                "64 bits; lower one of them",
+		                (long long)p->max_pages,
+		                (long long)p->price_max);
+	if (p->capacity < 1 || p->capacity > BOOK_MAX_CAPACITY)
+		return fail_msg(err, errlen,
+		                "capacity %u must be between 1 and %u orders",
+		                p->capacity, BOOK_MAX_CAPACITY);
+	if ((__int128)p->capacity * p->max_pages > INT64_MAX)
+		return fail_msg(err, errlen,
+		                "capacity %u times max_pages %lld overflows 64 "
+		                "bits; lower one of them",
+		                p->capacity, (long long)p->max_pages);
+	return 0;
+}
+
+/* ---- life cycle ---- */
+
+struct book *book_new(const struct book_params *p, char *err, size_t errlen)
+{
+	if (book_params_check(p, err, errlen))
+		return NULL;
+	struct book *b = calloc(1, sizeof(*b));
+	if (!b)
+		goto oom;
+	b->p = *p;
+	b->ticks = (uint32_t)((p->price_max - p->price_min) / p->tick + 1);
+	for (int sd = 0; sd < 2; sd++) {
+		b->s[sd].best = -1;
+		/* calloc: the kernel hands out zero pages lazily, so a wide
+		 * grid costs memory only where orders rest. */
+		b->s[sd].lv = calloc(b->ticks, sizeof(struct level));
+		if (!b->s[sd].lv || bits_init(&b->s[sd].bits, b->ticks))
+			goto oom;
+	}
+	b->ord = malloc((size_t)p->capacity * sizeof(struct order));
+	b->heap = malloc((size_t)p->capacity * sizeof(uint32_t));
+	uint64_t size = 16;
+	int shift = 4;
+	while (size < 2 * (uint64_t)p->capacity) {
+		size *= 2;
+		shift++;
+	}
+	b->tab = malloc(size * sizeof(struct slot));
+	if (!b->ord || !b->heap || !b->tab)
+		goto oom;
+	for (uint64_t i = 0; i < size; i++)
+		b->tab[i].ord = NIL;
+	b->tab_mask = size - 1;
+	b->tab_shift = shift;
+	b->free_head = NIL;
+	return b;
+oom:
+	book_free(b);
+	fail_msg(err, errlen,
+	         "could not allocate a book for %u orders and %lld ticks: out "
+	         "of memory",
+	         p->capacity,
+	         (long long)((p->price_max - p->price_min) / p->tick + 1));
+	return NULL;
+}
+
+void book_free(struct book *b)
+{
+	if (!b)
+		return;
+	for (int sd = 0; sd < 2; sd++) {
+		free(b->s[sd].lv);
+		bits_release(&b->s[sd].bits);
+	}
+	free(b->ord);
+	free(b->heap);
+	free(b->tab);
+	free(b);
+}
+
+const struct book_params *book_params_of(const struct book *b)
+{
+	return &b->p;
+}
+
+/* ---- orders and levels ---- */
+
+static rx_price level_price(const struct book *b, uint32_t li)
+{
+	return b->p.price_min + (rx_price)li * b->p.tick;
+}
+
+static bool crosses(const struct book *b, int side, uint32_t li)
+{
+	int64_t best = b->s[!side].best;
+	if (best < 0)
+		return false;
+	return side == BOOK_BUY ? best <= (int64_t)li : best >= (int64_t)li;
+}
+
+/* Next level after `li` on `side`, worse for the taker, or -1. */
+static int64_t level_after(const struct book *b, int side, int64_t li)
+{
+	const struct bits *bs = &b->s[side].bits;
+	return side == BOOK_SELL ? bits_next(bs, (uint64_t)li + 1)
+	                         : bits_prev(bs, li - 1);
+}
+
+static uint32_t order_alloc(struct book *b)
+{
+	uint32_t oi;
+	if (b->free_head != NIL) {
+		oi = b->free_head;
+		b->free_head = b->ord[oi].next;
+	} else {
+		assert(b->high < b->p.capacity);
+		oi = b->high++;
+	}
+	return oi;
+}
+
+/* Appends a new order at the tail of its level; the caller checked room,
+ * a free id and that it does not cross. */
+static void order_rest(struct book *b, const struct book_order *o, uint32_t li)
+{
+	assert(b->count < b->p.capacity);
+	uint32_t oi = order_alloc(b);
+	struct order *r = &b->ord[oi];
+	r->id = o->id;
+	r->account = o->account;
+	r->pages = o->pages;
+	r->expires = o->tif == BOOK_GTD ? o->expires : 0;
+	r->level = li;
+	r->heap = NIL;
+	r->side = (uint8_t)o->side;
+	r->tif = (uint8_t)o->tif;
+	r->stp = (uint8_t)o->stp;
+	r->post_only = o->post_only;
+
+	struct side *sd = &b->s[o->side];
+	struct level *lv = &sd->lv[li];
+	r->next = NIL;
+	if (lv->count == 0) {
+		assert(lv->pages == 0);
+		r->prev = NIL;
+		lv->head = oi;
+		bits_set(&sd->bits, li);
+		if (sd->best < 0 ||
+		    (o->side == BOOK_BUY ? (int64_t)li > sd->best
+		                         : (int64_t)li < sd->best))
+			sd->best = li;
+	} else {
+		r->prev = lv->tail;
+		b->ord[lv->tail].next = oi;
+	}
+	lv->tail = oi;
+	lv->count++;
+	lv->pages += o->pages;
+	tab_insert(b, o->id, oi);
+	if (o->tif == BOOK_GTD)
+		heap_push(b, oi);
+	b->count++;
+}
+
+static void order_remove(struct book *b, uint32_t oi)
+{
+	struct order *r = &b->ord[oi];
+	struct side *sd = &b->s[r->side];
+	struct level *lv = &sd->lv[r->level];
+	if (r->prev != NIL)
+		b->ord[r->prev].next = r->next;
+	else
+		lv->head = r->next;
+	if (r->next != NIL)
+		b->ord[r->next].prev = r->prev;
+	else
+		lv->tail = r->prev;
+	assert(lv->count > 0 && lv->pages >= r->pages);
+	lv->count--;
+	lv->pages -= r->pages;
+	if (lv->count == 0) {
+		assert(lv->pages == 0);
+		lv->head = lv->tail = NIL;
+		bits_clear(&sd->bits, r->level);
+		if (sd->best == (int64_t)r->level)
+			sd->best = level_after(b, r->side, r->level);
+	}
+	tab_delete(b, r->id);
+	if (r->heap != NIL)
+		heap_remove(b, oi);
+	r->next = b->free_head;
+	b->free_head = oi;
+	b->count--;
+}
+
+/* ---- events ---- */
+
+static void emit(struct book *b, struct book_event *ev)
+{
+	ev->seq = ++b->seq;
+	ev->now = b->now;
+	if (b->emit)
+		b->emit(b->ctx, ev);
+}
+
+static void emit_order(struct book *b, enum book_event_kind kind, uint32_t oi,
+                       enum book_cancel why)
+{
+	const struct order *r = &b->ord[oi];
+	struct book_event ev = {
+	    .kind = kind,
+	    .id = r->id,
+	    .account = r->account,
+	    .side = (enum book_side)r->side,
+	    .pages = r->pages,
+	    .price = level_price(b, r->level),
+	    .cancel = kind == BOOK_EV_CANCELLED ? why : 0,
+	};
+	emit(b, &ev);
+}
+
+static enum book_reject reject(struct book *b, const struct book_cmd *c,
+                               enum book_reject why, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static enum book_reject reject(struct book *b, const struct book_cmd *c,
+                               enum book_reject why, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(b->msg, sizeof(b->msg), fmt, ap);
+	va_end(ap);
+	struct book_event ev = {
+	    .kind = BOOK_EV_REJECTED,
+	    .id = c->id,
+	    .cmd = c->kind,
+	    .reject = why,
+	    .message = b->msg,
+	};
+	emit(b, &ev);
+	return why;
+}
+
+/* ---- commands ---- */
+
+static void expire_due(struct book *b)
+{
+	while (b->heap_n && b->ord[b->heap[0]].expires <= b->now) {
+		uint32_t oi = b->heap[0];
+		emit_order(b, BOOK_EV_EXPIRED, oi, 0);
+		order_remove(b, oi);
+	}
+}
+
+static enum book_reject validate_new(struct book *b, const struct book_cmd *c)
+{
+	const struct book_params *p = &b->p;
+	if (c->id == 0)
+		return reject(b, c, BOOK_REJ_BAD_ID,
+		              "order id 0 is reserved; use the id the database "
+		              "assigned");
+	if (c->side != BOOK_BUY && c->side != BOOK_SELL)
+		return reject(b, c, BOOK_REJ_BAD_SIDE,
+		              "side %d is neither buy (0) nor sell (1)",
+		              (int)c->side);
+	if ((unsigned)c->tif > BOOK_GTD)
+		return reject(b, c, BOOK_REJ_BAD_TIF,
+		              "time in force %d is unknown; use gtc, ioc, fok "
+		              "or gtd",
+		              (int)c->tif);
+	if ((unsigned)c->stp > BOOK_STP_CANCEL_BOTH)
+		return reject(b, c, BOOK_REJ_BAD_STP,
+		              "self-trade policy %d is unknown; use cancel "
+		              "taker, cancel maker or cancel both",
+		              (int)c->stp);
+	if (c->post_only && (c->tif == BOOK_IOC || c->tif == BOOK_FOK))
+		return reject(b, c, BOOK_REJ_POST_ONLY_TIF,
+		              "a post-only order cannot be ioc or fok: it "
+		              "would never rest in the book");
+	if (c->pages <= 0 || c->pages % p->lot)
+		return reject(b, c, BOOK_REJ_PAGES_LOT,
+		              "pages %lld is not a positive multiple of the "
+		              "lot of %lld pages",
+		              (long long)c->pages, (long long)p->lot);
+	if (c->pages < p->min_pages)
+		return reject(b, c, BOOK_REJ_PAGES_MIN,
+		              "pages %lld is below this market's minimum order "
+		              "of %lld pages",
+		              (long long)c->pages, (long long)p->min_pages);
+	if (c->pages > p->max_pages)
+		return reject(b, c, BOOK_REJ_PAGES_MAX,
+		              "pages %lld is above this market's maximum order "
+		              "of %lld pages",
+		              (long long)c->pages, (long long)p->max_pages);
+	if (c->price % p->tick)
+		return reject(b, c, BOOK_REJ_PRICE_TICK,
+		              "price %lld is not a multiple of the tick %lld",
+		              (long long)c->price, (long long)p->tick);
+	if (c->price < p->price_min)
+		return reject(b, c, BOOK_REJ_PRICE_LOW,
+		              "price %lld is below this market's lowest price "
+		              "%lld",
+		              (long long)c->price, (long long)p->price_min);
+	if (c->price > p->price_max)
+		return reject(b, c, BOOK_REJ_PRICE_HIGH,
+		              "price %lld is above this market's highest price "
+		              "%lld",
+		              (long long)c->price, (long long)p->price_max);
+	if (c->tif == BOOK_GTD && c->expires <= c->now)
+		return reject(
+		    b, c, BOOK_REJ_EXPIRES_PAST,
+		    "gtd expiry %lld ns is not after the command time "
+		    "%lld ns",
+		    (long long)c->expires, (long long)c->now);
+	if (tab_find(b, c->id) != NIL)
+		return reject(b, c, BOOK_REJ_DUPLICATE_ID,
+		              "order %llu is already open in this book; ids "
+		              "must be unique",
+		              (unsigned long long)c->id);
+	if (b->count >= p->capacity)
+		return reject(b, c, BOOK_REJ_BOOK_FULL,
+		              "the book already holds its maximum of %u open "
+		              "orders; try again after some are cancelled",
+		              p->capacity);
+	return BOOK_REJ_NONE;
+}
+
+/* Whether a FOK taker can fill in full, walking makers exactly as the
+ * match would, self-trade prevention included. */
+static bool fok_fillable(const struct book *b, const struct book_cmd *c,
+                         uint32_t li)
+{
+	int opp = !c->side;
+	rx_pages need = c->pages;
+	for (int64_t l = b->s[opp].best; l >= 0; l = level_after(b, opp, l)) {
+		if (c->side == BOOK_BUY ? l > (int64_t)li : l < (int64_t)li)
+			return false;
+		for (uint32_t oi = b->s[opp].lv[l].head; oi != NIL;
+		     oi = b->ord[oi].next) {
+			const struct order *m = &b->ord[oi];
+			if (m->account == c->account) {
+				if (c->stp == BOOK_STP_CANCEL_MAKER)
+					continue;
+				return false;
+			}
+			need -= m->pages;
+			if (need <= 0)
+				return true;
+		}
+	}
+	return false;
+}
+
+static void cancel_taker(struct book *b, const struct book_cmd *c,
+                         rx_pages left, enum book_cancel why)
+{
+	struct book_event ev = {
+	    .kind = BOOK_EV_CANCELLED,
+	    .id = c->id,
+	    .account = c->account,
+	    .side = c->side,
+	    .pages = left,
+	    .price = c->price,
+	    .cancel = why,
+	};
+	emit(b, &ev);
+}
+
+/* Trades the taker against the other side; returns the pages left, or -1
+ * after self-trade prevention cancelled the taker. */
+static rx_pages match(struct book *b, const struct book_cmd *c, uint32_t li)
+{
+	int opp = !c->side;
+	struct side *sd = &b->s[opp];
+	rx_pages left = c->pages;
+	while (left > 0 && crosses(b, c->side, li)) {
+		uint32_t l = (uint32_t)sd->best;
+		struct level *lv = &sd->lv[l];
+		rx_price price = level_price(b, l);
+		while (left > 0 && lv->count > 0) {
+			uint32_t oi = lv->head;
+			struct order *m = &b->ord[oi];
+			if (m->account == c->account) {
+				if (c->stp != BOOK_STP_CANCEL_TAKER) {
+					emit_order(b, BOOK_EV_CANCELLED, oi,
+					           BOOK_CANCEL_SELF_TRADE);
+					order_remove(b, oi);
+				}
+				if (c->stp == BOOK_STP_CANCEL_MAKER)
+					continue;
+				cancel_taker(b, c, left,
+				             BOOK_CANCEL_SELF_TRADE);
+				return -1;
+			}
+			rx_pages q = left < m->pages ? left : m->pages;
+			left -= q;
+			m->pages -= q;
+			lv->pages -= q;
+			struct book_event ev = {
+			    .kind = BOOK_EV_TRADE,
+			    .id = c->id,
+			    .account = c->account,
+			    .side = c->side,
+			    .pages = q,
+			    .price = price,
+			    .remaining = left,
+			    .maker_id = m->id,
+			    .maker_account = m->account,
+			    .maker_remaining = m->pages,
+			};
+			emit(b, &ev);
+			if (m->pages == 0)
+				order_remove(b, oi);
+		}
+	}
+	return left;
+}
+
+static enum book_reject cmd_new(struct book *b, const struct book_cmd *c)
+{
+	enum book_reject r = validate_new(b, c);
+	if (r)
+		return r;
+	uint32_t li = (uint32_t)((c->price - b->p.price_min) / b->p.tick);
+	struct book_event ev = {
+	    .kind = BOOK_EV_ACCEPTED,
+	    .id = c->id,
+	    .account = c->account,
+	    .side = c->side,
+	    .pages = c->pages,
+	    .price = c->price,
+	};
+	emit(b, &ev);
+	if (c->post_only && crosses(b, c->side, li)) {
+		cancel_taker(b, c, c->pages, BOOK_CANCEL_POST_ONLY);
+		return BOOK_REJ_NONE;
+	}
+	if (c->tif == BOOK_FOK && !fok_fillable(b, c, li)) {
+		cancel_taker(b, c, c->pages, BOOK_CANCEL_FOK);
+		return BOOK_REJ_NONE;
+	}
+	rx_pages left = match(b, c, li);
+	if (left <= 0)
+		return BOOK_REJ_NONE;
+	assert(c->tif != BOOK_FOK);
+	if (c->tif == BOOK_IOC) {
+		cancel_taker(b, c, left, BOOK_CANCEL_IOC);
+		return BOOK_REJ_NONE;
+	}
+	struct book_order o = {
+	    .id = c->id,
+	    .account = c->account,
+	    .side = c->side,
+	    .tif = c->tif,
+	    .stp = c->stp,
+	    .post_only = c->post_only,
+	    .price = c->price,
+	    .pages = left,
+	    .expires = c->expires,
+	};
+	order_rest(b, &o, li);
+	return BOOK_REJ_NONE;
+}
+
+static enum book_reject cmd_cancel(struct book *b, const struct book_cmd *c)
+{
+	uint32_t oi = c->id ? tab_find(b, c->id) : NIL;
+	if (oi == NIL)
+		return reject(b, c, BOOK_REJ_UNKNOWN_ORDER,
+		              "order %llu is not open in this book: it was "
+		              "filled, cancelled, expired or never placed",
+		              (unsigned long long)c->id);
+	emit_order(b, BOOK_EV_CANCELLED, oi, BOOK_CANCEL_USER);
+	order_remove(b, oi);
+	return BOOK_REJ_NONE;
+}
+
+static enum book_reject cmd_reduce(struct book *b, const struct book_cmd *c)
+{
+	uint32_t oi = c->id ? tab_find(b, c->id) : NIL;
+	if (oi == NIL)
+		return reject(b, c, BOOK_REJ_UNKNOWN_ORDER,
+		              "order %llu is not open in this book: it was "
+		              "filled, cancelled, expired or never placed",
+		              (unsigned long long)c->id);
+	struct order *r = &b->ord[oi];
+	if (c->pages <= 0 || c->pages >= r->pages)
+		return reject(b, c, BOOK_REJ_REDUCE_NOT_LESS,
+		              "cannot reduce order %llu to %lld pages: the new "
+		              "quantity must be above 0 and below the %lld "
+		              "pages it has left",
+		              (unsigned long long)c->id, (long long)c->pages,
+		              (long long)r->pages);
+	if (c->pages % b->p.lot)
+		return reject(b, c, BOOK_REJ_REDUCE_LOT,
+		              "cannot reduce order %llu to %lld pages: not a "
+		              "multiple of the lot of %lld pages",
+		              (unsigned long long)c->id, (long long)c->pages,
+		              (long long)b->p.lot);
+	struct book_event ev = {
+	    .kind = BOOK_EV_REDUCED,
+	    .id = r->id,
+	    .account = r->account,
+	    .side = (enum book_side)r->side,
+	    .pages = c->pages,
+	    .price = level_price(b, r->level),
+	    .remaining = r->pages,
+	};
+	b->s[r->side].lv[r->level].pages -= r->pages - c->pages;
+	r->pages = c->pages;
+	emit(b, &ev);
+	return BOOK_REJ_NONE;
+}
+
+enum book_reject book_apply(struct book *b, const struct book_cmd *c,
+                            book_emit_fn emit_fn, void *ctx)
+{
+	b->emit = emit_fn;
+	b->ctx = ctx;
+	b->now = c->now;
+	expire_due(b);
+	enum book_reject r;
+	switch (c->kind) {
+	case BOOK_CMD_NEW:
+		r = cmd_new(b, c);
+		break;
+	case BOOK_CMD_CANCEL:
+		r = cmd_cancel(b, c);
+		break;
+	case BOOK_CMD_REDUCE:
+		r = cmd_reduce(b, c);
+		break;
+	case BOOK_CMD_EXPIRE:
+		r = BOOK_REJ_NONE;
+		break;
+	default:
+		r = reject(
+		    b, c, BOOK_REJ_BAD_KIND,
+		    "command kind %d is unknown; use new, cancel, reduce "
+		    "or expire",
+		    (int)c->kind);
+		break;
+	}
+	/* Not crossed after any command. */
+	assert(b->s[0].best < 0 || b->s[1].best < 0 ||
+	       b->s[0].best < b->s[1].best);
+	b->emit = NULL;
+	b->ctx = NULL;
+	return r;
+}
+
+const char *book_reject_name(enum book_reject r)
+{
+	static const char *const names[BOOK_REJ_COUNT_] = {
+	    [BOOK_REJ_NONE] = "none",
+	    [BOOK_REJ_BAD_KIND] = "bad_kind",
+	    [BOOK_REJ_BAD_ID] = "bad_id",
+	    [BOOK_REJ_BAD_SIDE] = "bad_side",
+	    [BOOK_REJ_BAD_TIF] = "bad_tif",
+	    [BOOK_REJ_BAD_STP] = "bad_stp",
+	    [BOOK_REJ_POST_ONLY_TIF] = "post_only_tif",
+	    [BOOK_REJ_PAGES_LOT] = "pages_lot",
+	    [BOOK_REJ_PAGES_MIN] = "pages_min",
+	    [BOOK_REJ_PAGES_MAX] = "pages_max",
+	    [BOOK_REJ_PRICE_TICK] = "price_tick",
+	    [BOOK_REJ_PRICE_LOW] = "price_low",
+	    [BOOK_REJ_PRICE_HIGH] = "price_high",
+	    [BOOK_REJ_EXPIRES_PAST] = "expires_past",
+	    [BOOK_REJ_DUPLICATE_ID] = "duplicate_id",
+	    [BOOK_REJ_BOOK_FULL] = "book_full",
+	    [BOOK_REJ_UNKNOWN_ORDER] = "unknown_order",
+	    [BOOK_REJ_REDUCE_NOT_LESS] = "reduce_not_less",
+	    [BOOK_REJ_REDUCE_LOT] = "reduce_lot",
+	};
+	if ((unsigned)r >= BOOK_REJ_COUNT_ || !names[r])
+		return "unknown";
+	return names[r];
+}
+
+const char *book_cancel_name(enum book_cancel c)
+{
+	switch (c) {
+	case BOOK_CANCEL_USER:
+		return "user";
+	case BOOK_CANCEL_IOC:
+		return "ioc_remainder";
+	case BOOK_CANCEL_FOK:
+		return "fok_not_fillable";
+	case BOOK_CANCEL_POST_ONLY:
+		return "post_only_would_take";
+	case BOOK_CANCEL_SELF_TRADE:
+		return "self_trade";
+	}
+	return "unknown";
+}
+
+/* ---- queries ---- */
+
+static void order_copy(const struct book *b, uint32_t oi, struct book_order *o)
+{
+	const struct order *r = &b->ord[oi];
+	o->id = r->id;
+	o->account = r->account;
+	o->side = (enum book_side)r->side;
+	o->tif = (enum book_tif)r->tif;
+	o->stp = (enum book_stp)r->stp;
+	o->post_only = r->post_only;
+	o->price = level_price(b, r->level);
+	o->pages = r->pages;
+	o->expires = r->expires;
+}
+
+bool book_get(const struct book *b, uint64_t id, struct book_order *out)
+{
+	uint32_t oi = id ? tab_find(b, id) : NIL;
+	if (oi == NIL)
+		return false;
+	order_copy(b, oi, out);
+	return true;
+}
+
+static bool best(const struct book *b, int side, rx_price *price,
+                 rx_pages *pages)
+{
+	int64_t l = b->s[side].best;
+	if (l < 0)
+		return false;
+	if (price)
+		*price = level_price(b, (uint32_t)l);
+	if (pages)
+		*pages = b->s[side].lv[l].pages;
+	return true;
+}
+
+bool book_best_bid(const struct book *b, rx_price *price, rx_pages *pages)
+{
+	return best(b, BOOK_BUY, price, pages);
+}
+
+bool book_best_ask(const struct book *b, rx_price *price, rx_pages *pages)
+{
+	return best(b, BOOK_SELL, price, pages);
+}
+
+size_t book_depth(const struct book *b, enum book_side side,
+                  struct book_level *out, size_t max)
+{
+	if (side != BOOK_BUY && side != BOOK_SELL)
+		return 0;
+	size_t n = 0;
+	for (int64_t l = b->s[side].best; l >= 0 && n < max;
+	     l = level_after(b, side, l)) {
+		const struct level *lv = &b->s[side].lv[l];
+		out[n].price = level_price(b, (uint32_t)l);
+		out[n].pages = lv->pages;
+		out[n].orders = lv->count;
+		n++;
+	}
+	return n;
+}
+
+size_t book_count(const struct book *b)
+{
+	return b->count;
+}
+
+uint64_t book_seq(const struct book *b)
+{
+	return b->seq;
+}
+
+void book_set_seq(struct book *b, uint64_t seq)
+{
+	b->seq = seq;
+}
+
+void book_foreach(const struct book *b,
+                  void (*fn)(void *ctx, const struct book_order *o), void *ctx)
+{
+	for (int side = 0; side < 2; side++) {
+		for (int64_t l = b->s[side].best; l >= 0;
+		     l = level_after(b, side, l)) {
+			for (uint32_t oi = b->s[side].lv[l].head; oi != NIL;
+			     oi = b->ord[oi].next) {
+				struct book_order o;
+				order_copy(b, oi, &o);
+				fn(ctx, &o);
+			}
+		}
+	}
+}
+
+int book_insert_resting(struct book *b, const struct book_order *o, char *err,
+                        size_t errlen)
+{
+	const struct book_params *p = &b->p;
+	if (o->id == 0)
+		return fail_msg(err, errlen, "order id 0 is reserved");
+	if (o->side != BOOK_BUY && o->side != BOOK_SELL)
+		return fail_msg(err, errlen, "order %llu: side %d is unknown",
+		                (unsigned long long)o->id, (int)o->side);
+	if (o->tif != BOOK_GTC && o->tif != BOOK_GTD)
+		return fail_msg(err, errlen,
+		                "order %llu: only gtc and gtd orders rest, not "
+		                "time in force %d",
+		                (unsigned long long)o->id, (int)o->tif);
+	if ((unsigned)o->stp > BOOK_STP_CANCEL_BOTH)
+		return fail_msg(err, errlen,
+		                "order %llu: self-trade policy %d is unknown",
+		                (unsigned long long)o->id, (int)o->stp);
+	if (o->pages <= 0 || o->pages % p->lot || o->pages > p->max_pages)
+		return fail_msg(err, errlen,
+		                "order %llu: %lld pages left is not a positive "
+		                "multiple of the lot %lld up to %lld",
+		                (unsigned long long)o->id, (long long)o->pages,
+		                (long long)p->lot, (long long)p->max_pages);
+	if (o->price % p->tick || o->price < p->price_min ||
+	    o->price > p->price_max)
+		return fail_msg(
+		    err, errlen,
+		    "order %llu: price %lld is off this book's grid "
+		    "(%lld to %lld by %lld)",
+		    (unsigned long long)o->id, (long long)o->price,
+		    (long long)p->price_min, (long long)p->price_max,
+		    (long long)p->tick);
+	if (tab_find(b, o->id) != NIL)
+		return fail_msg(err, errlen,
+		                "order %llu is already in the book",
+		                (unsigned long long)o->id);
+	if (b->count >= p->capacity)
+		return fail_msg(err, errlen,
+		                "order %llu: the book is full at %u orders",
+		                (unsigned long long)o->id, p->capacity);
+	uint32_t li = (uint32_t)((o->price - p->price_min) / p->tick);
+	if (crosses(b, o->side, li))
+		return fail_msg(
+		    err, errlen,
+		    "order %llu at %lld would cross the other side; "
+		    "the open orders are not a consistent book",
+		    (unsigned long long)o->id, (long long)o->price);
+	order_rest(b, o, li);
+	return 0;
+}
+
+/* ---- snapshot ---- */
+
+#define SNAP_MAGIC   "RXBOOK01"
+#define SNAP_HEADER  (8 + 6 * 8 + 4 + 8 + 8)
+#define SNAP_ORDER   (5 * 8 + 4)
+#define SNAP_TRAILER 8
+
+static uint8_t *put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		*p++ = (uint8_t)(v >> (8 * i));
+	return p;
+}
+
+static uint8_t *put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		*p++ = (uint8_t)(v >> (8 * i));
+	return p;
+}
+
+static uint64_t get64(const uint8_t **p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v |= (uint64_t)(*p)[i] << (8 * i);
+	*p += 8;
+	return v;
+}
+
+static uint32_t get32(const uint8_t **p)
+{
+	uint32_t v = 0;
+	for (int i = 0; i < 4; i++)
+		v |= (uint32_t)(*p)[i] << (8 * i);
+	*p += 4;
+	return v;
+}
+
+/* FNV-1a: catches a torn or corrupted snapshot, not an adversary. */
+static uint64_t fnv1a(const uint8_t *p, size_t n)
+{
+	uint64_t h = UINT64_C(0xcbf29ce484222325);
+	for (size_t i = 0; i < n; i++) {
+		h ^= p[i];
+		h *= UINT64_C(0x100000001b3);
+	}
+	return h;
+}
+
+size_t book_snapshot_size(const struct book *b)
+{
+	return SNAP_HEADER + (size_t)b->count * SNAP_ORDER + SNAP_TRAILER;
+}
+
+struct snap_ctx {
+	uint8_t *p;
+};
+
+static void snap_order(void *ctx, const struct book_order *o)
+{
+	struct snap_ctx *s = ctx;
+	uint8_t *p = s->p;
+	p = put64(p, o->id);
+	p = put64(p, (uint64_t)o->account);
+	p = put64(p, (uint64_t)o->price);
+	p = put64(p, (uint64_t)o->pages);
+	p = put64(p, (uint64_t)o->expires);
+	*p++ = (uint8_t)o->side;
+	*p++ = (uint8_t)o->tif;
+	*p++ = (uint8_t)o->stp;
+	*p++ = (uint8_t)o->post_only;
+	s->p = p;
+}
+
+size_t book_snapshot(const struct book *b, void *buf, size_t len)
+{
+	size_t need = book_snapshot_size(b);
+	if (len < need)
+		return 0;
+	uint8_t *p = buf;
+	memcpy(p, SNAP_MAGIC, 8);
+	p += 8;
+	p = put64(p, (uint64_t)b->p.tick);
+	p = put64(p, (uint64_t)b->p.lot);
+	p = put64(p, (uint64_t)b->p.min_pages);
+	p = put64(p, (uint64_t)b->p.max_pages);
+	p = put64(p, (uint64_t)b->p.price_min);
+	p = put64(p, (uint64_t)b->p.price_max);
+	p = put32(p, b->p.capacity);
+	p = put64(p, b->seq);
+	p = put64(p, b->count);
+	struct snap_ctx s = {p};
+	book_foreach(b, snap_order, &s);
+	p = s.p;
+	assert((size_t)(p - (uint8_t *)buf) == need - SNAP_TRAILER);
+	put64(p, fnv1a(buf, need - SNAP_TRAILER));
+	return need;
+}
+
+struct book *book_restore(const void *buf, size_t len, char *err, size_t errlen)
+{
+	const uint8_t *p = buf, *start = buf;
+	struct book *b = NULL;
+	if (len < SNAP_HEADER + SNAP_TRAILER || memcmp(p, SNAP_MAGIC, 8)) {
+		fail_msg(err, errlen,
+		         "not a book snapshot: too short or wrong magic");
+		goto fail;
+	}
+	if (get64(&(const uint8_t *){start + len - SNAP_TRAILER}) !=
+	    fnv1a(start, len - SNAP_TRAILER)) {
+		fail_msg(err, errlen,
+		         "book snapshot checksum mismatch: it is truncated or "
+		         "corrupted");
+		goto fail;
+	}
+	p += 8;
+	struct book_params bp;
+	bp.tick = (rx_price)get64(&p);
+	bp.lot = (rx_pages)get64(&p);
+	bp.min_pages = (rx_pages)get64(&p);
+	bp.max_pages = (rx_pages)get64(&p);
+	bp.price_min = (rx_price)get64(&p);
+	bp.price_max = (rx_price)get64(&p);
+	bp.capacity = get32(&p);
+	uint64_t seq = get64(&p);
+	uint64_t count = get64(&p);
+	if (count > bp.capacity ||
+	    len != SNAP_HEADER + count * SNAP_ORDER + SNAP_TRAILER) {
+		fail_msg(err, errlen,
+		         "book snapshot says %llu orders but has room for "
+		         "%zu bytes of them",
+		         (unsigned long long)count, len);
+		goto fail;
+	}
+	char why[BOOK_MSG_MAX + 64];
+	b = book_new(&bp, why, sizeof(why));
+	if (!b) {
+		fail_msg(err, errlen, "book snapshot has bad parameters: %s",
+		         why);
+		goto fail;
+	}
+	for (uint64_t i = 0; i < count; i++) {
+		struct book_order o;
+		o.id = get64(&p);
+		o.account = (int64_t)get64(&p);
+		o.price = (rx_price)get64(&p);
+		o.pages = (rx_pages)get64(&p);
+		o.expires = (rx_time_ns)get64(&p);
+		o.side = (enum book_side) * p++;
+		o.tif = (enum book_tif) * p++;
+		o.stp = (enum book_stp) * p++;
+		uint8_t po = *p++;
+		o.post_only = po != 0;
+		if (po > 1 || (o.tif != BOOK_GTD && o.expires != 0)) {
+			fail_msg(err, errlen,
+			         "book snapshot order %llu has bad flags",
+			         (unsigned long long)o.id);
+			goto fail;
+		}
+		if (book_insert_resting(b, &o, why, sizeof(why))) {
+			fail_msg(err, errlen, "book snapshot: %s", why);
+			goto fail;
+		}
+	}
+	b->seq = seq;
+	return b;
+fail:
+	book_free(b);
+	return NULL;
+}

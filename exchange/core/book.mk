@@ -1,0 +1,13 @@
+# exchange/core/book.mk — the order book (exchange/core/book.c), its unit and
+# property tests against the reference model, and its benchmark. Included by
+# the top-level Makefile (see docs/CONVENTIONS.md).
+
+BOOK_SRC := exchange/core/book.c
+
+$(call unit_test,test_book,tests/unit/test_book.c tests/unit/book_ref.c \
+  $(BOOK_SRC))
+$(call unit_test,test_book_prop,tests/unit/test_book_prop.c \
+  tests/unit/book_ref.c $(BOOK_SRC))
+
+# bench/10-book.sh runs the -O2 build from $(BUILD)/bin.
+$(call program,bench_book,bench/bench_book.c $(BOOK_SRC),check)
