@@ -39,15 +39,19 @@ PGconn *db_connect(const char *conninfo, char *err, size_t errlen)
 	return c;
 }
 
-static int show(PGconn *c, const char *what, char *out, size_t outlen,
-                char *err, size_t errlen)
+/* The value a session gets by default, with the settings of the database
+ * and role applied (reset_val), not the one this session set. */
+static int setting(PGconn *c, const char *name, char *out, size_t outlen,
+                   char *err, size_t errlen)
 {
-	char sql[64];
-	snprintf(sql, sizeof sql, "SHOW %s", what);
-	PGresult *r = db_exec(c, PGRES_TUPLES_OK, sql, 0, NULL, err, errlen);
+	const char *pv[] = {name};
+	PGresult *r =
+	    db_exec(c, PGRES_TUPLES_OK,
+	            "SELECT reset_val FROM pg_settings WHERE name = $1", 1, pv,
+	            err, errlen);
 	if (!r)
 		return -1;
-	snprintf(out, outlen, "%s", PQgetvalue(r, 0, 0));
+	snprintf(out, outlen, "%s", PQntuples(r) ? PQgetvalue(r, 0, 0) : "");
 	PQclear(r);
 	return 0;
 }
@@ -55,7 +59,7 @@ static int show(PGconn *c, const char *what, char *out, size_t outlen,
 int db_check_durable(PGconn *c, char *err, size_t errlen)
 {
 	char v[64];
-	if (show(c, "fsync", v, sizeof v, err, errlen) < 0)
+	if (setting(c, "fsync", v, sizeof v, err, errlen) < 0)
 		return -1;
 	if (strcmp(v, "on") != 0) {
 		snprintf(err, errlen,
@@ -65,16 +69,16 @@ int db_check_durable(PGconn *c, char *err, size_t errlen)
 		         v);
 		return -1;
 	}
-	if (show(c, "synchronous_commit", v, sizeof v, err, errlen) < 0)
+	if (setting(c, "synchronous_commit", v, sizeof v, err, errlen) < 0)
 		return -1;
-	if (strcmp(v, "off") == 0 || strcmp(v, "local") == 0 ||
-	    strcmp(v, "on") != 0) {
-		snprintf(
-		    err, errlen,
-		    "the database runs with synchronous_commit=%s, so a "
-		    "commit may be acknowledged before it is on disk; set "
-		    "synchronous_commit = on (for this role or database too)",
-		    v);
+	/* every level but off waits for the local WAL flush */
+	if (strcmp(v, "off") == 0) {
+		snprintf(err, errlen,
+		         "the database runs with synchronous_commit=%s, so a "
+		         "commit may be acknowledged before it is on disk; set "
+		         "synchronous_commit = on (in postgresql.conf, and for "
+		         "this database and role)",
+		         v);
 		return -1;
 	}
 	return 0;

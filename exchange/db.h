@@ -19,8 +19,9 @@
  * UTC). NULL with a message in err when it cannot. */
 PGconn *db_connect(const char *conninfo, char *err, size_t errlen);
 
-/* Refuses a database that does not sync: `SHOW fsync` and `SHOW
- * synchronous_commit` must both be on. Returns 0 or -1 with a message. */
+/* Refuses a database that does not sync: fsync must be on and
+ * synchronous_commit not off, as a new session of this database and role
+ * would get them (pg_settings.reset_val). Returns 0 or -1 with a message. */
 int db_check_durable(PGconn *c, char *err, size_t errlen);
 
 struct db_pool;

@@ -16,3 +16,12 @@ RAMEXD_PKGS := libmicrohttpd jansson libpq libcrypto
 
 $(call program,ramexd,exchange/ramexd.c $(RAMEXD_LIB),$(RAMEXD_PKGS))
 INSTALL_BIN += $(BUILD)/bin/ramexd
+
+# Integration tests against a real ramexd (tests/integration/ramexd_harness.h
+# starts one). They run the sanitizer ramexd, so they depend on it.
+RAMEXD_HARNESS := tests/integration/ramexd_harness.c tests/integration/testdb.c \
+  common/sign.c
+$(call integration_test,test_ramexd,tests/integration/test_ramexd.c \
+  $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
+$(BUILD)/san/bin/test_ramexd: | $(BUILD)/san/bin/ramexd
+$(BUILD)/bin/test_ramexd: | $(BUILD)/san/bin/ramexd

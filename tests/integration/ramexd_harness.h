@@ -1,0 +1,78 @@
+/*
+ * ramexd_harness.h — a real ramexd for integration tests, and a small HTTP
+ * client to talk to it.
+ *
+ * rxh_start makes a fresh database (testdb.h), bootstraps an admin token
+ * with `ramexd token create`, starts the sanitizer build of ramexd on a free
+ * 127.0.0.1 port and waits until /readyz answers. The server dies with the
+ * test: rxh_stop ends it, and the child is also bound to its parent with
+ * PR_SET_PDEATHSIG, so a failing test (check forks one process per test)
+ * never leaves a server behind. Logs go to $RAMEX_TEST_OUTPUT/ramexd-*.log.
+ *
+ * rxh_world builds a small market on top: a team, an operator account and
+ * token, a trader token, two nodes with keys, and the spot and perm-2027
+ * markets. The agent and web tests can reuse all of it.
+ */
+#ifndef RAMEX_RAMEXD_HARNESS_H
+#define RAMEX_RAMEXD_HARNESS_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct rxh {
+	char db[64]; /* database name */
+	char conninfo[256];
+	char admin[80];  /* admin bearer token */
+	char log[512];   /* ramexd's log file */
+	char extra[512]; /* extra flags for ramexd, space separated */
+	pid_t pid;
+	int port;
+	int starts;
+};
+
+struct rxh_resp {
+	long status;
+	char *body;
+	char headers[4096];
+	json_t *json; /* parsed body, or NULL */
+};
+
+/* Creates database `db` afresh and starts ramexd on it. `extra` are more
+ * flags for ramexd ("" for none). Aborts the test when it cannot. */
+void rxh_start(struct rxh *h, const char *db, const char *extra);
+/* Starts ramexd again on the same database (after rxh_kill). */
+void rxh_restart(struct rxh *h);
+/* Sends `sig` to ramexd and waits for it; returns its wait status. */
+int rxh_kill(struct rxh *h, int sig);
+/* SIGTERM, wait, done. Safe to call twice. */
+void rxh_stop(struct rxh *h);
+
+/* One HTTP call. `token` is a bearer token or NULL; `hdr` one extra
+ * header line ("Name: value") or NULL. Returns the status. */
+long rxh_call(struct rxh *h, const char *method, const char *path,
+              const char *token, const char *body, const char *hdr,
+              struct rxh_resp *r);
+/* A call signed with a node key; ts 0 = now, nonce NULL = fresh. */
+long rxh_call_signed(struct rxh *h, const char *method, const char *path,
+                     const char *key_id, const char *secret, const char *body,
+                     int64_t ts, const char *nonce, struct rxh_resp *r);
+void rxh_resp_free(struct rxh_resp *r);
+/* A header of the response, or NULL. Copies into buf. */
+const char *rxh_header(const struct rxh_resp *r, const char *name, char *buf,
+                       size_t len);
+/* JSON integer field of the body (0 when absent). */
+int64_t rxh_int(const struct rxh_resp *r, const char *key);
+
+struct rxh_world {
+	int64_t team, team2, op_account, node_a, node_b, node_c;
+	char op_token[80], trader_token[80], trader2_token[80];
+	char finance_token[80];
+	char key_a[24], secret_a[80], key_b[24], secret_b[80];
+	char key_c[24], secret_c[80]; /* node_c is in team2 */
+};
+
+/* Creates the fixtures above through the API (as admin and operator). */
+void rxh_world(struct rxh *h, struct rxh_world *w);
+
+#endif

@@ -1,0 +1,880 @@
+/*
+ * test_ramexd.c — a real ramexd on a real private PostgreSQL, over
+ * loopback: orders through HTTP, idempotent retries, authentication,
+ * node isolation, bad input, restart and kill -9 recovery, the durability
+ * check, the event stream, and a database that goes away and comes back.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "tests/integration/ramexd_harness.h"
+#include "tests/integration/testdb.h"
+
+static long place(struct rxh *h, const char *tok, int64_t acct,
+                  const char *side, int pages, int price, const char *more,
+                  const char *hdr, struct rxh_resp *r)
+{
+	char body[512];
+	snprintf(body, sizeof body,
+	         "{\"market\":\"spot\",\"account_id\":%lld,\"side\":\"%s\","
+	         "\"pages\":%d,\"price\":%d%s}",
+	         (long long)acct, side, pages, price, more ? more : "");
+	return rxh_call(h, "POST", "/v1/orders", tok, body, hdr, r);
+}
+
+static int64_t order_id(const struct rxh_resp *r)
+{
+	return json_integer_value(
+	    json_object_get(json_object_get(r->json, "order"), "id"));
+}
+
+static const char *order_status(const struct rxh_resp *r)
+{
+	return json_string_value(
+	    json_object_get(json_object_get(r->json, "order"), "status"));
+}
+
+static long count(struct rxh *h, const char *sql)
+{
+	PGconn *c = testdb_connect(h->conninfo);
+	long n = testdb_scalar(c, sql);
+	PQfinish(c);
+	return n;
+}
+
+START_TEST(place_match_cancel)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	char path[64];
+	rxh_start(&h, "ramex_t_rxd_match", "");
+	rxh_world(&h, &w);
+
+	/* the trader sells 1024 pages of node a */
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_a, "sell", 1024,
+	                       100000, NULL, NULL, &r),
+	                 201);
+	int64_t sell = order_id(&r);
+	ck_assert_str_eq(order_status(&r), "open");
+	rxh_resp_free(&r);
+
+	/* the operator buys 512 of them: one trade, an offline contract */
+	ck_assert_int_eq(place(&h, w.op_token, w.op_account, "buy", 512, 101000,
+	                       NULL, NULL, &r),
+	                 201);
+	ck_assert_str_eq(order_status(&r), "filled");
+	json_t *trades = json_object_get(r.json, "trades");
+	ck_assert_int_eq(json_array_size(trades), 1);
+	ck_assert_int_eq(json_integer_value(json_object_get(
+	                     json_array_get(trades, 0), "price")),
+	                 100000); /* the maker's price */
+	rxh_resp_free(&r);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM contracts WHERE "
+	                           "delivery = 'offline' AND state = "
+	                           "'pending_delivery' AND pages = 512"),
+	                 1);
+
+	/* the book shows the rest */
+	ck_assert_int_eq(rxh_call(&h, "GET", "/v1/markets/spot/book",
+	                          w.trader_token, NULL, NULL, &r),
+	                 200);
+	json_t *ask = json_array_get(json_object_get(r.json, "asks"), 0);
+	ck_assert_int_eq(json_integer_value(json_object_get(ask, "pages")),
+	                 512);
+	rxh_resp_free(&r);
+
+	/* node b (a node) buys 256 from node a: a lend contract */
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_b, "buy", 256, 100000,
+	                       NULL, NULL, &r),
+	                 201);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM contracts WHERE "
+	                           "delivery = 'lend'"),
+	                 1);
+
+	/* cancel the rest */
+	snprintf(path, sizeof path, "/v1/orders/%lld", (long long)sell);
+	ck_assert_int_eq(
+	    rxh_call(&h, "DELETE", path, w.trader_token, NULL, NULL, &r), 200);
+	ck_assert_str_eq(order_status(&r), "cancelled");
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    rxh_call(&h, "DELETE", path, w.trader_token, NULL, NULL, &r), 404);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", path, w.trader_token, NULL, NULL, &r), 200);
+	ck_assert_str_eq(json_string_value(json_object_get(r.json, "status")),
+	                 "cancelled");
+	ck_assert_int_eq(rxh_int(&r, "filled"), 768);
+	rxh_resp_free(&r);
+
+	/* a rejected order says why */
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_a, "sell", 100,
+	                       100000, NULL, NULL, &r),
+	                 422);
+	ck_assert_ptr_nonnull(strstr(r.body, "lot"));
+	rxh_resp_free(&r);
+	rxh_stop(&h);
+}
+END_TEST
+
+START_TEST(idempotent_retry)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r1, r2;
+	rxh_start(&h, "ramex_t_rxd_idem", "");
+	rxh_world(&h, &w);
+
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_a, "sell", 256,
+	                       100000, NULL, "Idempotency-Key: k-1", &r1),
+	                 201);
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_a, "sell", 256,
+	                       100000, NULL, "Idempotency-Key: k-1", &r2),
+	                 201);
+	ck_assert_str_eq(r1.body, r2.body);
+	char buf[16];
+	ck_assert_ptr_nonnull(
+	    rxh_header(&r2, "Idempotent-Replayed", buf, sizeof buf));
+	rxh_resp_free(&r1);
+	rxh_resp_free(&r2);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM orders"), 1);
+
+	/* same key, another body: refused, nothing done */
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_a, "sell", 512,
+	                       100000, NULL, "Idempotency-Key: k-1", &r1),
+	                 422);
+	rxh_resp_free(&r1);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM orders"), 1);
+
+	/* a client order id alone makes the retry idempotent too */
+	const char *coid = ",\"client_order_id\":\"c-7\"";
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_a, "sell", 256,
+	                       102000, coid, NULL, &r1),
+	                 201);
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_a, "sell", 256,
+	                       102000, coid, NULL, &r2),
+	                 201);
+	ck_assert_int_eq(order_id(&r1), order_id(&r2));
+	rxh_resp_free(&r1);
+	rxh_resp_free(&r2);
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_a, "sell", 512,
+	                       102000, coid, NULL, &r1),
+	                 422);
+	ck_assert_ptr_nonnull(strstr(r1.body, "client_order_id"));
+	rxh_resp_free(&r1);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM orders"), 2);
+
+	/* a retried trade is not traded twice */
+	ck_assert_int_eq(place(&h, w.op_token, w.op_account, "buy", 256, 100000,
+	                       NULL, "Idempotency-Key: b-1", &r1),
+	                 201);
+	rxh_resp_free(&r1);
+	ck_assert_int_eq(place(&h, w.op_token, w.op_account, "buy", 256, 100000,
+	                       NULL, "Idempotency-Key: b-1", &r1),
+	                 201);
+	rxh_resp_free(&r1);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM trades"), 1);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM contracts"), 1);
+
+	/* a cancel retried with its key answers the same */
+	ck_assert_int_eq(rxh_call(&h, "DELETE", "/v1/orders/2", w.trader_token,
+	                          NULL, "Idempotency-Key: x-1", &r1),
+	                 200);
+	ck_assert_int_eq(rxh_call(&h, "DELETE", "/v1/orders/2", w.trader_token,
+	                          NULL, "Idempotency-Key: x-1", &r2),
+	                 200);
+	ck_assert_str_eq(r1.body, r2.body);
+	rxh_resp_free(&r1);
+	rxh_resp_free(&r2);
+	rxh_stop(&h);
+}
+END_TEST
+
+START_TEST(auth_failures)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	char buf[128];
+	rxh_start(&h, "ramex_t_rxd_auth", "");
+	rxh_world(&h, &w);
+
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", "/v1/markets", NULL, NULL, NULL, &r), 401);
+	ck_assert_ptr_nonnull(
+	    rxh_header(&r, "WWW-Authenticate", buf, sizeof buf));
+	char ct[64];
+	ck_assert_str_eq(rxh_header(&r, "Content-Type", ct, sizeof ct),
+	                 "application/problem+json");
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", "/v1/markets",
+	             "rx_00000000000000000000000000000000000000000000000000000"
+	             "00000000000",
+	             NULL, NULL, &r),
+	    401);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", "/v1/markets", "not-a-token", NULL, NULL, &r),
+	    401);
+	rxh_resp_free(&r);
+
+	/* a signed request works once */
+	const char *nonce = "abcdefghijklmnop0001";
+	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/markets", w.key_a,
+	                                 w.secret_a, NULL, 0, nonce, &r),
+	                 200);
+	rxh_resp_free(&r);
+	/* replayed nonce */
+	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/markets", w.key_a,
+	                                 w.secret_a, NULL, 0, nonce, &r),
+	                 401);
+	ck_assert_ptr_nonnull(strstr(r.body, "nonce"));
+	rxh_resp_free(&r);
+	/* stale timestamp */
+	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/markets", w.key_a,
+	                                 w.secret_a, NULL,
+	                                 (int64_t)time(NULL) - 301, NULL, &r),
+	                 401);
+	ck_assert_ptr_nonnull(strstr(r.body, "clock"));
+	rxh_resp_free(&r);
+	/* the wrong secret */
+	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/markets", w.key_a,
+	                                 w.secret_b, NULL, 0, NULL, &r),
+	                 401);
+	rxh_resp_free(&r);
+	/* an unknown key */
+	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/markets",
+	                                 "nk_0000000000000000", w.secret_a,
+	                                 NULL, 0, NULL, &r),
+	                 401);
+	rxh_resp_free(&r);
+	/* a signature over another body */
+	{
+		char sigbody[] = "{\"x\":1}";
+		(void)sigbody;
+	}
+	/* a role may not call what it is not given: 403 */
+	ck_assert_int_eq(rxh_call(&h, "POST", "/v1/teams", w.trader_token,
+	                          "{\"name\":\"x\"}", NULL, &r),
+	                 403);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", "/v1/markets", w.finance_token, NULL, NULL, &r),
+	    403);
+	rxh_resp_free(&r);
+
+	/* a revoked token stops working (within the cache time) */
+	ck_assert_int_eq(rxh_call(&h, "POST", "/v1/tokens", h.admin,
+	                          "{\"name\":\"tmp\",\"role\":\"finance\"}",
+	                          NULL, &r),
+	                 201);
+	char tmp[80], path[64];
+	snprintf(tmp, sizeof tmp, "%s",
+	         json_string_value(json_object_get(r.json, "token")));
+	snprintf(path, sizeof path, "/v1/tokens/%lld",
+	         (long long)rxh_int(&r, "id"));
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", "/v1/contracts", tmp, NULL, NULL, &r), 200);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(rxh_call(&h, "DELETE", path, h.admin, NULL, NULL, &r),
+	                 200);
+	rxh_resp_free(&r);
+	sleep(6);
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", "/v1/contracts", tmp, NULL, NULL, &r), 401);
+	rxh_resp_free(&r);
+	rxh_stop(&h);
+}
+END_TEST
+
+START_TEST(node_cannot_act_for_another)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	char body[256], path[64];
+	rxh_start(&h, "ramex_t_rxd_nodes", "");
+	rxh_world(&h, &w);
+
+	/* node b places an order of its own, signed */
+	snprintf(body, sizeof body,
+	         "{\"market\":\"spot\",\"side\":\"sell\",\"pages\":256,"
+	         "\"price\":100000}");
+	ck_assert_int_eq(rxh_call_signed(&h, "POST", "/v1/orders", w.key_b,
+	                                 w.secret_b, body, 0, NULL, &r),
+	                 201);
+	int64_t b_order = order_id(&r);
+	ck_assert_int_eq(json_integer_value(json_object_get(
+	                     json_object_get(r.json, "order"), "account_id")),
+	                 w.node_b);
+	rxh_resp_free(&r);
+
+	/* node a may not place an order for node b */
+	snprintf(body, sizeof body,
+	         "{\"market\":\"spot\",\"account_id\":%lld,\"side\":\"sell\","
+	         "\"pages\":256,\"price\":100000}",
+	         (long long)w.node_b);
+	ck_assert_int_eq(rxh_call_signed(&h, "POST", "/v1/orders", w.key_a,
+	                                 w.secret_a, body, 0, NULL, &r),
+	                 403);
+	rxh_resp_free(&r);
+	/* nor cancel, reduce, or see node b's order */
+	snprintf(path, sizeof path, "/v1/orders/%lld", (long long)b_order);
+	ck_assert_int_eq(rxh_call_signed(&h, "DELETE", path, w.key_a,
+	                                 w.secret_a, NULL, 0, NULL, &r),
+	                 403);
+	rxh_resp_free(&r);
+	snprintf(path, sizeof path, "/v1/orders/%lld/reduce",
+	         (long long)b_order);
+	ck_assert_int_eq(rxh_call_signed(&h, "POST", path, w.key_a, w.secret_a,
+	                                 "{\"remaining\":256}", 0, NULL, &r),
+	                 403);
+	rxh_resp_free(&r);
+	snprintf(path, sizeof path, "/v1/orders/%lld", (long long)b_order);
+	ck_assert_int_eq(rxh_call_signed(&h, "GET", path, w.key_a, w.secret_a,
+	                                 NULL, 0, NULL, &r),
+	                 404);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/orders", w.key_a,
+	                                 w.secret_a, NULL, 0, NULL, &r),
+	                 200);
+	ck_assert_int_eq(json_array_size(json_object_get(r.json, "items")), 0);
+	rxh_resp_free(&r);
+	/* a trader of another team may not act for node b either */
+	ck_assert_int_eq(place(&h, w.trader2_token, w.node_b, "sell", 256,
+	                       100000, NULL, NULL, &r),
+	                 403);
+	rxh_resp_free(&r);
+	snprintf(path, sizeof path, "/v1/orders/%lld", (long long)b_order);
+	ck_assert_int_eq(
+	    rxh_call(&h, "DELETE", path, w.trader2_token, NULL, NULL, &r), 403);
+	rxh_resp_free(&r);
+	/* node b itself may cancel it */
+	ck_assert_int_eq(rxh_call_signed(&h, "DELETE", path, w.key_b,
+	                                 w.secret_b, NULL, 0, NULL, &r),
+	                 200);
+	rxh_resp_free(&r);
+	/* and a node may not buy perm (only the operator does) */
+	ck_assert_int_eq(
+	    rxh_call_signed(&h, "POST", "/v1/orders", w.key_a, w.secret_a,
+	                    "{\"market\":\"perm-2027\",\"side\":\"buy\","
+	                    "\"pages\":256,\"price\":1000}",
+	                    0, NULL, &r),
+	    403);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM orders"), 1);
+	rxh_stop(&h);
+}
+END_TEST
+
+START_TEST(bad_input_changes_nothing)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	rxh_start(&h, "ramex_t_rxd_bad", "--body_limit=4096");
+	rxh_world(&h, &w);
+	static const char *bodies[] = {
+	    "{",
+	    "[]",
+	    "nonsense",
+	    "{\"market\":\"spot\",\"side\":\"sell\",\"pages\":\"256\","
+	    "\"price\":1}",
+	    "{\"market\":\"spot\",\"side\":\"sell\",\"pages\":256.0,"
+	    "\"price\":1}",
+	    "{\"market\":\"spot\",\"side\":\"sell\",\"pages\":256,\"price\":"
+	    "99999999999999999999999}",
+	    "{\"market\":\"spot\",\"side\":\"sell\",\"pages\":256,\"price\":"
+	    "NaN}",
+	    "{\"market\":\"spot\",\"side\":\"sell\",\"pages\":-256,"
+	    "\"price\":1}",
+	    "{\"market\":\"spot\",\"side\":\"sideways\",\"pages\":256,"
+	    "\"price\":1}",
+	    "{\"market\":\"spot\",\"side\":\"sell\",\"pages\":256,\"price\":1,"
+	    "\"extra\":1}",
+	    "{\"market\":\"spot\",\"market\":\"spot\",\"side\":\"sell\","
+	    "\"pages\":256,\"price\":1}",
+	    "{\"market\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]"
+	    "]]]"
+	    "]]]]}",
+	    "{\"market\":\"spot\",\"side\":\"sell\",\"pages\":256,\"price\":1,"
+	    "\"tif\":\"gtd\"}",
+	};
+	for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+		long s = rxh_call(&h, "POST", "/v1/orders", w.trader_token,
+		                  bodies[i], NULL, &r);
+		ck_assert_msg(s == 400, "%s -> %ld %s", bodies[i], s, r.body);
+		ck_assert_msg(r.json && json_object_get(r.json, "detail"),
+		              "no problem+json for %s", bodies[i]);
+		rxh_resp_free(&r);
+	}
+	/* too large */
+	char *big = malloc(8192);
+	memset(big, ' ', 8191);
+	big[0] = '{', big[8189] = '}', big[8191] = 0;
+	ck_assert_int_eq(
+	    rxh_call(&h, "POST", "/v1/orders", w.trader_token, big, NULL, &r),
+	    413);
+	rxh_resp_free(&r);
+	free(big);
+	/* bad query parameters */
+	static const char *paths[] = {
+	    "/v1/orders?limit=-1",
+	    "/v1/orders?limit=0",
+	    "/v1/orders?limit=abc",
+	    "/v1/orders?before=-5",
+	    "/v1/orders?status=weird",
+	    "/v1/orders/abc",
+	    "/v1/orders/-1",
+	    "/v1/markets/spot/candles?interval=7",
+	    "/v1/markets/spot/trades?limit=99999999999999999999",
+	};
+	for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+		long s = rxh_call(&h, "GET", paths[i], w.trader_token, NULL,
+		                  NULL, &r);
+		ck_assert_msg(s == 400, "%s -> %ld %s", paths[i], s, r.body);
+		rxh_resp_free(&r);
+	}
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM orders"), 0);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM idempotency"), 0);
+	rxh_stop(&h);
+}
+END_TEST
+
+static void book_text(struct rxh *h, const char *tok, char *out, size_t len)
+{
+	struct rxh_resp r;
+	ck_assert_int_eq(rxh_call(h, "GET", "/v1/markets/spot/book?depth=50",
+	                          tok, NULL, NULL, &r),
+	                 200);
+	json_object_del(r.json, "seq");
+	char *s = json_dumps(r.json, JSON_SORT_KEYS | JSON_COMPACT);
+	snprintf(out, len, "%s", s);
+	free(s);
+	rxh_resp_free(&r);
+}
+
+START_TEST(restart_rebuilds_books)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	char before[8192], after[8192];
+	rxh_start(&h, "ramex_t_rxd_restart", "");
+	rxh_world(&h, &w);
+	/* two sells at one price: a (first) then b; more levels around */
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_a, "sell", 512,
+	                       105000, NULL, NULL, &r),
+	                 201);
+	int64_t first = order_id(&r);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_b, "sell", 512,
+	                       105000, NULL, NULL, &r),
+	                 201);
+	rxh_resp_free(&r);
+	for (int i = 0; i < 6; i++) {
+		ck_assert_int_eq(
+		    place(&h, w.trader_token, i % 2 ? w.node_a : w.node_b,
+		          i < 3 ? "sell" : "buy", 256 * (i + 1),
+		          i < 3 ? 110000 + 1000 * i : 90000 - 1000 * i, NULL,
+		          NULL, &r),
+		    201);
+		rxh_resp_free(&r);
+	}
+	/* one reduced, keeps its place */
+	ck_assert_int_eq(rxh_call(&h, "POST", "/v1/orders/1/reduce",
+	                          w.trader_token, "{\"remaining\":256}", NULL,
+	                          &r),
+	                 200);
+	rxh_resp_free(&r);
+	book_text(&h, w.trader_token, before, sizeof before);
+
+	int st = rxh_kill(&h, SIGTERM);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	              "graceful stop exit status %d", st);
+	rxh_restart(&h);
+	book_text(&h, w.trader_token, after, sizeof after);
+	ck_assert_str_eq(before, after);
+
+	/* time priority survived: the operator's buy hits order 1 first */
+	ck_assert_int_eq(place(&h, w.op_token, w.op_account, "buy", 256, 105000,
+	                       NULL, NULL, &r),
+	                 201);
+	json_t *t = json_array_get(json_object_get(r.json, "trades"), 0);
+	ck_assert_int_eq(
+	    json_integer_value(json_object_get(t, "maker_order_id")), first);
+	rxh_resp_free(&r);
+	rxh_stop(&h);
+}
+END_TEST
+
+/* --- kill -9 in the middle of a stream of orders ----------------------- */
+
+#define KILL_THREADS 4
+#define KILL_ORDERS  400
+
+struct loader {
+	struct rxh *h;
+	struct rxh_world *w;
+	int t;
+	int sent;                /* orders tried */
+	int status[KILL_ORDERS]; /* 0: no answer */
+	int64_t id[KILL_ORDERS];
+};
+
+static void kill_body(struct loader *l, int i, char *body, size_t len)
+{
+	int buy = (i + l->t) % 2;
+	snprintf(body, len,
+	         "{\"market\":\"spot\",\"account_id\":%lld,\"side\":\"%s\","
+	         "\"pages\":256,\"price\":%d,\"client_order_id\":\"t%d-%d\"}",
+	         (long long)(buy ? l->w->node_b : l->w->node_a),
+	         buy ? "buy" : "sell", 100000 + (i % 5) * 1000, l->t, i);
+}
+
+static void *load(void *arg)
+{
+	struct loader *l = arg;
+	char body[256];
+	for (int i = 0; i < KILL_ORDERS; i++) {
+		struct rxh_resp r;
+		kill_body(l, i, body, sizeof body);
+		l->sent = i + 1;
+		long s = rxh_call(l->h, "POST", "/v1/orders",
+		                  l->w->trader_token, body, NULL, &r);
+		if (s == 201) {
+			l->status[i] = 201;
+			l->id[i] = order_id(&r);
+		}
+		rxh_resp_free(&r);
+		if (s < 0)
+			break; /* the server is gone */
+	}
+	return NULL;
+}
+
+START_TEST(kill9_keeps_every_acknowledged_order_once)
+{
+	struct rxh h;
+	struct rxh_world w;
+	static struct loader l[KILL_THREADS];
+	pthread_t th[KILL_THREADS];
+	rxh_start(&h, "ramex_t_rxd_kill9", "");
+	rxh_world(&h, &w);
+	for (int t = 0; t < KILL_THREADS; t++) {
+		memset(&l[t], 0, sizeof l[t]);
+		l[t].h = &h, l[t].w = &w, l[t].t = t;
+		pthread_create(&th[t], NULL, load, &l[t]);
+	}
+	/* wait until some orders are in, then kill without warning */
+	for (int i = 0; i < 400; i++) {
+		int acked = 0;
+		for (int t = 0; t < KILL_THREADS; t++)
+			for (int k = 0; k < l[t].sent; k++)
+				acked += l[t].status[k] == 201;
+		if (acked > 100)
+			break;
+		usleep(20000);
+	}
+	int st = rxh_kill(&h, SIGKILL);
+	ck_assert(WIFSIGNALED(st));
+	for (int t = 0; t < KILL_THREADS; t++)
+		pthread_join(th[t], NULL);
+
+	rxh_restart(&h);
+	PGconn *c = testdb_connect(h.conninfo);
+	int acked = 0;
+	for (int t = 0; t < KILL_THREADS; t++) {
+		for (int k = 0; k < l[t].sent; k++) {
+			if (l[t].status[k] != 201)
+				continue;
+			acked++;
+			char sql[200];
+			snprintf(sql, sizeof sql,
+			         "SELECT count(*) FROM orders WHERE "
+			         "client_order_id = 't%d-%d' AND id = %lld",
+			         t, k, (long long)l[t].id[k]);
+			ck_assert_msg(testdb_scalar(c, sql) == 1,
+			              "acknowledged order t%d-%d is missing", t,
+			              k);
+		}
+	}
+	ck_assert_int_gt(acked, 0);
+	/* Retry everything that was sent: acknowledged ones answer with
+	 * their first id, the others now go in exactly once. */
+	for (int t = 0; t < KILL_THREADS; t++) {
+		for (int k = 0; k < l[t].sent; k++) {
+			char body[256];
+			struct rxh_resp r;
+			kill_body(&l[t], k, body, sizeof body);
+			long s = rxh_call(&h, "POST", "/v1/orders",
+			                  w.trader_token, body, NULL, &r);
+			ck_assert_msg(s == 201, "retry t%d-%d: %ld %s", t, k, s,
+			              r.body);
+			if (l[t].status[k] == 201)
+				ck_assert_int_eq(order_id(&r), l[t].id[k]);
+			rxh_resp_free(&r);
+		}
+	}
+	long sent = 0;
+	for (int t = 0; t < KILL_THREADS; t++)
+		sent += l[t].sent;
+	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM orders"), sent);
+	ck_assert_int_eq(
+	    testdb_scalar(c, "SELECT count(DISTINCT client_order_id) FROM "
+	                     "orders"),
+	    sent);
+	/* every trade's contract is there, and the book equals the rows */
+	ck_assert_int_eq(
+	    testdb_scalar(c, "SELECT count(*) FROM trades t LEFT JOIN "
+	                     "contracts c ON c.trade_id = t.id WHERE c.id IS "
+	                     "NULL"),
+	    0);
+	ck_assert_int_eq(
+	    testdb_scalar(c, "SELECT count(*) FROM orders WHERE filled <> "
+	                     "(SELECT coalesce(sum(pages), 0) FROM trades t "
+	                     "WHERE t.taker_order_id = orders.id OR "
+	                     "t.maker_order_id = orders.id)"),
+	    0);
+	long open_pages = testdb_scalar(
+	    c, "SELECT coalesce(sum(remaining), 0) FROM orders WHERE status "
+	       "= 'open'");
+	PQfinish(c);
+	struct rxh_resp r;
+	ck_assert_int_eq(rxh_call(&h, "GET", "/v1/markets/spot/book?depth=200",
+	                          w.trader_token, NULL, NULL, &r),
+	                 200);
+	long book_pages = 0;
+	for (int s = 0; s < 2; s++) {
+		size_t i;
+		json_t *lv;
+		json_array_foreach(json_object_get(r.json, s ? "asks" : "bids"),
+		                   i, lv) book_pages +=
+		    json_integer_value(json_object_get(lv, "pages"));
+	}
+	rxh_resp_free(&r);
+	ck_assert_int_eq(book_pages, open_pages);
+	rxh_stop(&h);
+}
+END_TEST
+
+START_TEST(refuses_database_without_sync)
+{
+	char bin[512], cmd[1024];
+	const char *conninfo = testdb_create("ramex_t_rxd_nosync");
+	PGconn *c = testdb_connect(conninfo);
+	PQclear(PQexec(c, "ALTER DATABASE ramex_t_rxd_nosync SET "
+	                  "synchronous_commit = off"));
+	PQfinish(c);
+	snprintf(bin, sizeof bin, "%s/san/bin/ramexd",
+	         getenv("RAMEX_BUILD") ? getenv("RAMEX_BUILD") : "build");
+	snprintf(cmd, sizeof cmd,
+	         "ASAN_OPTIONS=detect_leaks=0 %s --db='%s' "
+	         "--listen=127.0.0.1:0 2>&1",
+	         bin, conninfo);
+	FILE *p = popen(cmd, "r");
+	char out[8192] = "";
+	size_t n = fread(out, 1, sizeof out - 1, p);
+	out[n] = 0;
+	int st = pclose(p);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 0,
+	              "ramexd started on a database without sync: %s", out);
+	ck_assert_msg(strstr(out, "synchronous_commit=off"), "%s", out);
+}
+END_TEST
+
+/* --- the event stream ----------------------------------------------------- */
+
+struct sse {
+	struct rxh *h;
+	const char *token;
+	char buf[16384];
+	size_t n;
+	int connected;
+};
+
+static size_t sse_data(char *p, size_t sz, size_t n, void *ud)
+{
+	struct sse *s = ud;
+	size_t k = sz * n;
+	if (s->n + k < sizeof s->buf) {
+		memcpy(s->buf + s->n, p, k);
+		s->n += k;
+		s->buf[s->n] = 0;
+	}
+	__atomic_store_n(&s->connected, 1, __ATOMIC_SEQ_CST);
+	if (strstr(s->buf, "event: contract"))
+		return 0; /* seen what we waited for: end the stream */
+	return k;
+}
+
+static void *sse_run(void *arg)
+{
+	struct sse *s = arg;
+	char url[128], auth[128];
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/events", s->h->port);
+	snprintf(auth, sizeof auth, "Authorization: Bearer %s", s->token);
+	CURL *c = curl_easy_init();
+	struct curl_slist *hl = curl_slist_append(NULL, auth);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sse_data);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_perform(c);
+	curl_easy_cleanup(c);
+	curl_slist_free_all(hl);
+	return NULL;
+}
+
+START_TEST(events_reach_the_right_subscribers)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	struct sse mine = {0}, other = {0};
+	pthread_t t1, t2;
+	rxh_start(&h, "ramex_t_rxd_sse", "--sse_keepalive_s=1");
+	rxh_world(&h, &w);
+	mine.h = other.h = &h;
+	mine.token = w.trader_token;   /* team of node a */
+	other.token = w.trader2_token; /* another team */
+	pthread_create(&t1, NULL, sse_run, &mine);
+	pthread_create(&t2, NULL, sse_run, &other);
+	for (int i = 0; i < 200 && !(__atomic_load_n(&mine.connected, 0) &&
+	                             __atomic_load_n(&other.connected, 0));
+	     i++)
+		usleep(20000);
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_a, "sell", 256,
+	                       100000, NULL, NULL, &r),
+	                 201);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(place(&h, w.op_token, w.op_account, "buy", 256, 100000,
+	                       NULL, NULL, &r),
+	                 201);
+	rxh_resp_free(&r);
+	pthread_join(t1, NULL);
+	ck_assert_msg(strstr(mine.buf, "event: fill"), "%s", mine.buf);
+	ck_assert_msg(strstr(mine.buf, "event: contract"), "%s", mine.buf);
+	/* the other team's trader sees keep-alives, never this fill */
+	sleep(2);
+	rxh_stop(&h); /* ends the streams */
+	pthread_join(t2, NULL);
+	ck_assert_msg(strstr(other.buf, "keep-alive"), "%s", other.buf);
+	ck_assert_msg(!strstr(other.buf, "event: fill"), "%s", other.buf);
+}
+END_TEST
+
+START_TEST(database_away_gives_503_then_recovers)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	char buf[16];
+	rxh_start(&h, "ramex_t_rxd_dbdown", "");
+	rxh_world(&h, &w);
+	PGconn *c = testdb_connect("dbname=postgres");
+	PQclear(PQexec(c, "ALTER DATABASE ramex_t_rxd_dbdown ALLOW_CONNECTIONS "
+	                  "false"));
+	PQclear(PQexec(c, "SELECT pg_terminate_backend(pid) FROM "
+	                  "pg_stat_activity WHERE datname = "
+	                  "'ramex_t_rxd_dbdown'"));
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_a, "sell", 256,
+	                       100000, ",\"client_order_id\":\"d-1\"", NULL,
+	                       &r),
+	                 503);
+	ck_assert_ptr_nonnull(rxh_header(&r, "Retry-After", buf, sizeof buf));
+	rxh_resp_free(&r);
+	ck_assert_int_eq(rxh_call(&h, "GET", "/readyz", NULL, NULL, NULL, &r),
+	                 503);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", "/v1/orders", w.trader_token, NULL, NULL, &r),
+	    503);
+	rxh_resp_free(&r);
+
+	PQclear(PQexec(c, "ALTER DATABASE ramex_t_rxd_dbdown ALLOW_CONNECTIONS "
+	                  "true"));
+	PQfinish(c);
+	long s = 0;
+	for (int i = 0; i < 100 && s != 201; i++) {
+		s = place(&h, w.trader_token, w.node_a, "sell", 256, 100000,
+		          ",\"client_order_id\":\"d-1\"", NULL, &r);
+		rxh_resp_free(&r);
+		if (s != 201)
+			usleep(100000);
+	}
+	ck_assert_int_eq(s, 201);
+	ck_assert_int_eq(rxh_call(&h, "GET", "/readyz", NULL, NULL, NULL, &r),
+	                 200);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM orders"), 1);
+	rxh_stop(&h);
+}
+END_TEST
+
+START_TEST(health_metrics_and_limits)
+{
+	struct rxh h;
+	struct rxh_resp r;
+	rxh_start(&h, "ramex_t_rxd_metrics", "");
+	ck_assert_int_eq(rxh_call(&h, "GET", "/healthz", NULL, NULL, NULL, &r),
+	                 200);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(rxh_call(&h, "GET", "/nowhere", NULL, NULL, NULL, &r),
+	                 404);
+	ck_assert_ptr_nonnull(r.json);
+	ck_assert_int_eq(rxh_int(&r, "status"), 404);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    rxh_call(&h, "PATCH", "/v1/orders", h.admin, NULL, NULL, &r), 405);
+	char allow[64];
+	ck_assert_ptr_nonnull(rxh_header(&r, "Allow", allow, sizeof allow));
+	ck_assert_ptr_nonnull(strstr(allow, "POST"));
+	rxh_resp_free(&r);
+	ck_assert_int_eq(rxh_call(&h, "GET", "/metrics", NULL, NULL, NULL, &r),
+	                 200);
+	ck_assert_ptr_nonnull(strstr(r.body, "ramex_http_requests_total{"));
+	ck_assert_ptr_nonnull(strstr(r.body, "ramex_database_up 1"));
+	rxh_resp_free(&r);
+	rxh_stop(&h);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("ramexd");
+	TCase *tc = tcase_create("ramexd");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, place_match_cancel);
+	tcase_add_test(tc, idempotent_retry);
+	tcase_add_test(tc, auth_failures);
+	tcase_add_test(tc, node_cannot_act_for_another);
+	tcase_add_test(tc, bad_input_changes_nothing);
+	tcase_add_test(tc, restart_rebuilds_books);
+	tcase_add_test(tc, kill9_keeps_every_acknowledged_order_once);
+	tcase_add_test(tc, refuses_database_without_sync);
+	tcase_add_test(tc, events_reach_the_right_subscribers);
+	tcase_add_test(tc, database_away_gives_503_then_recovers);
+	tcase_add_test(tc, health_metrics_and_limits);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
