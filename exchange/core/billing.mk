@@ -12,3 +12,4 @@ BILLING_SRC  := $(MONEY_SRC) $(CONTRACT_SRC) $(USAGE_SRC) $(INVOICE_SRC)
 $(call unit_test,test_money,tests/unit/test_money.c $(MONEY_SRC))
 $(call unit_test,test_contract,tests/unit/test_contract.c $(CONTRACT_SRC) \
   $(MONEY_SRC))
+$(call unit_test,test_usage,tests/unit/test_usage.c $(USAGE_SRC) $(MONEY_SRC))
