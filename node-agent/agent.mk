@@ -9,3 +9,4 @@ $(call unit_test,test_strategy,tests/unit/test_strategy.c \
 $(call unit_test,test_spool,tests/unit/test_spool.c node-agent/spool.c)
 $(call unit_test,test_agent_meter,tests/unit/test_agent_meter.c \
   node-agent/core/meter.c)
+$(call unit_test,test_sample,tests/unit/test_sample.c node-agent/sample.c)

@@ -1,0 +1,503 @@
+/* sample.c — kernel memory files to samples; see sample.h. */
+#include "node-agent/sample.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SAMPLE_FILE_MAX 16384 /* /proc/vmstat is about 5 KiB */
+
+static void errf(char *err, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void errf(char *err, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+}
+
+/* Parses an unsigned decimal that must be followed by `end`-class text
+ * (space, newline or NUL). */
+static int parse_u64(const char *s, const char **rest, uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *p = s;
+
+	if (*p < '0' || *p > '9')
+		return -1;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (v > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
+			return -1;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	*out = v;
+	*rest = p;
+	return 0;
+}
+
+/* "12.37" → 1237 (the kernel always prints two decimals). */
+static int parse_pct(const char *s, const char **rest, int64_t *out)
+{
+	uint64_t whole, frac;
+	const char *p;
+
+	if (parse_u64(s, &p, &whole) < 0 || *p != '.' ||
+	    parse_u64(p + 1, &p, &frac) < 0 || p - s < 4 || p[-3] != '.' ||
+	    whole > 100)
+		return -1;
+	*out = (int64_t)(whole * 100 + frac);
+	*rest = p;
+	return 0;
+}
+
+static int psi_line(const char *p, struct sample_psi_line *l)
+{
+	if (strncmp(p, " avg10=", 7) || parse_pct(p + 7, &p, &l->avg10) < 0)
+		return -1;
+	if (strncmp(p, " avg60=", 7) || parse_pct(p + 7, &p, &l->avg60) < 0)
+		return -1;
+	if (strncmp(p, " avg300=", 8) || parse_pct(p + 8, &p, &l->avg300) < 0)
+		return -1;
+	if (strncmp(p, " total=", 7) || parse_u64(p + 7, &p, &l->total_us) < 0)
+		return -1;
+	return *p == '\n' || *p == 0 ? 0 : -1;
+}
+
+int sample_parse_psi(const char *text, struct sample_psi *out, char *err,
+                     size_t errlen)
+{
+	const char *p = text;
+	int has_some = 0;
+
+	memset(out, 0, sizeof *out);
+	while (*p) {
+		const char *nl = strchr(p, '\n');
+		int ok;
+		if (strncmp(p, "some", 4) == 0) {
+			ok = psi_line(p + 4, &out->some) == 0;
+			has_some = 1;
+		} else if (strncmp(p, "full", 4) == 0) {
+			ok = psi_line(p + 4, &out->full) == 0;
+			out->has_full = 1;
+		} else {
+			ok = 0;
+		}
+		if (!ok) {
+			errf(err, errlen,
+			     "pressure file: cannot parse line %.*s (expected "
+			     "\"some|full avg10=N.NN avg60=N.NN avg300=N.NN "
+			     "total=N\")",
+			     (int)(nl ? nl - p : (long)strlen(p)), p);
+			return -1;
+		}
+		p = nl ? nl + 1 : p + strlen(p);
+	}
+	if (!has_some) {
+		errf(err, errlen,
+		     "pressure file has no \"some\" line; is PSI "
+		     "enabled (psi=1 on the kernel command line)?");
+		return -1;
+	}
+	return 0;
+}
+
+/* Calls `fn` for each "key value" line; values must be decimal. */
+typedef void (*kv_fn)(void *ctx, const char *key, size_t klen, uint64_t v,
+                      const char *unit);
+
+static int each_kv(const char *text, int colon, kv_fn fn, void *ctx,
+                   const char *what, char *err, size_t errlen)
+{
+	const char *p = text;
+	while (*p) {
+		const char *nl = strchr(p, '\n');
+		const char *end = nl ? nl : p + strlen(p);
+		const char *k = p, *q = p;
+		uint64_t v;
+
+		while (q < end && *q != ' ' && *q != ':')
+			q++;
+		size_t klen = (size_t)(q - k);
+		if (colon && q < end && *q == ':')
+			q++;
+		while (q < end && *q == ' ')
+			q++;
+		if (klen == 0 || parse_u64(q, &q, &v) < 0) {
+			if (end != p) {
+				errf(err, errlen, "%s: cannot parse line %.*s",
+				     what, (int)(end - p), p);
+				return -1;
+			}
+		} else {
+			while (q < end && *q == ' ')
+				q++;
+			fn(ctx, k, klen, v, q < end ? q : "");
+		}
+		p = nl ? nl + 1 : end;
+	}
+	return 0;
+}
+
+static int key_is(const char *k, size_t klen, const char *want)
+{
+	return strlen(want) == klen && memcmp(k, want, klen) == 0;
+}
+
+struct vm_ctx {
+	struct sample_counters *c;
+	int seen;
+};
+
+static void vm_kv(void *ctx, const char *k, size_t klen, uint64_t v,
+                  const char *unit)
+{
+	struct vm_ctx *x = ctx;
+	(void)unit;
+	if (key_is(k, klen, "workingset_refault_anon")) {
+		x->c->refault_anon = v;
+		x->seen = 1;
+	} else if (key_is(k, klen, "workingset_refault_file") ||
+	           key_is(k, klen, "workingset_refault")) {
+		x->c->refault_file = v; /* before 5.9 there was one counter */
+		x->seen = 1;
+	} else if (key_is(k, klen, "pgmajfault")) {
+		x->c->pgmajfault = v;
+	} else if (key_is(k, klen, "pswpin")) {
+		x->c->pswpin = v;
+	}
+}
+
+int sample_parse_vmstat(const char *text, struct sample_counters *out,
+                        char *err, size_t errlen)
+{
+	struct vm_ctx x = {out, 0};
+	memset(out, 0, sizeof *out);
+	if (each_kv(text, 0, vm_kv, &x, "vmstat", err, errlen) < 0)
+		return -1;
+	if (!x.seen) {
+		errf(err, errlen,
+		     "vmstat has no workingset_refault counters "
+		     "(kernel older than 3.15?)");
+		return -1;
+	}
+	return 0;
+}
+
+struct mem_ctx {
+	struct sample_mem *m;
+	struct sample_counters *c;
+	unsigned seen;
+	int bytes; /* memory.stat: bytes; meminfo: kB */
+};
+
+enum {
+	SEEN_TOTAL = 1,
+	SEEN_AA = 2,
+	SEEN_IA = 4,
+	SEEN_AF = 8,
+	SEEN_IF = 16,
+	SEEN_UNEV = 32,
+	SEEN_REF = 64,
+};
+
+static void mem_kv(void *ctx, const char *k, size_t klen, uint64_t v,
+                   const char *unit)
+{
+	struct mem_ctx *x = ctx;
+	rx_pages pages;
+
+	if (x->bytes)
+		pages = (rx_pages)(v / RX_PAGE_SIZE);
+	else if (strncmp(unit, "kB", 2) == 0)
+		pages = (rx_pages)(v / (RX_PAGE_SIZE / 1024));
+	else
+		pages = (rx_pages)v; /* HugePages_* counts */
+
+	static const struct {
+		const char *meminfo, *memstat;
+		unsigned bit;
+		size_t off;
+	} keys[] = {
+	    {"MemTotal", NULL, SEEN_TOTAL, offsetof(struct sample_mem, total)},
+	    {"MemAvailable", NULL, 0, offsetof(struct sample_mem, available)},
+	    {"Active(anon)", "active_anon", SEEN_AA,
+	     offsetof(struct sample_mem, active_anon)},
+	    {"Inactive(anon)", "inactive_anon", SEEN_IA,
+	     offsetof(struct sample_mem, inactive_anon)},
+	    {"Active(file)", "active_file", SEEN_AF,
+	     offsetof(struct sample_mem, active_file)},
+	    {"Inactive(file)", "inactive_file", SEEN_IF,
+	     offsetof(struct sample_mem, inactive_file)},
+	    {"Unevictable", "unevictable", SEEN_UNEV,
+	     offsetof(struct sample_mem, unevictable)},
+	};
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+		const char *want = x->bytes ? keys[i].memstat : keys[i].meminfo;
+		if (want && key_is(k, klen, want)) {
+			*(rx_pages *)((char *)x->m + keys[i].off) = pages;
+			x->seen |= keys[i].bit;
+			return;
+		}
+	}
+	if (x->c) {
+		struct vm_ctx vx = {x->c, 0};
+		vm_kv(&vx, k, klen, v, unit);
+		if (vx.seen)
+			x->seen |= SEEN_REF;
+	}
+}
+
+static int need_keys(unsigned seen, unsigned want, int memstat, char *err,
+                     size_t errlen)
+{
+	static const char *mi[] = {"MemTotal",          "Active(anon)",
+	                           "Inactive(anon)",    "Active(file)",
+	                           "Inactive(file)",    "Unevictable",
+	                           "workingset_refault"};
+	static const char *ms[] = {"",
+	                           "active_anon",
+	                           "inactive_anon",
+	                           "active_file",
+	                           "inactive_file",
+	                           "unevictable",
+	                           "workingset_refault_anon/_file"};
+	for (int b = 0; b < 7; b++) {
+		if ((want & (1u << b)) && !(seen & (1u << b))) {
+			errf(err, errlen, "%s has no %s line",
+			     memstat ? "memory.stat" : "meminfo",
+			     memstat ? ms[b] : mi[b]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int sample_parse_meminfo(const char *text, struct sample_mem *out, char *err,
+                         size_t errlen)
+{
+	struct mem_ctx x = {out, NULL, 0, 0};
+	memset(out, 0, sizeof *out);
+	if (each_kv(text, 1, mem_kv, &x, "meminfo", err, errlen) < 0)
+		return -1;
+	return need_keys(x.seen,
+	                 SEEN_TOTAL | SEEN_AA | SEEN_IA | SEEN_AF | SEEN_IF |
+	                     SEEN_UNEV,
+	                 0, err, errlen);
+}
+
+int sample_parse_memstat(const char *text, struct sample_mem *mem,
+                         struct sample_counters *ctr, char *err, size_t errlen)
+{
+	struct mem_ctx x = {mem, ctr, 0, 1};
+	memset(mem, 0, sizeof *mem);
+	memset(ctr, 0, sizeof *ctr);
+	if (each_kv(text, 0, mem_kv, &x, "memory.stat", err, errlen) < 0)
+		return -1;
+	return need_keys(x.seen,
+	                 SEEN_AA | SEEN_IA | SEEN_AF | SEEN_IF | SEEN_UNEV |
+	                     SEEN_REF,
+	                 1, err, errlen);
+}
+
+int sample_read_file(const char *path, char *buf, size_t len, char *err,
+                     size_t errlen)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t n = 0;
+
+	if (fd < 0) {
+		errf(err, errlen, "could not open %s: %s", path,
+		     strerror(errno));
+		return -1;
+	}
+	while (n < len - 1) {
+		ssize_t r = read(fd, buf + n, len - 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			errf(err, errlen, "could not read %s: %s", path,
+			     strerror(errno));
+			close(fd);
+			return -1;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	if (n == len - 1) {
+		errf(err, errlen, "%s is larger than %zu bytes", path, len - 1);
+		return -1;
+	}
+	buf[n] = 0;
+	return 0;
+}
+
+static int read_in(const char *dir, const char *name, char *buf, size_t len,
+                   char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	if (snprintf(path, sizeof path, "%s/%s", dir, name) >=
+	    (int)sizeof path) {
+		errf(err, errlen, "path too long: %s/%s", dir, name);
+		return -1;
+	}
+	return sample_read_file(path, buf, len, err, errlen);
+}
+
+int sample_take(const struct sample_source *src, rx_time_ns t,
+                struct wsest_sample *out, struct sample_mem *mem_out, char *err,
+                size_t errlen)
+{
+	char *buf = malloc(SAMPLE_FILE_MAX), dir[PATH_MAX];
+	struct sample_psi psi;
+	struct sample_counters ctr;
+	struct sample_mem mem;
+	int rc = -1;
+
+	if (!buf) {
+		errf(err, errlen, "out of memory");
+		return -1;
+	}
+	memset(out, 0, sizeof *out);
+	if (src->cgroup && src->cgroup[0]) {
+		snprintf(dir, sizeof dir, "%s%s", src->root, src->cgroup);
+		if (read_in(dir, "memory.pressure", buf, SAMPLE_FILE_MAX, err,
+		            errlen) < 0 ||
+		    sample_parse_psi(buf, &psi, err, errlen) < 0 ||
+		    read_in(dir, "memory.stat", buf, SAMPLE_FILE_MAX, err,
+		            errlen) < 0 ||
+		    sample_parse_memstat(buf, &mem, &ctr, err, errlen) < 0)
+			goto fail;
+	} else {
+		snprintf(dir, sizeof dir, "%s/proc", src->root);
+		if (read_in(dir, "pressure/memory", buf, SAMPLE_FILE_MAX, err,
+		            errlen) < 0 ||
+		    sample_parse_psi(buf, &psi, err, errlen) < 0 ||
+		    read_in(dir, "vmstat", buf, SAMPLE_FILE_MAX, err, errlen) <
+		        0 ||
+		    sample_parse_vmstat(buf, &ctr, err, errlen) < 0 ||
+		    read_in(dir, "meminfo", buf, SAMPLE_FILE_MAX, err, errlen) <
+		        0 ||
+		    sample_parse_meminfo(buf, &mem, err, errlen) < 0)
+			goto fail;
+	}
+	out->t = t;
+	out->psi_some_us = psi.some.total_us;
+	out->psi_full_us = psi.full.total_us;
+	out->refaults = ctr.refault_anon + ctr.refault_file;
+	out->active = mem.active_anon + mem.active_file;
+	out->inactive = mem.inactive_anon + mem.inactive_file;
+	out->unevictable = mem.unevictable;
+	if (mem_out)
+		*mem_out = mem;
+	rc = 0;
+fail:
+	free(buf);
+	return rc;
+}
+
+struct sample_idle {
+	int fd;
+	uint64_t start, stride, n;
+	uint8_t *age;     /* idle age in scans */
+	uint8_t *tracked; /* the bit stuck at the last scan */
+};
+
+struct sample_idle *sample_idle_new(const char *bitmap, uint64_t pfn_start,
+                                    uint64_t pfn_end, uint64_t stride,
+                                    char *err, size_t errlen)
+{
+	struct sample_idle *si = NULL;
+
+	if (stride < 64 || pfn_end <= pfn_start) {
+		errf(err, errlen,
+		     "idle sampling needs a stride of at least 64 "
+		     "and a non-empty page frame range");
+		return NULL;
+	}
+	si = calloc(1, sizeof *si);
+	if (!si)
+		goto oom;
+	si->fd = -1;
+	si->start = pfn_start;
+	si->stride = stride;
+	si->n = (pfn_end - pfn_start + stride - 1) / stride;
+	si->age = calloc(si->n, 1);
+	si->tracked = calloc(si->n, 1);
+	if (!si->age || !si->tracked)
+		goto oom;
+	si->fd = open(bitmap, O_RDWR | O_CLOEXEC);
+	if (si->fd < 0) {
+		errf(err, errlen,
+		     "could not open %s: %s (needs root and "
+		     "CONFIG_IDLE_PAGE_TRACKING; the estimate falls back to "
+		     "list sizes without it)",
+		     bitmap, strerror(errno));
+		goto fail;
+	}
+	return si;
+oom:
+	errf(err, errlen, "out of memory");
+fail:
+	sample_idle_free(si);
+	return NULL;
+}
+
+void sample_idle_free(struct sample_idle *si)
+{
+	if (!si)
+		return;
+	if (si->fd >= 0)
+		close(si->fd);
+	free(si->age);
+	free(si->tracked);
+	free(si);
+}
+
+int sample_idle_scan(struct sample_idle *si, struct wsest_idle *out, char *err,
+                     size_t errlen)
+{
+	memset(out, 0, sizeof *out);
+	for (uint64_t i = 0; i < si->n; i++) {
+		uint64_t pfn = si->start + i * si->stride;
+		off_t off = (off_t)(pfn / 64 * 8);
+		uint64_t bit = UINT64_C(1) << (pfn % 64), word;
+
+		if (pread(si->fd, &word, 8, off) != 8)
+			break; /* past the last page frame: the range ends */
+		if (si->tracked[i]) {
+			if (word & bit) {
+				if (si->age[i] < WSEST_AGE_BUCKETS - 1)
+					si->age[i]++;
+			} else {
+				out->reuse[si->age[i]]++;
+				si->age[i] = 0;
+			}
+			out->age[si->age[i]]++;
+			out->sampled++;
+		}
+		/* Set the bit again and check it stuck: only user pages can be
+		 * idle, and only they count. */
+		if (pwrite(si->fd, &bit, 8, off) != 8 ||
+		    pread(si->fd, &word, 8, off) != 8) {
+			errf(err, errlen,
+			     "could not write the idle bitmap at "
+			     "page frame %" PRIu64 ": %s",
+			     pfn, strerror(errno));
+			return -1;
+		}
+		if (!si->tracked[i])
+			si->age[i] = 0;
+		si->tracked[i] = (word & bit) != 0;
+	}
+	out->population = out->sampled * (int64_t)si->stride;
+	return 0;
+}

@@ -1,0 +1,93 @@
+/*
+ * sample.h — the thin layer between the kernel's memory files and the
+ * estimator: parsers for their text, a reader that turns them into one
+ * wsest_sample, and the idle-page sampler.
+ *
+ * Parsers are pure functions of the text (tested on recorded fixtures). The
+ * reader knows where the files live: for the whole machine
+ * ROOT/proc/pressure/memory, ROOT/proc/vmstat and ROOT/proc/meminfo (ROOT is
+ * "" in production, a fixture tree in tests); for a cgroup v2 directory its
+ * memory.pressure and memory.stat. The idle sampler owns an open
+ * /sys/kernel/mm/page_idle/bitmap and the idle age of each sampled page.
+ */
+#ifndef RAMEX_SAMPLE_H
+#define RAMEX_SAMPLE_H
+
+#include "common/units.h"
+#include "node-agent/core/wsest.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SAMPLE_PAGE_IDLE_BITMAP "/sys/kernel/mm/page_idle/bitmap"
+
+struct sample_psi_line {
+	int64_t avg10, avg60, avg300; /* percent × 100 */
+	uint64_t total_us;
+};
+
+struct sample_psi {
+	struct sample_psi_line some, full;
+	int has_full; /* the "full" line exists (kernel 5.x and cgroups) */
+};
+
+struct sample_counters {
+	uint64_t refault_anon, refault_file; /* legacy kernels: all in file */
+	uint64_t pgmajfault, pswpin;
+};
+
+struct sample_mem { /* pages */
+	rx_pages total, available;
+	rx_pages active_anon, inactive_anon, active_file, inactive_file;
+	rx_pages unevictable;
+};
+
+/* Each returns 0, or -1 with a reason in err that names the field. */
+int sample_parse_psi(const char *text, struct sample_psi *out, char *err,
+                     size_t errlen);
+int sample_parse_vmstat(const char *text, struct sample_counters *out,
+                        char *err, size_t errlen);
+int sample_parse_meminfo(const char *text, struct sample_mem *out, char *err,
+                         size_t errlen);
+/* cgroup v2 memory.stat: list sizes (bytes → pages) and refault counters.
+ * total and available are left 0 (they come from memory.max). */
+int sample_parse_memstat(const char *text, struct sample_mem *mem,
+                         struct sample_counters *ctr, char *err, size_t errlen);
+
+/* Where to read: cgroup NULL or "" means the whole machine under root. */
+struct sample_source {
+	const char *root;   /* "" in production */
+	const char *cgroup; /* a cgroup v2 directory, or NULL */
+};
+
+/* Reads the files of `src` into `out` (timestamp t, no idle data); the
+ * meminfo or memory.stat sizes also go to `mem` when it is not NULL. */
+int sample_take(const struct sample_source *src, rx_time_ns t,
+                struct wsest_sample *out, struct sample_mem *mem, char *err,
+                size_t errlen);
+
+/* Reads a whole small file into buf (NUL-terminated). */
+int sample_read_file(const char *path, char *buf, size_t len, char *err,
+                     size_t errlen);
+
+/*
+ * Idle-page sampler: every `stride`-th page frame in [pfn_start, pfn_end)
+ * is sampled. Each scan reads the idle bit of every sampled page (set by the
+ * previous scan; the kernel clears it when the page is touched), updates the
+ * page's idle age, and sets the bit again. A page whose bit does not stick
+ * is not a user page (free, kernel) and is not counted. stride must be at
+ * least 64, so each sampled page has its own 64-bit word of the bitmap.
+ */
+struct sample_idle;
+
+struct sample_idle *sample_idle_new(const char *bitmap, uint64_t pfn_start,
+                                    uint64_t pfn_end, uint64_t stride,
+                                    char *err, size_t errlen);
+void sample_idle_free(struct sample_idle *si);
+
+/* One scan. Fills `out`; out->sampled is 0 on the first scan (no ages yet).
+ * Returns 0 or -1 with err set. */
+int sample_idle_scan(struct sample_idle *si, struct wsest_idle *out, char *err,
+                     size_t errlen);
+
+#endif
