@@ -220,7 +220,10 @@ static long call(struct rxh *h, const char *method, const char *path,
 	snprintf(url, sizeof url, "http://127.0.0.1:%d%s", h->port, path);
 	CURL *c = curl_easy_init();
 	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	if (strcmp(method, "HEAD") == 0)
+		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	else
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
 	if (body) {
 		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
 		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
