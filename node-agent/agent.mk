@@ -10,3 +10,6 @@ $(call unit_test,test_spool,tests/unit/test_spool.c node-agent/spool.c)
 $(call unit_test,test_agent_meter,tests/unit/test_agent_meter.c \
   node-agent/core/meter.c)
 $(call unit_test,test_sample,tests/unit/test_sample.c node-agent/sample.c)
+AGENT_EXEC := node-agent/exec.c node-agent/exec_sim.c \
+  node-agent/exec_cgroup.c node-agent/exec_kmod.c
+$(call unit_test,test_exec,tests/unit/test_exec.c $(AGENT_EXEC))

@@ -1,0 +1,95 @@
+/* exec_sim.c — the in-process executor backend (see exec.h).
+ *
+ * A machine of `total` pages whose workload uses `usage`; pages can be
+ * given away only while they are free (total − usage − given + borrowed),
+ * just as the kernel module cannot offline pages that are in use.
+ */
+#include "node-agent/exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct sim {
+	rx_pages total, usage;
+	struct exec_totals held;
+	rx_pages oom_pending; /* offline pages the "kernel" took back */
+};
+
+static int sim_apply(void *impl, const struct exec_totals *want,
+                     struct exec_totals *got, char *err, size_t errlen)
+{
+	struct sim *s = impl;
+	(void)err;
+	(void)errlen;
+
+	/* Returns first, so that their pages are free for what follows. */
+	*got = s->held;
+	for (int k = 0; k < EXEC_NKINDS; k++)
+		if (want->pages[k] < got->pages[k])
+			got->pages[k] = want->pages[k];
+	for (int k = 0; k < EXEC_NKINDS; k++) {
+		if (want->pages[k] <= got->pages[k])
+			continue;
+		if (k == EXEC_BORROW) {
+			got->pages[k] = want->pages[k];
+			continue;
+		}
+		rx_pages free_pages =
+		    s->total - s->usage - got->pages[EXEC_OFFLINE] -
+		    got->pages[EXEC_LEND] + got->pages[EXEC_BORROW];
+		rx_pages more = want->pages[k] - got->pages[k];
+		if (more > free_pages)
+			more = free_pages > 0 ? free_pages : 0;
+		got->pages[k] += more;
+	}
+	s->held = *got;
+	return 0;
+}
+
+static int sim_read(void *impl, struct exec_totals *now, char *err,
+                    size_t errlen)
+{
+	struct sim *s = impl;
+	(void)err;
+	(void)errlen;
+	*now = s->held;
+	return 0;
+}
+
+static void sim_close(void *impl)
+{
+	free(impl);
+}
+
+static const struct exec_ops sim_ops = {"sim", sim_apply, sim_read, sim_close};
+
+struct exec *exec_sim_new(rx_pages total, rx_pages usage)
+{
+	struct sim *s = calloc(1, sizeof *s);
+	if (!s)
+		return NULL;
+	s->total = total;
+	s->usage = usage;
+	return exec_new(&sim_ops, s);
+}
+
+static struct sim *sim_of(struct exec *e)
+{
+	struct sim *s = exec_impl(e, &sim_ops);
+	if (!s)
+		abort(); /* a sim control on another backend is a bug */
+	return s;
+}
+
+void exec_sim_set_usage(struct exec *e, rx_pages usage)
+{
+	sim_of(e)->usage = usage;
+}
+
+void exec_sim_oom(struct exec *e, rx_pages pages)
+{
+	struct sim *s = sim_of(e);
+	if (pages > s->held.pages[EXEC_OFFLINE])
+		pages = s->held.pages[EXEC_OFFLINE];
+	s->held.pages[EXEC_OFFLINE] -= pages;
+}
