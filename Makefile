@@ -14,6 +14,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 BUILD   ?= build
 CC      ?= cc
+JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 
 # Every library comes through pkg-config. Evaluated lazily so that `make deps`
 # works before the libraries are installed.
@@ -78,18 +79,18 @@ test-bin: $(PROGRAMS) $(SAN_PROGRAMS)
 # `make check` first installs what is missing, then re-enters make so that
 # pkg-config sees the freshly installed libraries.
 check: deps
-	@$(MAKE) --no-print-directory test-bin
+	@$(MAKE) --no-print-directory -j$(JOBS) test-bin
 	@UNIT_TESTS="$(UNIT_TESTS)" INTEGRATION_TESTS="$(INTEGRATION_TESTS)" BUILD="$(BUILD)" bash tests/run.sh
 
 bench: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@BUILD="$(BUILD)" bash bench/run.sh
 
 fuzz: deps
 	@BUILD="$(BUILD)" bash tests/fuzz/run.sh
 
 demo: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@BUILD="$(BUILD)" bash scripts/demo.sh
 
 deps:
