@@ -664,10 +664,45 @@ static int prio_pending(int fd)
 	return poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLPRI);
 }
 
+struct poller {
+	int fd;
+	int revents; /* what a blocking poll() returned, -1 on error */
+};
+
+/*
+ * Blocks in poll() with no timeout, as an agent would: only a wake-up from
+ * the OOM give-back ends it (a timeout would hide a missing wake-up, since
+ * poll() looks at the file once more before it gives up).
+ */
+static void *poll_blocking(void *arg)
+{
+	struct poller *pl = arg;
+	struct pollfd pfd = { .fd = pl->fd, .events = POLLPRI };
+	int n = poll(&pfd, 1, -1);
+
+	pl->revents = n < 0 ? -1 : pfd.revents;
+	return NULL;
+}
+
+/*
+ * The wake-up came at the first OOM event, long before the hog ended; the
+ * bound only keeps a missing wake-up from hanging the suite.
+ */
+static int poll_woken(pthread_t t)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 20;
+	return pthread_timedjoin_np(t, NULL, &until) == 0;
+}
+
 /* @watcher is a second open file that must see POLLPRI. */
 static int oom_give_back(int watcher)
 {
 	struct ramex_stats a, b;
+	struct poller pl = { .fd = watcher };
+	pthread_t t;
 	uint64_t done;
 	pid_t pid;
 	int status;
@@ -676,10 +711,19 @@ static int oom_give_back(int watcher)
 	CHECK(a.pages_offline > 0, "nothing offline (t_shortfall failed?)");
 	CHECK(!prio_pending(watcher), "POLLPRI before any OOM");
 	set_oom_score_adj("-1000");
+	pthread_create(&t, NULL, poll_blocking, &pl);
 	pid = fork();
 	if (pid == 0)
 		hog(64);
 	CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+	if (!poll_woken(t)) {
+		pthread_cancel(t);
+		pthread_join(t, NULL);
+		return failf("blocked poll() never woke after the OOM give-back");
+	}
+	CHECK(pl.revents > 0 && (pl.revents & POLLPRI),
+	      "blocked poll() was not woken with POLLPRI (revents %d)",
+	      pl.revents);
 	CHECK(gu_stats(dev, &b) == 0, "stats");
 	info("oom hog_mib=64 oom_events=%llu oom_released=%llu",
 	     (unsigned long long)(b.oom_events - a.oom_events),
