@@ -52,11 +52,6 @@ struct side {
 	int64_t best; /* tick index of the best level, -1 when empty */
 };
 
-struct slot {
-	uint64_t id;
-	uint32_t ord; /* NIL when the slot is empty */
-};
-
 struct book {
 	struct book_params p;
 	uint32_t ticks;
@@ -67,7 +62,7 @@ struct book {
 	uint32_t high;      /* entries [high, capacity) never used yet */
 	uint32_t count;     /* open orders */
 
-	struct slot *tab;
+	uint32_t *tab; /* order index by id, NIL when empty */
 	uint64_t tab_mask;
 	int tab_shift; /* log2 of the table size */
 
@@ -185,46 +180,48 @@ static uint64_t tab_home(const struct book *b, uint64_t id)
 	return (id ^ (id >> b->tab_shift)) & b->tab_mask;
 }
 
+/* Slots hold only the pool index (4 bytes, so the table is a quarter of
+ * the size and more of it stays in cache); the id is read from the order,
+ * which a lookup is about to touch anyway. */
 static uint32_t tab_find(const struct book *b, uint64_t id)
 {
 	for (uint64_t i = tab_home(b, id);; i = (i + 1) & b->tab_mask) {
-		const struct slot *s = &b->tab[i];
-		if (s->ord == NIL || s->id == id)
-			return s->ord;
+		uint32_t oi = b->tab[i];
+		if (oi == NIL || b->ord[oi].id == id)
+			return oi;
 	}
 }
 
 static void tab_insert(struct book *b, uint64_t id, uint32_t ord)
 {
 	uint64_t i = tab_home(b, id);
-	while (b->tab[i].ord != NIL) {
-		assert(b->tab[i].id != id);
+	while (b->tab[i] != NIL) {
+		assert(b->ord[b->tab[i]].id != id);
 		i = (i + 1) & b->tab_mask;
 	}
-	b->tab[i].id = id;
-	b->tab[i].ord = ord;
+	b->tab[i] = ord;
 }
 
 static void tab_delete(struct book *b, uint64_t id)
 {
 	uint64_t i = tab_home(b, id);
 	for (;; i = (i + 1) & b->tab_mask) {
-		assert(b->tab[i].ord != NIL);
-		if (b->tab[i].id == id)
+		assert(b->tab[i] != NIL);
+		if (b->ord[b->tab[i]].id == id)
 			break;
 	}
 	/* Pull later entries of the probe run back so lookups never stop at a
 	 * hole in front of their key. */
-	for (uint64_t j = (i + 1) & b->tab_mask; b->tab[j].ord != NIL;
+	for (uint64_t j = (i + 1) & b->tab_mask; b->tab[j] != NIL;
 	     j = (j + 1) & b->tab_mask) {
-		uint64_t k = tab_home(b, b->tab[j].id);
+		uint64_t k = tab_home(b, b->ord[b->tab[j]].id);
 		bool movable = i <= j ? (k <= i || k > j) : (k <= i && k > j);
 		if (movable) {
 			b->tab[i] = b->tab[j];
 			i = j;
 		}
 	}
-	b->tab[i].ord = NIL;
+	b->tab[i] = NIL;
 }
 
 /* ---- expiry heap, keyed by (expires, id) ---- */
@@ -393,11 +390,11 @@ struct book *book_new(const struct book_params *p, char *err, size_t errlen)
 		size *= 2;
 		shift++;
 	}
-	b->tab = malloc(size * sizeof(struct slot));
+	b->tab = malloc(size * sizeof(uint32_t));
 	if (!b->ord || !b->heap || !b->tab)
 		goto oom;
 	for (uint64_t i = 0; i < size; i++)
-		b->tab[i].ord = NIL;
+		b->tab[i] = NIL;
 	b->tab_mask = size - 1;
 	b->tab_shift = shift;
 	b->free_head = NIL;
