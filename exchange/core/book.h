@@ -44,8 +44,9 @@
  * side: levels are an array indexed by tick (24 bytes each, per side, plus a
  * bitmap), so 2^20 ticks cost 48 MiB of address space per book, touched only
  * where orders rest. A market that needs more must use a coarser tick.
- * BOOK_MAX_CAPACITY bounds the open orders of one book (the order pool and
- * id table are allocated up front, ~100 bytes per order).
+ * BOOK_MAX_CAPACITY bounds the open orders of one book (the order pool, id
+ * table and expiry heap are allocated up front, about 72 bytes per order of
+ * capacity, touched only as orders arrive).
  */
 #define BOOK_MAX_TICKS    (INT64_C(1) << 20)
 #define BOOK_MAX_CAPACITY (UINT32_C(1) << 26)
@@ -170,14 +171,19 @@ enum book_cancel {
  * One event. Which fields mean something depends on kind; the others are 0.
  *
  *  kind       id / account / side   pages              other
- *  ACCEPTED   the new order         its pages          price, now
+ *  ACCEPTED   the new order         its pages          price (its limit)
  *  REJECTED   the command's id      -                  cmd, reject, message
  *  TRADE      the taker             traded pages       price (the maker's),
  *                                                       remaining (taker's),
  *                                                       maker_* fields
- *  CANCELLED  the order             pages it had left  cancel (the reason)
- *  EXPIRED    the order             pages it had left
- *  REDUCED    the order             the new remaining  remaining (before)
+ *  CANCELLED  the order             pages it had left  cancel (the reason),
+ *                                                       price (its limit)
+ *  EXPIRED    the order             pages it had left  price (its limit)
+ *  REDUCED    the order             the new remaining  remaining (before),
+ *                                                       price (its limit)
+ *
+ * Every event carries seq and now. A CANCELLED whose id is not the taker's
+ * during a new order is a resting order removed by self-trade prevention.
  */
 struct book_event {
 	uint64_t seq; /* 1, 2, 3, ... per book, no gaps */
@@ -203,9 +209,11 @@ struct book_event {
 typedef void (*book_emit_fn)(void *ctx, const struct book_event *ev);
 
 /*
- * Applies one command, emitting its events through emit(ctx, ev) in order.
- * Returns BOOK_REJ_NONE, or the reason the command was rejected (also sent
- * as a REJECTED event).
+ * Applies one command, emitting its events through emit(ctx, ev) in order
+ * (emit may be NULL). Returns BOOK_REJ_NONE, or the reason the command was
+ * rejected (also sent as a REJECTED event). The callback must not call
+ * book_apply or change the book; queries made from it see the book halfway
+ * through the command, so copy what you need from the event instead.
  */
 enum book_reject book_apply(struct book *b, const struct book_cmd *c,
                             book_emit_fn emit, void *ctx);
