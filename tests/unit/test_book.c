@@ -739,6 +739,43 @@ START_TEST(gtd_cancel_and_fill_leave_no_expiry)
 }
 END_TEST
 
+START_TEST(gtd_partly_filled_expires_with_what_is_left)
+{
+	struct book *b = mk();
+	struct book_cmd c = order(1, 1, BOOK_SELL, 500, 100, BOOK_GTD);
+	c.expires = NOW + 100;
+	place(b, c);
+	place(b, gtc(2, 2, BOOK_BUY, 200, 100));
+	ck_assert_int_eq(run(b, reduce(1, 100)), BOOK_REJ_NONE);
+	/* a rejected command still runs the expiries due before it */
+	struct book_cmd bad = cancel(77);
+	bad.now = NOW + 100;
+	ck_assert_int_eq(run(b, bad), BOOK_REJ_UNKNOWN_ORDER);
+	ck_assert_uint_eq(R.n, 2);
+	ck_assert_int_eq(R.ev[0].kind, BOOK_EV_EXPIRED);
+	ck_assert_int_eq(R.ev[0].pages, 100);
+	ck_assert_int_eq(R.ev[0].price, 100);
+	ck_assert_int_eq(R.ev[1].kind, BOOK_EV_REJECTED);
+	ck_assert_uint_eq(book_count(b), 0);
+	book_free(b);
+}
+END_TEST
+
+START_TEST(ioc_and_fok_ignore_expiry_and_never_rest)
+{
+	struct book *b = mk();
+	struct book_cmd c = order(1, 1, BOOK_BUY, 100, 100, BOOK_IOC);
+	c.expires = 1; /* in the past, but only GTD reads it */
+	place(b, c);
+	expect_cancel(1, 1, 100, BOOK_CANCEL_IOC);
+	c.tif = BOOK_FOK;
+	place(b, c);
+	expect_cancel(1, 1, 100, BOOK_CANCEL_FOK);
+	ck_assert_uint_eq(book_count(b), 0);
+	book_free(b);
+}
+END_TEST
+
 /* ---- events and queries ---- */
 
 static uint64_t all_seq[256];
@@ -1031,6 +1068,8 @@ static Suite *suite(void)
 	tcase_add_test(t, gtd_expired_order_never_trades);
 	tcase_add_test(t, gtd_expiry_order_by_time_then_id);
 	tcase_add_test(t, gtd_cancel_and_fill_leave_no_expiry);
+	tcase_add_test(t, gtd_partly_filled_expires_with_what_is_left);
+	tcase_add_test(t, ioc_and_fok_ignore_expiry_and_never_rest);
 	tcase_add_test(t, sequence_numbers_have_no_gaps);
 	tcase_add_test(t, depth_aggregates_levels_best_first);
 	tcase_add_test(t, wide_grid_finds_far_levels);
