@@ -268,7 +268,8 @@ void book_set_seq(struct book *b, uint64_t seq);
  * rebuilding a book from persisted open orders, inserted in priority order.
  * Returns 0, or -1 with a message when the order is invalid for this book
  * (off grid, id 0 or already open, book full, pages not a positive multiple
- * of lot, tif not GTC/GTD) or would cross the other side.
+ * of lot, tif not GTC/GTD) or would cross the other side. A GTD order past
+ * its expiry is taken and expires, with its event, at the next command.
  */
 int book_insert_resting(struct book *b, const struct book_order *o, char *err,
                         size_t errlen);
