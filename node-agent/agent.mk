@@ -13,3 +13,6 @@ $(call unit_test,test_sample,tests/unit/test_sample.c node-agent/sample.c)
 AGENT_EXEC := node-agent/exec.c node-agent/exec_sim.c \
   node-agent/exec_cgroup.c node-agent/exec_kmod.c
 $(call unit_test,test_exec,tests/unit/test_exec.c $(AGENT_EXEC))
+$(call unit_test,test_agent_config,tests/unit/test_agent_config.c \
+  node-agent/config.c node-agent/core/wsest.c node-agent/core/strategy.c \
+  common/log.c)

@@ -1,0 +1,413 @@
+/* config.c — the settings table, its file and flag parsers; see config.h. */
+#include "node-agent/config.h"
+
+#include "common/log.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum type { T_STR, T_I64, T_INT, T_BOOL };
+
+struct setting {
+	const char *key;
+	enum type type;
+	size_t off, size; /* size: for strings */
+	int64_t scale;    /* file value × scale = stored value */
+	int64_t min, max;
+	const char *help;
+};
+
+#define S(k, f, h)                                                             \
+	{                                                                      \
+		k, T_STR, offsetof(struct agent_config, f),                    \
+		    sizeof(((struct agent_config *)0)->f), 1, 0, 0, h          \
+	}
+#define I(k, f, sc, lo, hi, h)                                                 \
+	{                                                                      \
+		k, T_I64, offsetof(struct agent_config, f), 0, sc, lo, hi, h   \
+	}
+#define N(k, f, lo, hi, h)                                                     \
+	{                                                                      \
+		k, T_INT, offsetof(struct agent_config, f), 0, 1, lo, hi, h    \
+	}
+#define B(k, f, h)                                                             \
+	{                                                                      \
+		k, T_BOOL, offsetof(struct agent_config, f), 0, 1, 0, 1, h     \
+	}
+
+#define YEAR_PAGES (INT64_C(1) << 40)
+#define BIG        INT64_C(4611686018427387904)
+
+static const struct setting settings[] = {
+    S("exchange_url", exchange_url, "ramexd base URL (http:// or https://)"),
+    S("key_id", key_id, "this node's key id (from POST /v1/nodes/{id}/keys)"),
+    S("secret_file", secret_file, "file holding the node's HMAC secret"),
+    S("ca_file", ca_file, "CA bundle for https (empty: the system's)"),
+    S("backend", backend, "executor: sim, cgroup or kmod"),
+    S("cgroup", cgroup, "cgroup v2 directory the cgroup backend limits"),
+    I("cgroup_pages", cgroup_pages, 1, 0, YEAR_PAGES,
+      "pages the cgroup may use when nothing is sold (0: its memory.max)"),
+    S("kmod_device", kmod_device, "the kernel module's device"),
+    I("sim_total_pages", sim_total, 1, 1, YEAR_PAGES,
+      "sim backend: pages of the simulated machine"),
+    I("sim_usage_pages", sim_usage, 1, 0, YEAR_PAGES,
+      "sim backend: pages its workload uses"),
+    I("managed_pages", managed_pages, 1, 0, YEAR_PAGES,
+      "pages the agent trades (0: MemTotal, or sim_total_pages)"),
+    S("spool", spool, "usage report spool file (fsync'd)"),
+    S("status_file", status_file,
+      "metrics file in Prometheus text format, rewritten every sample"),
+    S("log_level", log_level, "debug, info, warn or error"),
+    I("sample_s", sample_s, 1, 1, 3600, "seconds between samples"),
+    I("report_s", report_s, 1, 1, 86400, "seconds between usage reports"),
+    B("idle_sampling", idle_sampling,
+      "sample idle pages through /sys/kernel/mm/page_idle/bitmap"),
+    I("idle_stride", idle_stride, 1, 64, 1 << 20,
+      "sample every n-th page frame (>= 64)"),
+    I("window_s", est.window_ns, 1000000000, 1, 86400,
+      "working-set window: touched within it = working"),
+    I("fault_cost_us", est.fault_cost_ns, 1000, 1, 10000,
+      "stall per refault until PSI calibrates it"),
+    N("smooth_pct", est.smooth_pct, 1, 100, "weight of a new sample"),
+    N("stable_pct", est.stable_pct, 1, 100,
+      "error and drift below this are stable"),
+    N("stable_samples", est.stable_samples, 1, 1000,
+      "samples in a row to be stable (allows perm sales)"),
+    I("pressure_ppm", est.pressure_ppm, 1, 0, 1000000,
+      "PSI stall share (ppm) where pressure starts"),
+    I("unpressure_ppm", est.unpressure_ppm, 1, 0, 1000000,
+      "PSI stall share (ppm) where pressure ends"),
+    N("margin_pct", strat.margin_pct, 0, 1000,
+      "safety margin above the working set, % of it"),
+    I("margin_min_pages", strat.margin_min, 1, 0, YEAR_PAGES,
+      "safety margin, at least"),
+    I("lot_pages", strat.lot, 1, 1, YEAR_PAGES, "quote in multiples of"),
+    N("perm_share_pct", strat.perm_share_pct, 0, 100,
+      "share of the spare offered on perm when stable"),
+    S("spot_market", strat.spot_market, "the spot market's name"),
+    S("perm_market", strat.perm_market,
+      "the perm market to sell on, e.g. perm-2027 (empty: none)"),
+    I("spot_floor", strat.spot_floor, 1, 0, BIG,
+      "lowest spot ask, n$/page-year"),
+    I("spot_ceiling", strat.spot_ceiling, 1, 0, BIG,
+      "highest spot ask; pages worth more are kept"),
+    I("perm_floor", strat.perm_floor, 1, 0, BIG, "lowest perm ask"),
+    I("perm_ceiling", strat.perm_ceiling, 1, 0, BIG, "highest perm ask"),
+    I("bid_ceiling", strat.bid_ceiling, 1, 0, BIG, "highest bid, n$/page-year"),
+    I("stall_value", strat.stall_value, 1, 0, BIG,
+      "n$ one second of workload stall costs"),
+    I("move_cost", strat.move_cost, 1, 0, BIG,
+      "n$ to take one page out and back"),
+    I("hold_s", strat.hold_s, 1, 1, BIG,
+      "move cost is spread over this many seconds"),
+    N("perm_premium_pct", strat.perm_premium_pct, 0, 10000,
+      "perm asks this much over spot"),
+    N("requote_price_pct", strat.requote_price_pct, 0, 100,
+      "re-quote when the price moved more than"),
+    N("requote_qty_pct", strat.requote_qty_pct, 0, 100,
+      "re-quote when the size moved more than"),
+    B("breach_perm", strat.breach_perm,
+      "under pressure, take perm pages back too (a breach)"),
+};
+
+#define NSETTINGS (sizeof settings / sizeof settings[0])
+
+static void errf(char *err, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void errf(char *err, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+}
+
+void config_default(struct agent_config *c)
+{
+	memset(c, 0, sizeof *c);
+	strcpy(c->exchange_url, "http://127.0.0.1:8080");
+	strcpy(c->secret_file, "/etc/ramex/node.secret");
+	strcpy(c->backend, "kmod");
+	strcpy(c->kmod_device, "/dev/ramex");
+	c->sim_total = 2097152; /* 8 GiB */
+	c->sim_usage = 524288;
+	strcpy(c->spool, "/var/lib/ramex/agent.spool");
+	strcpy(c->status_file, "/run/ramex/agent.prom");
+	strcpy(c->log_level, "info");
+	c->sample_s = 10;
+	c->report_s = 60;
+	c->idle_sampling = 1;
+	c->idle_stride = 257; /* odd: no aliasing with huge-page alignment */
+	wsest_config_default(&c->est);
+	strategy_config_default(&c->strat);
+}
+
+static const struct setting *lookup(const char *key, size_t len)
+{
+	for (size_t i = 0; i < NSETTINGS; i++)
+		if (strlen(settings[i].key) == len &&
+		    memcmp(settings[i].key, key, len) == 0)
+			return &settings[i];
+	return NULL;
+}
+
+static int set(struct agent_config *c, const struct setting *s, const char *v,
+               char *err, size_t errlen)
+{
+	char *p = (char *)c + s->off;
+
+	if (s->type == T_STR) {
+		if (strlen(v) >= s->size) {
+			errf(err, errlen, "%s: longer than %zu characters",
+			     s->key, s->size - 1);
+			return -1;
+		}
+		strcpy(p, v);
+		return 0;
+	}
+	if (s->type == T_BOOL) {
+		int b;
+		if (!strcmp(v, "yes") || !strcmp(v, "true") || !strcmp(v, "1"))
+			b = 1;
+		else if (!strcmp(v, "no") || !strcmp(v, "false") ||
+		         !strcmp(v, "0"))
+			b = 0;
+		else {
+			errf(err, errlen, "%s: expected yes or no, not \"%s\"",
+			     s->key, v);
+			return -1;
+		}
+		*(int *)p = b;
+		return 0;
+	}
+	char *end;
+	errno = 0;
+	long long x = strtoll(v, &end, 10);
+	if (errno || end == v || *end) {
+		errf(err, errlen, "%s: expected a whole number, not \"%s\"",
+		     s->key, v);
+		return -1;
+	}
+	if (x < s->min || x > s->max) {
+		errf(err, errlen, "%s: %lld is outside %lld..%lld", s->key, x,
+		     (long long)s->min, (long long)s->max);
+		return -1;
+	}
+	if (s->type == T_INT)
+		*(int *)p = (int)x;
+	else
+		*(int64_t *)p = (int64_t)x * s->scale;
+	return 0;
+}
+
+int config_set(struct agent_config *c, const char *key, const char *value,
+               char *err, size_t errlen)
+{
+	const struct setting *s = lookup(key, strlen(key));
+	if (!s) {
+		errf(err, errlen, "unknown setting \"%s\" (see --help)", key);
+		return -1;
+	}
+	return set(c, s, value, err, errlen);
+}
+
+static char *trim(char *s)
+{
+	char *e;
+	while (*s == ' ' || *s == '\t')
+		s++;
+	e = s + strlen(s);
+	while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' ||
+	                 e[-1] == '\r'))
+		*--e = 0;
+	return s;
+}
+
+int config_load(struct agent_config *c, const char *path, char *err,
+                size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	char line[1024], msg[512];
+	int no = 0, rc = 0;
+
+	if (!f) {
+		errf(err, errlen, "could not open config %s: %s", path,
+		     strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof line, f)) {
+		no++;
+		char *hash = strchr(line, '#');
+		if (hash)
+			*hash = 0;
+		char *s = trim(line);
+		if (!*s)
+			continue;
+		char *eq = strchr(s, '=');
+		if (!eq) {
+			errf(err, errlen, "%s:%d: expected key = value", path,
+			     no);
+			rc = -1;
+			break;
+		}
+		*eq = 0;
+		if (config_set(c, trim(s), trim(eq + 1), msg, sizeof msg) < 0) {
+			errf(err, errlen, "%s:%d: %s", path, no, msg);
+			rc = -1;
+			break;
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+int config_args(struct agent_config *c, int argc, char **argv, char *err,
+                size_t errlen)
+{
+	config_default(c);
+	/* The file first, wherever --config stands, so flags override it. */
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+			return 1;
+		if (!strncmp(a, "--config=", 9) &&
+		    config_load(c, a + 9, err, errlen) < 0)
+			return -1;
+		if (!strcmp(a, "--config")) {
+			if (i + 1 >= argc) {
+				errf(err, errlen, "--config needs a file");
+				return -1;
+			}
+			if (config_load(c, argv[++i], err, errlen) < 0)
+				return -1;
+		}
+	}
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *eq;
+		if (strncmp(a, "--", 2)) {
+			errf(err, errlen,
+			     "unexpected argument \"%s\" (see --help)", a);
+			return -1;
+		}
+		a += 2;
+		if (!strncmp(a, "config", 6) && (a[6] == '=' || a[6] == 0)) {
+			i += a[6] == 0;
+			continue;
+		}
+		eq = strchr(a, '=');
+		const struct setting *s =
+		    lookup(a, eq ? (size_t)(eq - a) : strlen(a));
+		if (!s) {
+			errf(err, errlen, "unknown option --%s (see --help)",
+			     a);
+			return -1;
+		}
+		const char *v = eq ? eq + 1 : NULL;
+		if (!v) {
+			if (i + 1 >= argc) {
+				errf(err, errlen, "--%s needs a value", s->key);
+				return -1;
+			}
+			v = argv[++i];
+		}
+		if (set(c, s, v, err, errlen) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int config_check(const struct agent_config *c, char *err, size_t errlen)
+{
+	const char *why = NULL;
+	struct wsest *w;
+
+	if (strcmp(c->backend, "sim") && strcmp(c->backend, "cgroup") &&
+	    strcmp(c->backend, "kmod")) {
+		errf(err, errlen,
+		     "backend must be sim, cgroup or kmod, not \"%s\"",
+		     c->backend);
+		return -1;
+	}
+	if (!strcmp(c->backend, "cgroup") && !c->cgroup[0]) {
+		errf(err, errlen, "the cgroup backend needs cgroup = DIR");
+		return -1;
+	}
+	if (strncmp(c->exchange_url, "http://", 7) &&
+	    strncmp(c->exchange_url, "https://", 8)) {
+		errf(err, errlen,
+		     "exchange_url must start with http:// or "
+		     "https://");
+		return -1;
+	}
+	if (!c->spool[0]) {
+		errf(err, errlen,
+		     "spool must name a file: reports are written "
+		     "there before they are sent");
+		return -1;
+	}
+	if (!strcmp(c->backend, "sim") && c->sim_usage > c->sim_total) {
+		errf(err, errlen, "sim_usage_pages exceeds sim_total_pages");
+		return -1;
+	}
+	if (log_level_parse(c->log_level) < 0) {
+		errf(err, errlen,
+		     "log_level must be debug, info, warn or error");
+		return -1;
+	}
+	if (!(w = wsest_new(&c->est, &why))) {
+		errf(err, errlen, "estimator: %s", why);
+		return -1;
+	}
+	wsest_free(w);
+	if ((why = strategy_config_check(&c->strat))) {
+		errf(err, errlen, "strategy: %s", why);
+		return -1;
+	}
+	return 0;
+}
+
+static void print_value(const struct agent_config *c, const struct setting *s,
+                        FILE *f)
+{
+	const char *p = (const char *)c + s->off;
+	if (s->type == T_STR)
+		fprintf(f, "%s", p);
+	else if (s->type == T_BOOL)
+		fprintf(f, "%s", *(const int *)p ? "yes" : "no");
+	else if (s->type == T_INT)
+		fprintf(f, "%d", *(const int *)p);
+	else
+		fprintf(f, "%lld", (long long)(*(const int64_t *)p / s->scale));
+}
+
+void config_help(FILE *f)
+{
+	struct agent_config d;
+	config_default(&d);
+	fprintf(f,
+	        "usage: ramex-agent [--config=FILE] [--SETTING=VALUE ...]\n"
+	        "\n"
+	        "The node agent: measures this machine's working set, trades "
+	        "the spare\nmemory on ramexd, delivers what it sells and "
+	        "reports what it delivered.\nSettings come from the defaults, "
+	        "then FILE (lines of `key = value`),\nthen the flags. SIGTERM "
+	        "or SIGINT gives every page back and exits.\n\n"
+	        "settings (default in brackets):\n");
+	for (size_t i = 0; i < NSETTINGS; i++) {
+		fprintf(f, "  --%-20s %s [", settings[i].key, settings[i].help);
+		print_value(&d, &settings[i], f);
+		fprintf(f, "]\n");
+	}
+}
+
+void config_dump(const struct agent_config *c, FILE *f)
+{
+	for (size_t i = 0; i < NSETTINGS; i++) {
+		fprintf(f, "%s = ", settings[i].key);
+		print_value(c, &settings[i], f);
+		fputc('\n', f);
+	}
+}

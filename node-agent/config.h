@@ -1,0 +1,72 @@
+/*
+ * config.h — ramex-agent's settings: defaults, a `key = value` file and
+ * `--key=value` flags, in that order of precedence (flags win).
+ *
+ * Every setting lives in one table in config.c with its type, default and
+ * help line, so --help, the file parser and the flags cannot disagree. The
+ * module owns struct agent_config and nothing else; it embeds the
+ * estimator's and the strategy's configurations, which it fills and checks
+ * through their own modules.
+ */
+#ifndef RAMEX_AGENT_CONFIG_H
+#define RAMEX_AGENT_CONFIG_H
+
+#include "node-agent/core/strategy.h"
+#include "node-agent/core/wsest.h"
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define CONFIG_STR 256
+
+struct agent_config {
+	char exchange_url[CONFIG_STR]; /* "http://127.0.0.1:8080" */
+	char key_id[CONFIG_STR];       /* this node's key id */
+	char secret_file[CONFIG_STR];  /* file holding the node secret */
+	char ca_file[CONFIG_STR];      /* CA bundle for https, "" = system */
+	char backend[16];              /* sim | cgroup | kmod */
+	char cgroup[CONFIG_STR];       /* cgroup v2 directory (cgroup) */
+	rx_pages cgroup_pages;         /* cgroup: pages when nothing sold */
+	char kmod_device[CONFIG_STR];
+	rx_pages sim_total;     /* sim: machine pages */
+	rx_pages sim_usage;     /* sim: pages the workload uses */
+	rx_pages managed_pages; /* pages traded; 0 = MemTotal */
+	char spool[CONFIG_STR];
+	char status_file[CONFIG_STR]; /* metrics in Prometheus text, "" off */
+	char log_level[16];
+	int64_t sample_s;    /* seconds between samples */
+	int64_t report_s;    /* seconds between usage reports */
+	int idle_sampling;   /* use page_idle/bitmap when present */
+	int64_t idle_stride; /* sample every n-th page frame */
+	struct wsest_config est;
+	struct strategy_config strat;
+};
+
+/* Fills `c` with the defaults. */
+void config_default(struct agent_config *c);
+
+/* Reads `key = value` lines ('#' starts a comment). Returns 0, or -1 with
+ * err naming the file, line and problem. */
+int config_load(struct agent_config *c, const char *path, char *err,
+                size_t errlen);
+
+/* Sets one setting from text. Returns 0, or -1 with err set. */
+int config_set(struct agent_config *c, const char *key, const char *value,
+               char *err, size_t errlen);
+
+/* Defaults, then --config=FILE (if given), then every other --key=value
+ * or --key value. Returns 0, 1 when --help was asked for, -1 on error. */
+int config_args(struct agent_config *c, int argc, char **argv, char *err,
+                size_t errlen);
+
+/* Checks the whole configuration; returns 0 or -1 with err set. */
+int config_check(const struct agent_config *c, char *err, size_t errlen);
+
+/* Prints usage and every setting with its default and help line. */
+void config_help(FILE *f);
+
+/* Writes the effective configuration as a config file (secrets are only
+ * ever file names, so this is safe to log). */
+void config_dump(const struct agent_config *c, FILE *f);
+
+#endif

@@ -1,0 +1,166 @@
+/*
+ * test_agent_config.c — defaults, the config file, flags over the file,
+ * and errors that say where and why.
+ */
+#include "node-agent/config.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char err[512], path[256];
+
+static void write_conf(const char *text)
+{
+	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	snprintf(path, sizeof path, "%s/test_agent_config.XXXXXX", base);
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+START_TEST(defaults_are_sane)
+{
+	struct agent_config c;
+	config_default(&c);
+	ck_assert_int_eq(config_check(&c, err, sizeof err), 0);
+	ck_assert_str_eq(c.backend, "kmod");
+	ck_assert_int_eq(c.est.window_ns, 60000000000LL);
+	ck_assert_int_eq(c.strat.lot, 256);
+	ck_assert_str_eq(c.strat.spot_market, "spot");
+}
+END_TEST
+
+START_TEST(file_then_flags)
+{
+	struct agent_config c;
+	write_conf("# a node\n"
+	           "backend = sim   # in-process\n"
+	           "\n"
+	           "  window_s=120\n"
+	           "perm_market = perm-2027\n"
+	           "margin_pct = 20\n"
+	           "breach_perm = no\n"
+	           "fault_cost_us = 80\n");
+	char cfg[300];
+	snprintf(cfg, sizeof cfg, "--config=%s", path);
+	char *argv[] = {"ramex-agent",  "--margin_pct=30", cfg,
+	                "--spot_floor", "70000",           NULL};
+	ck_assert_int_eq(config_args(&c, 5, argv, err, sizeof err), 0);
+	ck_assert_str_eq(c.backend, "sim");
+	ck_assert_int_eq(c.est.window_ns, 120000000000LL);
+	ck_assert_int_eq(c.est.fault_cost_ns, 80000);
+	ck_assert_str_eq(c.strat.perm_market, "perm-2027");
+	ck_assert_int_eq(c.strat.margin_pct, 30); /* the flag wins */
+	ck_assert_int_eq(c.strat.spot_floor, 70000);
+	ck_assert_int_eq(c.strat.breach_perm, 0);
+	ck_assert_int_eq(config_check(&c, err, sizeof err), 0);
+
+	/* the dump reads back to the same settings */
+	FILE *f = fopen(path, "w");
+	config_dump(&c, f);
+	fclose(f);
+	struct agent_config d;
+	config_default(&d);
+	ck_assert_msg(config_load(&d, path, err, sizeof err) == 0, "%s", err);
+	ck_assert_int_eq(memcmp(&c, &d, sizeof c), 0);
+	unlink(path);
+}
+END_TEST
+
+START_TEST(errors_say_where)
+{
+	struct agent_config c;
+	config_default(&c);
+	write_conf("backend = sim\nwindow_s = soon\n");
+	ck_assert_int_eq(config_load(&c, path, err, sizeof err), -1);
+	ck_assert_msg(strstr(err, ":2: window_s: expected a whole number"),
+	              "%s", err);
+	unlink(path);
+	write_conf("colour = blue\n");
+	ck_assert_int_eq(config_load(&c, path, err, sizeof err), -1);
+	ck_assert_msg(strstr(err, ":1: unknown setting \"colour\""), "%s", err);
+	unlink(path);
+	write_conf("just words\n");
+	ck_assert_int_eq(config_load(&c, path, err, sizeof err), -1);
+	ck_assert(strstr(err, "expected key = value"));
+	unlink(path);
+	ck_assert_int_eq(config_load(&c, "/nonexistent.conf", err, sizeof err),
+	                 -1);
+
+	ck_assert_int_eq(
+	    config_set(&c, "perm_share_pct", "101", err, sizeof err), -1);
+	ck_assert_msg(strstr(err, "outside 0..100"), "%s", err);
+	ck_assert_int_eq(
+	    config_set(&c, "breach_perm", "maybe", err, sizeof err), -1);
+
+	char *a1[] = {"ramex-agent", "--nope=1", NULL};
+	ck_assert_int_eq(config_args(&c, 2, a1, err, sizeof err), -1);
+	ck_assert(strstr(err, "unknown option --nope"));
+	char *a2[] = {"ramex-agent", "--lot_pages", NULL};
+	ck_assert_int_eq(config_args(&c, 2, a2, err, sizeof err), -1);
+	ck_assert(strstr(err, "needs a value"));
+	char *a3[] = {"ramex-agent", "--help", NULL};
+	ck_assert_int_eq(config_args(&c, 2, a3, err, sizeof err), 1);
+}
+END_TEST
+
+START_TEST(check_catches_nonsense)
+{
+	struct agent_config c;
+	config_default(&c);
+	strcpy(c.backend, "magic");
+	ck_assert_int_eq(config_check(&c, err, sizeof err), -1);
+	ck_assert(strstr(err, "sim, cgroup or kmod"));
+	config_default(&c);
+	strcpy(c.backend, "cgroup");
+	ck_assert_int_eq(config_check(&c, err, sizeof err), -1);
+	ck_assert(strstr(err, "cgroup = DIR"));
+	config_default(&c);
+	c.est.unpressure_ppm = c.est.pressure_ppm + 1;
+	ck_assert_int_eq(config_check(&c, err, sizeof err), -1);
+	ck_assert(strstr(err, "estimator:"));
+	config_default(&c);
+	c.strat.spot_floor = c.strat.spot_ceiling + 1;
+	ck_assert_int_eq(config_check(&c, err, sizeof err), -1);
+	ck_assert(strstr(err, "strategy:"));
+	config_default(&c);
+	strcpy(c.exchange_url, "ftp://x");
+	ck_assert_int_eq(config_check(&c, err, sizeof err), -1);
+}
+END_TEST
+
+START_TEST(help_lists_every_setting)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	config_help(f);
+	fclose(f);
+	ck_assert(strstr(buf, "usage: ramex-agent"));
+	ck_assert(strstr(buf, "--window_s"));
+	ck_assert(strstr(buf, "[60]"));
+	ck_assert(strstr(buf, "--breach_perm"));
+	free(buf);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("agent_config");
+	TCase *tc = tcase_create("config");
+	tcase_add_test(tc, defaults_are_sane);
+	tcase_add_test(tc, file_then_flags);
+	tcase_add_test(tc, errors_say_where);
+	tcase_add_test(tc, check_catches_nonsense);
+	tcase_add_test(tc, help_lists_every_setting);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int nf = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return nf ? 1 : 0;
+}
