@@ -1,0 +1,153 @@
+/* ctl_units.c — exact unit conversions for ramexctl; see ctl_units.h. */
+#include "exchange/ctl/ctl_units.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define PAGE_BYTES 4096
+
+int ctl_units_parse_int(const char *s, int64_t *out)
+{
+	int64_t v = 0;
+	if (!s || !*s)
+		return -1;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return -1;
+		if (v > (INT64_MAX - (*s - '0')) / 10)
+			return -1;
+		v = v * 10 + (*s - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+int ctl_units_parse_price(const char *s, int64_t *out, char *err, size_t len)
+{
+	if (s && s[0] != '$') {
+		if (ctl_units_parse_int(s, out) == 0)
+			return 0;
+		snprintf(err, len,
+		         "price \"%s\" is neither a whole number of n$/page-year "
+		         "nor dollars like $0.0001",
+		         s);
+		return -1;
+	}
+	if (!s)
+		goto bad;
+	const char *p = s + 1;
+	int64_t whole = 0, frac = 0;
+	int digits = 0, fd = 0;
+	for (; *p >= '0' && *p <= '9'; p++, digits++) {
+		if (whole > (INT64_MAX / 1000000000 - (*p - '0')) / 10)
+			goto big;
+		whole = whole * 10 + (*p - '0');
+	}
+	if (*p == '.') {
+		for (p++; *p >= '0' && *p <= '9'; p++, fd++) {
+			if (fd == 9) {
+				if (*p != '0') {
+					snprintf(err, len,
+					         "price \"%s\" has more than 9 "
+					         "decimals: a nanodollar is the "
+					         "smallest unit",
+					         s);
+					return -1;
+				}
+				continue;
+			}
+			frac = frac * 10 + (*p - '0');
+		}
+	}
+	if (*p || (digits == 0 && fd == 0))
+		goto bad;
+	for (int i = fd < 9 ? fd : 9; i < 9; i++)
+		frac *= 10;
+	if (whole * 1000000000 > INT64_MAX - frac)
+		goto big;
+	*out = whole * 1000000000 + frac;
+	return 0;
+big:
+	snprintf(err, len, "price \"%s\" is too large", s);
+	return -1;
+bad:
+	snprintf(err, len, "price \"%s\" is not dollars like $0.0001", s ? s : "");
+	return -1;
+}
+
+int ctl_units_parse_pages(const char *s, int64_t *out, char *err, size_t len)
+{
+	static const struct {
+		const char *suffix;
+		int64_t bytes;
+	} units[] = {{"KiB", 1LL << 10},
+	             {"MiB", 1LL << 20},
+	             {"GiB", 1LL << 30},
+	             {"TiB", 1LL << 40}};
+	char num[32];
+	size_t n = s ? strlen(s) : 0;
+	if (ctl_units_parse_int(s, out) == 0)
+		return 0;
+	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+		size_t sl = strlen(units[i].suffix);
+		if (n <= sl || n - sl >= sizeof num ||
+		    strcmp(s + n - sl, units[i].suffix) != 0)
+			continue;
+		memcpy(num, s, n - sl);
+		num[n - sl] = 0;
+		int64_t v;
+		if (ctl_units_parse_int(num, &v) < 0)
+			break;
+		if (v > INT64_MAX / units[i].bytes) {
+			snprintf(err, len, "pages \"%s\" is too large", s);
+			return -1;
+		}
+		int64_t bytes = v * units[i].bytes;
+		if (bytes % PAGE_BYTES) {
+			snprintf(err, len,
+			         "\"%s\" is not a whole number of 4096-byte "
+			         "pages",
+			         s);
+			return -1;
+		}
+		*out = bytes / PAGE_BYTES;
+		return 0;
+	}
+	snprintf(err, len,
+	         "pages \"%s\" is neither a whole number of pages nor a size "
+	         "like 4GiB or 256MiB",
+	         s ? s : "");
+	return -1;
+}
+
+void ctl_units_fmt_money(int64_t nd, char *buf, size_t len)
+{
+	/* work on the magnitude as unsigned so INT64_MIN is fine */
+	uint64_t m = nd < 0 ? (uint64_t)0 - (uint64_t)nd : (uint64_t)nd;
+	uint64_t cents = m / 10000000 + (m % 10000000 >= 5000000);
+	snprintf(buf, len, "%s$%llu.%02llu", nd < 0 ? "-" : "",
+	         (unsigned long long)(cents / 100),
+	         (unsigned long long)(cents % 100));
+}
+
+void ctl_units_fmt_price(int64_t nd, char *buf, size_t len)
+{
+	uint64_t m = nd < 0 ? (uint64_t)0 - (uint64_t)nd : (uint64_t)nd;
+	char frac[16];
+	snprintf(frac, sizeof frac, "%09llu",
+	         (unsigned long long)(m % 1000000000));
+	for (int i = 8; i >= 2 && frac[i] == '0'; i--)
+		frac[i] = 0;
+	snprintf(buf, len, "%s$%llu.%s", nd < 0 ? "-" : "",
+	         (unsigned long long)(m / 1000000000), frac);
+}
+
+void ctl_units_fmt_pages(int64_t pages, char *buf, size_t len)
+{
+	/* 262144 pages per GiB; hundredths truncated, so a display never
+	 * claims more than is there */
+	int64_t p = pages < 0 ? 0 : pages;
+	int64_t h = p > INT64_MAX / 100 ? p / 262144 * 100 : p * 100 / 262144;
+	snprintf(buf, len, "%lld (%lld.%02lld GiB)", (long long)pages,
+	         (long long)(h / 100), (long long)(h % 100));
+}

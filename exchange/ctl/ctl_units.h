@@ -1,0 +1,30 @@
+/*
+ * ctl_units.h — ramexctl's exact conversions between what a person types or
+ * reads and the exchange's integer units (common brief: pages of 4096 bytes,
+ * nanodollars, prices in n$/page-year). Pure: no I/O, no allocation, no
+ * floating point, so every conversion is exact or refused.
+ */
+#ifndef RAMEX_CTL_UNITS_H
+#define RAMEX_CTL_UNITS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* "100000" (n$/page-year) or "$0.0001" (dollars, at most 9 decimals).
+ * Returns 0, or -1 with a message in err. */
+int ctl_units_parse_price(const char *s, int64_t *out, char *err, size_t len);
+/* "262144" (pages), or a whole number with a KiB/MiB/GiB/TiB suffix that is
+ * a whole number of pages. Returns 0, or -1 with a message in err. */
+int ctl_units_parse_pages(const char *s, int64_t *out, char *err, size_t len);
+/* A plain non-negative decimal integer ("42"); -1 when s is anything else. */
+int ctl_units_parse_int(const char *s, int64_t *out);
+
+/* Money to the cent, rounded half away from zero: "$104.86", "-$0.01". */
+void ctl_units_fmt_money(int64_t nanodollars, char *buf, size_t len);
+/* A price in dollars, exact, at least two decimals: "$0.0001", "$1.00". */
+void ctl_units_fmt_price(int64_t nanodollars, char *buf, size_t len);
+/* Pages with their size in GiB to two decimals (truncated):
+ * "1048576 (4.00 GiB)". */
+void ctl_units_fmt_pages(int64_t pages, char *buf, size_t len);
+
+#endif

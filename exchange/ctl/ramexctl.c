@@ -1,0 +1,1104 @@
+/*
+ * ramexctl.c — the command line for engineers and operators: orders, the
+ * book, contracts, markets, and (for admins) teams, accounts, nodes and
+ * tokens, all through ramexd's HTTP API (exchange/routes.c).
+ *
+ * Owns the command table, the option parsing and the human output (aligned
+ * tables; money to the cent, prices exact, pages with GiB). With --json it
+ * prints the server's JSON unchanged, so scripts see exact integers.
+ * Talking to the server is ctl_http.h; unit conversions are ctl_units.h.
+ */
+#include "exchange/ctl/ctl_http.h"
+#include "exchange/ctl/ctl_units.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_OPTS 24
+#define MAX_POS  4
+
+struct opts {
+	const char *name[MAX_OPTS], *val[MAX_OPTS];
+	int n;
+	const char *pos[MAX_POS];
+	int npos;
+	int help;
+};
+
+struct ctx {
+	struct ctl_http http;
+	int json;
+};
+
+struct cmd {
+	const char *group, *verb; /* verb NULL: the group is the command */
+	const char *usage, *about;
+	const char *const *valued; /* options that take a value */
+	const char *const *flags;  /* options that take none */
+	int npos;                  /* positional arguments it needs */
+	int (*run)(struct ctx *, struct opts *);
+};
+
+static const char *prog = "ramexctl";
+
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "%s: ", prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n(try %s --help)\n", prog);
+	return CTL_USAGE;
+}
+
+static const char *opt(const struct opts *o, const char *name)
+{
+	for (int i = o->n - 1; i >= 0; i--)
+		if (strcmp(o->name[i], name) == 0)
+			return o->val[i];
+	return NULL;
+}
+
+static int in_list(const char *const *l, const char *s)
+{
+	for (; l && *l; l++)
+		if (strcmp(*l, s) == 0)
+			return 1;
+	return 0;
+}
+
+/* Options may come in any order among the positional arguments;
+ * "--name=value" and "--name value" both work. */
+static int parse_opts(const struct cmd *c, int argc, char **argv,
+                      struct opts *o)
+{
+	memset(o, 0, sizeof *o);
+	for (int i = 0; i < argc; i++) {
+		char *a = argv[i], name[64];
+		const char *val = NULL;
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			o->help = 1;
+			continue;
+		}
+		if (strncmp(a, "--", 2) != 0 || a[2] == 0) {
+			if (o->npos == MAX_POS || o->npos == c->npos)
+				return usage_error("unexpected argument \"%s\"",
+				                   a);
+			o->pos[o->npos++] = a;
+			continue;
+		}
+		const char *eq = strchr(a, '=');
+		size_t nl = eq ? (size_t)(eq - a) : strlen(a);
+		if (nl >= sizeof name)
+			return usage_error("unknown option \"%s\"", a);
+		memcpy(name, a, nl);
+		name[nl] = 0;
+		if (in_list(c->valued, name)) {
+			if (eq)
+				val = eq + 1;
+			else if (i + 1 < argc)
+				val = argv[++i];
+			else
+				return usage_error("%s needs a value", name);
+		} else if (in_list(c->flags, name) && !eq) {
+			val = "";
+		} else {
+			return usage_error("unknown option \"%s\" for %s%s%s", a,
+			                   c->group, c->verb ? " " : "",
+			                   c->verb ? c->verb : "");
+		}
+		if (o->n == MAX_OPTS)
+			return usage_error("too many options");
+		const char *const *v = c->valued;
+		for (; *v && strcmp(*v, name) != 0; v++)
+			;
+		o->name[o->n] = *v ? *v : name;
+		if (!*v) { /* a flag: keep a pointer that outlives `name` */
+			const char *const *f = c->flags;
+			for (; strcmp(*f, name) != 0; f++)
+				;
+			o->name[o->n] = *f;
+		}
+		o->val[o->n++] = val;
+	}
+	if (!o->help && o->npos < c->npos)
+		return usage_error("%s%s%s needs %d argument%s: %s", c->group,
+		                   c->verb ? " " : "", c->verb ? c->verb : "",
+		                   c->npos, c->npos > 1 ? "s" : "", c->usage);
+	return 0;
+}
+
+/* ---- output ------------------------------------------------------------ */
+
+enum kind { K_TEXT, K_PRICE, K_MONEY, K_PAGES };
+
+/* How a field is shown to a person, by its name (the server's names are
+ * consistent: every price is a price, every page count a page count). */
+static enum kind field_kind(const char *key)
+{
+	static const char *const prices[] = {
+	    "price", "tick", "price_min", "price_max", "open", "high",
+	    "low",   "close", NULL};
+	static const char *const money[] = {"amount", "cost", "total",
+	                                    "breach_penalty", NULL};
+	static const char *const pages[] = {"pages",     "remaining", "filled",
+	                                    "min_pages", "max_pages", "lot",
+	                                    "volume",    NULL};
+	if (in_list(prices, key))
+		return K_PRICE;
+	if (in_list(money, key))
+		return K_MONEY;
+	if (in_list(pages, key))
+		return K_PAGES;
+	return K_TEXT;
+}
+
+static void show_value(const char *key, json_t *v, char *buf, size_t len)
+{
+	enum kind k = field_kind(key);
+	if (json_is_integer(v) && k == K_PRICE)
+		ctl_units_fmt_price(json_integer_value(v), buf, len);
+	else if (json_is_integer(v) && k == K_MONEY)
+		ctl_units_fmt_money(json_integer_value(v), buf, len);
+	else if (json_is_integer(v) && k == K_PAGES)
+		ctl_units_fmt_pages(json_integer_value(v), buf, len);
+	else if (json_is_integer(v))
+		snprintf(buf, len, "%lld", (long long)json_integer_value(v));
+	else if (json_is_string(v))
+		snprintf(buf, len, "%s", json_string_value(v));
+	else if (json_is_true(v))
+		snprintf(buf, len, "yes");
+	else if (json_is_false(v))
+		snprintf(buf, len, "no");
+	else if (!v || json_is_null(v))
+		snprintf(buf, len, "-");
+	else {
+		char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+		snprintf(buf, len, "%s", s ? s : "?");
+		free(s);
+	}
+}
+
+#define CELL 96
+
+/* An aligned table of `rows` (an array of objects) with these columns. */
+static void print_table(json_t *rows, const char *const *cols)
+{
+	size_t nc = 0, nr = json_array_size(rows);
+	while (cols[nc])
+		nc++;
+	size_t w[32] = {0};
+	char cell[CELL];
+	for (size_t c = 0; c < nc && c < 32; c++)
+		w[c] = strlen(cols[c]);
+	for (size_t r = 0; r < nr; r++)
+		for (size_t c = 0; c < nc && c < 32; c++) {
+			show_value(cols[c],
+			           json_object_get(json_array_get(rows, r),
+			                           cols[c]),
+			           cell, sizeof cell);
+			if (strlen(cell) > w[c])
+				w[c] = strlen(cell);
+		}
+	for (size_t c = 0; c < nc && c < 32; c++)
+		printf("%-*s%s", (int)w[c], cols[c], c + 1 < nc ? "  " : "\n");
+	for (size_t r = 0; r < nr; r++)
+		for (size_t c = 0; c < nc && c < 32; c++) {
+			json_t *v = json_object_get(json_array_get(rows, r),
+			                            cols[c]);
+			show_value(cols[c], v, cell, sizeof cell);
+			/* numbers right-aligned, text left */
+			int right = json_is_integer(v);
+			printf(right ? "%*s%s" : "%-*s%s", (int)w[c], cell,
+			       c + 1 < nc ? "  " : "\n");
+		}
+	if (nr == 0)
+		printf("(none)\n");
+}
+
+/* One object as "key: value" lines, keys aligned. */
+static void print_object(json_t *o)
+{
+	const char *k;
+	json_t *v;
+	size_t w = 0;
+	char cell[512];
+	json_object_foreach(o, k, v) if (strlen(k) > w) w = strlen(k);
+	json_object_foreach(o, k, v)
+	{
+		if (json_is_object(v))
+			continue; /* nested objects are printed by callers */
+		show_value(k, v, cell, sizeof cell);
+		printf("%-*s  %s\n", (int)w + 1, k, cell);
+	}
+}
+
+static void print_json(json_t *j)
+{
+	char *s = json_dumps(j, JSON_INDENT(2) | JSON_ENCODE_ANY);
+	if (s)
+		puts(s);
+	free(s);
+}
+
+/* Shows why a call failed on stderr and returns its exit code. */
+static int report_failure(enum ctl_exit e, struct ctl_http_resp *r)
+{
+	if (r->status == 0) {
+		fprintf(stderr, "error: %s\n", r->err);
+	} else {
+		const char *title =
+		    json_string_value(json_object_get(r->json, "title"));
+		const char *detail =
+		    json_string_value(json_object_get(r->json, "detail"));
+		const char *reason =
+		    json_string_value(json_object_get(r->json, "reason"));
+		if (title)
+			fprintf(stderr, "error: %s: %s%s%s\n", title,
+			        detail ? detail : "(no detail)",
+			        reason ? " " : "", reason ? reason : "");
+		else
+			fprintf(stderr, "error: the server answered %ld%s%s\n",
+			        r->status, r->err[0] ? ": " : "", r->err);
+		if (e == CTL_AUTH && r->status == 401)
+			fprintf(stderr,
+			        "hint: check the token (--token, RAMEX_TOKEN "
+			        "or ~/.config/ramex/ctl.conf)\n");
+	}
+	return e;
+}
+
+/* Makes a call; on success leaves the JSON in *out (caller decrefs). */
+static int call(struct ctx *x, const char *method, const char *path,
+                json_t *body, json_t **out)
+{
+	struct ctl_http_resp r;
+	char *b = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	enum ctl_exit e = ctl_http_call(&x->http, method, path, b, &r);
+	free(b);
+	if (e != CTL_OK) {
+		report_failure(e, &r);
+		ctl_http_resp_free(&r);
+		return e;
+	}
+	*out = r.json ? json_incref(r.json) : json_object();
+	ctl_http_resp_free(&r);
+	return CTL_OK;
+}
+
+/* Call, then print: JSON as it came, or a table of .items, or an object. */
+static int call_show(struct ctx *x, const char *method, const char *path,
+                     json_t *body, const char *const *cols)
+{
+	json_t *j = NULL;
+	int rc = call(x, method, path, body, &j);
+	json_decref(body);
+	if (rc != CTL_OK)
+		return rc;
+	if (x->json)
+		print_json(j);
+	else if (cols && json_is_array(json_object_get(j, "items")))
+		print_table(json_object_get(j, "items"), cols);
+	else if (cols && json_is_array(j))
+		print_table(j, cols);
+	else
+		print_object(j);
+	json_decref(j);
+	return CTL_OK;
+}
+
+/* ---- paths ------------------------------------------------------------- */
+
+/* Appends "&k=v" (or "?k=v") with v URL-escaped. */
+static void add_query(char *p, size_t len, const char *k, const char *v)
+{
+	if (!v)
+		return;
+	char *e = curl_easy_escape(NULL, v, 0);
+	size_t n = strlen(p);
+	snprintf(p + n, len - n, "%c%s=%s", strchr(p, '?') ? '&' : '?', k,
+	         e ? e : "");
+	curl_free(e);
+}
+
+/* A path segment from the command line: names and ids only, so nothing a
+ * person types can walk to another route. */
+static int segment_ok(const char *s)
+{
+	if (!*s || strlen(s) > 64)
+		return 0;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '-' || *s == '_'))
+			return 0;
+	return 1;
+}
+
+static int path1(char *p, size_t len, const char *fmt, const char *seg)
+{
+	if (!segment_ok(seg))
+		return usage_error("\"%s\" is not a name or id", seg);
+	snprintf(p, len, fmt, seg);
+	return 0;
+}
+
+static int int_opt(const struct opts *o, const char *name, json_t *body,
+                   const char *key, int required)
+{
+	const char *v = opt(o, name);
+	int64_t n;
+	if (!v)
+		return required ? usage_error("%s is required", name) : 0;
+	if (ctl_units_parse_int(v, &n) < 0)
+		return usage_error("%s \"%s\" is not a whole number", name, v);
+	json_object_set_new(body, key, json_integer(n));
+	return 0;
+}
+
+static int price_opt(const struct opts *o, const char *name, json_t *body,
+                     const char *key, int required)
+{
+	const char *v = opt(o, name);
+	char err[256];
+	int64_t n;
+	if (!v)
+		return required ? usage_error("%s is required", name) : 0;
+	if (ctl_units_parse_price(v, &n, err, sizeof err) < 0)
+		return usage_error("%s: %s", name, err);
+	json_object_set_new(body, key, json_integer(n));
+	return 0;
+}
+
+static int pages_opt(const struct opts *o, const char *name, json_t *body,
+                     const char *key, int required)
+{
+	const char *v = opt(o, name);
+	char err[256];
+	int64_t n;
+	if (!v)
+		return required ? usage_error("%s is required", name) : 0;
+	if (ctl_units_parse_pages(v, &n, err, sizeof err) < 0)
+		return usage_error("%s: %s", name, err);
+	json_object_set_new(body, key, json_integer(n));
+	return 0;
+}
+
+/* ---- commands ---------------------------------------------------------- */
+
+static int c_whoami(struct ctx *x, struct opts *o)
+{
+	(void)o;
+	return call_show(x, "GET", "/v1/whoami", NULL, NULL);
+}
+
+static const char *const market_cols[] = {
+    "id", "name", "product", "tick", "lot", "min_pages", "max_pages", NULL};
+
+static int c_markets_list(struct ctx *x, struct opts *o)
+{
+	(void)o;
+	return call_show(x, "GET", "/v1/markets", NULL, market_cols);
+}
+
+static int c_markets_show(struct ctx *x, struct opts *o)
+{
+	char p[256];
+	if (path1(p, sizeof p, "/v1/markets/%s", o->pos[0]))
+		return CTL_USAGE;
+	return call_show(x, "GET", p, NULL, NULL);
+}
+
+static int c_markets_create(struct ctx *x, struct opts *o)
+{
+	json_t *b = json_pack("{s:s}", "name", o->pos[0]);
+	/* defaults that make a usable market; every one can be overridden */
+	static const struct {
+		const char *opt, *key, *def;
+		int kind; /* 0 int, 1 price, 2 pages */
+	} f[] = {{"--tick", "tick", NULL, 1},
+	         {"--lot", "lot", "256", 2},
+	         {"--min", "min_pages", NULL, 2},
+	         {"--max", "max_pages", "1048576", 2},
+	         {"--price-min", "price_min", "0", 1},
+	         {"--price-max", "price_max", NULL, 1},
+	         {"--notice", "notice_period_s", "3600", 0},
+	         {"--penalty", "breach_penalty", "0", 1},
+	         {"--deadline", "delivery_deadline_s", "600", 0}};
+	struct opts d = *o;
+	for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+		const char *def = f[i].def;
+		if (!def && strcmp(f[i].key, "min_pages") == 0)
+			def = opt(o, "--lot") ? opt(o, "--lot") : "256";
+		if (!def && strcmp(f[i].key, "price_max") == 0)
+			def = "1000000000";
+		if (!opt(&d, f[i].opt) && def && d.n < MAX_OPTS) {
+			d.name[d.n] = f[i].opt;
+			d.val[d.n++] = def;
+		}
+		int rc = f[i].kind == 0   ? int_opt(&d, f[i].opt, b, f[i].key, 1)
+		         : f[i].kind == 1 ? price_opt(&d, f[i].opt, b, f[i].key, 1)
+		                          : pages_opt(&d, f[i].opt, b, f[i].key, 1);
+		if (rc) {
+			json_decref(b);
+			return rc;
+		}
+	}
+	return call_show(x, "POST", "/v1/markets", b, NULL);
+}
+
+static int c_book(struct ctx *x, struct opts *o)
+{
+	char p[256];
+	int64_t depth;
+	json_t *j = NULL;
+	if (path1(p, sizeof p, "/v1/markets/%s/book", o->pos[0]))
+		return CTL_USAGE;
+	if (opt(o, "--depth") &&
+	    ctl_units_parse_int(opt(o, "--depth"), &depth) < 0)
+		return usage_error("--depth must be a whole number");
+	add_query(p, sizeof p, "depth", opt(o, "--depth"));
+	int rc = call(x, "GET", p, NULL, &j);
+	if (rc)
+		return rc;
+	if (x->json) {
+		print_json(j);
+	} else {
+		/* asks from the highest down to the best, then bids from the
+		 * best down: the spread sits in the middle, as on a screen */
+		json_t *rows = json_array(), *asks = json_object_get(j, "asks");
+		for (size_t i = json_array_size(asks); i-- > 0;) {
+			json_t *r = json_copy(json_array_get(asks, i));
+			json_object_set_new(r, "side", json_string("ask"));
+			json_array_append_new(rows, r);
+		}
+		json_t *bids = json_object_get(j, "bids");
+		for (size_t i = 0; i < json_array_size(bids); i++) {
+			json_t *r = json_copy(json_array_get(bids, i));
+			json_object_set_new(r, "side", json_string("bid"));
+			json_array_append_new(rows, r);
+		}
+		static const char *const cols[] = {"side", "price", "pages",
+		                                   "orders", NULL};
+		printf("market %s (seq %lld)\n",
+		       json_string_value(json_object_get(j, "market")),
+		       (long long)json_integer_value(json_object_get(j, "seq")));
+		print_table(rows, cols);
+		json_decref(rows);
+	}
+	json_decref(j);
+	return CTL_OK;
+}
+
+static int c_trades(struct ctx *x, struct opts *o)
+{
+	static const char *const cols[] = {"id", "price", "pages", "taker_side",
+	                                   "ts_ns", NULL};
+	char p[256];
+	if (path1(p, sizeof p, "/v1/markets/%s/trades", o->pos[0]))
+		return CTL_USAGE;
+	add_query(p, sizeof p, "limit", opt(o, "--limit"));
+	add_query(p, sizeof p, "before", opt(o, "--before"));
+	return call_show(x, "GET", p, NULL, cols);
+}
+
+static int c_candles(struct ctx *x, struct opts *o)
+{
+	static const char *const cols[] = {"start", "open",   "high",   "low",
+	                                   "close", "volume", "trades", NULL};
+	char p[256];
+	if (path1(p, sizeof p, "/v1/markets/%s/candles", o->pos[0]))
+		return CTL_USAGE;
+	add_query(p, sizeof p, "interval", opt(o, "--interval"));
+	add_query(p, sizeof p, "from", opt(o, "--from"));
+	add_query(p, sizeof p, "to", opt(o, "--to"));
+	add_query(p, sizeof p, "limit", opt(o, "--limit"));
+	return call_show(x, "GET", p, NULL, cols);
+}
+
+static const char *const order_cols[] = {
+    "id",     "market", "account_id", "side", "price", "pages",
+    "filled", "status", "tif",        NULL};
+
+/* "+90s", "+15m", "+2h", "+7d" from now, or seconds since the epoch. */
+static int parse_expiry(const char *s, int64_t *ns)
+{
+	int64_t v, mul = 1;
+	char num[32];
+	size_t n = strlen(s);
+	if (s[0] != '+')
+		return ctl_units_parse_int(s, &v) < 0 || v > INT64_MAX / 1000000000
+		           ? -1
+		           : (*ns = v * 1000000000, 0);
+	if (n < 3 || n - 1 >= sizeof num)
+		return -1;
+	switch (s[n - 1]) {
+	case 's': mul = 1; break;
+	case 'm': mul = 60; break;
+	case 'h': mul = 3600; break;
+	case 'd': mul = 86400; break;
+	default: return -1;
+	}
+	memcpy(num, s + 1, n - 2);
+	num[n - 2] = 0;
+	if (ctl_units_parse_int(num, &v) < 0 || v > 100LL * 365 * 86400 / mul)
+		return -1;
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	*ns = ((int64_t)t.tv_sec + v * mul) * 1000000000 + t.tv_nsec;
+	return 0;
+}
+
+static int c_orders_place(struct ctx *x, struct opts *o)
+{
+	json_t *b = json_object(), *j = NULL;
+	const char *side = opt(o, "--side"), *tif = opt(o, "--tif");
+	int rc = CTL_USAGE;
+	if (!opt(o, "--market")) {
+		rc = usage_error("--market is required");
+		goto fail;
+	}
+	if (!side || (strcmp(side, "buy") && strcmp(side, "sell"))) {
+		rc = usage_error("--side must be buy or sell");
+		goto fail;
+	}
+	json_object_set_new(b, "market", json_string(opt(o, "--market")));
+	json_object_set_new(b, "side", json_string(side));
+	if ((rc = pages_opt(o, "--pages", b, "pages", 1)) ||
+	    (rc = price_opt(o, "--price", b, "price", 1)) ||
+	    (rc = int_opt(o, "--account", b, "account_id", 0)))
+		goto fail;
+	if (tif) {
+		static const char *const tifs[] = {"gtc", "ioc", "fok", "gtd",
+		                                   NULL};
+		if (!in_list(tifs, tif)) {
+			rc = usage_error("--tif must be gtc, ioc, fok or gtd");
+			goto fail;
+		}
+		json_object_set_new(b, "tif", json_string(tif));
+	}
+	if (opt(o, "--expires")) {
+		int64_t ns;
+		if (parse_expiry(opt(o, "--expires"), &ns) < 0) {
+			rc = usage_error("--expires is seconds since the epoch "
+			                 "or +N followed by s, m, h or d");
+			goto fail;
+		}
+		json_object_set_new(b, "expires_ns", json_integer(ns));
+	}
+	if (opt(o, "--stp"))
+		json_object_set_new(b, "stp", json_string(opt(o, "--stp")));
+	if (opt(o, "--post-only"))
+		json_object_set_new(b, "post_only", json_true());
+	if (opt(o, "--client-order-id"))
+		json_object_set_new(b, "client_order_id",
+		                    json_string(opt(o, "--client-order-id")));
+	rc = call(x, "POST", "/v1/orders", b, &j);
+	if (rc)
+		goto fail;
+	if (x->json) {
+		print_json(j);
+	} else {
+		print_object(json_object_get(j, "order"));
+		json_t *t = json_object_get(j, "trades");
+		if (json_array_size(t) > 0) {
+			static const char *const cols[] = {"price", "pages",
+			                                   NULL};
+			printf("\ntrades\n");
+			print_table(t, cols);
+		}
+	}
+fail:
+	json_decref(j);
+	json_decref(b);
+	return rc;
+}
+
+static int c_orders_cancel(struct ctx *x, struct opts *o)
+{
+	char p[256];
+	if (path1(p, sizeof p, "/v1/orders/%s", o->pos[0]))
+		return CTL_USAGE;
+	json_t *j = NULL;
+	int rc = call(x, "DELETE", p, NULL, &j);
+	if (rc)
+		return rc;
+	if (x->json)
+		print_json(j);
+	else
+		print_object(json_object_get(j, "order") ? json_object_get(j, "order") : j);
+	json_decref(j);
+	return CTL_OK;
+}
+
+static int c_orders_reduce(struct ctx *x, struct opts *o)
+{
+	char p[256];
+	json_t *b = json_object();
+	int rc;
+	if (path1(p, sizeof p, "/v1/orders/%s/reduce", o->pos[0]) ||
+	    (rc = pages_opt(o, "--pages", b, "remaining", 1))) {
+		json_decref(b);
+		return CTL_USAGE;
+	}
+	json_t *j = NULL;
+	rc = call(x, "POST", p, b, &j);
+	json_decref(b);
+	if (rc)
+		return rc;
+	if (x->json)
+		print_json(j);
+	else
+		print_object(json_object_get(j, "order") ? json_object_get(j, "order") : j);
+	json_decref(j);
+	return CTL_OK;
+}
+
+static int c_orders_list(struct ctx *x, struct opts *o)
+{
+	char p[512] = "/v1/orders";
+	add_query(p, sizeof p, "market", opt(o, "--market"));
+	add_query(p, sizeof p, "status", opt(o, "--status"));
+	add_query(p, sizeof p, "side", opt(o, "--side"));
+	add_query(p, sizeof p, "account_id", opt(o, "--account"));
+	add_query(p, sizeof p, "limit", opt(o, "--limit"));
+	add_query(p, sizeof p, "before", opt(o, "--before"));
+	return call_show(x, "GET", p, NULL, order_cols);
+}
+
+static int c_orders_show(struct ctx *x, struct opts *o)
+{
+	char p[256];
+	if (path1(p, sizeof p, "/v1/orders/%s", o->pos[0]))
+		return CTL_USAGE;
+	return call_show(x, "GET", p, NULL, NULL);
+}
+
+static int c_contracts_list(struct ctx *x, struct opts *o)
+{
+	static const char *const cols[] = {
+	    "id",    "market", "buyer_id", "seller_id", "delivery",
+	    "pages", "price",  "state",    NULL};
+	char p[512] = "/v1/contracts";
+	add_query(p, sizeof p, "state", opt(o, "--state"));
+	add_query(p, sizeof p, "limit", opt(o, "--limit"));
+	add_query(p, sizeof p, "before", opt(o, "--before"));
+	return call_show(x, "GET", p, NULL, cols);
+}
+
+static int c_contracts_show(struct ctx *x, struct opts *o)
+{
+	char p[256];
+	if (path1(p, sizeof p, "/v1/contracts/%s", o->pos[0]))
+		return CTL_USAGE;
+	return call_show(x, "GET", p, NULL, NULL);
+}
+
+static int c_teams_create(struct ctx *x, struct opts *o)
+{
+	return call_show(x, "POST", "/v1/teams",
+	                 json_pack("{s:s}", "name", o->pos[0]), NULL);
+}
+
+static int c_teams_list(struct ctx *x, struct opts *o)
+{
+	static const char *const cols[] = {"id", "name", NULL};
+	(void)o;
+	return call_show(x, "GET", "/v1/teams", NULL, cols);
+}
+
+static int c_accounts_create(struct ctx *x, struct opts *o)
+{
+	const char *kind = opt(o, "--kind");
+	if (!kind)
+		return usage_error("--kind is required (operator or exchange)");
+	json_t *b = json_pack("{s:s,s:s}", "name", o->pos[0], "kind", kind);
+	int rc = int_opt(o, "--team", b, "team_id", 0);
+	if (rc) {
+		json_decref(b);
+		return rc;
+	}
+	return call_show(x, "POST", "/v1/accounts", b, NULL);
+}
+
+static int c_accounts_list(struct ctx *x, struct opts *o)
+{
+	static const char *const cols[] = {"id", "name", "kind", "team_id",
+	                                   NULL};
+	char p[256] = "/v1/accounts";
+	add_query(p, sizeof p, "kind", opt(o, "--kind"));
+	return call_show(x, "GET", p, NULL, cols);
+}
+
+/* The node's secret is shown once: the server keeps only what it needs to
+ * check signatures and cannot show it again. */
+static int show_secret(struct ctx *x, const char *path, json_t *b)
+{
+	json_t *j = NULL;
+	int rc = call(x, "POST", path, b, &j);
+	json_decref(b);
+	if (rc)
+		return rc;
+	if (x->json) {
+		print_json(j);
+	} else {
+		json_t *a = json_object_get(j, "account");
+		if (a)
+			print_object(a);
+		print_object(j);
+		fprintf(stderr, "note: the secret is shown only this once; "
+		                "put it in the agent's configuration now\n");
+	}
+	json_decref(j);
+	return CTL_OK;
+}
+
+static int c_nodes_create(struct ctx *x, struct opts *o)
+{
+	json_t *b = json_pack("{s:s}", "name", o->pos[0]);
+	int rc = int_opt(o, "--team", b, "team_id", 1);
+	if (rc) {
+		json_decref(b);
+		return rc;
+	}
+	return show_secret(x, "/v1/nodes", b);
+}
+
+static int c_keys_create(struct ctx *x, struct opts *o)
+{
+	char p[256];
+	if (path1(p, sizeof p, "/v1/nodes/%s/keys", o->pos[0]))
+		return CTL_USAGE;
+	return show_secret(x, p, json_object());
+}
+
+static int c_keys_revoke(struct ctx *x, struct opts *o)
+{
+	char p[256];
+	if (path1(p, sizeof p, "/v1/keys/%s", o->pos[0]))
+		return CTL_USAGE;
+	return call_show(x, "DELETE", p, NULL, NULL);
+}
+
+static int c_tokens_create(struct ctx *x, struct opts *o)
+{
+	const char *role = opt(o, "--role");
+	if (!role)
+		return usage_error("--role is required (node, trader, "
+		                   "operator, finance or admin)");
+	json_t *b = json_pack("{s:s,s:s}", "name", o->pos[0], "role", role);
+	int rc;
+	if ((rc = int_opt(o, "--team", b, "team_id", 0)) ||
+	    (rc = int_opt(o, "--account", b, "account_id", 0))) {
+		json_decref(b);
+		return rc;
+	}
+	json_t *j = NULL;
+	rc = call(x, "POST", "/v1/tokens", b, &j);
+	json_decref(b);
+	if (rc)
+		return rc;
+	if (x->json)
+		print_json(j);
+	else {
+		print_object(j);
+		fprintf(stderr, "note: the token is shown only this once\n");
+	}
+	json_decref(j);
+	return CTL_OK;
+}
+
+static int c_tokens_list(struct ctx *x, struct opts *o)
+{
+	static const char *const cols[] = {"id",         "name",   "role",
+	                                   "team_id",    "account_id",
+	                                   "prefix",     "revoked_at", NULL};
+	(void)o;
+	return call_show(x, "GET", "/v1/tokens", NULL, cols);
+}
+
+static int c_tokens_revoke(struct ctx *x, struct opts *o)
+{
+	char p[256];
+	if (path1(p, sizeof p, "/v1/tokens/%s", o->pos[0]))
+		return CTL_USAGE;
+	return call_show(x, "DELETE", p, NULL, NULL);
+}
+
+/* ---- the table of commands --------------------------------------------- */
+
+static const char *const none[] = {NULL};
+static const char *const o_create_market[] = {
+    "--tick",      "--lot",    "--min",     "--max",      "--price-min",
+    "--price-max", "--notice", "--penalty", "--deadline", NULL};
+static const char *const o_depth[] = {"--depth", NULL};
+static const char *const o_page[] = {"--limit", "--before", NULL};
+static const char *const o_candles[] = {"--interval", "--from", "--to",
+                                        "--limit", NULL};
+static const char *const o_place[] = {
+    "--market", "--side", "--pages",           "--price", "--tif",
+    "--expires", "--stp", "--client-order-id", "--account", NULL};
+static const char *const o_post_only[] = {"--post-only", NULL};
+static const char *const o_pages[] = {"--pages", NULL};
+static const char *const o_olist[] = {"--market", "--status", "--side",
+                                      "--account", "--limit", "--before",
+                                      NULL};
+static const char *const o_clist[] = {"--state", "--limit", "--before",
+                                      NULL};
+static const char *const o_kind_team[] = {"--kind", "--team", NULL};
+static const char *const o_kind[] = {"--kind", NULL};
+static const char *const o_team[] = {"--team", NULL};
+static const char *const o_token[] = {"--role", "--team", "--account",
+                                      NULL};
+
+static const struct cmd cmds[] = {
+    {"whoami", NULL, "whoami", "who the token belongs to", none, none, 0,
+     c_whoami},
+    {"markets", "list", "markets list", "list markets", none, none, 0,
+     c_markets_list},
+    {"markets", "show", "markets show NAME", "one market", none, none, 1,
+     c_markets_show},
+    {"markets", "create",
+     "markets create NAME --tick PRICE [--lot PAGES] [--min PAGES] [--max "
+     "PAGES] [--price-min P] [--price-max P] [--notice S] [--penalty P] "
+     "[--deadline S]",
+     "create a market (operator)", o_create_market, none, 1,
+     c_markets_create},
+    {"book", NULL, "book MARKET [--depth N]", "the order book", o_depth, none,
+     1, c_book},
+    {"trades", NULL, "trades MARKET [--limit N] [--before ID]",
+     "recent trades", o_page, none, 1, c_trades},
+    {"candles", NULL,
+     "candles MARKET [--interval S] [--from T] [--to T] [--limit N]",
+     "price history (OHLC)", o_candles, none, 1, c_candles},
+    {"orders", "place",
+     "orders place --market M --side buy|sell --pages N --price P [--tif "
+     "gtc|ioc|fok|gtd] [--expires T|+Nh] [--post-only] [--stp POLICY] "
+     "[--client-order-id ID] [--account ID]",
+     "place a limit order", o_place, o_post_only, 0, c_orders_place},
+    {"orders", "cancel", "orders cancel ID", "cancel an order", none, none,
+     1, c_orders_cancel},
+    {"orders", "reduce", "orders reduce ID --pages N",
+     "reduce what remains of an order, keeping its priority", o_pages, none,
+     1, c_orders_reduce},
+    {"orders", "list",
+     "orders list [--market M] [--status S] [--side S] [--account ID] "
+     "[--limit N] [--before ID]",
+     "list orders", o_olist, none, 0, c_orders_list},
+    {"orders", "show", "orders show ID", "one order", none, none, 1,
+     c_orders_show},
+    {"contracts", "list",
+     "contracts list [--state S] [--limit N] [--before ID]",
+     "list contracts", o_clist, none, 0, c_contracts_list},
+    {"contracts", "show", "contracts show ID", "one contract", none, none, 1,
+     c_contracts_show},
+    {"teams", "create", "teams create NAME", "create a team (admin)", none,
+     none, 1, c_teams_create},
+    {"teams", "list", "teams list", "list teams (admin, finance)", none,
+     none, 0, c_teams_list},
+    {"accounts", "create",
+     "accounts create NAME --kind operator|exchange [--team ID]",
+     "create an account (admin)", o_kind_team, none, 1, c_accounts_create},
+    {"accounts", "list", "accounts list [--kind K]", "list accounts",
+     o_kind, none, 0, c_accounts_list},
+    {"nodes", "create", "nodes create NAME --team ID",
+     "create a node and its first key; prints the secret once (admin)",
+     o_team, none, 1, c_nodes_create},
+    {"keys", "create", "keys create NODE_ID",
+     "another key for a node; prints the secret once (admin)", none, none,
+     1, c_keys_create},
+    {"keys", "revoke", "keys revoke KEY_ID", "revoke a node key (admin)",
+     none, none, 1, c_keys_revoke},
+    {"tokens", "create",
+     "tokens create NAME --role R [--team ID] [--account ID]",
+     "create a bearer token; prints it once (admin)", o_token, none, 1,
+     c_tokens_create},
+    {"tokens", "list", "tokens list", "list tokens (admin)", none, none, 0,
+     c_tokens_list},
+    {"tokens", "revoke", "tokens revoke ID", "revoke a token (admin)", none,
+     none, 1, c_tokens_revoke},
+};
+
+#define NCMDS (sizeof cmds / sizeof cmds[0])
+
+static void help(FILE *f, const char *group)
+{
+	fprintf(f,
+	        "usage: %s [--url URL] [--token TOKEN] [--config FILE] "
+	        "[--json] COMMAND ...\n\n"
+	        "The command line of the ramex exchange.\n\ncommands:\n",
+	        prog);
+	for (size_t i = 0; i < NCMDS; i++)
+		if (!group || strcmp(group, cmds[i].group) == 0)
+			fprintf(f, "  %s\n      %s\n", cmds[i].usage,
+			        cmds[i].about);
+	fprintf(f,
+	        "\nunits: prices are n$/page-year as a whole number "
+	        "(100000) or\n"
+	        "dollars with a $ prefix ($0.0001); pages are a whole number "
+	        "or a size\n"
+	        "with KiB/MiB/GiB/TiB that is a whole number of 4096-byte "
+	        "pages (4GiB).\n\n"
+	        "server and token: --url/--token win over RAMEX_URL/"
+	        "RAMEX_TOKEN, which\n"
+	        "win over ~/.config/ramex/ctl.conf (lines \"url = ...\", "
+	        "\"token = ...\").\n"
+	        "The default URL is http://127.0.0.1:8080.\n\n"
+	        "exit codes:\n"
+	        "  0  done\n"
+	        "  1  the server refused the request (4xx, e.g. a validation "
+	        "error)\n"
+	        "  2  usage error (the command line is wrong)\n"
+	        "  3  the server could not be reached, or failed (5xx)\n"
+	        "  4  authentication or permission refused (401, 403)\n");
+}
+
+/* Reads "key = value" lines; '#' starts a comment. A missing file is
+ * fine (the default one is optional); an unreadable named one is not. */
+static int read_config(const char *path, int must, char *url, size_t ul,
+                       char *tok, size_t tl)
+{
+	FILE *f = fopen(path, "r");
+	char line[1024];
+	int n = 0;
+	if (!f) {
+		if (!must && errno == ENOENT)
+			return 0;
+		fprintf(stderr, "%s: could not read %s: %s\n", prog, path,
+		        strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof line, f)) {
+		n++;
+		char *s = line, *eq, *k, *v, *e;
+		while (*s == ' ' || *s == '\t')
+			s++;
+		if (*s == '#' || *s == '\n' || *s == 0)
+			continue;
+		eq = strchr(s, '=');
+		if (!eq) {
+			fprintf(stderr, "%s: %s:%d: expected key = value\n",
+			        prog, path, n);
+			fclose(f);
+			return -1;
+		}
+		for (e = eq; e > s && (e[-1] == ' ' || e[-1] == '\t'); e--)
+			;
+		*e = 0;
+		k = s;
+		for (v = eq + 1; *v == ' ' || *v == '\t'; v++)
+			;
+		for (e = v + strlen(v);
+		     e > v && (e[-1] == '\n' || e[-1] == ' ' || e[-1] == '\t' ||
+		               e[-1] == '\r');
+		     e--)
+			;
+		*e = 0;
+		if (strcmp(k, "url") == 0)
+			snprintf(url, ul, "%s", v);
+		else if (strcmp(k, "token") == 0)
+			snprintf(tok, tl, "%s", v);
+		else {
+			fprintf(stderr,
+			        "%s: %s:%d: unknown key \"%s\" (url, token)\n",
+			        prog, path, n, k);
+			fclose(f);
+			return -1;
+		}
+	}
+	fclose(f);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static char url[1024] = "http://127.0.0.1:8080", tok[512];
+	const char *flag_url = NULL, *flag_tok = NULL, *config = NULL;
+	struct ctx x = {0};
+	char cfg[1024];
+	int i = 1;
+	for (; i < argc && strncmp(argv[i], "-", 1) == 0; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			help(stdout, NULL);
+			return CTL_OK;
+		} else if (strcmp(a, "--json") == 0) {
+			x.json = 1;
+		} else if ((strcmp(a, "--url") == 0 ||
+		            strcmp(a, "--token") == 0 ||
+		            strcmp(a, "--config") == 0)) {
+			if (i + 1 >= argc)
+				return usage_error("%s needs a value", a);
+			const char **dst = a[2] == 'u'   ? &flag_url
+			                   : a[2] == 't' ? &flag_tok
+			                                 : &config;
+			*dst = argv[++i];
+		} else {
+			return usage_error("unknown option \"%s\"", a);
+		}
+	}
+	if (i >= argc)
+		return usage_error("a command is needed");
+	const char *home = getenv("HOME");
+	if (config) {
+		if (read_config(config, 1, url, sizeof url, tok, sizeof tok))
+			return CTL_USAGE;
+	} else if (home && *home) {
+		snprintf(cfg, sizeof cfg, "%s/.config/ramex/ctl.conf", home);
+		if (read_config(cfg, 0, url, sizeof url, tok, sizeof tok))
+			return CTL_USAGE;
+	}
+	if (getenv("RAMEX_URL") && *getenv("RAMEX_URL"))
+		snprintf(url, sizeof url, "%s", getenv("RAMEX_URL"));
+	if (getenv("RAMEX_TOKEN") && *getenv("RAMEX_TOKEN"))
+		snprintf(tok, sizeof tok, "%s", getenv("RAMEX_TOKEN"));
+	if (flag_url)
+		snprintf(url, sizeof url, "%s", flag_url);
+	if (flag_tok)
+		snprintf(tok, sizeof tok, "%s", flag_tok);
+	x.http.url = url;
+	x.http.token = tok;
+
+	const char *group = argv[i++];
+	const char *verb = i < argc ? argv[i] : NULL;
+	const struct cmd *c = NULL;
+	int group_known = 0;
+	for (size_t k = 0; k < NCMDS; k++) {
+		if (strcmp(cmds[k].group, group) != 0)
+			continue;
+		group_known = 1;
+		if (!cmds[k].verb || (verb && strcmp(cmds[k].verb, verb) == 0)) {
+			c = &cmds[k];
+			break;
+		}
+	}
+	if (!group_known)
+		return usage_error("unknown command \"%s\"", group);
+	if (!c) {
+		if (verb && (strcmp(verb, "--help") == 0 || strcmp(verb, "-h") == 0)) {
+			help(stdout, group);
+			return CTL_OK;
+		}
+		return usage_error("%s needs one of its commands%s%s%s", group,
+		                   verb ? " (not \"" : "", verb ? verb : "",
+		                   verb ? "\")" : "");
+	}
+	if (c->verb)
+		i++;
+	struct opts o;
+	if (parse_opts(c, argc - i, argv + i, &o))
+		return CTL_USAGE;
+	if (o.help) {
+		printf("usage: %s %s\n  %s\n", prog, c->usage, c->about);
+		return CTL_OK;
+	}
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	int rc = c->run(&x, &o);
+	curl_global_cleanup();
+	return rc;
+}
