@@ -54,6 +54,7 @@ int lend_bridge_init(struct lend_bridge *b, struct lend_client *client,
 	b->client = client;
 	b->fd = b->dev_fd = b->kernel_fd = -1;
 	b->wake[0] = b->wake[1] = -1;
+	b->swap_prio = -1;
 	b->exp.name = export_name;
 	b->exp.size = (uint64_t)client->pages * LEND_PAGE_SIZE;
 	b->exp.tflags = LEND_NBD_TFLAGS;
@@ -168,6 +169,46 @@ int lend_bridge_accept(struct lend_bridge *b, int fd)
 	return rc == 0 ? 0 : -1;
 }
 
+int lend_bridge_swap(struct lend_bridge *b, int prio)
+{
+	/* union swap_header of <linux/swap.h>, version 1, native endian */
+	uint8_t page[LEND_PAGE_SIZE];
+	uint32_t v[3] = {1, (uint32_t)(b->client->pages - 1), 0};
+	if (!b->swap || b->client->pages < 10 ||
+	    b->client->pages > UINT32_MAX) {
+		snprintf(b->err, sizeof b->err,
+		         "swap needs an attached device of 10 to 2^32 pages");
+		return -1;
+	}
+	memset(page, 0, sizeof page);
+	memcpy(page + 1024, v, sizeof v);
+	memcpy(page + LEND_PAGE_SIZE - 10, "SWAPSPACE2", 10);
+	if (lend_client_write(b->client, 0, 1, page) < 0) {
+		snprintf(b->err, sizeof b->err,
+		         "could not write the swap header: %.200s",
+		         b->client->err);
+		return -1;
+	}
+	b->swap_prio = prio < 0                     ? 0
+	               : prio > SWAP_FLAG_PRIO_MASK ? SWAP_FLAG_PRIO_MASK
+	                                            : prio;
+	return 0;
+}
+
+static void *swapon_main(void *arg)
+{
+	struct lend_bridge *b = arg;
+	int flags = SWAP_FLAG_PREFER | ((b->swap_prio << SWAP_FLAG_PRIO_SHIFT) &
+	                                SWAP_FLAG_PRIO_MASK);
+	if (swapon(b->swap, flags) < 0)
+		log_error("could not swap to the lent pages",
+		          "device=%s why=\"%s\"", b->swap, strerror(errno));
+	else
+		log_info("swapping to the lent pages", "device=%s priority=%d",
+		         b->swap, b->swap_prio);
+	return NULL;
+}
+
 static void *swapoff_main(void *arg)
 {
 	struct lend_bridge *b = arg;
@@ -224,6 +265,10 @@ enum lend_bridge_end lend_bridge_run(struct lend_bridge *b)
 	enum lend_bridge_end end = LEND_BRIDGE_DISC;
 	int64_t next_tick = lend_now_ms() + 1000;
 	int done = 0, was_lost = 0;
+
+	if (b->swap_prio >= 0 && !b->swapon_started &&
+	    pthread_create(&b->swapon_thr, NULL, swapon_main, b) == 0)
+		b->swapon_started = 1;
 
 	for (;;) {
 		int64_t now = lend_now_ms();
@@ -324,11 +369,13 @@ void lend_bridge_free(struct lend_bridge *b)
 {
 	if (b->fd >= 0)
 		shutdown(b->fd, SHUT_RDWR);
+	if (b->swapon_started)
+		pthread_join(b->swapon_thr, NULL);
 	if (b->attach_started)
 		pthread_join(b->attach_thr, NULL);
 	if (b->swapoff_started)
 		pthread_join(b->swapoff_thr, NULL);
-	b->attach_started = b->swapoff_started = 0;
+	b->attach_started = b->swapoff_started = b->swapon_started = 0;
 	int *fds[] = {&b->fd, &b->kernel_fd, &b->dev_fd, &b->wake[0],
 	              &b->wake[1]};
 	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++) {

@@ -52,6 +52,9 @@ struct lend_bridge {
 	int kernel_fd; /* socketpair end given to the kernel */
 	volatile int swapoff_rc, swapoff_errno;
 	int evacuating; /* swapoff running or done */
+	int swap_prio;  /* swapon priority, or -1 to leave swapon to others */
+	pthread_t swapon_thr;
+	int swapon_started;
 	int stopping;
 	void (*on_tick)(const struct lend_meter_report *r, void *arg);
 	void *arg;
@@ -69,6 +72,14 @@ int lend_bridge_init(struct lend_bridge *b, struct lend_client *client,
  */
 int lend_bridge_attach(struct lend_bridge *b, const char *nbd_dev,
                        const char *swap_dev);
+/*
+ * Makes the attached device swap with `prio` (call before lend_bridge_run,
+ * after lend_bridge_attach): writes a swap header to page 0 through the
+ * lender (what mkswap would write) and, once serving, calls swapon(2) in a
+ * helper thread, since swapon reads the device through this bridge.
+ * Returns 0 or -1 with err.
+ */
+int lend_bridge_swap(struct lend_bridge *b, int prio);
 /* Serves an NBD client already connected on fd (runs the handshake). */
 int lend_bridge_accept(struct lend_bridge *b, int fd);
 /* Serves until the end; see enum lend_bridge_end. */

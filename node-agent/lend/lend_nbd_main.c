@@ -4,10 +4,11 @@
  *   ramex-lend-nbd --lender HOST:PORT --contract ID --secret-file F
  *       [--tls-ca F] (--attach /dev/nbdX [--swap-device DEV]
  *                     | --listen-unix PATH | --listen 127.0.0.1:PORT)
- *       [--meter-file F] [--ready-file F] [--mlock]
+ *       [--swap-priority N] [--meter-file F] [--ready-file F] [--mlock]
  *
- * --attach hands the export to the kernel's nbd driver; then
- * `mkswap /dev/nbdX && swapon -p 100 /dev/nbdX` makes it fast swap.
+ * --attach hands the export to the kernel's nbd driver; --swap-priority
+ * then formats it as swap and swaps to it at that priority (what
+ * `mkswap /dev/nbdX && swapon -p N /dev/nbdX` would do).
  * On a recall notice, on SIGTERM, or when the lender vanishes, it swaps the
  * device off (moving pages back), releases the contract and exits.
  * Exit status: 0 recalled or disconnected, 3 lender lost, 4 recall failed,
@@ -46,7 +47,8 @@ static int usage(const char *why)
 	        "--secret-file F [--tls-ca F]\n"
 	        "       (--attach /dev/nbdX [--swap-device DEV] | "
 	        "--listen-unix PATH | --listen 127.0.0.1:PORT)\n"
-	        "       [--meter-file F] [--ready-file F] [--mlock]\n",
+	        "       [--swap-priority N] [--meter-file F] [--ready-file F] "
+	        "[--mlock]\n",
 	        why);
 	return 2;
 }
@@ -98,7 +100,7 @@ int main(int argc, char **argv)
 	uint8_t secret[LEND_SECRET_LEN];
 	uint64_t contract = 0;
 	char host[256], err[256];
-	int port, lock = 0, rc = 1;
+	int port, lock = 0, rc = 1, prio = -1;
 	int64_t v;
 	SSL_CTX *tls = NULL;
 	struct lend_client client;
@@ -135,7 +137,11 @@ int main(int argc, char **argv)
 			listen_at = val;
 		else if (strcmp(a, "--meter-file") == 0)
 			meter_file = val;
-		else if (strcmp(a, "--ready-file") == 0)
+		else if (strcmp(a, "--swap-priority") == 0) {
+			if (lend_args_int(val, 0, 32767, &v) < 0)
+				return usage("--swap-priority is 0..32767");
+			prio = (int)v;
+		} else if (strcmp(a, "--ready-file") == 0)
 			ready = val;
 		else
 			return usage("unknown option");
@@ -179,6 +185,10 @@ int main(int argc, char **argv)
 		if (lend_bridge_attach(&bridge, attach,
 		                       swap_dev ? swap_dev : attach) < 0) {
 			log_error("cannot attach", "why=\"%s\"", bridge.err);
+			goto out_bridge;
+		}
+		if (prio >= 0 && lend_bridge_swap(&bridge, prio) < 0) {
+			log_error("cannot swap", "why=\"%s\"", bridge.err);
 			goto out_bridge;
 		}
 	} else {

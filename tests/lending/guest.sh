@@ -1,0 +1,74 @@
+# tests/lending/guest.sh — build and boot the lending guest.
+#
+# Sourced by tests/lending/suite.sh and bench/50-lending.sh. The guest is
+# the Debian kernel under qemu (TCG) with an initramfs holding busybox, the
+# lending programs and the shared libraries they need (copied by ldd),
+# nbd.ko and virtio_blk.ko with their dependencies, ramex.ko when it was
+# built, and tests/lending/init.sh as /init. A second virtio disk is the
+# guest's local swap. Nothing is written into the source tree.
+#
+#   lend_guest_kver                   the -amd64 kernel with headers + image
+#   lend_guest_build DIR KVER MODE    DIR/initrd.gz, DIR/local.img
+#   lend_guest_boot DIR KVER MEM LOG SECONDS
+#
+# Needs ROOT (repository root) and BIN (built programs).
+
+lend_guest_kver() {
+  local d k best=
+  for d in /lib/modules/*-amd64; do
+    k=${d##*/}
+    [[ -f /boot/vmlinuz-$k && -d $d/kernel ]] && best=$k
+  done
+  [[ -n $best ]] || { echo "guest: no /lib/modules/*-amd64 with /boot/vmlinuz" >&2; return 1; }
+  echo "$best"
+}
+
+# Appends module NAME and, first, everything it depends on to $mods.
+_lend_mod_add() { # kver name
+  local dep
+  [[ " $mods " == *" $2 "* ]] && return 0
+  for dep in $(modinfo -k "$1" -F depends "$2" 2>/dev/null | tr , ' '); do
+    _lend_mod_add "$1" "$dep" || return 1
+  done
+  modinfo -k "$1" -n "$2" >/dev/null 2>&1 || { echo "guest: module $2 not found for $1" >&2; return 1; }
+  mods="$mods $2"
+}
+
+_lend_copy_bin() { # file root
+  local lib
+  install -D -m 755 "$1" "$2/bin/${1##*/}"
+  for lib in $(ldd "$1" | grep -o '/[^ ]*'); do
+    [[ -f $2$lib ]] || install -D -m 755 "$lib" "$2$lib"
+  done
+}
+
+lend_guest_build() { # dir kver mode
+  local dir=$1 kver=$2 r=$1/root m mods=
+  rm -rf "$r" && mkdir -p "$r/bin" "$r/lib/modules" || return 1
+  cp /bin/busybox "$r/bin/busybox" || return 1
+  for m in ramex-lend-server ramex-lend-nbd ramex-lend-workload ramex-lend-bench; do
+    [[ -x $BIN/$m ]] || { echo "guest: $BIN/$m is not built (make)" >&2; return 1; }
+    _lend_copy_bin "$BIN/$m" "$r" || return 1
+  done
+  for m in nbd virtio_blk virtio_pci; do _lend_mod_add "$kver" "$m" || return 1; done
+  for m in $mods; do cp "$(modinfo -k "$kver" -n "$m")" "$r/lib/modules/$m.ko" || return 1; done
+  echo "$mods" >"$r/lib/modules/order"
+  if [[ -f $ROOT/${BUILD:-build}/kmod/ramex.ko ]] &&
+     modinfo -F vermagic "$ROOT/${BUILD:-build}/kmod/ramex.ko" | grep -q "^$kver "; then
+    cp "$ROOT/${BUILD:-build}/kmod/ramex.ko" "$r/lib/modules/ramex.ko"
+  fi
+  # one secret per contract, as the exchange would hand out
+  for m in 1 2; do od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$r/secret$m"; done
+  echo "$3" >"$r/mode"
+  cp "$ROOT/tests/lending/init.sh" "$r/init" && chmod 755 "$r/init" || return 1
+  (cd "$r" && find . | cpio -o -H newc --quiet | gzip -1) >"$dir/initrd.gz" || return 1
+  rm -f "$dir/local.img" && truncate -s 128M "$dir/local.img"
+}
+
+lend_guest_boot() { # dir kver mem-mib log seconds
+  timeout "$5" qemu-system-x86_64 -accel tcg -machine pc -nic none -m "$3" \
+    -nographic -no-reboot -kernel "/boot/vmlinuz-$2" -initrd "$1/initrd.gz" \
+    -drive "file=$1/local.img,if=virtio,format=raw,cache=unsafe" \
+    -append "console=ttyS0 quiet loglevel=1 panic=-1" >"$4" 2>&1 </dev/null
+  return 0
+}

@@ -1,0 +1,168 @@
+#!/bin/busybox sh
+# tests/lending/init.sh — /init of the lending guest (see guest.sh).
+#
+# Mode "test" (tests/lending/suite.sh) runs three scenarios and prints one
+# marker line per fact, "LEND-<NAME> ok|fail key=value...", which the host
+# judges; mode "bench" prints the figures of bench/50-lending.sh.
+#   1 swap:   lender + bridge over 127.0.0.1, /dev/nbd0 swap at priority 100,
+#             a workload bigger than free memory checks its pattern; both
+#             meters agree
+#   2 recall: the lender recalls while a workload holds swapped pages; the
+#             bridge swaps off (pages come back to RAM or to the local swap
+#             at busybox's default negative priority), releases, the lender frees; the data is intact
+#   3 vanish: a lender is killed while a victim (in a 32 MiB memory cgroup)
+#             has pages on it: the victim dies of SIGBUS, the kernel and every
+#             other process go on, the device is swapped off
+/bin/busybox mkdir -p /proc /sys /dev /tmp /sbin /usr/bin /usr/sbin
+/bin/busybox --install -s
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+ip link set lo up
+MODE=$(cat /mode)
+T0=$(cut -d. -f1 /proc/uptime)
+
+mark() { echo "LEND-$*"; }
+meminfo() { awk -v k="$1:" '$1 == k { print $2 }' /proc/meminfo; }
+field() { tr ' ' '\n' <"$1" | awk -F= -v k="$2" '$1 == k { print $2 }'; }
+swap_used_kb() { awk -v d="$1" '$1 == d { print $4 }' /proc/swaps; }
+wait_file() { # path seconds
+  i=0
+  while [ ! -e "$1" ] && [ $i -lt $(($2 * 10)) ]; do sleep 0.1; i=$((i + 1)); done
+  [ -e "$1" ]
+}
+finish() { mark "END elapsed_s=$(($(cut -d. -f1 /proc/uptime) - T0))"; poweroff -f; }
+
+for m in $(cat /lib/modules/order); do insmod /lib/modules/$m.ko || mark "MODULE fail name=$m"; done
+STORE=anon
+if [ -f /lib/modules/ramex.ko ] && insmod /lib/modules/ramex.ko pool_max_pages=32768; then
+  STORE=ramex
+fi
+mark "STORE ok store=$STORE"
+echo 8192 >/proc/sys/vm/min_free_kbytes
+echo 100 >/proc/sys/vm/swappiness
+
+# local swap at busybox's default priority (negative: below the lent pages)
+mkswap /dev/vda >/dev/null && swapon /dev/vda || mark "LOCALSWAP fail"
+
+start_pair() { # contract port pages nbd
+  rm -f /tmp/port$1 /tmp/ready$1
+  ramex-lend-server --contract $1 --secret-file /secret$1 --pages $3 \
+    --listen 127.0.0.1:$2 --port-file /tmp/port$1 --store $STORE \
+    --notice-ms 120000 --meter-file /tmp/lender$1 --mlock 2>/tmp/lender$1.log &
+  LENDER=$!
+  wait_file /tmp/port$1 20 || return 1
+  ramex-lend-nbd --lender 127.0.0.1:$2 --contract $1 --secret-file /secret$1 \
+    --attach $4 --swap-priority ${5:-100} --meter-file /tmp/borrower$1 \
+    --ready-file /tmp/ready$1 --mlock 2>/tmp/borrower$1.log &
+  BRIDGE=$!
+  wait_file /tmp/ready$1 20 || return 1
+  i=0
+  while ! grep -q "^$4 " /proc/swaps && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+  grep -q "^$4 " /proc/swaps
+}
+
+# compares the two final or live meter files of a contract
+meters() { # name contract
+  l=/tmp/lender$2 b=/tmp/borrower$2 bad=
+  for k in page_writes page_reads page_trims pages_in_use; do
+    [ "$(field $l $k)" = "$(field $b $k)" ] || bad="$bad $k"
+  done
+  lu=$(field $l used_page_s) bu=$(field $b used_page_s)
+  p=$(field $l pages_hosted); [ "$p" -gt 0 ] || p=$(field $b pages_hosted)
+  d=$((lu - bu)); [ $d -lt 0 ] && d=$((-d))
+  slack=$((lu / 100 + 2 * ${PAGES:-0}))
+  [ $d -le $slack ] || bad="$bad used_page_s"
+  st=ok; [ -n "$bad" ] && st=fail
+  mark "$1 $st differ=${bad:-none} writes=$(field $l page_writes)/$(field $b page_writes) reads=$(field $l page_reads)/$(field $b page_reads) used_page_s=$lu/$bu"
+}
+
+if [ "$MODE" = bench ]; then
+  PAGES=16384
+  start_pair 1 7001 $PAGES /dev/nbd0 || { mark "BENCH fail setup"; finish; }
+  swapoff /dev/nbd0; swapoff /dev/vda
+  # the same 4 KiB O_DIRECT random I/O on both block devices
+  ramex-lend-bench --blockdev /dev/nbd0 --pages $PAGES --ops 3000 --name guest-nbd
+  ramex-lend-bench --blockdev /dev/vda --pages $PAGES --ops 3000 --name guest-vda
+  ramex-lend-bench --lender 127.0.0.1:7001 --contract 1 --secret-file /secret1 \
+    --pages $PAGES --ops 3000 --name guest-lend 2>/dev/null ||
+    echo "guest-lend   (one borrower per contract: the bridge holds it)"
+  kill -TERM $BRIDGE; wait $BRIDGE; kill -TERM $LENDER; wait $LENDER
+  mark "BENCH ok store=$STORE"
+  finish
+fi
+
+# ---- 1: swap to lent pages ------------------------------------------------
+PAGES=24576 # 96 MiB
+if ! start_pair 1 7001 $PAGES /dev/nbd0; then
+  mark "SETUP fail"; cat /tmp/lender1.log /tmp/borrower1.log; finish
+fi
+AVAIL=$(($(meminfo MemAvailable) / 1024))
+W=$((AVAIL + 48))
+mark "SETUP ok mem_total_kb=$(meminfo MemTotal) mem_available_mib=$AVAIL workload_mib=$W lent_mib=$((PAGES / 256))"
+( peak=0; while [ ! -e /tmp/stop-sampler ]; do
+    u=$(swap_used_kb /dev/nbd0); [ -n "$u" ] && [ "$u" -gt $peak ] && peak=$u
+    echo $peak >/tmp/peak; sleep 0.2; done ) &
+ramex-lend-workload $W >/tmp/w1.out 2>&1; rc=$?
+touch /tmp/stop-sampler; sleep 0.5
+st=fail; [ $rc -eq 0 ] && grep -q bad_words=0 /tmp/w1.out && st=ok
+mark "WORKLOAD $st rc=$rc $(cat /tmp/w1.out | tail -n 1)"
+peak=$(cat /tmp/peak)
+st=fail; [ "$peak" -gt $((16 * 1024)) ] && st=ok
+mark "SWAPPED $st nbd0_peak_used_kb=$peak vda_used_kb=$(swap_used_kb /dev/vda)"
+sleep 2 # one more meter tick on both sides, no I/O in between
+meters METERS-LIVE 1
+
+# ---- 2: recall while pages are out -------------------------------------
+AVAIL=$(($(meminfo MemAvailable) / 1024))
+W=$((AVAIL + 40))
+rm -f /tmp/go2
+ramex-lend-workload $W /tmp/go2 >/tmp/w2.out 2>&1 &
+WL=$!
+wait_file /tmp/w2.out 5
+i=0; while ! grep -q written /tmp/w2.out && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+used=$(swap_used_kb /dev/nbd0)
+mark "HOLD ok workload_mib=$W nbd0_used_kb=$used"
+t=$(cut -d. -f1 /proc/uptime)
+kill -USR1 $LENDER
+wait $BRIDGE; brc=$?
+wait $LENDER; lrc=$?
+dt=$(($(cut -d. -f1 /proc/uptime) - t))
+gone=ok; grep -q '^/dev/nbd0' /proc/swaps && gone=fail
+st=fail; [ $brc -eq 0 ] && [ $lrc -eq 0 ] && [ "$gone" = ok ] && grep -q 'end=released' /tmp/lender1.log && st=ok
+mark "RECALL $st bridge_rc=$brc lender_rc=$lrc seconds=$dt notice_s=120 nbd0_gone=$gone vda_used_kb=$(swap_used_kb /dev/vda) lender_pages_hosted=$(field /tmp/lender1 pages_hosted)"
+touch /tmp/go2
+wait $WL; rc=$?
+st=fail; [ $rc -eq 0 ] && grep -q bad_words=0 /tmp/w2.out && st=ok
+mark "RECALL-DATA $st rc=$rc $(tail -n 1 /tmp/w2.out)"
+meters METERS-FINAL 1
+
+# ---- 3: the lender vanishes --------------------------------------------
+PAGES=16384 # 64 MiB
+if ! start_pair 2 7002 $PAGES /dev/nbd1; then
+  mark "VANISH-SETUP fail"; cat /tmp/lender2.log /tmp/borrower2.log; finish
+fi
+swapoff /dev/vda # the victim's pages must go to the lender
+mount -t cgroup2 none /sys/fs/cgroup
+echo +memory >/sys/fs/cgroup/cgroup.subtree_control
+mkdir /sys/fs/cgroup/victim
+echo 32M >/sys/fs/cgroup/victim/memory.max
+rm -f /tmp/go3
+sh -c 'echo $$ >/sys/fs/cgroup/victim/cgroup.procs; exec ramex-lend-workload 48 /tmp/go3' >/tmp/w3.out 2>&1 &
+VICTIM=$!
+i=0; while ! grep -q written /tmp/w3.out 2>/dev/null && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+used=$(swap_used_kb /dev/nbd1)
+kill -KILL $LENDER; wait $LENDER
+touch /tmp/go3
+wait $VICTIM; vrc=$?
+wait $BRIDGE; brc=$?
+gone=ok; grep -q '^/dev/nbd1' /proc/swaps && gone=fail
+st=fail; [ $vrc -eq 135 ] && [ $brc -eq 3 ] && [ "$gone" = ok ] && st=ok
+mark "VANISH $st nbd1_used_kb_before=$used victim_rc=$vrc (135=SIGBUS) bridge_rc=$brc nbd1_gone=$gone lost=$(field /tmp/borrower2 lost)"
+ramex-lend-workload 16 >/tmp/w4.out 2>&1; rc=$?
+st=fail; [ $rc -eq 0 ] && st=ok
+mark "ALIVE $st rc=$rc $(tail -n 1 /tmp/w4.out)"
+for f in /tmp/lender1.log /tmp/borrower1.log /tmp/borrower2.log; do
+  grep -E 'level=(warn|error)|ends|swapoff' $f | sed "s|^|LOG ${f##*/}: |"
+done
+finish
