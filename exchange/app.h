@@ -7,6 +7,7 @@
 #define RAMEX_APP_H
 
 #include "exchange/config.h"
+#include "exchange/static.h"
 
 struct db_pool;
 struct writer;
@@ -19,7 +20,8 @@ struct app {
 	struct writer *writer;
 	struct events *events;
 	struct auth *auth;
-	int stopping; /* set at SIGTERM: /readyz answers 503 */
+	int stopping;           /* set at SIGTERM: /readyz answers 503 */
+	struct static_root web; /* web.dir[0] == 0: no pages served */
 };
 
 #endif

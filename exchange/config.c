@@ -54,6 +54,9 @@ static const struct setting settings[] = {
       "most event-stream subscribers at once"),
     S("port_file", port_file, "",
       "when set, ramexd writes the port it listens on there once ready"),
+    S("web_root", web_root, "",
+      "directory of the web pages served at / and /web/ (make builds "
+      "build/web); empty serves none"),
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 

@@ -28,6 +28,7 @@ struct rx_config {
 	int sse_keepalive_s;
 	int sse_max_clients;
 	char port_file[512]; /* when set, the bound port is written there */
+	char web_root[512];  /* the web pages (build/web); "" serves none */
 };
 
 void config_defaults(struct rx_config *c);

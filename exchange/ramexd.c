@@ -220,6 +220,11 @@ static int serve(struct app *app)
 	if (!c)
 		return 1;
 	PQfinish(c);
+	if (cfg->web_root[0] && static_root_init(&app->web, cfg->web_root,
+	                                         "/web", err, sizeof err) < 0) {
+		log_error("cannot serve the web pages", "err=\"%s\"", err);
+		return 1;
+	}
 
 	metrics_init(routes_table, routes_count);
 	app->events = events_new(cfg->sse_max_clients, cfg->sse_keepalive_s);

@@ -4,6 +4,7 @@
 
 #include "exchange/auth.h"
 #include "exchange/handlers.h"
+#include "exchange/static.h"
 
 #define NODE     AUTH_NODE
 #define TRADER   AUTH_TRADER
@@ -62,6 +63,15 @@ const struct http_route routes_table[] = {
     /* the event stream */
     {"GET", "/v1/events", h_events, TRADING | ADMIN,
      "Server-Sent Events: fills, orders, contracts"},
+
+    /* the web pages (exchange/static.c): public, since they hold no data;
+     * what they show comes from /v1 with the person's own token */
+    {"GET", "/", h_web, PUBLIC, "the start page"},
+    {"HEAD", "/", h_web, PUBLIC, "the start page"},
+    {"GET", "/web/{file}", h_web, PUBLIC, "a web page"},
+    {"HEAD", "/web/{file}", h_web, PUBLIC, "a web page"},
+    {"GET", "/web/{dir}/{file}", h_web, PUBLIC, "a script or style sheet"},
+    {"HEAD", "/web/{dir}/{file}", h_web, PUBLIC, "a script or style sheet"},
 };
 
 const size_t routes_count = sizeof routes_table / sizeof routes_table[0];

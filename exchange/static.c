@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "exchange/app.h"
 #include "exchange/http.h"
 
 /* Only ramexd itself: the pages load nothing from elsewhere, and a script
@@ -347,4 +348,16 @@ void static_serve(struct http_req *rq, const struct static_root *root)
 		break;
 	}
 	static_reply_clear(&rep);
+}
+
+void h_web(struct http_req *rq)
+{
+	const struct app *a = http_app(rq);
+	if (!a->web.dir[0]) {
+		http_problem(rq, 404, "not-found", "no web pages",
+		             "this ramexd serves no web pages; start it with "
+		             "--web_root=DIR (make builds build/web)");
+		return;
+	}
+	static_serve(rq, &a->web);
 }

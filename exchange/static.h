@@ -94,4 +94,8 @@ struct http_req;
  */
 void static_serve(struct http_req *rq, const struct static_root *root);
 
+/* The route handler: serves from the app's root (app.h), or answers 404
+ * with how to turn the pages on when ramexd runs without --web_root. */
+void h_web(struct http_req *rq);
+
 #endif

@@ -13,13 +13,16 @@ WEB_NPM  := $(BUILD)/web-npm
 WEB_SRC  := $(wildcard web/*.html web/css/*.css web/js/*.js)
 WEB_LOCK := $(WEB_NPM)/node_modules/.package-lock.json
 
-# Only the files the pages load, plus the licences that must travel with them.
+# Only the files the pages load, plus the licences that must travel with
+# them, as package/file=served-name. The served tree is at most two levels
+# deep (/web/vendor/x.js) because ramexd's route patterns match one segment
+# each; licences get a .txt name so they are served as text.
 WEB_VENDOR := \
-  lightweight-charts/dist/lightweight-charts.standalone.production.mjs \
-  lightweight-charts/LICENSE \
-  uplot/dist/uPlot.esm.js \
-  uplot/dist/uPlot.min.css \
-  uplot/LICENSE
+  lightweight-charts/dist/lightweight-charts.standalone.production.mjs=lightweight-charts.mjs \
+  lightweight-charts/LICENSE=lightweight-charts-LICENSE.txt \
+  uplot/dist/uPlot.esm.js=uPlot.esm.js \
+  uplot/dist/uPlot.min.css=uPlot.min.css \
+  uplot/LICENSE=uplot-LICENSE.txt
 
 $(WEB_LOCK): web/package.json web/package-lock.json
 	@mkdir -p $(WEB_NPM)
@@ -27,14 +30,13 @@ $(WEB_LOCK): web/package.json web/package-lock.json
 	cd $(WEB_NPM) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 	@touch $@
 
-# vendor/<package>/<file>: each package's files flat under its own name.
 $(WEB_OUT)/.stamp: $(WEB_SRC) $(WEB_LOCK) web/web.mk
 	rm -rf $(WEB_OUT).tmp
 	mkdir -p $(WEB_OUT).tmp
 	cd web && cp --parents $(patsubst web/%,%,$(WEB_SRC)) $(abspath $(WEB_OUT).tmp)
-	set -e; for f in $(WEB_VENDOR); do \
-	  mkdir -p $(WEB_OUT).tmp/vendor/$${f%%/*}; \
-	  cp $(WEB_NPM)/node_modules/$$f $(WEB_OUT).tmp/vendor/$${f%%/*}/; \
+	mkdir -p $(WEB_OUT).tmp/vendor
+	set -e; for m in $(WEB_VENDOR); do \
+	  cp $(WEB_NPM)/node_modules/$${m%%=*} $(WEB_OUT).tmp/vendor/$${m#*=}; \
 	done
 	touch $(WEB_OUT).tmp/.stamp
 	rm -rf $(WEB_OUT) && mv $(WEB_OUT).tmp $(WEB_OUT)

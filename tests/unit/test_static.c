@@ -10,12 +10,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "exchange/app.h"
 #include "exchange/http.h"
 #include "exchange/static.h"
 
 /* ---- a recording double of the few http.h calls static_serve makes ---- */
 
 struct http_req {
+	struct app *app;
 	const char *method, *path, *inm;
 	int status;
 	int replies;
@@ -26,6 +28,11 @@ struct http_req {
 	char hdr[8][2][256];
 	int nhdr;
 };
+
+void *http_app(struct http_req *rq)
+{
+	return rq->app;
+}
 
 const char *http_method(struct http_req *rq)
 {
@@ -407,6 +414,23 @@ START_TEST(serve_adds_headers_and_problem_replies)
 }
 END_TEST
 
+START_TEST(handler_serves_the_apps_root_or_says_how_to_set_one)
+{
+	static struct app a; /* large (paths), and zero: no root */
+	struct http_req rq = {.app = &a, .method = "GET", .path = "/"};
+	h_web(&rq);
+	ck_assert_int_eq(rq.status, 404);
+	ck_assert_ptr_nonnull(strstr(rq.detail, "--web_root"));
+
+	a.web = sr;
+	struct http_req ok = {.app = &a, .method = "GET", .path = "/"};
+	h_web(&ok);
+	ck_assert_int_eq(ok.replies, 1);
+	ck_assert_int_eq(ok.status, 200);
+	ck_assert_str_eq(ok.ctype, "text/html; charset=utf-8");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("static");
@@ -427,6 +451,8 @@ int main(void)
 	tcase_add_test(disk, missing_dirs_and_wrong_methods);
 	tcase_add_test(disk, root_init_refuses_what_cannot_be_a_root);
 	tcase_add_test(disk, serve_adds_headers_and_problem_replies);
+	tcase_add_test(disk,
+	               handler_serves_the_apps_root_or_says_how_to_set_one);
 	suite_add_tcase(s, disk);
 
 	SRunner *sr_ = srunner_create(s);
