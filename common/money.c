@@ -264,10 +264,11 @@ rx_time_ns money_month_start(int year, int month)
 	return money_days_from_civil(year, month, 1) * 86400 * MONEY_NS_PER_S;
 }
 
-void money_month_of(rx_time_ns t, int *year, int *month)
+void money_civil_of(rx_time_ns t, int *year, int *month, int *day, int *second)
 {
 	assert(t >= 0);
-	int64_t z = t / MONEY_NS_PER_S / 86400 + 719468;
+	int64_t secs = t / MONEY_NS_PER_S;
+	int64_t z = secs / 86400 + 719468;
 	int64_t era = z / 146097;
 	int64_t doe = z - era * 146097;
 	int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
@@ -276,4 +277,12 @@ void money_month_of(rx_time_ns t, int *year, int *month)
 	int64_t m = mp < 10 ? mp + 3 : mp - 9;
 	*year = (int)(yoe + era * 400 + (m <= 2));
 	*month = (int)m;
+	*day = (int)(doy - (153 * mp + 2) / 5 + 1);
+	*second = (int)(secs % 86400);
+}
+
+void money_month_of(rx_time_ns t, int *year, int *month)
+{
+	int day, second;
+	money_civil_of(t, year, month, &day, &second);
 }

@@ -116,4 +116,8 @@ rx_time_ns money_month_start(int year, int month);
 /* The month that contains t (t >= 0, before MONEY_YEAR_MAX + 1). */
 void money_month_of(rx_time_ns t, int *year, int *month);
 
+/* The UTC date and time of t (t >= 0): year, month 1..12, day 1..31,
+ * seconds into the day 0..86399. */
+void money_civil_of(rx_time_ns t, int *year, int *month, int *day, int *second);
+
 #endif

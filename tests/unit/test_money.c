@@ -361,10 +361,16 @@ START_TEST(calendar_matches_libc)
 		time_t secs = (time_t)(t / MONEY_NS_PER_S);
 		struct tm tm;
 		gmtime_r(&secs, &tm);
-		int yy, mm;
+		int yy, mm, dd, ss;
 		money_month_of(t, &yy, &mm);
 		ck_assert_int_eq(yy, tm.tm_year + 1900);
 		ck_assert_int_eq(mm, tm.tm_mon + 1);
+		money_civil_of(t, &yy, &mm, &dd, &ss);
+		ck_assert_int_eq(yy, tm.tm_year + 1900);
+		ck_assert_int_eq(mm, tm.tm_mon + 1);
+		ck_assert_int_eq(dd, tm.tm_mday);
+		ck_assert_int_eq(ss, tm.tm_hour * 3600 + tm.tm_min * 60 +
+		                         tm.tm_sec);
 	}
 }
 END_TEST
