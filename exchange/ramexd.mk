@@ -31,3 +31,6 @@ $(call integration_test,test_ramexd_api,tests/integration/test_ramexd_api.c \
   $(RAMEXD_HARNESS) $(RAMEXD_TEST_LIB),libcurl $(RAMEXD_PKGS))
 $(BUILD)/san/bin/test_ramexd_api: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_ramexd_api: | $(BUILD)/san/bin/ramexd
+
+# The load generator of bench/20-ramexd.sh.
+$(call program,loadgen,bench/loadgen.c,libpq)

@@ -1,0 +1,312 @@
+/*
+ * loadgen.c — load generator for bench/20-ramexd.sh.
+ *
+ *   loadgen http PORT TOKEN SELL_ACCOUNT BUY_ACCOUNT CONNS SECONDS
+ *       CONNS keep-alive connections on 127.0.0.1:PORT, one order in flight
+ *       on each (one epoll thread), alternating sells and buys at one price
+ *       so that the book stays small and about half the orders trade. Each
+ *       order has a fresh client_order_id. Prints acknowledged orders per
+ *       second and p50/p99/max latency of acknowledged orders.
+ *   loadgen pg CONNINFO CONNS SECONDS
+ *       the same machine's rate for one transaction per order: CONNS
+ *       threads each INSERT one order row and COMMIT (synchronous_commit
+ *       on), over and over.
+ *
+ * Latencies are kept in a fixed array (no allocation while measuring).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <libpq-fe.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_CONNS   1024
+#define MAX_SAMPLES (8 * 1024 * 1024)
+
+static int64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static int64_t *lat;
+static long nlat;
+
+static int cmp64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
+}
+
+static void report(const char *what, long ok, long bad, double secs)
+{
+	qsort(lat, (size_t)nlat, sizeof *lat, cmp64);
+	double p50 = nlat ? lat[nlat / 2] / 1e6 : 0;
+	double p99 = nlat ? lat[(long)(nlat * 0.99)] / 1e6 : 0;
+	double mx = nlat ? lat[nlat - 1] / 1e6 : 0;
+	printf("  %-34s %9.0f /s  (%ld in %.1f s, %ld not acknowledged)  "
+	       "p50 %.2f ms  p99 %.2f ms  max %.2f ms\n",
+	       what, ok / secs, ok, secs, bad, p50, p99, mx);
+}
+
+/* --- http ---------------------------------------------------------------- */
+
+struct conn {
+	int fd;
+	char out[1024];
+	size_t outlen, outoff;
+	char in[8192];
+	size_t inlen;
+	int64_t t0;
+	long seq;
+	int side;
+};
+
+static const char *token;
+static long sell_acct, buy_acct;
+static int uniq;
+
+static void build(struct conn *c)
+{
+	char body[256];
+	int buy = c->side;
+	int bl = snprintf(body, sizeof body,
+	                  "{\"market\":\"spot\",\"account_id\":%ld,\"side\":"
+	                  "\"%s\",\"pages\":256,\"price\":100000,"
+	                  "\"client_order_id\":\"lg%d-%d-%ld\"}",
+	                  buy ? buy_acct : sell_acct, buy ? "buy" : "sell",
+	                  uniq, c->fd, c->seq++);
+	c->outlen = (size_t)snprintf(
+	    c->out, sizeof c->out,
+	    "POST /v1/orders HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: "
+	    "Bearer %s\r\nContent-Type: application/json\r\nContent-Length: "
+	    "%d\r\n\r\n%s",
+	    token, bl, body);
+	c->outoff = 0;
+	c->inlen = 0;
+	c->side = !c->side;
+	c->t0 = now_ns();
+}
+
+/* Returns the status when a whole response is in c->in, else 0. */
+static int complete(struct conn *c)
+{
+	c->in[c->inlen] = 0;
+	char *end = strstr(c->in, "\r\n\r\n");
+	if (!end)
+		return 0;
+	char *cl = strcasestr(c->in, "Content-Length:");
+	long len = cl && cl < end ? strtol(cl + 15, NULL, 10) : 0;
+	if ((size_t)(end + 4 - c->in) + (size_t)len > c->inlen)
+		return 0;
+	return atoi(c->in + 9);
+}
+
+static int dial(int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET,
+	                        .sin_port = htons((uint16_t)port)};
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+		perror("loadgen: connect");
+		exit(1);
+	}
+	return fd;
+}
+
+static int run_http(int argc, char **argv)
+{
+	if (argc != 8) {
+		fprintf(stderr, "usage: loadgen http PORT TOKEN SELL BUY CONNS "
+		                "SECONDS\n");
+		return 2;
+	}
+	int port = atoi(argv[2]);
+	token = argv[3];
+	sell_acct = atol(argv[4]);
+	buy_acct = atol(argv[5]);
+	int n = atoi(argv[6]);
+	double secs = atof(argv[7]);
+	uniq = (int)getpid();
+	if (n < 1 || n > MAX_CONNS)
+		return 2;
+	static struct conn conns[MAX_CONNS];
+	int ep = epoll_create1(0);
+	long ok = 0, bad = 0;
+	for (int i = 0; i < n; i++) {
+		conns[i].fd = dial(port);
+		conns[i].side = i % 2;
+		struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT,
+		                         .data.ptr = &conns[i]};
+		epoll_ctl(ep, EPOLL_CTL_ADD, conns[i].fd, &ev);
+		build(&conns[i]);
+	}
+	int64_t start = now_ns(), stop = start + (int64_t)(secs * 1e9);
+	int active = n;
+	struct epoll_event evs[256];
+	while (active > 0) {
+		int k = epoll_wait(ep, evs, 256, 1000);
+		int64_t t = now_ns();
+		for (int i = 0; i < k; i++) {
+			struct conn *c = evs[i].data.ptr;
+			if (c->outoff < c->outlen &&
+			    (evs[i].events & EPOLLOUT)) {
+				ssize_t w = write(c->fd, c->out + c->outoff,
+				                  c->outlen - c->outoff);
+				if (w > 0)
+					c->outoff += (size_t)w;
+			}
+			if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+				ssize_t r = read(c->fd, c->in + c->inlen,
+				                 sizeof c->in - 1 - c->inlen);
+				if (r <= 0) {
+					fprintf(stderr,
+					        "loadgen: connection closed\n");
+					epoll_ctl(ep, EPOLL_CTL_DEL, c->fd,
+					          NULL);
+					active--;
+					continue;
+				}
+				c->inlen += (size_t)r;
+				int st = complete(c);
+				if (!st)
+					continue;
+				if (st == 201) {
+					ok++;
+					if (nlat < MAX_SAMPLES)
+						lat[nlat++] = t - c->t0;
+				} else {
+					bad++;
+					if (bad < 5)
+						fprintf(
+						    stderr, "loadgen: %d %s\n",
+						    st,
+						    strstr(c->in, "\r\n\r\n"));
+				}
+				if (t >= stop) {
+					epoll_ctl(ep, EPOLL_CTL_DEL, c->fd,
+					          NULL);
+					active--;
+					continue;
+				}
+				build(c);
+				struct epoll_event ev = {.events =
+				                             EPOLLIN | EPOLLOUT,
+				                         .data.ptr = c};
+				epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
+			} else if (c->outoff == c->outlen) {
+				struct epoll_event ev = {.events = EPOLLIN,
+				                         .data.ptr = c};
+				epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
+			}
+		}
+	}
+	double took = (now_ns() - start) / 1e9;
+	char what[64];
+	snprintf(what, sizeof what, "ramexd HTTP, %d connections:", n);
+	report(what, ok, bad, took);
+	return 0;
+}
+
+/* --- one transaction per order ----------------------------------------- */
+
+static const char *conninfo;
+static volatile int stop_pg;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static long pg_ok;
+
+static void *pg_worker(void *arg)
+{
+	long id = (long)arg * 100000000L;
+	PGconn *c = PQconnectdb(conninfo);
+	if (PQstatus(c) != CONNECTION_OK) {
+		fprintf(stderr, "loadgen: %s", PQerrorMessage(c));
+		exit(1);
+	}
+	PQclear(PQexec(c, "SET synchronous_commit = on"));
+	while (!stop_pg) {
+		char ids[24];
+		snprintf(ids, sizeof ids, "%ld", ++id);
+		char coid[32];
+		snprintf(coid, sizeof coid, "c%ld", id);
+		const char *pv[] = {ids, coid};
+		int64_t t0 = now_ns();
+		PGresult *r = PQexecParams(
+		    c,
+		    "INSERT INTO bench_orders (id, account_id, side, pages, "
+		    "price, client_order_id) VALUES ($1, 1, 'buy', 256, "
+		    "100000, "
+		    "$2)",
+		    2, NULL, pv, NULL, NULL, 0);
+		int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+		PQclear(r);
+		int64_t t = now_ns() - t0;
+		pthread_mutex_lock(&mu);
+		if (ok) {
+			pg_ok++;
+			if (nlat < MAX_SAMPLES)
+				lat[nlat++] = t;
+		}
+		pthread_mutex_unlock(&mu);
+	}
+	PQfinish(c);
+	return NULL;
+}
+
+static int run_pg(int argc, char **argv)
+{
+	if (argc != 5) {
+		fprintf(stderr, "usage: loadgen pg CONNINFO CONNS SECONDS\n");
+		return 2;
+	}
+	conninfo = argv[2];
+	int n = atoi(argv[3]);
+	double secs = atof(argv[4]);
+	PGconn *c = PQconnectdb(conninfo);
+	PQclear(PQexec(c, "SET client_min_messages = warning; DROP TABLE IF "
+	                  "EXISTS bench_orders; CREATE TABLE "
+	                  "bench_orders (id bigint PRIMARY KEY, account_id "
+	                  "bigint, side text, pages bigint, price bigint, "
+	                  "client_order_id text UNIQUE)"));
+	PQfinish(c);
+	pthread_t th[MAX_CONNS];
+	int64_t start = now_ns();
+	for (long i = 0; i < n; i++)
+		pthread_create(&th[i], NULL, pg_worker, (void *)i);
+	struct timespec ts = {(time_t)secs, (long)((secs - (long)secs) * 1e9)};
+	nanosleep(&ts, NULL);
+	stop_pg = 1;
+	for (int i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+	double took = (now_ns() - start) / 1e9;
+	char what[64];
+	snprintf(what, sizeof what, "1 transaction/order, %d conns:", n);
+	report(what, pg_ok, 0, took);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	lat = malloc(MAX_SAMPLES * sizeof *lat);
+	if (!lat)
+		return 1;
+	if (argc > 1 && strcmp(argv[1], "http") == 0)
+		return run_http(argc, argv);
+	if (argc > 1 && strcmp(argv[1], "pg") == 0)
+		return run_pg(argc, argv);
+	fprintf(stderr, "usage: loadgen http ... | loadgen pg ...\n");
+	return 2;
+}
