@@ -16,3 +16,10 @@ $(call unit_test,test_exec,tests/unit/test_exec.c $(AGENT_EXEC))
 $(call unit_test,test_agent_config,tests/unit/test_agent_config.c \
   node-agent/config.c node-agent/core/wsest.c node-agent/core/strategy.c \
   common/log.c)
+
+AGENT_SRC := node-agent/agent.c node-agent/client.c node-agent/config.c \
+  node-agent/sample.c node-agent/spool.c node-agent/core/wsest.c \
+  node-agent/core/strategy.c node-agent/core/meter.c $(AGENT_EXEC) \
+  common/log.c common/sign.c
+$(call program,ramex-agent,$(AGENT_SRC),libcurl jansson libcrypto)
+INSTALL_BIN += $(BUILD)/bin/ramex-agent

@@ -85,6 +85,8 @@ static const struct setting settings[] = {
     I("margin_min_pages", strat.margin_min, 1, 0, YEAR_PAGES,
       "safety margin, at least"),
     I("lot_pages", strat.lot, 1, 1, YEAR_PAGES, "quote in multiples of"),
+    I("tick", strat.tick, 1, 1, BIG,
+      "prices in multiples of (the market's tick), n$/page-year"),
     N("perm_share_pct", strat.perm_share_pct, 0, 100,
       "share of the spare offered on perm when stable"),
     S("spot_market", strat.spot_market, "the spot market's name"),

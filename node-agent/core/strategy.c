@@ -10,6 +10,7 @@ void strategy_config_default(struct strategy_config *c)
 	c->margin_pct = 10;
 	c->margin_min = 16384; /* 64 MiB */
 	c->lot = 256;          /* 1 MiB */
+	c->tick = 1;
 	c->perm_share_pct = 25;
 	strcpy(c->spot_market, "spot");
 	c->spot_floor = 50000;       /* 5/1000 cent per page-year */
@@ -30,6 +31,8 @@ const char *strategy_config_check(const struct strategy_config *c)
 {
 	if (c->lot <= 0)
 		return "the lot must be at least one page";
+	if (c->tick <= 0)
+		return "the price tick must be at least one nanodollar";
 	if (c->margin_pct < 0 || c->margin_min < 0)
 		return "the safety margin cannot be negative";
 	if (c->perm_share_pct < 0 || c->perm_share_pct > 100)
@@ -189,6 +192,7 @@ static void cover_shortfall(const struct strategy_config *c,
 
 	if (bid > c->bid_ceiling)
 		bid = c->bid_ceiling;
+	bid = bid / c->tick * c->tick;
 	/* A resting ask we can afford is taken now; otherwise our bid rests
 	 * until someone sells. */
 	rx_price ask = in->top[STRATEGY_SPOT].best_ask;
@@ -246,6 +250,10 @@ static void offer_spare(const struct strategy_config *c,
 		perm_ask = c->perm_floor;
 	if (perm_ask > c->perm_ceiling)
 		perm = 0; /* worth more to us than the market may pay */
+	spot_ask =
+	    clamp128(((__int128)spot_ask + c->tick - 1) / c->tick * c->tick);
+	perm_ask =
+	    clamp128(((__int128)perm_ask + c->tick - 1) / c->tick * c->tick);
 	rx_pages spot = target - perm;
 	if (spot_ask > c->spot_ceiling)
 		spot = 0;

@@ -38,6 +38,7 @@ struct strategy_config {
 	int margin_pct;      /* margin above wss + error, % of wss */
 	rx_pages margin_min; /* ... and at least this many pages */
 	rx_pages lot;        /* quotes are whole multiples of this */
+	rx_price tick;       /* prices too: asks round up, bids down */
 	int perm_share_pct;  /* share of the spare offered on perm */
 	char spot_market[STRATEGY_MARKET_LEN];
 	char perm_market[STRATEGY_MARKET_LEN]; /* "" = never sell perm */

@@ -104,6 +104,22 @@ START_TEST(price_follows_marginal_value)
 }
 END_TEST
 
+START_TEST(prices_round_to_the_tick)
+{
+	struct wsest_estimate e = est(200000, 10000, 1000000000, 1, 0);
+	cfg.tick = 1000;
+	struct run r = decide(&e, NULL, 0, NULL, 0, 0, 0);
+	ck_assert_int_eq(r.a[0].price, 1001000); /* asks round up */
+	ck_assert_int_eq(r.a[1].price, 1501000);
+	e = est(2000000, 10000, 1999999000, 0, 1);
+	r = decide(&e, NULL, 0, NULL, 0, 0, 0);
+	ck_assert_int_eq(r.a[0].side, STRATEGY_BUY);
+	cfg.bid_ceiling = 5000000;
+	r = decide(&e, NULL, 0, NULL, 0, 0, 0);
+	ck_assert_int_eq(r.a[0].price, 1999000); /* bids round down */
+}
+END_TEST
+
 START_TEST(ceiling_keeps_valuable_pages)
 {
 	struct wsest_estimate e = est(200000, 10000, 1000000000, 1, 0);
@@ -373,6 +389,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, offers_the_spare_on_spot);
 	tcase_add_test(tc, price_follows_marginal_value);
+	tcase_add_test(tc, prices_round_to_the_tick);
 	tcase_add_test(tc, ceiling_keeps_valuable_pages);
 	tcase_add_test(tc, hysteresis_keeps_close_quotes);
 	tcase_add_test(tc, pressure_recalls_spot_then_perm_then_bids);

@@ -1,0 +1,44 @@
+/*
+ * client.h — the agent's HTTP client for ramexd: JSON requests signed with
+ * the node's key (common/sign.h), over libcurl (http or https with OpenSSL).
+ *
+ * Thin on purpose: one synchronous call at a time, a short timeout, and a
+ * clear split between "the exchange answered" (any status, returns 0) and
+ * "the exchange could not be reached" (returns -1), because the agent does
+ * different things in the two cases: a 4xx is a decision to log, an outage
+ * means keep going locally and resend later. Owns one curl handle.
+ */
+#ifndef RAMEX_CLIENT_H
+#define RAMEX_CLIENT_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+struct client;
+
+struct client_resp {
+	long status;      /* HTTP status */
+	json_t *json;     /* parsed body or NULL */
+	char detail[256]; /* the problem's title/detail on errors */
+};
+
+/* `secret` is copied. Returns NULL with err set. */
+struct client *client_new(const char *base_url, const char *key_id,
+                          const char *secret, const char *ca_file, char *err,
+                          size_t errlen);
+void client_free(struct client *c);
+
+/* One signed call. `body` (borrowed, may be NULL) is sent as JSON;
+ * `idem` (may be NULL) is sent as Idempotency-Key. Returns 0 when the
+ * exchange answered (see r->status), -1 with err set when it could not be
+ * reached. Free r with client_resp_clear. */
+int client_call(struct client *c, const char *method, const char *path,
+                json_t *body, const char *idem, struct client_resp *r,
+                char *err, size_t errlen);
+void client_resp_clear(struct client_resp *r);
+
+/* Reads the secret from a file (first line, trimmed). */
+int client_read_secret(const char *path, char *out, size_t len, char *err,
+                       size_t errlen);
+
+#endif
