@@ -320,8 +320,8 @@ static int apply(const struct run *r, struct strategy_quote *q, int nq,
  * calm again. Counts the orders the node sends: noise must cost none. */
 START_TEST(scripted_day)
 {
-	struct strategy_quote q[STRATEGY_MAX_QUOTES];
-	struct strategy_contract k[4];
+	struct strategy_quote q[STRATEGY_MAX_QUOTES] = {0};
+	struct strategy_contract k[4] = {0};
 	int nq = 0, nk = 0, sent = 0;
 	uint64_t next_id = 100;
 	struct wsest_estimate e;
