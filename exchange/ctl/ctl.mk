@@ -15,3 +15,6 @@ $(call integration_test,test_ramexctl,tests/integration/test_ramexctl.c \
   $(CTL_HARNESS),libcurl jansson libpq libcrypto)
 $(BUILD)/san/bin/test_ramexctl: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramexctl
 $(BUILD)/bin/test_ramexctl: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramexctl
+
+$(call unit_test,test_ramexctl_units,tests/integration/test_ramexctl_units.c \
+  exchange/ctl/ctl_units.c)

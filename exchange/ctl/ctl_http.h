@@ -24,9 +24,9 @@ struct ctl_http {
 };
 
 struct ctl_http_resp {
-	long status;  /* 0 when no answer came */
-	json_t *json; /* parsed body, or NULL */
-	char *body;   /* raw body (NUL terminated), or NULL */
+	long status;   /* 0 when no answer came */
+	json_t *json;  /* parsed body, or NULL */
+	char *body;    /* raw body (NUL terminated), or NULL */
 	char err[512]; /* when status is 0 or the body is not JSON: why */
 };
 

@@ -27,10 +27,11 @@ int ctl_units_parse_price(const char *s, int64_t *out, char *err, size_t len)
 	if (s && s[0] != '$') {
 		if (ctl_units_parse_int(s, out) == 0)
 			return 0;
-		snprintf(err, len,
-		         "price \"%s\" is neither a whole number of n$/page-year "
-		         "nor dollars like $0.0001",
-		         s);
+		snprintf(
+		    err, len,
+		    "price \"%s\" is neither a whole number of n$/page-year "
+		    "nor dollars like $0.0001",
+		    s);
 		return -1;
 	}
 	if (!s)
@@ -47,11 +48,12 @@ int ctl_units_parse_price(const char *s, int64_t *out, char *err, size_t len)
 		for (p++; *p >= '0' && *p <= '9'; p++, fd++) {
 			if (fd == 9) {
 				if (*p != '0') {
-					snprintf(err, len,
-					         "price \"%s\" has more than 9 "
-					         "decimals: a nanodollar is the "
-					         "smallest unit",
-					         s);
+					snprintf(
+					    err, len,
+					    "price \"%s\" has more than 9 "
+					    "decimals: a nanodollar is the "
+					    "smallest unit",
+					    s);
 					return -1;
 				}
 				continue;
@@ -71,7 +73,8 @@ big:
 	snprintf(err, len, "price \"%s\" is too large", s);
 	return -1;
 bad:
-	snprintf(err, len, "price \"%s\" is not dollars like $0.0001", s ? s : "");
+	snprintf(err, len, "price \"%s\" is not dollars like $0.0001",
+	         s ? s : "");
 	return -1;
 }
 

@@ -109,8 +109,8 @@ static int parse_opts(const struct cmd *c, int argc, char **argv,
 		} else if (in_list(c->flags, name) && !eq) {
 			val = "";
 		} else {
-			return usage_error("unknown option \"%s\" for %s%s%s", a,
-			                   c->group, c->verb ? " " : "",
+			return usage_error("unknown option \"%s\" for %s%s%s",
+			                   a, c->group, c->verb ? " " : "",
 			                   c->verb ? c->verb : "");
 		}
 		if (o->n == MAX_OPTS)
@@ -143,10 +143,9 @@ enum kind { K_TEXT, K_PRICE, K_MONEY, K_PAGES };
 static enum kind field_kind(const char *key)
 {
 	static const char *const prices[] = {
-	    "price", "tick", "price_min", "price_max", "open", "high",
-	    "low",   "close", NULL};
-	static const char *const money[] = {"amount", "cost", "total",
-	                                    "breach_penalty", NULL};
+	    "price", "tick", "price_min", "price_max",      "open",
+	    "high",  "low",  "close",     "breach_penalty", NULL};
+	static const char *const money[] = {"amount", "cost", "total", NULL};
 	static const char *const pages[] = {"pages",     "remaining", "filled",
 	                                    "min_pages", "max_pages", "lot",
 	                                    "volume",    NULL};
@@ -199,24 +198,27 @@ static void print_table(json_t *rows, const char *const *cols)
 		w[c] = strlen(cols[c]);
 	for (size_t r = 0; r < nr; r++)
 		for (size_t c = 0; c < nc && c < 32; c++) {
-			show_value(cols[c],
-			           json_object_get(json_array_get(rows, r),
-			                           cols[c]),
-			           cell, sizeof cell);
+			show_value(
+			    cols[c],
+			    json_object_get(json_array_get(rows, r), cols[c]),
+			    cell, sizeof cell);
 			if (strlen(cell) > w[c])
 				w[c] = strlen(cell);
 		}
 	for (size_t c = 0; c < nc && c < 32; c++)
-		printf("%-*s%s", (int)w[c], cols[c], c + 1 < nc ? "  " : "\n");
+		printf("%-*s%s", c + 1 < nc ? (int)w[c] : 0, cols[c],
+		       c + 1 < nc ? "  " : "\n");
 	for (size_t r = 0; r < nr; r++)
 		for (size_t c = 0; c < nc && c < 32; c++) {
-			json_t *v = json_object_get(json_array_get(rows, r),
-			                            cols[c]);
+			json_t *v =
+			    json_object_get(json_array_get(rows, r), cols[c]);
 			show_value(cols[c], v, cell, sizeof cell);
 			/* numbers right-aligned, text left */
 			int right = json_is_integer(v);
-			printf(right ? "%*s%s" : "%-*s%s", (int)w[c], cell,
-			       c + 1 < nc ? "  " : "\n");
+			int last = c + 1 == nc;
+			printf(right ? "%*s%s" : "%-*s%s",
+			       last && !right ? 0 : (int)w[c], cell,
+			       last ? "\n" : "  ");
 		}
 	if (nr == 0)
 		printf("(none)\n");
@@ -260,9 +262,10 @@ static int report_failure(enum ctl_exit e, struct ctl_http_resp *r)
 		const char *reason =
 		    json_string_value(json_object_get(r->json, "reason"));
 		if (title)
-			fprintf(stderr, "error: %s: %s%s%s\n", title,
+			fprintf(stderr, "error: %s: %s%s%s%s\n", title,
 			        detail ? detail : "(no detail)",
-			        reason ? " " : "", reason ? reason : "");
+			        reason ? " (reason " : "", reason ? reason : "",
+			        reason ? ")" : "");
 		else
 			fprintf(stderr, "error: the server answered %ld%s%s\n",
 			        r->status, r->err[0] ? ": " : "", r->err);
@@ -441,9 +444,10 @@ static int c_markets_create(struct ctx *x, struct opts *o)
 			d.name[d.n] = f[i].opt;
 			d.val[d.n++] = def;
 		}
-		int rc = f[i].kind == 0   ? int_opt(&d, f[i].opt, b, f[i].key, 1)
-		         : f[i].kind == 1 ? price_opt(&d, f[i].opt, b, f[i].key, 1)
-		                          : pages_opt(&d, f[i].opt, b, f[i].key, 1);
+		int rc = f[i].kind == 0 ? int_opt(&d, f[i].opt, b, f[i].key, 1)
+		         : f[i].kind == 1
+		             ? price_opt(&d, f[i].opt, b, f[i].key, 1)
+		             : pages_opt(&d, f[i].opt, b, f[i].key, 1);
 		if (rc) {
 			json_decref(b);
 			return rc;
@@ -485,9 +489,10 @@ static int c_book(struct ctx *x, struct opts *o)
 		}
 		static const char *const cols[] = {"side", "price", "pages",
 		                                   "orders", NULL};
-		printf("market %s (seq %lld)\n",
-		       json_string_value(json_object_get(j, "market")),
-		       (long long)json_integer_value(json_object_get(j, "seq")));
+		printf(
+		    "market %s (seq %lld)\n",
+		    json_string_value(json_object_get(j, "market")),
+		    (long long)json_integer_value(json_object_get(j, "seq")));
 		print_table(rows, cols);
 		json_decref(rows);
 	}
@@ -497,8 +502,8 @@ static int c_book(struct ctx *x, struct opts *o)
 
 static int c_trades(struct ctx *x, struct opts *o)
 {
-	static const char *const cols[] = {"id", "price", "pages", "taker_side",
-	                                   "ts_ns", NULL};
+	static const char *const cols[] = {"id",         "price", "pages",
+	                                   "taker_side", "ts_ns", NULL};
 	char p[256];
 	if (path1(p, sizeof p, "/v1/markets/%s/trades", o->pos[0]))
 		return CTL_USAGE;
@@ -522,8 +527,8 @@ static int c_candles(struct ctx *x, struct opts *o)
 }
 
 static const char *const order_cols[] = {
-    "id",     "market", "account_id", "side", "price", "pages",
-    "filled", "status", "tif",        NULL};
+    "id",    "market", "account_id", "side", "price",
+    "pages", "filled", "status",     "tif",  NULL};
 
 /* "+90s", "+15m", "+2h", "+7d" from now, or seconds since the epoch. */
 static int parse_expiry(const char *s, int64_t *ns)
@@ -532,17 +537,27 @@ static int parse_expiry(const char *s, int64_t *ns)
 	char num[32];
 	size_t n = strlen(s);
 	if (s[0] != '+')
-		return ctl_units_parse_int(s, &v) < 0 || v > INT64_MAX / 1000000000
+		return ctl_units_parse_int(s, &v) < 0 ||
+		               v > INT64_MAX / 1000000000
 		           ? -1
 		           : (*ns = v * 1000000000, 0);
 	if (n < 3 || n - 1 >= sizeof num)
 		return -1;
 	switch (s[n - 1]) {
-	case 's': mul = 1; break;
-	case 'm': mul = 60; break;
-	case 'h': mul = 3600; break;
-	case 'd': mul = 86400; break;
-	default: return -1;
+	case 's':
+		mul = 1;
+		break;
+	case 'm':
+		mul = 60;
+		break;
+	case 'h':
+		mul = 3600;
+		break;
+	case 'd':
+		mul = 86400;
+		break;
+	default:
+		return -1;
 	}
 	memcpy(num, s + 1, n - 2);
 	num[n - 2] = 0;
@@ -631,7 +646,9 @@ static int c_orders_cancel(struct ctx *x, struct opts *o)
 	if (x->json)
 		print_json(j);
 	else
-		print_object(json_object_get(j, "order") ? json_object_get(j, "order") : j);
+		print_object(json_object_get(j, "order")
+		                 ? json_object_get(j, "order")
+		                 : j);
 	json_decref(j);
 	return CTL_OK;
 }
@@ -654,7 +671,9 @@ static int c_orders_reduce(struct ctx *x, struct opts *o)
 	if (x->json)
 		print_json(j);
 	else
-		print_object(json_object_get(j, "order") ? json_object_get(j, "order") : j);
+		print_object(json_object_get(j, "order")
+		                 ? json_object_get(j, "order")
+		                 : j);
 	json_decref(j);
 	return CTL_OK;
 }
@@ -681,9 +700,9 @@ static int c_orders_show(struct ctx *x, struct opts *o)
 
 static int c_contracts_list(struct ctx *x, struct opts *o)
 {
-	static const char *const cols[] = {
-	    "id",    "market", "buyer_id", "seller_id", "delivery",
-	    "pages", "price",  "state",    NULL};
+	static const char *const cols[] = {"id",        "market",   "buyer_id",
+	                                   "seller_id", "delivery", "pages",
+	                                   "price",     "state",    NULL};
 	char p[512] = "/v1/contracts";
 	add_query(p, sizeof p, "state", opt(o, "--state"));
 	add_query(p, sizeof p, "limit", opt(o, "--limit"));
@@ -751,8 +770,6 @@ static int show_secret(struct ctx *x, const char *path, json_t *b)
 		if (a)
 			print_object(a);
 		print_object(j);
-		fprintf(stderr, "note: the secret is shown only this once; "
-		                "put it in the agent's configuration now\n");
 	}
 	json_decref(j);
 	return CTL_OK;
@@ -805,19 +822,17 @@ static int c_tokens_create(struct ctx *x, struct opts *o)
 		return rc;
 	if (x->json)
 		print_json(j);
-	else {
-		print_object(j);
-		fprintf(stderr, "note: the token is shown only this once\n");
-	}
+	else
+		print_object(j); /* the server's note says it is shown once */
 	json_decref(j);
 	return CTL_OK;
 }
 
 static int c_tokens_list(struct ctx *x, struct opts *o)
 {
-	static const char *const cols[] = {"id",         "name",   "role",
-	                                   "team_id",    "account_id",
-	                                   "prefix",     "revoked_at", NULL};
+	static const char *const cols[] = {"id",         "name",       "role",
+	                                   "team_id",    "account_id", "prefix",
+	                                   "revoked_at", NULL};
 	(void)o;
 	return call_show(x, "GET", "/v1/tokens", NULL, cols);
 }
@@ -841,20 +856,17 @@ static const char *const o_page[] = {"--limit", "--before", NULL};
 static const char *const o_candles[] = {"--interval", "--from", "--to",
                                         "--limit", NULL};
 static const char *const o_place[] = {
-    "--market", "--side", "--pages",           "--price", "--tif",
-    "--expires", "--stp", "--client-order-id", "--account", NULL};
+    "--market",  "--side", "--pages",           "--price",   "--tif",
+    "--expires", "--stp",  "--client-order-id", "--account", NULL};
 static const char *const o_post_only[] = {"--post-only", NULL};
 static const char *const o_pages[] = {"--pages", NULL};
-static const char *const o_olist[] = {"--market", "--status", "--side",
-                                      "--account", "--limit", "--before",
-                                      NULL};
-static const char *const o_clist[] = {"--state", "--limit", "--before",
-                                      NULL};
+static const char *const o_olist[] = {
+    "--market", "--status", "--side", "--account", "--limit", "--before", NULL};
+static const char *const o_clist[] = {"--state", "--limit", "--before", NULL};
 static const char *const o_kind_team[] = {"--kind", "--team", NULL};
 static const char *const o_kind[] = {"--kind", NULL};
 static const char *const o_team[] = {"--team", NULL};
-static const char *const o_token[] = {"--role", "--team", "--account",
-                                      NULL};
+static const char *const o_token[] = {"--role", "--team", "--account", NULL};
 
 static const struct cmd cmds[] = {
     {"whoami", NULL, "whoami", "who the token belongs to", none, none, 0,
@@ -867,12 +879,11 @@ static const struct cmd cmds[] = {
      "markets create NAME --tick PRICE [--lot PAGES] [--min PAGES] [--max "
      "PAGES] [--price-min P] [--price-max P] [--notice S] [--penalty P] "
      "[--deadline S]",
-     "create a market (operator)", o_create_market, none, 1,
-     c_markets_create},
+     "create a market (operator)", o_create_market, none, 1, c_markets_create},
     {"book", NULL, "book MARKET [--depth N]", "the order book", o_depth, none,
      1, c_book},
-    {"trades", NULL, "trades MARKET [--limit N] [--before ID]",
-     "recent trades", o_page, none, 1, c_trades},
+    {"trades", NULL, "trades MARKET [--limit N] [--before ID]", "recent trades",
+     o_page, none, 1, c_trades},
     {"candles", NULL,
      "candles MARKET [--interval S] [--from T] [--to T] [--limit N]",
      "price history (OHLC)", o_candles, none, 1, c_candles},
@@ -881,11 +892,11 @@ static const struct cmd cmds[] = {
      "gtc|ioc|fok|gtd] [--expires T|+Nh] [--post-only] [--stp POLICY] "
      "[--client-order-id ID] [--account ID]",
      "place a limit order", o_place, o_post_only, 0, c_orders_place},
-    {"orders", "cancel", "orders cancel ID", "cancel an order", none, none,
-     1, c_orders_cancel},
+    {"orders", "cancel", "orders cancel ID", "cancel an order", none, none, 1,
+     c_orders_cancel},
     {"orders", "reduce", "orders reduce ID --pages N",
-     "reduce what remains of an order, keeping its priority", o_pages, none,
-     1, c_orders_reduce},
+     "reduce what remains of an order, keeping its priority", o_pages, none, 1,
+     c_orders_reduce},
     {"orders", "list",
      "orders list [--market M] [--status S] [--side S] [--account ID] "
      "[--limit N] [--before ID]",
@@ -893,27 +904,27 @@ static const struct cmd cmds[] = {
     {"orders", "show", "orders show ID", "one order", none, none, 1,
      c_orders_show},
     {"contracts", "list",
-     "contracts list [--state S] [--limit N] [--before ID]",
-     "list contracts", o_clist, none, 0, c_contracts_list},
+     "contracts list [--state S] [--limit N] [--before ID]", "list contracts",
+     o_clist, none, 0, c_contracts_list},
     {"contracts", "show", "contracts show ID", "one contract", none, none, 1,
      c_contracts_show},
     {"teams", "create", "teams create NAME", "create a team (admin)", none,
      none, 1, c_teams_create},
-    {"teams", "list", "teams list", "list teams (admin, finance)", none,
-     none, 0, c_teams_list},
+    {"teams", "list", "teams list", "list teams (admin, finance)", none, none,
+     0, c_teams_list},
     {"accounts", "create",
      "accounts create NAME --kind operator|exchange [--team ID]",
      "create an account (admin)", o_kind_team, none, 1, c_accounts_create},
-    {"accounts", "list", "accounts list [--kind K]", "list accounts",
-     o_kind, none, 0, c_accounts_list},
+    {"accounts", "list", "accounts list [--kind K]", "list accounts", o_kind,
+     none, 0, c_accounts_list},
     {"nodes", "create", "nodes create NAME --team ID",
-     "create a node and its first key; prints the secret once (admin)",
-     o_team, none, 1, c_nodes_create},
+     "create a node and its first key; prints the secret once (admin)", o_team,
+     none, 1, c_nodes_create},
     {"keys", "create", "keys create NODE_ID",
-     "another key for a node; prints the secret once (admin)", none, none,
-     1, c_keys_create},
-    {"keys", "revoke", "keys revoke KEY_ID", "revoke a node key (admin)",
-     none, none, 1, c_keys_revoke},
+     "another key for a node; prints the secret once (admin)", none, none, 1,
+     c_keys_create},
+    {"keys", "revoke", "keys revoke KEY_ID", "revoke a node key (admin)", none,
+     none, 1, c_keys_revoke},
     {"tokens", "create",
      "tokens create NAME --role R [--team ID] [--account ID]",
      "create a bearer token; prints it once (admin)", o_token, none, 1,
@@ -1072,7 +1083,8 @@ int main(int argc, char **argv)
 		if (strcmp(cmds[k].group, group) != 0)
 			continue;
 		group_known = 1;
-		if (!cmds[k].verb || (verb && strcmp(cmds[k].verb, verb) == 0)) {
+		if (!cmds[k].verb ||
+		    (verb && strcmp(cmds[k].verb, verb) == 0)) {
 			c = &cmds[k];
 			break;
 		}
@@ -1080,7 +1092,8 @@ int main(int argc, char **argv)
 	if (!group_known)
 		return usage_error("unknown command \"%s\"", group);
 	if (!c) {
-		if (verb && (strcmp(verb, "--help") == 0 || strcmp(verb, "-h") == 0)) {
+		if (verb &&
+		    (strcmp(verb, "--help") == 0 || strcmp(verb, "-h") == 0)) {
 			help(stdout, group);
 			return CTL_OK;
 		}

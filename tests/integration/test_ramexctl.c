@@ -62,8 +62,8 @@ static void ctl_env(struct run *r, const char *const *env, ...)
 	snprintf(home, sizeof home, "HOME=%s/ramexctl-home",
 	         o && *o ? o : "var/test-output");
 	for (char **e = environ; *e && ne < 200; e++)
-		if (strncmp(*e, "RAMEX_URL=", 10) && strncmp(*e, "RAMEX_TOKEN=", 12) &&
-		    strncmp(*e, "HOME=", 5))
+		if (strncmp(*e, "RAMEX_URL=", 10) &&
+		    strncmp(*e, "RAMEX_TOKEN=", 12) && strncmp(*e, "HOME=", 5))
 			envp[ne++] = *e;
 	envp[ne++] = home;
 	for (; env && *env && ne < 254; env++)
@@ -244,9 +244,8 @@ START_TEST(exit_codes)
 	snprintf(acct, sizeof acct, "%lld", (long long)w.node_a);
 
 	/* off the tick (1000 n$): the server refuses, says why, exit 1 */
-	ctl(&r, w.trader_token, "orders", "place", "--market", "spot",
-	    "--side", "sell", "--pages", "256", "--price", "100001",
-	    "--account", acct);
+	ctl(&r, w.trader_token, "orders", "place", "--market", "spot", "--side",
+	    "sell", "--pages", "256", "--price", "100001", "--account", acct);
 	ck_assert_msg(r.rc == 1, "off tick: %d %s", r.rc, r.err);
 	ck_assert_msg(strncmp(r.err, "error: ", 7) == 0, "stderr: %s", r.err);
 	run_free(&r);
@@ -330,8 +329,8 @@ START_TEST(config_precedence)
 	ck_assert_ptr_nonnull(strstr(r.out, "trader"));
 	run_free(&r);
 	/* a flag beats both */
-	ctl_env(&r, e1, "--config", conf, "--token", w.finance_token,
-	        "whoami", NULL);
+	ctl_env(&r, e1, "--config", conf, "--token", w.finance_token, "whoami",
+	        NULL);
 	ck_assert_msg(r.rc == 0, "flag: %d %s", r.rc, r.err);
 	ck_assert_ptr_nonnull(strstr(r.out, "finance"));
 	run_free(&r);

@@ -1,0 +1,149 @@
+/*
+ * test_ramexctl_units.c — ramexctl's exact unit conversions
+ * (exchange/ctl/ctl_units.h): prices in n$ or $, pages or sizes, and what
+ * a person sees. A pure unit test; it lives beside test_ramexctl.c
+ * because ramexctl owns only these test paths.
+ */
+#include <check.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "exchange/ctl/ctl_units.h"
+
+static int64_t price(const char *s)
+{
+	int64_t v = -1;
+	char err[256];
+	ck_assert_msg(ctl_units_parse_price(s, &v, err, sizeof err) == 0,
+	              "%s: %s", s, err);
+	return v;
+}
+
+static int price_bad(const char *s)
+{
+	int64_t v;
+	char err[256] = "";
+	int rc = ctl_units_parse_price(s, &v, err, sizeof err);
+	return rc == -1 && err[0] != 0;
+}
+
+static int64_t pages(const char *s)
+{
+	int64_t v = -1;
+	char err[256];
+	ck_assert_msg(ctl_units_parse_pages(s, &v, err, sizeof err) == 0,
+	              "%s: %s", s, err);
+	return v;
+}
+
+static int pages_bad(const char *s)
+{
+	int64_t v;
+	char err[256] = "";
+	return ctl_units_parse_pages(s, &v, err, sizeof err) == -1 && err[0];
+}
+
+START_TEST(parse_prices)
+{
+	ck_assert_int_eq(price("100000"), 100000);
+	ck_assert_int_eq(price("0"), 0);
+	ck_assert_int_eq(price("$0.0001"), 100000); /* 1/100 cent */
+	ck_assert_int_eq(price("$0.00015"), 150000);
+	ck_assert_int_eq(price("$1"), 1000000000);
+	ck_assert_int_eq(price("$1."), 1000000000);
+	ck_assert_int_eq(price("$.5"), 500000000);
+	ck_assert_int_eq(price("$0.000000001"), 1);
+	ck_assert_int_eq(price("$0.0000000010"), 1); /* trailing zero ok */
+	ck_assert_int_eq(price("$9223372036.854775807"), INT64_MAX);
+	ck_assert(price_bad("$9223372036.854775808"));
+	ck_assert(price_bad("$0.0000000001")); /* below a nanodollar */
+	ck_assert(price_bad("9223372036854775808"));
+	ck_assert(price_bad("$"));
+	ck_assert(price_bad("$."));
+	ck_assert(price_bad("-5"));
+	ck_assert(price_bad("$-1"));
+	ck_assert(price_bad("1.5"));
+	ck_assert(price_bad("$1.2x"));
+	ck_assert(price_bad(""));
+}
+END_TEST
+
+START_TEST(parse_pages)
+{
+	ck_assert_int_eq(pages("256"), 256);
+	ck_assert_int_eq(pages("4GiB"), 1048576);
+	ck_assert_int_eq(pages("1MiB"), 256);
+	ck_assert_int_eq(pages("8KiB"), 2);
+	ck_assert_int_eq(pages("1TiB"), 268435456);
+	ck_assert(pages_bad("6KiB")); /* a page and a half */
+	ck_assert(pages_bad("1KiB"));
+	ck_assert(pages_bad("1.5GiB"));
+	ck_assert(pages_bad("GiB"));
+	ck_assert(pages_bad("4GB"));
+	ck_assert(pages_bad("99999999999TiB"));
+	ck_assert(pages_bad("-1"));
+	ck_assert(pages_bad(""));
+}
+END_TEST
+
+START_TEST(format)
+{
+	char b[64];
+	/* the brief's worked example: 4 GiB offline a year at 1/100 cent */
+	ctl_units_fmt_money(104857600000, b, sizeof b);
+	ck_assert_str_eq(b, "$104.86");
+	ctl_units_fmt_money(209715200000, b, sizeof b);
+	ck_assert_str_eq(b, "$209.72");
+	ctl_units_fmt_money(157286400000, b, sizeof b);
+	ck_assert_str_eq(b, "$157.29");
+	ctl_units_fmt_money(4999999, b, sizeof b);
+	ck_assert_str_eq(b, "$0.00");
+	ctl_units_fmt_money(5000000, b, sizeof b); /* half a cent rounds up */
+	ck_assert_str_eq(b, "$0.01");
+	ctl_units_fmt_money(-5000000, b, sizeof b);
+	ck_assert_str_eq(b, "-$0.01");
+	ctl_units_fmt_money(INT64_MIN, b, sizeof b);
+	ck_assert_str_eq(b, "-$9223372036.85");
+	ctl_units_fmt_price(100000, b, sizeof b);
+	ck_assert_str_eq(b, "$0.0001");
+	ctl_units_fmt_price(1000000000, b, sizeof b);
+	ck_assert_str_eq(b, "$1.00");
+	ctl_units_fmt_price(1, b, sizeof b);
+	ck_assert_str_eq(b, "$0.000000001");
+	ctl_units_fmt_pages(1048576, b, sizeof b);
+	ck_assert_str_eq(b, "1048576 (4.00 GiB)");
+	ctl_units_fmt_pages(262143, b, sizeof b); /* truncated, never more */
+	ck_assert_str_eq(b, "262143 (0.99 GiB)");
+	ctl_units_fmt_pages(INT64_MAX, b, sizeof b);
+	ck_assert_str_eq(b, "9223372036854775807 (35184372088831.00 GiB)");
+}
+END_TEST
+
+START_TEST(round_trip)
+{
+	/* every price printed exactly parses back to itself */
+	static const int64_t v[] = {
+	    0, 1, 999, 100000, 150000, 1000000000, 123456789012, INT64_MAX};
+	char b[64];
+	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+		ctl_units_fmt_price(v[i], b, sizeof b);
+		ck_assert_int_eq(price(b), v[i]);
+	}
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("ramexctl_units");
+	TCase *tc = tcase_create("units");
+	tcase_add_test(tc, parse_prices);
+	tcase_add_test(tc, parse_pages);
+	tcase_add_test(tc, format);
+	tcase_add_test(tc, round_trip);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
