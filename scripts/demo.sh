@@ -3,7 +3,7 @@
 #
 # A private PostgreSQL under var/demo/, ramexd on 127.0.0.1, the operator's
 # standing bids (spot at 100 000 n$/page-year, perm at 200 000) and a few
-# sim-backed agents with different workloads that trade with each other and
+# sim-backed agents of different sizes and workloads that trade with each other and
 # the operator. Prints the dashboard's address and tokens, and stops
 # everything it started on Ctrl-C (or when any part dies).
 #
@@ -98,28 +98,39 @@ say "operator bids: spot 100000 n\$/page-year (4 GiB), perm-$year 200000 (2 GiB)
 
 agents=0
 if [[ -x $BIN/ramex-agent ]]; then
-  workloads=(steady diurnal bursty steady diurnal bursty)
+  # Machines of different sizes whose workloads use different shares of
+  # their memory, so that some have much to sell and some little.
+  usage_pct=(25 50 80 35 60 20)
   for ((i = 0; i < ${RAMEX_DEMO_AGENTS:-3}; i++)); do
-    w=${workloads[$((i % 6))]}
-    node_json=$(api "$ADMIN" POST /v1/nodes "{\"name\":\"node-$i-$w\",\"team_id\":$TEAM}")
-    key=$(field "$node_json" key_id); secret=$(field "$node_json" secret)
+    total=$((2097152 * (i + 1)))
+    used=$((total * ${usage_pct[$((i % 6))]} / 100))
+    node_json=$(api "$ADMIN" POST /v1/nodes "{\"name\":\"node-$i\",\"team_id\":$TEAM}")
+    key=$(field "$node_json" key_id)
     mkdir -p "$DEMO/agent-$i"
+    field "$node_json" secret >"$DEMO/agent-$i/secret"
+    chmod 0600 "$DEMO/agent-$i/secret"
     cat >"$DEMO/agent-$i/agent.conf" <<EOF
 exchange_url = $URL
 key_id = $key
-secret = $secret
+secret_file = $DEMO/agent-$i/secret
 backend = sim
-sim_workload = $w
-sim_total_pages = $((2097152 * (i + 1)))
-spool_dir = $DEMO/agent-$i/spool
-status_file = $DEMO/agent-$i/status
+sim_total_pages = $total
+sim_usage_pages = $used
+spool = $DEMO/agent-$i/spool
+status_file = $DEMO/agent-$i/status.prom
 perm_market = perm-$year
+tick = 100
+sample_s = 2
+report_s = 10
+stall_value = 1
+spot_floor = 90000
+perm_floor = 150000
 EOF
     (exec "$BIN/ramex-agent" --config="$DEMO/agent-$i/agent.conf" >>"$DEMO/agent-$i/log" 2>&1) &
     PIDS+=($!)
     agents=$((agents + 1))
   done
-  say "$agents sim agents started (steady, diurnal, bursty); logs in var/demo/agent-*/log"
+  say "$agents sim agents started; logs in var/demo/agent-*/log"
 else
   say "ramex-agent is not built yet: no agents trade in this demo"
 fi
