@@ -99,7 +99,7 @@ deps:
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/ramex
 	install -m 0755 $(INSTALL_BIN) $(DESTDIR)$(PREFIX)/bin/
-	cp -R web $(DESTDIR)$(PREFIX)/share/ramex/
+	rm -rf $(DESTDIR)$(PREFIX)/share/ramex/web && cp -R $(BUILD)/web $(DESTDIR)$(PREFIX)/share/ramex/web
 	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system
 	install -m 0644 scripts/systemd/*.service $(DESTDIR)$(PREFIX)/lib/systemd/system/
 
