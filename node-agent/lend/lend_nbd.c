@@ -1,5 +1,6 @@
 /* lend_nbd.c — NBD handshake and transmission, server and client. */
 #include "node-agent/lend/lend_nbd.h"
+#include "node-agent/lend/lend_be.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -34,44 +35,6 @@ enum {
 #define REP_ERR_UNKNOWN (UINT32_C(1) << 31 | 6)
 enum { INFO_EXPORT = 0, INFO_BLOCK_SIZE = 3 };
 
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (24 - 8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (56 - 8 * i));
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-	return (uint16_t)((p[0] << 8) | p[1]);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v = 0;
-	for (int i = 0; i < 4; i++)
-		v = (v << 8) | p[i];
-	return v;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++)
-		v = (v << 8) | p[i];
-	return v;
-}
 
 static int rd(int fd, void *buf, size_t n)
 {

@@ -1,5 +1,6 @@
 /* lend_proto.c — frame layout and contract authentication (see the header). */
 #include "node-agent/lend/lend_proto.h"
+#include "node-agent/lend/lend_be.h"
 
 #include <assert.h>
 #include <openssl/crypto.h>
@@ -10,44 +11,6 @@
 static const uint8_t hello_magic[8] = {'R', 'A', 'M', 'X', 'L', 'N', 'D', '1'};
 static const uint8_t auth_magic[8] = {'R', 'A', 'M', 'X', 'A', 'U', 'T', 'H'};
 
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (24 - 8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (56 - 8 * i));
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-	return (uint16_t)((p[0] << 8) | p[1]);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v = 0;
-	for (int i = 0; i < 4; i++)
-		v = (v << 8) | p[i];
-	return v;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++)
-		v = (v << 8) | p[i];
-	return v;
-}
 
 void lend_hello_encode(const struct lend_hello *h, uint8_t out[LEND_HELLO_LEN])
 {
