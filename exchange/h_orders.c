@@ -168,31 +168,8 @@ out:
 static void rows(struct http_req *rq, const char *sql, int n,
                  const char *const *pv, int single, int64_t limit)
 {
-	struct app *a = http_app(rq);
-	char err[512];
-	PGconn *c = db_acquire(a->pool);
-	if (!c) {
-		http_db_unavailable(rq);
-		return;
-	}
-	PGresult *r = db_exec(c, PGRES_TUPLES_OK, sql, n, pv, err, sizeof err);
-	if (!r) {
-		handlers_db_error(rq, c, err);
-	} else if (single) {
-		json_t *j = db_rows_json(r);
-		if (json_array_size(j) == 0)
-			http_problem(
-			    rq, 404, "not-found", "not found",
-			    "there is no such object that you may see");
-		else
-			http_reply_json(rq, 200,
-			                json_incref(json_array_get(j, 0)));
-		json_decref(j);
-	} else {
-		handlers_reply_rows(rq, r, limit, "id");
-	}
-	PQclear(r);
-	db_release(a->pool, c);
+	handlers_query(rq, sql, n, pv, single, limit, "id",
+	               "there is no such object that you may see");
 }
 
 #define ORDER_SELECT                                                           \

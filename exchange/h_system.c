@@ -107,3 +107,33 @@ void handlers_reply_rows(struct http_req *rq, void *res, int64_t limit,
 	http_reply_json(rq, 200,
 	                json_pack("{s:o,s:o}", "items", items, "next", next));
 }
+
+void handlers_query(struct http_req *rq, const char *sql, int n,
+                    const char *const *pv, int single, int64_t limit,
+                    const char *cursor_col, const char *notfound)
+{
+	struct app *a = http_app(rq);
+	char err[512];
+	PGconn *c = db_acquire(a->pool);
+	if (!c) {
+		http_db_unavailable(rq);
+		return;
+	}
+	PGresult *r = db_exec(c, PGRES_TUPLES_OK, sql, n, pv, err, sizeof err);
+	if (!r) {
+		handlers_db_error(rq, c, err);
+	} else if (single) {
+		json_t *rows = db_rows_json(r);
+		if (json_array_size(rows) == 0)
+			http_problem(rq, 404, "not-found", "not found", "%s",
+			             notfound);
+		else
+			http_reply_json(rq, 200,
+			                json_incref(json_array_get(rows, 0)));
+		json_decref(rows);
+	} else {
+		handlers_reply_rows(rq, r, limit, cursor_col);
+	}
+	PQclear(r);
+	db_release(a->pool, c);
+}

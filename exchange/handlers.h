@@ -73,6 +73,15 @@ void handlers_reply_rows(struct http_req *rq, void *pgresult, int64_t limit,
                          const char *cursor_col);
 
 /*
+ * Runs a read-only query on a pooled connection and answers it: with the
+ * first row, or a 404 carrying `notfound`, when `single`; else with the rows
+ * as handlers_reply_rows does. Database failures answer 503 or 500.
+ */
+void handlers_query(struct http_req *rq, const char *sql, int n,
+                    const char *const *pv, int single, int64_t limit,
+                    const char *cursor_col, const char *notfound);
+
+/*
  * Creates a bearer token for `role` (trader needs team, operator needs an
  * operator account; 0 = none) and writes it into token, shown only now.
  * Returns the token's id, or -1 with a message. Used by POST /v1/tokens
