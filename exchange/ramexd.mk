@@ -11,7 +11,7 @@ RAMEXD_LIB := exchange/config.c exchange/http.c exchange/auth.c exchange/db.c \
   exchange/events.c exchange/metrics.c exchange/writer.c exchange/input.c \
   exchange/routes.c exchange/h_system.c exchange/h_admin.c exchange/h_market.c \
   exchange/h_orders.c exchange/h_events.c exchange/core/book.c \
-  exchange/static.c \
+  exchange/static.c $(CONTRACT_SRC) $(MONEY_SRC) \
   common/log.c $(SIGN_SRC) $(MIGRATE_SRC)
 RAMEXD_PKGS := libmicrohttpd jansson libpq libcrypto
 

@@ -21,6 +21,7 @@
 
 #include "common/log.h"
 #include "exchange/auth.h"
+#include "exchange/core/contract.h"
 #include "exchange/db.h"
 #include "exchange/events.h"
 #include "exchange/metrics.h"
@@ -32,6 +33,8 @@ struct market {
 	int64_t id;
 	char name[16];
 	bool perm;
+	int perm_year;     /* perm: the YYYY of perm-YYYY */
+	int64_t term_end_s; /* perm: the end of its term, unix seconds */
 	char term_end[32]; /* ISO 8601, "" for spot */
 	int64_t notice_period_s, breach_penalty, delivery_deadline_s;
 	struct book *book;
@@ -283,8 +286,12 @@ static int add_market(struct writer *w, const PGresult *r, int i, char *err,
 	m->id = db_int(r, i, 0);
 	snprintf(m->name, sizeof m->name, "%s", PQgetvalue(r, i, 1));
 	m->perm = strcmp(PQgetvalue(r, i, 2), "perm") == 0;
-	if (!PQgetisnull(r, i, 9))
-		iso_time(db_int(r, i, 9), m->term_end);
+	if (m->perm)
+		m->perm_year = atoi(m->name + 5);
+	if (!PQgetisnull(r, i, 9)) {
+		m->term_end_s = db_int(r, i, 9);
+		iso_time(m->term_end_s, m->term_end);
+	}
 	m->notice_period_s = db_int(r, i, 10);
 	m->breach_penalty = db_int(r, i, 11);
 	m->delivery_deadline_s = db_int(r, i, 12);
@@ -505,18 +512,79 @@ static void order_closed(struct writer *w, struct batch *b, uint64_t id,
 	                        reason));
 }
 
+/* The contract row of a trade, as exchange/core/contract.h opens it. The
+ * order path has already refused what contract_open refuses (a node buying
+ * perm, a term that is over), so a failure here is a bug; it is logged and
+ * the row is still written from the trade, since the trade has happened. */
+static json_t *contract_row(struct writer *w, struct market *m, uint64_t cid,
+                            uint64_t tid, int64_t buyer, int64_t seller,
+                            bool buyer_is_operator,
+                            const struct book_event *ev, rx_time_ns now)
+{
+	struct contract_trade t = {
+	    .contract_id = (int64_t)cid,
+	    .trade_id = (int64_t)tid,
+	    .buyer = buyer,
+	    .seller = seller,
+	    .buyer_is_operator = buyer_is_operator,
+	    .pages = ev->pages,
+	    .price = ev->price,
+	    .now = now,
+	};
+	struct contract_market cm = {
+	    .market_id = m->id,
+	    .product = m->perm ? CONTRACT_PERM : CONTRACT_SPOT,
+	    .perm_year = m->perm_year,
+	    .delivery_window = m->delivery_deadline_s * INT64_C(1000000000),
+	    .recall_notice = m->notice_period_s * INT64_C(1000000000),
+	    .breach_penalty = m->breach_penalty,
+	};
+	struct contract k;
+	char err[256], created[32], deliver_by[32];
+	if (contract_open(&t, &cm, &k, err, sizeof err) < 0) {
+		log_error("trade makes no valid contract; writing it as traded",
+		          "trade=%llu err=%s", (unsigned long long)tid,
+		          log_quote((char[300]){0}, 300, err));
+		(void)w;
+		memset(&k, 0, sizeof k);
+		k.product = cm.product;
+		k.perm_year = m->perm_year;
+		k.delivery = buyer_is_operator ? CONTRACT_OFFLINE : CONTRACT_LEND;
+		k.breach_penalty = m->breach_penalty;
+		k.recall_notice = cm.recall_notice;
+		k.created = k.changed_at = now;
+		k.delivery_deadline = now + cm.delivery_window;
+	}
+	iso_time(now / 1000000000, created);
+	iso_time(k.delivery_deadline / 1000000000, deliver_by);
+	return json_pack(
+	    "{s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:s,s:s,s:s?,s:I,s:s,s:s,"
+	    "s:s,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	    "id", (json_int_t)cid, "trade_id", (json_int_t)tid, "market_id",
+	    (json_int_t)m->id, "buyer_id", (json_int_t)buyer, "seller_id",
+	    (json_int_t)seller, "delivery", contract_delivery_name(k.delivery),
+	    "pages", (json_int_t)ev->pages, "price", (json_int_t)ev->price,
+	    "state", "pending_delivery", "deliver_by", deliver_by, "term_end",
+	    m->perm ? m->term_end : NULL, "notice_period_s",
+	    (json_int_t)m->notice_period_s, "created_at", created, "updated_at",
+	    created, "product", contract_product_name(k.product), "perm_year",
+	    k.perm_year, "breach_penalty", (json_int_t)k.breach_penalty,
+	    "recall_notice_ns", (json_int_t)k.recall_notice, "created_ns",
+	    (json_int_t)k.created, "deliver_by_ns",
+	    (json_int_t)k.delivery_deadline, "term_end_ns",
+	    (json_int_t)k.term_end, "delivered_ns", (json_int_t)0,
+	    "notice_end_ns", (json_int_t)0, "ended_ns", (json_int_t)0,
+	    "changed_ns", (json_int_t)k.changed_at);
+}
+
 static json_t *trade_rows(struct writer *w, struct batch *b, struct market *m,
                           const struct book_event *ev, rx_time_ns now)
 {
 	int64_t buyer = ev->side == BOOK_BUY ? ev->account : ev->maker_account;
 	int64_t seller = ev->side == BOOK_BUY ? ev->maker_account : ev->account;
 	struct acct *ba = acct_get(w, buyer);
-	const char *delivery = ba && ba->kind == 'o' ? "offline" : "lend";
+	bool operator_buys = ba && ba->kind == 'o';
 	uint64_t tid = w->next_trade++, cid = w->next_contract++;
-	char created[32], deliver_by[32];
-	int64_t now_s = now / 1000000000;
-	iso_time(now_s, created);
-	iso_time(now_s + m->delivery_deadline_s, deliver_by);
 
 	json_array_append_new(
 	    b->trades,
@@ -528,16 +596,8 @@ static json_t *trade_rows(struct writer *w, struct batch *b, struct market *m,
 	              "taker_side", writer_side_name(ev->side), "price",
 	              (json_int_t)ev->price, "pages", (json_int_t)ev->pages,
 	              "ts_ns", (json_int_t)now));
-	json_t *c = json_pack(
-	    "{s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:s,s:s,s:s?,s:I,s:s,s:s}", "id",
-	    (json_int_t)cid, "trade_id", (json_int_t)tid, "market_id",
-	    (json_int_t)m->id, "buyer_id", (json_int_t)buyer, "seller_id",
-	    (json_int_t)seller, "delivery", delivery, "pages",
-	    (json_int_t)ev->pages, "price", (json_int_t)ev->price, "state",
-	    "pending_delivery", "deliver_by", deliver_by, "term_end",
-	    m->perm ? m->term_end : NULL, "notice_period_s",
-	    (json_int_t)m->notice_period_s, "created_at", created, "updated_at",
-	    created);
+	json_t *c = contract_row(w, m, cid, tid, buyer, seller, operator_buys,
+	                         ev, now);
 	json_array_append(b->contracts, c);
 
 	/* the maker's row */
@@ -681,6 +741,14 @@ static void apply_new(struct writer *w, struct batch *b, struct writer_cmd *c,
 		         "pages kept offline",
 		         m->name);
 		fail_cmd(c, 403, "forbidden", "buyer not allowed", why);
+		return;
+	}
+	if (m->perm && now / 1000000000 >= m->term_end_s) {
+		snprintf(why, sizeof why,
+		         "%s ended at %s: its pages can no longer be "
+		         "committed; trade a later year",
+		         m->name, m->term_end);
+		fail_cmd(c, 422, "invalid", "market term over", why);
 		return;
 	}
 	if (c->side == BOOK_SELL && a->kind != 'n') {

@@ -8,6 +8,7 @@
 #                                  end-to-end); each prints, as its last
 #                                  line, "N passed, M failed"
 #   RAMEX_CHECK_ONLY=regex         run only the suites whose name matches
+#   RAMEX_CHECK_PG=dir             where its private PostgreSQL lives (var/check-pg)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -22,7 +23,7 @@ export RAMEX_TEST_OUTPUT=$OUT RAMEX_BUILD=$ROOT/$BUILD
 total_pass=0 total_fail=0 failed_suites=()
 only=${RAMEX_CHECK_ONLY:-}
 
-pgdir=$ROOT/var/check-pg
+pgdir=${RAMEX_CHECK_PG:-$ROOT/var/check-pg} # several checks at once: one each
 cleanup() { bash scripts/pg.sh destroy "$pgdir" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
