@@ -9,11 +9,12 @@
 #                                  line, "N passed, M failed"
 #   RAMEX_CHECK_ONLY=regex         run only the suites whose name matches
 #   RAMEX_CHECK_PG=dir             where its private PostgreSQL lives (var/check-pg)
+#   RAMEX_CHECK_OUT=dir            where logs and screenshots go (var/test-output)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 ROOT=$PWD
-OUT=$ROOT/var/test-output
+OUT=${RAMEX_CHECK_OUT:-$ROOT/var/test-output}
 rm -rf "$OUT"; mkdir -p "$OUT"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1:strict_string_checks=1}
