@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -118,9 +119,16 @@ static void queue(struct http_req *rq, int status, const char *ctype,
 	rq->replied = 1;
 	rq->status = status;
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
-	MHD_add_response_header(r, "Cache-Control", "no-store");
-	for (int i = 0; i < rq->nhdr; i++)
+	/* API answers are never cached; a handler that says otherwise (the
+	 * web pages revalidate with their ETag) replaces the default, since
+	 * two Cache-Control headers would combine to no-store. */
+	int own_cache = 0;
+	for (int i = 0; i < rq->nhdr; i++) {
 		MHD_add_response_header(r, rq->hname[i], rq->hval[i]);
+		own_cache |= strcasecmp(rq->hname[i], "Cache-Control") == 0;
+	}
+	if (!own_cache)
+		MHD_add_response_header(r, "Cache-Control", "no-store");
 	MHD_queue_response(rq->conn, (unsigned)status, r);
 	MHD_destroy_response(r);
 }

@@ -323,6 +323,7 @@ void static_serve(struct http_req *rq, const struct static_root *root)
 	case 200:
 	case 304:
 		http_add_header(rq, "ETag", rep.etag);
+		http_add_header(rq, "Cache-Control", STATIC_CACHE_CONTROL);
 		http_add_header(rq, "X-Content-Type-Options", "nosniff");
 		if (rep.is_page)
 			http_add_header(rq, "Content-Security-Policy",

@@ -13,7 +13,12 @@
  *
  * Replies carry a content type by extension, a strong ETag built from size
  * and modification time (If-None-Match gives 304), nosniff, and for pages a
- * Content-Security-Policy that allows only ramexd itself. Errors are 404 (or
+ * Content-Security-Policy that allows only ramexd itself. Every file is
+ * served with Cache-Control: no-cache (STATIC_CACHE_CONTROL): the browser
+ * keeps it but asks again each time, and the ETag turns that into a 304.
+ * No file name carries a content hash, so a long max-age would keep an old
+ * script after an upgrade; no-store (the API's default) would defeat the
+ * ETag altogether. Errors are 404 (or
  * 400 for a path no file can have), as RFC 9457 problem+json through
  * http_problem.
  *
@@ -32,6 +37,8 @@
  * must not be able to exhaust memory if someone drops a big one in. */
 #define STATIC_FILE_MAX (8 * 1024 * 1024)
 #define STATIC_MSG_MAX  256
+/* Keep, but revalidate every time (see above). */
+#define STATIC_CACHE_CONTROL "no-cache"
 
 struct static_root {
 	char dir[PATH_MAX]; /* realpath of the root, no trailing '/' */

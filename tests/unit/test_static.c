@@ -387,6 +387,10 @@ START_TEST(serve_adds_headers_and_problem_replies)
 	static_serve(&js, &sr);
 	ck_assert_int_eq(js.status, 200);
 	ck_assert_ptr_null(hdr(&js, "Content-Security-Policy"));
+	/* revalidated, not refused to the cache: no-store would make the
+	 * ETag useless, and no name is content-hashed for a long max-age */
+	ck_assert_str_eq(hdr(&rq, "Cache-Control"), "no-cache");
+	ck_assert_str_eq(hdr(&js, "Cache-Control"), "no-cache");
 
 	struct http_req again = {.method = "GET",
 	                         .path = "/web/index.html",
@@ -394,6 +398,9 @@ START_TEST(serve_adds_headers_and_problem_replies)
 	static_serve(&again, &sr);
 	ck_assert_int_eq(again.status, 304);
 	ck_assert_uint_eq(again.len, 0);
+	/* the 304 carries the tag and the caching rule again (RFC 9111) */
+	ck_assert_str_eq(hdr(&again, "ETag"), hdr(&rq, "ETag"));
+	ck_assert_str_eq(hdr(&again, "Cache-Control"), "no-cache");
 
 	struct http_req missing = {.method = "GET", .path = "/web/leak.txt"};
 	static_serve(&missing, &sr);
@@ -401,6 +408,8 @@ START_TEST(serve_adds_headers_and_problem_replies)
 	ck_assert_int_eq(missing.status, 404);
 	ck_assert_str_eq(missing.slug, "not-found");
 	ck_assert_str_eq(missing.detail, "no page leak.txt");
+	/* errors keep the API's default (no-store): nothing to revalidate */
+	ck_assert_ptr_null(hdr(&missing, "Cache-Control"));
 
 	struct http_req bad = {.method = "GET", .path = "/web/../x"};
 	static_serve(&bad, &sr);
