@@ -13,4 +13,5 @@ $(call unit_test,test_money,tests/unit/test_money.c $(MONEY_SRC))
 $(call unit_test,test_contract,tests/unit/test_contract.c $(CONTRACT_SRC) \
   $(MONEY_SRC))
 $(call unit_test,test_usage,tests/unit/test_usage.c $(USAGE_SRC) $(MONEY_SRC))
-# invoice.c has no suite yet (tests/unit/test_invoice.c is still to write).
+$(call unit_test,test_invoice,tests/unit/test_invoice.c $(INVOICE_SRC) \
+  $(CONTRACT_SRC) $(USAGE_SRC) $(MONEY_SRC))

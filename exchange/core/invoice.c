@@ -171,8 +171,15 @@ int invoice_settle(struct invoice_contract *c, const struct contract *k,
 		return fail(err, errlen,
 		            "delivered usage and the spot reference cannot be "
 		            "negative");
+	if (k->ended_at <= 0)
+		return fail(err, errlen,
+		            "contract %lld has no end instant; it settles once "
+		            "it has ended or breached",
+		            (long long)k->id);
+	/* The settlement belongs to the month the contract ended in, while
+	 * that invoice is a draft; afterwards to the next open one. */
 	int year, month;
-	money_month_of(now - grace, &year, &month);
+	money_month_of(k->ended_at - 1, &year, &month);
 	invoice_open_month(year, month, now, grace, &year, &month);
 	rx_time_ns from = k->delivered_at, to = k->ended_at;
 	struct money_carry carry = c->amount_carry;
@@ -180,10 +187,15 @@ int invoice_settle(struct invoice_contract *c, const struct contract *k,
 	rx_price price;
 	rx_ndollars amount;
 
-	if (k->state == CONTRACT_ENDED && k->ended_at == k->term_end &&
-	    k->delivered_at > 0) {
+	if (k->state == CONTRACT_ENDED && k->term_end > 0 &&
+	    k->ended_at >= k->term_end && k->delivered_at > 0 &&
+	    k->delivered_at < k->term_end) {
 		/* Delivered to the end: the whole term at the full price. The
-		 * top-up goes through the carry, so the total is exact. */
+		 * contract timer ends it at the first tick at or after
+		 * term_end, so ended_at is usually a little later; the term
+		 * still ends at term_end. The top-up goes through the carry,
+		 * so the total is exact. */
+		to = k->term_end;
 		i128 term_ps = (i128)k->pages *
 		               ((i128)k->term_end - k->delivered_at) /
 		               MONEY_NS_PER_S;

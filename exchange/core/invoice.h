@@ -152,13 +152,15 @@ int invoice_charge(struct invoice_contract *c, const struct invoice_due *due,
 /*
  * Settles a perm contract `k` that has ended or breached
  * (contract_rules settle == CONTRACT_SETTLE_TERM):
- *  - ENDED at its term end: the full price for its pages from delivery to
- *    the end of term, whatever the reports said;
+ *  - ENDED at (or, by the timer's tick, just after) its term end: the
+ *    full price for its pages from delivery to term_end, whatever the
+ *    reports said;
  *  - BREACHED: the delivered page-seconds (`delivered_ps`, all reports) at
  *    max(0, min(price, spot_reference) - breach_penalty).
  * The movement is the difference between that total and what c has billed
  * (a SETTLEMENT: usually a credit back to the buyer for a breach, a top-up
- * for an undercounted term), landing in the draft month of `now`. Marks c
+ * for an undercounted term), landing in the month the contract ended while
+ * that invoice is a draft, else in the next draft month. Marks c
  * settled; may run again after late reports (it posts only the new
  * difference). *settle_price gets the price it settled at.
  */
