@@ -4,11 +4,16 @@
  * Every sample_s seconds: sample → estimate → reconcile contracts with the
  * exchange (deliver new sales, take back recalled or ended ones) → strategy
  * → orders; every report_s seconds: cut the meter, spool every report
- * (fsync), send what is pending. The machine's own workload always wins:
- * a recall gives the pages back locally first and tells the exchange after.
- * When the exchange cannot be reached the agent keeps delivering, metering
- * and spooling, and sends everything once it is back. SIGTERM/SIGINT: cancel
- * the open offers, give every page back, spool the final reports, exit.
+ * (fsync), send what is pending in batches. Between samples the agent
+ * sleeps on the event stream (events.h): a fill or a contract move wakes
+ * it and it reconciles at once; while the stream is down it lists the
+ * contracts every sample instead of every poll_s. The machine's own
+ * workload always wins: a recall gives the pages back locally first and
+ * tells the exchange after. When the exchange cannot be reached the agent
+ * keeps delivering, metering and spooling, and sends everything once it is
+ * back. SIGTERM/SIGINT: cancel the open offers, give every page back,
+ * recall what it sold on spot and end what it borrowed, spool the final
+ * reports, send them, exit.
  */
 #include "common/log.h"
 #include "node-agent/client.h"
@@ -16,11 +21,13 @@
 #include "node-agent/core/meter.h"
 #include "node-agent/core/strategy.h"
 #include "node-agent/core/wsest.h"
+#include "node-agent/events.h"
 #include "node-agent/exec.h"
 #include "node-agent/sample.h"
 #include "node-agent/spool.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,7 +36,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define AGENT_MAX_PENDING 256 /* reports sent per round */
+#define AGENT_BATCH       1000 /* reports per POST /v1/usage (the API's most) */
+#define AGENT_MAX_BATCHES 8    /* batches sent per round */
 
 struct held { /* a contract of ours the exchange knows */
 	int64_t id;
@@ -38,6 +46,12 @@ struct held { /* a contract of ours the exchange knows */
 	enum exec_kind kind;
 	rx_pages pages; /* contract size */
 	int seen;       /* in this round's listing */
+	int confirmed;  /* seller: the exchange has our delivery; buyer: active
+	                 */
+	int metering;   /* its pages are held and metered */
+	/* Pages given back, the exchange not yet told (recall or end): the
+	 * call is retried until it answers. */
+	const char *tell; /* "recall", "end" or NULL */
 };
 
 struct agent {
@@ -61,16 +75,26 @@ struct agent {
 	uint64_t order_seq;
 	/* counters for the status file */
 	int64_t n_samples, n_orders, n_cancels, n_recalls, n_deliveries;
-	int64_t n_reports, n_acked, n_send_fail, n_errors;
+	int64_t n_reports, n_acked, n_send_fail, n_errors, n_set_aside;
+	int64_t n_batches, n_reconciles;
 	int warned_no_usage;
+	struct events_stream *ev;
+	int64_t last_list_ms; /* when the contracts were last listed */
 };
 
 static volatile sig_atomic_t stop;
+static int wake_pipe[2] = {-1, -1}; /* the signal handler wakes the wait */
 
 static void on_signal(int sig)
 {
 	(void)sig;
 	stop = 1;
+	if (wake_pipe[1] >= 0) {
+		int saved = errno;
+		ssize_t w = write(wake_pipe[1], "x", 1);
+		(void)w;
+		errno = saved;
+	}
 }
 
 static rx_time_ns now_ns(void)
@@ -107,12 +131,39 @@ static int call(struct agent *a, const char *method, const char *path,
 
 /* ---- sampling ---- */
 
+/* sim: the workload's size may be changed from outside (tests, demos)
+ * through sim_usage_file, re-read every sample. */
+static void sim_read_usage(struct agent *a)
+{
+	char buf[64];
+	long long v;
+	char *end;
+
+	if (!a->cfg.sim_usage_file[0])
+		return;
+	FILE *f = fopen(a->cfg.sim_usage_file, "r");
+	if (!f)
+		return; /* absent: keep the current usage */
+	if (fgets(buf, sizeof buf, f)) {
+		errno = 0;
+		v = strtoll(buf, &end, 10);
+		if (!errno && end != buf && v >= 0 && v <= a->cfg.sim_total &&
+		    v != a->cfg.sim_usage) {
+			log_info("sim workload changed", "usage_pages=%lld", v);
+			a->cfg.sim_usage = v;
+			exec_sim_set_usage(a->ex, v);
+		}
+	}
+	fclose(f);
+}
+
 static int take_sample(struct agent *a, rx_time_ns t, struct wsest_sample *s)
 {
 	char err[512];
 	const char *why;
 
 	if (!strcmp(a->cfg.backend, "sim")) {
+		sim_read_usage(a);
 		/* The sim's workload touches all of its pages: its working
 		 * set is its usage, measured through the same estimator. */
 		memset(s, 0, sizeof *s);
@@ -143,18 +194,27 @@ static int take_sample(struct agent *a, rx_time_ns t, struct wsest_sample *s)
 
 /* ---- reports ---- */
 
+/* Spools one metered period; `pages` is what the contract holds at its
+ * end. The cumulative counter continues from the contract's last report. */
 static void spool_period(struct agent *a, const struct meter_period *p,
-                         int final)
+                         rx_pages pages, int final)
 {
-	struct spool_report r;
+	struct spool_report r, last;
 	char err[512];
 
+	/* The exchange refuses empty periods; nothing was metered anyway. */
+	if (p->end <= p->start)
+		return;
 	memset(&r, 0, sizeof r);
 	snprintf(r.contract, sizeof r.contract, "%s", p->contract);
 	r.start = p->start;
 	r.end = p->end;
 	r.page_seconds = p->page_seconds;
 	r.carry_pns = p->carry_pns;
+	r.cum_page_seconds = p->page_seconds;
+	if (spool_last(a->spool, p->contract, &last) == 0)
+		r.cum_page_seconds += last.cum_page_seconds;
+	r.pages_at_end = pages < 0 ? 0 : pages;
 	r.final = final;
 	if (spool_append(a->spool, &r, err, sizeof err) < 0) {
 		/* Not durable means not sent: the meter keeps nothing back,
@@ -168,46 +228,122 @@ static void spool_period(struct agent *a, const struct meter_period *p,
 	a->n_reports++;
 }
 
-static void send_reports(struct agent *a)
+static json_t *report_json(const struct spool_report *p)
 {
-	static struct spool_report p[AGENT_MAX_PENDING];
-	char err[512];
-	int n = spool_pending(a->spool, p, AGENT_MAX_PENDING);
+	return json_pack(
+	    "{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "epoch", (json_int_t)p->epoch,
+	    "seq", (json_int_t)p->seq, "contract_id",
+	    (json_int_t)strtoll(p->contract, NULL, 10), "period_start_ns",
+	    (json_int_t)p->start, "period_end_ns", (json_int_t)p->end,
+	    "page_seconds", (json_int_t)p->page_seconds, "kmod_page_seconds",
+	    (json_int_t)p->cum_page_seconds, "kmod_pages",
+	    (json_int_t)p->pages_at_end);
+}
 
-	if (n > AGENT_MAX_PENDING)
-		n = AGENT_MAX_PENDING;
-	for (int i = 0; i < n && a->reachable; i++) {
+enum sent { SENT_OK, SENT_REFUSED, SENT_LATER, SENT_DOWN };
+
+/* POSTs reports p[0..n) as one batch. */
+static enum sent post_batch(struct agent *a, const struct spool_report *p,
+                            int n, struct client_resp *r)
+{
+	json_t *arr = json_array();
+	for (int i = 0; i < n; i++)
+		json_array_append_new(arr, report_json(&p[i]));
+	json_t *b = json_pack("{s:o}", "reports", arr);
+	int rc = call(a, "POST", "/v1/usage", b, NULL, r);
+	json_decref(b);
+	if (rc < 0)
+		return SENT_DOWN;
+	a->n_batches++;
+	if (r->status == 200 || r->status == 201)
+		return SENT_OK;
+	if (r->status == 409 || r->status == 422)
+		return SENT_REFUSED;
+	if (r->status == 404 || r->status == 405) {
+		if (!a->warned_no_usage)
+			log_warn("the exchange has no usage endpoint; "
+			         "reports stay in the spool",
+			         "status=%ld", r->status);
+		a->warned_no_usage = 1;
+	} else {
+		a->n_send_fail++;
+		log_warn("usage batch not taken; kept for resending",
+		         "reports=%d status=%ld detail=%s", n, r->status,
+		         log_quote((char[300]){0}, 300, r->detail));
+	}
+	return SENT_LATER;
+}
+
+static void ack(struct agent *a, const struct spool_report *p)
+{
+	char err[512];
+	if (spool_ack(a->spool, p->seq, err, sizeof err) < 0)
+		log_warn("could not mark a report acknowledged; it will be "
+		         "resent and counted once",
+		         "seq=%" PRIu64 " err=%s", p->seq,
+		         log_quote((char[600]){0}, 600, err));
+	a->n_acked++;
+}
+
+/* The exchange refused a batch (409: a number reused with another body;
+ * 422: a report it cannot take): one by one, so that only the reports
+ * refused on their own are set aside and the rest are counted. */
+static enum sent send_one_by_one(struct agent *a, const struct spool_report *p,
+                                 int n)
+{
+	char err[512];
+	for (int i = 0; i < n; i++) {
 		struct client_resp r;
-		json_t *b = json_pack(
-		    "{s:I,s:I,s:I,s:I,s:I,s:I,s:b}", "epoch",
-		    (json_int_t)p[i].epoch, "seq", (json_int_t)p[i].seq,
-		    "contract_id", (json_int_t)strtoll(p[i].contract, NULL, 10),
-		    "period_start_ns", (json_int_t)p[i].start, "period_end_ns",
-		    (json_int_t)p[i].end, "page_seconds",
-		    (json_int_t)p[i].page_seconds, "final", p[i].final);
-		int rc = call(a, "POST", "/v1/usage", b, NULL, &r);
-		json_decref(b);
-		if (rc < 0)
-			break;
-		if (r.status == 200 || r.status == 201) {
-			spool_ack(a->spool, p[i].seq, err, sizeof err);
-			a->n_acked++;
-		} else if (r.status == 404 || r.status == 405) {
-			if (!a->warned_no_usage)
-				log_warn("the exchange has no usage endpoint; "
-				         "reports stay in the spool",
-				         "status=%ld", r.status);
-			a->warned_no_usage = 1;
-			client_resp_clear(&r);
-			break;
-		} else {
-			a->n_send_fail++;
-			log_warn("usage report refused; kept for resending",
-			         "seq=%" PRIu64 " status=%ld detail=%s",
-			         p[i].seq, r.status,
-			         log_quote((char[300]){0}, 300, r.detail));
+		enum sent st = post_batch(a, &p[i], 1, &r);
+		if (st == SENT_OK) {
+			ack(a, &p[i]);
+		} else if (st == SENT_REFUSED) {
+			json_t *e = json_array_get(
+			    json_object_get(r.json, "errors"), 0);
+			const char *d =
+			    json_string_value(json_object_get(e, "detail"));
+			log_error(
+			    "usage report refused by the exchange; set aside "
+			    "in the spool (a person must look)",
+			    "epoch=%" PRIu64 " seq=%" PRIu64
+			    " contract=%s status=%ld detail=%s",
+			    p[i].epoch, p[i].seq, p[i].contract, r.status,
+			    log_quote((char[400]){0}, 400, d ? d : r.detail));
+			if (spool_set_aside(a->spool, p[i].seq, err,
+			                    sizeof err) < 0)
+				log_error("could not set a report aside",
+				          "err=%s",
+				          log_quote((char[600]){0}, 600, err));
+			a->n_set_aside++;
 		}
 		client_resp_clear(&r);
+		if (st == SENT_LATER || st == SENT_DOWN)
+			return st;
+	}
+	return SENT_OK;
+}
+
+static void send_reports(struct agent *a)
+{
+	static struct spool_report p[AGENT_BATCH];
+	char err[512];
+
+	for (int round = 0; round < AGENT_MAX_BATCHES; round++) {
+		int n = spool_pending(a->spool, p, AGENT_BATCH);
+		if (n > AGENT_BATCH)
+			n = AGENT_BATCH;
+		if (n == 0)
+			break;
+		struct client_resp r;
+		enum sent st = post_batch(a, p, n, &r);
+		client_resp_clear(&r);
+		if (st == SENT_OK)
+			for (int i = 0; i < n; i++)
+				ack(a, &p[i]);
+		else if (st == SENT_REFUSED)
+			st = send_one_by_one(a, p, n);
+		if (st != SENT_OK)
+			break;
 	}
 	if (spool_records(a->spool) > 4096 &&
 	    spool_pending(a->spool, p, 0) < 1024 &&
@@ -220,10 +356,11 @@ static void cut_all(struct agent *a, rx_time_ns t)
 {
 	struct meter_period p;
 	const char *why;
-	for (int i = 0; i < meter_count(a->meter); i++)
-		if (meter_cut(a->meter, meter_id(a->meter, i), t, &p, &why) ==
-		    0)
-			spool_period(a, &p, 0);
+	for (int i = 0; i < meter_count(a->meter); i++) {
+		const char *id = meter_id(a->meter, i);
+		if (meter_cut(a->meter, id, t, &p, &why) == 0)
+			spool_period(a, &p, meter_pages(a->meter, id), 0);
+	}
 }
 
 /* ---- contracts ---- */
@@ -236,48 +373,126 @@ static struct held *find_held(struct agent *a, int64_t id)
 	return NULL;
 }
 
-/* Starts delivering (seller) or receiving (buyer) contract h. */
-static void deliver(struct agent *a, struct held *h, rx_time_ns t)
+/* Starts metering h's pages from t, or, after a restart, from where the
+ * spool's last report of it stopped (unless that report was its last). */
+static void start_meter(struct agent *a, struct held *h, rx_pages got,
+                        rx_time_ns t)
 {
-	char id[32], err[512];
-	rx_pages got = 0;
+	char id[32];
 	const char *why;
 	struct spool_report last;
 
 	snprintf(id, sizeof id, "%" PRId64, h->id);
-	if (exec_take(a->ex, id, h->kind, h->pages, &got, err, sizeof err) <
-	    0) {
-		log_error("could not deliver", "contract=%s err=%s", id,
-		          log_quote((char[600]){0}, 600, err));
-		a->n_errors++;
-		return;
-	}
-	/* After a restart metering resumes where the spool stopped. */
 	rx_time_ns from = t;
 	int64_t carry = 0;
 	if (spool_last(a->spool, id, &last) == 0 && !last.final &&
 	    last.end <= t) {
 		from = last.end;
 		carry = last.carry_pns;
+	} else if (spool_last(a->spool, id, &last) == 0 && last.end > t) {
+		from = last.end; /* the clock stepped back: never overlap */
 	}
-	if (meter_start(a->meter, id, from, got, carry, &why) < 0)
+	if (meter_start(a->meter, id, from, got, carry, &why) < 0) {
 		log_error("could not meter", "contract=%s why=%s", id,
 		          log_quote((char[300]){0}, 300, why));
-	a->n_deliveries++;
-	log_info(h->side == STRATEGY_SELL ? "delivered" : "receiving",
-	         "contract=%s pages=%lld of=%lld kind=%d", id, (long long)got,
-	         (long long)h->pages, h->kind);
-	if (got < h->pages)
-		log_warn("delivered short: memory in use",
-		         "contract=%s "
-		         "missing=%lld",
-		         id, (long long)(h->pages - got));
+		a->n_errors++;
+		return;
+	}
+	h->metering = 1;
 }
 
-/* Gives back up to `pages` of h (all when pages >= held); final when the
- * contract is over. */
+/* Takes the pages of a contract we sell (offline or lent) or receive. */
+static int take_pages(struct agent *a, struct held *h, rx_pages *got)
+{
+	char id[32], err[512];
+
+	snprintf(id, sizeof id, "%" PRId64, h->id);
+	rx_pages have = exec_held(a->ex, id);
+	if (have >= h->pages) {
+		*got = have;
+		return 0;
+	}
+	rx_pages more = 0;
+	if (exec_take(a->ex, id, h->kind, h->pages - (have > 0 ? have : 0),
+	              &more, err, sizeof err) < 0) {
+		log_error("could not take the contract's pages",
+		          "contract=%s err=%s", id,
+		          log_quote((char[600]){0}, 600, err));
+		a->n_errors++;
+		return -1;
+	}
+	*got = (have > 0 ? have : 0) + more;
+	if (*got < h->pages)
+		log_warn("delivered short: memory in use",
+		         "contract=%s missing=%lld", id,
+		         (long long)(h->pages - *got));
+	return 0;
+}
+
+/* A contract move on the exchange (deliver, recall, end). 1 when the
+ * exchange answered with the move made (or made before), 0 when it refused
+ * it for good, -1 when it must be retried. */
+static int contract_move(struct agent *a, int64_t id, const char *move,
+                         const char *note)
+{
+	struct client_resp r;
+	char path[128];
+
+	snprintf(path, sizeof path, "/v1/contracts/%" PRId64 "/%s", id, move);
+	json_t *b = json_pack("{s:s}", "note", note);
+	int rc = call(a, "POST", path, b, NULL, &r);
+	json_decref(b);
+	if (rc < 0)
+		return -1;
+	int out;
+	if (r.status == 200) {
+		out = 1;
+	} else if (r.status == 409 || r.status == 403 || r.status == 404 ||
+	           r.status == 422) {
+		log_warn("the exchange refused a contract move",
+		         "contract=%" PRId64 " move=%s status=%ld detail=%s",
+		         id, move, r.status,
+		         log_quote((char[300]){0}, 300, r.detail));
+		out = 0;
+	} else {
+		log_warn("contract move not taken; retrying",
+		         "contract=%" PRId64 " move=%s status=%ld detail=%s",
+		         id, move, r.status,
+		         log_quote((char[300]){0}, 300, r.detail));
+		out = -1;
+	}
+	client_resp_clear(&r);
+	return out;
+}
+
+/* Seller of a contract pending delivery: take the pages, then confirm. The
+ * meter starts once the exchange has the delivery, since it counts usage
+ * from then on. */
+static void deliver(struct agent *a, struct held *h, rx_time_ns t)
+{
+	rx_pages got = 0;
+
+	if (take_pages(a, h, &got) < 0 || got == 0)
+		return;
+	int rc = contract_move(a, h->id, "deliver", "ramex-agent: pages out");
+	if (rc < 0)
+		return; /* pages stay out; confirmed at the next round */
+	if (rc == 0) {
+		/* Too late or no longer ours: the contract's next listing
+		 * (breached, ended) gives the pages back. */
+		return;
+	}
+	h->confirmed = 1;
+	start_meter(a, h, got, t);
+	a->n_deliveries++;
+	log_info("delivered", "contract=%" PRId64 " pages=%lld of=%lld kind=%d",
+	         h->id, (long long)got, (long long)h->pages, h->kind);
+}
+
+/* Gives back up to `pages` of h (all when pages >= held); the period is
+ * the contract's last when every page is back. */
 static void take_back(struct agent *a, struct held *h, rx_pages pages,
-                      rx_time_ns t, int final)
+                      rx_time_ns t)
 {
 	char id[32], err[512];
 	const char *why;
@@ -294,9 +509,12 @@ static void take_back(struct agent *a, struct held *h, rx_pages pages,
 	rx_pages left = exec_held(a->ex, id);
 	if (left < 0)
 		left = 0;
-	if (final || left == 0) {
+	if (!h->metering)
+		return;
+	if (left == 0) {
 		if (meter_stop(a->meter, id, t, &p, &why) == 0)
-			spool_period(a, &p, 1);
+			spool_period(a, &p, 0, 1);
+		h->metering = 0;
 	} else {
 		meter_set(a->meter, id, t, left, &why);
 	}
@@ -309,72 +527,144 @@ static int kind_of(const char *delivery, enum strategy_side side)
 	return delivery && !strcmp(delivery, "lend") ? EXEC_LEND : EXEC_OFFLINE;
 }
 
-/* Brings local contracts in line with the exchange's list. */
-static void reconcile(struct agent *a, rx_time_ns t)
+static void drop_held(struct agent *a, struct held *h)
 {
-	struct client_resp r;
+	*h = a->held[--a->nheld];
+}
 
-	if (call(a, "GET", "/v1/contracts?limit=200", NULL, NULL, &r) < 0)
+/* One listed contract. */
+static void reconcile_one(struct agent *a, json_t *c, rx_time_ns t)
+{
+	int64_t id = json_integer_value(json_object_get(c, "id"));
+	const char *state = json_string_value(json_object_get(c, "state"));
+	const char *market = json_string_value(json_object_get(c, "market"));
+	const char *delivery =
+	    json_string_value(json_object_get(c, "delivery"));
+	int64_t seller = json_integer_value(json_object_get(c, "seller_id"));
+	int64_t buyer = json_integer_value(json_object_get(c, "buyer_id"));
+	int pending = state && !strcmp(state, "pending_delivery");
+	int active = state && !strcmp(state, "active");
+	struct held *h = find_held(a, id);
+
+	if (!pending && !active)
+		return; /* over: handled as "not seen" */
+	if (seller != a->account && buyer != a->account)
 		return;
-	if (r.status != 200) {
-		log_warn("could not list contracts", "status=%ld", r.status);
-		client_resp_clear(&r);
+	/* An offline buyer (the operator) receives nothing; a lend buyer
+	 * receives once the seller delivered. */
+	if (seller != a->account &&
+	    (!delivery || strcmp(delivery, "lend") || !active))
 		return;
+	if (!h) {
+		if (a->nheld == STRATEGY_MAX_CONTRACTS) {
+			log_error("too many contracts to hold; not delivering",
+			          "contract=%" PRId64, id);
+			return;
+		}
+		h = &a->held[a->nheld++];
+		memset(h, 0, sizeof *h);
+		h->id = id;
+		h->side = seller == a->account ? STRATEGY_SELL : STRATEGY_BUY;
+		h->product = market && !strncmp(market, "perm-", 5)
+		                 ? STRATEGY_PERM
+		                 : STRATEGY_SPOT;
+		h->kind = kind_of(delivery, h->side);
+		h->pages = json_integer_value(json_object_get(c, "pages"));
 	}
-	for (int i = 0; i < a->nheld; i++)
-		a->held[i].seen = 0;
-	json_t *items = json_object_get(r.json, "items"), *c;
-	size_t i;
-	json_array_foreach(items, i, c)
-	{
-		int64_t id = json_integer_value(json_object_get(c, "id"));
-		const char *state =
-		    json_string_value(json_object_get(c, "state"));
-		const char *market =
-		    json_string_value(json_object_get(c, "market"));
-		int64_t seller =
-		    json_integer_value(json_object_get(c, "seller_id"));
-		int live = state && (!strcmp(state, "pending_delivery") ||
-		                     !strcmp(state, "active"));
-		struct held *h = find_held(a, id);
-		if (h)
-			h->seen = 1;
-		if (live && !h && a->nheld < STRATEGY_MAX_CONTRACTS) {
-			h = &a->held[a->nheld++];
-			memset(h, 0, sizeof *h);
-			h->id = id;
-			h->seen = 1;
-			h->side =
-			    seller == a->account ? STRATEGY_SELL : STRATEGY_BUY;
-			h->product = market && !strncmp(market, "perm-", 5)
-			                 ? STRATEGY_PERM
-			                 : STRATEGY_SPOT;
-			h->kind = kind_of(
-			    json_string_value(json_object_get(c, "delivery")),
-			    h->side);
-			h->pages =
-			    json_integer_value(json_object_get(c, "pages"));
-			/* An offline buyer (the operator) receives nothing. */
-			if (h->side == STRATEGY_BUY &&
-			    strcmp(json_string_value(
-			               json_object_get(c, "delivery"))
-			               ? json_string_value(
-			                     json_object_get(c, "delivery"))
-			               : "",
-			           "lend")) {
-				a->nheld--;
-				continue;
-			}
-			deliver(a, h, t);
-		} else if (h && !live) {
-			log_info("contract over",
-			         "contract=%" PRId64 " state=%s", id,
-			         state ? state : "?");
-			take_back(a, h, h->pages, t, 1);
-			*h = a->held[--a->nheld];
+	h->seen = 1;
+	if (h->tell)
+		return; /* given back; the exchange is told below */
+	if (h->side == STRATEGY_SELL && pending && !h->confirmed) {
+		deliver(a, h, t);
+	} else if (!h->metering) {
+		/* Active and not held here: a buyer's new lend, or our own
+		 * contract after a restart (metering resumes from the spool).
+		 */
+		rx_pages got = 0;
+		if (take_pages(a, h, &got) == 0 && got > 0) {
+			h->confirmed = 1;
+			start_meter(a, h, got, t);
+			a->n_deliveries++;
+			log_info(h->side == STRATEGY_SELL ? "delivering"
+			                                  : "receiving",
+			         "contract=%" PRId64 " pages=%lld", id,
+			         (long long)got);
 		}
 	}
+}
+
+static int list_contracts(struct agent *a, const char *state, rx_time_ns t)
+{
+	struct client_resp r;
+	char path[128];
+
+	snprintf(path, sizeof path, "/v1/contracts?state=%s&limit=500", state);
+	if (call(a, "GET", path, NULL, NULL, &r) < 0)
+		return -1;
+	if (r.status != 200) {
+		log_warn("could not list contracts", "status=%ld detail=%s",
+		         r.status, log_quote((char[300]){0}, 300, r.detail));
+		client_resp_clear(&r);
+		return -1;
+	}
+	json_t *c;
+	size_t i;
+	json_array_foreach(json_object_get(r.json, "items"), i, c)
+	    reconcile_one(a, c, t);
 	client_resp_clear(&r);
+	return 0;
+}
+
+/* Brings local contracts in line with the exchange's: deliver what we
+ * sold, receive what we borrowed, give back what is over, and tell the
+ * exchange about pages we took back while it could not hear us. */
+static void reconcile(struct agent *a, rx_time_ns t)
+{
+	for (int i = 0; i < a->nheld; i++)
+		a->held[i].seen = 0;
+	if (list_contracts(a, "pending_delivery", t) < 0 ||
+	    list_contracts(a, "active", t) < 0)
+		return; /* without the whole picture, change nothing */
+	a->n_reconciles++;
+	a->last_list_ms = events_now_ms();
+	for (int i = 0; i < a->nheld;) {
+		struct held *h = &a->held[i];
+		if (!h->seen) {
+			/* recalling, ended or breached: the contract is over
+			 * for the pages (a recall's notice is the buyer's
+			 * time to move out, not ours to keep delivering). */
+			if (!h->tell)
+				log_info("contract over", "contract=%" PRId64,
+				         h->id);
+			take_back(a, h, h->pages, t);
+			drop_held(a, h);
+			continue;
+		}
+		if (h->tell &&
+		    contract_move(a, h->id, h->tell,
+		                  "ramex-agent: pages taken back") >= 0) {
+			drop_held(a, h);
+			continue;
+		}
+		i++;
+	}
+}
+
+/* Takes every page of h back, then tells the exchange (`move`: recall
+ * for a sale, end for a borrow). The workload wins: the pages come back
+ * whether or not the exchange can be told now. */
+static void give_up(struct agent *a, struct held *h, const char *move,
+                    const char *why, rx_time_ns t)
+{
+	take_back(a, h, h->pages, t);
+	h->tell = move;
+	a->n_recalls++;
+	log_warn(!strcmp(move, "recall") ? "recalled a contract"
+	                                 : "ended a borrowed contract",
+	         "contract=%" PRId64 " pages=%lld why=%s", h->id,
+	         (long long)h->pages, log_quote((char[200]){0}, 200, why));
+	if (contract_move(a, h->id, move, why) >= 0)
+		drop_held(a, h);
 }
 
 /* The kernel took offline pages back (OOM): meter the loss. */
@@ -389,7 +679,12 @@ static void sync_losses(struct agent *a, rx_time_ns t)
 		meter_set(a->meter, lost[i].id, t, left < 0 ? 0 : left, &why);
 		log_warn("the kernel took pages back", "contract=%s pages=%lld",
 		         lost[i].id, (long long)lost[i].pages);
-		a->n_recalls++;
+		/* A contract cannot be delivered in part: the rest comes back
+		 * too and the exchange hears of a recall. */
+		struct held *h = find_held(a, strtoll(lost[i].id, NULL, 10));
+		if (h && h->side == STRATEGY_SELL && !h->tell)
+			give_up(a, h, "recall", "the kernel took pages back",
+			        t);
 	}
 }
 
@@ -498,26 +793,13 @@ static void act(struct agent *a, const struct strategy_action *x, rx_time_ns t)
 	}
 	case STRATEGY_RECALL:
 	case STRATEGY_RELEASE: {
-		/* Pages first: the workload wins. Then the exchange. */
+		/* Whole contracts: the API recalls and ends contracts, not
+		 * parts of them. Pages first, then the exchange. */
 		struct held *h = find_held(a, (int64_t)x->id);
-		if (!h)
+		if (!h || h->tell)
 			break;
-		take_back(a, h, x->pages, t, 0);
-		a->n_recalls++;
-		log_warn(x->kind == STRATEGY_RECALL ? "recalled pages"
-		                                    : "released borrowed pages",
-		         "contract=%" PRIu64 " pages=%lld why=%s", x->id,
-		         (long long)x->pages,
-		         log_quote((char[200]){0}, 200, x->reason));
-		snprintf(path, sizeof path, "/v1/contracts/%" PRIu64 "/recall",
-		         x->id);
-		json_t *b = json_pack("{s:I}", "pages", (json_int_t)x->pages);
-		if (call(a, "POST", path, b, NULL, &r) == 0 && r.status >= 400)
-			log_warn("exchange did not take the recall",
-			         "contract=%" PRIu64 " status=%ld", x->id,
-			         r.status);
-		json_decref(b);
-		client_resp_clear(&r);
+		give_up(a, h, x->kind == STRATEGY_RECALL ? "recall" : "end",
+		        x->reason, t);
 		break;
 	}
 	}
@@ -565,6 +847,17 @@ static void decide(struct agent *a, rx_time_ns t)
 
 /* ---- status ---- */
 
+static rx_pages held_of(const struct agent *a, enum exec_kind k)
+{
+	rx_pages n = 0;
+	if (!a->ex)
+		return 0;
+	for (int i = 0; i < exec_count(a->ex); i++)
+		if (exec_kind_of(a->ex, i) == k)
+			n += exec_held(a->ex, exec_id(a->ex, i));
+	return n;
+}
+
 static void write_status(struct agent *a)
 {
 	char tmp[CONFIG_STR + 8];
@@ -573,7 +866,7 @@ static void write_status(struct agent *a)
 	if (!a->cfg.status_file[0])
 		return;
 	snprintf(tmp, sizeof tmp, "%s.tmp", a->cfg.status_file);
-	if (!(f = fopen(tmp, "w")))
+	if (!a->spool || !(f = fopen(tmp, "w")))
 		return;
 	static struct spool_report none[1];
 	fprintf(f,
@@ -602,6 +895,15 @@ static void write_status(struct agent *a)
 	        "ramex_agent_reports_total %lld\n"
 	        "ramex_agent_reports_acked_total %lld\n"
 	        "ramex_agent_reports_pending %d\n"
+	        "ramex_agent_reports_set_aside %d\n"
+	        "ramex_agent_usage_batches_total %lld\n"
+	        "ramex_agent_reconciles_total %lld\n"
+	        "ramex_agent_events_up %d\n"
+	        "ramex_agent_events_total %lld\n"
+	        "ramex_agent_event_connects_total %lld\n"
+	        "ramex_agent_offline_pages %lld\n"
+	        "ramex_agent_lent_pages %lld\n"
+	        "ramex_agent_borrowed_held_pages %lld\n"
 	        "ramex_agent_errors_total %lld\n",
 	        (long long)a->e.wss, (long long)a->e.wss_err,
 	        (long long)a->e.resident, (long long)a->e.dydx,
@@ -614,23 +916,63 @@ static void write_status(struct agent *a)
 	        (long long)a->n_orders, (long long)a->n_cancels,
 	        (long long)a->n_deliveries, (long long)a->n_recalls,
 	        (long long)a->n_reports, (long long)a->n_acked,
-	        spool_pending(a->spool, none, 0), (long long)a->n_errors);
+	        spool_pending(a->spool, none, 0),
+	        spool_set_aside_count(a->spool), (long long)a->n_batches,
+	        (long long)a->n_reconciles, a->ev ? events_up(a->ev) : 0,
+	        (long long)(a->ev ? events_received(a->ev) : 0),
+	        (long long)(a->ev ? events_connects(a->ev) : 0),
+	        (long long)held_of(a, EXEC_OFFLINE),
+	        (long long)held_of(a, EXEC_LEND),
+	        (long long)held_of(a, EXEC_BORROW), (long long)a->n_errors);
 	for (int i = 0; i < meter_count(a->meter); i++)
 		fprintf(
 		    f, "ramex_agent_contract_pages{contract=\"%s\"} %lld\n",
 		    meter_id(a->meter, i),
 		    (long long)meter_pages(a->meter, meter_id(a->meter, i)));
+	/* What was metered and spooled per contract: the figure the
+	 * exchange's counted usage must equal once the spool is sent. */
+	for (int i = 0; i < a->nheld; i++) {
+		struct spool_report last;
+		char id[32];
+		snprintf(id, sizeof id, "%" PRId64, a->held[i].id);
+		if (spool_last(a->spool, id, &last) == 0)
+			fprintf(f,
+			        "ramex_agent_contract_page_seconds{contract="
+			        "\"%s\"} %lld\n",
+			        id, (long long)last.cum_page_seconds);
+	}
 	if (fclose(f) == 0)
 		rename(tmp, a->cfg.status_file);
 }
 
 /* ---- start and stop ---- */
 
+/* Learns this node's account. 0 when known; -1 with err when the
+ * exchange refused the key (a configuration error: stop); 0 with the
+ * account still unknown when the exchange cannot be reached (ask again). */
+static int whoami(struct agent *a, char *err, size_t errlen)
+{
+	struct client_resp r;
+
+	if (call(a, "GET", "/v1/whoami", NULL, NULL, &r) < 0)
+		return 0;
+	if (r.status != 200) {
+		snprintf(err, errlen,
+		         "the exchange refused this node's key (%ld %s): check "
+		         "key_id and secret_file",
+		         r.status, r.detail);
+		client_resp_clear(&r);
+		return -1;
+	}
+	a->account = json_integer_value(json_object_get(r.json, "account_id"));
+	client_resp_clear(&r);
+	return 0;
+}
+
 static int start(struct agent *a, char *err, size_t errlen)
 {
 	char secret[256];
 	const char *why;
-	struct client_resp r;
 
 	if (client_read_secret(a->cfg.secret_file, secret, sizeof secret, err,
 	                       errlen) < 0)
@@ -686,24 +1028,25 @@ static int start(struct agent *a, char *err, size_t errlen)
 			         log_quote((char[600]){0}, 600, e2));
 	}
 	a->reachable = 1;
-	if (call(a, "GET", "/v1/whoami", NULL, NULL, &r) == 0) {
-		if (r.status != 200) {
-			snprintf(err, errlen,
-			         "the exchange refused this node's "
-			         "key (%ld %s): check key_id and secret_file",
-			         r.status, r.detail);
-			client_resp_clear(&r);
-			return -1;
-		}
-		a->account =
-		    json_integer_value(json_object_get(r.json, "account_id"));
-		client_resp_clear(&r);
+	if (whoami(a, err, errlen) < 0)
+		return -1;
+	if (pipe(wake_pipe) < 0 ||
+	    fcntl(wake_pipe[0], F_SETFL, O_NONBLOCK) < 0 ||
+	    fcntl(wake_pipe[1], F_SETFL, O_NONBLOCK) < 0) {
+		snprintf(err, errlen, "could not make the wake-up pipe: %s",
+		         strerror(errno));
+		return -1;
+	}
+	if (a->cfg.events && !(a->ev = events_new(a->cl, wake_pipe[0]))) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
 	}
 	log_info("started",
 	         "backend=%s managed_pages=%lld account=%lld "
-	         "epoch=%" PRIu64 " pending_reports=%d",
+	         "epoch=%" PRIu64 " pending_reports=%d events=%d",
 	         exec_name(a->ex), (long long)a->managed, (long long)a->account,
-	         spool_epoch(a->spool), spool_pending(a->spool, NULL, 0));
+	         spool_epoch(a->spool), spool_pending(a->spool, NULL, 0),
+	         a->cfg.events);
 	return 0;
 }
 
@@ -725,7 +1068,29 @@ static void shutdown_agent(struct agent *a)
 	else if (a->ex)
 		log_info("gave every page back", NULL);
 	if (a->meter && a->spool) {
-		cut_all(a, t);
+		/* The pages are back: each contract's metering ends here. */
+		for (int i = 0; i < a->nheld; i++)
+			take_back(a, &a->held[i], a->held[i].pages, t);
+		/* Spot sales are recalled and borrows ended, so that the
+		 * exchange does not hold us to pages we no longer deliver.
+		 * A perm contract stays: recalling it would breach it, and
+		 * the agent started again delivers it once more. */
+		for (int i = 0; i < a->nheld && a->reachable; i++) {
+			struct held *h = &a->held[i];
+			const char *move = h->tell;
+			if (!move && h->confirmed &&
+			    h->product == STRATEGY_SPOT)
+				move =
+				    h->side == STRATEGY_SELL ? "recall" : "end";
+			if (move)
+				contract_move(a, h->id, move,
+				              "ramex-agent: shutting down");
+			else if (h->product == STRATEGY_PERM)
+				log_warn(
+				    "perm contract not delivered while the "
+				    "agent is stopped",
+				    "contract=%" PRId64, h->id);
+		}
 		send_reports(a);
 	}
 	write_status(a);
@@ -733,19 +1098,10 @@ static void shutdown_agent(struct agent *a)
 	         a->spool ? spool_pending(a->spool, NULL, 0) : 0);
 }
 
-static void sleep_until(struct timespec *next, int64_t step_s)
-{
-	next->tv_sec += step_s;
-	while (!stop && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, next,
-	                                NULL) == EINTR)
-		;
-}
-
 int main(int argc, char **argv)
 {
 	static struct agent a;
 	char err[512];
-	struct timespec next;
 	struct sigaction sa;
 
 	int rc = config_args(&a.cfg, argc, argv, err, sizeof err);
@@ -770,27 +1126,56 @@ int main(int argc, char **argv)
 		shutdown_agent(&a);
 		return 1;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &next);
-	int64_t last_report = 0, tick = 0;
+	int64_t next = events_now_ms(), last_report = next;
 	while (!stop) {
 		rx_time_ns t = now_ns();
 		struct wsest_sample s;
 		take_sample(&a, t, &s);
-		reconcile(&a, t);
+		if (!a.account && whoami(&a, err, sizeof err) < 0)
+			log_error("the exchange refused this node", "err=%s",
+			          log_quote((char[600]){0}, 600, err));
+		int known = a.account != 0;
+		/* With the stream up, events say when to look; the listing
+		 * every poll_s is the safety net for a lost event. */
+		if (known &&
+		    (!a.ev || !events_up(a.ev) ||
+		     events_now_ms() - a.last_list_ms >= a.cfg.poll_s * 1000))
+			reconcile(&a, t);
 		sync_losses(&a, t);
-		if (a.reachable)
+		if (known && a.reachable)
 			refresh_market(&a);
-		decide(&a, t);
-		if ((tick - last_report) * a.cfg.sample_s >= a.cfg.report_s) {
-			cut_all(&a, t);
-			last_report = tick;
+		if (known)
+			decide(&a, t);
+		if (events_now_ms() - last_report >= a.cfg.report_s * 1000) {
+			cut_all(&a, now_ns());
+			last_report += a.cfg.report_s * 1000;
 		}
 		send_reports(&a);
 		write_status(&a);
-		tick++;
-		sleep_until(&next, a.cfg.sample_s);
+		next += a.cfg.sample_s * 1000;
+		if (next < events_now_ms())
+			next =
+			    events_now_ms(); /* fell behind: do not catch up */
+		while (!stop && events_now_ms() < next) {
+			int n = 0;
+			if (a.ev) {
+				n = events_wait(a.ev, next);
+			} else {
+				struct timespec ts = {0, 0};
+				int64_t left = next - events_now_ms();
+				ts.tv_sec = left / 1000;
+				ts.tv_nsec = (left % 1000) * 1000000;
+				nanosleep(&ts, NULL);
+			}
+			if (n > 0 && !stop && known) {
+				reconcile(&a, now_ns());
+				send_reports(&a);
+				write_status(&a);
+			}
+		}
 	}
 	shutdown_agent(&a);
+	events_free(a.ev);
 	client_free(a.cl);
 	exec_close(a.ex);
 	wsest_free(a.est);

@@ -100,11 +100,62 @@ void client_resp_clear(struct client_resp *r)
 	memset(r, 0, sizeof *r);
 }
 
+/* The signing headers of one request, appended to *hl. */
+static int sign_headers(struct client *c, const char *method, const char *path,
+                        const char *text, struct curl_slist **hl, char *err,
+                        size_t errlen)
+{
+	char nonce[33], sig[SIGN_HEX_LEN + 1], line[4][300];
+	struct sign_request sr = {.method = method,
+	                          .path = path,
+	                          .timestamp = (int64_t)time(NULL),
+	                          .nonce = nonce,
+	                          .body = text,
+	                          .body_len = text ? strlen(text) : 0};
+	if (sign_nonce(nonce) < 0 || sign_compute(c->secret, &sr, sig) < 0) {
+		snprintf(err, errlen, "could not sign the request");
+		return -1;
+	}
+	snprintf(line[0], sizeof line[0], SIGN_HDR_KEY ": %s", c->key_id);
+	snprintf(line[1], sizeof line[1], SIGN_HDR_TIMESTAMP ": %lld",
+	         (long long)sr.timestamp);
+	snprintf(line[2], sizeof line[2], SIGN_HDR_NONCE ": %s", nonce);
+	snprintf(line[3], sizeof line[3], SIGN_HDR_SIGNATURE ": %s", sig);
+	for (int i = 0; i < 4; i++)
+		*hl = curl_slist_append(*hl, line[i]);
+	return 0;
+}
+
+int client_prepare(struct client *c, CURL *h, const char *method,
+                   const char *path, const char *const *extra,
+                   struct curl_slist **hl, char *err, size_t errlen)
+{
+	char url[1024];
+
+	*hl = NULL;
+	if (snprintf(url, sizeof url, "%s%s", c->base, path) >=
+	    (int)sizeof url) {
+		snprintf(err, errlen, "request path too long");
+		return -1;
+	}
+	if (sign_headers(c, method, path, NULL, hl, err, errlen) < 0)
+		return -1;
+	for (int i = 0; extra && extra[i]; i++)
+		*hl = curl_slist_append(*hl, extra[i]);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, *hl);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	if (c->ca_file[0])
+		curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
+	return 0;
+}
+
 int client_call(struct client *c, const char *method, const char *path,
                 json_t *body, const char *idem, struct client_resp *r,
                 char *err, size_t errlen)
 {
-	char url[1024], nonce[33], sig[SIGN_HEX_LEN + 1], line[5][300];
+	char url[1024], line[300];
 	char *text = NULL;
 	struct buf b = {0};
 	struct curl_slist *hl = NULL;
@@ -116,25 +167,12 @@ int client_call(struct client *c, const char *method, const char *path,
 		return -1;
 	}
 	snprintf(url, sizeof url, "%s%s", c->base, path);
-	struct sign_request sr = {.method = method,
-	                          .path = path,
-	                          .timestamp = (int64_t)time(NULL),
-	                          .nonce = nonce,
-	                          .body = text,
-	                          .body_len = text ? strlen(text) : 0};
-	if (sign_nonce(nonce) < 0 || sign_compute(c->secret, &sr, sig) < 0) {
-		snprintf(err, errlen, "could not sign the request");
+	if (sign_headers(c, method, path, text, &hl, err, errlen) < 0)
 		goto out;
+	if (idem) {
+		snprintf(line, sizeof line, "Idempotency-Key: %s", idem);
+		hl = curl_slist_append(hl, line);
 	}
-	snprintf(line[0], sizeof line[0], SIGN_HDR_KEY ": %s", c->key_id);
-	snprintf(line[1], sizeof line[1], SIGN_HDR_TIMESTAMP ": %lld",
-	         (long long)sr.timestamp);
-	snprintf(line[2], sizeof line[2], SIGN_HDR_NONCE ": %s", nonce);
-	snprintf(line[3], sizeof line[3], SIGN_HDR_SIGNATURE ": %s", sig);
-	snprintf(line[4], sizeof line[4], "Idempotency-Key: %s",
-	         idem ? idem : "");
-	for (int i = 0; i < (idem ? 5 : 4); i++)
-		hl = curl_slist_append(hl, line[i]);
 	hl = curl_slist_append(hl, "Content-Type: application/json");
 	hl = curl_slist_append(hl, "Expect:");
 

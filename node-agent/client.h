@@ -11,6 +11,7 @@
 #ifndef RAMEX_CLIENT_H
 #define RAMEX_CLIENT_H
 
+#include <curl/curl.h>
 #include <jansson.h>
 #include <stddef.h>
 
@@ -36,6 +37,15 @@ int client_call(struct client *c, const char *method, const char *path,
                 json_t *body, const char *idem, struct client_resp *r,
                 char *err, size_t errlen);
 void client_resp_clear(struct client_resp *r);
+
+/* For long-lived requests on a handle of the caller's (the event stream):
+ * sets `h`'s URL, CA file and signed headers for `method path` with no
+ * body, plus `extra` header lines (NULL-terminated, may be NULL). *hl gets
+ * the header list, which the caller frees with curl_slist_free_all after
+ * the transfer. Returns 0, or -1 with err set. */
+int client_prepare(struct client *c, CURL *h, const char *method,
+                   const char *path, const char *const *extra,
+                   struct curl_slist **hl, char *err, size_t errlen);
 
 /* Reads the secret from a file (first line, trimmed). */
 int client_read_secret(const char *path, char *out, size_t len, char *err,

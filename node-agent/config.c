@@ -55,6 +55,9 @@ static const struct setting settings[] = {
       "sim backend: pages of the simulated machine"),
     I("sim_usage_pages", sim_usage, 1, 0, YEAR_PAGES,
       "sim backend: pages its workload uses"),
+    S("sim_usage_file", sim_usage_file,
+      "sim backend: file re-read every sample whose number replaces "
+      "sim_usage_pages (tests, demos; empty: off)"),
     I("managed_pages", managed_pages, 1, 0, YEAR_PAGES,
       "pages the agent trades (0: MemTotal, or sim_total_pages)"),
     S("spool", spool, "usage report spool file (fsync'd)"),
@@ -63,6 +66,11 @@ static const struct setting settings[] = {
     S("log_level", log_level, "debug, info, warn or error"),
     I("sample_s", sample_s, 1, 1, 3600, "seconds between samples"),
     I("report_s", report_s, 1, 1, 86400, "seconds between usage reports"),
+    B("events", events,
+      "follow /v1/events to act on fills and contract moves at once"),
+    I("poll_s", poll_s, 1, 1, 86400,
+      "seconds between contract listings while the event stream is up "
+      "(down: every sample)"),
     B("idle_sampling", idle_sampling,
       "sample idle pages through /sys/kernel/mm/page_idle/bitmap"),
     I("idle_stride", idle_stride, 1, 64, 1 << 20,
@@ -141,6 +149,8 @@ void config_default(struct agent_config *c)
 	strcpy(c->log_level, "info");
 	c->sample_s = 10;
 	c->report_s = 60;
+	c->events = 1;
+	c->poll_s = 60;
 	c->idle_sampling = 1;
 	c->idle_stride = 257; /* odd: no aliasing with huge-page alignment */
 	wsest_config_default(&c->est);

@@ -28,14 +28,17 @@ struct agent_config {
 	char cgroup[CONFIG_STR];       /* cgroup v2 directory (cgroup) */
 	rx_pages cgroup_pages;         /* cgroup: pages when nothing sold */
 	char kmod_device[CONFIG_STR];
-	rx_pages sim_total;     /* sim: machine pages */
-	rx_pages sim_usage;     /* sim: pages the workload uses */
-	rx_pages managed_pages; /* pages traded; 0 = MemTotal */
+	rx_pages sim_total;              /* sim: machine pages */
+	rx_pages sim_usage;              /* sim: pages the workload uses */
+	char sim_usage_file[CONFIG_STR]; /* sim: usage re-read from, "" off */
+	rx_pages managed_pages;          /* pages traded; 0 = MemTotal */
 	char spool[CONFIG_STR];
 	char status_file[CONFIG_STR]; /* metrics in Prometheus text, "" off */
 	char log_level[16];
 	int64_t sample_s;    /* seconds between samples */
 	int64_t report_s;    /* seconds between usage reports */
+	int events;          /* listen to /v1/events */
+	int64_t poll_s;      /* contract listing interval with events up */
 	int idle_sampling;   /* use page_idle/bitmap when present */
 	int64_t idle_stride; /* sample every n-th page frame */
 	struct wsest_config est;

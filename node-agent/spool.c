@@ -8,8 +8,14 @@
  *                    every seq ever handed out is below the larger of it
  *                    and the last report's seq + 1)
  *            REPORT  u64 seq, char contract[48], i64 start, end,
- *                    page_seconds, carry_pns, u32 final
+ *                    page_seconds, carry_pns, cum_page_seconds,
+ *                    pages_at_end, u32 final
  *            ACK     u64 seq
+ *            ASIDE   u64 seq (refused by the exchange: not pending)
+ *
+ * Files written before cum_page_seconds and pages_at_end existed read
+ * them as 0 (the record was zero-filled), which only means the first
+ * report after the upgrade restarts the counters from that figure.
  */
 #include "node-agent/spool.h"
 
@@ -27,7 +33,7 @@
 
 #define SPOOL_MAGIC 0x50535852u /* "RXSP" */
 
-enum { REC_HEADER = 1, REC_REPORT = 2, REC_ACK = 3 };
+enum { REC_HEADER = 1, REC_REPORT = 2, REC_ACK = 3, REC_ASIDE = 4 };
 
 struct rec {
 	uint32_t magic, type, crc, zero;
@@ -39,6 +45,7 @@ struct rec {
 			uint64_t seq;
 			char contract[SPOOL_CONTRACT_LEN];
 			int64_t start, end, page_seconds, carry_pns;
+			int64_t cum_page_seconds, pages_at_end;
 			uint32_t final;
 		} r;
 		struct {
@@ -170,6 +177,8 @@ static void to_report(const struct spool *s, const struct rec *r,
 	o->end = r->u.r.end;
 	o->page_seconds = r->u.r.page_seconds;
 	o->carry_pns = r->u.r.carry_pns;
+	o->cum_page_seconds = r->u.r.cum_page_seconds;
+	o->pages_at_end = r->u.r.pages_at_end;
 	o->final = (int)r->u.r.final;
 }
 
@@ -182,6 +191,8 @@ static void from_report(const struct spool_report *o, struct rec *r)
 	r->u.r.end = o->end;
 	r->u.r.page_seconds = o->page_seconds;
 	r->u.r.carry_pns = o->carry_pns;
+	r->u.r.cum_page_seconds = o->cum_page_seconds;
+	r->u.r.pages_at_end = o->pages_at_end;
 	r->u.r.final = o->final ? 1 : 0;
 	seal(r, REC_REPORT);
 }
@@ -278,10 +289,12 @@ static int recover(struct spool *s, char *err, size_t len)
 			last_seq = r.u.r.seq;
 			if (s->next_seq <= last_seq)
 				s->next_seq = last_seq + 1;
-		} else if (r.type == REC_ACK) {
+		} else if (r.type == REC_ACK || r.type == REC_ASIDE) {
 			struct spool_report *o = find(s, r.u.a.seq);
-			if (o)
+			if (o && r.type == REC_ACK)
 				o->acked = 1;
+			else if (o)
+				o->set_aside = 1;
 		} else {
 			errf(err, len,
 			     "spool %s has a record of unknown type %u",
@@ -397,13 +410,15 @@ int spool_append(struct spool *s, struct spool_report *r, char *err,
 		     SPOOL_CONTRACT_LEN - 1);
 		return -1;
 	}
-	if (r->end < r->start || r->page_seconds < 0 || r->carry_pns < 0) {
+	if (r->end < r->start || r->page_seconds < 0 || r->carry_pns < 0 ||
+	    r->cum_page_seconds < 0 || r->pages_at_end < 0) {
 		errf(err, errlen, "report period or usage is negative");
 		return -1;
 	}
 	r->epoch = s->epoch;
 	r->seq = s->next_seq;
 	r->acked = 0;
+	r->set_aside = 0;
 	from_report(r, &rec);
 	if (append_rec(s, &rec, 1, err, errlen) < 0)
 		return -1;
@@ -432,11 +447,37 @@ int spool_ack(struct spool *s, uint64_t seq, char *err, size_t errlen)
 	return 0;
 }
 
+int spool_set_aside(struct spool *s, uint64_t seq, char *err, size_t errlen)
+{
+	struct spool_report *o = find(s, seq);
+	struct rec rec;
+
+	if (!o || o->acked || o->set_aside)
+		return 0;
+	memset(&rec, 0, sizeof rec);
+	rec.u.a.seq = seq;
+	seal(&rec, REC_ASIDE);
+	/* fsync'd, unlike an ack: a lost mark would resend a report the
+	 * exchange refuses, forever. */
+	if (append_rec(s, &rec, 1, err, errlen) < 0)
+		return -1;
+	o->set_aside = 1;
+	return 0;
+}
+
+int spool_set_aside_count(const struct spool *s)
+{
+	int n = 0;
+	for (int i = 0; i < s->n; i++)
+		n += s->items[i].set_aside;
+	return n;
+}
+
 int spool_pending(const struct spool *s, struct spool_report *out, int cap)
 {
 	int n = 0;
 	for (int i = 0; i < s->n; i++) {
-		if (s->items[i].acked)
+		if (s->items[i].acked || s->items[i].set_aside)
 			continue;
 		if (n < cap)
 			out[n] = s->items[i];
@@ -507,10 +548,11 @@ int spool_compact(struct spool *s, char *err, size_t errlen)
 		if (write_all(fd, &rec, sizeof rec,
 		              nrec++ * SPOOL_RECORD_SIZE) < 0)
 			goto io_fail;
-		if (s->items[i].acked) {
+		if (s->items[i].acked || s->items[i].set_aside) {
+			/* Set-aside reports stay, marked, as evidence. */
 			memset(&rec, 0, sizeof rec);
 			rec.u.a.seq = s->items[i].seq;
-			seal(&rec, REC_ACK);
+			seal(&rec, s->items[i].acked ? REC_ACK : REC_ASIDE);
 			if (write_all(fd, &rec, sizeof rec,
 			              nrec++ * SPOOL_RECORD_SIZE) < 0)
 				goto io_fail;

@@ -34,8 +34,15 @@ struct spool_report {
 	/* Page-nanoseconds below one page-second, carried into the next
 	 * period (see meter.h), so a restart resumes without losing them. */
 	int64_t carry_pns;
-	int final;               /* the contract's last report */
-	int acked;               /* set once the exchange acknowledged */
+	/* The contract's cumulative page-seconds at `end` (this report
+	 * included) and the pages held then: the executor's counters as the
+	 * exchange checks them (kmod_page_seconds, kmod_pages), kept here so
+	 * that they keep growing across restarts within the epoch. */
+	rx_pagesec cum_page_seconds;
+	rx_pages pages_at_end;
+	int final;     /* the contract's last report */
+	int acked;     /* set once the exchange acknowledged */
+	int set_aside; /* refused alone by the exchange: never resent */
 };
 
 struct spool;
@@ -61,6 +68,14 @@ int spool_append(struct spool *s, struct spool_report *r, char *err,
  * more resend, which the exchange recognises. Unknown or repeated seqs are
  * ignored (returns 0). Returns -1 with err set when the write fails. */
 int spool_ack(struct spool *s, uint64_t seq, char *err, size_t errlen);
+
+/* Marks report `seq` set aside: the exchange refused it on its own (409
+ * or 422), so resending can never succeed. It stays in the file (evidence
+ * for a person, see spool_set_aside_count) and is no longer pending.
+ * fsync'd. Returns 0, or -1 with err set. */
+int spool_set_aside(struct spool *s, uint64_t seq, char *err, size_t errlen);
+/* Reports set aside so far (in this file). */
+int spool_set_aside_count(const struct spool *s);
 
 /* Copies up to `cap` pending reports, oldest first; returns how many are
  * pending in all. */
