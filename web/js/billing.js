@@ -1,0 +1,291 @@
+// billing.js — the finance dashboard: spend, revenue, page-years bought and
+// sold and offline credits per account or team and month
+// (GET /v1/billing/summary), the invoices of a month range, one invoice
+// with its lines, and its FOCUS-style CSV (GET /v1/invoices/{id}/export),
+// downloaded with the token (a plain link could not send it).
+//
+// Money is integer nanodollars; each figure is shown to the cent with the
+// exact amount in its tooltip. Usage arrives in page-seconds and is shown
+// as page-years.
+
+import uPlot from '../vendor/uPlot.esm.js';
+
+import {all, api, el, fillRows, mountSession, raw, roleProblem, say} from './api.js';
+import * as fmt from './fmt.js';
+
+const ROLES = ['finance', 'admin'];
+const $ = id => document.getElementById(id);
+const banner = $('banner');
+let plot = null;
+let current = null; // the invoice shown
+
+function monthStr(y, m)
+{
+	return `${y}-${String(m).padStart(2, '0')}`;
+}
+
+function defaultRange()
+{
+	const now = new Date();
+	const y = now.getUTCFullYear(), m = now.getUTCMonth() + 1;
+	const from = new Date(Date.UTC(y, m - 1 - 5, 1));
+	$('b-to').value = monthStr(y, m);
+	$('b-from').value = monthStr(from.getUTCFullYear(), from.getUTCMonth() + 1);
+}
+
+function months(from, to)
+{
+	const out = [];
+	let [y, m] = from.split('-').map(Number);
+	const [ty, tm] = to.split('-').map(Number);
+	while (y < ty || (y === ty && m <= tm)) {
+		out.push(monthStr(y, m));
+		if (++m > 12) {
+			m = 1;
+			y++;
+		}
+		if (out.length > 120)
+			break;
+	}
+	return out;
+}
+
+function moneyCell(ns)
+{
+	if (ns === undefined || ns === null)
+		return el('td', {class: 'num muted'}, '—');
+	return el('td', {class: 'num', title: `$${fmt.moneyExact(ns)}`}, fmt.money(ns));
+}
+
+// page-years from whichever the row carries: page-seconds or page-years
+function pyCell(row, base)
+{
+	if (row[`${base}_page_seconds`] !== undefined)
+		return el('td', {class: 'num'}, fmt.pageYears(row[`${base}_page_seconds`]));
+	if (row[`page_seconds_${base}`] !== undefined)
+		return el('td', {class: 'num'}, fmt.pageYears(row[`page_seconds_${base}`]));
+	if (row[`page_years_${base}`] !== undefined)
+		return el('td', {class: 'num'}, String(row[`page_years_${base}`]));
+	return el('td', {class: 'num muted'}, '—');
+}
+
+function rowMonth(r)
+{
+	if (r.month && typeof r.month === 'string')
+		return r.month.slice(0, 7);
+	if (r.year && r.month)
+		return monthStr(r.year, r.month);
+	return r.period || '';
+}
+
+function rowKey(r, by)
+{
+	if (by === 'team')
+		return r.team_name || r.team || (r.team_id ? `team #${r.team_id}` : 'no team');
+	return r.account_name || r.account || (r.account_id ? `#${r.account_id}` : '');
+}
+
+function drawChart(rows, ms)
+{
+	const spend = ms.map(() => 0), revenue = ms.map(() => 0);
+	for (const r of rows) {
+		const i = ms.indexOf(rowMonth(r));
+		if (i < 0)
+			continue;
+		// dollars as floats only to place points on the chart
+		spend[i] += Number(r.spend || 0) / 1e9;
+		revenue[i] += Number(r.revenue || 0) / 1e9;
+	}
+	const data = [ms.map((_, i) => i), spend, revenue];
+	const box = $('chart');
+	if (plot)
+		plot.destroy();
+	plot = new uPlot({
+		width: Math.max(300, box.clientWidth),
+		height: 240,
+		scales: {x: {time: false}},
+		axes: [
+			{values: (u, vals) => vals.map(v => (Number.isInteger(v) && ms[v]) || '')},
+			{size: 80, values: (u, vals) => vals.map(v => fmt.money(Math.round(v * 1e9)))}
+		],
+		series: [
+			{label: 'month', value: (u, v) => (v === null ? '' : ms[v] || '')},
+			{label: 'spend', stroke: '#b42318', width: 2, value: (u, v) => (v === null ? '' : fmt.money(Math.round(v * 1e9)))},
+			{label: 'revenue', stroke: '#0a7d32', width: 2, value: (u, v) => (v === null ? '' : fmt.money(Math.round(v * 1e9)))}
+		]
+	}, data, box);
+}
+
+async function loadSummary(from, to, by)
+{
+	$('summary-key').textContent = by;
+	try {
+		const res = await api(`/v1/billing/summary?from=${from}&to=${to}&by=${by}`);
+		const rows = res.items || res.rows || [];
+		const sum = {spend: 0n, revenue: 0n, credits: 0n};
+		const trs = rows.map(r => {
+			sum.spend += fmt.big(r.spend || 0);
+			sum.revenue += fmt.big(r.revenue || 0);
+			sum.credits += fmt.big(r.offline_credits || 0);
+			return el('tr', {}, el('td', {}, rowMonth(r)), el('td', {}, rowKey(r, by)),
+			          moneyCell(r.spend), moneyCell(r.revenue),
+			          pyCell(r, 'bought'), pyCell(r, 'sold'), moneyCell(r.offline_credits));
+		});
+		fillRows($('summary').tBodies[0], trs, 7, 'no billed usage in these months');
+		$('summary').tFoot.replaceChildren(el('tr', {}, el('th', {}, 'total'), el('th', {}),
+		                                         moneyCell(sum.spend), moneyCell(sum.revenue),
+		                                         el('td', {}), el('td', {}), moneyCell(sum.credits)));
+		drawChart(rows, months(from, to));
+	} catch (e) {
+		fillRows($('summary').tBodies[0], [], 7, 'no summary');
+		say(banner, `could not load the billing summary: ${e.message}`);
+	}
+}
+
+async function loadInvoices(from, to, status)
+{
+	const ms = months(from, to);
+	try {
+		// the API filters by one year and month; a range asks month by month
+		const lists = await Promise.all(ms.map(m => {
+			const [y, mo] = m.split('-').map(Number);
+			const q = `year=${y}&month=${mo}${status ? `&status=${status}` : ''}`;
+			return all(`/v1/invoices?${q}`, 500);
+		}));
+		const invs = lists.flat().sort((a, b) => b.id - a.id);
+		const trs = invs.map(inv => {
+			const open = el('button', {type: 'button', 'aria-label': `Open invoice ${inv.id}`}, 'Open');
+			open.addEventListener('click', () => openInvoice(inv.id));
+			return el('tr', {'data-invoice': inv.id, class: current === inv.id ? 'selected' : null},
+			          el('td', {}, inv.id),
+			          el('td', {}, inv.account_name || `#${inv.account_id}`),
+			          el('td', {}, monthStr(inv.year, inv.month)),
+			          el('td', {}, inv.status),
+			          el('td', {class: 'num'}, inv.lines ?? (inv.line_count ?? '')),
+			          moneyCell(inv.total), el('td', {}, open));
+		});
+		fillRows($('invoices').tBodies[0], trs, 7, 'no invoices in these months');
+	} catch (e) {
+		fillRows($('invoices').tBodies[0], [], 7, 'no invoices');
+		say(banner, `could not list the invoices: ${e.message}`);
+	}
+}
+
+// Columns for an invoice line, in a finance team's order; any field the
+// exchange adds later is shown after them.
+const LINE_COLS = [
+	['contract_id', 'contract', v => v],
+	['kind', 'kind', v => v],
+	['role', 'role', v => v],
+	['charge_start', 'from', v => fmt.time(v)],
+	['charge_start_ns', 'from', v => fmt.time(v)],
+	['charge_end', 'to', v => fmt.time(v)],
+	['charge_end_ns', 'to', v => fmt.time(v)],
+	['page_seconds', 'page-years', v => fmt.pageYears(v)],
+	['unit_price', 'price / page-year', v => fmt.price(v)],
+	['price', 'price / page-year', v => fmt.price(v)],
+	['amount', 'amount', v => fmt.money(v)]
+];
+const MONEY = new Set(['amount', 'fee', 'total']);
+
+function lineColumns(lines)
+{
+	const keys = new Set();
+	for (const l of lines)
+		for (const k of Object.keys(l))
+			keys.add(k);
+	const cols = LINE_COLS.filter(([k]) => keys.has(k));
+	const known = new Set(LINE_COLS.map(c => c[0]).concat(['id', 'invoice_id', 'account_id', 'year', 'month']));
+	for (const k of keys)
+		if (!known.has(k))
+			cols.push([k, k.replace(/_/g, ' '), v => (MONEY.has(k) ? fmt.money(v) : typeof v === 'object' ? JSON.stringify(v) : v)]);
+	return cols;
+}
+
+async function openInvoice(id)
+{
+	current = id;
+	for (const tr of $('invoices').tBodies[0].rows)
+		tr.classList.toggle('selected', tr.dataset.invoice === String(id));
+	$('csv-status').textContent = '';
+	try {
+		const inv = await api(`/v1/invoices/${id}`);
+		const lines = inv.lines_items || inv.items || (Array.isArray(inv.lines) ? inv.lines : []);
+		$('invoice-head').textContent =
+		    `invoice ${inv.id} · account ${inv.account_name || `#${inv.account_id}`} · ` +
+		    `${monthStr(inv.year, inv.month)} · ${inv.status} · total ${fmt.money(inv.total)}` +
+		    (inv.total < 0 ? ' (paid to the account)' : '');
+		const cols = lineColumns(lines);
+		$('lines').tHead.rows[0].replaceChildren(...cols.map(([, h]) => el('th', {}, h)));
+		const trs = lines.map(l => el('tr', {}, ...cols.map(([k, , f]) => {
+			const v = l[k];
+			const num = typeof v === 'number' || MONEY.has(k);
+			return el('td', {class: num ? 'num' : null, title: MONEY.has(k) && v !== undefined ? `$${fmt.moneyExact(v)}` : null},
+			          v === undefined || v === null ? '' : f(v));
+		})));
+		fillRows($('lines').tBodies[0], trs, Math.max(1, cols.length), 'this invoice has no lines');
+		$('csv').disabled = false;
+		$('csv').focus();
+	} catch (e) {
+		$('csv').disabled = true;
+		say(banner, `could not open invoice ${id}: ${e.message}`);
+	}
+}
+
+async function downloadCsv()
+{
+	if (!current)
+		return;
+	const id = current;
+	$('csv-status').textContent = 'downloading…';
+	try {
+		const res = await raw(`/v1/invoices/${id}/export?format=csv`, {headers: {Accept: 'text/csv'}});
+		const text = await res.text();
+		const rows = text.split('\n').filter(l => l.trim() !== '').length - 1;
+		const url = URL.createObjectURL(new Blob([text], {type: 'text/csv'}));
+		const a = el('a', {href: url, download: `ramex-invoice-${id}.csv`, hidden: true});
+		document.body.append(a);
+		a.click();
+		a.remove();
+		setTimeout(() => URL.revokeObjectURL(url), 10000);
+		$('csv-status').textContent = `ramex-invoice-${id}.csv: ${Math.max(0, rows)} row${rows === 1 ? '' : 's'}`;
+	} catch (e) {
+		$('csv-status').textContent = '';
+		say(banner, `could not export invoice ${id}: ${e.message}`);
+	}
+}
+
+async function show()
+{
+	const from = $('b-from').value, to = $('b-to').value;
+	if (!/^\d{4}-\d{2}$/.test(from) || !/^\d{4}-\d{2}$/.test(to)) {
+		say(banner, 'choose the first and the last month to show');
+		return;
+	}
+	if (from > to) {
+		say(banner, 'the first month comes after the last; swap them');
+		return;
+	}
+	say(banner, '');
+	await Promise.all([loadSummary(from, to, $('b-by').value),
+	                   loadInvoices(from, to, $('b-status').value)]);
+}
+
+async function start(principal)
+{
+	const why = roleProblem(principal, ROLES, 'read billing');
+	$('b-show').disabled = !!why;
+	if (why) {
+		say(banner, why, principal ? 'error' : 'warn');
+		return;
+	}
+	await show();
+}
+
+$('range').addEventListener('submit', ev => {
+	ev.preventDefault();
+	show();
+});
+$('csv').addEventListener('click', downloadCsv);
+defaultRange();
+mountSession(start, ROLES);

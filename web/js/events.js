@@ -1,0 +1,138 @@
+// events.js — the exchange's event stream (/v1/events, Server-Sent Events)
+// read with fetch() instead of EventSource, because the stream needs the
+// bearer token in an Authorization header and EventSource cannot send one.
+// It parses the SSE wire format itself, remembers the last event id, and
+// reconnects with backoff (1 s doubling to 30 s, reset after a good
+// connection), sending Last-Event-ID so that what was missed while away is
+// replayed while the exchange still holds it.
+
+import {token} from './api.js';
+
+// Splits SSE text into events. Returns [events, rest]: rest is an
+// incomplete event to keep for the next chunk. Pure, for the tests.
+export function parseSSE(buf)
+{
+	const events = [];
+	const norm = buf.replace(/\r\n?/g, '\n');
+	const blocks = norm.split('\n\n');
+	const rest = blocks.pop();
+	for (const block of blocks) {
+		const ev = {id: null, event: 'message', data: [], retry: null};
+		let any = false;
+		for (const line of block.split('\n')) {
+			if (line === '' || line.startsWith(':'))
+				continue;
+			const i = line.indexOf(':');
+			const field = i < 0 ? line : line.slice(0, i);
+			let value = i < 0 ? '' : line.slice(i + 1);
+			if (value.startsWith(' '))
+				value = value.slice(1);
+			any = true;
+			if (field === 'data')
+				ev.data.push(value);
+			else if (field === 'event')
+				ev.event = value;
+			else if (field === 'id')
+				ev.id = value;
+			else if (field === 'retry' && /^[0-9]+$/.test(value))
+				ev.retry = Number(value);
+		}
+		if (any)
+			events.push(Object.assign(ev, {data: ev.data.join('\n')}));
+	}
+	return [events, rest];
+}
+
+// Opens the stream and keeps it open until stop() is called.
+//   onEvent({event, id, data})  data parsed as JSON when it is JSON
+//   onState('connecting' | 'live' | 'down', detail)
+export function openEvents(onEvent, onState)
+{
+	let stopped = false;
+	let lastId = null;
+	let delay = 1000;
+	let ctrl = null;
+	let timer = null;
+
+	async function connect()
+	{
+		if (stopped)
+			return;
+		const t = token();
+		if (!t) {
+			onState('down', 'sign in to see live updates');
+			return;
+		}
+		ctrl = new AbortController();
+		onState('connecting', '');
+		const h = {Accept: 'text/event-stream', Authorization: `Bearer ${t}`};
+		if (lastId !== null)
+			h['Last-Event-ID'] = lastId;
+		let why = 'the stream ended';
+		try {
+			const res = await fetch('/v1/events',
+			                        {headers: h, signal: ctrl.signal, cache: 'no-store'});
+			if (!res.ok) {
+				let detail = `the exchange answered ${res.status}`;
+				try {
+					detail = (await res.json()).detail || detail;
+				} catch {
+					// not problem+json: keep the status
+				}
+				why = detail;
+				if (res.status === 401 || res.status === 403) {
+					onState('down', detail);
+					return; // retrying cannot help
+				}
+			} else {
+				onState('live', '');
+				const started = Date.now();
+				const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+				let buf = '';
+				for (;;) {
+					const {value, done} = await reader.read();
+					if (done)
+						break;
+					buf += value;
+					const [evs, rest] = parseSSE(buf);
+					buf = rest;
+					for (const ev of evs) {
+						if (ev.id !== null)
+							lastId = ev.id;
+						if (ev.retry !== null)
+							delay = Math.max(1000, ev.retry);
+						let data = ev.data;
+						try {
+							data = JSON.parse(ev.data);
+						} catch {
+							// plain text data stays text
+						}
+						onEvent({event: ev.event, id: ev.id, data});
+					}
+				}
+				if (Date.now() - started > 10000)
+					delay = 1000;
+			}
+		} catch (e) {
+			if (stopped || e.name === 'AbortError')
+				return;
+			why = 'lost the connection to the exchange';
+		}
+		if (stopped)
+			return;
+		onState('down', `${why}; reconnecting in ${Math.round(delay / 1000)} s`);
+		timer = setTimeout(connect, delay);
+		delay = Math.min(delay * 2, 30000);
+	}
+
+	connect();
+	return {
+		stop()
+		{
+			stopped = true;
+			clearTimeout(timer);
+			if (ctrl)
+				ctrl.abort();
+		}
+	};
+}

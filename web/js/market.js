@@ -1,0 +1,278 @@
+// market.js — the market view: depth (uPlot), the book, last trades and
+// candles (lightweight-charts) of one market, refreshed when the event
+// stream reports a fill or an order change, and every 15 s besides (the
+// stream only carries the events of the caller's own accounts or team, so
+// other people's trades show up through the poll).
+
+import {createChart, CandlestickSeries, HistogramSeries} from '../vendor/lightweight-charts.mjs';
+import uPlot from '../vendor/uPlot.esm.js';
+
+import {api, el, fillRows, mountSession, roleProblem, say} from './api.js';
+import {openEvents} from './events.js';
+import * as fmt from './fmt.js';
+
+const ROLES = ['node', 'trader', 'operator', 'admin'];
+const POLL_MS = 15000;
+
+const $ = id => document.getElementById(id);
+const banner = $('banner');
+let markets = [];
+let stream = null, poll = null, pending = null;
+let depthPlot = null, candleChart = null, candleSeries = null, volumeSeries = null;
+
+function current()
+{
+	return $('market').value;
+}
+
+function setLive(state, detail)
+{
+	const dot = $('live').querySelector('.status-dot');
+	dot.className = `status-dot ${state === 'live' ? 'live' : state === 'down' ? 'down' : ''}`;
+	$('live-text').textContent = state === 'live' ? 'live' : state === 'connecting' ? 'connecting…' : detail || 'not connected';
+}
+
+// ---- depth ----
+
+// Cumulative pages at each price: bids from the best (highest) down, asks
+// from the best (lowest) up, on one shared ascending price axis.
+function depthData(book)
+{
+	const bids = (book.bids || []).slice().sort((a, b) => b.price - a.price);
+	const asks = (book.asks || []).slice().sort((a, b) => a.price - b.price);
+	const prices = [...new Set([...bids.map(l => l.price), ...asks.map(l => l.price)])].sort((a, b) => a - b);
+	const bidAt = new Map(), askAt = new Map();
+	let sum = 0;
+	for (const l of bids) {
+		sum += l.pages;
+		bidAt.set(l.price, sum);
+	}
+	sum = 0;
+	for (const l of asks) {
+		sum += l.pages;
+		askAt.set(l.price, sum);
+	}
+	const bestBid = bids.length ? bids[0].price : -Infinity;
+	const bestAsk = asks.length ? asks[0].price : Infinity;
+	const bidY = [], askY = [];
+	let run = 0;
+	for (let i = prices.length - 1; i >= 0; i--) { // bids accumulate downwards
+		const p = prices[i];
+		if (bidAt.has(p))
+			run = bidAt.get(p);
+		bidY[i] = p <= bestBid ? run : null;
+	}
+	run = 0;
+	for (let i = 0; i < prices.length; i++) {
+		const p = prices[i];
+		if (askAt.has(p))
+			run = askAt.get(p);
+		askY[i] = p >= bestAsk ? run : null;
+	}
+	return [prices, bidY, askY];
+}
+
+function drawDepth(book)
+{
+	const box = $('depth');
+	const data = depthData(book);
+	const width = Math.max(300, box.clientWidth);
+	if (!depthPlot) {
+		depthPlot = new uPlot({
+			width,
+			height: 240,
+			scales: {x: {time: false}},
+			legend: {live: false},
+			axes: [
+				{values: (u, vals) => vals.map(v => fmt.price(Math.round(v)))},
+				{size: 70, values: (u, vals) => vals.map(v => fmt.bytes(Math.round(v)))}
+			],
+			series: [
+				{label: 'price'},
+				{label: 'bids', stroke: '#0a7d32', fill: 'rgba(10,125,50,0.15)', paths: uPlot.paths.stepped({align: -1})},
+				{label: 'asks', stroke: '#b42318', fill: 'rgba(180,35,24,0.15)', paths: uPlot.paths.stepped({align: 1})}
+			]
+		}, data, box);
+	} else {
+		depthPlot.setData(data);
+	}
+}
+
+function drawBook(book)
+{
+	const rows = [];
+	const asks = (book.asks || []).slice().sort((a, b) => b.price - a.price);
+	for (const l of asks)
+		rows.push(levelRow('ask', 'sellside', l));
+	for (const l of book.bids || [])
+		rows.push(levelRow('bid', 'buyside', l));
+	fillRows($('book').tBodies[0], rows, 6, 'the book is empty');
+}
+
+function levelRow(side, cls, l)
+{
+	return el('tr', {'data-side': side, 'data-price': l.price},
+	          el('td', {class: cls}, side),
+	          el('td', {class: 'num', title: `${l.price} n$/page-year`}, fmt.price(l.price)),
+	          el('td', {class: 'num'}, fmt.pricePerGiB(l.price)),
+	          el('td', {class: 'num'}, fmt.pages(l.pages)),
+	          el('td', {class: 'num'}, fmt.bytes(l.pages)),
+	          el('td', {class: 'num'}, l.orders));
+}
+
+// ---- trades and candles ----
+
+function drawTrades(items)
+{
+	const rows = items.map(t => el('tr', {'data-trade': t.id},
+	                               el('td', {}, fmt.time(t.ts_ns)),
+	                               el('td', {class: t.taker_side === 'buy' ? 'buyside' : 'sellside'}, t.taker_side),
+	                               el('td', {class: 'num', title: `${t.price} n$/page-year`}, fmt.price(t.price)),
+	                               el('td', {class: 'num'}, fmt.pages(t.pages)),
+	                               el('td', {class: 'num'}, fmt.bytes(t.pages))));
+	fillRows($('trades').tBodies[0], rows, 5, 'no trades yet');
+}
+
+function ensureCandleChart()
+{
+	if (candleChart)
+		return;
+	const box = $('candles');
+	candleChart = createChart(box, {
+		width: Math.max(300, box.clientWidth),
+		height: 240,
+		layout: {fontFamily: 'system-ui, sans-serif'},
+		timeScale: {timeVisible: true, secondsVisible: false},
+		localization: {priceFormatter: p => fmt.price(Math.round(p))}
+	});
+	const pf = {type: 'custom', minMove: 1, formatter: p => fmt.price(Math.round(p))};
+	candleSeries = candleChart.addSeries(CandlestickSeries, {priceFormat: pf});
+	volumeSeries = candleChart.addSeries(HistogramSeries, {
+		priceScaleId: 'volume',
+		priceFormat: {type: 'custom', minMove: 1, formatter: v => fmt.bytes(Math.round(v))},
+		color: 'rgba(11,95,255,0.35)'
+	});
+	candleChart.priceScale('volume').applyOptions({scaleMargins: {top: 0.8, bottom: 0}});
+}
+
+function drawCandles(items)
+{
+	ensureCandleChart();
+	const asc = items.slice().reverse();
+	candleSeries.setData(asc.map(c => ({time: c.start, open: c.open, high: c.high, low: c.low, close: c.close})));
+	volumeSeries.setData(asc.map(c => ({time: c.start, value: c.volume})));
+	$('candles-empty').textContent = asc.length ? '' : 'no trades in this market yet';
+	if (asc.length)
+		candleChart.timeScale().fitContent();
+}
+
+// ---- loading ----
+
+async function refresh()
+{
+	const m = current();
+	if (!m)
+		return;
+	const iv = $('interval').value;
+	try {
+		const [book, trades, candles] = await Promise.all([
+			api(`/v1/markets/${encodeURIComponent(m)}/book?depth=50`),
+			api(`/v1/markets/${encodeURIComponent(m)}/trades?limit=50`),
+			api(`/v1/markets/${encodeURIComponent(m)}/candles?interval=${iv}&limit=500`)
+		]);
+		drawDepth(book);
+		drawBook(book);
+		drawTrades(trades.items || []);
+		drawCandles(candles.items || []);
+		say(banner, '');
+	} catch (e) {
+		say(banner, `could not load ${m}: ${e.message}`);
+	}
+}
+
+// Many events can arrive at once (one order, several fills): one reload.
+function soon()
+{
+	if (pending)
+		return;
+	pending = setTimeout(() => {
+		pending = null;
+		refresh();
+	}, 200);
+}
+
+function showInfo()
+{
+	const m = markets.find(x => x.name === current());
+	if (!m) {
+		$('market-info').textContent = '';
+		return;
+	}
+	const bits = [`tick ${fmt.price(m.tick)}`, `lot ${fmt.pagesAndBytes(m.lot)}`];
+	if (m.term_end)
+		bits.push(`pages offline until ${fmt.time(m.term_end)}`);
+	else
+		bits.push(`recall notice ${m.notice_period_s} s`);
+	$('market-info').textContent = bits.join(' · ');
+}
+
+function stop()
+{
+	if (stream)
+		stream.stop();
+	stream = null;
+	clearInterval(poll);
+	poll = null;
+}
+
+async function start(principal)
+{
+	stop();
+	const why = roleProblem(principal, ROLES, 'read market data');
+	if (why) {
+		say(banner, why, principal ? 'error' : 'warn');
+		setLive('down', 'not connected');
+		$('market').replaceChildren();
+		return;
+	}
+	try {
+		markets = (await api('/v1/markets')).items || [];
+	} catch (e) {
+		say(banner, `could not list the markets: ${e.message}`);
+		return;
+	}
+	const sel = $('market');
+	const want = new URLSearchParams(location.search).get('market') || sel.value;
+	sel.replaceChildren(...markets.map(m => el('option', {value: m.name}, m.name)));
+	if (!markets.length) {
+		say(banner, 'there are no markets yet; an operator creates them (POST /v1/markets)', 'warn');
+		return;
+	}
+	if (markets.some(m => m.name === want))
+		sel.value = want;
+	showInfo();
+	await refresh();
+	stream = openEvents(ev => {
+		if (ev.event === 'fill' && ev.data && ev.data.market && ev.data.market !== current())
+			return;
+		if (ev.event === 'fill' || ev.event === 'order' || ev.event === 'overflow')
+			soon();
+	}, setLive);
+	poll = setInterval(refresh, POLL_MS);
+}
+
+$('market').addEventListener('change', () => {
+	showInfo();
+	const u = new URL(location.href);
+	u.searchParams.set('market', current());
+	history.replaceState(null, '', u);
+	refresh();
+});
+$('interval').addEventListener('change', refresh);
+new ResizeObserver(() => {
+	if (depthPlot)
+		depthPlot.setSize({width: Math.max(300, $('depth').clientWidth), height: 240});
+	if (candleChart)
+		candleChart.applyOptions({width: Math.max(300, $('candles').clientWidth)});
+}).observe($('depth'));
+mountSession(start, ROLES);
