@@ -69,6 +69,18 @@ function depthData(book)
 			run = askAt.get(p);
 		askY[i] = p >= bestAsk ? run : null;
 	}
+	// A step needs two ends: carry the bids' total out to the left and
+	// the asks' total out to the right, a tenth of the span beyond.
+	if (prices.length) {
+		const lo = prices[0], hi = prices[prices.length - 1];
+		const pad = Math.max(1, Math.round((hi - lo) / 10) || Math.round(lo / 10));
+		prices.unshift(Math.max(0, lo - pad));
+		bidY.unshift(bids.length ? bidY[0] : null);
+		askY.unshift(null);
+		prices.push(hi + pad);
+		askY.push(asks.length ? askY[askY.length - 1] : null);
+		bidY.push(null);
+	}
 	return [prices, bidY, askY];
 }
 
@@ -84,7 +96,7 @@ function drawDepth(book)
 			scales: {x: {time: false}},
 			legend: {live: false},
 			axes: [
-				{values: (u, vals) => vals.map(v => fmt.price(Math.round(v)))},
+				{space: 110, values: (u, vals) => vals.map(v => fmt.price(Math.round(v)))},
 				{size: 70, values: (u, vals) => vals.map(v => fmt.bytes(Math.round(v)))}
 			],
 			series: [
@@ -149,6 +161,8 @@ function ensureCandleChart()
 	candleSeries = candleChart.addSeries(CandlestickSeries, {priceFormat: pf});
 	volumeSeries = candleChart.addSeries(HistogramSeries, {
 		priceScaleId: 'volume',
+		lastValueVisible: false,
+		priceLineVisible: false,
 		priceFormat: {type: 'custom', minMove: 1, formatter: v => fmt.bytes(Math.round(v))},
 		color: 'rgba(11,95,255,0.35)'
 	});

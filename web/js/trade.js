@@ -204,6 +204,12 @@ function acctCell(id)
 	return el('td', {}, id === undefined || id === null ? '' : `#${id}`);
 }
 
+// "131,072 (0.50 GiB)": pages, and what they are in bytes
+function pagesCell(p)
+{
+	return el('td', {class: 'num'}, fmt.pages(p), el('span', {class: 'muted'}, ` (${fmt.bytes(p)})`));
+}
+
 function noteAccount(id)
 {
 	if (!id || seenAccounts.has(id))
@@ -237,12 +243,11 @@ async function loadOrders()
 			          el('td', {}, o.id), el('td', {}, o.market), acctCell(o.account_id),
 			          el('td', {class: o.side === 'buy' ? 'buyside' : 'sellside'}, o.side),
 			          el('td', {class: 'num', title: `${o.price} n$/page-year`}, fmt.price(o.price)),
-			          el('td', {class: 'num'}, fmt.pages(o.remaining)),
-			          el('td', {class: 'num'}, fmt.bytes(o.remaining)),
+			          pagesCell(o.remaining),
 			          el('td', {}, o.post_only ? `${o.tif}, post-only` : o.tif),
 			          el('td', {}, fmt.time(o.created_ns)), el('td', {}, btn));
 		});
-		fillRows($('orders').tBodies[0], rows, 10, 'no open orders');
+		fillRows($('orders').tBodies[0], rows, 9, 'no open orders');
 	} catch (e) {
 		say(banner, `could not list your orders: ${e.message}`);
 	}
@@ -264,11 +269,10 @@ function drawFills()
 	                              el('td', {}, f.trade_id), el('td', {}, f.market),
 	                              acctCell(f.buyer_id), acctCell(f.seller_id),
 	                              el('td', {class: 'num', title: `${f.price} n$/page-year`}, fmt.price(f.price)),
-	                              el('td', {class: 'num'}, fmt.pages(f.pages)),
-	                              el('td', {class: 'num'}, fmt.bytes(f.pages)),
+	                              pagesCell(f.pages),
 	                              el('td', {class: 'num'}, fmt.money(fmt.big(f.price) * fmt.big(f.pages))),
 	                              el('td', {class: 'num'}, f.contract_id || '')));
-	fillRows($('fills').tBodies[0], rows, 10, 'no fills yet');
+	fillRows($('fills').tBodies[0], rows, 9, 'no fills yet');
 }
 
 async function loadContracts()
@@ -285,12 +289,11 @@ async function loadContracts()
 		                               el('td', {}, c.id), el('td', {}, c.market), el('td', {}, c.delivery),
 		                               el('td', {}, c.state.replace('_', ' ')),
 		                               acctCell(c.buyer_id), acctCell(c.seller_id),
-		                               el('td', {class: 'num'}, fmt.pages(c.pages)),
-		                               el('td', {class: 'num'}, fmt.bytes(c.pages)),
+		                               pagesCell(c.pages),
 		                               el('td', {class: 'num', title: `${c.price} n$/page-year`}, fmt.price(c.price)),
 		                               el('td', {}, c.deliver_by ? fmt.time(c.deliver_by) : ''),
 		                               el('td', {}, c.term_end ? fmt.time(c.term_end) : '—')));
-		fillRows($('contracts').tBodies[0], rows, 11, 'no contracts yet');
+		fillRows($('contracts').tBodies[0], rows, 10, 'no contracts yet');
 	} catch (e) {
 		say(banner, `could not list your contracts: ${e.message}`);
 	}

@@ -1,0 +1,34 @@
+// events_test.mjs — the SSE parser of web/js/events.js against the wire
+// format ramexd writes (exchange/events.c): ids, event names, comments,
+// keep-alives, retry, CRLF, and events cut across chunks.
+import assert from 'node:assert/strict';
+import {test} from 'node:test';
+
+import {parseSSE} from '../../web/js/events.js';
+
+test('events with ids and JSON data, comments skipped', () => {
+	const [evs, rest] = parseSSE('retry: 2000\n: ramex events\n\n' +
+	                             'id: 7\nevent: fill\ndata: {"trade_id":3}\n\n' +
+	                             ': keep-alive\n\n');
+	assert.equal(rest, '');
+	assert.equal(evs.length, 2);
+	assert.equal(evs[0].retry, 2000);
+	assert.deepEqual([evs[1].id, evs[1].event, evs[1].data], ['7', 'fill', '{"trade_id":3}']);
+});
+
+test('an event cut across chunks waits for its end', () => {
+	let [evs, rest] = parseSSE('id: 8\nevent: order\nda');
+	assert.equal(evs.length, 0);
+	[evs, rest] = parseSSE(rest + 'ta: {"id":1}\n\nid: 9\n');
+	assert.equal(evs.length, 1);
+	assert.equal(evs[0].data, '{"id":1}');
+	assert.equal(rest, 'id: 9\n');
+});
+
+test('CRLF line ends, several data lines, default event name', () => {
+	const [evs] = parseSSE('data: a\r\ndata: b\r\n\r\nevent: overflow\ndata:{"lost":2}\n\n');
+	assert.equal(evs[0].event, 'message');
+	assert.equal(evs[0].data, 'a\nb');
+	assert.equal(evs[1].event, 'overflow');
+	assert.equal(evs[1].data, '{"lost":2}');
+});
