@@ -34,6 +34,10 @@ struct auth {
 	int64_t started;
 	pthread_mutex_t mu;
 	struct cached cache[CACHE_SLOTS];
+	/* Bumped by every auth_forget_*: a lookup that read the database
+	 * before a revocation must not put its stale answer into the cache
+	 * after the revocation cleared it. */
+	uint64_t gen;
 	struct nonce *nonces[NONCE_BUCKETS];
 	long nnonces;
 };
@@ -145,11 +149,25 @@ static int cache_get(struct auth *a, const char *key, struct auth_principal *p,
 	return hit;
 }
 
-static void cache_put(struct auth *a, const char *key,
+static uint64_t cache_gen(struct auth *a)
+{
+	pthread_mutex_lock(&a->mu);
+	uint64_t g = a->gen;
+	pthread_mutex_unlock(&a->mu);
+	return g;
+}
+
+/* Stores what a lookup that began at generation `gen` found, unless a
+ * revocation happened since. */
+static void cache_put(struct auth *a, uint64_t gen, const char *key,
                       const struct auth_principal *p, const char *secret)
 {
 	struct cached *c = &a->cache[hash(key) % CACHE_SLOTS];
 	pthread_mutex_lock(&a->mu);
+	if (a->gen != gen) {
+		pthread_mutex_unlock(&a->mu);
+		return;
+	}
 	snprintf(c->key, sizeof c->key, "%s", key);
 	c->until = mono_s() + AUTH_CACHE_S;
 	c->p = *p;
@@ -213,6 +231,7 @@ static int bearer(struct auth *a, const char *token, struct auth_principal *out,
 		return -1;
 	}
 	sign_sha256_hex(token, strlen(token), sha);
+	uint64_t gen = cache_gen(a);
 	if (cache_get(a, sha, out, NULL, 0))
 		return out->role
 		           ? 0
@@ -251,7 +270,7 @@ static int bearer(struct auth *a, const char *token, struct auth_principal *out,
 		         (long long)out->id);
 	}
 	PQclear(r);
-	cache_put(a, sha, out, NULL); /* misses too: a flood of bad tokens
+	cache_put(a, gen, sha, out, NULL); /* misses too: a flood of bad tokens
 	                                 must not reach the database */
 	if (!out->role) {
 		snprintf(why, whylen, "unknown or revoked token");
@@ -284,6 +303,7 @@ static int signature(struct auth *a, struct http_req *rq, const char *key_id,
 		         SIGN_HDR_TIMESTAMP " must be Unix seconds in decimal");
 		return -1;
 	}
+	uint64_t gen = cache_gen(a);
 	if (strlen(key_id) > 32 ||
 	    !cache_get(a, key_id, out, secret, sizeof secret)) {
 		PGconn *c = db_acquire(a->pool);
@@ -325,7 +345,7 @@ static int signature(struct auth *a, struct http_req *rq, const char *key_id,
 		}
 		PQclear(r);
 		if (strlen(key_id) <= 32)
-			cache_put(a, key_id, out, secret);
+			cache_put(a, gen, key_id, out, secret);
 	}
 	if (!out->role) {
 		snprintf(why, whylen, "unknown or revoked node key %.32s",
@@ -340,6 +360,15 @@ static int signature(struct auth *a, struct http_req *rq, const char *key_id,
 	if (sign_verify(secret, &sr, sig, now, SIGN_MAX_SKEW_S, &reason) !=
 	    SIGN_OK) {
 		snprintf(why, whylen, "%s", reason);
+		return -1;
+	}
+	if (t > now + AUTH_FUTURE_S) {
+		snprintf(why, whylen,
+		         "the request's timestamp is %lld s ahead of the "
+		         "exchange's clock (at most %d s are accepted, since a "
+		         "later one could be replayed after a restart); set "
+		         "the node's clock right (NTP) and sign again",
+		         t - (long long)now, AUTH_FUTURE_S);
 		return -1;
 	}
 	if (t < a->started) {
@@ -380,4 +409,29 @@ int auth_authenticate(struct auth *a, struct http_req *rq,
 	         "no credentials: send Authorization: Bearer <token>, or sign "
 	         "the request with a node key (" SIGN_HDR_KEY " ...)");
 	return -1;
+}
+
+void auth_forget_token(struct auth *a, int64_t token_id)
+{
+	pthread_mutex_lock(&a->mu);
+	a->gen++;
+	for (int i = 0; i < CACHE_SLOTS; i++) {
+		struct cached *c = &a->cache[i];
+		/* token entries are keyed by their SHA-256 (64 hex digits),
+		 * node keys by their id */
+		if (c->key[0] && strlen(c->key) == 64 && c->p.role &&
+		    c->p.role != AUTH_NODE && c->p.id == token_id)
+			c->key[0] = 0;
+	}
+	pthread_mutex_unlock(&a->mu);
+}
+
+void auth_forget_node_key(struct auth *a, const char *key_id)
+{
+	pthread_mutex_lock(&a->mu);
+	a->gen++;
+	struct cached *c = &a->cache[hash(key_id) % CACHE_SLOTS];
+	if (strcmp(c->key, key_id) == 0)
+		c->key[0] = 0;
+	pthread_mutex_unlock(&a->mu);
 }

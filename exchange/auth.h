@@ -7,9 +7,14 @@
  * per-node secret (common/sign.h): the timestamp must be within ±300 s of
  * ours and after this ramexd started, and a nonce is accepted once — the
  * nonces seen in the last 600 s are kept in memory, and the start-time fence
- * covers the ones an earlier process saw. Credentials found in the database
- * are cached for AUTH_CACHE_S seconds, so a revoked key stops working
- * within that time. The module owns the cache and the nonce set.
+ * covers the ones an earlier process saw: a timestamp before this process
+ * started is refused (the agent signs again), and one more than
+ * AUTH_FUTURE_S ahead of our clock too, since an earlier process that took
+ * it could not have told us its nonce. Credentials found in the database
+ * are cached for AUTH_CACHE_S seconds; a revocation through this process
+ * (auth_forget_*) takes effect at once, one through another ramexd sharing
+ * the database within AUTH_CACHE_S. The module owns the cache and the nonce
+ * set.
  */
 #ifndef RAMEX_AUTH_H
 #define RAMEX_AUTH_H
@@ -27,6 +32,7 @@
 #define AUTH_PUBLIC    0x100u /* no credentials needed (health, metrics) */
 
 #define AUTH_CACHE_S      5
+#define AUTH_FUTURE_S     5 /* how far ahead a signed timestamp may be */
 #define AUTH_NONCE_MAX    (1 << 20) /* nonces remembered at once */
 #define AUTH_TOKEN_PREFIX "rx_"
 #define AUTH_TOKEN_LEN    67 /* "rx_" + 64 hex digits = 256 random bits */
@@ -55,6 +61,12 @@ void auth_free(struct auth *a);
 int auth_authenticate(struct auth *a, struct http_req *rq,
                       struct auth_principal *out, int *status, char *why,
                       size_t whylen);
+
+/* Drops a revoked bearer token (api_tokens.id) or node key from the cache,
+ * so that the next request with it goes to the database and is refused.
+ * Call after the revocation committed. */
+void auth_forget_token(struct auth *a, int64_t token_id);
+void auth_forget_node_key(struct auth *a, const char *key_id);
 
 const char *auth_role_name(unsigned role);
 /* "trader" -> AUTH_TRADER; 0 for an unknown name. */

@@ -271,6 +271,9 @@ void h_node_key_revoke(struct http_req *rq)
 	           "AND revoked_at IS NULL RETURNING key_id, account_id, "
 	           "revoked_at::text",
 	           1, pv, 1);
+	/* revoked (or never there): at once in this process, not after the
+	 * credential cache's time */
+	auth_forget_node_key(((struct app *)http_app(rq))->auth, pv[0]);
 }
 
 int64_t handlers_token_create(struct pg_conn *conn, const char *name,
@@ -392,4 +395,5 @@ void h_token_revoke(struct http_req *rq)
 	           "UPDATE api_tokens SET revoked_at = now() WHERE id = $1 AND "
 	           "revoked_at IS NULL RETURNING id, revoked_at::text",
 	           1, pv, 1);
+	auth_forget_token(((struct app *)http_app(rq))->auth, id);
 }

@@ -275,7 +275,7 @@ START_TEST(auth_failures)
 	    403);
 	rxh_resp_free(&r);
 
-	/* a revoked token stops working (within the cache time) */
+	/* a revoked token stops working at once in this process */
 	ck_assert_int_eq(rxh_call(&h, "POST", "/v1/tokens", h.admin,
 	                          "{\"name\":\"tmp\",\"role\":\"finance\"}",
 	                          NULL, &r),
@@ -292,9 +292,71 @@ START_TEST(auth_failures)
 	ck_assert_int_eq(rxh_call(&h, "DELETE", path, h.admin, NULL, NULL, &r),
 	                 200);
 	rxh_resp_free(&r);
-	sleep(6);
+	/* no wait: the token was cached by the call above, and the
+	 * revocation must have dropped it */
 	ck_assert_int_eq(
 	    rxh_call(&h, "GET", "/v1/contracts", tmp, NULL, NULL, &r), 401);
+	ck_assert_ptr_nonnull(strstr(r.body, "revoked"));
+	rxh_resp_free(&r);
+
+	/* a revoked node key too: cached by a first call, refused at once */
+	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/markets", w.key_b,
+	                                 w.secret_b, NULL, 0, NULL, &r),
+	                 200);
+	rxh_resp_free(&r);
+	snprintf(path, sizeof path, "/v1/keys/%s", w.key_b);
+	ck_assert_int_eq(rxh_call(&h, "DELETE", path, h.admin, NULL, NULL, &r),
+	                 200);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/markets", w.key_b,
+	                                 w.secret_b, NULL, 0, NULL, &r),
+	                 401);
+	ck_assert_ptr_nonnull(strstr(r.body, "revoked"));
+	rxh_resp_free(&r);
+
+	/* a timestamp far ahead of the exchange's clock is refused: an
+	 * earlier process could have taken it, and its nonce is not known
+	 * here */
+	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/markets", w.key_a,
+	                                 w.secret_a, NULL,
+	                                 (int64_t)time(NULL) + 60, NULL, &r),
+	                 401);
+	ck_assert_ptr_nonnull(strstr(r.body, "ahead"));
+	rxh_resp_free(&r);
+	rxh_stop(&h);
+}
+END_TEST
+
+/* A signed request taken by one ramexd process cannot be replayed to the
+ * next one, although the nonce memory is gone with the first process: the
+ * new process refuses timestamps from before its start. */
+START_TEST(signed_request_not_replayable_after_restart)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	rxh_start(&h, "ramex_t_rxd_replay", "");
+	rxh_world(&h, &w);
+	int64_t ts = (int64_t)time(NULL);
+	const char *nonce = "replay-after-restart-0001";
+	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/markets", w.key_a,
+	                                 w.secret_a, NULL, ts, nonce, &r),
+	                 200);
+	rxh_resp_free(&r);
+	/* the next process starts in a later second than ts */
+	while ((int64_t)time(NULL) <= ts)
+		usleep(50000);
+	ck_assert(WIFSIGNALED(rxh_kill(&h, SIGKILL)));
+	rxh_restart(&h);
+	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/markets", w.key_a,
+	                                 w.secret_a, NULL, ts, nonce, &r),
+	                 401);
+	ck_assert_ptr_nonnull(strstr(r.body, "sign it again"));
+	rxh_resp_free(&r);
+	/* signed again, now, it is taken */
+	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/markets", w.key_a,
+	                                 w.secret_a, NULL, 0, NULL, &r),
+	                 200);
 	rxh_resp_free(&r);
 	rxh_stop(&h);
 }
@@ -863,6 +925,7 @@ int main(void)
 	tcase_add_test(tc, place_match_cancel);
 	tcase_add_test(tc, idempotent_retry);
 	tcase_add_test(tc, auth_failures);
+	tcase_add_test(tc, signed_request_not_replayable_after_restart);
 	tcase_add_test(tc, node_cannot_act_for_another);
 	tcase_add_test(tc, bad_input_changes_nothing);
 	tcase_add_test(tc, restart_rebuilds_books);
