@@ -50,6 +50,12 @@ function months(from, to)
 	return out;
 }
 
+function accountName(inv)
+{
+	const n = inv.account_name || (typeof inv.account === 'string' ? inv.account : '');
+	return n ? `${n} (#${inv.account_id})` : `#${inv.account_id}`;
+}
+
 function moneyCell(ns)
 {
 	if (ns === undefined || ns === null)
@@ -158,10 +164,10 @@ async function loadInvoices(from, to, status)
 			open.addEventListener('click', () => openInvoice(inv.id));
 			return el('tr', {'data-invoice': inv.id, class: current === inv.id ? 'selected' : null},
 			          el('td', {}, inv.id),
-			          el('td', {}, inv.account_name || `#${inv.account_id}`),
+			          el('td', {}, accountName(inv)),
 			          el('td', {}, monthStr(inv.year, inv.month)),
 			          el('td', {}, inv.status),
-			          el('td', {class: 'num'}, inv.lines ?? (inv.line_count ?? '')),
+			          el('td', {class: 'num'}, typeof inv.lines === 'number' ? inv.lines : ''),
 			          moneyCell(inv.total), el('td', {}, open));
 		});
 		fillRows($('invoices').tBodies[0], trs, 7, 'no invoices in these months');
@@ -209,10 +215,13 @@ async function openInvoice(id)
 		tr.classList.toggle('selected', tr.dataset.invoice === String(id));
 	$('csv-status').textContent = '';
 	try {
-		const inv = await api(`/v1/invoices/${id}`);
-		const lines = inv.lines_items || inv.items || (Array.isArray(inv.lines) ? inv.lines : []);
+		// {invoice, lines} (as ramexctl reads it), or the invoice with
+		// its lines inside
+		const res = await api(`/v1/invoices/${id}`);
+		const inv = res.invoice && typeof res.invoice === 'object' ? res.invoice : res;
+		const lines = Array.isArray(res.lines) ? res.lines : Array.isArray(inv.items) ? inv.items : [];
 		$('invoice-head').textContent =
-		    `invoice ${inv.id} · account ${inv.account_name || `#${inv.account_id}`} · ` +
+		    `invoice ${inv.id} · account ${accountName(inv)} · ` +
 		    `${monthStr(inv.year, inv.month)} · ${inv.status} · total ${fmt.money(inv.total)}` +
 		    (inv.total < 0 ? ' (paid to the account)' : '');
 		const cols = lineColumns(lines);
