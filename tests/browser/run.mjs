@@ -297,6 +297,20 @@ async function main()
 		noErrors(marketPage, 'market');
 	});
 
+	await test('trade: the seller delivers a contract from the page', async () => {
+		const page = tradePage;
+		const sel = `#contracts tr[data-contract="${W.lendContract}"]`;
+		await page.click(`${sel} button[data-move="deliver"]`);
+		await page.waitForFunction(s => {
+			const tr = document.querySelector(s);
+			return tr && /active/.test(tr.textContent) && tr.querySelector('button[data-move="end"]');
+		}, sel, {timeout: WAIT});
+		assert(/contract \d+: active/.test(await textOf(page, '#banner')), 'no word that the contract is active');
+		const c = await must(W.trader, 'GET', `/v1/contracts/${W.lendContract}`);
+		assert(c.state === 'active', `the contract is ${c.state}`);
+		noErrors(page, 'trade deliver');
+	});
+
 	await test('trade: cancel the rest of the bid', async () => {
 		const page = tradePage;
 		await page.click(`#orders tr[data-order="${W.bidId}"] button`);

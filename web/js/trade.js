@@ -257,8 +257,6 @@ function addFill(f)
 {
 	const prev = fills.get(f.trade_id) || {};
 	fills.set(f.trade_id, Object.assign({}, prev, f));
-	noteAccount(f.buyer_id);
-	noteAccount(f.seller_id);
 }
 
 function drawFills()
@@ -273,6 +271,42 @@ function drawFills()
 	                              el('td', {class: 'num'}, fmt.money(fmt.big(f.price) * fmt.big(f.pages))),
 	                              el('td', {class: 'num'}, f.contract_id || '')));
 	fillRows($('fills').tBodies[0], rows, 9, 'no fills yet');
+}
+
+// The moves a contract's state allows (docs/billing-api.md); whether the
+// caller is the party who may make one is the exchange's to say.
+const MOVES = {
+	pending_delivery: [['deliver', 'Deliver', 'confirm that the pages are delivered (seller)']],
+	active: [['recall', 'Recall', 'take the pages back (seller): spot gives notice, perm is a breach'],
+	         ['end', 'End', 'release the pages (buyer)']],
+	recalling: [['end', 'End', 'release the pages now (buyer)']]
+};
+
+function moves(c)
+{
+	return (MOVES[c.state] || []).map(([move, label, what]) => {
+		const b = el('button', {type: 'button', title: what, 'data-move': move,
+		                        'aria-label': `${label} contract ${c.id}`}, label);
+		b.addEventListener('click', () => move_(c, move, b));
+		return b;
+	});
+}
+
+async function move_(c, move, btn)
+{
+	if (move === 'recall' && c.market.startsWith('perm-') &&
+	    !confirm(`Recalling perm contract ${c.id} early breaches it. Recall anyway?`))
+		return;
+	btn.disabled = true;
+	try {
+		const res = await api(`/v1/contracts/${c.id}/${move}`, {method: 'POST', json: {}});
+		const k = (res && (res.contract || res)) || {};
+		say(banner, `contract ${c.id}: ${(k.state || 'moved').replace('_', ' ')}`, 'ok');
+	} catch (e) {
+		say(banner, `contract ${c.id} could not ${move}: ${e.message}`);
+		btn.disabled = false;
+	}
+	loadContracts();
 }
 
 async function loadContracts()
@@ -292,8 +326,9 @@ async function loadContracts()
 		                               pagesCell(c.pages),
 		                               el('td', {class: 'num', title: `${c.price} n$/page-year`}, fmt.price(c.price)),
 		                               el('td', {}, c.deliver_by ? fmt.time(c.deliver_by) : ''),
-		                               el('td', {}, c.term_end ? fmt.time(c.term_end) : '—')));
-		fillRows($('contracts').tBodies[0], rows, 10, 'no contracts yet');
+		                               el('td', {}, c.term_end ? fmt.time(c.term_end) : '—'),
+		                               el('td', {}, ...moves(c))));
+		fillRows($('contracts').tBodies[0], rows, 11, 'no contracts yet');
 	} catch (e) {
 		say(banner, `could not list your contracts: ${e.message}`);
 	}
@@ -327,7 +362,7 @@ async function start(principal)
 	if (me.role === 'trader') {
 		acct.value = '';
 		acct.required = true;
-		$('o-account-hint').textContent = 'the node of your team this order is for (accounts seen in your orders and fills are suggested)';
+		$('o-account-hint').textContent = 'the node of your team this order is for (the accounts of your orders are suggested)';
 	} else {
 		acct.value = me.account_id || '';
 		acct.required = false;
