@@ -2,6 +2,7 @@
 #include "node-agent/config.h"
 
 #include "common/log.h"
+#include "node-agent/core/simload.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -58,6 +59,14 @@ static const struct setting settings[] = {
     S("sim_usage_file", sim_usage_file,
       "sim backend: file re-read every sample whose number replaces "
       "sim_usage_pages (tests, demos; empty: off)"),
+    S("sim_profile", sim_profile,
+      "sim backend: steady, diurnal (a day's sine) or bursty (seeded)"),
+    I("sim_swing_pages", sim_swing, 1, 0, YEAR_PAGES,
+      "sim: diurnal amplitude or highest burst (0: half the free pages)"),
+    I("sim_period_s", sim_period_s, 1, 1, 31536000,
+      "sim: seconds of one diurnal day, or of one bursty slot"),
+    I("sim_seed", sim_seed, 1, 0, BIG,
+      "sim: diurnal phase shift in ms; which bursty slots burst"),
     I("managed_pages", managed_pages, 1, 0, YEAR_PAGES,
       "pages the agent trades (0: MemTotal, or sim_total_pages)"),
     S("spool", spool, "usage report spool file (fsync'd)"),
@@ -144,6 +153,9 @@ void config_default(struct agent_config *c)
 	strcpy(c->kmod_device, "/dev/ramex");
 	c->sim_total = 2097152; /* 8 GiB */
 	c->sim_usage = 524288;
+	strcpy(c->sim_profile, "steady");
+	c->sim_period_s = 86400;
+	c->sim_seed = 1;
 	strcpy(c->spool, "/var/lib/ramex/agent.spool");
 	strcpy(c->status_file, "/run/ramex/agent.prom");
 	strcpy(c->log_level, "info");
@@ -364,6 +376,11 @@ int config_check(const struct agent_config *c, char *err, size_t errlen)
 		errf(err, errlen, "sim_usage_pages exceeds sim_total_pages");
 		return -1;
 	}
+	if (!strcmp(c->backend, "sim")) {
+		struct simload_config l;
+		if (config_sim_load(c, &l, err, errlen) < 0)
+			return -1;
+	}
 	if (log_level_parse(c->log_level) < 0) {
 		errf(err, errlen,
 		     "log_level must be debug, info, warn or error");
@@ -376,6 +393,41 @@ int config_check(const struct agent_config *c, char *err, size_t errlen)
 	wsest_free(w);
 	if ((why = strategy_config_check(&c->strat))) {
 		errf(err, errlen, "strategy: %s", why);
+		return -1;
+	}
+	return 0;
+}
+
+int config_sim_load(const struct agent_config *c, struct simload_config *out,
+                    char *err, size_t errlen)
+{
+	const char *why;
+
+	memset(out, 0, sizeof *out);
+	if (simload_kind_parse(c->sim_profile, &out->kind) < 0) {
+		errf(err, errlen,
+		     "sim_profile must be steady, diurnal or bursty, not "
+		     "\"%s\"",
+		     c->sim_profile);
+		return -1;
+	}
+	out->total = c->sim_total;
+	out->base = c->sim_usage;
+	out->period_s = c->sim_period_s;
+	out->seed = (uint64_t)c->sim_seed;
+	out->swing = c->sim_swing;
+	if (out->kind != SIMLOAD_STEADY && out->swing == 0 &&
+	    out->total > out->base) {
+		/* half the free pages, and a sine may not dip below zero */
+		out->swing = (out->total - out->base) / 2;
+		if (out->kind == SIMLOAD_DIURNAL && out->swing > out->base)
+			out->swing = out->base;
+	}
+	if ((why = simload_check(out))) {
+		errf(err, errlen,
+		     "sim_profile %s: %s (sim_total_pages, "
+		     "sim_usage_pages, sim_swing_pages, sim_period_s)",
+		     c->sim_profile, why);
 		return -1;
 	}
 	return 0;

@@ -31,7 +31,11 @@ struct agent_config {
 	rx_pages sim_total;              /* sim: machine pages */
 	rx_pages sim_usage;              /* sim: pages the workload uses */
 	char sim_usage_file[CONFIG_STR]; /* sim: usage re-read from, "" off */
-	rx_pages managed_pages;          /* pages traded; 0 = MemTotal */
+	char sim_profile[16];            /* sim: steady | diurnal | bursty */
+	rx_pages sim_swing;     /* sim: diurnal amplitude, highest burst */
+	int64_t sim_period_s;   /* sim: a diurnal day, a bursty slot */
+	int64_t sim_seed;       /* sim: diurnal phase, which slots burst */
+	rx_pages managed_pages; /* pages traded; 0 = MemTotal */
 	char spool[CONFIG_STR];
 	char status_file[CONFIG_STR]; /* metrics in Prometheus text, "" off */
 	char log_level[16];
@@ -64,6 +68,12 @@ int config_args(struct agent_config *c, int argc, char **argv, char *err,
 
 /* Checks the whole configuration; returns 0 or -1 with err set. */
 int config_check(const struct agent_config *c, char *err, size_t errlen);
+
+struct simload_config;
+/* The sim backend's workload profile (node-agent/core/simload.h) from
+ * the sim_* settings; returns 0, or -1 with err naming the setting. */
+int config_sim_load(const struct agent_config *c, struct simload_config *out,
+                    char *err, size_t errlen);
 
 /* Prints usage and every setting with its default and help line. */
 void config_help(FILE *f);

@@ -65,6 +65,16 @@ struct exec *exec_sim_new(rx_pages total, rx_pages usage);
  * give-back returns up to `pages` offline pages. */
 void exec_sim_set_usage(struct exec *e, rx_pages usage);
 void exec_sim_oom(struct exec *e, rx_pages pages);
+/* sim only: from now on the workload follows `load` (simload.h, copied)
+ * instead of a fixed usage; 0, or -1 with err when it does not fit. */
+struct simload_config;
+int exec_sim_set_load(struct exec *e, const struct simload_config *load,
+                      char *err, size_t errlen);
+/* sim only: brings the workload to its size at t and returns the pages it
+ * uses, for the sampler. Growing into pages that were given away, it takes
+ * offline pages back as the kernel's OOM give-back does (exec_sync sees
+ * the loss); lent pages hold a buyer's data and stay. */
+rx_pages exec_sim_advance(struct exec *e, rx_time_ns t);
 
 /* `pages` is what the cgroup may use when nothing is sold (0: read its
  * memory.max, which must then be a number). */

@@ -3,9 +3,17 @@
  * A machine of `total` pages whose workload uses `usage`; pages can be
  * given away only while they are free (total − usage − given + borrowed),
  * just as the kernel module cannot offline pages that are in use.
+ *
+ * The usage is fixed, or follows a workload profile (core/simload.h) that
+ * exec_sim_advance moves along the clock the agent passes in. A workload
+ * that grows into given-away pages gets offline pages back, the way the
+ * kernel module's OOM notifier does; lent pages hold a buyer's data and
+ * are not taken.
  */
+#include "node-agent/core/simload.h"
 #include "node-agent/exec.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +21,8 @@ struct sim {
 	rx_pages total, usage;
 	struct exec_totals held;
 	rx_pages oom_pending; /* offline pages the "kernel" took back */
+	struct simload_config load;
+	int has_load; /* usage follows `load`, else it stays as set */
 };
 
 static int sim_apply(void *impl, const struct exec_totals *want,
@@ -92,4 +102,34 @@ void exec_sim_oom(struct exec *e, rx_pages pages)
 	if (pages > s->held.pages[EXEC_OFFLINE])
 		pages = s->held.pages[EXEC_OFFLINE];
 	s->held.pages[EXEC_OFFLINE] -= pages;
+}
+
+int exec_sim_set_load(struct exec *e, const struct simload_config *load,
+                      char *err, size_t errlen)
+{
+	struct sim *s = sim_of(e);
+	const char *why = simload_check(load);
+	if (!why && load->total != s->total)
+		why = "the profile is for a machine of another size";
+	if (why) {
+		snprintf(err, errlen, "sim workload: %s", why);
+		return -1;
+	}
+	s->load = *load;
+	s->has_load = 1;
+	return 0;
+}
+
+rx_pages exec_sim_advance(struct exec *e, rx_time_ns t)
+{
+	struct sim *s = sim_of(e);
+	if (!s->has_load)
+		return s->usage;
+	s->usage = simload_pages(&s->load, t);
+	rx_pages free_pages =
+	    s->total - s->usage - s->held.pages[EXEC_OFFLINE] -
+	    s->held.pages[EXEC_LEND] + s->held.pages[EXEC_BORROW];
+	if (free_pages < 0)
+		exec_sim_oom(e, -free_pages);
+	return s->usage;
 }
