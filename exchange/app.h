@@ -13,6 +13,7 @@ struct db_pool;
 struct writer;
 struct events;
 struct auth;
+struct billing;
 
 struct app {
 	struct rx_config cfg;
@@ -20,6 +21,7 @@ struct app {
 	struct writer *writer;
 	struct events *events;
 	struct auth *auth;
+	struct billing *billing; /* the billing job (billing.h) */
 	int stopping;           /* set at SIGTERM: /readyz answers 503 */
 	struct static_root web; /* web.dir[0] == 0: no pages served */
 };

@@ -57,6 +57,14 @@ static const struct setting settings[] = {
     S("web_root", web_root, "",
       "directory of the web pages served at / and /web/ (make builds "
       "build/web); empty serves none"),
+    I("billing_interval_s", billing_interval_s, 0, 86400, "60",
+      "seconds between billing runs; 0 bills only on POST /v1/billing/run"),
+    I("fee_bps", fee_bps, 0, 10000, "0",
+      "the exchange's fee in basis points of each amount, fixed per "
+      "contract at its first billing"),
+    I("invoice_grace_s", invoice_grace_s, 0, 31536000, "259200",
+      "seconds after its month's end during which an invoice stays a "
+      "draft for late usage reports; then it is final"),
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 

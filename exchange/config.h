@@ -29,6 +29,10 @@ struct rx_config {
 	int sse_max_clients;
 	char port_file[512]; /* when set, the bound port is written there */
 	char web_root[512];  /* the web pages (build/web); "" serves none */
+	/* billing (exchange/billing.h) */
+	int billing_interval_s;  /* the billing job's period; 0: on demand */
+	int fee_bps;             /* the exchange's fee on new contracts */
+	int64_t invoice_grace_s; /* an invoice is final this long after */
 };
 
 void config_defaults(struct rx_config *c);

@@ -5,6 +5,8 @@
  *   h_admin.c     teams, accounts, nodes and their keys, tokens (admin)
  *   h_market.c    markets, book depth, trades, candles
  *   h_orders.c    place, cancel, reduce, get and list orders; contracts
+ *   h_billing.c   invoices and their exports, usage export, billing
+ *                 summary, ledger check, billing runs
  *   h_events.c    the Server-Sent Events stream
  *
  * A handler runs after the route table (routes.c) has authenticated the
@@ -49,6 +51,14 @@ void h_order_get(struct http_req *rq);
 void h_order_list(struct http_req *rq);
 void h_contract_list(struct http_req *rq);
 void h_contract_get(struct http_req *rq);
+
+void h_invoice_list(struct http_req *rq);
+void h_invoice_get(struct http_req *rq);
+void h_invoice_export(struct http_req *rq);
+void h_usage_export(struct http_req *rq);
+void h_billing_summary(struct http_req *rq);
+void h_ledger_check(struct http_req *rq);
+void h_billing_run(struct http_req *rq);
 
 void h_events(struct http_req *rq);
 

@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "exchange/app.h"
 #include "exchange/auth.h"
+#include "exchange/billing.h"
 #include "exchange/config.h"
 #include "exchange/db.h"
 #include "exchange/events.h"
@@ -241,6 +242,16 @@ static int serve(struct app *app)
 		log_error("cannot start the writer", "err=\"%s\"", err);
 		goto out;
 	}
+	/* The billing job, with its own connection and thread. */
+	struct billing_opts bo = {.conninfo = cfg->db,
+	                          .interval_s = cfg->billing_interval_s,
+	                          .fee_bps = cfg->fee_bps,
+	                          .grace_s = cfg->invoice_grace_s};
+	app->billing = billing_start(&bo, err, sizeof err);
+	if (!app->billing) {
+		log_error("cannot start billing", "err=\"%s\"", err);
+		goto out_writer;
+	}
 	struct http_opts ho = {
 	    .host = cfg->listen_host,
 	    .port = cfg->listen_port,
@@ -276,6 +287,7 @@ out_http:
 	events_close(app->events);
 	http_stop(srv); /* waits for the requests in flight */
 out_writer:
+	billing_stop(app->billing); /* NULL when never started */
 	writer_stop(app->writer);
 out:
 	auth_free(app->auth);

@@ -60,6 +60,23 @@ const struct http_route routes_table[] = {
     {"GET", "/v1/contracts/{id}", h_contract_get, TRADING | FINANCE | ADMIN,
      "one contract"},
 
+    /* billing (h_billing.c): finance reads it all, the parties their
+     * own accounts' invoices */
+    {"GET", "/v1/invoices", h_invoice_list, TRADING | FINANCE | ADMIN,
+     "list invoices"},
+    {"GET", "/v1/invoices/{id}", h_invoice_get, TRADING | FINANCE | ADMIN,
+     "one invoice with its lines"},
+    {"GET", "/v1/invoices/{id}/export", h_invoice_export,
+     TRADING | FINANCE | ADMIN, "an invoice as FOCUS-style CSV or JSON"},
+    {"GET", "/v1/usage/export", h_usage_export, FINANCE | ADMIN,
+     "billed usage per contract and month, CSV or JSON"},
+    {"GET", "/v1/billing/summary", h_billing_summary, FINANCE | ADMIN,
+     "spend, revenue and page-years per month and account or team"},
+    {"GET", "/v1/ledger/check", h_ledger_check, FINANCE | ADMIN,
+     "the ledger balances and every invoice equals its postings"},
+    {"POST", "/v1/billing/run", h_billing_run, ADMIN,
+     "run the billing job now"},
+
     /* the event stream */
     {"GET", "/v1/events", h_events, TRADING | ADMIN,
      "Server-Sent Events: fills, orders, contracts"},

@@ -1,0 +1,499 @@
+/* test_billing.c — the billing job and its API against a real ramexd and
+ * PostgreSQL: contracts of 2025 set up by SQL (trades and contracts rows
+ * backdated, delivered), month-by-month usage reports, runs of POST
+ * /v1/billing/run as of the end of each month, then the brief's worked
+ * examples as invoices, twelve months that sum exactly, the cents paid, a
+ * breached perm contract, a late report as an adjustment, the ledger check,
+ * the CSV export and who may see what. */
+#include <check.h>
+#include <inttypes.h>
+#include <libpq-fe.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/money.h"
+#include "tests/integration/ramexd_harness.h"
+#include "tests/integration/testdb.h"
+
+#define S    MONEY_NS_PER_S
+#define DAY  (INT64_C(86400) * S)
+#define GIB4 (INT64_C(1) << 20)
+
+/* Runs sql with int64 parameters $1..$n; returns the first value of the
+ * first row as an integer (0 when none). */
+static int64_t q(PGconn *c, const char *sql, int n, ...)
+{
+	char vals[16][24];
+	const char *pv[16];
+	va_list ap;
+	va_start(ap, n);
+	for (int i = 0; i < n; i++) {
+		snprintf(vals[i], sizeof vals[i], "%" PRId64,
+		         va_arg(ap, int64_t));
+		pv[i] = vals[i];
+	}
+	va_end(ap);
+	PGresult *r = PQexecParams(c, sql, n, NULL, pv, NULL, NULL, 0);
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK ||
+	                  PQresultStatus(r) == PGRES_TUPLES_OK,
+	              "%s: %s", sql, PQerrorMessage(c));
+	int64_t v = 0;
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 &&
+	    !PQgetisnull(r, 0, 0))
+		v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	return v;
+}
+
+static int64_t node(PGconn *c, int64_t team, const char *name)
+{
+	char t[24];
+	snprintf(t, sizeof t, "%" PRId64, team);
+	const char *pv2[] = {name, t};
+	PGresult *r = PQexecParams(c,
+	                           "INSERT INTO accounts (name, kind, team_id) "
+	                           "VALUES ($1, 'node', $2) RETURNING id",
+	                           2, NULL, pv2, NULL, NULL, 0);
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s",
+	              PQerrorMessage(c));
+	int64_t id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	return id;
+}
+
+static int64_t next_id = 900000;
+
+/* A trade and its contract, as the writer would have made them, moved by
+ * SQL to `state` with the given instants. Returns the contract id. */
+static int64_t contract(PGconn *c, int64_t market, int perm, int64_t buyer,
+                        int64_t seller, int lend, int64_t pages, int64_t price,
+                        int64_t penalty, int64_t created, int64_t delivered,
+                        const char *state, int64_t ended, int64_t term_end)
+{
+	int64_t buy = next_id++, sell = next_id++, trade = next_id++,
+	        id = next_id++;
+	const char *order =
+	    "INSERT INTO orders (id, market_id, account_id, side, tif, stp, "
+	    "post_only, price, pages, remaining, filled, status, priority, "
+	    "created_ns, updated_ns, placed_by) VALUES ($1, $2, $3, "
+	    "CASE WHEN $4 = 1 THEN 'buy' ELSE 'sell' END, 'gtc', "
+	    "'cancel_taker', false, $5, $6, 0, $6, 'filled', $1, $7, $7, "
+	    "'test')";
+	q(c, order, 7, buy, market, buyer, INT64_C(1), price, pages, created);
+	q(c, order, 7, sell, market, seller, INT64_C(0), price, pages, created);
+	q(c,
+	  "INSERT INTO trades (id, market_id, seq, taker_order_id, "
+	  "maker_order_id, buyer_id, seller_id, taker_side, price, pages, "
+	  "ts_ns) VALUES ($1, $2, $1, $3, $4, $5, $6, 'buy', $7, $8, $9)",
+	  9, trade, market, buy, sell, buyer, seller, price, pages, created);
+	int64_t code = strcmp(state, "active") == 0     ? 1
+	               : strcmp(state, "ended") == 0    ? 3
+	               : strcmp(state, "breached") == 0 ? 4
+	                                                : 0;
+	q(c,
+	  "INSERT INTO contracts (id, trade_id, market_id, buyer_id, "
+	  "seller_id, delivery, pages, price, state, deliver_by, term_end, "
+	  "notice_period_s, created_at, updated_at, product, perm_year, "
+	  "breach_penalty, recall_notice_ns, created_ns, deliver_by_ns, "
+	  "term_end_ns, delivered_ns, ended_ns, changed_ns) VALUES "
+	  "($1::bigint, $2::bigint, $3::bigint, $4::bigint, $5::bigint, CASE "
+	  "WHEN $6::int = 1 THEN 'lend' ELSE 'offline' END, $7::bigint, "
+	  "$8::bigint, (ARRAY['pending_delivery', 'active', 'recalling', "
+	  "'ended', 'breached'])[$9::int + 1], to_timestamp(($10::bigint + "
+	  "86400000000000) / 1000000000), CASE WHEN $13::bigint > 0 THEN "
+	  "to_timestamp($13::bigint / 1000000000) END, 0, "
+	  "to_timestamp($10::bigint / 1000000000), to_timestamp($10::bigint / "
+	  "1000000000), CASE WHEN $14::int = 1 THEN 'perm' ELSE 'spot' END, "
+	  "CASE WHEN $14::int = 1 THEN 2025 ELSE 0 END, $11::bigint, 0, "
+	  "$10::bigint, $10::bigint + 86400000000000, $13::bigint, "
+	  "$12::bigint, $15::bigint, $10::bigint)",
+	  15, id, trade, market, buyer, seller, (int64_t)lend, pages, price,
+	  code, created, penalty, delivered, term_end, (int64_t)perm, ended);
+	return id;
+}
+
+static int64_t seq_no = 0;
+
+/* One usage report of `side` for [from, to), as POST /v1/usage stores it. */
+static void report(PGconn *c, int64_t nodeid, int64_t id, int buyer_side,
+                   int64_t from, int64_t to, int64_t ps)
+{
+	seq_no++;
+	q(c,
+	  "INSERT INTO usage_reports (node_id, epoch, seq, contract_id, side, "
+	  "period_start_ns, period_end_ns, page_seconds, kmod_page_seconds, "
+	  "kmod_pages, body_hash) VALUES ($1, 1, $2, $3, CASE WHEN $4 = 1 "
+	  "THEN 'buyer' ELSE 'seller' END, $5, $6, $7, $7, 0, $2)",
+	  7, nodeid, seq_no, id, (int64_t)buyer_side, from, to, ps);
+}
+
+static int64_t ms(int y, int m)
+{
+	return money_month_start(y, m);
+}
+
+static int64_t month_ps(int64_t pages, int y, int m)
+{
+	return pages * ((ms(y, m + 1) - ms(y, m)) / S);
+}
+
+static json_t *run(struct rxh *h, int64_t as_of)
+{
+	char body[64];
+	struct rxh_resp r;
+	snprintf(body, sizeof body, "{\"as_of_ns\": %" PRId64 "}", as_of);
+	long s =
+	    rxh_call(h, "POST", "/v1/billing/run", h->admin, body, NULL, &r);
+	ck_assert_msg(s == 200, "billing run: %ld %s", s, r.body);
+	json_t *j = json_incref(r.json);
+	rxh_resp_free(&r);
+	return j;
+}
+
+/* The invoices of `account` (admin), as a JSON array. */
+static json_t *invoices(struct rxh *h, int64_t account)
+{
+	char path[128];
+	struct rxh_resp r;
+	snprintf(path, sizeof path,
+	         "/v1/invoices?account_id=%" PRId64 "&limit=500", account);
+	long s = rxh_call(h, "GET", path, h->admin, NULL, NULL, &r);
+	ck_assert_msg(s == 200, "%s: %ld %s", path, s, r.body);
+	json_t *items = json_incref(json_object_get(r.json, "items"));
+	rxh_resp_free(&r);
+	return items;
+}
+
+static json_t *invoice(struct rxh *h, int64_t id)
+{
+	char path[64];
+	struct rxh_resp r;
+	snprintf(path, sizeof path, "/v1/invoices/%" PRId64, id);
+	long s = rxh_call(h, "GET", path, h->admin, NULL, NULL, &r);
+	ck_assert_msg(s == 200, "%s: %ld %s", path, s, r.body);
+	json_t *j = json_incref(r.json);
+	rxh_resp_free(&r);
+	return j;
+}
+
+static int64_t jint(json_t *o, const char *k)
+{
+	return (int64_t)json_integer_value(json_object_get(o, k));
+}
+
+/* The sum of the lines of contract `cid` on all invoices of `account`
+ * in `year` (0: any), and of their totals. */
+static void sums(struct rxh *h, int64_t account, int year, int64_t cid,
+                 int64_t *lines, int64_t *totals, int64_t *cents, int *n)
+{
+	json_t *all = invoices(h, account);
+	size_t i;
+	json_t *v;
+	*lines = *totals = *cents = 0;
+	*n = 0;
+	json_array_foreach(all, i, v)
+	{
+		if (year && jint(v, "year") != year)
+			continue;
+		(*n)++;
+		*totals += jint(v, "total");
+		*cents += jint(v, "payable_cents");
+		json_t *inv = invoice(h, jint(v, "id"));
+		size_t k;
+		json_t *l;
+		json_array_foreach(json_object_get(inv, "items"), k, l)
+		{
+			if (jint(l, "contract_id") == cid)
+				*lines += jint(l, "amount");
+		}
+		json_decref(inv);
+	}
+	json_decref(all);
+}
+
+START_TEST(billing_end_to_end)
+{
+	struct rxh h;
+	struct rxh_world w;
+	rxh_start(&h, "ramex_t_billing", "--billing_interval_s=0");
+	rxh_world(&h, &w);
+	PGconn *c = testdb_connect(h.conninfo);
+	int64_t spot = q(c, "SELECT id FROM markets WHERE name = 'spot'", 0);
+	int64_t perm = q(c,
+	                 "INSERT INTO markets (name, product, term_end, tick, "
+	                 "lot, min_pages, max_pages, price_min, price_max, "
+	                 "notice_period_s, breach_penalty, "
+	                 "delivery_deadline_s) VALUES ('perm-2025', 'perm', "
+	                 "'2026-01-01', 1000, 256, 256, 1073741824, 1000, "
+	                 "100000000, 0, 20000, 3600) RETURNING id",
+	                 0);
+	int64_t perm_seller = node(c, w.team, "perm-seller");
+	int64_t breacher = node(c, w.team, "breacher");
+	int64_t late = node(c, w.team, "late");
+	int64_t created = ms(2024, 12) + 30 * DAY, y0 = ms(2025, 1),
+	        y1 = ms(2026, 1);
+	/* the brief's three machines, all of 2025 */
+	int64_t k_spot = contract(c, spot, 0, w.op_account, w.node_a, 0, GIB4,
+	                          100000, 0, created, y0, "ended", y1, 0);
+	int64_t k_perm =
+	    contract(c, perm, 1, w.op_account, perm_seller, 0, GIB4, 200000,
+	             20000, created, y0, "ended", y1 + 500000000, y1);
+	int64_t k_lend = contract(c, spot, 0, w.node_c, w.node_b, 1, GIB4,
+	                          150000, 0, created, y0, "ended", y1, 0);
+	/* perm at 200 000, breached on 1 July; spot traded at 150 000 */
+	int64_t k_breach =
+	    contract(c, perm, 1, w.op_account, breacher, 0, GIB4, 200000, 20000,
+	             created, y0, "breached", ms(2025, 7), y1);
+	contract(c, spot, 0, w.op_account, late, 0, 4096, 150000, 0,
+	         ms(2025, 3) + DAY, 0, "ended", 0, 0);
+	/* delivered in March only; its report comes a year late */
+	int64_t k_late =
+	    contract(c, spot, 0, w.op_account, late, 0, 4096, 100000, 0,
+	             created, ms(2025, 3), "ended", ms(2025, 4), 0);
+
+	for (int mo = 1; mo <= 12; mo++) {
+		int64_t f = ms(2025, mo), t = ms(2025, mo + 1);
+		int64_t ps = month_ps(GIB4, 2025, mo);
+		report(c, w.node_a, k_spot, 0, f, t, ps);
+		report(c, perm_seller, k_perm, 0, f, t, ps);
+		report(c, w.node_b, k_lend, 0, f, t, ps);
+		report(c, w.node_c, k_lend, 1, f, t, ps);
+		if (mo <= 6)
+			report(c, breacher, k_breach, 0, f, t, ps);
+		json_t *res = run(&h, t - 3600 * S);
+		ck_assert_int_ge(jint(res, "movements"), 3);
+		if (mo == 7)
+			ck_assert_int_eq(jint(res, "settled"), 1);
+		json_decref(res);
+	}
+	/* a run back in time is refused */
+	{
+		struct rxh_resp r;
+		long s = rxh_call(&h, "POST", "/v1/billing/run", h.admin,
+		                  "{\"as_of_ns\": 1}", NULL, &r);
+		ck_assert_int_eq(s, 409);
+		rxh_resp_free(&r);
+	}
+	/* 10 January 2026: every month of 2025 is final */
+	json_decref(run(&h, ms(2026, 1) + 9 * DAY));
+	ck_assert_int_eq(q(c,
+	                   "SELECT count(*) FROM invoices WHERE year = 2025 "
+	                   "AND status = 'draft'",
+	                   0),
+	                 0);
+
+	int64_t lines, totals, cents;
+	int n;
+	/* spot offline: the operator pays $104.857 600 000 over twelve
+	 * invoices, node A is credited the same and paid 10 485 cents */
+	sums(&h, w.op_account, 2025, k_spot, &lines, &totals, &cents, &n);
+	ck_assert_int_eq(n, 12);
+	ck_assert_int_eq(lines, INT64_C(104857600000));
+	sums(&h, w.node_a, 2025, k_spot, &lines, &totals, &cents, &n);
+	ck_assert_int_eq(n, 12);
+	ck_assert_int_eq(lines, -INT64_C(104857600000));
+	ck_assert_int_eq(totals, -INT64_C(104857600000));
+	ck_assert_int_eq(cents, -10486); /* a credit rounds down, away from 0 */
+	/* perm to its term end: $209.7152 */
+	sums(&h, perm_seller, 2025, k_perm, &lines, &totals, &cents, &n);
+	ck_assert_int_eq(totals, -INT64_C(209715200000));
+	/* lend: node C pays node B $157.2864 */
+	sums(&h, w.node_c, 2025, k_lend, &lines, &totals, &cents, &n);
+	ck_assert_int_eq(n, 12);
+	ck_assert_int_eq(totals, INT64_C(157286400000));
+	ck_assert_int_eq(cents, 15728);
+	sums(&h, w.node_b, 2025, k_lend, &lines, &totals, &cents, &n);
+	ck_assert_int_eq(totals, -INT64_C(157286400000));
+	/* every month of the spot contract alone, exact */
+	ck_assert_int_eq(q(c,
+	                   "SELECT count(*) FROM movements WHERE contract_id = "
+	                   "$1 AND kind = 'usage'",
+	                   1, k_spot),
+	                 12);
+
+	/* the breach: the delivered half-year at min(200 000, 150 000) less
+	 * 20 000 = 130 000, so the operator gets back what it paid above */
+	int64_t half = 0;
+	for (int mo = 1; mo <= 6; mo++)
+		half += month_ps(GIB4, 2025, mo);
+	rx_ndollars want;
+	char err[MONEY_MSG_MAX];
+	ck_assert_int_eq(money_amount(half, 130000, &want, err, sizeof err), 0);
+	sums(&h, breacher, 0, k_breach, &lines, &totals, &cents, &n);
+	ck_assert_int_eq(totals, -want);
+	ck_assert_int_eq(q(c,
+	                   "SELECT settle_price FROM billing_contracts WHERE "
+	                   "contract_id = $1",
+	                   1, k_breach),
+	                 130000);
+	ck_assert_int_eq(q(c,
+	                   "SELECT count(*) FROM movements WHERE contract_id = "
+	                   "$1 AND kind = 'settlement' AND amount < 0",
+	                   1, k_breach),
+	                 1);
+
+	/* the late report: March 2025 is final; it bills as an adjustment
+	 * on the late node's January 2026 invoice */
+	report(c, late, k_late, 0, ms(2025, 3), ms(2025, 4),
+	       month_ps(4096, 2025, 3));
+	json_t *res = run(&h, ms(2026, 1) + 11 * DAY);
+	ck_assert_int_eq(jint(res, "movements"), 1);
+	json_decref(res);
+	json_t *li = invoices(&h, late);
+	ck_assert_int_eq(json_array_size(li), 1);
+	json_t *lv = invoice(&h, jint(json_array_get(li, 0), "id"));
+	ck_assert_int_eq(jint(lv, "year"), 2026);
+	ck_assert_int_eq(jint(lv, "month"), 1);
+	ck_assert_str_eq(json_string_value(json_object_get(lv, "status")),
+	                 "draft");
+	json_t *line = json_array_get(json_object_get(lv, "items"), 0);
+	ck_assert_str_eq(json_string_value(json_object_get(line, "kind")),
+	                 "adjustment");
+	ck_assert_str_eq(
+	    json_string_value(json_object_get(line, "usage_month")), "2025-03");
+	ck_assert_int_eq(money_amount(month_ps(4096, 2025, 3), 100000, &want,
+	                              err, sizeof err),
+	                 0);
+	ck_assert_int_eq(jint(line, "amount"), -want);
+	ck_assert_str_eq(json_string_value(json_object_get(line, "page_years")),
+	                 "347.879452");
+	json_decref(lv);
+	json_decref(li);
+
+	/* final invoices and postings cannot change, even by SQL */
+	PGresult *r = PQexec(c, "UPDATE invoices SET total = 0 WHERE year = "
+	                        "2025");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
+	PQclear(r);
+	r = PQexec(c, "DELETE FROM postings");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
+	PQclear(r);
+
+	/* the ledger balances and every invoice equals its postings */
+	struct rxh_resp rr;
+	ck_assert_int_eq(rxh_call(&h, "GET", "/v1/ledger/check",
+	                          w.finance_token, NULL, NULL, &rr),
+	                 200);
+	ck_assert_msg(json_is_true(json_object_get(rr.json, "ok")), "%s",
+	              rr.body);
+	ck_assert_str_eq(json_string_value(json_object_get(rr.json, "sum")),
+	                 "0");
+	/* 12 x 3 monthly, 6 before the breach, 2 settlements, 1 late */
+	ck_assert_int_eq(jint(rr.json, "movements"), 45);
+	rxh_resp_free(&rr);
+
+	/* the CSV export of node A's January: FOCUS columns, one row */
+	json_t *ai = invoices(&h, w.node_a);
+	int64_t jan = 0;
+	size_t i;
+	json_t *v;
+	json_array_foreach(ai, i, v) if (jint(v, "month") == 1 &&
+	                                 jint(v, "year") == 2025) jan =
+	    jint(v, "id");
+	json_decref(ai);
+	ck_assert_int_gt(jan, 0);
+	char path[128], hb[256];
+	snprintf(path, sizeof path, "/v1/invoices/%" PRId64 "/export", jan);
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", path, w.finance_token, NULL, NULL, &rr), 200);
+	ck_assert_ptr_nonnull(rxh_header(&rr, "Content-Type", hb, sizeof hb));
+	ck_assert_msg(strncmp(hb, "text/csv", 8) == 0, "%s", hb);
+	ck_assert_ptr_nonnull(
+	    rxh_header(&rr, "Content-Disposition", hb, sizeof hb));
+	ck_assert_msg(strstr(hb, "attachment"), "%s", hb);
+	ck_assert_msg(strncmp(rr.body,
+	                      "BillingAccountId,SubAccountName,"
+	                      "BillingPeriodStart,BillingPeriodEnd,"
+	                      "ChargePeriodStart,ChargePeriodEnd,ResourceId,",
+	                      100) == 0,
+	              "%s", rr.body);
+	char want_row[128];
+	snprintf(want_row, sizeof want_row,
+	         ",\"blue\",2025-01-01T00:00:00Z,2025-02-01T00:00:00Z,"
+	         "2025-01-01T00:00:00Z,2025-02-01T00:00:00Z,contract-%" PRId64
+	         ",memory,Usage,",
+	         k_spot);
+	ck_assert_msg(strstr(rr.body, want_row), "%s", rr.body);
+	ck_assert_msg(strstr(rr.body, ",seller\n"), "%s", rr.body);
+	rxh_resp_free(&rr);
+	snprintf(path, sizeof path,
+	         "/v1/invoices/%" PRId64 "/export?format=json", jan);
+	ck_assert_int_eq(rxh_call(&h, "GET", path, h.admin, NULL, NULL, &rr),
+	                 200);
+	json_t *row = json_array_get(json_object_get(rr.json, "items"), 0);
+	ck_assert_str_eq(
+	    json_string_value(json_object_get(row, "ConsumedUnit")),
+	    "PageSecond");
+	ck_assert_str_eq(json_string_value(json_object_get(row, "x_Role")),
+	                 "seller");
+	rxh_resp_free(&rr);
+
+	/* finance reads billing, not trading */
+	ck_assert_int_eq(rxh_call(&h, "GET", "/v1/invoices", w.finance_token,
+	                          NULL, NULL, &rr),
+	                 200);
+	rxh_resp_free(&rr);
+	ck_assert_int_eq(rxh_call(&h, "GET",
+	                          "/v1/billing/summary?from=2025-"
+	                          "01&to=2025-12&by=team",
+	                          w.finance_token, NULL, NULL, &rr),
+	                 200);
+	ck_assert_int_gt(json_array_size(json_object_get(rr.json, "items")), 0);
+	rxh_resp_free(&rr);
+	ck_assert_int_eq(rxh_call(&h, "GET", "/v1/usage/export?from=2025-01",
+	                          w.finance_token, NULL, NULL, &rr),
+	                 200);
+	ck_assert_msg(strstr(rr.body, ",agree\n"), "%s", rr.body);
+	rxh_resp_free(&rr);
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", "/v1/orders", w.finance_token, NULL, NULL, &rr),
+	    403);
+	rxh_resp_free(&rr);
+	ck_assert_int_eq(rxh_call(&h, "GET", "/v1/markets", w.finance_token,
+	                          NULL, NULL, &rr),
+	                 403);
+	rxh_resp_free(&rr);
+	ck_assert_int_eq(rxh_call(&h, "POST", "/v1/billing/run",
+	                          w.finance_token, "{}", NULL, &rr),
+	                 403);
+	rxh_resp_free(&rr);
+
+	/* a node sees its own invoices only */
+	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/invoices?limit=500",
+	                                 w.key_a, w.secret_a, NULL, 0, NULL,
+	                                 &rr),
+	                 200);
+	json_t *items = json_object_get(rr.json, "items");
+	ck_assert_int_ge(json_array_size(items), 12);
+	json_array_foreach(items, i, v)
+	    ck_assert_int_eq(jint(v, "account_id"), w.node_a);
+	rxh_resp_free(&rr);
+	json_t *oi = invoices(&h, w.op_account);
+	snprintf(path, sizeof path, "/v1/invoices/%" PRId64,
+	         jint(json_array_get(oi, 0), "id"));
+	json_decref(oi);
+	ck_assert_int_eq(rxh_call_signed(&h, "GET", path, w.key_a, w.secret_a,
+	                                 NULL, 0, NULL, &rr),
+	                 404);
+	rxh_resp_free(&rr);
+
+	PQfinish(c);
+	rxh_stop(&h);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("billing");
+	TCase *tc = tcase_create("billing");
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, billing_end_to_end);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
