@@ -55,7 +55,8 @@ struct http_req {
 	char pval[HTTP_MAX_PARAMS][HTTP_MAX_PARAM_LEN];
 	int nhdr;
 	char hname[HTTP_MAX_HEADERS][32];
-	char hval[HTTP_MAX_HEADERS][128];
+	/* room for the web pages' Content-Security-Policy (static.c) */
+	char hval[HTTP_MAX_HEADERS][512];
 	struct auth_principal principal;
 	int authed;
 	struct timespec t0;
@@ -185,8 +186,14 @@ void http_problem(struct http_req *rq, int status, const char *slug,
 
 void http_add_header(struct http_req *rq, const char *name, const char *value)
 {
-	if (rq->nhdr >= HTTP_MAX_HEADERS)
+	/* A cut header is worse than none (a truncated CSP is refused with
+	 * a console error): drop it and say so. */
+	if (rq->nhdr >= HTTP_MAX_HEADERS || strlen(name) >= sizeof rq->hname[0] ||
+	    strlen(value) >= sizeof rq->hval[0]) {
+		log_warn("reply header dropped", "name=%s path=%s", name,
+		         rq->path);
 		return;
+	}
 	snprintf(rq->hname[rq->nhdr], sizeof rq->hname[0], "%s", name);
 	snprintf(rq->hval[rq->nhdr], sizeof rq->hval[0], "%s", value);
 	rq->nhdr++;
