@@ -7,6 +7,10 @@
  *       so that the book stays small and about half the orders trade. Each
  *       order has a fresh client_order_id. Prints acknowledged orders per
  *       second and p50/p99/max latency of acknowledged orders.
+ *   loadgen get PORT PATH CONNS SECONDS
+ *       the same connections and loop, but GET PATH (a route that does no
+ *       work, such as /healthz): what the HTTP edge and this generator
+ *       cost without the writer and PostgreSQL.
  *   loadgen pg CONNINFO CONNS SECONDS
  *       the same machine's rate for one transaction per order: CONNS
  *       threads each INSERT one order row and COMMIT (synchronous_commit
@@ -20,6 +24,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,9 +80,20 @@ struct conn {
 static const char *token;
 static long sell_acct, buy_acct;
 static int uniq;
+static const char *get_path; /* loadgen get: GET this instead */
 
 static void build(struct conn *c)
 {
+	if (get_path) {
+		c->outlen = (size_t)snprintf(c->out, sizeof c->out,
+		                             "GET %s HTTP/1.1\r\nHost: "
+		                             "127.0.0.1\r\n\r\n",
+		                             get_path);
+		c->outoff = 0;
+		c->inlen = 0;
+		c->t0 = now_ns();
+		return;
+	}
 	char body[256];
 	int buy = c->side;
 	int bl = snprintf(body, sizeof body,
@@ -129,17 +145,28 @@ static int dial(int port)
 
 static int run_http(int argc, char **argv)
 {
-	if (argc != 8) {
+	bool get = strcmp(argv[1], "get") == 0;
+	if (argc != (get ? 6 : 8)) {
 		fprintf(stderr, "usage: loadgen http PORT TOKEN SELL BUY CONNS "
+		                "SECONDS | loadgen get PORT PATH CONNS "
 		                "SECONDS\n");
 		return 2;
 	}
 	int port = atoi(argv[2]);
-	token = argv[3];
-	sell_acct = atol(argv[4]);
-	buy_acct = atol(argv[5]);
-	int n = atoi(argv[6]);
-	double secs = atof(argv[7]);
+	int n;
+	double secs;
+	if (get) {
+		get_path = argv[3];
+		n = atoi(argv[4]);
+		secs = atof(argv[5]);
+	} else {
+		token = argv[3];
+		sell_acct = atol(argv[4]);
+		buy_acct = atol(argv[5]);
+		n = atoi(argv[6]);
+		secs = atof(argv[7]);
+	}
+	int ok_status = get ? 200 : 201;
 	uniq = (int)getpid();
 	if (n < 1 || n > MAX_CONNS)
 		return 2;
@@ -184,7 +211,7 @@ static int run_http(int argc, char **argv)
 				int st = complete(c);
 				if (!st)
 					continue;
-				if (st == 201) {
+				if (st == ok_status) {
 					ok++;
 					if (nlat < MAX_SAMPLES)
 						lat[nlat++] = t - c->t0;
@@ -216,7 +243,9 @@ static int run_http(int argc, char **argv)
 	}
 	double took = (now_ns() - start) / 1e9;
 	char what[64];
-	snprintf(what, sizeof what, "ramexd HTTP, %d connections:", n);
+	snprintf(what, sizeof what,
+	         "%s, %d connections:", get ? "GET (no work)" : "ramexd HTTP",
+	         n);
 	report(what, ok, bad, took);
 	return 0;
 }
@@ -303,10 +332,12 @@ int main(int argc, char **argv)
 	lat = malloc(MAX_SAMPLES * sizeof *lat);
 	if (!lat)
 		return 1;
-	if (argc > 1 && strcmp(argv[1], "http") == 0)
+	if (argc > 1 &&
+	    (strcmp(argv[1], "http") == 0 || strcmp(argv[1], "get") == 0))
 		return run_http(argc, argv);
 	if (argc > 1 && strcmp(argv[1], "pg") == 0)
 		return run_pg(argc, argv);
-	fprintf(stderr, "usage: loadgen http ... | loadgen pg ...\n");
+	fprintf(stderr, "usage: loadgen http ... | loadgen get ... | loadgen "
+	                "pg ...\n");
 	return 2;
 }

@@ -33,9 +33,9 @@ struct market {
 	int64_t id;
 	char name[16];
 	bool perm;
-	int perm_year;     /* perm: the YYYY of perm-YYYY */
+	int perm_year;      /* perm: the YYYY of perm-YYYY */
 	int64_t term_end_s; /* perm: the end of its term, unix seconds */
-	char term_end[32]; /* ISO 8601, "" for spot */
+	char term_end[32];  /* ISO 8601, "" for spot */
 	int64_t notice_period_s, breach_penalty, delivery_deadline_s;
 	struct book *book;
 	uint64_t seq_saved;
@@ -46,25 +46,95 @@ struct acct {
 	int64_t team;
 };
 
-/* Per-batch scratch: the rows to write and the events to publish. */
+/* Per-batch scratch: the rows to write and the events to publish. Rows are
+ * plain structs, written out as JSON text in one pass when the batch is
+ * sent (jansson objects per row cost more than the rest of the batch). */
+struct orow {
+	uint64_t id;
+	bool is_new; /* an INSERT; else an UPDATE of an earlier batch's order */
+	bool post_only;
+	enum book_side side;
+	enum book_tif tif;
+	enum book_stp stp;
+	int64_t market_id, account_id, price, pages, remaining;
+	int64_t filled; /* new: filled; update: filled_add */
+	int64_t expires, priority, created, updated;
+	const char *status; /* static strings */
+	const char *reason; /* static string or NULL */
+	char coid[65];
+	char placed_by[48];
+};
+
+struct trow {
+	uint64_t id, taker, maker;
+	int64_t market_id, seq, buyer, seller, price, pages, ts;
+	enum book_side side;
+};
+
+struct crow {
+	uint64_t id, trade_id;
+	const struct market *m;
+	int64_t buyer, seller, pages, price;
+	struct contract k;
+	rx_time_ns now;
+};
+
+struct pubev {
+	const char *type;
+	int64_t a, ta, b, tb;
+	size_t off; /* its JSON text in batch.pubtext, NUL-terminated */
+};
+
+/* A growing text buffer; out of memory is fatal (assert), as for events. */
+struct sb {
+	char *p;
+	size_t n, cap;
+};
+
+#define VEC(T)                                                                 \
+	struct {                                                               \
+		T *v;                                                          \
+		size_t n, cap;                                                 \
+	}
+
 struct omap_ent {
 	uint64_t id;
-	json_t *row; /* borrowed from ins_orders or upd_orders */
-	bool is_new;
+	size_t row; /* index into batch.orders */
 };
 
 struct batch {
-	json_t *ins_orders, *upd_orders, *trades, *contracts, *idem, *pub;
+	VEC(struct orow) orders;
+	VEC(struct trow) trades;
+	VEC(struct crow) contracts;
+	VEC(struct pubev) pub;
+	struct sb idem; /* JSON array text of the idempotency rows */
+	size_t nidem;
+	struct sb pubtext;
 	struct omap_ent *map;
 	size_t mapcap, mapn;
 	bool touched[WRITER_MAX_MARKETS];
 	int accepted, rejected, ntrades;
 };
 
+#define VEC_PUSH(vec)                                                          \
+	(((vec).n == (vec).cap                                                 \
+	      ? vec_grow((void **)&(vec).v, &(vec).cap, sizeof *(vec).v)       \
+	      : (void)0),                                                      \
+	 memset(&(vec).v[(vec).n], 0, sizeof *(vec).v), &(vec).v[(vec).n++])
+
+static void vec_grow(void **v, size_t *cap, size_t elem)
+{
+	size_t n = *cap ? *cap * 2 : 64;
+	void *x = realloc(*v, n * elem);
+	assert(x);
+	*v = x, *cap = n;
+}
+
 struct writer {
 	struct writer_opts o;
 	char conninfo[512];
-	PGconn *conn;
+	PGconn *conn;  /* the batches' transactions, pipelined */
+	PGconn *lconn; /* lookups while a batch is in flight on conn */
 	pthread_t th;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -404,6 +474,129 @@ static int connect_db(struct writer *w, char *err, size_t errlen)
 	return 0;
 }
 
+static int connect_lookup(struct writer *w, char *err, size_t errlen)
+{
+	if (w->lconn)
+		PQfinish(w->lconn);
+	w->lconn = db_connect(w->conninfo, err, errlen);
+	return w->lconn ? 0 : -1;
+}
+
+/* --- text ---------------------------------------------------------------- */
+
+static void sb_need(struct sb *b, size_t more)
+{
+	if (b->n + more + 1 <= b->cap)
+		return;
+	size_t cap = b->cap ? b->cap : 4096;
+	while (cap < b->n + more + 1)
+		cap *= 2;
+	char *p = realloc(b->p, cap);
+	assert(p); /* out of memory here is fatal, as for the events */
+	b->p = p, b->cap = cap;
+}
+
+static void sb_put(struct sb *b, const char *s, size_t n)
+{
+	sb_need(b, n);
+	memcpy(b->p + b->n, s, n);
+	b->n += n;
+	b->p[b->n] = 0;
+}
+
+static void sb_s(struct sb *b, const char *s)
+{
+	sb_put(b, s, strlen(s));
+}
+
+static void sb_i(struct sb *b, int64_t v)
+{
+	char t[24];
+	char *e = t + sizeof t, *q = e;
+	uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+	do
+		*--q = (char)('0' + u % 10);
+	while (u /= 10);
+	if (v < 0)
+		*--q = '-';
+	sb_put(b, q, (size_t)(e - q));
+}
+
+/* A JSON string: quotes, and escapes for what JSON requires. */
+static void sb_js(struct sb *b, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	sb_need(b, strlen(s) * 6 + 2);
+	char *o = b->p + b->n;
+	*o++ = '"';
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\') {
+			*o++ = '\\', *o++ = (char)*p;
+		} else if (*p < 0x20) {
+			*o++ = '\\', *o++ = 'u', *o++ = '0', *o++ = '0';
+			*o++ = hex[*p >> 4], *o++ = hex[*p & 15];
+		} else {
+			*o++ = (char)*p;
+		}
+	}
+	*o++ = '"';
+	b->n = (size_t)(o - b->p);
+	b->p[b->n] = 0;
+}
+
+/* ,"key": */
+static void sb_k(struct sb *b, const char *key)
+{
+	size_t n = strlen(key);
+	sb_need(b, n + 4);
+	char *o = b->p + b->n;
+	if (b->n && b->p[b->n - 1] != '{' && b->p[b->n - 1] != '[')
+		*o++ = ',';
+	*o++ = '"';
+	memcpy(o, key, n);
+	o += n;
+	*o++ = '"', *o++ = ':';
+	b->n = (size_t)(o - b->p);
+	b->p[b->n] = 0;
+}
+
+static void sb_ki(struct sb *b, const char *key, int64_t v)
+{
+	sb_k(b, key);
+	sb_i(b, v);
+}
+
+/* a string, or null for NULL */
+static void sb_ks(struct sb *b, const char *key, const char *v)
+{
+	sb_k(b, key);
+	if (v)
+		sb_js(b, v);
+	else
+		sb_s(b, "null");
+}
+
+static void sb_kb(struct sb *b, const char *key, bool v)
+{
+	sb_k(b, key);
+	sb_s(b, v ? "true" : "false");
+}
+
+static void sb_open(struct sb *b, char c)
+{
+	if (b->n && b->p[b->n - 1] != '{' && b->p[b->n - 1] != '[' &&
+	    b->p[b->n - 1] != ':')
+		sb_put(b, ",", 1);
+	sb_put(b, &c, 1);
+}
+
+static char *sb_take(struct sb *b)
+{
+	char *p = b->p ? b->p : strdup("");
+	b->p = NULL, b->n = b->cap = 0;
+	return p;
+}
+
 /* --- batch rows -------------------------------------------------------- */
 
 static struct omap_ent *omap_find(struct batch *b, uint64_t id, bool add)
@@ -434,6 +627,7 @@ static struct omap_ent *omap_find(struct batch *b, uint64_t id, bool add)
 	if (!add)
 		return NULL;
 	b->map[k].id = id;
+	b->map[k].row = SIZE_MAX;
 	b->mapn++;
 	return &b->map[k];
 }
@@ -441,85 +635,198 @@ static struct omap_ent *omap_find(struct batch *b, uint64_t id, bool add)
 static void batch_init(struct batch *b)
 {
 	memset(b, 0, sizeof *b);
-	b->ins_orders = json_array();
-	b->upd_orders = json_array();
-	b->trades = json_array();
-	b->contracts = json_array();
-	b->idem = json_array();
-	b->pub = json_array();
 }
 
 static void batch_free(struct batch *b)
 {
-	json_decref(b->ins_orders);
-	json_decref(b->upd_orders);
-	json_decref(b->trades);
-	json_decref(b->contracts);
-	json_decref(b->idem);
-	json_decref(b->pub);
+	free(b->orders.v);
+	free(b->trades.v);
+	free(b->contracts.v);
+	free(b->pub.v);
+	free(b->idem.p);
+	free(b->pubtext.p);
 	free(b->map);
+	memset(b, 0, sizeof *b);
 }
 
+/* Queues an event; `data` is its JSON text. */
 static void publish_later(struct writer *w, struct batch *b, const char *type,
-                          int64_t a1, int64_t a2, json_t *data)
+                          int64_t a1, int64_t a2, const char *data, size_t len)
 {
 	struct acct *x = acct_get(w, a1), *y = acct_get(w, a2);
-	json_array_append_new(
-	    b->pub,
-	    json_pack("{s:s,s:I,s:I,s:I,s:I,s:o}", "type", type, "a",
-	              (json_int_t)a1, "ta", (json_int_t)(x ? x->team : 0), "b",
-	              (json_int_t)a2, "tb", (json_int_t)(y ? y->team : 0),
-	              "data", data));
+	struct pubev *e = VEC_PUSH(b->pub);
+	e->type = type;
+	e->a = a1, e->ta = x ? x->team : 0;
+	e->b = a2, e->tb = y ? y->team : 0;
+	e->off = b->pubtext.n;
+	sb_put(&b->pubtext, data, len);
+	sb_put(&b->pubtext, "", 1); /* the NUL that ends it */
 }
 
 /* The row of order `id` in this batch, made an update row when it is an
- * order of an earlier batch. */
-static json_t *order_row(struct batch *b, uint64_t id, rx_time_ns now)
+ * order of an earlier batch. The pointer lasts until the next row. */
+static struct orow *order_row(struct batch *b, uint64_t id, rx_time_ns now)
 {
 	struct omap_ent *e = omap_find(b, id, true);
-	if (!e->row) {
-		e->row = json_pack(
-		    "{s:I,s:I,s:I,s:s,s:n,s:I}", "id", (json_int_t)id,
-		    "remaining", (json_int_t)0, "filled_add", (json_int_t)0,
-		    "status", "open", "reason", "updated_ns", (json_int_t)now);
-		json_array_append_new(b->upd_orders, e->row);
-		e->is_new = false;
+	if (e->row == SIZE_MAX) {
+		struct orow *r = VEC_PUSH(b->orders);
+		r->id = id;
+		r->status = "open";
+		r->updated = now;
+		e->row = b->orders.n - 1;
 	}
-	return e->row;
-}
-
-static void row_add(json_t *row, const char *key, json_int_t d)
-{
-	json_t *v = json_object_get(row, key);
-	json_object_set_new(row, key,
-	                    json_integer((v ? json_integer_value(v) : 0) + d));
+	return &b->orders.v[e->row];
 }
 
 static void order_closed(struct writer *w, struct batch *b, uint64_t id,
                          int64_t account, rx_pages left, const char *status,
                          const char *reason, rx_time_ns now)
 {
-	json_t *row = order_row(b, id, now);
-	json_object_set_new(row, "remaining", json_integer(left));
-	json_object_set_new(row, "status", json_string(status));
-	json_object_set_new(row, "reason",
-	                    reason ? json_string(reason) : json_null());
-	json_object_set_new(row, "updated_ns", json_integer(now));
-	publish_later(w, b, "order", account, 0,
-	              json_pack("{s:I,s:I,s:s,s:I,s:s?}", "id", (json_int_t)id,
-	                        "account_id", (json_int_t)account, "status",
-	                        status, "remaining", (json_int_t)left, "reason",
-	                        reason));
+	struct orow *row = order_row(b, id, now);
+	struct sb t = {0};
+	row->remaining = left;
+	row->status = status;
+	row->reason = reason;
+	row->updated = now;
+	sb_open(&t, '{');
+	sb_ki(&t, "id", (int64_t)id);
+	sb_ki(&t, "account_id", account);
+	sb_ks(&t, "status", status);
+	sb_ki(&t, "remaining", left);
+	sb_ks(&t, "reason", reason);
+	sb_s(&t, "}");
+	publish_later(w, b, "order", account, 0, t.p, t.n);
+	free(t.p);
+}
+
+/* The JSON of an order row: all columns (insert) or the changed ones. */
+static void orow_json(struct sb *o, const struct orow *r)
+{
+	sb_open(o, '{');
+	sb_ki(o, "id", (int64_t)r->id);
+	if (!r->is_new) {
+		sb_ki(o, "remaining", r->remaining);
+		sb_ki(o, "filled_add", r->filled);
+		sb_ks(o, "status", r->status);
+		sb_ks(o, "reason", r->reason);
+		sb_ki(o, "updated_ns", r->updated);
+		sb_s(o, "}");
+		return;
+	}
+	sb_ki(o, "market_id", r->market_id);
+	sb_ki(o, "account_id", r->account_id);
+	sb_ks(o, "side", writer_side_name(r->side));
+	sb_ks(o, "tif", writer_tif_name(r->tif));
+	sb_ks(o, "stp", writer_stp_name(r->stp));
+	sb_kb(o, "post_only", r->post_only);
+	sb_ki(o, "price", r->price);
+	sb_ki(o, "pages", r->pages);
+	sb_ki(o, "remaining", r->remaining);
+	sb_ki(o, "filled", r->filled);
+	if (r->tif == BOOK_GTD)
+		sb_ki(o, "expires_ns", r->expires);
+	else
+		sb_ks(o, "expires_ns", NULL);
+	sb_ks(o, "client_order_id", r->coid[0] ? r->coid : NULL);
+	sb_ks(o, "status", r->status);
+	sb_ks(o, "reason", r->reason);
+	sb_ki(o, "priority", r->priority);
+	sb_ki(o, "created_ns", r->created);
+	sb_ki(o, "updated_ns", r->updated);
+	sb_ks(o, "placed_by", r->placed_by);
+	sb_s(o, "}");
+}
+
+/* The order as the API shows it (the answer to POST /v1/orders). */
+static void order_view(struct sb *o, const struct orow *r, const char *market)
+{
+	sb_open(o, '{');
+	sb_ki(o, "id", (int64_t)r->id);
+	sb_ki(o, "account_id", r->account_id);
+	sb_ks(o, "side", writer_side_name(r->side));
+	sb_ks(o, "tif", writer_tif_name(r->tif));
+	sb_ks(o, "stp", writer_stp_name(r->stp));
+	sb_kb(o, "post_only", r->post_only);
+	sb_ki(o, "price", r->price);
+	sb_ki(o, "pages", r->pages);
+	sb_ki(o, "remaining", r->remaining);
+	sb_ki(o, "filled", r->filled);
+	sb_ks(o, "status", r->status);
+	sb_ks(o, "reason", r->reason);
+	sb_ki(o, "created_ns", r->created);
+	sb_ki(o, "updated_ns", r->updated);
+	if (r->tif == BOOK_GTD)
+		sb_ki(o, "expires_ns", r->expires);
+	else
+		sb_ks(o, "expires_ns", NULL);
+	sb_ks(o, "client_order_id", r->coid[0] ? r->coid : NULL);
+	sb_ks(o, "market", market);
+	sb_s(o, "}");
+}
+
+static void trow_json(struct sb *o, const struct trow *t)
+{
+	sb_open(o, '{');
+	sb_ki(o, "id", (int64_t)t->id);
+	sb_ki(o, "market_id", t->market_id);
+	sb_ki(o, "seq", t->seq);
+	sb_ki(o, "taker_order_id", (int64_t)t->taker);
+	sb_ki(o, "maker_order_id", (int64_t)t->maker);
+	sb_ki(o, "buyer_id", t->buyer);
+	sb_ki(o, "seller_id", t->seller);
+	sb_ks(o, "taker_side", writer_side_name(t->side));
+	sb_ki(o, "price", t->price);
+	sb_ki(o, "pages", t->pages);
+	sb_ki(o, "ts_ns", t->ts);
+	sb_s(o, "}");
+}
+
+/* The contract row, and with `market` the contract event's data. */
+static void crow_json(struct sb *o, const struct crow *c, bool market)
+{
+	char created[32], deliver_by[32];
+	const struct contract *k = &c->k;
+	iso_time(c->now / 1000000000, created);
+	iso_time(k->delivery_deadline / 1000000000, deliver_by);
+	sb_open(o, '{');
+	sb_ki(o, "id", (int64_t)c->id);
+	sb_ki(o, "trade_id", (int64_t)c->trade_id);
+	sb_ki(o, "market_id", c->m->id);
+	sb_ki(o, "buyer_id", c->buyer);
+	sb_ki(o, "seller_id", c->seller);
+	sb_ks(o, "delivery", contract_delivery_name(k->delivery));
+	sb_ki(o, "pages", c->pages);
+	sb_ki(o, "price", c->price);
+	sb_ks(o, "state", "pending_delivery");
+	sb_ks(o, "deliver_by", deliver_by);
+	sb_ks(o, "term_end", c->m->perm ? c->m->term_end : NULL);
+	sb_ki(o, "notice_period_s", c->m->notice_period_s);
+	sb_ks(o, "created_at", created);
+	sb_ks(o, "updated_at", created);
+	sb_ks(o, "product", contract_product_name(k->product));
+	sb_ki(o, "perm_year", k->perm_year);
+	sb_ki(o, "breach_penalty", k->breach_penalty);
+	sb_ki(o, "recall_notice_ns", k->recall_notice);
+	sb_ki(o, "created_ns", k->created);
+	sb_ki(o, "deliver_by_ns", k->delivery_deadline);
+	sb_ki(o, "term_end_ns", k->term_end);
+	sb_ki(o, "delivered_ns", 0);
+	sb_ki(o, "notice_end_ns", 0);
+	sb_ki(o, "ended_ns", 0);
+	sb_ki(o, "changed_ns", k->changed_at);
+	if (market)
+		sb_ks(o, "market", c->m->name);
+	sb_s(o, "}");
 }
 
 /* The contract row of a trade, as exchange/core/contract.h opens it. The
  * order path has already refused what contract_open refuses (a node buying
  * perm, a term that is over), so a failure here is a bug; it is logged and
  * the row is still written from the trade, since the trade has happened. */
-static json_t *contract_row(struct writer *w, struct market *m, uint64_t cid,
-                            uint64_t tid, int64_t buyer, int64_t seller,
-                            bool buyer_is_operator,
-                            const struct book_event *ev, rx_time_ns now)
+static void contract_row(struct crow *row, struct market *m, uint64_t cid,
+                         uint64_t tid, int64_t buyer, int64_t seller,
+                         bool buyer_is_operator, const struct book_event *ev,
+                         rx_time_ns now)
 {
 	struct contract_trade t = {
 	    .contract_id = (int64_t)cid,
@@ -539,46 +846,36 @@ static json_t *contract_row(struct writer *w, struct market *m, uint64_t cid,
 	    .recall_notice = m->notice_period_s * INT64_C(1000000000),
 	    .breach_penalty = m->breach_penalty,
 	};
-	struct contract k;
-	char err[256], created[32], deliver_by[32];
-	if (contract_open(&t, &cm, &k, err, sizeof err) < 0) {
+	struct contract *k = &row->k;
+	char err[256];
+	if (contract_open(&t, &cm, k, err, sizeof err) < 0) {
 		log_error("trade makes no valid contract; writing it as traded",
 		          "trade=%llu err=%s", (unsigned long long)tid,
 		          log_quote((char[300]){0}, 300, err));
-		(void)w;
-		memset(&k, 0, sizeof k);
-		k.product = cm.product;
-		k.perm_year = m->perm_year;
-		k.delivery = buyer_is_operator ? CONTRACT_OFFLINE : CONTRACT_LEND;
-		k.breach_penalty = m->breach_penalty;
-		k.recall_notice = cm.recall_notice;
-		k.created = k.changed_at = now;
-		k.delivery_deadline = now + cm.delivery_window;
+		memset(k, 0, sizeof *k);
+		k->product = cm.product;
+		k->perm_year = m->perm_year;
+		k->delivery =
+		    buyer_is_operator ? CONTRACT_OFFLINE : CONTRACT_LEND;
+		k->breach_penalty = m->breach_penalty;
+		k->recall_notice = cm.recall_notice;
+		k->created = k->changed_at = now;
+		k->delivery_deadline = now + cm.delivery_window;
 	}
-	iso_time(now / 1000000000, created);
-	iso_time(k.delivery_deadline / 1000000000, deliver_by);
-	return json_pack(
-	    "{s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:s,s:s,s:s?,s:I,s:s,s:s,"
-	    "s:s,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
-	    "id", (json_int_t)cid, "trade_id", (json_int_t)tid, "market_id",
-	    (json_int_t)m->id, "buyer_id", (json_int_t)buyer, "seller_id",
-	    (json_int_t)seller, "delivery", contract_delivery_name(k.delivery),
-	    "pages", (json_int_t)ev->pages, "price", (json_int_t)ev->price,
-	    "state", "pending_delivery", "deliver_by", deliver_by, "term_end",
-	    m->perm ? m->term_end : NULL, "notice_period_s",
-	    (json_int_t)m->notice_period_s, "created_at", created, "updated_at",
-	    created, "product", contract_product_name(k.product), "perm_year",
-	    k.perm_year, "breach_penalty", (json_int_t)k.breach_penalty,
-	    "recall_notice_ns", (json_int_t)k.recall_notice, "created_ns",
-	    (json_int_t)k.created, "deliver_by_ns",
-	    (json_int_t)k.delivery_deadline, "term_end_ns",
-	    (json_int_t)k.term_end, "delivered_ns", (json_int_t)0,
-	    "notice_end_ns", (json_int_t)0, "ended_ns", (json_int_t)0,
-	    "changed_ns", (json_int_t)k.changed_at);
+	row->id = cid;
+	row->trade_id = tid;
+	row->m = m;
+	row->buyer = buyer;
+	row->seller = seller;
+	row->pages = ev->pages;
+	row->price = ev->price;
+	row->now = now;
 }
 
-static json_t *trade_rows(struct writer *w, struct batch *b, struct market *m,
-                          const struct book_event *ev, rx_time_ns now)
+/* Rows and events of one trade; appends the fill's JSON to `fills`. */
+static void trade_rows(struct writer *w, struct batch *b, struct market *m,
+                       const struct book_event *ev, rx_time_ns now,
+                       struct sb *fills)
 {
 	int64_t buyer = ev->side == BOOK_BUY ? ev->account : ev->maker_account;
 	int64_t seller = ev->side == BOOK_BUY ? ev->maker_account : ev->account;
@@ -586,48 +883,47 @@ static json_t *trade_rows(struct writer *w, struct batch *b, struct market *m,
 	bool operator_buys = ba && ba->kind == 'o';
 	uint64_t tid = w->next_trade++, cid = w->next_contract++;
 
-	json_array_append_new(
-	    b->trades,
-	    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:I}", "id",
-	              (json_int_t)tid, "market_id", (json_int_t)m->id, "seq",
-	              (json_int_t)ev->seq, "taker_order_id", (json_int_t)ev->id,
-	              "maker_order_id", (json_int_t)ev->maker_id, "buyer_id",
-	              (json_int_t)buyer, "seller_id", (json_int_t)seller,
-	              "taker_side", writer_side_name(ev->side), "price",
-	              (json_int_t)ev->price, "pages", (json_int_t)ev->pages,
-	              "ts_ns", (json_int_t)now));
-	json_t *c = contract_row(w, m, cid, tid, buyer, seller, operator_buys,
-	                         ev, now);
-	json_array_append(b->contracts, c);
+	struct trow *t = VEC_PUSH(b->trades);
+	t->id = tid, t->market_id = m->id, t->seq = (int64_t)ev->seq;
+	t->taker = ev->id, t->maker = ev->maker_id;
+	t->buyer = buyer, t->seller = seller, t->side = ev->side;
+	t->price = ev->price, t->pages = ev->pages, t->ts = now;
+	struct crow *c = VEC_PUSH(b->contracts);
+	contract_row(c, m, cid, tid, buyer, seller, operator_buys, ev, now);
 
-	/* the maker's row */
-	json_t *row = order_row(b, ev->maker_id, now);
-	json_object_set_new(row, "remaining",
-	                    json_integer(ev->maker_remaining));
-	row_add(row,
-	        json_object_get(row, "filled_add") ? "filled_add" : "filled",
-	        ev->pages);
-	json_object_set_new(
-	    row, "status",
-	    json_string(ev->maker_remaining ? "open" : "filled"));
-	json_object_set_new(row, "updated_ns", json_integer(now));
+	/* the maker's row: filled counts up on a new row, filled_add on an
+	 * update of an earlier batch's order */
+	struct orow *row = order_row(b, ev->maker_id, now);
+	row->remaining = ev->maker_remaining;
+	row->filled += ev->pages;
+	row->status = ev->maker_remaining ? "open" : "filled";
+	row->updated = now;
 
-	json_t *fill = json_pack(
-	    "{s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:I}", "trade_id",
-	    (json_int_t)tid, "market", m->name, "price", (json_int_t)ev->price,
-	    "pages", (json_int_t)ev->pages, "taker_order_id",
-	    (json_int_t)ev->id, "maker_order_id", (json_int_t)ev->maker_id,
-	    "buyer_id", (json_int_t)buyer, "seller_id", (json_int_t)seller,
-	    "taker_side", writer_side_name(ev->side), "maker_remaining",
-	    (json_int_t)ev->maker_remaining, "taker_remaining",
-	    (json_int_t)ev->remaining, "contract_id", (json_int_t)cid);
-	publish_later(w, b, "fill", buyer, seller, json_deep_copy(fill));
-	json_t *cev = json_deep_copy(c);
-	json_object_set_new(cev, "market", json_string(m->name));
-	publish_later(w, b, "contract", buyer, seller, cev);
-	json_decref(c);
+	struct sb f = {0};
+	sb_open(&f, '{');
+	sb_ki(&f, "trade_id", (int64_t)tid);
+	sb_ks(&f, "market", m->name);
+	sb_ki(&f, "price", ev->price);
+	sb_ki(&f, "pages", ev->pages);
+	sb_ki(&f, "taker_order_id", (int64_t)ev->id);
+	sb_ki(&f, "maker_order_id", (int64_t)ev->maker_id);
+	sb_ki(&f, "buyer_id", buyer);
+	sb_ki(&f, "seller_id", seller);
+	sb_ks(&f, "taker_side", writer_side_name(ev->side));
+	sb_ki(&f, "maker_remaining", ev->maker_remaining);
+	sb_ki(&f, "taker_remaining", ev->remaining);
+	sb_ki(&f, "contract_id", (int64_t)cid);
+	sb_s(&f, "}");
+	publish_later(w, b, "fill", buyer, seller, f.p, f.n);
+	if (fills) {
+		sb_open(fills, '{');
+		sb_put(fills, f.p + 1, f.n - 1);
+	}
+	f.n = 0;
+	crow_json(&f, c, true);
+	publish_later(w, b, "contract", buyer, seller, f.p, f.n);
+	free(f.p);
 	b->ntrades++;
-	return fill;
 }
 
 /* Handles events that concern resting orders (expiry, self-trade cancels
@@ -702,16 +998,6 @@ static int64_t cmd_account(const struct writer_cmd *c)
 	return c->account ? c->account : c->p_account;
 }
 
-static json_t *order_view(const json_t *row, const char *market)
-{
-	json_t *v = json_deep_copy(row);
-	json_object_del(v, "priority");
-	json_object_del(v, "placed_by");
-	json_object_del(v, "market_id");
-	json_object_set_new(v, "market", json_string(market));
-	return v;
-}
-
 static void apply_new(struct writer *w, struct batch *b, struct writer_cmd *c,
                       rx_time_ns now)
 {
@@ -775,68 +1061,57 @@ static void apply_new(struct writer *w, struct batch *b, struct writer_cmd *c,
 	enum book_reject rej = book_apply(m->book, &bc, emit, w);
 	b->touched[m - w->m] = true;
 
-	json_t *row = NULL, *fills = json_array();
+	/* the new order's row, by index: trade_rows adds rows */
+	size_t ri = SIZE_MAX;
+	struct sb fills = {0};
+	sb_s(&fills, "[");
 	for (size_t i = 0; i < w->nev; i++) {
 		const struct book_event *ev = &w->ev[i];
+		struct orow *row;
 		if (resting_event(w, b, ev, id, now))
 			continue;
 		switch (ev->kind) {
 		case BOOK_EV_ACCEPTED:
-			row = json_pack(
-			    "{s:I,s:I,s:I,s:s,s:s,s:s,s:b,s:I,s:I,s:I,s:I,s:s,"
-			    "s:n,s:I,s:I,s:I,s:s}",
-			    "id", (json_int_t)id, "market_id",
-			    (json_int_t)m->id, "account_id",
-			    (json_int_t)account, "side",
-			    writer_side_name(c->side), "tif",
-			    writer_tif_name(c->tif), "stp",
-			    writer_stp_name(c->stp), "post_only", c->post_only,
-			    "price", (json_int_t)c->price, "pages",
-			    (json_int_t)c->pages, "remaining",
-			    (json_int_t)c->pages, "filled", (json_int_t)0,
-			    "status", "open", "reason", "priority",
-			    (json_int_t)ev->seq, "created_ns", (json_int_t)now,
-			    "updated_ns", (json_int_t)now, "placed_by",
-			    c->p_scope);
-			json_object_set_new(row, "expires_ns",
-			                    c->tif == BOOK_GTD
-			                        ? json_integer(c->expires)
-			                        : json_null());
-			json_object_set_new(
-			    row, "client_order_id",
-			    c->client_order_id[0]
-			        ? json_string(c->client_order_id)
-			        : json_null());
-			json_array_append_new(b->ins_orders, row);
-			struct omap_ent *e = omap_find(b, id, true);
-			e->row = row;
-			e->is_new = true;
+			row = order_row(b, id, now);
+			ri = (size_t)(row - b->orders.v);
+			row->is_new = true;
+			row->market_id = m->id;
+			row->account_id = account;
+			row->side = c->side;
+			row->tif = c->tif;
+			row->stp = c->stp;
+			row->post_only = c->post_only;
+			row->price = c->price;
+			row->pages = row->remaining = c->pages;
+			row->priority = (int64_t)ev->seq;
+			row->created = row->updated = now;
+			row->expires = c->tif == BOOK_GTD ? c->expires : 0;
+			snprintf(row->coid, sizeof row->coid, "%s",
+			         c->client_order_id);
+			snprintf(row->placed_by, sizeof row->placed_by, "%s",
+			         c->p_scope);
 			break;
 		case BOOK_EV_TRADE:
-			assert(row);
-			json_object_set_new(row, "remaining",
-			                    json_integer(ev->remaining));
-			row_add(row, "filled", ev->pages);
+			assert(ri != SIZE_MAX);
+			row = &b->orders.v[ri];
+			row->remaining = ev->remaining;
+			row->filled += ev->pages;
 			if (!ev->remaining)
-				json_object_set_new(row, "status",
-				                    json_string("filled"));
-			json_array_append_new(fills,
-			                      trade_rows(w, b, m, ev, now));
+				row->status = "filled";
+			trade_rows(w, b, m, ev, now, &fills);
 			break;
 		case BOOK_EV_CANCELLED:
-			assert(row && ev->id == id);
-			json_object_set_new(row, "status",
-			                    json_string("cancelled"));
-			json_object_set_new(
-			    row, "reason",
-			    json_string(book_cancel_name(ev->cancel)));
+			assert(ri != SIZE_MAX && ev->id == id);
+			row = &b->orders.v[ri];
+			row->status = "cancelled";
+			row->reason = book_cancel_name(ev->cancel);
 			break;
 		default:
 			break;
 		}
 	}
 	if (rej != BOOK_REJ_NONE) {
-		json_decref(fills);
+		free(fills.p);
 		char *p = problem(422, "order-rejected", "order rejected", "%s",
 		                  w->reject_msg);
 		json_t *pj = json_loads(p, 0, NULL);
@@ -848,12 +1123,16 @@ static void apply_new(struct writer *w, struct batch *b, struct writer_cmd *c,
 		b->rejected++;
 		return;
 	}
-	assert(row);
+	assert(ri != SIZE_MAX);
 	b->accepted++;
-	json_t *ans = json_pack("{s:o,s:o}", "order", order_view(row, m->name),
-	                        "trades", fills);
-	set_answer(c, 201, json_dumps(ans, JSON_COMPACT));
-	json_decref(ans);
+	struct sb ans = {0};
+	sb_s(&ans, "{\"order\":");
+	order_view(&ans, &b->orders.v[ri], m->name);
+	sb_s(&ans, ",\"trades\":");
+	sb_put(&ans, fills.p, fills.n);
+	sb_s(&ans, "]}");
+	free(fills.p);
+	set_answer(c, 201, sb_take(&ans));
 }
 
 static void apply_change(struct writer *w, struct batch *b,
@@ -898,18 +1177,19 @@ static void apply_change(struct writer *w, struct batch *b,
 			             now);
 			status = "cancelled", left = ev->pages;
 		} else if (ev->kind == BOOK_EV_REDUCED) {
-			json_t *row = order_row(b, ev->id, now);
-			json_object_set_new(row, "remaining",
-			                    json_integer(ev->pages));
-			json_object_set_new(row, "updated_ns",
-			                    json_integer(now));
+			struct orow *row = order_row(b, ev->id, now);
+			row->remaining = ev->pages;
+			row->updated = now;
 			left = ev->pages;
-			publish_later(
-			    w, b, "order", ev->account, 0,
-			    json_pack("{s:I,s:I,s:s,s:I}", "id",
-			              (json_int_t)ev->id, "account_id",
-			              (json_int_t)ev->account, "status", "open",
-			              "remaining", (json_int_t)ev->pages));
+			struct sb t = {0};
+			sb_open(&t, '{');
+			sb_ki(&t, "id", (int64_t)ev->id);
+			sb_ki(&t, "account_id", ev->account);
+			sb_ks(&t, "status", "open");
+			sb_ki(&t, "remaining", ev->pages);
+			sb_s(&t, "}");
+			publish_later(w, b, "order", ev->account, 0, t.p, t.n);
+			free(t.p);
 		}
 	}
 	if (rej != BOOK_REJ_NONE) {
@@ -1019,14 +1299,14 @@ static void create_market(struct writer *w, struct writer_cmd *c)
 	if (!perm)
 		pv[2] = NULL;
 	PGresult *r = db_exec(
-	    w->conn, PGRES_TUPLES_OK,
+	    w->lconn, PGRES_TUPLES_OK,
 	    "INSERT INTO markets (name, product, term_end, tick, lot, "
 	    "min_pages, max_pages, price_min, price_max, notice_period_s, "
 	    "breach_penalty, delivery_deadline_s) VALUES ($1, $2, $3, $4, $5, "
 	    "$6, $7, $8, $9, $10, $11, $12) RETURNING " MARKET_COLS,
 	    12, pv, err, sizeof err);
 	if (!r) {
-		if (db_broken(w->conn)) {
+		if (db_broken(w->lconn)) {
 			c->retry_after = true;
 			fail_cmd(c, 503, "database-unavailable",
 			         "database unavailable",
@@ -1083,24 +1363,52 @@ static uint64_t hash2(const char *a, const char *b)
 	return h ? h : 1;
 }
 
+/* The hashes of the idempotency keys of one batch. */
+struct keyset {
+	uint64_t *h;
+	size_t n, cap;
+};
+
+static void keyset_add(struct keyset *k, uint64_t h)
+{
+	if (k->n == k->cap) {
+		size_t cap = k->cap ? k->cap * 2 : 256;
+		uint64_t *x = realloc(k->h, cap * sizeof *x);
+		assert(x); /* small; out of memory here is fatal */
+		k->h = x, k->cap = cap;
+	}
+	k->h[k->n++] = h;
+}
+
 /*
  * Looks up every key of cmds[0..n) at once. Commands whose key was seen
  * are answered (replay, or 422 for another body); a command whose key is
- * also used by an earlier command of this batch is returned through
- * *deferred to run in the next batch, when the first one's answer is
- * stored. Returns 0, or -1 when the database failed.
+ * also used by an earlier command of this batch, or by the batch in flight
+ * (`busy`), is returned through *deferred to run in a later batch, when
+ * the first one's answer is stored. The keys looked up are added to
+ * `mine`. Runs on the lookup connection, which sees only what has been
+ * committed. Returns 0, or -1 when the database failed.
  */
 static int idem_lookup(struct writer *w, struct writer_cmd **cmds, int n,
+                       const struct keyset *busy, struct keyset *mine,
                        struct writer_cmd **deferred, char *err, size_t errlen)
 {
 	size_t cap = 16;
-	while (cap < (size_t)n * 4)
+	while (cap < ((size_t)n + busy->n) * 4)
 		cap *= 2;
 	uint64_t *seen = calloc(cap, sizeof *seen);
 	json_t *keys = json_array();
 	struct writer_cmd **dtail = deferred;
 	int rc = -1;
 	assert(seen && keys);
+	/* The keys of the batch in flight: a command that shares one waits
+	 * for the next batch, when that answer is committed or not. */
+	for (size_t i = 0; i < busy->n; i++) {
+		size_t s = busy->h[i] & (cap - 1);
+		while (seen[s] && seen[s] != busy->h[i])
+			s = (s + 1) & (cap - 1);
+		seen[s] = busy->h[i];
+	}
 
 	for (int i = 0; i < n; i++) {
 		char scope[2][48], key[2][140];
@@ -1126,6 +1434,7 @@ static int idem_lookup(struct writer *w, struct writer_cmd **cmds, int n,
 			while (seen[s] && seen[s] != h)
 				s = (s + 1) & (cap - 1);
 			seen[s] = h;
+			keyset_add(mine, h);
 			json_array_append_new(keys, json_pack("{s:s,s:s}",
 			                                      "scope", scope[j],
 			                                      "key", key[j]));
@@ -1139,7 +1448,7 @@ static int idem_lookup(struct writer *w, struct writer_cmd **cmds, int n,
 	char *kj = json_dumps(keys, JSON_COMPACT);
 	const char *pv[] = {kj};
 	PGresult *r = db_exec(
-	    w->conn, PGRES_TUPLES_OK,
+	    w->lconn, PGRES_TUPLES_OK,
 	    "SELECT i.scope, i.key, i.request_sha, i.status, i.response FROM "
 	    "idempotency i JOIN json_to_recordset($1::json) AS k(scope text, "
 	    "key text) ON i.scope = k.scope AND i.key = k.key",
@@ -1199,12 +1508,19 @@ static void idem_store(struct batch *b, const struct writer_cmd *c)
 	int k = cmd_keys(c, scope, key);
 	if (c->replayed || c->status >= 500 || !c->body)
 		return;
-	for (int j = 0; j < k; j++)
-		json_array_append_new(
-		    b->idem,
-		    json_pack("{s:s,s:s,s:s,s:i,s:s}", "scope", scope[j], "key",
-		              key[j], "request_sha", c->req_sha, "status",
-		              c->status, "response", c->body));
+	for (int j = 0; j < k; j++) {
+		struct sb *o = &b->idem;
+		if (!o->n)
+			sb_s(o, "[");
+		sb_open(o, '{');
+		sb_ks(o, "scope", scope[j]);
+		sb_ks(o, "key", key[j]);
+		sb_ks(o, "request_sha", c->req_sha);
+		sb_ki(o, "status", c->status);
+		sb_ks(o, "response", c->body);
+		sb_s(o, "}");
+		b->nidem++;
+	}
 }
 
 /* --- commit ------------------------------------------------------------ */
@@ -1233,71 +1549,148 @@ static const char *sql_idem =
     "json_to_recordset($1::json) AS u(scope text, key text, request_sha "
     "text, status int, response text)";
 
-static int commit_batch(struct writer *w, struct batch *b, char *err,
-                        size_t errlen)
+/*
+ * A batch on its way to PostgreSQL. The writer sends batch N's transaction
+ * in pipeline mode and, while PostgreSQL works on it and waits for the WAL
+ * flush, takes and applies batch N+1 (the lookups of N+1 go to lconn, which
+ * sees only what is committed). N+1 is sent only after N's COMMIT came back:
+ * when N failed, N+1 is failed too (it was applied on top of N) and the
+ * books are rebuilt, exactly as for a failed batch alone.
+ */
+struct flight {
+	struct writer_cmd **cmds;
+	int n;
+	struct batch b;
+	struct keyset keys; /* its idempotency keys, for the next batch */
+	struct writer_cmd *deferred;
+	int nsent;  /* statements sent, BEGIN and COMMIT included */
+	bool ok;    /* false: not committed (err says why) */
+	bool down;  /* not committed because PostgreSQL is away */
+	bool pause; /* PostgreSQL unusable: wait a little before the next */
+	uint64_t seq[WRITER_MAX_MARKETS]; /* the seqs this batch writes */
+	struct timespec t0;
+	char err[512];
+};
+
+/* Sends the batch's transaction (pipeline mode, one sync) without waiting
+ * for it. f->nsent == 0 when there was nothing to write. */
+static void send_batch(struct writer *w, struct flight *f)
 {
+	struct batch *b = &f->b;
 	json_t *seqs = json_array();
-	for (int i = 0; i < w->nm; i++)
+	for (int i = 0; i < w->nm; i++) {
+		f->seq[i] = w->m[i].seq_saved;
 		if (b->touched[i] &&
-		    book_seq(w->m[i].book) != w->m[i].seq_saved)
+		    book_seq(w->m[i].book) != w->m[i].seq_saved) {
+			f->seq[i] = book_seq(w->m[i].book);
 			json_array_append_new(
 			    seqs,
 			    json_pack("{s:I,s:I}", "id", (json_int_t)w->m[i].id,
-			              "seq",
-			              (json_int_t)book_seq(w->m[i].book)));
+			              "seq", (json_int_t)f->seq[i]));
+		}
+	}
 	const char *sql[8];
 	char *arg[8];
-	json_t *what[] = {b->ins_orders, b->upd_orders, b->trades,
-	                  b->contracts,  seqs,          b->idem};
+	struct sb txt[4] = {{0}}; /* new orders, order updates, trades,
+	                             contracts */
+	for (size_t i = 0; i < b->orders.n; i++) {
+		struct sb *o = &txt[b->orders.v[i].is_new ? 0 : 1];
+		if (!o->n)
+			sb_s(o, "[");
+		orow_json(o, &b->orders.v[i]);
+	}
+	for (size_t i = 0; i < b->trades.n; i++) {
+		if (!txt[2].n)
+			sb_s(&txt[2], "[");
+		trow_json(&txt[2], &b->trades.v[i]);
+	}
+	for (size_t i = 0; i < b->contracts.n; i++) {
+		if (!txt[3].n)
+			sb_s(&txt[3], "[");
+		crow_json(&txt[3], &b->contracts.v[i], false);
+	}
+	if (b->idem.n)
+		sb_s(&b->idem, "]");
+	char *what[6];
+	for (int i = 0; i < 4; i++) {
+		if (txt[i].n)
+			sb_s(&txt[i], "]");
+		what[i] = txt[i].p; /* NULL: no rows */
+	}
+	what[4] = json_array_size(seqs) ? json_dumps(seqs, JSON_COMPACT) : NULL;
+	what[5] = b->idem.p;
+	b->idem.p = NULL, b->idem.n = b->idem.cap = 0;
 	const char *stmt[] = {sql_ins_orders,    sql_upd_orders, sql_ins_trades,
 	                      sql_ins_contracts, sql_seq,        sql_idem};
-	int n = 0, rc = -1, sent = 0;
+	int n = 0;
 
+	f->nsent = 0;
 	sql[n] = "BEGIN", arg[n++] = NULL;
 	for (int i = 0; i < 6; i++) {
-		if (json_array_size(what[i]) == 0)
+		if (!what[i])
 			continue;
 		sql[n] = stmt[i];
-		arg[n++] = json_dumps(what[i], JSON_COMPACT);
+		arg[n++] = what[i];
 	}
 	sql[n] = "COMMIT", arg[n++] = NULL;
 	json_decref(seqs);
-	if (n == 2) { /* nothing to write (all replays or reads) */
-		rc = 0;
+	if (n == 2) /* nothing to write (all replays, reads or refusals) */
 		goto out;
-	}
-
+	clock_gettime(CLOCK_MONOTONIC, &f->t0);
 	if (!PQenterPipelineMode(w->conn)) {
-		snprintf(err, errlen, "could not enter pipeline mode: %s",
+		snprintf(f->err, sizeof f->err,
+		         "could not enter pipeline mode: %s",
 		         PQerrorMessage(w->conn));
+		f->ok = false;
 		goto out;
 	}
 	for (int i = 0; i < n; i++) {
 		const char *pv[1] = {arg[i]};
 		if (!PQsendQueryParams(w->conn, sql[i], arg[i] ? 1 : 0, NULL,
 		                       arg[i] ? pv : NULL, NULL, NULL, 0)) {
-			snprintf(err, errlen, "could not send: %s",
+			snprintf(f->err, sizeof f->err, "could not send: %s",
 			         PQerrorMessage(w->conn));
+			f->ok = false;
 			break;
 		}
-		sent++;
+		f->nsent++;
 	}
-	PQpipelineSync(w->conn);
-	rc = sent == n ? 0 : -1;
-	for (int i = 0; i < sent; i++) {
+	if (!PQpipelineSync(w->conn) && f->ok) {
+		snprintf(f->err, sizeof f->err, "could not send: %s",
+		         PQerrorMessage(w->conn));
+		f->ok = false;
+	}
+	if (f->nsent == 0) {
+		PQexitPipelineMode(w->conn);
+		f->nsent = -1; /* nothing to read, but it failed */
+	}
+out:
+	for (int i = 0; i < n; i++)
+		free(arg[i]);
+}
+
+/* Waits for the results of a sent batch: f->ok when it committed. */
+static void finish_batch(struct writer *w, struct flight *f)
+{
+	bool ok = f->ok;
+	for (int i = 0; i < f->nsent; i++) {
 		PGresult *r = PQgetResult(w->conn);
 		if (!r) {
-			rc = -1;
+			if (ok)
+				snprintf(f->err, sizeof f->err,
+				         "connection lost: %s",
+				         PQerrorMessage(w->conn));
+			ok = false;
 			break;
 		}
 		ExecStatusType st = PQresultStatus(r);
-		if (st != PGRES_COMMAND_OK && rc == 0) {
-			snprintf(err, errlen, "%s",
+		if (st != PGRES_COMMAND_OK && ok) {
+			snprintf(f->err, sizeof f->err, "%s",
 			         st == PGRES_PIPELINE_ABORTED
 			             ? "pipeline aborted"
 			             : PQresultErrorMessage(r));
-			err[strcspn(err, "\n")] = 0;
-			rc = -1;
+			f->err[strcspn(f->err, "\n")] = 0;
+			ok = false;
 		}
 		PQclear(r);
 		while ((r = PQgetResult(w->conn)))
@@ -1317,15 +1710,18 @@ static int commit_batch(struct writer *w, struct batch *b, char *err,
 			break;
 	}
 	PQexitPipelineMode(w->conn);
-	if (rc < 0 && !db_broken(w->conn))
+	if (!ok && !db_broken(w->conn))
 		PQclear(PQexec(w->conn, "ROLLBACK"));
-	if (rc == 0)
+	f->ok = ok;
+	if (ok) {
+		struct timespec t1;
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		metrics_batch(f->n,
+		              (int64_t)(t1.tv_sec - f->t0.tv_sec) * 1000000000 +
+		                  (t1.tv_nsec - f->t0.tv_nsec));
 		for (int i = 0; i < w->nm; i++)
-			w->m[i].seq_saved = book_seq(w->m[i].book);
-out:
-	for (int i = 0; i < n; i++)
-		free(arg[i]);
-	return rc;
+			w->m[i].seq_saved = f->seq[i];
+	}
 }
 
 /* --- the thread -------------------------------------------------------- */
@@ -1383,7 +1779,7 @@ static int ensure_accounts(struct writer *w, struct writer_cmd **cmds, int n,
 		char s[24];
 		snprintf(s, sizeof s, "%lld", (long long)a);
 		const char *pv[] = {s};
-		PGresult *r = db_exec(w->conn, PGRES_TUPLES_OK,
+		PGresult *r = db_exec(w->lconn, PGRES_TUPLES_OK,
 		                      "SELECT kind, coalesce(team_id, 0) FROM "
 		                      "accounts WHERE id = $1",
 		                      1, pv, err, errlen);
@@ -1398,28 +1794,29 @@ static int ensure_accounts(struct writer *w, struct writer_cmd **cmds, int n,
 
 static void publish(struct writer *w, struct batch *b)
 {
-	size_t i;
-	json_t *e;
 	if (!w->o.events)
 		return;
-	json_array_foreach(b->pub, i, e)
-	{
-		char *d = json_dumps(json_object_get(e, "data"), JSON_COMPACT);
-		if (!d)
-			continue;
-		events_publish(w->o.events,
-		               json_string_value(json_object_get(e, "type")),
-		               json_integer_value(json_object_get(e, "a")),
-		               json_integer_value(json_object_get(e, "ta")),
-		               json_integer_value(json_object_get(e, "b")),
-		               json_integer_value(json_object_get(e, "tb")), d);
-		free(d);
+	for (size_t i = 0; i < b->pub.n; i++) {
+		const struct pubev *e = &b->pub.v[i];
+		events_publish(w->o.events, e->type, e->a, e->ta, e->b, e->tb,
+		               b->pubtext.p + e->off);
 	}
 }
 
+/* Only while no batch is in flight: conn is then idle. */
 static bool db_usable(struct writer *w)
 {
 	char err[512];
+	if (db_broken(w->lconn)) {
+		if (connect_lookup(w, err, sizeof err) < 0) {
+			if (__atomic_exchange_n(&w->ready, false,
+			                        __ATOMIC_RELAXED))
+				log_error("database unavailable", "err=\"%s\"",
+				          err);
+			metrics_db_up(0);
+			return false;
+		}
+	}
 	if (!db_broken(w->conn) && !w->need_rebuild)
 		return true;
 	if (db_broken(w->conn)) {
@@ -1447,136 +1844,220 @@ static bool db_usable(struct writer *w)
 	return true;
 }
 
-static void run_batch(struct writer *w, struct writer_cmd **cmds, int n)
+static void flight_reset(struct flight *f)
 {
-	struct batch b;
-	char err[512] = "";
-	struct timespec t0, t1;
-	struct writer_cmd *deferred = NULL;
+	struct writer_cmd **cmds = f->cmds;
+	struct keyset k = f->keys;
+	memset(f, 0, sizeof *f);
+	f->cmds = cmds;
+	f->keys = k;
+	f->keys.n = 0;
+	f->ok = true;
+}
+
+/* Applies f->cmds to the books and collects the rows to write; answers
+ * that need no transaction (reads, refusals, replays) are set too. `busy`
+ * is the batch in flight, or NULL. */
+static void prepare_batch(struct writer *w, struct flight *f,
+                          const struct flight *busy)
+{
+	static const struct keyset none;
+	struct writer_cmd **cmds = f->cmds;
+	int n = f->n;
 	rx_time_ns now = now_ns();
 
-	if (!db_usable(w)) {
+	batch_init(&f->b);
+	if (!busy && !db_usable(w)) {
 		for (int i = 0; i < n; i++)
 			if (cmds[i]->kind == WR_DEPTH && !w->need_rebuild &&
 			    w->nm)
 				answer_depth(w, cmds[i]);
-		fail_all(cmds, n, true, "");
-		answer(w, cmds, n);
-		struct timespec ts = {0, 200 * 1000000};
-		nanosleep(&ts, NULL); /* do not spin while it is away */
+		f->ok = false, f->down = true, f->pause = true;
 		return;
 	}
-	batch_init(&b);
 	for (int i = 0; i < n; i++) {
 		if (cmds[i]->kind == WR_DEPTH)
 			answer_depth(w, cmds[i]);
 		else if (cmds[i]->kind == WR_MARKET)
 			create_market(w, cmds[i]);
 	}
-	if (ensure_accounts(w, cmds, n, err, sizeof err) < 0 ||
-	    idem_lookup(w, cmds, n, &deferred, err, sizeof err) < 0)
-		goto fail;
+	if (ensure_accounts(w, cmds, n, f->err, sizeof f->err) < 0 ||
+	    idem_lookup(w, cmds, n, busy ? &busy->keys : &none, &f->keys,
+	                &f->deferred, f->err, sizeof f->err) < 0) {
+		f->ok = false;
+		f->down = db_broken(w->lconn);
+		return;
+	}
 	for (int i = 0; i < n; i++) {
 		struct writer_cmd *c = cmds[i];
 		if (!c || c->status)
 			continue;
 		if (c->kind == WR_NEW)
-			apply_new(w, &b, c, now);
+			apply_new(w, &f->b, c, now);
 		else if (c->kind == WR_CANCEL || c->kind == WR_REDUCE)
-			apply_change(w, &b, c, now);
-		idem_store(&b, c);
-	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (commit_batch(w, &b, err, sizeof err) < 0)
-		goto fail;
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	metrics_batch(n, (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 +
-	                     (t1.tv_nsec - t0.tv_nsec));
-	metrics_orders(b.accepted, b.rejected, b.ntrades);
-	answer(w, cmds, n);
-	publish(w, &b);
-	batch_free(&b);
-	goto requeue;
-fail:
-	w->need_rebuild = true;
-	log_error("batch not committed", "commands=%d err=\"%s\"", n, err);
-	fail_all(cmds, n, db_broken(w->conn), err);
-	answer(w, cmds, n);
-	batch_free(&b);
-requeue:
-	if (deferred) {
-		pthread_mutex_lock(&w->mu);
-		struct writer_cmd *last = deferred;
-		while (last->next)
-			last = last->next;
-		last->next = w->head;
-		w->head = deferred;
-		if (!w->tail)
-			w->tail = last;
-		pthread_mutex_unlock(&w->mu);
+			apply_change(w, &f->b, c, now);
+		idem_store(&f->b, c);
 	}
 }
 
-static void expire_tick(struct writer *w)
+/* Answers every command of f: its own answers when it committed (or had
+ * nothing to commit), else 503/500; then publishes and requeues what it
+ * deferred. */
+static void complete_batch(struct writer *w, struct flight *f)
 {
-	struct writer_cmd none;
-	(void)none;
+	if (f->ok) {
+		metrics_orders(f->b.accepted, f->b.rejected, f->b.ntrades);
+		answer(w, f->cmds, f->n);
+		publish(w, &f->b);
+	} else {
+		if (!f->pause)
+			w->need_rebuild = true;
+		if (!f->pause)
+			log_error("batch not committed",
+			          "commands=%d err=\"%s\"", f->n, f->err);
+		fail_all(f->cmds, f->n, f->down || db_broken(w->conn), f->err);
+		answer(w, f->cmds, f->n);
+	}
+	batch_free(&f->b);
+	if (f->deferred) {
+		pthread_mutex_lock(&w->mu);
+		struct writer_cmd *last = f->deferred;
+		while (last->next)
+			last = last->next;
+		last->next = w->head;
+		w->head = f->deferred;
+		if (!w->tail)
+			w->tail = last;
+		pthread_mutex_unlock(&w->mu);
+		f->deferred = NULL;
+	}
+	if (f->pause) {
+		struct timespec ts = {0, 200 * 1000000};
+		nanosleep(&ts, NULL); /* do not spin while it is away */
+	}
+}
+
+/* Waits for the batch in flight and answers it. */
+static void land(struct writer *w, struct flight **inflight)
+{
+	struct flight *f = *inflight;
+	if (!f)
+		return;
+	finish_batch(w, f);
+	complete_batch(w, f);
+	*inflight = NULL;
+}
+
+static void expire_tick(struct writer *w, struct flight *f)
+{
 	if (!db_usable(w) || w->nm == 0)
 		return;
-	struct batch b;
-	char err[512];
 	rx_time_ns now = now_ns();
-	batch_init(&b);
+	flight_reset(f);
+	batch_init(&f->b);
 	for (int i = 0; i < w->nm; i++) {
 		struct book_cmd bc = {.kind = BOOK_CMD_EXPIRE, .now = now};
 		w->nev = 0;
 		book_apply(w->m[i].book, &bc, emit, w);
 		for (size_t k = 0; k < w->nev; k++)
-			resting_event(w, &b, &w->ev[k], 0, now);
+			resting_event(w, &f->b, &w->ev[k], 0, now);
 		if (w->nev)
-			b.touched[i] = true;
+			f->b.touched[i] = true;
 	}
-	if (json_array_size(b.upd_orders)) {
-		if (commit_batch(w, &b, err, sizeof err) < 0) {
+	if (f->b.orders.n) {
+		send_batch(w, f);
+		if (f->nsent > 0)
+			finish_batch(w, f);
+		if (!f->ok) {
 			w->need_rebuild = true;
-			log_error("expiry not committed", "err=\"%s\"", err);
+			log_error("expiry not committed", "err=\"%s\"", f->err);
 		} else {
-			publish(w, &b);
+			publish(w, &f->b);
 		}
 	}
-	batch_free(&b);
+	batch_free(&f->b);
+}
+
+static bool has_reads(struct writer_cmd **cmds, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (cmds[i]->kind == WR_DEPTH)
+			return true;
+	return false;
 }
 
 static void *writer_main(void *arg)
 {
 	struct writer *w = arg;
-	struct writer_cmd **cmds = calloc((size_t)w->o.batch_max, sizeof *cmds);
-	assert(cmds);
+	struct flight fl[2];
+	struct flight *inflight = NULL;
+	int cur = 0;
+	memset(fl, 0, sizeof fl);
+	for (int i = 0; i < 2; i++) {
+		fl[i].cmds = calloc((size_t)w->o.batch_max, sizeof *fl[i].cmds);
+		assert(fl[i].cmds);
+	}
 	for (;;) {
+		struct flight *f = &fl[cur];
 		int n = 0;
+		bool busy = inflight != NULL;
+		flight_reset(f);
 		pthread_mutex_lock(&w->mu);
-		if (!w->head && !w->stopping) {
+		if (!w->head && !w->stopping && !busy) {
 			struct timespec until;
 			clock_gettime(CLOCK_MONOTONIC, &until);
 			until.tv_sec += WRITER_IDLE_MS / 1000;
 			pthread_cond_timedwait(&w->cv, &w->mu, &until);
 		}
 		while (w->head && n < w->o.batch_max) {
-			cmds[n++] = w->head;
+			f->cmds[n++] = w->head;
 			w->head = w->head->next;
 		}
 		if (!w->head)
 			w->tail = NULL;
-		bool stop = w->stopping && n == 0;
+		bool stop = w->stopping && n == 0 && !busy;
 		pthread_mutex_unlock(&w->mu);
 		if (stop)
 			break;
-		if (n)
-			run_batch(w, cmds, n);
-		else
-			expire_tick(w);
+		f->n = n;
+		if (n == 0) {
+			if (busy)
+				land(w, &inflight);
+			else
+				expire_tick(w, f);
+			continue;
+		}
+		/* Reads of the books see only what is committed. */
+		if (busy && has_reads(f->cmds, n))
+			land(w, &inflight);
+		prepare_batch(w, f, inflight);
+		if (inflight) {
+			land(w, &inflight);
+			if (w->need_rebuild && f->ok) {
+				/* f was applied on top of the batch that
+				 * failed */
+				f->ok = false;
+				f->down = db_broken(w->conn);
+				snprintf(f->err, sizeof f->err,
+				         "the batch before it was not "
+				         "committed");
+			}
+		}
+		if (f->ok)
+			send_batch(w, f);
+		if (f->nsent > 0) { /* sent, maybe in part: read it back */
+			inflight = f;
+			cur ^= 1;
+		} else {
+			if (f->nsent < 0)
+				f->nsent = 0;
+			complete_batch(w, f);
+		}
 	}
-	free(cmds);
+	for (int i = 0; i < 2; i++) {
+		free(fl[i].cmds);
+		free(fl[i].keys.h);
+	}
 	return NULL;
 }
 
@@ -1596,7 +2077,8 @@ struct writer *writer_start(const struct writer_opts *o, char *err,
 	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
 	pthread_cond_init(&w->cv, &a);
 	pthread_condattr_destroy(&a);
-	if (connect_db(w, err, errlen) < 0 || load_all(w, err, errlen) < 0)
+	if (connect_db(w, err, errlen) < 0 ||
+	    connect_lookup(w, err, errlen) < 0 || load_all(w, err, errlen) < 0)
 		goto fail;
 	w->ready = true;
 	w->accepting = true;
@@ -1604,11 +2086,14 @@ struct writer *writer_start(const struct writer_opts *o, char *err,
 		snprintf(err, errlen, "could not start the writer thread");
 		goto fail;
 	}
+	pthread_setname_np(w->th, "ramexd-writer"); /* for top -H, perf */
 	return w;
 fail:
 	free_books(w);
 	if (w->conn)
 		PQfinish(w->conn);
+	if (w->lconn)
+		PQfinish(w->lconn);
 	free(w->acct);
 	free(w);
 	return NULL;
@@ -1661,6 +2146,8 @@ void writer_stop(struct writer *w)
 	free_books(w);
 	if (w->conn)
 		PQfinish(w->conn);
+	if (w->lconn)
+		PQfinish(w->lconn);
 	free(w->ev);
 	free(w->acct);
 	pthread_mutex_destroy(&w->mu);
