@@ -188,7 +188,8 @@ void http_add_header(struct http_req *rq, const char *name, const char *value)
 {
 	/* A cut header is worse than none (a truncated CSP is refused with
 	 * a console error): drop it and say so. */
-	if (rq->nhdr >= HTTP_MAX_HEADERS || strlen(name) >= sizeof rq->hname[0] ||
+	if (rq->nhdr >= HTTP_MAX_HEADERS ||
+	    strlen(name) >= sizeof rq->hname[0] ||
 	    strlen(value) >= sizeof rq->hval[0]) {
 		log_warn("reply header dropped", "name=%s path=%s", name,
 		         rq->path);
