@@ -51,7 +51,7 @@ enum ctl_exit ctl_http_call(const struct ctl_http *c, const char *method,
 {
 	struct buf b = {0};
 	struct curl_slist *h = NULL;
-	char url[2048], auth[512];
+	char url[2048], auth[512], accept[128];
 	CURL *cu = NULL;
 	memset(r, 0, sizeof *r);
 	size_t ul = strlen(c->url);
@@ -67,7 +67,9 @@ enum ctl_exit ctl_http_call(const struct ctl_http *c, const char *method,
 		snprintf(r->err, sizeof r->err, "could not start libcurl");
 		goto fail;
 	}
-	h = curl_slist_append(h, "Accept: application/json");
+	snprintf(accept, sizeof accept, "Accept: %s",
+	         c->accept ? c->accept : "application/json");
+	h = curl_slist_append(h, accept);
 	if (body)
 		h = curl_slist_append(h, "Content-Type: application/json");
 	if (c->token && *c->token) {
@@ -95,8 +97,10 @@ enum ctl_exit ctl_http_call(const struct ctl_http *c, const char *method,
 	}
 	curl_easy_getinfo(cu, CURLINFO_RESPONSE_CODE, &r->status);
 	r->body = b.p;
+	r->len = b.n;
 	b.p = NULL;
-	if (r->body && *r->body) {
+	/* a CSV export is not JSON; its problem+json errors are */
+	if (r->body && *r->body && (r->status >= 400 || !c->accept)) {
 		json_error_t je;
 		r->json = json_loads(r->body, 0, &je);
 		if (!r->json)

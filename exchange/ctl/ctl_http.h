@@ -12,21 +12,24 @@
 /* ramexctl's exit codes (documented in --help and docs/ramexctl.md). */
 enum ctl_exit {
 	CTL_OK = 0,
-	CTL_REFUSED = 1,     /* the server refused the request (4xx) */
-	CTL_USAGE = 2,       /* the command line is wrong */
-	CTL_UNREACHABLE = 3, /* no answer, or the server failed (5xx) */
-	CTL_AUTH = 4,        /* 401 or 403 */
+	CTL_REFUSED = 1,      /* the server refused the request (4xx) */
+	CTL_USAGE = 2,        /* the command line is wrong */
+	CTL_UNREACHABLE = 3,  /* no answer, or the server failed (5xx) */
+	CTL_AUTH = 4,         /* 401 or 403 */
+	CTL_CHECK_FAILED = 5, /* a check ran and found a problem (ledger) */
 };
 
 struct ctl_http {
-	const char *url;   /* base URL, no trailing slash needed */
-	const char *token; /* bearer token, or NULL */
+	const char *url;    /* base URL, no trailing slash needed */
+	const char *token;  /* bearer token, or NULL */
+	const char *accept; /* Accept header, NULL: application/json */
 };
 
 struct ctl_http_resp {
 	long status;   /* 0 when no answer came */
 	json_t *json;  /* parsed body, or NULL */
 	char *body;    /* raw body (NUL terminated), or NULL */
+	size_t len;    /* bytes in body */
 	char err[512]; /* when status is 0 or the body is not JSON: why */
 };
 

@@ -1,7 +1,8 @@
 /*
  * ramexctl.c — the command line for engineers and operators: orders, the
- * book, contracts, markets, and (for admins) teams, accounts, nodes and
- * tokens, all through ramexd's HTTP API (exchange/routes.c).
+ * book, contracts and their moves, usage, invoices and the ledger, markets,
+ * and (for admins) teams, accounts, nodes, tokens and the billing job, all
+ * through ramexd's HTTP API (exchange/routes.c, docs/billing-api.md).
  *
  * Owns the command table, the option parsing and the human output (aligned
  * tables; money to the cent, prices exact, pages with GiB). With --json it
@@ -21,6 +22,7 @@
 
 #define MAX_OPTS 24
 #define MAX_POS  4
+#define MAX_COLS 16 /* columns of a table made from its rows' keys */
 
 struct opts {
 	const char *name[MAX_OPTS], *val[MAX_OPTS];
@@ -136,16 +138,20 @@ static int parse_opts(const struct cmd *c, int argc, char **argv,
 
 /* ---- output ------------------------------------------------------------ */
 
-enum kind { K_TEXT, K_PRICE, K_MONEY, K_PAGES };
+enum kind { K_TEXT, K_PRICE, K_MONEY, K_PAGES, K_TIME };
 
 /* How a field is shown to a person, by its name (the server's names are
  * consistent: every price is a price, every page count a page count). */
 static enum kind field_kind(const char *key)
 {
 	static const char *const prices[] = {
-	    "price", "tick", "price_min", "price_max",      "open",
-	    "high",  "low",  "close",     "breach_penalty", NULL};
-	static const char *const money[] = {"amount", "cost", "total", NULL};
+	    "price", "tick",  "price_min",      "price_max",  "open", "high",
+	    "low",   "close", "breach_penalty", "unit_price", NULL};
+	static const char *const money[] = {
+	    "amount",  "cost",     "total",  "fee",     "billed",
+	    "spend",   "revenue",  "debits", "credits", "offline_credits",
+	    "balance", "subtotal", "fees",   NULL};
+	size_t n = strlen(key);
 	static const char *const pages[] = {"pages",     "remaining", "filled",
 	                                    "min_pages", "max_pages", "lot",
 	                                    "volume",    NULL};
@@ -155,7 +161,22 @@ static enum kind field_kind(const char *key)
 		return K_MONEY;
 	if (in_list(pages, key))
 		return K_PAGES;
+	/* every *_ns is a time since the epoch, except durations */
+	if (n > 3 && strcmp(key + n - 3, "_ns") == 0 &&
+	    strcmp(key, "recall_notice_ns") != 0)
+		return K_TIME;
 	return K_TEXT;
+}
+
+/* ns since the epoch as RFC 3339 UTC to the second, as the API's text
+ * times are; what is below a second is in --json. */
+static void fmt_time(int64_t ns, char *buf, size_t len)
+{
+	time_t sec = (time_t)(ns / 1000000000 - (ns % 1000000000 < 0));
+	struct tm tm;
+	if (ns == 0 || !gmtime_r(&sec, &tm) ||
+	    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		snprintf(buf, len, "%lld", (long long)ns);
 }
 
 static void show_value(const char *key, json_t *v, char *buf, size_t len)
@@ -167,6 +188,8 @@ static void show_value(const char *key, json_t *v, char *buf, size_t len)
 		ctl_units_fmt_money(json_integer_value(v), buf, len);
 	else if (json_is_integer(v) && k == K_PAGES)
 		ctl_units_fmt_pages(json_integer_value(v), buf, len);
+	else if (json_is_integer(v) && k == K_TIME)
+		fmt_time(json_integer_value(v), buf, len);
 	else if (json_is_integer(v))
 		snprintf(buf, len, "%lld", (long long)json_integer_value(v));
 	else if (json_is_string(v))
@@ -224,6 +247,26 @@ static void print_table(json_t *rows, const char *const *cols)
 		printf("(none)\n");
 }
 
+/* The scalar keys of the first row, for tables whose columns the server
+ * decides (invoice lines, usage reports, summaries). */
+static void print_rows(json_t *rows)
+{
+	const char *cols[MAX_COLS + 1], *k;
+	size_t n = 0;
+	json_t *v;
+	json_object_foreach(json_array_get(rows, 0), k, v)
+	{
+		if (n < MAX_COLS && !json_is_object(v) && !json_is_array(v))
+			cols[n++] = k;
+	}
+	cols[n] = NULL;
+	if (n == 0) {
+		printf("(none)\n");
+		return;
+	}
+	print_table(rows, cols);
+}
+
 /* One object as "key: value" lines, keys aligned. */
 static void print_object(json_t *o)
 {
@@ -234,8 +277,11 @@ static void print_object(json_t *o)
 	json_object_foreach(o, k, v) if (strlen(k) > w) w = strlen(k);
 	json_object_foreach(o, k, v)
 	{
-		if (json_is_object(v))
-			continue; /* nested objects are printed by callers */
+		if (json_is_object(v) ||
+		    (json_is_array(v) &&
+		     (json_is_object(json_array_get(v, 0)) ||
+		      json_is_string(json_array_get(v, 0)))))
+			continue; /* printed by callers (print_doc) */
 		show_value(k, v, cell, sizeof cell);
 		printf("%-*s  %s\n", (int)w + 1, k, cell);
 	}
@@ -277,6 +323,70 @@ static int report_failure(enum ctl_exit e, struct ctl_http_resp *r)
 	return e;
 }
 
+/* A table with those of `cols` that the rows have (a server that adds or
+ * renames a field costs a column, not the command); the rows' own keys
+ * when none of them is there, or cols is NULL. */
+static void print_some(json_t *rows, const char *const *cols)
+{
+	const char *have[MAX_COLS + 1];
+	json_t *first = json_array_get(rows, 0);
+	size_t n = 0;
+	if (!cols || !first) {
+		if (cols)
+			print_table(rows, cols); /* the header, then (none) */
+		else
+			print_rows(rows);
+		return;
+	}
+	for (; *cols && n < MAX_COLS; cols++)
+		if (json_object_get(first, *cols))
+			have[n++] = *cols;
+	have[n] = NULL;
+	if (n == 0)
+		print_rows(rows);
+	else
+		print_table(rows, have);
+}
+
+/* An object: its scalar fields, then each array of objects in it as a
+ * table under its name (an invoice's lines, a check's differences). */
+static void print_doc(json_t *o, const char *const *line_cols)
+{
+	const char *k;
+	json_t *v;
+	print_object(o);
+	json_object_foreach(o, k, v)
+	{
+		if (!json_is_array(v) || json_array_size(v) == 0)
+			continue;
+		if (json_is_string(json_array_get(v, 0))) {
+			/* a list of sentences, e.g. a check's problems */
+			printf("\n%s\n", k);
+			for (size_t i = 0; i < json_array_size(v); i++)
+				printf("  - %s\n",
+				       json_string_value(json_array_get(v, i)));
+			continue;
+		}
+		if (!json_is_object(json_array_get(v, 0)))
+			continue;
+		/* an invoice's "items" are its lines */
+		printf("\n%s\n", strcmp(k, "items") == 0 ? "lines" : k);
+		print_some(v, line_cols);
+	}
+}
+
+/* A page of a list ({"items": [...], "next": cursor}); says how to get
+ * the next page when there is one. cols NULL: the rows' own keys. */
+static void print_list(json_t *j, const char *const *cols)
+{
+	json_t *items = json_object_get(j, "items");
+	json_t *next = json_object_get(j, "next");
+	print_some(items, cols);
+	if (json_is_integer(next))
+		printf("(more: --before %lld)\n",
+		       (long long)json_integer_value(next));
+}
+
 /* Makes a call; on success leaves the JSON in *out (caller decrefs). */
 static int call(struct ctx *x, const char *method, const char *path,
                 json_t *body, json_t **out)
@@ -306,8 +416,8 @@ static int call_show(struct ctx *x, const char *method, const char *path,
 		return rc;
 	if (x->json)
 		print_json(j);
-	else if (cols && json_is_array(json_object_get(j, "items")))
-		print_table(json_object_get(j, "items"), cols);
+	else if (json_is_array(json_object_get(j, "items")))
+		print_list(j, cols);
 	else if (cols && json_is_array(j))
 		print_table(j, cols);
 	else
@@ -698,24 +808,368 @@ static int c_orders_show(struct ctx *x, struct opts *o)
 	return call_show(x, "GET", p, NULL, NULL);
 }
 
+static const char *const contract_cols[] = {
+    "id",    "market", "buyer_id", "seller_id",  "delivery",
+    "pages", "price",  "state",    "deliver_by", NULL};
+static const char *const transition_cols[] = {
+    "at_ns", "from_state", "to_state", "event", "actor", "why", NULL};
+
 static int c_contracts_list(struct ctx *x, struct opts *o)
 {
-	static const char *const cols[] = {"id",        "market",   "buyer_id",
-	                                   "seller_id", "delivery", "pages",
-	                                   "price",     "state",    NULL};
+	const char *role = opt(o, "--role");
 	char p[512] = "/v1/contracts";
+	if (role && strcmp(role, "buyer") && strcmp(role, "seller"))
+		return usage_error("--role must be buyer or seller");
 	add_query(p, sizeof p, "state", opt(o, "--state"));
+	add_query(p, sizeof p, "market", opt(o, "--market"));
+	add_query(p, sizeof p, "role", role);
+	add_query(p, sizeof p, "account_id", opt(o, "--account"));
 	add_query(p, sizeof p, "limit", opt(o, "--limit"));
 	add_query(p, sizeof p, "before", opt(o, "--before"));
-	return call_show(x, "GET", p, NULL, cols);
+	return call_show(x, "GET", p, NULL, contract_cols);
 }
 
+/* The contract, then (for a person) every move it made. --json prints
+ * the contract as the server sent it; `contracts transitions` has the
+ * moves as JSON. */
 static int c_contracts_show(struct ctx *x, struct opts *o)
 {
-	char p[256];
-	if (path1(p, sizeof p, "/v1/contracts/%s", o->pos[0]))
+	char p[256], t[256];
+	json_t *c = NULL, *tr = NULL;
+	if (path1(p, sizeof p, "/v1/contracts/%s", o->pos[0]) ||
+	    path1(t, sizeof t, "/v1/contracts/%s/transitions", o->pos[0]))
 		return CTL_USAGE;
-	return call_show(x, "GET", p, NULL, NULL);
+	int rc = call(x, "GET", p, NULL, &c);
+	if (rc)
+		return rc;
+	if (x->json) {
+		print_json(c);
+		goto out;
+	}
+	print_object(c);
+	if ((rc = call(x, "GET", t, NULL, &tr)))
+		goto out;
+	printf("\ntransitions\n");
+	print_some(json_object_get(tr, "items"), transition_cols);
+out:
+	json_decref(c);
+	json_decref(tr);
+	return rc;
+}
+
+static int c_contracts_transitions(struct ctx *x, struct opts *o)
+{
+	char p[256];
+	if (path1(p, sizeof p, "/v1/contracts/%s/transitions", o->pos[0]))
+		return CTL_USAGE;
+	return call_show(x, "GET", p, NULL, transition_cols);
+}
+
+/* deliver, recall, end, breach: POST with an optional note, then the
+ * contract as it is now and the move that was made. */
+static int contract_move(struct ctx *x, struct opts *o, const char *verb)
+{
+	char p[256];
+	const char *note = opt(o, "--note");
+	json_t *b = NULL, *j = NULL;
+	char fmt[64];
+	snprintf(fmt, sizeof fmt, "/v1/contracts/%%s/%s", verb);
+	if (path1(p, sizeof p, fmt, o->pos[0]))
+		return CTL_USAGE;
+	if (note && strlen(note) > 200)
+		return usage_error("--note has %zu characters; at most 200",
+		                   strlen(note));
+	if (!note && strcmp(verb, "breach") == 0)
+		return usage_error("contracts breach needs --note: say why the "
+		                   "contract is in breach");
+	b = note ? json_pack("{s:s}", "note", note) : json_object();
+	int rc = call(x, "POST", p, b, &j);
+	json_decref(b);
+	if (rc)
+		return rc;
+	if (x->json) {
+		print_json(j);
+	} else {
+		json_t *t = json_object_get(j, "transition");
+		print_object(j);
+		if (json_is_object(t))
+			printf(
+			    "\nmoved %s -> %s (%s)\n",
+			    json_string_value(json_object_get(t, "from_state")),
+			    json_string_value(json_object_get(t, "to_state")),
+			    json_string_value(json_object_get(t, "event")));
+	}
+	json_decref(j);
+	return CTL_OK;
+}
+
+static int c_contracts_deliver(struct ctx *x, struct opts *o)
+{
+	return contract_move(x, o, "deliver");
+}
+
+static int c_contracts_recall(struct ctx *x, struct opts *o)
+{
+	return contract_move(x, o, "recall");
+}
+
+static int c_contracts_end(struct ctx *x, struct opts *o)
+{
+	return contract_move(x, o, "end");
+}
+
+static int c_contracts_breach(struct ctx *x, struct opts *o)
+{
+	return contract_move(x, o, "breach");
+}
+
+/* ---- usage, invoices, ledger, billing ---------------------------------- */
+
+static const char *const usage_cols[] = {"id",
+                                         "node_id",
+                                         "epoch",
+                                         "seq",
+                                         "contract_id",
+                                         "period_start_ns",
+                                         "period_end_ns",
+                                         "page_seconds",
+                                         "status",
+                                         NULL};
+
+static int c_usage_list(struct ctx *x, struct opts *o)
+{
+	char p[512] = "/v1/usage";
+	add_query(p, sizeof p, "contract_id", opt(o, "--contract"));
+	add_query(p, sizeof p, "node_id", opt(o, "--node"));
+	add_query(p, sizeof p, "from", opt(o, "--from"));
+	add_query(p, sizeof p, "to", opt(o, "--to"));
+	add_query(p, sizeof p, "limit", opt(o, "--limit"));
+	add_query(p, sizeof p, "before", opt(o, "--before"));
+	return call_show(x, "GET", p, NULL, usage_cols);
+}
+
+static int c_usage_gaps(struct ctx *x, struct opts *o)
+{
+	(void)o;
+	return call_show(x, "GET", "/v1/usage/gaps", NULL, NULL);
+}
+
+static const char *const invoice_cols[] = {
+    "id", "account", "team", "year", "month", "status", "lines", "total", NULL};
+static const char *const line_cols[] = {
+    "contract_id", "market",       "kind",       "role",
+    "usage_month", "charge_start", "charge_end", "page_seconds",
+    "unit_price",  "amount",       NULL};
+
+/* "2026-12" or "2026": a year and maybe a month, checked here so that a
+ * typo is a usage error and not a surprising empty list */
+static int month_ok(const char *s)
+{
+	size_t n = strlen(s);
+	for (size_t i = 0; i < n; i++)
+		if (!(i == 4 ? s[i] == '-' : s[i] >= '0' && s[i] <= '9'))
+			return 0;
+	if (n == 4)
+		return 1;
+	return n == 7 &&
+	       ((s[5] == '0' && s[6] >= '1') || (s[5] == '1' && s[6] <= '2'));
+}
+
+static int c_invoices_list(struct ctx *x, struct opts *o)
+{
+	const char *status = opt(o, "--status"), *m = opt(o, "--month");
+	char p[512] = "/v1/invoices", y[8], mo[4];
+	if (status && strcmp(status, "draft") && strcmp(status, "final"))
+		return usage_error("--status must be draft or final");
+	add_query(p, sizeof p, "account_id", opt(o, "--account"));
+	if (m) {
+		/* --month 2026-12 for one month, --month 2026 for a year */
+		if (!month_ok(m))
+			return usage_error("--month must be YYYY-MM or YYYY, "
+			                   "not \"%s\"",
+			                   m);
+		snprintf(y, sizeof y, "%.4s", m);
+		add_query(p, sizeof p, "year", y);
+		if (strlen(m) == 7) {
+			snprintf(mo, sizeof mo, "%d", atoi(m + 5));
+			add_query(p, sizeof p, "month", mo);
+		}
+	}
+	add_query(p, sizeof p, "status", status);
+	add_query(p, sizeof p, "limit", opt(o, "--limit"));
+	add_query(p, sizeof p, "before", opt(o, "--before"));
+	return call_show(x, "GET", p, NULL, invoice_cols);
+}
+
+static int c_invoices_show(struct ctx *x, struct opts *o)
+{
+	char p[256];
+	json_t *j = NULL;
+	if (path1(p, sizeof p, "/v1/invoices/%s", o->pos[0]))
+		return CTL_USAGE;
+	int rc = call(x, "GET", p, NULL, &j);
+	if (rc)
+		return rc;
+	if (x->json)
+		print_json(j);
+	else
+		print_doc(j, line_cols);
+	json_decref(j);
+	return CTL_OK;
+}
+
+/* Writes `len` bytes to `path` through a temporary file renamed into
+ * place, so a reader never sees half an export. */
+static int write_file(const char *path, const char *data, size_t len)
+{
+	char tmp[1100];
+	if (snprintf(tmp, sizeof tmp, "%s.part", path) >= (int)sizeof tmp) {
+		fprintf(stderr, "%s: the file name is too long\n", prog);
+		return CTL_USAGE;
+	}
+	FILE *f = fopen(tmp, "w");
+	if (!f)
+		goto fail;
+	if (fwrite(data, 1, len, f) != len || fflush(f) != 0) {
+		fclose(f);
+		goto fail_unlink;
+	}
+	if (fclose(f) != 0)
+		goto fail_unlink;
+	if (rename(tmp, path) != 0)
+		goto fail_unlink;
+	return CTL_OK;
+fail_unlink:
+	fprintf(stderr, "%s: could not write %s: %s\n", prog, path,
+	        strerror(errno));
+	remove(tmp);
+	return CTL_USAGE;
+fail:
+	fprintf(stderr, "%s: could not write %s: %s\n", prog, path,
+	        strerror(errno));
+	return CTL_USAGE;
+}
+
+/* An export as the server makes it (path p, room for its query): CSV to
+ * stdout or to `out`; with --json the same rows as JSON. */
+static int export(struct ctx *x, char *p, size_t plen, const char *out)
+{
+	struct ctl_http h = x->http;
+	struct ctl_http_resp r;
+	if (out && !*out)
+		return usage_error("--output needs a file name");
+	add_query(p, plen, "format", x->json ? "json" : "csv");
+	h.accept = x->json ? NULL : "text/csv";
+	enum ctl_exit e = ctl_http_call(&h, "GET", p, NULL, &r);
+	int rc = e;
+	if (e != CTL_OK) {
+		report_failure(e, &r);
+		goto out;
+	}
+	if (out) {
+		rc = write_file(out, r.body ? r.body : "", r.len);
+		if (rc == CTL_OK && !x->json) {
+			size_t rows = 0;
+			for (size_t i = 0; i < r.len; i++)
+				rows += r.body[i] == '\n';
+			printf("wrote %s: %zu line%s\n", out, rows,
+			       rows == 1 ? "" : "s");
+		}
+	} else if (r.len > 0 && fwrite(r.body, 1, r.len, stdout) != r.len) {
+		rc = CTL_USAGE;
+	}
+out:
+	ctl_http_resp_free(&r);
+	return rc;
+}
+
+/* The FOCUS-style export of one invoice. */
+static int c_invoices_csv(struct ctx *x, struct opts *o)
+{
+	char p[256];
+	if (path1(p, sizeof p, "/v1/invoices/%s/export", o->pos[0]))
+		return CTL_USAGE;
+	return export(x, p, sizeof p, opt(o, "--output"));
+}
+
+/* Billed usage per contract and month (finance, admin). */
+static int c_usage_export(struct ctx *x, struct opts *o)
+{
+	const char *f = opt(o, "--from"), *t = opt(o, "--to");
+	char p[256] = "/v1/usage/export";
+	if ((f && (!month_ok(f) || strlen(f) != 7)) ||
+	    (t && (!month_ok(t) || strlen(t) != 7)))
+		return usage_error("--from and --to are months: YYYY-MM");
+	add_query(p, sizeof p, "from", f);
+	add_query(p, sizeof p, "to", t);
+	return export(x, p, sizeof p, opt(o, "--output"));
+}
+
+/* Exit 5 when the check ran and found the books wrong, so that a cron job
+ * or a test can act on it; the differences are on stdout. */
+static int c_ledger_check(struct ctx *x, struct opts *o)
+{
+	json_t *j = NULL;
+	(void)o;
+	int rc = call(x, "GET", "/v1/ledger/check", NULL, &j);
+	if (rc)
+		return rc;
+	if (x->json)
+		print_json(j);
+	else
+		print_doc(j, NULL);
+	static const char *const verdicts[] = {"ok", "balanced", NULL};
+	for (const char *const *v = verdicts; *v; v++)
+		if (json_is_false(json_object_get(j, *v))) {
+			fprintf(stderr, "error: the ledger check failed: see "
+			                "the differences above\n");
+			rc = CTL_CHECK_FAILED;
+		}
+	json_decref(j);
+	return rc;
+}
+
+static int c_billing_run(struct ctx *x, struct opts *o)
+{
+	json_t *j = NULL, *b = json_object();
+	(void)o;
+	int rc = call(x, "POST", "/v1/billing/run", b, &j);
+	json_decref(b);
+	if (rc)
+		return rc;
+	if (x->json)
+		print_json(j);
+	else
+		print_doc(j, NULL);
+	json_decref(j);
+	return CTL_OK;
+}
+
+static int c_billing_summary(struct ctx *x, struct opts *o)
+{
+	const char *by = opt(o, "--by"), *f = opt(o, "--from"),
+	           *t = opt(o, "--to");
+	char p[512] = "/v1/billing/summary";
+	json_t *j = NULL;
+	if (by && strcmp(by, "account") && strcmp(by, "team"))
+		return usage_error("--by must be account or team");
+	if ((f && (!month_ok(f) || strlen(f) != 7)) ||
+	    (t && (!month_ok(t) || strlen(t) != 7)))
+		return usage_error("--from and --to are months: YYYY-MM");
+	add_query(p, sizeof p, "from", f);
+	add_query(p, sizeof p, "to", t);
+	add_query(p, sizeof p, "by", by);
+	int rc = call(x, "GET", p, NULL, &j);
+	if (rc)
+		return rc;
+	if (x->json)
+		print_json(j);
+	else if (json_is_array(json_object_get(j, "items")))
+		print_list(j, NULL);
+	else
+		print_doc(j, NULL);
+	json_decref(j);
+	return CTL_OK;
 }
 
 static int c_teams_create(struct ctx *x, struct opts *o)
@@ -862,7 +1316,16 @@ static const char *const o_post_only[] = {"--post-only", NULL};
 static const char *const o_pages[] = {"--pages", NULL};
 static const char *const o_olist[] = {
     "--market", "--status", "--side", "--account", "--limit", "--before", NULL};
-static const char *const o_clist[] = {"--state", "--limit", "--before", NULL};
+static const char *const o_clist[] = {
+    "--state", "--market", "--role", "--account", "--limit", "--before", NULL};
+static const char *const o_note[] = {"--note", NULL};
+static const char *const o_ulist[] = {
+    "--contract", "--node", "--from", "--to", "--limit", "--before", NULL};
+static const char *const o_ilist[] = {"--account", "--month",  "--status",
+                                      "--limit",   "--before", NULL};
+static const char *const o_output[] = {"--output", NULL};
+static const char *const o_uexport[] = {"--from", "--to", "--output", NULL};
+static const char *const o_summary[] = {"--from", "--to", "--by", NULL};
 static const char *const o_kind_team[] = {"--kind", "--team", NULL};
 static const char *const o_kind[] = {"--kind", NULL};
 static const char *const o_team[] = {"--team", NULL};
@@ -904,10 +1367,58 @@ static const struct cmd cmds[] = {
     {"orders", "show", "orders show ID", "one order", none, none, 1,
      c_orders_show},
     {"contracts", "list",
-     "contracts list [--state S] [--limit N] [--before ID]", "list contracts",
-     o_clist, none, 0, c_contracts_list},
-    {"contracts", "show", "contracts show ID", "one contract", none, none, 1,
-     c_contracts_show},
+     "contracts list [--state S] [--market M] [--role buyer|seller] "
+     "[--account ID] [--limit N] [--before ID]",
+     "list contracts", o_clist, none, 0, c_contracts_list},
+    {"contracts", "show", "contracts show ID",
+     "one contract and every move it made", none, none, 1, c_contracts_show},
+    {"contracts", "transitions", "contracts transitions ID",
+     "every move of a contract: who, when, why", none, none, 1,
+     c_contracts_transitions},
+    {"contracts", "deliver", "contracts deliver ID [--note TEXT]",
+     "the seller confirms delivery: active", o_note, none, 1,
+     c_contracts_deliver},
+    {"contracts", "recall", "contracts recall ID [--note TEXT]",
+     "the seller takes its pages back (spot: after the notice; perm: a "
+     "breach)",
+     o_note, none, 1, c_contracts_recall},
+    {"contracts", "end", "contracts end ID [--note TEXT]",
+     "the buyer releases the pages: ended", o_note, none, 1, c_contracts_end},
+    {"contracts", "breach", "contracts breach ID --note TEXT",
+     "declare a contract in breach (admin)", o_note, none, 1,
+     c_contracts_breach},
+    {"usage", "list",
+     "usage list [--contract ID] [--node ID] [--from T] [--to T] "
+     "[--limit N] [--before ID]",
+     "usage reports as counted", o_ulist, none, 0, c_usage_list},
+    {"usage", "gaps", "usage gaps",
+     "missing report numbers per node and epoch (finance, admin)", none, none,
+     0, c_usage_gaps},
+    {"usage", "export",
+     "usage export [--from YYYY-MM] [--to YYYY-MM] [--output FILE]",
+     "billed usage per contract and month, CSV (--json: JSON rows) "
+     "(finance, admin)",
+     o_uexport, none, 0, c_usage_export},
+    {"invoices", "list",
+     "invoices list [--account ID] [--month YYYY-MM|YYYY] "
+     "[--status draft|final] [--limit N] [--before ID]",
+     "list invoices", o_ilist, none, 0, c_invoices_list},
+    {"invoices", "show", "invoices show ID", "one invoice with its lines", none,
+     none, 1, c_invoices_show},
+    {"invoices", "csv", "invoices csv ID [--output FILE]",
+     "an invoice's FOCUS-style export: CSV to stdout or FILE (--json: "
+     "JSON rows)",
+     o_output, none, 1, c_invoices_csv},
+    {"ledger", "check", "ledger check",
+     "the ledger sums to zero and every invoice equals its postings "
+     "(finance, admin); exit 5 when not",
+     none, none, 0, c_ledger_check},
+    {"billing", "run", "billing run", "run the billing job now (admin)", none,
+     none, 0, c_billing_run},
+    {"billing", "summary",
+     "billing summary [--from YYYY-MM] [--to YYYY-MM] [--by account|team]",
+     "spend, revenue and page-years per month (finance, admin)", o_summary,
+     none, 0, c_billing_summary},
     {"teams", "create", "teams create NAME", "create a team (admin)", none,
      none, 1, c_teams_create},
     {"teams", "list", "teams list", "list teams (admin, finance)", none, none,
@@ -966,7 +1477,8 @@ static void help(FILE *f, const char *group)
 	        "error)\n"
 	        "  2  usage error (the command line is wrong)\n"
 	        "  3  the server could not be reached, or failed (5xx)\n"
-	        "  4  authentication or permission refused (401, 403)\n");
+	        "  4  authentication or permission refused (401, 403)\n"
+	        "  5  a check found a problem (ledger check)\n");
 }
 
 /* Reads "key = value" lines; '#' starts a comment. A missing file is

@@ -5,13 +5,19 @@
  * on: 1 for a refused order, 2 for a bad command line, 3 for no server,
  * 4 for a bad token. --json output must parse; human output must show
  * dollars and GiB. Where the URL and token come from is checked too.
+ * Then contracts and billing: deliver, refused moves, transitions, a usage
+ * report (stored by SQL as POST /v1/usage would), a billing run, invoices
+ * and their CSV, the usage export, and the ledger check's exit 5 when an
+ * invoice no longer equals its postings.
  */
 #include <check.h>
+#include <libpq-fe.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tests/integration/ramexd_harness.h"
@@ -373,6 +379,258 @@ START_TEST(config_precedence)
 }
 END_TEST
 
+/* One statement with text parameters on the test's database. */
+static void sql(const struct rxh *hh, const char *q, int n,
+                const char *const *pv)
+{
+	PGconn *c = PQconnectdb(hh->conninfo);
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	PGresult *r = PQexecParams(c, q, n, NULL, pv, NULL, NULL, 0);
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK ||
+	                  PQresultStatus(r) == PGRES_TUPLES_OK,
+	              "%s: %s", q, PQerrorMessage(c));
+	PQclear(r);
+	PQfinish(c);
+}
+
+static size_t count_lines(const char *s)
+{
+	size_t n = 0;
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+START_TEST(contracts_and_billing)
+{
+	struct run r;
+	char acct[24], cid[24], inv[24], csv[512], tmonth[8];
+	const char *o = getenv("RAMEX_TEST_OUTPUT");
+	/* billing only when asked, so that the test decides what is billed */
+	rxh_start(&h, "ramex_t_ctl_bill", "--billing_interval_s=0");
+	rxh_world(&h, &w);
+	URL(&h, url);
+	snprintf(acct, sizeof acct, "%lld", (long long)w.node_a);
+
+	/* 1 GiB sold on spot by node a to the operator: an offline contract */
+	ctl(&r, w.op_token, "orders", "place", "--market", "spot", "--side",
+	    "buy", "--pages", "1GiB", "--price", "100000");
+	ck_assert_msg(r.rc == 0, "bid: %d %s", r.rc, r.err);
+	run_free(&r);
+	ctl(&r, w.trader_token, "orders", "place", "--market", "spot", "--side",
+	    "sell", "--pages", "1GiB", "--price", "100000", "--account", acct);
+	ck_assert_msg(r.rc == 0, "offer: %d %s", r.rc, r.err);
+	run_free(&r);
+
+	ctl(&r, w.trader_token, "--json", "contracts", "list", "--role",
+	    "seller", "--state", "pending_delivery");
+	ck_assert_msg(r.rc == 0 && r.json, "list: %d %s", r.rc, r.err);
+	json_t *items = json_object_get(r.json, "items");
+	ck_assert_int_eq(json_array_size(items), 1);
+	json_t *c0 = json_array_get(items, 0);
+	ck_assert_str_eq(json_string_value(json_object_get(c0, "delivery")),
+	                 "offline");
+	snprintf(cid, sizeof cid, "%lld", (long long)jint(c0, "id"));
+	run_free(&r);
+	ctl(&r, w.trader_token, "contracts", "list", "--role", "buyer");
+	ck_assert_msg(r.rc == 0, "buyer side: %s", r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "(none)"));
+	run_free(&r);
+	ctl(&r, w.trader_token, "contracts", "list", "--role", "lender");
+	ck_assert_int_eq(r.rc, 2);
+	run_free(&r);
+
+	/* the buyer's move from the seller's trader: 403, exit 4 */
+	ctl(&r, w.trader_token, "contracts", "end", cid);
+	ck_assert_msg(r.rc == 4, "end by the seller: %d %s", r.rc, r.err);
+	ck_assert_ptr_nonnull(strstr(r.err, "error: "));
+	run_free(&r);
+	/* the seller delivers, with a note kept as the transition's why */
+	ctl(&r, w.trader_token, "contracts", "deliver", cid, "--note",
+	    "pages offline on node a");
+	ck_assert_msg(r.rc == 0, "deliver: %d %s", r.rc, r.err);
+	ck_assert_msg(strstr(r.out, "moved pending_delivery -> active"), "%s",
+	              r.out);
+	run_free(&r);
+	/* a retried deliver changes nothing and is no error */
+	ctl(&r, w.trader_token, "--json", "contracts", "deliver", cid);
+	ck_assert_msg(r.rc == 0 && r.json, "again: %d %s", r.rc, r.err);
+	ck_assert_str_eq(json_string_value(json_object_get(r.json, "state")),
+	                 "active");
+	run_free(&r);
+	/* a trader of another team is no party: exit 4 */
+	ctl(&r, w.trader2_token, "contracts", "recall", cid);
+	ck_assert_msg(r.rc == 4, "recall by another team: %d %s",
+	              r.rc, r.err);
+	run_free(&r);
+	ctl(&r, h.admin, "contracts", "breach", cid);
+	ck_assert_int_eq(r.rc, 2); /* a breach needs its --note */
+	run_free(&r);
+
+	ctl(&r, w.trader_token, "contracts", "show", cid);
+	ck_assert_msg(r.rc == 0, "show: %s", r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "transitions"));
+	ck_assert_ptr_nonnull(strstr(r.out, "pages offline on node a"));
+	ck_assert_ptr_nonnull(strstr(r.out, "1.00 GiB"));
+	run_free(&r);
+	ctl(&r, w.finance_token, "--json", "contracts", "transitions", cid);
+	ck_assert_msg(r.rc == 0 && r.json, "transitions: %s", r.err);
+	items = json_object_get(r.json, "items");
+	ck_assert_int_ge(json_array_size(items), 1);
+	json_t *last = json_array_get(items, json_array_size(items) - 1);
+	ck_assert_str_eq(json_string_value(json_object_get(last, "to_state")),
+	                 "active");
+	run_free(&r);
+
+	/* one hour of the whole GiB, reported by the seller and ending now:
+	 * what the agent would send (POST /v1/usage) */
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	int64_t end = (int64_t)ts.tv_sec * 1000000000;
+	char node[24], pstart[24], pend[24], ps[24];
+	snprintf(node, sizeof node, "%lld", (long long)w.node_a);
+	snprintf(pend, sizeof pend, "%lld", (long long)end);
+	snprintf(ps, sizeof ps, "%lld", (long long)(262144LL * 3600));
+	/* the contract delivered a moment ago: move its start back an hour
+	 * so the report lies inside the delivery */
+	snprintf(pstart, sizeof pstart, "%lld",
+	         (long long)(end - 3600LL * 1000000000));
+	const char *pv1[] = {cid, pstart};
+	sql(&h,
+	    "UPDATE contracts SET created_ns = $2::bigint - 1000000000, "
+	    "delivered_ns = $2::bigint WHERE id = $1::bigint",
+	    2, pv1);
+	const char *pv2[] = {node, cid, pstart, pend, ps};
+	sql(&h,
+	    "INSERT INTO usage_reports (node_id, epoch, seq, contract_id, "
+	    "side, period_start_ns, period_end_ns, page_seconds, "
+	    "kmod_page_seconds, kmod_pages, body_hash) VALUES ($1, 1, 1, $2, "
+	    "'seller', $3, $4, $5, $5, 262144, 1)",
+	    5, pv2);
+
+	/* only the admin runs the billing job */
+	ctl(&r, w.finance_token, "billing", "run");
+	ck_assert_msg(r.rc == 4, "finance run: %d %s", r.rc, r.err);
+	run_free(&r);
+	ctl(&r, h.admin, "--json", "billing", "run");
+	ck_assert_msg(r.rc == 0 && r.json, "run: %d %s %s", r.rc, r.err, r.out);
+	ck_assert_int_ge(jint(r.json, "movements"), 1);
+	run_free(&r);
+	ctl(&r, h.admin, "billing", "run");
+	ck_assert_msg(r.rc == 0, "second run: %s", r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "movements"));
+	run_free(&r);
+
+	/* 942 249 600 000 page-s at 100 000 n$/page-year:
+	 * 2 987 856.62... n$, rounded down with the rest carried */
+	const int64_t amount = 262144LL * 3600 * 100000 / 31536000;
+	time_t now_s = ts.tv_sec;
+	struct tm tm;
+	gmtime_r(&now_s, &tm);
+	strftime(tmonth, sizeof tmonth, "%Y-%m", &tm);
+	ctl(&r, w.finance_token, "--json", "invoices", "list", "--account",
+	    acct, "--month", tmonth);
+	ck_assert_msg(r.rc == 0 && r.json, "invoices: %d %s", r.rc, r.err);
+	items = json_object_get(r.json, "items");
+	ck_assert_int_eq(json_array_size(items), 1);
+	json_t *i0 = json_array_get(items, 0);
+	ck_assert_int_eq(jint(i0, "total"), -amount); /* node a is paid */
+	ck_assert_str_eq(json_string_value(json_object_get(i0, "status")),
+	                 "draft");
+	snprintf(inv, sizeof inv, "%lld", (long long)jint(i0, "id"));
+	run_free(&r);
+	ctl(&r, w.finance_token, "invoices", "list", "--status", "draft");
+	ck_assert_msg(r.rc == 0, "%s", r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "$0.00"));
+	ck_assert_ptr_nonnull(strstr(r.out, "draft"));
+	run_free(&r);
+	ctl(&r, w.finance_token, "invoices", "list", "--month", "2026-13");
+	ck_assert_int_eq(r.rc, 2);
+	run_free(&r);
+	ctl(&r, w.finance_token, "invoices", "list", "--status", "paid");
+	ck_assert_int_eq(r.rc, 2);
+	run_free(&r);
+
+	ctl(&r, w.trader_token, "invoices", "show", inv);
+	ck_assert_msg(r.rc == 0, "show: %d %s", r.rc, r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "lines"));
+	ck_assert_ptr_nonnull(strstr(r.out, "spot"));
+	ck_assert_ptr_nonnull(strstr(r.out, "$0.0001")); /* the unit price */
+	run_free(&r);
+	/* another team's trader does not see it */
+	ctl(&r, w.trader2_token, "invoices", "show", inv);
+	ck_assert_msg(r.rc == 1, "other team: %d %s", r.rc, r.err);
+	run_free(&r);
+
+	/* the CSV, to a file and to stdout: the same bytes */
+	snprintf(csv, sizeof csv, "%s/ramexctl-invoice.csv",
+	         o && *o ? o : "var/test-output");
+	remove(csv);
+	ctl(&r, w.finance_token, "invoices", "csv", inv, "--output", csv);
+	ck_assert_msg(r.rc == 0, "csv: %d %s", r.rc, r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "2 lines"));
+	run_free(&r);
+	FILE *f = fopen(csv, "r");
+	ck_assert_ptr_nonnull(f);
+	static char file[8192];
+	size_t n = fread(file, 1, sizeof file - 1, f);
+	file[n] = 0;
+	fclose(f);
+	ck_assert_msg(strncmp(file, "BillingAccountId,", 17) == 0, "%s", file);
+	ck_assert_ptr_nonnull(strstr(file, "ConsumedQuantity"));
+	ck_assert_int_eq(count_lines(file), 2);
+	ctl(&r, w.finance_token, "invoices", "csv", inv);
+	ck_assert_int_eq(r.rc, 0);
+	ck_assert_str_eq(r.out, file);
+	run_free(&r);
+	ctl(&r, w.finance_token, "--json", "invoices", "csv", inv);
+	ck_assert_msg(r.rc == 0 && r.json, "csv json: %s", r.err);
+	ck_assert_int_eq(json_array_size(json_object_get(r.json, "items")), 1);
+	run_free(&r);
+	ctl(&r, w.finance_token, "invoices", "csv", inv, "--output",
+	    "no-such-dir/x.csv");
+	ck_assert_int_eq(r.rc, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "could not write"));
+	run_free(&r);
+
+	ctl(&r, w.finance_token, "--json", "usage", "export", "--from", tmonth,
+	    "--to", tmonth);
+	ck_assert_msg(r.rc == 0 && r.json, "usage export: %d %s", r.rc, r.err);
+	json_t *u0 = json_array_get(json_object_get(r.json, "items"), 0);
+	ck_assert_int_eq(jint(u0, "billed_page_seconds"), 262144LL * 3600);
+	run_free(&r);
+	ctl(&r, w.finance_token, "billing", "summary", "--by", "account");
+	ck_assert_msg(r.rc == 0, "summary: %d %s", r.rc, r.err);
+	run_free(&r);
+	ctl(&r, w.finance_token, "billing", "summary", "--by", "node");
+	ck_assert_int_eq(r.rc, 2);
+	run_free(&r);
+
+	/* the books balance ... */
+	ctl(&r, w.finance_token, "ledger", "check");
+	ck_assert_msg(r.rc == 0, "check: %d %s %s", r.rc, r.err, r.out);
+	run_free(&r);
+	/* ... until an invoice's total no longer equals its postings */
+	const char *pv3[] = {inv};
+	sql(&h, "UPDATE invoices SET total = total + 1 WHERE id = $1::bigint",
+	    1, pv3);
+	ctl(&r, w.finance_token, "ledger", "check");
+	ck_assert_msg(r.rc == 5, "broken check: %d %s %s", r.rc, r.err, r.out);
+	ck_assert_ptr_nonnull(strstr(r.out, "invoice"));
+	ck_assert_ptr_nonnull(strstr(r.err, "ledger check failed"));
+	run_free(&r);
+	ctl(&r, w.trader_token, "ledger", "check");
+	ck_assert_int_eq(r.rc, 4);
+	run_free(&r);
+
+	ctl_env(&r, NULL, "invoices", "--help", NULL);
+	ck_assert_int_eq(r.rc, 0);
+	ck_assert_ptr_nonnull(strstr(r.out, "invoices csv ID [--output FILE]"));
+	run_free(&r);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ramexctl");
@@ -381,6 +639,7 @@ int main(void)
 	tcase_add_test(tc, trade_flow);
 	tcase_add_test(tc, exit_codes);
 	tcase_add_test(tc, config_precedence);
+	tcase_add_test(tc, contracts_and_billing);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
