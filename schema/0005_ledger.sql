@@ -138,13 +138,17 @@ CREATE TABLE movements (
 CREATE INDEX movements_contract ON movements (contract_id, id);
 CREATE INDEX movements_month ON movements (year, month);
 
--- The postings of a movement; they sum to zero.
+-- The postings of a movement; they sum to zero. account_id and contract_id
+-- repeat the invoice's account and the movement's contract for the
+-- queries; the trigger below holds them to those (foreign keys of their
+-- own would only check the same thing again, row by row, on the billing
+-- job's bulk inserts).
 CREATE TABLE postings (
     id          bigserial PRIMARY KEY,
     movement_id bigint NOT NULL REFERENCES movements (id),
     invoice_id  bigint NOT NULL REFERENCES invoices (id),
-    account_id  bigint NOT NULL REFERENCES accounts (id),
-    contract_id bigint NOT NULL REFERENCES contracts (id),
+    account_id  bigint NOT NULL,
+    contract_id bigint NOT NULL,
     year        int    NOT NULL,
     month       int    NOT NULL CHECK (month BETWEEN 1 AND 12),
     role        text   NOT NULL CHECK (role IN ('buyer', 'seller', 'exchange')),
@@ -175,11 +179,13 @@ DECLARE
 BEGIN
     SELECT p.invoice_id, i.status, p.account_id, p.year, p.month INTO bad
         FROM new_postings p JOIN invoices i ON i.id = p.invoice_id
+        JOIN movements m ON m.id = p.movement_id
         WHERE i.status <> 'draft' OR i.account_id <> p.account_id
            OR i.year <> p.year OR i.month <> p.month
+           OR m.contract_id <> p.contract_id
         LIMIT 1;
     IF FOUND THEN
-        RAISE EXCEPTION 'a posting for account % %-% cannot go on invoice % (%): only on the draft invoice of its own account and month',
+        RAISE EXCEPTION 'a posting for account % %-% cannot go on invoice % (%): only on the draft invoice of its own account and month, for its movement''s contract',
             bad.account_id, bad.year, bad.month, bad.invoice_id, bad.status;
     END IF;
     RETURN NULL;

@@ -232,6 +232,7 @@ START_TEST(billing_end_to_end)
 	int64_t perm_seller = node(c, w.team, "perm-seller");
 	int64_t breacher = node(c, w.team, "breacher");
 	int64_t late = node(c, w.team, "late");
+	int64_t straddler = node(c, w.team, "straddler");
 	int64_t created = ms(2024, 12) + 30 * DAY, y0 = ms(2025, 1),
 	        y1 = ms(2026, 1);
 	/* the brief's three machines, all of 2025 */
@@ -253,6 +254,14 @@ START_TEST(billing_end_to_end)
 	    contract(c, spot, 0, w.op_account, late, 0, 4096, 100000, 0,
 	             created, ms(2025, 3), "ended", ms(2025, 4), 0);
 
+	/* 20 February to the recall on 16 March, one report across the
+	 * month boundary */
+	int64_t str_from = ms(2025, 2) + 19 * DAY,
+	        str_to = ms(2025, 3) + 15 * DAY;
+	int64_t k_str =
+	    contract(c, spot, 0, w.op_account, straddler, 0, 777777, 100003, 0,
+	             created, str_from, "ended", str_to, 0);
+
 	for (int mo = 1; mo <= 12; mo++) {
 		int64_t f = ms(2025, mo), t = ms(2025, mo + 1);
 		int64_t ps = month_ps(GIB4, 2025, mo);
@@ -262,6 +271,9 @@ START_TEST(billing_end_to_end)
 		report(c, w.node_c, k_lend, 1, f, t, ps);
 		if (mo <= 6)
 			report(c, breacher, k_breach, 0, f, t, ps);
+		if (mo == 2)
+			report(c, straddler, k_str, 0, str_from, str_to,
+			       777777 * ((str_to - str_from) / S) - 12345);
 		json_t *res = run(&h, t - 3600 * S);
 		ck_assert_int_ge(jint(res, "movements"), 3);
 		if (mo == 7)
@@ -286,6 +298,8 @@ START_TEST(billing_end_to_end)
 
 	int64_t lines, totals, cents;
 	int n;
+	rx_ndollars want;
+	char err[MONEY_MSG_MAX];
 	/* spot offline: the operator pays $104.857 600 000 over twelve
 	 * invoices, node A is credited the same and paid 10 485 cents */
 	sums(&h, w.op_account, 2025, k_spot, &lines, &totals, &cents, &n);
@@ -313,13 +327,21 @@ START_TEST(billing_end_to_end)
 	                   1, k_spot),
 	                 12);
 
+	/* the report across February and March bills on both invoices,
+	 * together exactly its amount */
+	sums(&h, straddler, 2025, k_str, &lines, &totals, &cents, &n);
+	ck_assert_int_eq(n, 2);
+	ck_assert_int_eq(
+	    money_amount(777777 * ((str_to - str_from) / S) - 12345, 100003,
+	                 &want, err, sizeof err),
+	    0);
+	ck_assert_int_eq(totals, -want);
+
 	/* the breach: the delivered half-year at min(200 000, 150 000) less
 	 * 20 000 = 130 000, so the operator gets back what it paid above */
 	int64_t half = 0;
 	for (int mo = 1; mo <= 6; mo++)
 		half += month_ps(GIB4, 2025, mo);
-	rx_ndollars want;
-	char err[MONEY_MSG_MAX];
 	ck_assert_int_eq(money_amount(half, 130000, &want, err, sizeof err), 0);
 	sums(&h, breacher, 0, k_breach, &lines, &totals, &cents, &n);
 	ck_assert_int_eq(totals, -want);
@@ -380,8 +402,9 @@ START_TEST(billing_end_to_end)
 	              rr.body);
 	ck_assert_str_eq(json_string_value(json_object_get(rr.json, "sum")),
 	                 "0");
-	/* 12 x 3 monthly, 6 before the breach, 2 settlements, 1 late */
-	ck_assert_int_eq(jint(rr.json, "movements"), 45);
+	/* 12 x 3 monthly, 6 before the breach, 2 settlements, 1 late, 2
+	 * across February and March */
+	ck_assert_int_eq(jint(rr.json, "movements"), 47);
 	rxh_resp_free(&rr);
 
 	/* the CSV export of node A's January: FOCUS columns, one row */
