@@ -13,6 +13,7 @@ struct db_pool;
 struct writer;
 struct events;
 struct auth;
+struct contracts_timer;
 struct billing;
 
 struct app {
@@ -21,6 +22,7 @@ struct app {
 	struct writer *writer;
 	struct events *events;
 	struct auth *auth;
+	struct contracts_timer *contracts; /* the contract deadline timer */
 	struct billing *billing; /* the billing job (billing.h) */
 	int stopping;           /* set at SIGTERM: /readyz answers 503 */
 	struct static_root web; /* web.dir[0] == 0: no pages served */

@@ -39,8 +39,9 @@ static const struct setting settings[] = {
       "most HTTP connections at once; more are refused"),
     I("connection_timeout_s", connection_timeout_s, 1, 3600, "30",
       "an idle or slow connection is closed after this many seconds"),
-    I("body_limit", body_limit, 256, 16 << 20, "65536",
-      "largest request body in bytes; larger ones get 413"),
+    I("body_limit", body_limit, 256, 16 << 20, "1048576",
+      "largest request body in bytes; larger ones get 413 (a full "
+      "POST /v1/usage batch of 1000 reports needs about 350 KiB)"),
     S("log_level", log_level, "info", "debug, info, warn or error"),
     I("batch_max", batch_max, 1, 65536, "2048",
       "most commands committed in one transaction (group commit)"),
@@ -54,6 +55,9 @@ static const struct setting settings[] = {
       "most event-stream subscribers at once"),
     S("port_file", port_file, "",
       "when set, ramexd writes the port it listens on there once ready"),
+    I("contract_tick_ms", contract_tick_ms, 10, 60000, "1000",
+      "how often the contract timer applies due deadlines (late "
+      "delivery, notice over, term over)"),
     S("web_root", web_root, "",
       "directory of the web pages served at / and /web/ (make builds "
       "build/web); empty serves none"),

@@ -29,6 +29,7 @@ struct rx_config {
 	int sse_max_clients;
 	char port_file[512]; /* when set, the bound port is written there */
 	char web_root[512];  /* the web pages (build/web); "" serves none */
+	int contract_tick_ms; /* the contract deadline timer's period */
 	/* billing (exchange/billing.h) */
 	int billing_interval_s;  /* the billing job's period; 0: on demand */
 	int fee_bps;             /* the exchange's fee on new contracts */

@@ -1,4 +1,4 @@
-/* h_orders.c — orders and contracts; see handlers.h.
+/* h_orders.c — orders; see handlers.h (contracts are h_contracts.c).
  *
  * Writes (place, cancel, reduce) go to the writer and are answered after
  * their batch committed; reads go to the database through the pool, scoped
@@ -227,49 +227,4 @@ void h_order_list(struct http_req *rq)
 	     "o.side = $5) AND ($6::bigint IS NULL OR o.account_id "
 	     "= $6) AND o.id < $7 ORDER BY o.id DESC LIMIT $8",
 	     8, pv, 0, limit);
-}
-
-#define CONTRACT_SELECT                                                        \
-	"SELECT c.id, c.trade_id, m.name AS market, c.buyer_id, c.seller_id, " \
-	"c.delivery, c.pages, c.price, c.state, c.deliver_by::text, "          \
-	"c.term_end::text, c.notice_period_s, c.created_at::text, "            \
-	"c.updated_at::text FROM contracts c JOIN markets m ON m.id = "        \
-	"c.market_id WHERE ($1::bigint IS NULL OR $1 IN (c.buyer_id, "         \
-	"c.seller_id)) AND ($2::bigint IS NULL OR EXISTS (SELECT 1 FROM "      \
-	"accounts a WHERE a.team_id = $2 AND a.id IN (c.buyer_id, "            \
-	"c.seller_id))) "
-
-void h_contract_get(struct http_req *rq)
-{
-	char acct[24], team[24], ids[24];
-	int64_t id;
-	if (in_pid(rq, "id", &id) < 0)
-		return;
-	handlers_scope(rq, 1, acct, team);
-	snprintf(ids, sizeof ids, "%lld", (long long)id);
-	const char *pv[] = {nz(acct), nz(team), ids};
-	rows(rq, CONTRACT_SELECT "AND c.id = $3", 3, pv, 1, 0);
-}
-
-void h_contract_list(struct http_req *rq)
-{
-	static const char *const states[] = {"pending_delivery", "active",
-	                                     "recalling",        "ended",
-	                                     "breached",         NULL};
-	char acct[24], team[24], ls[24], bs[24];
-	int64_t limit = 100, before = INT64_MAX;
-	const char *state = NULL;
-	if (in_qint(rq, "limit", 1, 500, &limit) < 0 ||
-	    in_qint(rq, "before", 1, INT64_MAX, &before) < 0 ||
-	    in_qenum(rq, "state", states, &state) < 0)
-		return;
-	handlers_scope(rq, 1, acct, team);
-	snprintf(ls, sizeof ls, "%lld", (long long)limit);
-	snprintf(bs, sizeof bs, "%lld", (long long)before);
-	const char *pv[] = {nz(acct), nz(team), state, bs, ls};
-	rows(rq,
-	     CONTRACT_SELECT
-	     "AND ($3::text IS NULL OR c.state = $3) AND c.id < "
-	     "$4 ORDER BY c.id DESC LIMIT $5",
-	     5, pv, 0, limit);
 }

@@ -4,7 +4,9 @@
  *   h_system.c    health, readiness, metrics
  *   h_admin.c     teams, accounts, nodes and their keys, tokens (admin)
  *   h_market.c    markets, book depth, trades, candles
- *   h_orders.c    place, cancel, reduce, get and list orders; contracts
+ *   h_orders.c    place, cancel, reduce, get and list orders
+ *   h_contracts.c get and list contracts, their moves and transitions
+ *   h_usage.c     usage reports from node agents: ingest, list, gaps
  *   h_billing.c   invoices and their exports, usage export, billing
  *                 summary, ledger check, billing runs
  *   h_events.c    the Server-Sent Events stream
@@ -51,6 +53,15 @@ void h_order_get(struct http_req *rq);
 void h_order_list(struct http_req *rq);
 void h_contract_list(struct http_req *rq);
 void h_contract_get(struct http_req *rq);
+void h_contract_deliver(struct http_req *rq);
+void h_contract_recall(struct http_req *rq);
+void h_contract_end(struct http_req *rq);
+void h_contract_breach(struct http_req *rq);
+void h_contract_transitions(struct http_req *rq);
+
+void h_usage_post(struct http_req *rq);
+void h_usage_list(struct http_req *rq);
+void h_usage_gaps(struct http_req *rq);
 
 void h_invoice_list(struct http_req *rq);
 void h_invoice_get(struct http_req *rq);

@@ -22,6 +22,7 @@
 #include "exchange/auth.h"
 #include "exchange/billing.h"
 #include "exchange/config.h"
+#include "exchange/contracts.h"
 #include "exchange/db.h"
 #include "exchange/events.h"
 #include "exchange/handlers.h"
@@ -242,6 +243,15 @@ static int serve(struct app *app)
 		log_error("cannot start the writer", "err=\"%s\"", err);
 		goto out;
 	}
+	/* The contract deadline timer (contracts.h): after the writer, whose
+	 * trades make the contracts it watches. */
+	app->contracts = contracts_timer_start(cfg->db, cfg->contract_tick_ms,
+	                                       app->events, err, sizeof err);
+	if (!app->contracts) {
+		log_error("cannot start the contract timer", "err=\"%s\"",
+		          err);
+		goto out_writer;
+	}
 	/* The billing job, with its own connection and thread. */
 	struct billing_opts bo = {.conninfo = cfg->db,
 	                          .interval_s = cfg->billing_interval_s,
@@ -288,6 +298,7 @@ out_http:
 	http_stop(srv); /* waits for the requests in flight */
 out_writer:
 	billing_stop(app->billing); /* NULL when never started */
+	contracts_timer_stop(app->contracts); /* NULL when never started */
 	writer_stop(app->writer);
 out:
 	auth_free(app->auth);

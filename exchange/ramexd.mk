@@ -11,6 +11,7 @@ RAMEXD_LIB := exchange/config.c exchange/http.c exchange/auth.c exchange/db.c \
   exchange/events.c exchange/metrics.c exchange/writer.c exchange/input.c \
   exchange/routes.c exchange/h_system.c exchange/h_admin.c exchange/h_market.c \
   exchange/h_orders.c exchange/h_events.c exchange/core/book.c \
+  exchange/contracts.c exchange/h_contracts.c \
   exchange/billing.c exchange/h_billing.c $(INVOICE_SRC) $(USAGE_SRC) \
   exchange/static.c $(CONTRACT_SRC) $(MONEY_SRC) \
   common/log.c $(SIGN_SRC) $(MIGRATE_SRC)
@@ -27,6 +28,10 @@ $(call integration_test,test_ramexd,tests/integration/test_ramexd.c \
   $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
 $(BUILD)/san/bin/test_ramexd: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_ramexd: | $(BUILD)/san/bin/ramexd
+$(call integration_test,test_contracts,tests/integration/test_contracts.c \
+  $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
+$(BUILD)/san/bin/test_contracts: | $(BUILD)/san/bin/ramexd
+$(BUILD)/bin/test_contracts: | $(BUILD)/san/bin/ramexd
 # Billing against a real ramexd (exchange/billing.c, h_billing.c).
 $(call integration_test,test_billing,tests/integration/test_billing.c \
   $(RAMEXD_HARNESS) $(MONEY_SRC),libcurl jansson libpq libcrypto)

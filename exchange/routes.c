@@ -59,6 +59,16 @@ const struct http_route routes_table[] = {
      "list contracts"},
     {"GET", "/v1/contracts/{id}", h_contract_get, TRADING | FINANCE | ADMIN,
      "one contract"},
+    {"POST", "/v1/contracts/{id}/deliver", h_contract_deliver, NODE | TRADER,
+     "the seller confirms delivery"},
+    {"POST", "/v1/contracts/{id}/recall", h_contract_recall, NODE | TRADER,
+     "the seller recalls its pages"},
+    {"POST", "/v1/contracts/{id}/end", h_contract_end, TRADING,
+     "the buyer releases the pages"},
+    {"POST", "/v1/contracts/{id}/breach", h_contract_breach, ADMIN,
+     "declare a contract in breach"},
+    {"GET", "/v1/contracts/{id}/transitions", h_contract_transitions,
+     TRADING | FINANCE | ADMIN, "every move of a contract"},
 
     /* billing (h_billing.c): finance reads it all, the parties their
      * own accounts' invoices */

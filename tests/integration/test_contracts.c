@@ -1,0 +1,469 @@
+/*
+ * test_contracts.c — contract moves through a real ramexd on a real
+ * PostgreSQL: deliver (and its retry), recall with notice and the timer
+ * that ends it, a perm recall that breaches, a late delivery breached by
+ * the timer, the buyer's end, the admin's breach, wrong parties (403),
+ * wrong states (409), the transitions, the list filters and the `contract`
+ * events on /v1/events.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "tests/integration/ramexd_harness.h"
+#include "tests/integration/testdb.h"
+
+static long count(struct rxh *h, const char *sql)
+{
+	PGconn *c = testdb_connect(h->conninfo);
+	long n = testdb_scalar(c, sql);
+	PQfinish(c);
+	return n;
+}
+
+static void sql(struct rxh *h, const char *q)
+{
+	PGconn *c = testdb_connect(h->conninfo);
+	PGresult *r = PQexec(c, q);
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", q,
+	              PQerrorMessage(c));
+	PQclear(r);
+	PQfinish(c);
+}
+
+static void place(struct rxh *h, const char *tok, const char *market,
+                  int64_t acct, const char *side, int pages, int price,
+                  struct rxh_resp *r)
+{
+	char body[512];
+	snprintf(body, sizeof body,
+	         "{\"market\":\"%s\",\"account_id\":%lld,\"side\":\"%s\","
+	         "\"pages\":%d,\"price\":%d}",
+	         market, (long long)acct, side, pages, price);
+	long s = rxh_call(h, "POST", "/v1/orders", tok, body, NULL, r);
+	ck_assert_msg(s == 201, "place: %ld %s", s, r->body);
+}
+
+/* node `seller` (through the trader) sells 256 pages on `market` and
+ * `buyer` buys them with `buyer_tok`: one trade, one contract. */
+static int64_t trade(struct rxh *h, const struct rxh_world *w,
+                     const char *market, int64_t seller, int64_t buyer,
+                     const char *buyer_tok)
+{
+	struct rxh_resp r;
+	place(h, w->trader_token, market, seller, "sell", 256, 100000, &r);
+	rxh_resp_free(&r);
+	place(h, buyer_tok, market, buyer, "buy", 256, 100000, &r);
+	json_t *t = json_array_get(json_object_get(r.json, "trades"), 0);
+	ck_assert_ptr_nonnull(t);
+	int64_t id = json_integer_value(json_object_get(t, "contract_id"));
+	rxh_resp_free(&r);
+	ck_assert_int_gt(id, 0);
+	return id;
+}
+
+/* POST /v1/contracts/{id}/{verb} with a token (or NULL: node a/b signed
+ * with key/secret). */
+static long move(struct rxh *h, int64_t id, const char *verb, const char *tok,
+                 const char *key, const char *secret, const char *body,
+                 struct rxh_resp *r)
+{
+	char path[96];
+	snprintf(path, sizeof path, "/v1/contracts/%lld/%s", (long long)id,
+	         verb);
+	if (tok)
+		return rxh_call(h, "POST", path, tok, body, NULL, r);
+	return rxh_call_signed(h, "POST", path, key, secret, body ? body : "",
+	                       0, NULL, r);
+}
+
+static const char *str(const struct rxh_resp *r, const char *k)
+{
+	const char *s = json_string_value(json_object_get(r->json, k));
+	return s ? s : "";
+}
+
+static const char *type_of(const struct rxh_resp *r)
+{
+	return str(r, "type");
+}
+
+static long transitions(struct rxh *h, int64_t id)
+{
+	char q[128];
+	snprintf(q, sizeof q,
+	         "SELECT count(*) FROM contract_transitions WHERE "
+	         "contract_id = %lld",
+	         (long long)id);
+	return count(h, q);
+}
+
+static void expect_state(struct rxh *h, const char *tok, int64_t id,
+                         const char *state)
+{
+	struct rxh_resp r;
+	char path[64];
+	snprintf(path, sizeof path, "/v1/contracts/%lld", (long long)id);
+	ck_assert_int_eq(rxh_call(h, "GET", path, tok, NULL, NULL, &r), 200);
+	ck_assert_str_eq(str(&r, "state"), state);
+	rxh_resp_free(&r);
+}
+
+/* --- the event stream ---------------------------------------------------- */
+
+struct sse {
+	struct rxh *h;
+	const char *token;
+	const char *until; /* ends the stream once the text holds this */
+	char buf[32768];
+	size_t n;
+	int connected;
+};
+
+static size_t sse_data(char *p, size_t sz, size_t n, void *ud)
+{
+	struct sse *s = ud;
+	size_t k = sz * n;
+	if (s->n + k < sizeof s->buf) {
+		memcpy(s->buf + s->n, p, k);
+		s->n += k;
+		s->buf[s->n] = 0;
+	}
+	__atomic_store_n(&s->connected, 1, __ATOMIC_SEQ_CST);
+	return strstr(s->buf, s->until) ? 0 : k;
+}
+
+static void *sse_run(void *arg)
+{
+	struct sse *s = arg;
+	char url[128], auth[128];
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/events", s->h->port);
+	snprintf(auth, sizeof auth, "Authorization: Bearer %s", s->token);
+	CURL *c = curl_easy_init();
+	struct curl_slist *hl = curl_slist_append(NULL, auth);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sse_data);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_perform(c);
+	curl_easy_cleanup(c);
+	curl_slist_free_all(hl);
+	return NULL;
+}
+
+/* --- tests --------------------------------------------------------------- */
+
+START_TEST(deliver_retry_parties_states_and_events)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	char path[96], hv[16];
+	rxh_start(&h, "ramex_t_ctr_moves", "--sse_keepalive_s=1");
+	rxh_world(&h, &w);
+	int64_t c1 = trade(&h, &w, "spot", w.node_a, w.op_account, w.op_token);
+	expect_state(&h, w.op_token, c1, "pending_delivery");
+
+	/* wrong parties: another node, another team's trader */
+	ck_assert_int_eq(
+	    move(&h, c1, "deliver", NULL, w.key_b, w.secret_b, NULL, &r), 403);
+	ck_assert_str_eq(type_of(&r), "urn:ramex:problem:not-party");
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    move(&h, c1, "deliver", w.trader2_token, NULL, NULL, NULL, &r),
+	    403);
+	rxh_resp_free(&r);
+	/* wrong state: nothing to recall before delivery */
+	ck_assert_int_eq(
+	    move(&h, c1, "recall", w.trader_token, NULL, NULL, NULL, &r), 409);
+	ck_assert_str_eq(type_of(&r), "urn:ramex:problem:wrong-state");
+	rxh_resp_free(&r);
+	ck_assert_int_eq(transitions(&h, c1), 0);
+	/* no such contract */
+	ck_assert_int_eq(
+	    move(&h, 999999, "deliver", w.trader_token, NULL, NULL, NULL, &r),
+	    404);
+	rxh_resp_free(&r);
+
+	/* the seller's node delivers, while its team's trader listens */
+	struct sse sub = {.h = &h,
+	                  .token = w.trader_token,
+	                  .until = "\"event\":\"delivered\""};
+	pthread_t th;
+	pthread_create(&th, NULL, sse_run, &sub);
+	for (int i = 0; i < 250 && !__atomic_load_n(&sub.connected, 0); i++)
+		usleep(20000);
+	ck_assert_int_eq(move(&h, c1, "deliver", NULL, w.key_a, w.secret_a,
+	                      "{\"note\":\"pages offline\"}", &r),
+	                 200);
+	ck_assert_str_eq(str(&r, "state"), "active");
+	ck_assert_int_gt(rxh_int(&r, "delivered_ns"), 0);
+	json_t *t = json_object_get(r.json, "transition");
+	ck_assert_str_eq(json_string_value(json_object_get(t, "event")),
+	                 "delivered");
+	ck_assert_str_eq(json_string_value(json_object_get(t, "actor")),
+	                 "seller");
+	ck_assert_ptr_nonnull(strstr(
+	    json_string_value(json_object_get(t, "why")), "pages offline"));
+	ck_assert_ptr_null(
+	    rxh_header(&r, "Idempotent-Replayed", hv, sizeof hv));
+	int64_t delivered = rxh_int(&r, "delivered_ns");
+	rxh_resp_free(&r);
+	pthread_join(th, NULL);
+	ck_assert_msg(strstr(sub.buf, "event: contract"), "%s", sub.buf);
+	ck_assert_msg(strstr(sub.buf, "\"event\":\"delivered\""), "%s",
+	              sub.buf);
+
+	/* deliver twice (the trader retries): 200, unchanged */
+	ck_assert_int_eq(
+	    move(&h, c1, "deliver", w.trader_token, NULL, NULL, NULL, &r), 200);
+	ck_assert_str_eq(str(&r, "state"), "active");
+	ck_assert_int_eq(rxh_int(&r, "delivered_ns"), delivered);
+	ck_assert_ptr_nonnull(
+	    rxh_header(&r, "Idempotent-Replayed", hv, sizeof hv));
+	rxh_resp_free(&r);
+	ck_assert_int_eq(transitions(&h, c1), 1);
+
+	/* the seller may not end it; the operator (its buyer) may */
+	ck_assert_int_eq(
+	    move(&h, c1, "end", w.trader_token, NULL, NULL, NULL, &r), 403);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(move(&h, c1, "end", w.op_token, NULL, NULL, NULL, &r),
+	                 200);
+	ck_assert_str_eq(str(&r, "state"), "ended");
+	ck_assert_int_gt(rxh_int(&r, "ended_ns"), delivered - 1);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    move(&h, c1, "recall", w.trader_token, NULL, NULL, NULL, &r), 409);
+	ck_assert_str_eq(type_of(&r), "urn:ramex:problem:wrong-state");
+	rxh_resp_free(&r);
+
+	/* the transitions: who, when, why */
+	snprintf(path, sizeof path, "/v1/contracts/%lld/transitions",
+	         (long long)c1);
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", path, w.finance_token, NULL, NULL, &r), 200);
+	json_t *items = json_object_get(r.json, "items");
+	ck_assert_int_eq(json_array_size(items), 2);
+	json_t *t0 = json_array_get(items, 0), *t1 = json_array_get(items, 1);
+	ck_assert_str_eq(json_string_value(json_object_get(t0, "from_state")),
+	                 "pending_delivery");
+	const char *who = json_string_value(json_object_get(t0, "principal"));
+	ck_assert_ptr_nonnull(who);
+	ck_assert_int_eq(strncmp(who, "node:", 5), 0);
+	ck_assert_ptr_nonnull(strstr(who, w.key_a));
+	ck_assert_str_eq(json_string_value(json_object_get(t1, "event")),
+	                 "buyer_end");
+	ck_assert_str_eq(json_string_value(json_object_get(t1, "actor")),
+	                 "buyer");
+	ck_assert_int_eq(
+	    json_integer_value(json_object_get(t1, "actor_account")),
+	    w.op_account);
+	rxh_resp_free(&r);
+	/* another team's trader does not see it */
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", path, w.trader2_token, NULL, NULL, &r), 404);
+	rxh_resp_free(&r);
+
+	/* a lend contract: node b buys from node a; each side its own move */
+	int64_t c2 = trade(&h, &w, "spot", w.node_a, w.node_b, w.trader_token);
+	ck_assert_int_eq(
+	    move(&h, c2, "deliver", NULL, w.key_b, w.secret_b, NULL, &r), 403);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    move(&h, c2, "deliver", NULL, w.key_a, w.secret_a, NULL, &r), 200);
+	ck_assert_str_eq(str(&r, "delivery"), "lend");
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    move(&h, c2, "end", NULL, w.key_a, w.secret_a, NULL, &r), 403);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    move(&h, c2, "end", NULL, w.key_b, w.secret_b, NULL, &r), 200);
+	ck_assert_str_eq(str(&r, "state"), "ended");
+	rxh_resp_free(&r);
+
+	/* perm: the buyer may not end it, a recall breaches it */
+	int64_t c3 =
+	    trade(&h, &w, "perm-2027", w.node_a, w.op_account, w.op_token);
+	ck_assert_int_eq(
+	    move(&h, c3, "deliver", w.trader_token, NULL, NULL, NULL, &r), 200);
+	ck_assert_str_eq(str(&r, "product"), "perm");
+	ck_assert_int_eq(rxh_int(&r, "perm_year"), 2027);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(move(&h, c3, "end", w.op_token, NULL, NULL, NULL, &r),
+	                 409);
+	ck_assert_str_eq(type_of(&r), "urn:ramex:problem:product-rule");
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    move(&h, c3, "recall", NULL, w.key_a, w.secret_a, NULL, &r), 200);
+	ck_assert_str_eq(str(&r, "state"), "breached");
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    move(&h, c3, "recall", NULL, w.key_a, w.secret_a, NULL, &r), 200);
+	ck_assert_str_eq(str(&r, "state"), "breached");
+	rxh_resp_free(&r);
+	ck_assert_int_eq(transitions(&h, c3), 2);
+
+	/* the admin's breach needs a note and keeps it */
+	int64_t c4 = trade(&h, &w, "spot", w.node_a, w.op_account, w.op_token);
+	ck_assert_int_eq(
+	    move(&h, c4, "deliver", w.trader_token, NULL, NULL, NULL, &r), 200);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(move(&h, c4, "breach", h.admin, NULL, NULL, "{}", &r),
+	                 400);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(move(&h, c4, "breach", h.admin, NULL, NULL,
+	                      "{\"note\":\"metering shows pages back online\"}",
+	                      &r),
+	                 200);
+	ck_assert_str_eq(str(&r, "state"), "breached");
+	t = json_object_get(r.json, "transition");
+	ck_assert_str_eq(json_string_value(json_object_get(t, "actor")),
+	                 "admin");
+	ck_assert_ptr_nonnull(strstr(
+	    json_string_value(json_object_get(t, "why")), "metering shows"));
+	rxh_resp_free(&r);
+
+	/* list filters */
+	ck_assert_int_eq(
+	    rxh_call_signed(&h, "GET", "/v1/contracts?state=ended&role=seller",
+	                    w.key_a, w.secret_a, "", 0, NULL, &r),
+	    200);
+	ck_assert_int_eq(json_array_size(json_object_get(r.json, "items")), 2);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/contracts?role=buyer",
+	                                 w.key_b, w.secret_b, "", 0, NULL, &r),
+	                 200);
+	items = json_object_get(r.json, "items");
+	ck_assert_int_eq(json_array_size(items), 1);
+	ck_assert_int_eq(
+	    json_integer_value(json_object_get(json_array_get(items, 0), "id")),
+	    c2);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(rxh_call(&h, "GET", "/v1/contracts?market=perm-2027",
+	                          w.trader_token, NULL, NULL, &r),
+	                 200);
+	items = json_object_get(r.json, "items");
+	ck_assert_int_eq(json_array_size(items), 1);
+	ck_assert_int_eq(
+	    json_integer_value(json_object_get(json_array_get(items, 0), "id")),
+	    c3);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(rxh_call(&h, "GET", "/v1/contracts?role=buyer",
+	                          w.finance_token, NULL, NULL, &r),
+	                 400);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(rxh_call(&h, "GET", "/v1/contracts", w.trader2_token,
+	                          NULL, NULL, &r),
+	                 200);
+	ck_assert_int_eq(json_array_size(json_object_get(r.json, "items")), 0);
+	rxh_resp_free(&r);
+	rxh_stop(&h);
+}
+END_TEST
+
+/* Polls until contract `id` is in `state`: the timer ticks every 100 ms,
+ * so this waits for liveness only, with a bound far above it. */
+static void wait_state(struct rxh *h, const char *tok, int64_t id,
+                       const char *state, struct rxh_resp *out)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/v1/contracts/%lld", (long long)id);
+	for (int i = 0; i < 600; i++) {
+		ck_assert_int_eq(rxh_call(h, "GET", path, tok, NULL, NULL, out),
+		                 200);
+		if (strcmp(str(out, "state"), state) == 0)
+			return;
+		rxh_resp_free(out);
+		usleep(100000);
+	}
+	ck_abort_msg("contract %lld never became %s", (long long)id, state);
+}
+
+START_TEST(timer_applies_deadlines)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	char path[96];
+	rxh_start(&h, "ramex_t_ctr_timer", "--contract_tick_ms=100");
+	rxh_world(&h, &w);
+	/* a market with 1 s of notice, another with 1 s to deliver; the
+	 * writer reads the markets' terms when it starts */
+	sql(&h, "UPDATE markets SET notice_period_s = 1 WHERE name = 'spot'");
+	sql(&h, "UPDATE markets SET delivery_deadline_s = 1 WHERE name = "
+	        "'perm-2027'");
+	rxh_kill(&h, SIGTERM);
+	rxh_restart(&h);
+
+	/* spot: delivered, recalled, ended by the timer at the notice's end */
+	int64_t c1 = trade(&h, &w, "spot", w.node_a, w.op_account, w.op_token);
+	ck_assert_int_eq(
+	    move(&h, c1, "deliver", NULL, w.key_a, w.secret_a, NULL, &r), 200);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    move(&h, c1, "recall", NULL, w.key_a, w.secret_a, NULL, &r), 200);
+	ck_assert_str_eq(str(&r, "state"), "recalling");
+	int64_t at = json_integer_value(
+	    json_object_get(json_object_get(r.json, "transition"), "at_ns"));
+	int64_t notice_end = rxh_int(&r, "notice_end_ns");
+	ck_assert_int_eq(notice_end, at + INT64_C(1000000000));
+	rxh_resp_free(&r);
+	wait_state(&h, w.op_token, c1, "ended", &r);
+	ck_assert_int_eq(rxh_int(&r, "ended_ns"), notice_end);
+	rxh_resp_free(&r);
+	snprintf(path, sizeof path, "/v1/contracts/%lld/transitions",
+	         (long long)c1);
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", path, w.trader_token, NULL, NULL, &r), 200);
+	json_t *items = json_object_get(r.json, "items");
+	ck_assert_int_eq(json_array_size(items), 3);
+	json_t *last = json_array_get(items, 2);
+	ck_assert_str_eq(json_string_value(json_object_get(last, "event")),
+	                 "notice_ended");
+	ck_assert_str_eq(json_string_value(json_object_get(last, "actor")),
+	                 "exchange");
+	ck_assert(json_is_null(json_object_get(last, "principal")));
+	rxh_resp_free(&r);
+
+	/* perm with 1 s to deliver: not delivered, breached by the timer at
+	 * the deadline; a delivery after it is refused */
+	int64_t c2 =
+	    trade(&h, &w, "perm-2027", w.node_a, w.op_account, w.op_token);
+	wait_state(&h, w.op_token, c2, "breached", &r);
+	ck_assert_int_eq(rxh_int(&r, "ended_ns"), rxh_int(&r, "deliver_by_ns"));
+	ck_assert_int_eq(rxh_int(&r, "delivered_ns"), 0);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    move(&h, c2, "deliver", NULL, w.key_a, w.secret_a, NULL, &r), 409);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM contract_transitions "
+	                           "WHERE event = 'delivery_late' AND actor = "
+	                           "'exchange'"),
+	                 1);
+	rxh_stop(&h);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("contracts");
+	TCase *tc = tcase_create("contracts");
+	tcase_set_timeout(tc, 180);
+	tcase_add_test(tc, deliver_retry_parties_states_and_events);
+	tcase_add_test(tc, timer_applies_deadlines);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
