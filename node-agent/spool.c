@@ -486,6 +486,13 @@ int spool_pending(const struct spool *s, struct spool_report *out, int cap)
 	return n;
 }
 
+int spool_reports(const struct spool *s, struct spool_report *out, int cap)
+{
+	for (int i = 0; i < s->n && i < cap; i++)
+		out[i] = s->items[i];
+	return s->n;
+}
+
 int spool_last(const struct spool *s, const char *contract,
                struct spool_report *out)
 {

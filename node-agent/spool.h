@@ -81,6 +81,11 @@ int spool_set_aside_count(const struct spool *s);
  * pending in all. */
 int spool_pending(const struct spool *s, struct spool_report *out, int cap);
 
+/* Copies up to `cap` of the reports in the file (acked, pending and set
+ * aside alike), oldest first; returns how many there are in all. For
+ * audits and tests: what this node metered. */
+int spool_reports(const struct spool *s, struct spool_report *out, int cap);
+
 /* The latest report for `contract` (acked or not); returns 0, or -1 when
  * the spool has none. */
 int spool_last(const struct spool *s, const char *contract,
