@@ -1,27 +1,63 @@
 #!/usr/bin/env bash
 # `make demo`: the whole system on this machine, until Ctrl-C.
 #
-# A private PostgreSQL under var/demo/, ramexd on 127.0.0.1, the operator's
-# standing bids (spot at 100 000 n$/page-year, perm at 200 000) and a few
-# sim-backed agents of different sizes and workloads that trade with each other and
-# the operator. Prints the dashboard's address and tokens, and stops
-# everything it started on Ctrl-C (or when any part dies).
+# A private PostgreSQL under var/demo/, ramexd on 127.0.0.1 billing every
+# 10 s, the operator's standing bids (spot at 100 000 n$/page-year, perm at
+# 200 000) and sim-backed agents with steady, diurnal and bursty workloads
+# that trade with the operator and with each other (a node short of memory
+# borrows from the others). Prints the pages' addresses and the tokens; on
+# Ctrl-C (or RAMEX_DEMO_SECONDS, or when any part dies) prints what the
+# market did and stops everything it started.
 #
-#   RAMEX_DEMO_PORT   port for ramexd (default 8080, or any free one if busy)
-#   RAMEX_DEMO_AGENTS how many agents (default 3)
+#   RAMEX_DEMO_PORT    port for ramexd (default 8080, or any free one if busy)
+#   RAMEX_DEMO_AGENTS  how many agents (default 4, at most 6)
 #   RAMEX_DEMO_SECONDS stop by itself after this many seconds (default: never)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-BIN=${RAMEX_BUILD:-$ROOT/build}/bin
+BIN=${RAMEX_BUILD:-$ROOT/${BUILD:-build}}/bin
 DEMO=$ROOT/var/demo
 PIDS=()
+URL=
+FINANCE=
+TRADER=
 
 say() { printf '\033[1mdemo:\033[0m %s\n' "$*"; }
 die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
 
+# GET as finance, the body on stdout ("" when it fails).
+fin_get() { curl -sS -f -H "Authorization: Bearer $FINANCE" "$URL$1" 2>/dev/null || true; }
+
+# What the market did, from the API (finance sees everything).
+summary() {
+  [[ -n $URL && -n $FINANCE ]] || return 0
+  curl -sS -f "$URL/readyz" >/dev/null 2>&1 || return 0
+  local trades=0 m t
+  for m in spot "perm-$(date -u +%Y)"; do
+    t=$(curl -sS -f -H "Authorization: Bearer $TRADER" "$URL/v1/markets/$m/trades?limit=500" 2>/dev/null || true)
+    trades=$((trades + $(count "$t")))
+  done
+  say "after ${SECONDS}s: $trades trades (at most 500 counted per market)"
+  say "  contracts: $(node -e '
+      const o = JSON.parse(process.argv[1] || "{\"items\":[]}"), n = {};
+      for (const c of o.items) { const k = c.delivery + " " + c.state; n[k] = (n[k] || 0) + 1; }
+      console.log(o.items.length + (o.items.length ? " (" + Object.entries(n).map(e => e[1] + " " + e[0]).join(", ") + ")" : ""));
+    ' "$(fin_get '/v1/contracts?limit=500')")"
+  local u
+  u=$(fin_get '/v1/usage?limit=500')
+  if [[ -n $u ]]; then say "  usage reports: $(count "$u")"; fi
+  say "  invoices: $(node -e '
+      const o = JSON.parse(process.argv[1] || "{\"items\":[]}");
+      const f = n => (n < 0 ? "-" : "") + "$" + (Math.abs(n) / 1e9).toFixed(6);
+      console.log(o.items.length + (o.items.length ? ": " + o.items.map(i => i.account + " " + f(i.total)).join(", ") : ""));
+    ' "$(fin_get '/v1/invoices?limit=500')")"
+}
+# count JSON -> the number of .items
+count() { node -e 'try { console.log(JSON.parse(process.argv[1]).items.length) } catch (e) { console.log(0) }' "$1"; }
+
 cleanup() {
   trap - EXIT INT TERM
+  summary || true
   say "stopping"
   for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do kill -TERM "${PIDS[$i]}" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do
@@ -34,7 +70,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-[[ -x $BIN/ramexd ]] || die "build/bin/ramexd is missing: run make"
+[[ -x $BIN/ramexd ]] || die "$BIN/ramexd is missing: run make"
 command -v node >/dev/null || die "node is missing: run scripts/deps.sh"
 command -v curl >/dev/null || die "curl is missing: run scripts/deps.sh"
 
@@ -51,10 +87,13 @@ ADMIN=$("$BIN/ramexd" token create --role=admin --name=demo-admin --db="$DB" 2>>
 port=${RAMEX_DEMO_PORT:-8080}
 if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then port=0; fi
 rm -f "$DEMO/port"
-web_flag=()
-"$BIN/ramexd" --help 2>&1 | grep -q -- '--web_root' && web_flag=(--web_root="$ROOT/${RAMEX_WEB_DIR:-build/web}")
+flags=()
+help=$("$BIN/ramexd" --help 2>&1 || true)
+grep -q -- '--web_root' <<<"$help" && flags+=(--web_root="$ROOT/${RAMEX_WEB_DIR:-build/web}")
+# Bill every 10 s, so that invoices accrue while one watches.
+grep -q -- '--billing_interval_s' <<<"$help" && flags+=(--billing_interval_s=10)
 (exec "$BIN/ramexd" --listen="127.0.0.1:$port" --db="$DB" --port_file="$DEMO/port" \
-   "${web_flag[@]}" >>"$DEMO/ramexd.log" 2>&1) &
+   "${flags[@]}" >>"$DEMO/ramexd.log" 2>&1) &
 PIDS+=($!)
 for _ in $(seq 1 100); do [[ -s $DEMO/port ]] && break; sleep 0.1; done
 [[ -s $DEMO/port ]] || { tail -n 20 "$DEMO/ramexd.log" >&2; die "ramexd did not start"; }
@@ -82,6 +121,7 @@ FINANCE=$(field "$(api "$ADMIN" POST /v1/tokens '{"role":"finance","name":"demo-
 TRADER=$(field "$(api "$ADMIN" POST /v1/tokens "{\"role\":\"trader\",\"name\":\"demo-trader\",\"team_id\":$TEAM}")" token)
 
 # Markets: prices in n$/page-year, pages in 4 KiB pages (256 pages = 1 MiB).
+# Delivery within 30 s, a spot recall's notice 60 s: short enough to watch.
 market() {
   api "$OPERATOR" POST /v1/markets "{\"name\":\"$1\",\"tick\":100,\"lot\":256,\"min_pages\":256,
     \"max_pages\":16777216,\"price_min\":0,\"price_max\":10000000,\"notice_period_s\":$2,
@@ -96,41 +136,68 @@ api "$OPERATOR" POST /v1/orders "{\"market\":\"spot\",\"side\":\"buy\",\"pages\"
 api "$OPERATOR" POST /v1/orders "{\"market\":\"perm-$year\",\"side\":\"buy\",\"pages\":524288,\"price\":200000,\"client_order_id\":\"standing-perm\"}" >/dev/null
 say "operator bids: spot 100000 n\$/page-year (4 GiB), perm-$year 200000 (2 GiB)"
 
+# The sim agents, one line each: name, workload profile, machine pages, the
+# workload's pages (steady level, diurnal mean, bursty quiet level), its
+# swing (diurnal amplitude, highest burst), the profile's period in seconds
+# (a diurnal "day", a bursty slot), and the n$ one second of stall costs,
+# which prices what the node asks and bids. 262144 pages = 1 GiB.
+#   node-0  a big steady machine with much to spare: sells to the operator
+#   node-1  diurnal, a day every 2 minutes: more to sell at "night"
+#   node-2  bursty, 20 s slots: recalls what it sold when a burst comes
+#   node-3  a small machine whose workload needs all it has and more: it
+#           bids on spot and borrows from the others (a lend contract)
+#   node-4, node-5 (RAMEX_DEMO_AGENTS=6): one more diurnal and bursty
+agent_specs=(
+  "node-0 steady  4194304 1048576       0   0     100"
+  "node-1 diurnal 2097152  838860  524288 120     100"
+  "node-2 bursty  2097152  524288 1048576  20     100"
+  "node-3 steady  1048576 1048576       0   0 5000000"
+  "node-4 diurnal 1048576  524288  262144  90     100"
+  "node-5 bursty  4194304 1048576 2097152  30     100"
+)
 agents=0
 if [[ -x $BIN/ramex-agent ]]; then
-  # Machines of different sizes whose workloads use different shares of
-  # their memory, so that some have much to sell and some little.
-  usage_pct=(25 50 80 35 60 20)
-  for ((i = 0; i < ${RAMEX_DEMO_AGENTS:-3}; i++)); do
-    total=$((2097152 * (i + 1)))
-    used=$((total * ${usage_pct[$((i % 6))]} / 100))
-    node_json=$(api "$ADMIN" POST /v1/nodes "{\"name\":\"node-$i\",\"team_id\":$TEAM}")
+  n=${RAMEX_DEMO_AGENTS:-4}
+  (( n <= ${#agent_specs[@]} )) || die "RAMEX_DEMO_AGENTS is at most ${#agent_specs[@]}"
+  for ((i = 0; i < n; i++)); do
+    read -r name profile total used swing period stall <<<"${agent_specs[$i]}"
+    node_json=$(api "$ADMIN" POST /v1/nodes "{\"name\":\"$name\",\"team_id\":$TEAM}")
     key=$(field "$node_json" key_id)
-    mkdir -p "$DEMO/agent-$i"
-    field "$node_json" secret >"$DEMO/agent-$i/secret"
-    chmod 0600 "$DEMO/agent-$i/secret"
-    cat >"$DEMO/agent-$i/agent.conf" <<EOF
-exchange_url = $URL
-key_id = $key
-secret_file = $DEMO/agent-$i/secret
-backend = sim
-sim_total_pages = $total
-sim_usage_pages = $used
-spool = $DEMO/agent-$i/spool
-status_file = $DEMO/agent-$i/status.prom
-perm_market = perm-$year
-tick = 100
-sample_s = 2
-report_s = 10
-stall_value = 1
-spot_floor = 90000
-perm_floor = 150000
-EOF
-    (exec "$BIN/ramex-agent" --config="$DEMO/agent-$i/agent.conf" >>"$DEMO/agent-$i/log" 2>&1) &
+    mkdir -p "$DEMO/$name"
+    field "$node_json" secret >"$DEMO/$name/secret"
+    chmod 0600 "$DEMO/$name/secret"
+    # Sellers ask at least 90 000 n$/page-year on spot, so they fill the
+    # operator's 100 000 bid first and then rest for the short node, whose
+    # bids go up to 150 000 (the brief's lend price).
+    {
+      echo "exchange_url = $URL"
+      echo "key_id = $key"
+      echo "secret_file = $DEMO/$name/secret"
+      echo "backend = sim"
+      echo "sim_total_pages = $total"
+      echo "sim_usage_pages = $used"
+      echo "sim_profile = $profile"
+      echo "sim_swing_pages = $swing"
+      echo "sim_period_s = $(( period > 0 ? period : 86400 ))"
+      echo "sim_seed = $(( i + 1 ))"
+      echo "spool = $DEMO/$name/spool"
+      echo "status_file = $DEMO/$name/status.prom"
+      echo "perm_market = perm-$year"
+      echo "tick = 100"
+      echo "sample_s = 2"
+      echo "report_s = 10"
+      echo "stable_samples = 5"
+      echo "stall_value = $stall"
+      echo "spot_floor = 90000"
+      echo "perm_floor = 150000"
+      echo "bid_ceiling = 150000"
+    } >"$DEMO/$name/agent.conf"
+    (exec "$BIN/ramex-agent" --config="$DEMO/$name/agent.conf" >>"$DEMO/$name/log" 2>&1) &
     PIDS+=($!)
+    say "  $name: $profile workload, $((total / 262144)) GiB machine"
     agents=$((agents + 1))
   done
-  say "$agents sim agents started; logs in var/demo/agent-*/log"
+  say "$agents sim agents started; logs in var/demo/node-*/log"
 else
   say "ramex-agent is not built yet: no agents trade in this demo"
 fi
@@ -138,12 +205,18 @@ fi
 cat <<EOF
 
   Dashboard:     $URL/
-  Admin token:   $ADMIN
-  Operator:      $OPERATOR
-  Finance:       $FINANCE
-  Trader (team fleet): $TRADER
+  Market view:   $URL/web/market.html
+  Trading page:  $URL/web/trade.html      (sign in with the trader token)
+  Billing:       $URL/web/billing.html    (sign in with the finance token)
 
-  Try: curl -H 'Authorization: Bearer $TRADER' $URL/v1/markets/spot/book
+  Tokens (paste one into a page, or export RAMEX_TOKEN for ramexctl):
+    finance:   $FINANCE
+    trader:    $TRADER   (team fleet: the nodes)
+    operator:  $OPERATOR
+    admin:     $ADMIN
+
+  Try: RAMEX_URL=$URL RAMEX_TOKEN=$FINANCE $BIN/ramexctl invoices list
+       RAMEX_URL=$URL RAMEX_TOKEN=$TRADER $BIN/ramexctl contracts list
   Ctrl-C stops everything.
 
 EOF
