@@ -457,8 +457,13 @@ void config_help(FILE *f)
 	        "The node agent: measures this machine's working set, trades "
 	        "the spare\nmemory on ramexd, delivers what it sells and "
 	        "reports what it delivered.\nSettings come from the defaults, "
-	        "then FILE (lines of `key = value`),\nthen the flags. SIGTERM "
-	        "or SIGINT gives every page back and exits.\n\n"
+	        "then FILE (lines of `key = value`),\nthen the flags "
+	        "(--key=value or --key value).\n\n"
+	        "SIGTERM or SIGINT: cancel the open offers, give every page "
+	        "back, recall\nspot sales and end borrows, send the last usage "
+	        "reports, exit.\nExit status: 0 after a clean stop, 1 when it "
+	        "could not start (see the\nlog on stderr), 2 for a bad "
+	        "setting. Operations: docs/agent.md.\n\n"
 	        "settings (default in brackets):\n");
 	for (size_t i = 0; i < NSETTINGS; i++) {
 		fprintf(f, "  --%-20s %s [", settings[i].key, settings[i].help);
