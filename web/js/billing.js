@@ -66,12 +66,10 @@ function moneyCell(ns)
 // page-years from whichever the row carries: page-seconds or page-years
 function pyCell(row, base)
 {
-	if (row[`${base}_page_seconds`] !== undefined)
-		return el('td', {class: 'num'}, fmt.pageYears(row[`${base}_page_seconds`]));
-	if (row[`page_seconds_${base}`] !== undefined)
-		return el('td', {class: 'num'}, fmt.pageYears(row[`page_seconds_${base}`]));
-	if (row[`page_years_${base}`] !== undefined)
-		return el('td', {class: 'num'}, String(row[`page_years_${base}`]));
+	// null: nothing of that kind that month (a SQL sum over no rows)
+	const ps = row[`${base}_page_seconds`] ?? row[`page_seconds_${base}`];
+	if (ps !== undefined && ps !== null)
+		return el('td', {class: 'num', title: `${ps} page-seconds`}, fmt.pageYears(ps));
 	return el('td', {class: 'num muted'}, '—');
 }
 
@@ -88,7 +86,8 @@ function rowKey(r, by)
 {
 	if (by === 'team')
 		return r.team_name || r.team || (r.team_id ? `team #${r.team_id}` : 'no team');
-	return r.account_name || r.account || (r.account_id ? `#${r.account_id}` : '');
+	const n = r.account_name || r.account;
+	return n ? `${n} (#${r.account_id})` : r.account_id ? `#${r.account_id}` : '';
 }
 
 function drawChart(rows, ms)
@@ -130,9 +129,9 @@ async function loadSummary(from, to, by)
 		const rows = res.items || res.rows || [];
 		const sum = {spend: 0n, revenue: 0n, credits: 0n};
 		const trs = rows.map(r => {
-			sum.spend += fmt.big(r.spend || 0);
-			sum.revenue += fmt.big(r.revenue || 0);
-			sum.credits += fmt.big(r.offline_credits || 0);
+			sum.spend += fmt.big(r.spend ?? 0);
+			sum.revenue += fmt.big(r.revenue ?? 0);
+			sum.credits += fmt.big(r.offline_credits ?? 0);
 			return el('tr', {}, el('td', {}, rowMonth(r)), el('td', {}, rowKey(r, by)),
 			          moneyCell(r.spend), moneyCell(r.revenue),
 			          pyCell(r, 'bought'), pyCell(r, 'sold'), moneyCell(r.offline_credits));
@@ -178,20 +177,25 @@ async function loadInvoices(from, to, status)
 }
 
 // Columns for an invoice line, in a finance team's order; any field the
-// exchange adds later is shown after them.
+// exchange adds later is shown after them. Hidden: ids a person does not
+// read and the duplicates of shown fields (ns times, page_years text,
+// amount_usd text).
 const LINE_COLS = [
 	['contract_id', 'contract', v => v],
+	['market', 'market', v => v],
+	['delivery', 'delivery', v => v],
 	['kind', 'kind', v => v],
 	['role', 'role', v => v],
+	['usage_month', 'usage month', v => v],
 	['charge_start', 'from', v => fmt.time(v)],
-	['charge_start_ns', 'from', v => fmt.time(v)],
 	['charge_end', 'to', v => fmt.time(v)],
-	['charge_end_ns', 'to', v => fmt.time(v)],
 	['page_seconds', 'page-years', v => fmt.pageYears(v)],
 	['unit_price', 'price / page-year', v => fmt.price(v)],
-	['price', 'price / page-year', v => fmt.price(v)],
-	['amount', 'amount', v => fmt.money(v)]
+	['amount', 'amount', v => fmt.money(v)],
+	['recon', 'reconciled', v => v]
 ];
+const HIDDEN = ['id', 'posting_id', 'movement_id', 'invoice_id', 'account_id', 'year', 'month',
+                'charge_start_ns', 'charge_end_ns', 'page_years', 'amount_usd'];
 const MONEY = new Set(['amount', 'fee', 'total']);
 
 function lineColumns(lines)
@@ -201,7 +205,7 @@ function lineColumns(lines)
 		for (const k of Object.keys(l))
 			keys.add(k);
 	const cols = LINE_COLS.filter(([k]) => keys.has(k));
-	const known = new Set(LINE_COLS.map(c => c[0]).concat(['id', 'invoice_id', 'account_id', 'year', 'month']));
+	const known = new Set(LINE_COLS.map(c => c[0]).concat(HIDDEN));
 	for (const k of keys)
 		if (!known.has(k))
 			cols.push([k, k.replace(/_/g, ' '), v => (MONEY.has(k) ? fmt.money(v) : typeof v === 'object' ? JSON.stringify(v) : v)]);
@@ -251,13 +255,16 @@ async function downloadCsv()
 		const res = await raw(`/v1/invoices/${id}/export?format=csv`, {headers: {Accept: 'text/csv'}});
 		const text = await res.text();
 		const rows = text.split('\n').filter(l => l.trim() !== '').length - 1;
+		// the exchange names the file (invoice-ID-YYYY-MM.csv)
+		const cd = /filename="([^"/\\]+)"/.exec(res.headers.get('Content-Disposition') || '');
+		const name = cd ? cd[1] : `ramex-invoice-${id}.csv`;
 		const url = URL.createObjectURL(new Blob([text], {type: 'text/csv'}));
-		const a = el('a', {href: url, download: `ramex-invoice-${id}.csv`, hidden: true});
+		const a = el('a', {href: url, download: name, hidden: true});
 		document.body.append(a);
 		a.click();
 		a.remove();
 		setTimeout(() => URL.revokeObjectURL(url), 10000);
-		$('csv-status').textContent = `ramex-invoice-${id}.csv: ${Math.max(0, rows)} row${rows === 1 ? '' : 's'}`;
+		$('csv-status').textContent = `${name}: ${Math.max(0, rows)} row${rows === 1 ? '' : 's'}`;
 	} catch (e) {
 		$('csv-status').textContent = '';
 		say(banner, `could not export invoice ${id}: ${e.message}`);
