@@ -969,6 +969,30 @@ static int whoami(struct agent *a, char *err, size_t errlen)
 	return 0;
 }
 
+/* The spot market's order limits, so that no quote is one the exchange
+ * refuses. Unknown (exchange down) means no limit until the next start. */
+static void learn_market(struct agent *a)
+{
+	struct client_resp r;
+	char path[128];
+
+	snprintf(path, sizeof path, "/v1/markets/%s", a->cfg.strat.spot_market);
+	if (call(a, "GET", path, NULL, NULL, &r) < 0)
+		return;
+	if (r.status == 200) {
+		json_t *m = json_object_get(r.json, "market");
+		if (!m)
+			m = r.json;
+		a->cfg.strat.max_order =
+		    json_integer_value(json_object_get(m, "max_pages"));
+	} else {
+		log_warn("could not read the spot market",
+		         "market=%s status=%ld", a->cfg.strat.spot_market,
+		         r.status);
+	}
+	client_resp_clear(&r);
+}
+
 static int start(struct agent *a, char *err, size_t errlen)
 {
 	char secret[256];
@@ -1041,6 +1065,7 @@ static int start(struct agent *a, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
+	learn_market(a);
 	log_info("started",
 	         "backend=%s managed_pages=%lld account=%lld "
 	         "epoch=%" PRIu64 " pending_reports=%d events=%d",

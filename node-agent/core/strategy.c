@@ -185,6 +185,8 @@ static void cover_shortfall(const struct strategy_config *c,
 	}
 
 	rx_pages want = round_up(left, c->lot);
+	if (c->max_order > 0 && want > c->max_order)
+		want = round_down(c->max_order, c->lot);
 	rx_price move = move_price(c);
 	rx_price value = strategy_price_of(c, e->dydx_above);
 	rx_price bid = value > move ? value - move : 0;
@@ -233,6 +235,8 @@ static void offer_spare(const struct strategy_config *c,
 		         "no longer short");
 
 	rx_pages target = round_down(spare, c->lot);
+	if (c->max_order > 0 && target > c->max_order)
+		target = round_down(c->max_order, c->lot);
 	rx_pages perm = 0;
 	if (e->stable && c->perm_market[0])
 		perm = round_down(target * c->perm_share_pct / 100, c->lot);

@@ -38,8 +38,11 @@ struct strategy_config {
 	int margin_pct;      /* margin above wss + error, % of wss */
 	rx_pages margin_min; /* ... and at least this many pages */
 	rx_pages lot;        /* quotes are whole multiples of this */
-	rx_price tick;       /* prices too: asks round up, bids down */
-	int perm_share_pct;  /* share of the spare offered on perm */
+	/* The spot market's largest order (0: no limit); the agent reads it
+	 * from the exchange, so a quote is never one it would refuse. */
+	rx_pages max_order;
+	rx_price tick;      /* prices too: asks round up, bids down */
+	int perm_share_pct; /* share of the spare offered on perm */
 	char spot_market[STRATEGY_MARKET_LEN];
 	char perm_market[STRATEGY_MARKET_LEN]; /* "" = never sell perm */
 	rx_price spot_floor;                   /* never ask less */
