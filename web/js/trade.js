@@ -138,6 +138,17 @@ function syncSide()
 	b.textContent = s === 'buy' ? 'Place buy order' : 'Place sell order';
 }
 
+// The chosen market's rules, so a person sees them before the exchange
+// refuses an order for them.
+function syncMarket()
+{
+	const m = markets.find(x => x.name === $('o-market').value);
+	$('o-market-hint').textContent = m
+	    ? `price ${fmt.price(m.price_min)} to ${fmt.price(m.price_max)} in steps of ${fmt.price(m.tick)}; ` +
+	          `${fmt.pages(m.min_pages)} to ${fmt.pagesAndBytes(m.max_pages)} in lots of ${fmt.pages(m.lot)}`
+	    : '';
+}
+
 function syncTif()
 {
 	$('o-expires-field').hidden = $('o-tif').value !== 'gtd';
@@ -196,6 +207,7 @@ for (const id of ['o-qty', 'o-unit', 'o-price', 'o-tif', 'o-expires', 'o-account
 for (const r of form.querySelectorAll('input[name="side"]'))
 	r.addEventListener('change', syncSide);
 $('o-tif').addEventListener('change', syncTif);
+$('o-market').addEventListener('change', syncMarket);
 
 // ---- lists ----
 
@@ -375,6 +387,7 @@ async function start(principal)
 		sel.replaceChildren(...markets.map(m => el('option', {value: m.name}, m.name)));
 		if (markets.some(m => m.name === keep))
 			sel.value = keep;
+		syncMarket();
 		if (!markets.length)
 			say(banner, 'there are no markets yet; an operator creates them', 'warn');
 	} catch (e) {
