@@ -223,6 +223,8 @@ async function main()
 	await test('trade: field errors before sending, the exchange\'s detail after', async () => {
 		const page = tradePage;
 		await page.selectOption('#o-market', 'spot');
+		const mh = await textOf(page, '#o-market-hint');
+		assert(mh.includes('to $1.00') && mh.includes('lots of 1'), `market hint "${mh}"`);
 		await page.fill('#o-account', String(W.nodeA.account.id));
 		await page.selectOption('#o-unit', 'GiB');
 		await page.fill('#o-qty', '0.1');
@@ -350,6 +352,15 @@ async function main()
 		const seen = order.filter(id => want.includes(id));
 		assert(seen.slice(0, want.length).join(' ') === want.join(' '), `tab order ${order.join(' → ')}`);
 		noErrors(t, 'trade keyboard');
+	});
+
+	await test('market: a finance token is told which role it needs, no request refused', async () => {
+		const page = await newPage('market-finance');
+		await page.goto(`${URL_}/web/market.html`);
+		await signIn(page, W.finance);
+		await page.waitForFunction(() => /may not read market data/.test(document.querySelector('#banner').textContent), null, {timeout: WAIT});
+		noErrors(page, 'market as finance');
+		await page.close();
 	});
 
 	await test('billing: an invoice is listed, opened with its lines, and its CSV downloaded', async () => {
