@@ -70,6 +70,14 @@ const struct http_route routes_table[] = {
     {"GET", "/v1/contracts/{id}/transitions", h_contract_transitions,
      TRADING | FINANCE | ADMIN, "every move of a contract"},
 
+    /* usage reports (h_usage.c) */
+    {"POST", "/v1/usage", h_usage_post, NODE,
+     "report metered usage (up to 1000 reports, all or nothing)"},
+    {"GET", "/v1/usage", h_usage_list, NODE | TRADER | FINANCE | ADMIN,
+     "list usage reports"},
+    {"GET", "/v1/usage/gaps", h_usage_gaps, FINANCE | ADMIN,
+     "missing report numbers per node and epoch"},
+
     /* billing (h_billing.c): finance reads it all, the parties their
      * own accounts' invoices */
     {"GET", "/v1/invoices", h_invoice_list, TRADING | FINANCE | ADMIN,

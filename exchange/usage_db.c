@@ -1,0 +1,531 @@
+/* usage_db.c — a batch of usage reports into PostgreSQL; see usage_db.h. */
+#include "exchange/usage_db.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "exchange/db.h"
+
+/* --- array parameters ("{1,2,3}") ------------------------------------- */
+
+struct arr {
+	char *s;
+	size_t len, cap;
+	int n;
+	int oom;
+};
+
+static void arr_addf(struct arr *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void arr_addf(struct arr *a, const char *fmt, ...)
+{
+	char tmp[64];
+	va_list ap;
+	va_start(ap, fmt);
+	int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
+	va_end(ap);
+	if (a->oom || k < 0)
+		return;
+	size_t need = a->len + (size_t)k + 3;
+	if (need > a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 256;
+		while (cap < need)
+			cap *= 2;
+		char *s = realloc(a->s, cap);
+		if (!s) {
+			a->oom = 1;
+			return;
+		}
+		a->s = s, a->cap = cap;
+	}
+	if (a->len == 0)
+		a->s[a->len++] = '{';
+	else
+		a->s[a->len++] = ',';
+	memcpy(a->s + a->len, tmp, (size_t)k);
+	a->len += (size_t)k;
+	a->s[a->len] = 0;
+	a->n++;
+}
+
+static void arr_i64(struct arr *a, int64_t v)
+{
+	arr_addf(a, "%lld", (long long)v);
+}
+
+/* The finished literal; "{}" when empty; NULL when out of memory. */
+static const char *arr_done(struct arr *a)
+{
+	if (a->oom)
+		return NULL;
+	if (a->len == 0)
+		return "{}";
+	if (a->s[a->len - 1] != '}') {
+		a->s[a->len++] = '}';
+		a->s[a->len] = 0;
+	}
+	return a->s;
+}
+
+static void arr_free(struct arr *a)
+{
+	free(a->s);
+	memset(a, 0, sizeof *a);
+}
+
+/* --- helpers ------------------------------------------------------------- */
+
+static int64_t val(const PGresult *r, int row, int col)
+{
+	return strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+
+/* A stored report from columns col.. of: node_id, epoch, seq, contract_id,
+ * period_start_ns, period_end_ns, page_seconds, kmod_page_seconds,
+ * kmod_pages. */
+#define REPORT_COLS                                                            \
+	"u.node_id, u.epoch, u.seq, u.contract_id, u.period_start_ns, "        \
+	"u.period_end_ns, u.page_seconds, u.kmod_page_seconds, u.kmod_pages"
+
+static void report_of(const PGresult *r, int row, int col,
+                      struct usage_report *out)
+{
+	out->node = val(r, row, col);
+	out->epoch = val(r, row, col + 1);
+	out->seq = val(r, row, col + 2);
+	out->contract_id = val(r, row, col + 3);
+	out->period_start = val(r, row, col + 4);
+	out->period_end = val(r, row, col + 5);
+	out->page_seconds = val(r, row, col + 6);
+	out->kmod_page_seconds = val(r, row, col + 7);
+	out->kmod_pages = val(r, row, col + 8);
+}
+
+static int cmp_contract(const void *a, const void *b)
+{
+	const struct usage_contract *x = a, *y = b;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	const int64_t *x = a, *y = b;
+	return (*x > *y) - (*x < *y);
+}
+
+/* Sorting the new reports by (contract, side, period start) for the
+ * neighbour check inside the batch (qsort_r: handlers run in parallel). */
+struct sorted {
+	const struct usage_db_item *items;
+	const enum usage_side *side;
+};
+
+static int cmp_period(const void *a, const void *b, void *ctx)
+{
+	const struct sorted *sc = ctx;
+	size_t i = *(const size_t *)a, j = *(const size_t *)b;
+	const struct usage_report *x = &sc->items[i].r, *y = &sc->items[j].r;
+	if (x->contract_id != y->contract_id)
+		return x->contract_id < y->contract_id ? -1 : 1;
+	if (sc->side[i] != sc->side[j])
+		return sc->side[i] < sc->side[j] ? -1 : 1;
+	if (x->period_start != y->period_start)
+		return x->period_start < y->period_start ? -1 : 1;
+	return (i > j) - (i < j);
+}
+
+static const char *side_name(enum usage_side s)
+{
+	return s == USAGE_BUYER ? "buyer" : "seller";
+}
+
+/* --- SQL ----------------------------------------------------------------- */
+
+static const char *sql_lock_node =
+    "SELECT 1 FROM accounts WHERE id = $1 FOR NO KEY UPDATE";
+
+static const char *sql_contracts =
+    "SELECT id, buyer_id, seller_id, delivery = 'lend', pages, "
+    "delivered_ns, ended_ns FROM contracts WHERE id = ANY ($1::bigint[]) "
+    "ORDER BY id FOR NO KEY UPDATE";
+
+static const char *sql_same_numbers =
+    "SELECT b.i - 1, " REPORT_COLS " FROM unnest($2::bigint[], "
+    "$3::bigint[]) WITH ORDINALITY AS b (epoch, seq, i) JOIN usage_reports "
+    "u ON u.node_id = $1 AND u.epoch = b.epoch AND u.seq = b.seq";
+
+/* For each new report: the stored report of the same contract and side
+ * that starts last before it ('p') and first at or after it ('n'). */
+static const char *sql_neighbours =
+    "SELECT b.i - 1, 'p', " REPORT_COLS " FROM unnest($1::bigint[], "
+    "$2::text[], $3::bigint[]) WITH ORDINALITY AS b (cid, side, st, i) "
+    "CROSS JOIN LATERAL (SELECT * FROM usage_reports x WHERE x.contract_id "
+    "= b.cid AND x.side = b.side AND x.period_start_ns < b.st ORDER BY "
+    "x.period_start_ns DESC LIMIT 1) u UNION ALL SELECT b.i - 1, "
+    "'n', " REPORT_COLS
+    " FROM unnest($1::bigint[], $2::text[], $3::bigint[]) WITH "
+    "ORDINALITY AS b (cid, side, st, i) CROSS JOIN LATERAL (SELECT * FROM "
+    "usage_reports x WHERE x.contract_id = b.cid AND x.side = b.side AND "
+    "x.period_start_ns >= b.st ORDER BY x.period_start_ns LIMIT 1) u";
+
+static const char *sql_insert =
+    "INSERT INTO usage_reports (node_id, epoch, seq, contract_id, side, "
+    "period_start_ns, period_end_ns, page_seconds, kmod_page_seconds, "
+    "kmod_pages, body_hash) SELECT $1, * FROM unnest($2::bigint[], "
+    "$3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], "
+    "$8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[])";
+
+static const char *sql_conflicts =
+    "INSERT INTO usage_conflicts (node_id, epoch, seq, body, principal) "
+    "SELECT $1, (x ->> 'epoch')::bigint, (x ->> 'seq')::bigint, x, $3 FROM "
+    "jsonb_array_elements($2::jsonb) AS x";
+
+/* --- the batch ------------------------------------------------------------ */
+
+static enum usage_db_status failed(PGconn *c, char *err, size_t errlen,
+                                   const char *why)
+{
+	if (why != err)
+		snprintf(err, errlen, "%s", why);
+	if (db_broken(c))
+		return USAGE_DB_UNAVAILABLE;
+	PQclear(PQexec(c, "ROLLBACK"));
+	return USAGE_DB_FAILED;
+}
+
+/* Keeps the conflicting bodies, outside the refused batch's transaction. */
+static void keep_conflicts(PGconn *c, int64_t node, const char *principal,
+                           const struct usage_db_item *items, size_t n,
+                           json_t *const *bodies, const char *nodes)
+{
+	char err[512], q[600];
+	json_t *all = json_array();
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (items[i].verdict != USAGE_CONFLICT)
+			continue;
+		json_array_append(all, bodies[i]);
+		if (k++ < 10)
+			log_warn(
+			    "usage report number reused with another body; "
+			    "refused",
+			    "node=%lld epoch=%lld seq=%lld contract=%lld",
+			    (long long)node, (long long)items[i].r.epoch,
+			    (long long)items[i].r.seq,
+			    (long long)items[i].r.contract_id);
+	}
+	if (k > 10)
+		log_warn("more usage report conflicts in the same batch",
+		         "node=%lld count=%zu", (long long)node, k);
+	char *text = json_dumps(all, JSON_COMPACT);
+	json_decref(all);
+	if (!text)
+		return;
+	const char *pv[] = {nodes, text, principal};
+	PGresult *r =
+	    db_exec(c, PGRES_COMMAND_OK, sql_conflicts, 3, pv, err, sizeof err);
+	if (!r)
+		log_error("cannot keep conflicting usage reports", "err=%s",
+		          log_quote(q, sizeof q, err));
+	PQclear(r);
+	free(text);
+}
+
+enum usage_db_status usage_db_ingest(PGconn *c, int64_t node,
+                                     const char *principal,
+                                     struct usage_db_item *items, size_t n,
+                                     json_t *const *bodies, int64_t now,
+                                     size_t *counted, size_t *duplicates,
+                                     char *err, size_t errlen)
+{
+	enum usage_db_status st = USAGE_DB_FAILED;
+	char nodes[24];
+	PGresult *r = NULL;
+	struct arr a[11];
+	memset(a, 0, sizeof a);
+	int64_t *ids = calloc(n, sizeof *ids);
+	struct usage_contract *cs = calloc(n, sizeof *cs);
+	struct usage_report *stored = calloc(n, sizeof *stored);
+	const struct usage_report **sp = calloc(n, sizeof *sp);
+	struct usage_report *nb = calloc(2 * n, sizeof *nb);
+	bool *has_nb = calloc(2 * n, sizeof *has_nb);
+	enum usage_verdict *verdicts = calloc(n, sizeof *verdicts);
+	enum usage_side *side = calloc(n, sizeof *side);
+	size_t *order = calloc(n, sizeof *order);
+	size_t ncs = 0, nnew = 0, ndup = 0, nbad = 0, nconf = 0;
+	*counted = *duplicates = 0;
+	if (!ids || !cs || !stored || !sp || !nb || !has_nb || !verdicts ||
+	    !side || !order) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	snprintf(nodes, sizeof nodes, "%lld", (long long)node);
+
+	r = db_exec(c, PGRES_COMMAND_OK, "BEGIN", 0, NULL, err, errlen);
+	if (!r) {
+		st = failed(c, err, errlen, err);
+		goto out;
+	}
+	PQclear(r);
+	const char *p1[] = {nodes};
+	r = db_exec(c, PGRES_TUPLES_OK, sql_lock_node, 1, p1, err, errlen);
+	if (!r)
+		goto dbfail;
+	PQclear(r);
+
+	/* the contracts, locked in id order */
+	for (size_t i = 0; i < n; i++)
+		ids[i] = items[i].r.contract_id;
+	qsort(ids, n, sizeof *ids, cmp_i64);
+	for (size_t i = 0; i < n; i++)
+		if (i == 0 || ids[i] != ids[i - 1])
+			arr_i64(&a[0], ids[i]);
+	const char *pc[] = {arr_done(&a[0])};
+	if (!pc[0]) {
+		snprintf(err, errlen, "out of memory");
+		st = failed(c, err, errlen, err);
+		goto out;
+	}
+	r = db_exec(c, PGRES_TUPLES_OK, sql_contracts, 1, pc, err, errlen);
+	if (!r)
+		goto dbfail;
+	for (int i = 0; i < PQntuples(r); i++) {
+		struct usage_contract *k = &cs[ncs++];
+		k->id = val(r, i, 0);
+		k->buyer = val(r, i, 1);
+		k->seller = val(r, i, 2);
+		k->lend = PQgetvalue(r, i, 3)[0] == 't';
+		k->pages = val(r, i, 4);
+		k->delivered_at = val(r, i, 5);
+		k->ended_at = val(r, i, 6);
+	}
+	PQclear(r);
+	arr_free(&a[0]);
+
+	/* the stored reports with the batch's numbers */
+	for (size_t i = 0; i < n; i++) {
+		arr_i64(&a[0], items[i].r.epoch);
+		arr_i64(&a[1], items[i].r.seq);
+	}
+	const char *ps[] = {nodes, arr_done(&a[0]), arr_done(&a[1])};
+	if (!ps[1] || !ps[2]) {
+		st = failed(c, err, errlen, "out of memory");
+		goto out;
+	}
+	r = db_exec(c, PGRES_TUPLES_OK, sql_same_numbers, 3, ps, err, errlen);
+	if (!r)
+		goto dbfail;
+	for (int i = 0; i < PQntuples(r); i++) {
+		size_t k = (size_t)val(r, i, 0);
+		if (k < n) {
+			report_of(r, i, 1, &stored[k]);
+			sp[k] = &stored[k];
+		}
+	}
+	PQclear(r);
+	arr_free(&a[0]);
+	arr_free(&a[1]);
+
+	/* retries, conflicts, and the checks of the new ones */
+	struct usage_report *batch = calloc(n, sizeof *batch);
+	if (!batch) {
+		st = failed(c, err, errlen, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		batch[i] = items[i].r;
+	usage_classify_batch(batch, n, sp, order, verdicts);
+	free(batch);
+	for (size_t i = 0; i < n; i++) {
+		struct usage_db_item *it = &items[i];
+		it->verdict = verdicts[i];
+		it->invalid = false;
+		it->err[0] = 0;
+		if (it->verdict == USAGE_CONFLICT) {
+			nconf++;
+			snprintf(
+			    it->err, sizeof it->err,
+			    "number (epoch %lld, seq %lld) was already used "
+			    "for another report; start a new epoch",
+			    (long long)it->r.epoch, (long long)it->r.seq);
+			continue;
+		}
+		if (it->verdict == USAGE_DUPLICATE) {
+			ndup++;
+			continue;
+		}
+		struct usage_contract key = {.id = it->r.contract_id};
+		const struct usage_contract *k =
+		    bsearch(&key, cs, ncs, sizeof *cs, cmp_contract);
+		if (!k) {
+			it->invalid = true;
+			snprintf(it->err, sizeof it->err,
+			         "there is no contract %lld",
+			         (long long)it->r.contract_id);
+		} else if (usage_check(&it->r, k, now, &side[i], it->err,
+		                       sizeof it->err) < 0) {
+			it->invalid = true;
+		}
+		if (it->invalid)
+			nbad++;
+		else
+			order[nnew++] = i;
+	}
+
+	/* the neighbours in period order: stored, and within the batch */
+	if (nnew > 0 && nconf == 0) {
+		for (size_t k = 0; k < nnew; k++) {
+			const struct usage_report *x = &items[order[k]].r;
+			arr_i64(&a[0], x->contract_id);
+			arr_addf(&a[1], "%s", side_name(side[order[k]]));
+			arr_i64(&a[2], x->period_start);
+		}
+		const char *pn[] = {arr_done(&a[0]), arr_done(&a[1]),
+		                    arr_done(&a[2])};
+		if (!pn[0] || !pn[1] || !pn[2]) {
+			st = failed(c, err, errlen, "out of memory");
+			goto out;
+		}
+		r = db_exec(c, PGRES_TUPLES_OK, sql_neighbours, 3, pn, err,
+		            errlen);
+		if (!r)
+			goto dbfail;
+		for (int i = 0; i < PQntuples(r); i++) {
+			size_t k = (size_t)val(r, i, 0);
+			size_t slot = 2 * k + (PQgetvalue(r, i, 1)[0] == 'n');
+			if (k < nnew) {
+				report_of(r, i, 2, &nb[slot]);
+				has_nb[slot] = true;
+			}
+		}
+		PQclear(r);
+		for (int i = 0; i < 3; i++)
+			arr_free(&a[i]);
+		/* order[0..nnew) holds item indices and nb is by position
+		 * in it; idx is the same items by (contract, side, start) */
+		size_t *idx = calloc(nnew, sizeof *idx);
+		if (!idx) {
+			st = failed(c, err, errlen, "out of memory");
+			goto out;
+		}
+		for (size_t k = 0; k < nnew; k++)
+			idx[k] = order[k];
+		struct sorted sc = {items, side};
+		qsort_r(idx, nnew, sizeof *idx, cmp_period, &sc);
+		size_t *at = calloc(n, sizeof *at);
+		if (!at) {
+			free(idx);
+			st = failed(c, err, errlen, "out of memory");
+			goto out;
+		}
+		for (size_t k = 0; k < nnew; k++)
+			at[order[k]] = k;
+		for (size_t s = 0; s < nnew; s++) {
+			size_t i = idx[s], k = at[i];
+			struct usage_db_item *it = &items[i];
+			const struct usage_report *prev =
+			    has_nb[2 * k] ? &nb[2 * k] : NULL;
+			const struct usage_report *next =
+			    has_nb[2 * k + 1] ? &nb[2 * k + 1] : NULL;
+			bool same_prev = s > 0 &&
+			                 items[idx[s - 1]].r.contract_id ==
+			                     it->r.contract_id &&
+			                 side[idx[s - 1]] == side[i];
+			bool same_next = s + 1 < nnew &&
+			                 items[idx[s + 1]].r.contract_id ==
+			                     it->r.contract_id &&
+			                 side[idx[s + 1]] == side[i];
+			if (same_prev) {
+				const struct usage_report *q =
+				    &items[idx[s - 1]].r;
+				if (!prev ||
+				    q->period_start >= prev->period_start)
+					prev = q;
+			}
+			if (same_next) {
+				const struct usage_report *q =
+				    &items[idx[s + 1]].r;
+				if (!next ||
+				    q->period_start <= next->period_start)
+					next = q;
+			}
+			if (usage_check_neighbours(&it->r, prev, next, it->err,
+			                           sizeof it->err) < 0) {
+				it->invalid = true;
+				nbad++;
+			}
+		}
+		free(at);
+		free(idx);
+	}
+
+	if (nconf > 0) {
+		PQclear(PQexec(c, "ROLLBACK"));
+		keep_conflicts(c, node, principal, items, n, bodies, nodes);
+		st = db_broken(c) ? USAGE_DB_UNAVAILABLE : USAGE_DB_CONFLICT;
+		goto out;
+	}
+	if (nbad > 0) {
+		PQclear(PQexec(c, "ROLLBACK"));
+		st = USAGE_DB_INVALID;
+		goto out;
+	}
+
+	/* ONE insert of every new report */
+	if (nnew > 0) {
+		for (size_t k = 0; k < nnew; k++) {
+			const struct usage_db_item *it = &items[order[k]];
+			arr_i64(&a[0], it->r.epoch);
+			arr_i64(&a[1], it->r.seq);
+			arr_i64(&a[2], it->r.contract_id);
+			arr_addf(&a[3], "%s", side_name(side[order[k]]));
+			arr_i64(&a[4], it->r.period_start);
+			arr_i64(&a[5], it->r.period_end);
+			arr_i64(&a[6], it->r.page_seconds);
+			arr_i64(&a[7], it->r.kmod_page_seconds);
+			arr_i64(&a[8], it->r.kmod_pages);
+			arr_i64(&a[9], (int64_t)usage_body_hash(&it->r));
+		}
+		const char *pi[11] = {nodes};
+		for (int i = 0; i < 10; i++)
+			if (!(pi[i + 1] = arr_done(&a[i]))) {
+				st = failed(c, err, errlen, "out of memory");
+				goto out;
+			}
+		r = db_exec(c, PGRES_COMMAND_OK, sql_insert, 11, pi, err,
+		            errlen);
+		if (!r)
+			goto dbfail;
+		PQclear(r);
+	}
+	r = db_exec(c, PGRES_COMMAND_OK, "COMMIT", 0, NULL, err, errlen);
+	if (!r)
+		goto dbfail;
+	PQclear(r);
+	r = NULL;
+	*counted = nnew;
+	*duplicates = ndup;
+	st = USAGE_DB_OK;
+	goto out;
+
+dbfail:
+	st = failed(c, err, errlen, err);
+out:
+	for (int i = 0; i < 11; i++)
+		arr_free(&a[i]);
+	free(ids);
+	free(cs);
+	free(stored);
+	free(sp);
+	free(nb);
+	free(has_nb);
+	free(verdicts);
+	free(side);
+	free(order);
+	return st;
+}

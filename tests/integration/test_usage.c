@@ -1,0 +1,402 @@
+/*
+ * test_usage.c — usage reports through a real ramexd on a real PostgreSQL:
+ * counted, a retry counted once, a reused number refused (409) and kept in
+ * usage_conflicts, invalid reports refused (422) with nothing stored,
+ * reports out of order, gaps, both sides of a lend contract, many nodes,
+ * a full batch of 1000, a late report for an old period, and who may read
+ * what.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/integration/ramexd_harness.h"
+#include "tests/integration/testdb.h"
+
+#define SEC INT64_C(1000000000)
+
+static long count(struct rxh *h, const char *sql)
+{
+	PGconn *c = testdb_connect(h->conninfo);
+	long n = testdb_scalar(c, sql);
+	PQfinish(c);
+	return n;
+}
+
+static void place(struct rxh *h, const char *tok, int64_t acct,
+                  const char *side, struct rxh_resp *r)
+{
+	char body[512];
+	snprintf(body, sizeof body,
+	         "{\"market\":\"spot\",\"account_id\":%lld,\"side\":\"%s\","
+	         "\"pages\":256,\"price\":100000}",
+	         (long long)acct, side);
+	long s = rxh_call(h, "POST", "/v1/orders", tok, body, NULL, r);
+	ck_assert_msg(s == 201, "place: %ld %s", s, r->body);
+}
+
+/* `seller` sells 256 pages of spot to `buyer`; returns the contract. When
+ * `key` is set the seller's node delivers it at once, and *delivered gets
+ * the instant. */
+static int64_t contract(struct rxh *h, const char *seller_tok, int64_t seller,
+                        const char *buyer_tok, int64_t buyer, const char *key,
+                        const char *secret, int64_t *delivered)
+{
+	struct rxh_resp r;
+	char path[96];
+	place(h, seller_tok, seller, "sell", &r);
+	rxh_resp_free(&r);
+	place(h, buyer_tok, buyer, "buy", &r);
+	int64_t id = json_integer_value(json_object_get(
+	    json_array_get(json_object_get(r.json, "trades"), 0),
+	    "contract_id"));
+	rxh_resp_free(&r);
+	ck_assert_int_gt(id, 0);
+	if (!key)
+		return id;
+	snprintf(path, sizeof path, "/v1/contracts/%lld/deliver",
+	         (long long)id);
+	ck_assert_int_eq(
+	    rxh_call_signed(h, "POST", path, key, secret, "", 0, NULL, &r),
+	    200);
+	*delivered = rxh_int(&r, "delivered_ns");
+	rxh_resp_free(&r);
+	return id;
+}
+
+/* A growing JSON text of reports. */
+struct batch {
+	char *s;
+	size_t len, cap;
+	int n;
+};
+
+static void add(struct batch *b, int64_t epoch, int64_t seq, int64_t cid,
+                int64_t start, int64_t end, int64_t ps, int64_t kps, int64_t kp)
+{
+	char one[400];
+	int k = snprintf(one, sizeof one,
+	                 "%s{\"epoch\":%lld,\"seq\":%lld,\"contract_id\":%lld,"
+	                 "\"period_start_ns\":%lld,\"period_end_ns\":%lld,"
+	                 "\"page_seconds\":%lld,\"kmod_page_seconds\":%lld,"
+	                 "\"kmod_pages\":%lld}",
+	                 b->n ? "," : "", (long long)epoch, (long long)seq,
+	                 (long long)cid, (long long)start, (long long)end,
+	                 (long long)ps, (long long)kps, (long long)kp);
+	if (b->len + (size_t)k + 32 > b->cap) {
+		b->cap = (b->cap + (size_t)k + 32) * 2;
+		b->s = realloc(b->s, b->cap);
+		ck_assert_ptr_nonnull(b->s);
+	}
+	memcpy(b->s + b->len, one, (size_t)k + 1);
+	b->len += (size_t)k;
+	b->n++;
+}
+
+/* The report of period k (1 s each from `base`): 200 page-seconds, the
+ * module's counter at 200 * (k + 1). */
+static void add_k(struct batch *b, int64_t seq, int64_t cid, int64_t base,
+                  int64_t k)
+{
+	add(b, 1, seq, cid, base + k * SEC, base + (k + 1) * SEC, 200,
+	    200 * (k + 1), 256);
+}
+
+static long post(struct rxh *h, const char *key, const char *secret,
+                 struct batch *b, struct rxh_resp *r)
+{
+	size_t n = b->len + 32;
+	char *body = malloc(n);
+	snprintf(body, n, "{\"reports\":[%s]}", b->s ? b->s : "");
+	long s = rxh_call_signed(h, "POST", "/v1/usage", key, secret, body, 0,
+	                         NULL, r);
+	free(body);
+	free(b->s);
+	memset(b, 0, sizeof *b);
+	return s;
+}
+
+static int64_t errors_index(const struct rxh_resp *r, size_t i)
+{
+	return json_integer_value(json_object_get(
+	    json_array_get(json_object_get(r->json, "errors"), i), "index"));
+}
+
+static size_t items(const struct rxh_resp *r)
+{
+	return json_array_size(json_object_get(r->json, "items"));
+}
+
+START_TEST(counted_retried_conflicting_invalid)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	struct batch b = {0};
+	int64_t d, d3;
+	rxh_start(&h, "ramex_t_usage_rules", "");
+	rxh_world(&h, &w);
+	int64_t c1 = contract(&h, w.trader_token, w.node_a, w.op_token,
+	                      w.op_account, w.key_a, w.secret_a, &d);
+	int64_t base = d - 50 * SEC; /* inside the clock slack, in the past */
+
+	/* three new reports */
+	for (int k = 0; k < 3; k++)
+		add_k(&b, k + 1, c1, base, k);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 200);
+	ck_assert_int_eq(rxh_int(&r, "counted"), 3);
+	ck_assert_int_eq(rxh_int(&r, "duplicates"), 0);
+	rxh_resp_free(&r);
+
+	/* the same batch again: duplicates, counted once */
+	for (int k = 0; k < 3; k++)
+		add_k(&b, k + 1, c1, base, k);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 200);
+	ck_assert_int_eq(rxh_int(&r, "counted"), 0);
+	ck_assert_int_eq(rxh_int(&r, "duplicates"), 3);
+	json_t *res = json_array_get(json_object_get(r.json, "results"), 1);
+	ck_assert_str_eq(json_string_value(json_object_get(res, "status")),
+	                 "duplicate");
+	rxh_resp_free(&r);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM usage_reports"), 3);
+
+	/* a new one beside a retry, and the same new one twice in a batch */
+	add_k(&b, 4, c1, base, 3);
+	add_k(&b, 2, c1, base, 1);
+	add_k(&b, 4, c1, base, 3);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 200);
+	ck_assert_int_eq(rxh_int(&r, "counted"), 1);
+	ck_assert_int_eq(rxh_int(&r, "duplicates"), 2);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM usage_reports"), 4);
+
+	/* seq 3 again with another body, beside a valid new one: 409, the
+	 * new one is not stored, the conflicting body is kept */
+	add_k(&b, 5, c1, base, 4);
+	add(&b, 1, 3, c1, base + 2 * SEC, base + 3 * SEC, 150, 600, 256);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 409);
+	ck_assert_int_eq(errors_index(&r, 0), 1);
+	ck_assert_ptr_nonnull(
+	    strstr(r.body, "urn:ramex:problem:usage-conflict"));
+	rxh_resp_free(&r);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM usage_reports"), 4);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM usage_conflicts WHERE "
+	                           "seq = 3 AND (body ->> 'page_seconds') = "
+	                           "'150' AND principal LIKE 'node:%'"),
+	                 1);
+
+	/* invalid, each beside a valid report: nothing stored, 422 */
+	int64_t c3 = contract(&h, w.trader_token, w.node_b, w.op_token,
+	                      w.op_account, w.key_b, w.secret_b, &d3);
+	int64_t c4 = contract(&h, w.trader_token, w.node_a, w.op_token,
+	                      w.op_account, NULL, NULL, NULL);
+	struct {
+		int64_t cid, start, end, ps, kps;
+		const char *why;
+	} bad[] = {
+	    /* more than 256 pages x 1 s */
+	    {c1, base + 5 * SEC, base + 6 * SEC, 257, 2000, "more than"},
+	    /* node b's contract */
+	    {c3, base + 5 * SEC, base + 6 * SEC, 10, 10, "not a party"},
+	    /* not delivered */
+	    {c4, base + 5 * SEC, base + 6 * SEC, 10, 10, "not been deliv"},
+	    /* before delivery, beyond the clock slack */
+	    {c1, d - 90 * SEC, d - 89 * SEC, 10, 10, "outside"},
+	    /* overlaps stored seq 2 */
+	    {c1, base + SEC + SEC / 2, base + 2 * SEC + SEC / 2, 10, 5000,
+	     "overlap"},
+	    /* no such contract */
+	    {999999, base, base + SEC, 1, 1, "no contract"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		add_k(&b, 10, c1, base, 5);
+		add(&b, 1, 11, bad[i].cid, bad[i].start, bad[i].end, bad[i].ps,
+		    bad[i].kps, 1);
+		ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 422);
+		ck_assert_int_eq(errors_index(&r, 0), 1);
+		ck_assert_msg(strstr(r.body, bad[i].why), "case %zu: %s", i,
+		              r.body);
+		rxh_resp_free(&r);
+	}
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM usage_reports"), 4);
+
+	/* a wrong shape is 400 and names the report and field */
+	ck_assert_int_eq(
+	    rxh_call_signed(&h, "POST", "/v1/usage", w.key_a, w.secret_a,
+	                    "{\"reports\":[{\"epoch\":1}]}", 0, NULL, &r),
+	    400);
+	ck_assert_ptr_nonnull(strstr(r.body, "reports[0].seq"));
+	rxh_resp_free(&r);
+	ck_assert_int_eq(rxh_call_signed(&h, "POST", "/v1/usage", w.key_a,
+	                                 w.secret_a, "{\"reports\":[]}", 0,
+	                                 NULL, &r),
+	                 400);
+	rxh_resp_free(&r);
+	for (int k = 0; k < 1001; k++)
+		add(&b, 2, k + 1, c1, base, base + 1, 0, 0, 0);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 400);
+	rxh_resp_free(&r);
+
+	/* who reads what */
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", "/v1/usage", w.finance_token, NULL, NULL, &r),
+	    200);
+	ck_assert_int_eq(items(&r), 4);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(rxh_call(&h, "GET", "/v1/usage?limit=3",
+	                          w.trader_token, NULL, NULL, &r),
+	                 200);
+	ck_assert_int_eq(items(&r), 3);
+	ck_assert(json_is_integer(json_object_get(r.json, "next")));
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", "/v1/usage", w.trader2_token, NULL, NULL, &r),
+	    200);
+	ck_assert_int_eq(items(&r), 0);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/usage", w.key_b,
+	                                 w.secret_b, "", 0, NULL, &r),
+	                 200);
+	ck_assert_int_eq(items(&r), 0);
+	rxh_resp_free(&r);
+	char path[128];
+	snprintf(path, sizeof path, "/v1/usage?contract_id=%lld&from=%lld",
+	         (long long)c1, (long long)(base + 2 * SEC));
+	ck_assert_int_eq(rxh_call_signed(&h, "GET", path, w.key_a, w.secret_a,
+	                                 "", 0, NULL, &r),
+	                 200);
+	ck_assert_int_eq(items(&r), 2); /* periods 2 and 3 */
+	rxh_resp_free(&r);
+	rxh_stop(&h);
+}
+END_TEST
+
+START_TEST(order_gaps_lend_many_nodes_late)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	struct batch b = {0};
+	int64_t d, d2;
+	rxh_start(&h, "ramex_t_usage_flow", "");
+	rxh_world(&h, &w);
+	int64_t c1 = contract(&h, w.trader_token, w.node_a, w.op_token,
+	                      w.op_account, w.key_a, w.secret_a, &d);
+	int64_t base = d - 55 * SEC;
+
+	/* out of order: 3 then 1; seq 2 is a gap until it comes */
+	add_k(&b, 3, c1, base, 2);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 200);
+	rxh_resp_free(&r);
+	add_k(&b, 1, c1, base, 0);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 200);
+	ck_assert_int_eq(rxh_int(&r, "counted"), 1);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(rxh_call(&h, "GET", "/v1/usage/gaps", w.finance_token,
+	                          NULL, NULL, &r),
+	                 200);
+	ck_assert_int_eq(items(&r), 1);
+	json_t *g = json_array_get(json_object_get(r.json, "items"), 0);
+	ck_assert_int_eq(json_integer_value(json_object_get(g, "node_id")),
+	                 w.node_a);
+	ck_assert_int_eq(json_integer_value(json_object_get(g, "first")), 2);
+	ck_assert_int_eq(json_integer_value(json_object_get(g, "last")), 2);
+	rxh_resp_free(&r);
+	add_k(&b, 2, c1, base, 1);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 200);
+	ck_assert_int_eq(rxh_int(&r, "counted"), 1);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", "/v1/usage/gaps", h.admin, NULL, NULL, &r),
+	    200);
+	ck_assert_int_eq(items(&r), 0);
+	rxh_resp_free(&r);
+
+	/* lend: both sides report the same period */
+	int64_t c2 = contract(&h, w.trader_token, w.node_a, w.trader_token,
+	                      w.node_b, w.key_a, w.secret_a, &d2);
+	add(&b, 1, 4, c2, d2 - 10 * SEC, d2 - 9 * SEC, 256, 256, 256);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 200);
+	rxh_resp_free(&r);
+	add(&b, 7, 1, c2, d2 - 10 * SEC, d2 - 9 * SEC, 250, 250, 256);
+	ck_assert_int_eq(post(&h, w.key_b, w.secret_b, &b, &r), 200);
+	ck_assert_int_eq(rxh_int(&r, "counted"), 1);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(count(&h,
+	                       "SELECT count(DISTINCT side) FROM "
+	                       "usage_reports WHERE contract_id IN (SELECT "
+	                       "id FROM contracts WHERE delivery = 'lend')"),
+	                 2);
+
+	/* many nodes, each its own contract and batch */
+	enum { NODES = 6 };
+	for (int i = 0; i < NODES; i++) {
+		char body[128], key[24], secret[80], tok[96];
+		snprintf(body, sizeof body,
+		         "{\"name\":\"node-m%d\",\"team_id\":%lld}", i,
+		         (long long)w.team);
+		ck_assert_int_eq(
+		    rxh_call(&h, "POST", "/v1/nodes", h.admin, body, NULL, &r),
+		    201);
+		snprintf(key, sizeof key, "%s",
+		         json_string_value(json_object_get(r.json, "key_id")));
+		snprintf(secret, sizeof secret, "%s",
+		         json_string_value(json_object_get(r.json, "secret")));
+		int64_t id = json_integer_value(
+		    json_object_get(json_object_get(r.json, "account"), "id"));
+		rxh_resp_free(&r);
+		snprintf(tok, sizeof tok, "%s", w.trader_token);
+		int64_t dm;
+		int64_t cm = contract(&h, tok, id, w.op_token, w.op_account,
+		                      key, secret, &dm);
+		for (int k = 0; k < 20; k++)
+			add_k(&b, k + 1, cm, dm - 40 * SEC, k);
+		ck_assert_int_eq(post(&h, key, secret, &b, &r), 200);
+		ck_assert_int_eq(rxh_int(&r, "counted"), 20);
+		rxh_resp_free(&r);
+	}
+	ck_assert_int_eq(count(&h, "SELECT count(DISTINCT node_id) FROM "
+	                           "usage_reports"),
+	                 2 + NODES);
+
+	/* a full batch of 1000 (50 ms periods), in a new epoch */
+	for (int k = 0; k < 1000; k++)
+		add(&b, 2, k + 1, c1, base + 3 * SEC + k * (SEC / 20),
+		    base + 3 * SEC + (k + 1) * (SEC / 20), 10,
+		    600 + 10 * (k + 1), 256);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 200);
+	ck_assert_int_eq(rxh_int(&r, "counted"), 1000);
+	rxh_resp_free(&r);
+
+	/* the buyer ends c1; a late report for an old period (before the
+	 * end, behind everything counted so far) is still counted */
+	char path[96];
+	snprintf(path, sizeof path, "/v1/contracts/%lld/end", (long long)c1);
+	ck_assert_int_eq(rxh_call(&h, "POST", path, w.op_token, NULL, NULL, &r),
+	                 200);
+	rxh_resp_free(&r);
+	add(&b, 3, 1, c1, d - 59 * SEC, d - 58 * SEC, 100, 100, 256);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 200);
+	ck_assert_int_eq(rxh_int(&r, "counted"), 1);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM usage_reports"),
+	                 3 + 2 + NODES * 20 + 1000 + 1);
+	rxh_stop(&h);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("usage");
+	TCase *tc = tcase_create("usage");
+	tcase_set_timeout(tc, 180);
+	tcase_add_test(tc, counted_retried_conflicting_invalid);
+	tcase_add_test(tc, order_gaps_lend_many_nodes_late);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
