@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "node-agent/lend/lend_mem.h"
 #include "node-agent/lend/lend_server.h" /* lend_now_ms */
 
 static int be_read(void *ctx, uint64_t off, uint32_t len, void *buf)
@@ -213,6 +214,11 @@ static void *swapoff_main(void *arg)
 {
 	struct lend_bridge *b = arg;
 	int64_t t0 = lend_now_ms();
+	/* swapoff allocates a page for every page it brings back; its
+	 * reclaim must be free to write other pages to local swap (this
+	 * device is already out of the kernel's swap list), so this one
+	 * thread is no I/O flusher */
+	(void)lend_mem_io_flusher(0);
 	b->swapoff_rc = swapoff(b->swap);
 	b->swapoff_errno = errno;
 	log_info("swapoff returned", "device=%s rc=%d ms=%lld why=\"%s\"",

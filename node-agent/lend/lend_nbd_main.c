@@ -17,7 +17,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -25,6 +24,7 @@
 #include "common/log.h"
 #include "node-agent/lend/lend_args.h"
 #include "node-agent/lend/lend_bridge.h"
+#include "node-agent/lend/lend_mem.h"
 
 static struct lend_bridge bridge;
 
@@ -164,9 +164,17 @@ int main(int argc, char **argv)
 	}
 	signal(SIGPIPE, SIG_IGN);
 	/* the bridge serves the kernel's swap: it must never wait for swap
-	 * itself */
-	if (lock && mlockall(MCL_CURRENT | MCL_FUTURE) < 0)
-		log_warn("could not lock the bridge in memory", NULL);
+	 * or for reclaim itself (lend_mem.h); before any thread starts, so
+	 * that they inherit the I/O-flusher flag */
+	if (lock) {
+		int got = lend_mem_guard(err, sizeof err);
+		if (got != (LEND_MEM_LOCKED | LEND_MEM_IO_FLUSHER |
+		            LEND_MEM_OOM_EXEMPT))
+			log_warn("the bridge is not fully kept out of reclaim; "
+			         "swapping to it may deadlock under memory "
+			         "pressure",
+			         "why=\"%s\"", err);
+	}
 	if (lend_client_connect(&client, host, port, tls, contract, secret,
 	                        5000) < 0) {
 		log_error("cannot reach the lender", "why=\"%s\"", client.err);

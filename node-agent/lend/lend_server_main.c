@@ -12,10 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "common/log.h"
 #include "node-agent/lend/lend_args.h"
+#include "node-agent/lend/lend_mem.h"
 #include "node-agent/lend/lend_server.h"
 
 static struct lend_server srv;
@@ -120,8 +120,16 @@ int main(int argc, char **argv)
 		log_error("cannot start", "why=\"%s\"", err);
 		return 1;
 	}
-	if (lock && mlockall(MCL_CURRENT | MCL_FUTURE) < 0)
-		log_warn("could not lock the lender in memory", NULL);
+	/* a lender that shares a kernel with its borrower (tests) is in that
+	 * kernel's swap path too; on its own machine it still must not page
+	 * on behalf of its borrower */
+	if (lock) {
+		int got = lend_mem_guard(err, sizeof err);
+		if (got != (LEND_MEM_LOCKED | LEND_MEM_IO_FLUSHER |
+		            LEND_MEM_OOM_EXEMPT))
+			log_warn("the lender is not fully kept out of reclaim",
+			         "why=\"%s\"", err);
+	}
 	cfg.on_tick = on_tick;
 	cfg.arg = (void *)meter_file;
 	if (lend_server_open(&srv, &cfg, err, sizeof err) < 0) {

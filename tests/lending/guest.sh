@@ -11,7 +11,8 @@
 #   lend_guest_build DIR KVER MODE    DIR/initrd.gz, DIR/local.img
 #   lend_guest_boot DIR KVER MEM LOG SECONDS
 #
-# Needs ROOT (repository root) and BIN (built programs).
+# Needs ROOT (repository root) and BIN (built programs). LEND_GUEST_DEBUG=1
+# puts kernel messages and hung-task reports on the serial log.
 
 lend_guest_kver() {
   local d k best=
@@ -60,6 +61,7 @@ lend_guest_build() { # dir kver mode
   # one secret per contract, as the exchange would hand out
   for m in 1 2; do od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$r/secret$m"; done
   echo "$3" >"$r/mode"
+  [[ -n ${LEND_GUEST_DEBUG:-} ]] && echo 1 >"$r/debug"
   cp "$ROOT/tests/lending/init.sh" "$r/init" && chmod 755 "$r/init" || return 1
   (cd "$r" && find . | cpio -o -H newc --quiet | gzip -1) >"$dir/initrd.gz" || return 1
   rm -f "$dir/local.img" && truncate -s 128M "$dir/local.img"

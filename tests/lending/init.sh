@@ -20,6 +20,12 @@ mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 ip link set lo up
 MODE=$(cat /mode)
+# LEND_GUEST_DEBUG=1 (guest.sh): kernel messages on the console and blocked
+# tasks reported after 15 s, to see where a hang sits
+if [ -f /debug ]; then
+  echo 7 >/proc/sys/kernel/printk
+  echo 15 >/proc/sys/kernel/hung_task_timeout_secs
+fi
 T0=$(cut -d. -f1 /proc/uptime)
 
 mark() { echo "LEND-$*"; }
@@ -41,6 +47,20 @@ fi
 mark "STORE ok store=$STORE"
 echo 8192 >/proc/sys/vm/min_free_kbytes
 echo 100 >/proc/sys/vm/swappiness
+
+# Every workload runs in a memory cgroup whose limit leaves HEADROOM_MIB of
+# the guest's memory free for the swap path (docs/lending.md, "the swap
+# path's headroom"): the bridge copies each swapped-out page into socket
+# buffers, which needs free pages, and user space cannot use the kernel's
+# emergency reserves. The workloads are still bigger than the guest's memory.
+HEADROOM_MIB=16
+mount -t cgroup2 none /sys/fs/cgroup
+echo +memory >/sys/fs/cgroup/cgroup.subtree_control
+mkdir /sys/fs/cgroup/work /sys/fs/cgroup/victim
+in_cg() { # cgroup command...
+  cg=$1; shift
+  sh -c 'echo $$ >/sys/fs/cgroup/'$cg'/cgroup.procs; exec "$@"' sh "$@"
+}
 
 # local swap at busybox's default priority (negative: below the lent pages)
 mkswap /dev/vda >/dev/null && swapon /dev/vda || mark "LOCALSWAP fail"
@@ -99,11 +119,12 @@ if ! start_pair 1 7001 $PAGES /dev/nbd0; then
 fi
 AVAIL=$(($(meminfo MemAvailable) / 1024))
 W=$((AVAIL + 48))
-mark "SETUP ok mem_total_kb=$(meminfo MemTotal) mem_available_mib=$AVAIL workload_mib=$W lent_mib=$((PAGES / 256))"
+echo $(((AVAIL - HEADROOM_MIB) << 20)) >/sys/fs/cgroup/work/memory.max
+mark "SETUP ok mem_total_kb=$(meminfo MemTotal) mem_available_mib=$AVAIL workload_mib=$W work_cgroup_max_mib=$((AVAIL - HEADROOM_MIB)) lent_mib=$((PAGES / 256))"
 ( peak=0; while [ ! -e /tmp/stop-sampler ]; do
     u=$(swap_used_kb /dev/nbd0); [ -n "$u" ] && [ "$u" -gt $peak ] && peak=$u
     echo $peak >/tmp/peak; sleep 0.2; done ) &
-ramex-lend-workload $W >/tmp/w1.out 2>&1; rc=$?
+in_cg work ramex-lend-workload $W >/tmp/w1.out 2>&1; rc=$?
 touch /tmp/stop-sampler; sleep 0.5
 st=fail; [ $rc -eq 0 ] && grep -q bad_words=0 /tmp/w1.out && st=ok
 mark "WORKLOAD $st rc=$rc $(cat /tmp/w1.out | tail -n 1)"
@@ -117,7 +138,7 @@ meters METERS-LIVE 1
 AVAIL=$(($(meminfo MemAvailable) / 1024))
 W=$((AVAIL + 40))
 rm -f /tmp/go2
-ramex-lend-workload $W /tmp/go2 >/tmp/w2.out 2>&1 &
+in_cg work ramex-lend-workload $W /tmp/go2 >/tmp/w2.out 2>&1 &
 WL=$!
 wait_file /tmp/w2.out 5
 i=0; while ! grep -q written /tmp/w2.out && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
@@ -143,12 +164,9 @@ if ! start_pair 2 7002 $PAGES /dev/nbd1; then
   mark "VANISH-SETUP fail"; cat /tmp/lender2.log /tmp/borrower2.log; finish
 fi
 swapoff /dev/vda # the victim's pages must go to the lender
-mount -t cgroup2 none /sys/fs/cgroup
-echo +memory >/sys/fs/cgroup/cgroup.subtree_control
-mkdir /sys/fs/cgroup/victim
 echo 32M >/sys/fs/cgroup/victim/memory.max
 rm -f /tmp/go3
-sh -c 'echo $$ >/sys/fs/cgroup/victim/cgroup.procs; exec ramex-lend-workload 48 /tmp/go3' >/tmp/w3.out 2>&1 &
+in_cg victim ramex-lend-workload 48 /tmp/go3 >/tmp/w3.out 2>&1 &
 VICTIM=$!
 i=0; while ! grep -q written /tmp/w3.out 2>/dev/null && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
 used=$(swap_used_kb /dev/nbd1)
@@ -159,7 +177,7 @@ wait $BRIDGE; brc=$?
 gone=ok; grep -q '^/dev/nbd1' /proc/swaps && gone=fail
 st=fail; [ $vrc -eq 135 ] && [ $brc -eq 3 ] && [ "$gone" = ok ] && st=ok
 mark "VANISH $st nbd1_used_kb_before=$used victim_rc=$vrc (135=SIGBUS) bridge_rc=$brc nbd1_gone=$gone lost=$(field /tmp/borrower2 lost)"
-ramex-lend-workload 16 >/tmp/w4.out 2>&1; rc=$?
+in_cg work ramex-lend-workload 16 >/tmp/w4.out 2>&1; rc=$?
 st=fail; [ $rc -eq 0 ] && st=ok
 mark "ALIVE $st rc=$rc $(tail -n 1 /tmp/w4.out)"
 for f in /tmp/lender1.log /tmp/borrower1.log /tmp/borrower2.log; do
