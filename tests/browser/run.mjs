@@ -354,6 +354,26 @@ async function main()
 		noErrors(t, 'trade keyboard');
 	});
 
+	await test('market: the event stream reconnects after it is cut', async () => {
+		const page = await newPage('market-reconnect');
+		// every stream request fails until the route is lifted
+		await page.route('**/v1/events', route => route.abort('connectionreset'));
+		await page.goto(`${URL_}/web/market.html?market=spot`);
+		await signIn(page, W.trader);
+		await page.waitForFunction(() => /reconnecting/.test(document.querySelector('#live-text').textContent), null, {timeout: WAIT});
+		await page.unroute('**/v1/events');
+		await page.waitForFunction(() => document.querySelector('#live-text').textContent === 'live', null, {timeout: WAIT});
+		// and what it carries reaches the page: a new trade shows up
+		await must(W.trader, 'POST', '/v1/orders', {market: 'spot', account_id: W.nodeA.account.id, side: 'buy', pages: 4096, price: 90000});
+		const r = await must(W.trader, 'POST', '/v1/orders', {market: 'spot', account_id: W.nodeB.account.id, side: 'sell', pages: 4096, price: 90000});
+		assert(r.trades && r.trades.length === 1, 'the crossing order did not trade');
+		await page.waitForSelector(`#trades tr[data-trade="${r.trades[0].trade_id}"]`, {timeout: WAIT});
+		// the cuts themselves were logged as failed loads: expected here
+		page.errors = page.errors.filter(x => !/v1\/events|ERR_CONNECTION_RESET|ERR_FAILED/.test(x));
+		noErrors(page, 'market reconnect');
+		await page.close();
+	});
+
 	await test('market: a finance token is told which role it needs, no request refused', async () => {
 		const page = await newPage('market-finance');
 		await page.goto(`${URL_}/web/market.html`);
