@@ -468,6 +468,7 @@ fail:
 }
 
 static int prepare_stmts(PGconn *c, char *err, size_t errlen);
+static int tune_session(PGconn *c, char *err, size_t errlen);
 
 static int connect_db(struct writer *w, char *err, size_t errlen)
 {
@@ -477,6 +478,7 @@ static int connect_db(struct writer *w, char *err, size_t errlen)
 	if (!w->conn)
 		return -1;
 	if (db_check_durable(w->conn, err, errlen) < 0 ||
+	    tune_session(w->conn, err, errlen) < 0 ||
 	    prepare_stmts(w->conn, err, errlen) < 0) {
 		PQfinish(w->conn);
 		w->conn = NULL;
@@ -485,11 +487,32 @@ static int connect_db(struct writer *w, char *err, size_t errlen)
 	return 0;
 }
 
+/* Every statement of the writer touches a handful of rows by their keys.
+ * A plan that scans a whole table instead (the planner's choice while a
+ * table is new and small, kept by a prepared statement after it has grown,
+ * or when it guesses the rows of a batch too high) would cost a scan of
+ * orders or idempotency per batch; so the writer's sessions never pick a
+ * sequential scan where an index serves. */
+static int tune_session(PGconn *c, char *err, size_t errlen)
+{
+	PGresult *r = PQexec(c, "SET enable_seqscan = off");
+	bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+	if (!ok)
+		snprintf(err, errlen, "could not set up the session: %s",
+		         PQresultErrorMessage(r));
+	PQclear(r);
+	return ok ? 0 : -1;
+}
+
 static int connect_lookup(struct writer *w, char *err, size_t errlen)
 {
 	if (w->lconn)
 		PQfinish(w->lconn);
 	w->lconn = db_connect(w->conninfo, err, errlen);
+	if (w->lconn && tune_session(w->lconn, err, errlen) < 0) {
+		PQfinish(w->lconn);
+		w->lconn = NULL;
+	}
 	return w->lconn ? 0 : -1;
 }
 
@@ -1499,10 +1522,11 @@ static int idem_lookup(struct writer *w, struct writer_cmd **cmds, int n,
 	while (cap < ((size_t)n + busy->n) * 4)
 		cap *= 2;
 	uint64_t *seen = calloc(cap, sizeof *seen);
-	json_t *keys = json_array();
+	struct colset keys = {0}; /* scope, key */
+	char *kv[2] = {NULL, NULL};
 	struct writer_cmd **dtail = deferred;
 	int rc = -1;
-	assert(seen && keys);
+	assert(seen);
 	/* The keys of the batch in flight: a command that shares one waits
 	 * for the next batch, when that answer is committed or not. */
 	for (size_t i = 0; i < busy->n; i++) {
@@ -1537,25 +1561,24 @@ static int idem_lookup(struct writer *w, struct writer_cmd **cmds, int n,
 				s = (s + 1) & (cap - 1);
 			seen[s] = h;
 			keyset_add(mine, h);
-			json_array_append_new(keys, json_pack("{s:s,s:s}",
-			                                      "scope", scope[j],
-			                                      "key", key[j]));
+			col_s(&keys, 0, scope[j]);
+			col_s(&keys, 1, key[j]);
+			keys.rows++;
 		}
 	}
 	*dtail = NULL;
-	if (json_array_size(keys) == 0) {
+	if (keys.rows == 0) {
 		rc = 0;
 		goto out;
 	}
-	char *kj = json_dumps(keys, JSON_COMPACT);
-	const char *pv[] = {kj};
+	cols_take(&keys, 2, kv);
+	const char *pv[] = {kv[0], kv[1]};
 	PGresult *r = db_exec(
 	    w->lconn, PGRES_TUPLES_OK,
 	    "SELECT i.scope, i.key, i.request_sha, i.status, i.response FROM "
-	    "idempotency i JOIN json_to_recordset($1::json) AS k(scope text, "
-	    "key text) ON i.scope = k.scope AND i.key = k.key",
-	    1, pv, err, errlen);
-	free(kj);
+	    "unnest($1::text[], $2::text[]) AS k(scope, key) JOIN idempotency "
+	    "i ON i.scope = k.scope AND i.key = k.key",
+	    2, pv, err, errlen);
 	if (!r)
 		goto out;
 	for (int row = 0; row < PQntuples(r); row++) {
@@ -1599,7 +1622,10 @@ static int idem_lookup(struct writer *w, struct writer_cmd **cmds, int n,
 	PQclear(r);
 	rc = 0;
 out:
-	json_decref(keys);
+	for (int k = 0; k < 2; k++) {
+		free(kv[k]);
+		free(keys.c[k].p);
+	}
 	free(seen);
 	return rc;
 }
