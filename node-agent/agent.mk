@@ -25,3 +25,9 @@ AGENT_SRC := node-agent/agent.c node-agent/client.c node-agent/config.c \
   common/log.c common/sign.c
 $(call program,ramex-agent,$(AGENT_SRC),libcurl jansson libcrypto)
 INSTALL_BIN += $(BUILD)/bin/ramex-agent
+
+# End to end: real ramexd + PostgreSQL, ramex-agent processes (sim backend).
+$(call integration_test,test_agent,tests/integration/test_agent.c \
+  node-agent/spool.c $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
+$(BUILD)/san/bin/test_agent: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramex-agent
+$(BUILD)/bin/test_agent: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramex-agent

@@ -1,0 +1,658 @@
+/*
+ * test_agent.c — ramex-agent end to end: real ramexd (ramexd_harness.h) on
+ * a private PostgreSQL, real ramex-agent processes with the sim backend.
+ *
+ * - trade: the operator bids on a spot market; agent A sells into it (an
+ *   offline contract) and node B buys part of A's resting offer (a lend
+ *   contract, B's agent receives it). Both deliver through the contract
+ *   API, both report usage; then A's workload grows, A recalls both
+ *   contracts (recalling, then ended after the market's notice), B gives
+ *   the borrowed pages back; SIGTERM leaves no page out. The page-seconds
+ *   the exchange counted per contract and side equal what each agent
+ *   metered into its spool, report for report, and the reports' numbers
+ *   are each counted once. Where the tree has POST /v1/billing/run, the
+ *   invoices' amounts equal page_seconds × price / 31 536 000 with the
+ *   carry rule.
+ * - outage: ramexd is SIGKILLed for several seconds while an agent
+ *   delivers; the agent spools, and after a restart on the same database
+ *   every spooled report is counted once.
+ * - crash: the agent is SIGKILLed and started again on its spool; nothing
+ *   is lost or counted twice.
+ *
+ * Waits poll for a condition with a generous bound: they say that
+ * something happens, never how fast (speed is bench/40-agent.sh's).
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libpq-fe.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "node-agent/spool.h"
+#include "tests/integration/ramexd_harness.h"
+#include "tests/integration/testdb.h"
+
+#define WAIT_S   90 /* bound of every wait: only a broken agent needs it */
+#define YEAR_S   INT64_C(31536000)
+#define OP_PRICE 150000 /* the operator's bid, n$/page-year */
+
+struct agent {
+	char name[16];
+	char dir[512], spool[600], status[600], usage[600], secret[600];
+	char log[600];
+	char args[24][700];
+	int nargs;
+	pid_t pid;
+	int64_t account;
+};
+
+static const char *out_dir(void)
+{
+	const char *o = getenv("RAMEX_TEST_OUTPUT");
+	return o && *o ? o : "var/test-output";
+}
+
+static void agent_bin(char *buf, size_t len)
+{
+	const char *b = getenv("RAMEX_BUILD");
+	snprintf(buf, len, "%s/san/bin/ramex-agent", b && *b ? b : "build");
+	if (access(buf, X_OK) != 0)
+		snprintf(buf, len, "%s/bin/ramex-agent", b && *b ? b : "build");
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+	nanosleep(&t, NULL);
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	ck_assert_msg(f, "could not write %s: %s", path, strerror(errno));
+	fputs(text, f);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* Sets up agent `name` (files under the test output) with its node key and
+ * the sim machine; `more` are extra --key=value flags. */
+static void agent_init(struct agent *a, const char *test, const char *name,
+                       int64_t account, const char *key, const char *secret,
+                       struct rxh *h, long total, long usage,
+                       const char *const *more)
+{
+	memset(a, 0, sizeof *a);
+	snprintf(a->name, sizeof a->name, "%s", name);
+	a->account = account;
+	snprintf(a->dir, sizeof a->dir, "%s/agent-%s-%s", out_dir(), test,
+	         name);
+	char cmd[1100];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", a->dir,
+	         a->dir);
+	ck_assert_int_eq(system(cmd), 0);
+	snprintf(a->spool, sizeof a->spool, "%s/spool", a->dir);
+	snprintf(a->status, sizeof a->status, "%s/status.prom", a->dir);
+	snprintf(a->usage, sizeof a->usage, "%s/usage", a->dir);
+	snprintf(a->secret, sizeof a->secret, "%s/secret", a->dir);
+	snprintf(a->log, sizeof a->log, "%s/agent.log", a->dir);
+	char s[100];
+	snprintf(s, sizeof s, "%s\n", secret);
+	write_file(a->secret, s);
+	chmod(a->secret, 0600);
+	snprintf(s, sizeof s, "%ld\n", usage);
+	write_file(a->usage, s);
+
+#define ARG(...) snprintf(a->args[a->nargs++], sizeof a->args[0], __VA_ARGS__)
+	ARG("--exchange_url=http://127.0.0.1:%d", h->port);
+	ARG("--key_id=%s", key);
+	ARG("--secret_file=%s", a->secret);
+	ARG("--backend=sim");
+	ARG("--sim_total_pages=%ld", total);
+	ARG("--sim_usage_pages=%ld", usage);
+	ARG("--sim_usage_file=%s", a->usage);
+	ARG("--spool=%s", a->spool);
+	ARG("--status_file=%s", a->status);
+	ARG("--sample_s=1");
+	ARG("--report_s=1");
+	ARG("--poll_s=5");
+	ARG("--spot_market=spot");
+	ARG("--perm_market=");
+	ARG("--tick=1000");
+	ARG("--log_level=debug");
+	for (; more && *more; more++)
+		ARG("%s", *more);
+#undef ARG
+}
+
+static void agent_start(struct agent *a)
+{
+	char bin[512];
+	char *argv[32];
+	int n = 0;
+	agent_bin(bin, sizeof bin);
+	argv[n++] = bin;
+	for (int i = 0; i < a->nargs; i++)
+		argv[n++] = a->args[i];
+	argv[n] = NULL;
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	ck_assert_msg(pid >= 0, "fork failed");
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1);
+		int fd = open(a->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		setenv("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=0", 1);
+		execv(bin, argv);
+		_exit(127);
+	}
+	a->pid = pid;
+}
+
+/* Sends sig and waits; returns the wait status. */
+static int agent_signal(struct agent *a, int sig)
+{
+	int st = 0;
+	if (a->pid <= 0)
+		return 0;
+	kill(a->pid, sig);
+	while (waitpid(a->pid, &st, 0) < 0 && errno == EINTR)
+		;
+	a->pid = 0;
+	return st;
+}
+
+/* A metric of the agent's status file (-1 when absent). */
+static int64_t metric(const struct agent *a, const char *name)
+{
+	char line[512];
+	size_t n = strlen(name);
+	int64_t v = -1;
+	FILE *f = fopen(a->status, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof line, f))
+		if (!strncmp(line, name, n) && line[n] == ' ')
+			v = strtoll(line + n + 1, NULL, 10);
+	fclose(f);
+	return v;
+}
+
+/* Polls the condition until it holds or WAIT_S passed. */
+#define WAIT_FOR(cond, ...)                                                    \
+	do {                                                                   \
+		int ok_ = 0;                                                   \
+		for (int i_ = 0; i_ < WAIT_S * 10; i_++) {                     \
+			if ((cond)) {                                          \
+				ok_ = 1;                                       \
+				break;                                         \
+			}                                                      \
+			sleep_ms(100);                                         \
+		}                                                              \
+		ck_assert_msg(ok_, __VA_ARGS__);                               \
+	} while (0)
+
+static PGconn *db(struct rxh *h)
+{
+	return testdb_connect(h->conninfo);
+}
+
+static long q(PGconn *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static long q(PGconn *c, const char *fmt, ...)
+{
+	char sql[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(sql, sizeof sql, fmt, ap);
+	va_end(ap);
+	return testdb_scalar(c, sql);
+}
+
+static int64_t contracts_in(struct rxh *h, const char *state)
+{
+	PGconn *c = db(h);
+	long n =
+	    q(c, "SELECT count(*) FROM contracts WHERE state = '%s'", state);
+	PQfinish(c);
+	return n;
+}
+
+static int64_t usage_rows(struct rxh *h, int64_t node)
+{
+	PGconn *c = db(h);
+	long n = q(c, "SELECT count(*) FROM usage_reports WHERE node_id = %lld",
+	           (long long)node);
+	PQfinish(c);
+	return n;
+}
+
+/* What the agent metered, from its spool (read after it stopped): per
+ * contract the sum of page-seconds over every report, and the count. */
+struct metered {
+	int n;
+	char contract[64][SPOOL_CONTRACT_LEN];
+	int64_t ps[64];
+	int reports, acked, set_aside;
+};
+
+static void read_spool(const struct agent *a, struct metered *m)
+{
+	static struct spool_report all[8192];
+	char err[512];
+	memset(m, 0, sizeof m[0]);
+	struct spool *s = spool_open(a->spool, 1, err, sizeof err);
+	ck_assert_msg(s, "%s", err);
+	int n = spool_reports(s, all, 8192);
+	ck_assert_int_le(n, 8192);
+	spool_close(s);
+	for (int i = 0; i < n; i++) {
+		m->reports++;
+		m->acked += all[i].acked;
+		m->set_aside += all[i].set_aside;
+		int k = 0;
+		while (k < m->n && strcmp(m->contract[k], all[i].contract))
+			k++;
+		if (k == m->n) {
+			ck_assert_int_lt(m->n, 64);
+			snprintf(m->contract[m->n++], SPOOL_CONTRACT_LEN, "%s",
+			         all[i].contract);
+		}
+		m->ps[k] += all[i].page_seconds;
+	}
+}
+
+/* The exchange's counted usage equals what agent `a` metered, contract by
+ * contract, and each of its reports is counted exactly once. Returns the
+ * page-seconds in all. */
+static int64_t check_counted(struct rxh *h, const struct agent *a)
+{
+	struct metered m;
+	read_spool(a, &m);
+	ck_assert_msg(m.set_aside == 0, "%s set %d reports aside; see %s",
+	              a->name, m.set_aside, a->log);
+	ck_assert_msg(m.acked == m.reports,
+	              "%s: %d of %d reports acknowledged; see %s", a->name,
+	              m.acked, m.reports, a->log);
+	PGconn *c = db(h);
+	int64_t all = 0;
+	for (int i = 0; i < m.n; i++) {
+		long ex = q(c,
+		            "SELECT coalesce(sum(page_seconds), 0) FROM "
+		            "usage_reports WHERE node_id = %lld AND "
+		            "contract_id = %s",
+		            (long long)a->account, m.contract[i]);
+		ck_assert_msg(ex == m.ps[i],
+		              "%s contract %s: exchange counted %ld "
+		              "page-seconds, agent metered %lld",
+		              a->name, m.contract[i], ex, (long long)m.ps[i]);
+		all += m.ps[i];
+	}
+	long rows =
+	    q(c, "SELECT count(*) FROM usage_reports WHERE node_id = %lld",
+	      (long long)a->account);
+	ck_assert_msg(rows == m.reports,
+	              "%s: exchange holds %ld reports, spool has %d", a->name,
+	              rows, m.reports);
+	PQfinish(c);
+	return all;
+}
+
+/* The buyer's invoice lines for contract `id`, through the API: their
+ * amounts summed (role buyer), and their page-seconds. */
+static int64_t invoiced(struct rxh *h, int64_t buyer, int64_t id, int64_t *ps)
+{
+	struct rxh_resp r, d;
+	char path[128];
+	int64_t sum = 0;
+	*ps = 0;
+	snprintf(path, sizeof path, "/v1/invoices?account_id=%lld",
+	         (long long)buyer);
+	ck_assert_int_eq(rxh_call(h, "GET", path, h->admin, NULL, NULL, &r),
+	                 200);
+	json_t *inv;
+	size_t i;
+	json_array_foreach(json_object_get(r.json, "items"), i, inv)
+	{
+		snprintf(
+		    path, sizeof path, "/v1/invoices/%lld",
+		    (long long)json_integer_value(json_object_get(inv, "id")));
+		ck_assert_int_eq(
+		    rxh_call(h, "GET", path, h->admin, NULL, NULL, &d), 200);
+		json_t *l;
+		size_t k;
+		json_array_foreach(json_object_get(d.json, "items"), k, l)
+		{
+			const char *role =
+			    json_string_value(json_object_get(l, "role"));
+			if (json_integer_value(
+			        json_object_get(l, "contract_id")) != id ||
+			    !role || strcmp(role, "buyer"))
+				continue;
+			sum += json_integer_value(json_object_get(l, "amount"));
+			*ps += json_integer_value(
+			    json_object_get(l, "page_seconds"));
+		}
+		rxh_resp_free(&d);
+	}
+	rxh_resp_free(&r);
+	return sum;
+}
+
+/* Runs billing and checks every contract's charge: the page-seconds
+ * billed (the seller's for offline; the lower side's for lend) × price /
+ * 31 536 000, rounded down, with the remainder carried (docs/money.md). */
+static void check_billing(struct rxh *h)
+{
+	struct rxh_resp r;
+	long st =
+	    rxh_call(h, "POST", "/v1/billing/run", h->admin, "{}", NULL, &r);
+	ck_assert_msg(st == 200 || st == 201, "billing run: %ld %s", st,
+	              r.body);
+	rxh_resp_free(&r);
+	PGconn *c = db(h);
+	PGresult *k = PQexec(
+	    c, "SELECT c.id, c.buyer_id, c.price, c.delivery, "
+	       "coalesce((SELECT sum(page_seconds) FROM usage_reports u WHERE "
+	       "u.contract_id = c.id AND u.side = 'seller'), 0), "
+	       "(SELECT sum(page_seconds) FROM usage_reports u WHERE "
+	       "u.contract_id = c.id AND u.side = 'buyer') FROM contracts c "
+	       "ORDER BY c.id");
+	ck_assert_int_eq(PQresultStatus(k), PGRES_TUPLES_OK);
+	int checked = 0;
+	for (int i = 0; i < PQntuples(k); i++) {
+		int64_t id = strtoll(PQgetvalue(k, i, 0), NULL, 10);
+		int64_t buyer = strtoll(PQgetvalue(k, i, 1), NULL, 10);
+		int64_t price = strtoll(PQgetvalue(k, i, 2), NULL, 10);
+		int lend = !strcmp(PQgetvalue(k, i, 3), "lend");
+		int64_t ps = strtoll(PQgetvalue(k, i, 4), NULL, 10);
+		if (lend && !PQgetisnull(k, i, 5)) {
+			int64_t b = strtoll(PQgetvalue(k, i, 5), NULL, 10);
+			if (b < ps)
+				ps = b;
+		}
+		if (ps == 0)
+			continue;
+		__int128 x = (__int128)ps * price;
+		int64_t want = (int64_t)(x / YEAR_S);
+		int64_t carry = (int64_t)(x % YEAR_S);
+		long moved = q(c,
+		               "SELECT coalesce(sum(amount), 0) FROM movements "
+		               "WHERE contract_id = %lld",
+		               (long long)id);
+		ck_assert_msg(
+		    moved == want,
+		    "contract %lld: billed %ld n$, %lld page-s x %lld "
+		    "/ 31536000 = %lld",
+		    (long long)id, moved, (long long)ps, (long long)price,
+		    (long long)want);
+		ck_assert_int_eq(q(c,
+		                   "SELECT amount_carry FROM billing_contracts "
+		                   "WHERE contract_id = %lld",
+		                   (long long)id),
+		                 carry);
+		int64_t line_ps;
+		ck_assert_int_eq(invoiced(h, buyer, id, &line_ps), want);
+		ck_assert_int_eq(line_ps, ps);
+		checked++;
+	}
+	ck_assert_int_ge(checked, 1);
+	PQclear(k);
+	PQfinish(c);
+}
+
+static void setup(struct rxh *h, struct rxh_world *w, const char *db_name)
+{
+	rxh_start(h, db_name, "");
+	rxh_world(h, w);
+	/* A recall must end within the test: a short notice on spot (there
+	 * is no API to change a market; ramexd reads markets at start). */
+	PGconn *c = db(h);
+	PGresult *r = PQexec(c, "UPDATE markets SET notice_period_s = 2 "
+	                        "WHERE name = 'spot'");
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s",
+	              PQerrorMessage(c));
+	PQclear(r);
+	PQfinish(c);
+	rxh_stop(h);
+	rxh_restart(h);
+}
+
+static void operator_bid(struct rxh *h, struct rxh_world *w, long pages)
+{
+	struct rxh_resp r;
+	char body[256];
+	snprintf(body, sizeof body,
+	         "{\"market\":\"spot\",\"side\":\"buy\",\"pages\":%ld,"
+	         "\"price\":%d,\"tif\":\"gtc\"}",
+	         pages, OP_PRICE);
+	long st =
+	    rxh_call(h, "POST", "/v1/orders", w->op_token, body, NULL, &r);
+	ck_assert_msg(st == 201, "operator bid: %ld %s", st, r.body);
+	rxh_resp_free(&r);
+}
+
+static int usage_endpoint(struct rxh *h, struct rxh_world *w)
+{
+	struct rxh_resp r;
+	long st = rxh_call_signed(h, "POST", "/v1/usage", w->key_c, w->secret_c,
+	                          "{\"reports\":[]}", 0, NULL, &r);
+	rxh_resp_free(&r);
+	return st != 404 && st != 405;
+}
+
+/* A seller with plenty of spare memory (64 Ki pages, 8 Ki used) whose
+ * idle pages are cheap: it asks its floor, under the operator's bid. */
+static const char *const seller_flags[] = {
+    "--margin_min_pages=4096", "--spot_floor=100000", "--stall_value=10", NULL};
+
+START_TEST(trade_deliver_recall_report)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct agent A, B;
+
+	setup(&h, &w, "agent_trade");
+	ck_assert_msg(usage_endpoint(&h, &w),
+	              "ramexd has no POST /v1/usage: the agents' reports "
+	              "cannot be counted");
+	operator_bid(&h, &w, 8192);
+	agent_init(&A, "trade", "a", w.node_a, w.key_a, w.secret_a, &h, 65536,
+	           8192, seller_flags);
+	/* B's workload needs more than its 16 Ki pages (12000 used plus a
+	 * margin of 8 Ki): it bids for the difference. */
+	static const char *const b_flags[] = {"--margin_min_pages=8192", NULL};
+	agent_init(&B, "trade", "b", w.node_b, w.key_b, w.secret_b, &h, 16384,
+	           12000, b_flags);
+	agent_start(&A);
+	agent_start(&B);
+
+	/* A sells into the operator's bid and delivers. */
+	WAIT_FOR(contracts_in(&h, "active") >= 1,
+	         "A's sale was not delivered; see %s", A.log);
+	WAIT_FOR(metric(&A, "ramex_agent_offline_pages") == 8192,
+	         "A does not hold the offline pages; see %s", A.log);
+
+	/* B is short of memory and buys from A's resting offer: a lend
+	 * contract, delivered by A and received by B. */
+	PGconn *c = db(&h);
+	WAIT_FOR(q(c,
+	           "SELECT count(*) FROM contracts WHERE state = 'active' AND "
+	           "delivery = 'lend' AND seller_id = %lld AND buyer_id = %lld",
+	           (long long)w.node_a, (long long)w.node_b) == 1,
+	         "no lend contract from A to B was delivered; see %s and %s",
+	         A.log, B.log);
+	long lent =
+	    q(c, "SELECT pages FROM contracts WHERE state = 'active' AND "
+	         "delivery = 'lend'");
+	ck_assert_int_gt(lent, 0);
+	WAIT_FOR(metric(&A, "ramex_agent_lent_pages") == lent,
+	         "A does not lend; see %s", A.log);
+	WAIT_FOR(metric(&B, "ramex_agent_borrowed_held_pages") == lent,
+	         "B does not receive; see %s", B.log);
+
+	/* Usage flows from both sides of the lend and the offline seller. */
+	WAIT_FOR(q(c, "SELECT count(*) FROM (SELECT contract_id, side FROM "
+	              "usage_reports GROUP BY contract_id, side HAVING "
+	              "count(*) >= 3 AND sum(page_seconds) > 0) s") == 3,
+	         "usage of three contract sides not counted; see %s and %s",
+	         A.log, B.log);
+
+	/* A's workload grows: it takes its pages back and recalls. */
+	write_file(A.usage, "60000\n");
+	WAIT_FOR(metric(&A, "ramex_agent_offline_pages") == 0 &&
+	             metric(&A, "ramex_agent_lent_pages") == 0,
+	         "A did not take its pages back; see %s", A.log);
+	WAIT_FOR(
+	    q(c,
+	      "SELECT count(*) FROM contract_transitions t JOIN contracts "
+	      "k ON k.id = t.contract_id WHERE t.to_state = 'recalling'") == 2,
+	    "A did not recall both contracts; see %s", A.log);
+	WAIT_FOR(contracts_in(&h, "ended") == 2,
+	         "the recalled contracts did not end; see ramexd's log %s",
+	         h.log);
+	WAIT_FOR(metric(&B, "ramex_agent_borrowed_held_pages") == 0,
+	         "B still holds borrowed pages; see %s", B.log);
+
+	/* SIGTERM: nothing left out, nothing left to send. */
+	ck_assert_int_eq(agent_signal(&A, SIGTERM), 0);
+	ck_assert_int_eq(agent_signal(&B, SIGTERM), 0);
+	ck_assert_int_eq(metric(&A, "ramex_agent_offline_pages"), 0);
+	ck_assert_int_eq(metric(&A, "ramex_agent_lent_pages"), 0);
+	ck_assert_int_eq(metric(&B, "ramex_agent_borrowed_held_pages"), 0);
+	ck_assert_int_eq(metric(&A, "ramex_agent_reports_pending"), 0);
+	ck_assert_int_eq(metric(&B, "ramex_agent_reports_pending"), 0);
+
+	int64_t a_ps = check_counted(&h, &A);
+	int64_t b_ps = check_counted(&h, &B);
+	ck_assert_int_gt(a_ps, 0);
+	ck_assert_int_gt(b_ps, 0);
+	check_billing(&h);
+	PQfinish(c);
+	rxh_stop(&h);
+}
+END_TEST
+
+/* A alone, selling to the operator; returns once its contract is active
+ * and some usage was counted. */
+static void one_seller(struct rxh *h, struct rxh_world *w, struct agent *A,
+                       const char *test)
+{
+	setup(h, w, test);
+	ck_assert_msg(usage_endpoint(h, w), "ramexd has no POST /v1/usage");
+	operator_bid(h, w, 8192);
+	agent_init(A, test, "a", w->node_a, w->key_a, w->secret_a, h, 65536,
+	           8192, seller_flags);
+	agent_start(A);
+	WAIT_FOR(contracts_in(h, "active") == 1,
+	         "A's sale was not delivered; see %s", A->log);
+	WAIT_FOR(usage_rows(h, w->node_a) >= 3,
+	         "A's usage is not counted; see %s", A->log);
+}
+
+START_TEST(exchange_outage)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct agent A;
+
+	one_seller(&h, &w, &A, "agent_outage");
+	/* The same port again after the restart, as a real deployment. */
+	snprintf(h.extra, sizeof h.extra, "--listen=127.0.0.1:%d", h.port);
+	rxh_kill(&h, SIGKILL);
+	int64_t before = usage_rows(&h, w.node_a);
+	WAIT_FOR(metric(&A, "ramex_agent_reports_pending") >= 3 &&
+	             metric(&A, "ramex_agent_exchange_up") == 0,
+	         "A does not spool while the exchange is down; see %s", A.log);
+	sleep_ms(3000);
+	ck_assert_int_eq(usage_rows(&h, w.node_a), before);
+	rxh_restart(&h);
+	WAIT_FOR(metric(&A, "ramex_agent_reports_pending") == 0 &&
+	             usage_rows(&h, w.node_a) > before + 3,
+	         "A's spooled reports did not reach the exchange; see %s",
+	         A.log);
+	WAIT_FOR(metric(&A, "ramex_agent_events_up") == 1,
+	         "A's event stream did not come back; see %s", A.log);
+	ck_assert_int_eq(agent_signal(&A, SIGTERM), 0);
+	ck_assert_int_eq(metric(&A, "ramex_agent_offline_pages"), 0);
+	ck_assert_int_gt(check_counted(&h, &A), 0);
+	rxh_stop(&h);
+}
+END_TEST
+
+START_TEST(agent_crash)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct agent A;
+
+	one_seller(&h, &w, &A, "agent_crash");
+	int st = agent_signal(&A, SIGKILL);
+	ck_assert(WIFSIGNALED(st));
+	int64_t before = usage_rows(&h, w.node_a);
+	agent_start(&A); /* the same spool, the same flags */
+	WAIT_FOR(metric(&A, "ramex_agent_offline_pages") == 8192 &&
+	             usage_rows(&h, w.node_a) >= before + 3,
+	         "A did not resume delivering and reporting; see %s", A.log);
+	ck_assert_int_eq(contracts_in(&h, "active"), 1);
+	ck_assert_int_eq(agent_signal(&A, SIGTERM), 0);
+	ck_assert_int_eq(metric(&A, "ramex_agent_offline_pages"), 0);
+	ck_assert_int_eq(metric(&A, "ramex_agent_reports_pending"), 0);
+	ck_assert_int_gt(check_counted(&h, &A), 0);
+	rxh_stop(&h);
+}
+END_TEST
+
+START_TEST(help_is_complete)
+{
+	char bin[512], cmd[700], out[65536];
+	agent_bin(bin, sizeof bin);
+	snprintf(cmd, sizeof cmd, "%s --help", bin);
+	FILE *p = popen(cmd, "r");
+	ck_assert(p);
+	size_t n = fread(out, 1, sizeof out - 1, p);
+	out[n] = 0;
+	ck_assert_int_eq(pclose(p), 0);
+	static const char *const must[] = {"--config",      "--exchange_url",
+	                                   "--key_id",      "--secret_file",
+	                                   "--backend",     "--spool",
+	                                   "--status_file", "--sample_s",
+	                                   "--report_s",    "--events",
+	                                   "--poll_s",      "--sim_usage_file",
+	                                   "SIGTERM",       NULL};
+	for (int i = 0; must[i]; i++)
+		ck_assert_msg(strstr(out, must[i]),
+		              "--help does not mention %s", must[i]);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("agent");
+	TCase *t = tcase_create("end to end");
+	tcase_set_timeout(t, 400);
+	tcase_add_test(t, help_is_complete);
+	tcase_add_test(t, trade_deliver_recall_report);
+	tcase_add_test(t, exchange_outage);
+	tcase_add_test(t, agent_crash);
+	suite_add_tcase(s, t);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
