@@ -11,10 +11,7 @@
 //   RAMEX_ADMIN_TOKEN  an admin token (ramexd token create)
 //   RAMEX_BROWSER_OUT  where screenshots and the console log go
 //   RAMEX_WEB_ROOT     the served tree (build/web), for the static checks
-//   RAMEX_DB, PGBIN    the database and psql, for the one fixture the API
-//                      may not take yet (a usage report, see the billing test)
 
-import {execFileSync} from 'node:child_process';
 import {createHash, createHmac, randomBytes} from 'node:crypto';
 import {readdirSync, readFileSync, writeFileSync} from 'node:fs';
 import {createRequire} from 'node:module';
@@ -410,15 +407,7 @@ async function main()
 		const text = JSON.stringify(body).replace('"period_start_ns":0', `"period_start_ns":${startNs}`)
 		                                 .replace('"period_end_ns":0', `"period_end_ns":${endNs}`);
 		const u = await signed(W.nodeB, 'POST', '/v1/usage', text);
-		if (u.status === 404 && /no such route/.test(u.text)) {
-			// this ramexd takes no usage reports over HTTP yet: store the
-			// report as tests/integration/test_billing.c does, one row of
-			// usage_reports, and let the billing job price it
-			usageBySql(W.nodeB.account.id, cid, startNs, endNs, ps);
-			console.log('# POST /v1/usage is not served: the usage report went in through SQL');
-		} else {
-			assert(u.status === 200, `POST /v1/usage answered ${u.status}: ${u.text.slice(0, 300)}`);
-		}
+		assert(u.status === 200, `POST /v1/usage answered ${u.status}: ${u.text.slice(0, 300)}`);
 		const run = await call(ADMIN, 'POST', '/v1/billing/run', {});
 		assert(run.status === 200 || run.status === 201 || run.status === 202,
 		       `POST /v1/billing/run answered ${run.status}: ${run.text.slice(0, 200)} (is billing in this ramexd?)`);
@@ -448,19 +437,6 @@ async function main()
 		noErrors(page, 'billing');
 		await page.close();
 	});
-}
-
-// One usage report row, through psql (variables, not text pasted into SQL).
-function usageBySql(node, contract, from, to, ps)
-{
-	const sql = 'INSERT INTO usage_reports (node_id, epoch, seq, contract_id, side, period_start_ns, ' +
-	            'period_end_ns, page_seconds, kmod_page_seconds, kmod_pages, body_hash) VALUES ' +
-	            "(:'node', 1, 1, :'contract', 'seller', :'from', :'to', :'ps', :'ps', 0, 1)";
-	execFileSync(join(process.env.PGBIN, 'psql'),
-	             ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', process.env.RAMEX_DB,
-	              '-v', `node=${node}`, '-v', `contract=${contract}`, '-v', `from=${from}`,
-	              '-v', `to=${to}`, '-v', `ps=${ps}`],
-	             {input: sql + ';\n', stdio: ['pipe', 'pipe', 'pipe']});
 }
 
 // A node agent's signed request (common/sign.h); `text` is the exact body.
