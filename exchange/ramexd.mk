@@ -52,3 +52,5 @@ $(BUILD)/bin/test_ramexd_api: | $(BUILD)/san/bin/ramexd
 
 # The load generator of bench/20-ramexd.sh.
 $(call program,loadgen,bench/loadgen.c,libpq)
+# The load generator of bench/45-usage.sh (signed POST /v1/usage batches).
+$(call program,usagegen,bench/usagegen.c $(SIGN_SRC),libcurl libcrypto)

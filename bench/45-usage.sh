@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# bench/45-usage.sh: usage line items per second through POST /v1/usage into
+# PostgreSQL, in batches of 1000 reports from several node connections at
+# once, beside the goal of 50 000/s. A private PostgreSQL (fsync and
+# synchronous_commit on) under var/bench-usage-pg and an optimised ramexd are
+# started here and stopped at the end, also when something fails; the load
+# stops by itself after RAMEX_BENCH_SECONDS.
+#
+#   RAMEX_BENCH_SECONDS (10)  RAMEX_BENCH_NODES (8)  RAMEX_BENCH_BATCH (1000)
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${RAMEX_BUILD:-$ROOT/build}
+secs=${RAMEX_BENCH_SECONDS:-10}
+nodes=${RAMEX_BENCH_NODES:-8}
+batch=${RAMEX_BENCH_BATCH:-1000}
+pgdir=$ROOT/var/bench-usage-pg
+work=$ROOT/var/bench-usage
+ramexd=$BUILD/bin/ramexd usagegen=$BUILD/bin/usagegen
+[[ -x $ramexd && -x $usagegen ]] || { echo "45-usage: build ramexd and usagegen first (make)"; exit 1; }
+
+pid=
+cleanup() {
+  [[ -n $pid ]] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  bash "$ROOT/scripts/pg.sh" destroy "$pgdir" >/dev/null 2>&1
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+bash "$ROOT/scripts/pg.sh" destroy "$pgdir" >/dev/null 2>&1
+bash "$ROOT/scripts/pg.sh" start "$pgdir" >/dev/null || { echo "45-usage: PostgreSQL did not start"; exit 1; }
+eval "$(bash "$ROOT/scripts/pg.sh" env "$pgdir")"
+rm -rf "$work"; mkdir -p "$work"
+db="dbname=ramex host=$PGHOST port=$PGPORT user=$PGUSER"
+
+admin=$("$ramexd" token create --role=admin --name=bench --db="$db" 2>"$work/token.log") \
+  || { cat "$work/token.log"; exit 1; }
+# one pooled connection per node connection: each batch holds one for its
+# whole transaction
+(exec "$ramexd" --db="$db" --listen=127.0.0.1:0 --port_file="$work/port" \
+   --db_pool=$((nodes < 64 ? nodes : 64)) --log_level=warn 2>"$work/ramexd.log") &
+pid=$!
+for _ in $(seq 100); do [[ -s $work/port ]] && break; sleep 0.1; done
+port=$(cat "$work/port" 2>/dev/null) || { echo "45-usage: ramexd did not start"; cat "$work/ramexd.log"; exit 1; }
+url=http://127.0.0.1:$port
+
+api() { # method path token body
+  curl -sf -X "$1" -H "Authorization: Bearer $3" -H 'Content-Type: application/json' \
+    ${4:+-d "$4"} "$url$2"
+}
+team=$(api POST /v1/teams "$admin" '{"name":"bench"}' | jq .id)
+opacct=$(api POST /v1/accounts "$admin" '{"name":"operator","kind":"operator"}' | jq .id)
+op=$(api POST /v1/tokens "$admin" "{\"name\":\"op\",\"role\":\"operator\",\"account_id\":$opacct}" | jq -r .token)
+trader=$(api POST /v1/tokens "$admin" "{\"name\":\"tr\",\"role\":\"trader\",\"team_id\":$team}" | jq -r .token)
+api POST /v1/markets "$op" '{"name":"spot","tick":1000,"lot":256,"min_pages":256,"max_pages":1048576,"price_min":0,"price_max":1000000000,"notice_period_s":3600,"breach_penalty":0,"delivery_deadline_s":600}' >/dev/null \
+  || { echo "45-usage: setup failed"; exit 1; }
+# each node sells 256 pages to the operator: one contract each, which
+# usagegen delivers and then reports on
+: >"$work/nodes"
+for i in $(seq "$nodes"); do
+  n=$(api POST /v1/nodes "$admin" "{\"name\":\"node-$i\",\"team_id\":$team}") || { echo "45-usage: setup failed"; exit 1; }
+  acct=$(jq .account.id <<<"$n")
+  api POST /v1/orders "$trader" "{\"market\":\"spot\",\"account_id\":$acct,\"side\":\"sell\",\"pages\":256,\"price\":100000}" >/dev/null
+  cid=$(api POST /v1/orders "$op" "{\"market\":\"spot\",\"account_id\":$opacct,\"side\":\"buy\",\"pages\":256,\"price\":100000}" | jq '.trades[0].contract_id')
+  echo "$(jq -r .key_id <<<"$n") $(jq -r .secret <<<"$n") $cid" >>"$work/nodes"
+done
+
+echo "loopback, $(nproc) cores, fsync and synchronous_commit on, ${secs} s; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+"$usagegen" "$port" "$work/nodes" "$batch" "$secs" | tee "$work/out"
+rate=$(awk '{for (i = 1; i < NF; i++) if ($(i+1) == "reports/s") print $i}' "$work/out")
+stored=$(psql -qtA -d "$db" -c "SELECT count(*) FROM usage_reports")
+echo "  stored in PostgreSQL: $stored usage reports (load average after: $(cut -d' ' -f1-3 /proc/loadavg))"
+awk -v r="${rate:-0}" 'BEGIN {printf "  goal: 50000 reports/s; measured %.0f/s (%.0f%% of the goal)\n", r, r * 100 / 50000}'
