@@ -176,15 +176,19 @@ CREATE TRIGGER postings_no_truncate BEFORE TRUNCATE ON postings
 CREATE FUNCTION postings_on_draft() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     bad record;
+    n bigint;
 BEGIN
-    SELECT p.invoice_id, i.status, p.account_id, p.year, p.month INTO bad
+    -- EXECUTE plans it afresh each time: a plan cached for the session,
+    -- made when the tables were small, would scan them whole as they grow.
+    EXECUTE 'SELECT p.invoice_id, i.status, p.account_id, p.year, p.month
         FROM new_postings p JOIN invoices i ON i.id = p.invoice_id
         JOIN movements m ON m.id = p.movement_id
-        WHERE i.status <> 'draft' OR i.account_id <> p.account_id
+        WHERE i.status <> ''draft'' OR i.account_id <> p.account_id
            OR i.year <> p.year OR i.month <> p.month
            OR m.contract_id <> p.contract_id
-        LIMIT 1;
-    IF FOUND THEN
+        LIMIT 1' INTO bad;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN
         RAISE EXCEPTION 'a posting for account % %-% cannot go on invoice % (%): only on the draft invoice of its own account and month, for its movement''s contract',
             bad.account_id, bad.year, bad.month, bad.invoice_id, bad.status;
     END IF;

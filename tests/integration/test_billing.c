@@ -389,6 +389,16 @@ START_TEST(billing_end_to_end)
 	                        "2025");
 	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
 	PQclear(r);
+	r = PQexec(c, "INSERT INTO postings (movement_id, invoice_id, "
+	              "account_id, contract_id, year, month, role, amount) "
+	              "SELECT p.movement_id, p.invoice_id, p.account_id, "
+	              "p.contract_id, p.year, p.month, p.role, 1 FROM postings "
+	              "p JOIN invoices i ON i.id = p.invoice_id WHERE i.status "
+	              "= 'final' LIMIT 1");
+	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
+	ck_assert_msg(strstr(PQerrorMessage(c), "cannot go on invoice"), "%s",
+	              PQerrorMessage(c));
+	PQclear(r);
 	r = PQexec(c, "DELETE FROM postings");
 	ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
 	PQclear(r);
