@@ -174,7 +174,11 @@ static void fmt_time(int64_t ns, char *buf, size_t len)
 {
 	time_t sec = (time_t)(ns / 1000000000 - (ns % 1000000000 < 0));
 	struct tm tm;
-	if (ns == 0 || !gmtime_r(&sec, &tm) ||
+	if (ns == 0) {
+		snprintf(buf, len, "-"); /* not yet: the API's 0 */
+		return;
+	}
+	if (!gmtime_r(&sec, &tm) ||
 	    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
 		snprintf(buf, len, "%lld", (long long)ns);
 }
@@ -925,24 +929,66 @@ static int c_contracts_breach(struct ctx *x, struct opts *o)
 
 /* ---- usage, invoices, ledger, billing ---------------------------------- */
 
-static const char *const usage_cols[] = {"id",
-                                         "node_id",
-                                         "epoch",
-                                         "seq",
-                                         "contract_id",
-                                         "period_start_ns",
-                                         "period_end_ns",
-                                         "page_seconds",
-                                         "status",
-                                         NULL};
+static const char *const usage_cols[] = {
+    "id",   "node_id",         "epoch",         "seq",          "contract_id",
+    "side", "period_start_ns", "period_end_ns", "page_seconds", NULL};
+
+/* A time for --from/--to: ns since the epoch, or "-90s", "-15m", "-2h",
+ * "-7d" before now; as ns text into buf. -1 when it is neither. */
+static int parse_when(const char *s, char *buf, size_t len)
+{
+	int64_t v, mul;
+	char num[32];
+	size_t n = strlen(s);
+	if (s[0] != '-') {
+		if (ctl_units_parse_int(s, &v) < 0)
+			return -1;
+		snprintf(buf, len, "%lld", (long long)v);
+		return 0;
+	}
+	if (n < 3 || n - 1 >= sizeof num)
+		return -1;
+	switch (s[n - 1]) {
+	case 's':
+		mul = 1;
+		break;
+	case 'm':
+		mul = 60;
+		break;
+	case 'h':
+		mul = 3600;
+		break;
+	case 'd':
+		mul = 86400;
+		break;
+	default:
+		return -1;
+	}
+	memcpy(num, s + 1, n - 2);
+	num[n - 2] = 0;
+	if (ctl_units_parse_int(num, &v) < 0 || v > 100LL * 365 * 86400 / mul)
+		return -1;
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	int64_t ns = ((int64_t)t.tv_sec - v * mul) * 1000000000 + t.tv_nsec;
+	snprintf(buf, len, "%lld", (long long)(ns < 0 ? 0 : ns));
+	return 0;
+}
 
 static int c_usage_list(struct ctx *x, struct opts *o)
 {
-	char p[512] = "/v1/usage";
+	char p[512] = "/v1/usage", f[32], t[32];
+	const char *from = opt(o, "--from"), *to = opt(o, "--to");
+	if ((from && parse_when(from, f, sizeof f) < 0) ||
+	    (to && parse_when(to, t, sizeof t) < 0))
+		return usage_error("--from and --to are ns since the epoch, "
+		                   "or -N followed by s, m, h or d (that long "
+		                   "ago)");
 	add_query(p, sizeof p, "contract_id", opt(o, "--contract"));
 	add_query(p, sizeof p, "node_id", opt(o, "--node"));
-	add_query(p, sizeof p, "from", opt(o, "--from"));
-	add_query(p, sizeof p, "to", opt(o, "--to"));
+	add_query(p, sizeof p, "epoch", opt(o, "--epoch"));
+	add_query(p, sizeof p, "from", from ? f : NULL);
+	add_query(p, sizeof p, "to", to ? t : NULL);
 	add_query(p, sizeof p, "limit", opt(o, "--limit"));
 	add_query(p, sizeof p, "before", opt(o, "--before"));
 	return call_show(x, "GET", p, NULL, usage_cols);
@@ -950,8 +996,12 @@ static int c_usage_list(struct ctx *x, struct opts *o)
 
 static int c_usage_gaps(struct ctx *x, struct opts *o)
 {
-	(void)o;
-	return call_show(x, "GET", "/v1/usage/gaps", NULL, NULL);
+	static const char *const cols[] = {"node_id", "epoch",   "first",
+	                                   "last",    "missing", NULL};
+	char p[256] = "/v1/usage/gaps";
+	add_query(p, sizeof p, "node_id", opt(o, "--node"));
+	add_query(p, sizeof p, "epoch", opt(o, "--epoch"));
+	return call_show(x, "GET", p, NULL, cols);
 }
 
 static const char *const invoice_cols[] = {
@@ -1319,8 +1369,10 @@ static const char *const o_olist[] = {
 static const char *const o_clist[] = {
     "--state", "--market", "--role", "--account", "--limit", "--before", NULL};
 static const char *const o_note[] = {"--note", NULL};
-static const char *const o_ulist[] = {
-    "--contract", "--node", "--from", "--to", "--limit", "--before", NULL};
+static const char *const o_ulist[] = {"--contract", "--node", "--epoch",
+                                      "--from",     "--to",   "--limit",
+                                      "--before",   NULL};
+static const char *const o_gaps[] = {"--node", "--epoch", NULL};
 static const char *const o_ilist[] = {"--account", "--month",  "--status",
                                       "--limit",   "--before", NULL};
 static const char *const o_output[] = {"--output", NULL};
@@ -1388,11 +1440,12 @@ static const struct cmd cmds[] = {
      "declare a contract in breach (admin)", o_note, none, 1,
      c_contracts_breach},
     {"usage", "list",
-     "usage list [--contract ID] [--node ID] [--from T] [--to T] "
+     "usage list [--contract ID] [--node ID] [--epoch E] [--from T] [--to T] "
      "[--limit N] [--before ID]",
-     "usage reports as counted", o_ulist, none, 0, c_usage_list},
-    {"usage", "gaps", "usage gaps",
-     "missing report numbers per node and epoch (finance, admin)", none, none,
+     "usage reports as counted; T: ns since the epoch or -2h (ago)", o_ulist,
+     none, 0, c_usage_list},
+    {"usage", "gaps", "usage gaps [--node ID] [--epoch E]",
+     "missing report numbers per node and epoch (finance, admin)", o_gaps, none,
      0, c_usage_gaps},
     {"usage", "export",
      "usage export [--from YYYY-MM] [--to YYYY-MM] [--output FILE]",

@@ -460,8 +460,7 @@ START_TEST(contracts_and_billing)
 	run_free(&r);
 	/* a trader of another team is no party: exit 4 */
 	ctl(&r, w.trader2_token, "contracts", "recall", cid);
-	ck_assert_msg(r.rc == 4, "recall by another team: %d %s",
-	              r.rc, r.err);
+	ck_assert_msg(r.rc == 4, "recall by another team: %d %s", r.rc, r.err);
 	run_free(&r);
 	ctl(&r, h.admin, "contracts", "breach", cid);
 	ck_assert_int_eq(r.rc, 2); /* a breach needs its --note */
@@ -507,6 +506,26 @@ START_TEST(contracts_and_billing)
 	    "kmod_page_seconds, kmod_pages, body_hash) VALUES ($1, 1, 1, $2, "
 	    "'seller', $3, $4, $5, $5, 262144, 1)",
 	    5, pv2);
+
+	/* the report as ramexd counts it */
+	ctl(&r, w.finance_token, "--json", "usage", "list", "--contract", cid);
+	ck_assert_msg(r.rc == 0 && r.json, "usage list: %d %s", r.rc, r.err);
+	items = json_object_get(r.json, "items");
+	ck_assert_int_eq(json_array_size(items), 1);
+	ck_assert_int_eq(jint(json_array_get(items, 0), "page_seconds"),
+	                 262144LL * 3600);
+	run_free(&r);
+	ctl(&r, w.trader_token, "usage", "list", "--from", "-2h");
+	ck_assert_msg(r.rc == 0, "usage list --from: %d %s", r.rc, r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "seller"));
+	run_free(&r);
+	ctl(&r, w.trader_token, "usage", "list", "--to", "-3h");
+	ck_assert_msg(r.rc == 0, "usage list --to: %d %s", r.rc, r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "(none)"));
+	run_free(&r);
+	ctl(&r, w.trader_token, "usage", "list", "--from", "yesterday");
+	ck_assert_int_eq(r.rc, 2);
+	run_free(&r);
 
 	/* only the admin runs the billing job */
 	ctl(&r, w.finance_token, "billing", "run");
@@ -621,6 +640,22 @@ START_TEST(contracts_and_billing)
 	run_free(&r);
 	ctl(&r, w.trader_token, "ledger", "check");
 	ck_assert_int_eq(r.rc, 4);
+	run_free(&r);
+
+	/* report 3 without report 2: a gap that finance can see */
+	const char *pv4[] = {node, cid, pend};
+	sql(&h,
+	    "INSERT INTO usage_reports (node_id, epoch, seq, contract_id, "
+	    "side, period_start_ns, period_end_ns, page_seconds, "
+	    "kmod_page_seconds, kmod_pages, body_hash) VALUES ($1, 1, 3, $2, "
+	    "'seller', $3, $3::bigint + 1000000000, 0, 0, 262144, 3)",
+	    3, pv4);
+	ctl(&r, w.finance_token, "--json", "usage", "gaps", "--node", node);
+	ck_assert_msg(r.rc == 0 && r.json, "gaps: %d %s", r.rc, r.err);
+	items = json_object_get(r.json, "items");
+	ck_assert_int_eq(json_array_size(items), 1);
+	ck_assert_int_eq(jint(json_array_get(items, 0), "first"), 2);
+	ck_assert_int_eq(jint(json_array_get(items, 0), "missing"), 1);
 	run_free(&r);
 
 	ctl_env(&r, NULL, "invoices", "--help", NULL);
