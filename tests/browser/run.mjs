@@ -434,6 +434,12 @@ async function main()
 		assert(csv.length >= 2, `the CSV has ${csv.length} lines`);
 		assert(/Billing|Period|Cost/i.test(csv[0]), `CSV header "${csv[0]}" lacks FOCUS-style columns`);
 		await shot(page, 'billing-invoice');
+		// per team: the nodes' team earns, the operator (no team) spends
+		await page.selectOption('#b-by', 'team');
+		await page.press('#b-to', 'Enter');
+		await page.waitForFunction(t => [...document.querySelectorAll('#summary tbody tr')].some(tr => tr.textContent.includes(t)),
+		                           W.team.name, {timeout: WAIT});
+		assert(await textOf(page, '#summary-key') === 'team', 'the summary is not per team');
 		noErrors(page, 'billing');
 		await page.close();
 	});
