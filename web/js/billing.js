@@ -111,7 +111,8 @@ function drawChart(rows, ms)
 		scales: {x: {time: false}},
 		axes: [
 			{values: (u, vals) => vals.map(v => (Number.isInteger(v) && ms[v]) || '')},
-			{size: 80, values: (u, vals) => vals.map(v => fmt.money(Math.round(v * 1e9)))}
+			// ticks with the decimals they need: a small month is not "$0.00" five times
+			{size: 90, values: (u, vals) => vals.map(v => fmt.price(Math.round(v * 1e9)))}
 		],
 		series: [
 			{label: 'month', value: (u, v) => (v === null ? '' : ms[v] || '')},
