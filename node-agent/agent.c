@@ -257,7 +257,8 @@ static enum sent post_batch(struct agent *a, const struct spool_report *p,
 	a->n_batches++;
 	if (r->status == 200 || r->status == 201)
 		return SENT_OK;
-	if (r->status == 409 || r->status == 422)
+	/* 400 too: a report the exchange cannot read will never be read. */
+	if (r->status == 400 || r->status == 409 || r->status == 422)
 		return SENT_REFUSED;
 	if (r->status == 404 || r->status == 405) {
 		if (!a->warned_no_usage)
