@@ -64,9 +64,25 @@ for i in $(seq "$nodes"); do
   echo "$(jq -r .key_id <<<"$n") $(jq -r .secret <<<"$n") $cid" >>"$work/nodes"
 done
 
+# CPU seconds (user + system) of ramexd, of every PostgreSQL process and of
+# the generator, from /proc: what a report costs in each, which the rate
+# alone hides when other work shares the cores.
+cpu_rx() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+cpu_pg() {
+  local pm t=0 p
+  pm=$(head -n 1 "$PGHOST/data/postmaster.pid" 2>/dev/null) || { echo 0; return; }
+  for p in $pm $(pgrep -P "$pm"); do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done
+  echo "$t"
+}
+
 echo "loopback, $(nproc) cores, fsync and synchronous_commit on, ${secs} s; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-"$usagegen" "$port" "$work/nodes" "$batch" "$secs" | tee "$work/out"
+rx0=$(cpu_rx) pg0=$(cpu_pg)
+/usr/bin/time -f '%U %S' -o "$work/gen.cpu" "$usagegen" "$port" "$work/nodes" "$batch" "$secs" | tee "$work/out"
+rx1=$(cpu_rx) pg1=$(cpu_pg)
 rate=$(awk '{for (i = 1; i < NF; i++) if ($(i+1) == "reports/s") print $i}' "$work/out")
+n=$(awk '{for (i = 1; i < NF; i++) if ($(i+1) == "in" && $(i-1) ~ /counted/) {gsub(/[(]/, "", $i); print $i}}' "$work/out")
+awk -v n="${n:-0}" -v t="$(getconf CLK_TCK)" -v rx=$((rx1 - rx0)) -v pg=$((pg1 - pg0)) -v gen="$(awk '{print $1 + $2}' "$work/gen.cpu" 2>/dev/null)" \
+  'BEGIN {if (n > 0) printf "  CPU per report: ramexd %.1f us, PostgreSQL %.1f us, the generator %.1f us\n", rx * 1e6 / t / n, pg * 1e6 / t / n, gen * 1e6 / n}'
 stored=$(psql -qtA -d "$db" -c "SELECT count(*) FROM usage_reports")
 echo "  stored in PostgreSQL: $stored usage reports (load average after: $(cut -d' ' -f1-3 /proc/loadavg))"
 awk -v r="${rate:-0}" 'BEGIN {printf "  goal: 50000 reports/s; measured %.0f/s (%.0f%% of the goal)\n", r, r * 100 / 50000}'

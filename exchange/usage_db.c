@@ -159,19 +159,19 @@ static const char *sql_same_numbers =
     "$3::bigint[]) WITH ORDINALITY AS b (epoch, seq, i) JOIN usage_reports "
     "u ON u.node_id = $1 AND u.epoch = b.epoch AND u.seq = b.seq";
 
-/* For each new report: the stored report of the same contract and side
- * that starts last before it ('p') and first at or after it ('n'). */
+/* Per group ($1 contract, $2 side, $3 first start, $4 last start): the
+ * stored report just before, those within, and the one just after. */
 static const char *sql_neighbours =
-    "SELECT b.i - 1, 'p', " REPORT_COLS " FROM unnest($1::bigint[], "
-    "$2::text[], $3::bigint[]) WITH ORDINALITY AS b (cid, side, st, i) "
-    "CROSS JOIN LATERAL (SELECT * FROM usage_reports x WHERE x.contract_id "
-    "= b.cid AND x.side = b.side AND x.period_start_ns < b.st ORDER BY "
-    "x.period_start_ns DESC LIMIT 1) u UNION ALL SELECT b.i - 1, "
-    "'n', " REPORT_COLS
-    " FROM unnest($1::bigint[], $2::text[], $3::bigint[]) WITH "
-    "ORDINALITY AS b (cid, side, st, i) CROSS JOIN LATERAL (SELECT * FROM "
-    "usage_reports x WHERE x.contract_id = b.cid AND x.side = b.side AND "
-    "x.period_start_ns >= b.st ORDER BY x.period_start_ns LIMIT 1) u";
+    "SELECT g.i - 1, " REPORT_COLS " FROM unnest($1::bigint[], $2::text[], "
+    "$3::bigint[], $4::bigint[]) WITH ORDINALITY AS g (cid, side, lo, hi, "
+    "i) CROSS JOIN LATERAL ((SELECT * FROM usage_reports x WHERE "
+    "x.contract_id = g.cid AND x.side = g.side AND x.period_start_ns < g.lo "
+    "ORDER BY x.period_start_ns DESC LIMIT 1) UNION ALL (SELECT * FROM "
+    "usage_reports x WHERE x.contract_id = g.cid AND x.side = g.side AND "
+    "x.period_start_ns >= g.lo AND x.period_start_ns <= g.hi) UNION ALL "
+    "(SELECT * FROM usage_reports x WHERE x.contract_id = g.cid AND x.side "
+    "= g.side AND x.period_start_ns > g.hi ORDER BY x.period_start_ns "
+    "LIMIT 1)) u ORDER BY g.i, u.period_start_ns";
 
 static const char *sql_insert =
     "INSERT INTO usage_reports (node_id, epoch, seq, contract_id, side, "
@@ -236,6 +236,130 @@ static void keep_conflicts(PGconn *c, int64_t node, const char *principal,
 	free(text);
 }
 
+/*
+ * Checks each new report (items[order[0..nnew)]) against its neighbours in
+ * period order among the stored reports of its contract and side and the
+ * other new ones. One query for the whole batch: per (contract, side) group
+ * of the batch, the stored report just before its first start, those
+ * starting within its starts, and the one just after its last start (stored
+ * reports never overlap, so nothing else can neighbour a new one). The
+ * usual batch — the periods that follow what is stored — reads two index
+ * entries per group, not two per report.
+ */
+static enum usage_db_status neighbours(PGconn *c, struct usage_db_item *items,
+                                       const enum usage_side *side,
+                                       const size_t *order, size_t nnew,
+                                       size_t *nbad, char *err, size_t errlen)
+{
+	enum usage_db_status st = USAGE_DB_FAILED;
+	struct arr a[4];
+	memset(a, 0, sizeof a);
+	PGresult *r = NULL;
+	size_t *idx = calloc(nnew, sizeof *idx);
+	size_t *gstart = calloc(nnew + 1, sizeof *gstart);
+	struct usage_report *sr = NULL;
+	size_t *rgroup = NULL;
+	if (!idx || !gstart) {
+		st = failed(c, err, errlen, "out of memory");
+		goto out;
+	}
+	memcpy(idx, order, nnew * sizeof *idx);
+	struct sorted sc = {items, side};
+	qsort_r(idx, nnew, sizeof *idx, cmp_period, &sc);
+	size_t ng = 0;
+	for (size_t s = 0; s < nnew; s++) {
+		size_t i = idx[s];
+		bool fresh =
+		    s == 0 ||
+		    items[idx[s - 1]].r.contract_id != items[i].r.contract_id ||
+		    side[idx[s - 1]] != side[i];
+		if (fresh)
+			gstart[ng++] = s;
+	}
+	gstart[ng] = nnew;
+	for (size_t g = 0; g < ng; g++) {
+		const struct usage_report *first = &items[idx[gstart[g]]].r;
+		const struct usage_report *last =
+		    &items[idx[gstart[g + 1] - 1]].r;
+		arr_i64(&a[0], first->contract_id);
+		arr_addf(&a[1], "%s", side_name(side[idx[gstart[g]]]));
+		arr_i64(&a[2], first->period_start);
+		arr_i64(&a[3], last->period_start);
+	}
+	const char *pv[4];
+	for (int k = 0; k < 4; k++)
+		if (!(pv[k] = arr_done(&a[k]))) {
+			st = failed(c, err, errlen, "out of memory");
+			goto out;
+		}
+	r = db_exec(c, PGRES_TUPLES_OK, sql_neighbours, 4, pv, err, errlen);
+	if (!r) {
+		st = failed(c, err, errlen, err);
+		goto out;
+	}
+	size_t nr = (size_t)PQntuples(r);
+	sr = calloc(nr ? nr : 1, sizeof *sr);
+	rgroup = calloc(nr ? nr : 1, sizeof *rgroup);
+	if (!sr || !rgroup) {
+		st = failed(c, err, errlen, "out of memory");
+		goto out;
+	}
+	for (size_t k = 0; k < nr; k++) {
+		rgroup[k] = (size_t)val(r, (int)k, 0);
+		report_of(r, (int)k, 1, &sr[k]);
+	}
+	/* rows come ordered by group, then period start */
+	size_t p = 0;
+	for (size_t g = 0; g < ng; g++) {
+		while (p < nr && rgroup[p] < g)
+			p++;
+		size_t s0 = p, s1 = p;
+		while (s1 < nr && rgroup[s1] == g)
+			s1++;
+		size_t q = s0;
+		for (size_t s = gstart[g]; s < gstart[g + 1]; s++) {
+			struct usage_db_item *it = &items[idx[s]];
+			while (q < s1 &&
+			       sr[q].period_start < it->r.period_start)
+				q++;
+			const struct usage_report *prev =
+			    q > s0 ? &sr[q - 1] : NULL;
+			const struct usage_report *next =
+			    q < s1 ? &sr[q] : NULL;
+			if (s > gstart[g]) {
+				const struct usage_report *o =
+				    &items[idx[s - 1]].r;
+				if (!prev ||
+				    o->period_start >= prev->period_start)
+					prev = o;
+			}
+			if (s + 1 < gstart[g + 1]) {
+				const struct usage_report *o =
+				    &items[idx[s + 1]].r;
+				if (!next ||
+				    o->period_start <= next->period_start)
+					next = o;
+			}
+			if (usage_check_neighbours(&it->r, prev, next, it->err,
+			                           sizeof it->err) < 0) {
+				it->invalid = true;
+				(*nbad)++;
+			}
+		}
+		p = s1;
+	}
+	st = USAGE_DB_OK;
+out:
+	PQclear(r);
+	for (int k = 0; k < 4; k++)
+		arr_free(&a[k]);
+	free(idx);
+	free(gstart);
+	free(sr);
+	free(rgroup);
+	return st;
+}
+
 enum usage_db_status usage_db_ingest(PGconn *c, int64_t node,
                                      const char *principal,
                                      struct usage_db_item *items, size_t n,
@@ -252,15 +376,12 @@ enum usage_db_status usage_db_ingest(PGconn *c, int64_t node,
 	struct usage_contract *cs = calloc(n, sizeof *cs);
 	struct usage_report *stored = calloc(n, sizeof *stored);
 	const struct usage_report **sp = calloc(n, sizeof *sp);
-	struct usage_report *nb = calloc(2 * n, sizeof *nb);
-	bool *has_nb = calloc(2 * n, sizeof *has_nb);
 	enum usage_verdict *verdicts = calloc(n, sizeof *verdicts);
 	enum usage_side *side = calloc(n, sizeof *side);
 	size_t *order = calloc(n, sizeof *order);
 	size_t ncs = 0, nnew = 0, ndup = 0, nbad = 0, nconf = 0;
 	*counted = *duplicates = 0;
-	if (!ids || !cs || !stored || !sp || !nb || !has_nb || !verdicts ||
-	    !side || !order) {
+	if (!ids || !cs || !stored || !sp || !verdicts || !side || !order) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
@@ -379,89 +500,10 @@ enum usage_db_status usage_db_ingest(PGconn *c, int64_t node,
 
 	/* the neighbours in period order: stored, and within the batch */
 	if (nnew > 0 && nconf == 0) {
-		for (size_t k = 0; k < nnew; k++) {
-			const struct usage_report *x = &items[order[k]].r;
-			arr_i64(&a[0], x->contract_id);
-			arr_addf(&a[1], "%s", side_name(side[order[k]]));
-			arr_i64(&a[2], x->period_start);
-		}
-		const char *pn[] = {arr_done(&a[0]), arr_done(&a[1]),
-		                    arr_done(&a[2])};
-		if (!pn[0] || !pn[1] || !pn[2]) {
-			st = failed(c, err, errlen, "out of memory");
+		st =
+		    neighbours(c, items, side, order, nnew, &nbad, err, errlen);
+		if (st != USAGE_DB_OK)
 			goto out;
-		}
-		r = db_exec(c, PGRES_TUPLES_OK, sql_neighbours, 3, pn, err,
-		            errlen);
-		if (!r)
-			goto dbfail;
-		for (int i = 0; i < PQntuples(r); i++) {
-			size_t k = (size_t)val(r, i, 0);
-			size_t slot = 2 * k + (PQgetvalue(r, i, 1)[0] == 'n');
-			if (k < nnew) {
-				report_of(r, i, 2, &nb[slot]);
-				has_nb[slot] = true;
-			}
-		}
-		PQclear(r);
-		for (int i = 0; i < 3; i++)
-			arr_free(&a[i]);
-		/* order[0..nnew) holds item indices and nb is by position
-		 * in it; idx is the same items by (contract, side, start) */
-		size_t *idx = calloc(nnew, sizeof *idx);
-		if (!idx) {
-			st = failed(c, err, errlen, "out of memory");
-			goto out;
-		}
-		for (size_t k = 0; k < nnew; k++)
-			idx[k] = order[k];
-		struct sorted sc = {items, side};
-		qsort_r(idx, nnew, sizeof *idx, cmp_period, &sc);
-		size_t *at = calloc(n, sizeof *at);
-		if (!at) {
-			free(idx);
-			st = failed(c, err, errlen, "out of memory");
-			goto out;
-		}
-		for (size_t k = 0; k < nnew; k++)
-			at[order[k]] = k;
-		for (size_t s = 0; s < nnew; s++) {
-			size_t i = idx[s], k = at[i];
-			struct usage_db_item *it = &items[i];
-			const struct usage_report *prev =
-			    has_nb[2 * k] ? &nb[2 * k] : NULL;
-			const struct usage_report *next =
-			    has_nb[2 * k + 1] ? &nb[2 * k + 1] : NULL;
-			bool same_prev = s > 0 &&
-			                 items[idx[s - 1]].r.contract_id ==
-			                     it->r.contract_id &&
-			                 side[idx[s - 1]] == side[i];
-			bool same_next = s + 1 < nnew &&
-			                 items[idx[s + 1]].r.contract_id ==
-			                     it->r.contract_id &&
-			                 side[idx[s + 1]] == side[i];
-			if (same_prev) {
-				const struct usage_report *q =
-				    &items[idx[s - 1]].r;
-				if (!prev ||
-				    q->period_start >= prev->period_start)
-					prev = q;
-			}
-			if (same_next) {
-				const struct usage_report *q =
-				    &items[idx[s + 1]].r;
-				if (!next ||
-				    q->period_start <= next->period_start)
-					next = q;
-			}
-			if (usage_check_neighbours(&it->r, prev, next, it->err,
-			                           sizeof it->err) < 0) {
-				it->invalid = true;
-				nbad++;
-			}
-		}
-		free(at);
-		free(idx);
 	}
 
 	if (nconf > 0) {
@@ -522,8 +564,6 @@ out:
 	free(cs);
 	free(stored);
 	free(sp);
-	free(nb);
-	free(has_nb);
 	free(verdicts);
 	free(side);
 	free(order);

@@ -221,6 +221,20 @@ START_TEST(counted_retried_conflicting_invalid)
 	}
 	ck_assert_int_eq(count(&h, "SELECT count(*) FROM usage_reports"), 4);
 
+	/* two new reports of the same time in one batch, and one that falls
+	 * between two stored ones but overlaps the later */
+	add(&b, 1, 20, c1, base + 10 * SEC, base + 11 * SEC, 10, 5000, 1);
+	add(&b, 1, 21, c1, base + 10 * SEC + SEC / 2, base + 12 * SEC, 10, 6000,
+	    1);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 422);
+	ck_assert_ptr_nonnull(strstr(r.body, "overlaps"));
+	rxh_resp_free(&r);
+	add(&b, 1, 22, c1, base + 2 * SEC - 1, base + 2 * SEC + 1, 10, 5000, 1);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 422);
+	ck_assert_ptr_nonnull(strstr(r.body, "overlaps"));
+	rxh_resp_free(&r);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM usage_reports"), 4);
+
 	/* a wrong shape is 400 and names the report and field */
 	ck_assert_int_eq(
 	    rxh_call_signed(&h, "POST", "/v1/usage", w.key_a, w.secret_a,
