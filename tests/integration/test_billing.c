@@ -233,6 +233,8 @@ START_TEST(billing_end_to_end)
 	int64_t breacher = node(c, w.team, "breacher");
 	int64_t late = node(c, w.team, "late");
 	int64_t straddler = node(c, w.team, "straddler");
+	int64_t lend_s = node(c, w.team, "lend-seller"),
+	        lend_b = node(c, w.team, "lend-buyer");
 	int64_t created = ms(2024, 12) + 30 * DAY, y0 = ms(2025, 1),
 	        y1 = ms(2026, 1);
 	/* the brief's three machines, all of 2025 */
@@ -254,6 +256,15 @@ START_TEST(billing_end_to_end)
 	    contract(c, spot, 0, w.op_account, late, 0, 4096, 100000, 0,
 	             created, ms(2025, 3), "ended", ms(2025, 4), 0);
 
+	/* lent for January; the buyer reports 10 % less: flagged, the
+	 * lower figure bills */
+	int64_t k_flag = contract(c, spot, 0, lend_b, lend_s, 1, 1024, 150000,
+	                          0, created, y0, "ended", ms(2025, 2), 0);
+	/* node A's own late contract, reported through the signed API */
+	int64_t k_late_a =
+	    contract(c, spot, 0, w.op_account, w.node_a, 0, 4096, 100000, 0,
+	             created, ms(2025, 5), "ended", ms(2025, 6), 0);
+
 	/* 20 February to the recall on 16 March, one report across the
 	 * month boundary */
 	int64_t str_from = ms(2025, 2) + 19 * DAY,
@@ -271,6 +282,12 @@ START_TEST(billing_end_to_end)
 		report(c, w.node_c, k_lend, 1, f, t, ps);
 		if (mo <= 6)
 			report(c, breacher, k_breach, 0, f, t, ps);
+		if (mo == 1) {
+			report(c, lend_s, k_flag, 0, f, t,
+			       month_ps(1024, 2025, 1));
+			report(c, lend_b, k_flag, 1, f, t,
+			       month_ps(1024, 2025, 1) / 10 * 9);
+		}
 		if (mo == 2)
 			report(c, straddler, k_str, 0, str_from, str_to,
 			       777777 * ((str_to - str_from) / S) - 12345);
@@ -288,6 +305,19 @@ START_TEST(billing_end_to_end)
 		ck_assert_int_eq(s, 409);
 		rxh_resp_free(&r);
 	}
+	/* the differing lend month: flagged, and the buyer's lower figure
+	 * billed */
+	ck_assert_int_eq(q(c,
+	                   "SELECT count(*) FROM billing_months WHERE "
+	                   "contract_id = $1 AND recon = 'differ'",
+	                   1, k_flag),
+	                 1);
+	ck_assert_int_eq(q(c,
+	                   "SELECT page_seconds FROM movements WHERE "
+	                   "contract_id = $1",
+	                   1, k_flag),
+	                 month_ps(1024, 2025, 1) / 10 * 9);
+
 	/* 10 January 2026: every month of 2025 is final */
 	json_decref(run(&h, ms(2026, 1) + 9 * DAY));
 	ck_assert_int_eq(q(c,
@@ -360,8 +390,33 @@ START_TEST(billing_end_to_end)
 	 * on the late node's January 2026 invoice */
 	report(c, late, k_late, 0, ms(2025, 3), ms(2025, 4),
 	       month_ps(4096, 2025, 3));
+	/* and node A's, a year late, through POST /v1/usage */
+	{
+		char body[512];
+		struct rxh_resp ur;
+		int64_t ps = month_ps(4096, 2025, 5);
+		snprintf(body, sizeof body,
+		         "{\"reports\": [{\"epoch\": 7, \"seq\": 1, "
+		         "\"contract_id\": %" PRId64
+		         ", \"period_start_ns\": %" PRId64
+		         ", \"period_end_ns\": %" PRId64
+		         ", \"page_seconds\": %" PRId64
+		         ", \"kmod_page_seconds\": %" PRId64
+		         ", \"kmod_pages\": 4096}]}",
+		         k_late_a, ms(2025, 5), ms(2025, 6), ps, ps);
+		long st = rxh_call_signed(&h, "POST", "/v1/usage", w.key_a,
+		                          w.secret_a, body, 0, NULL, &ur);
+		ck_assert_msg(st == 200, "POST /v1/usage: %ld %s", st, ur.body);
+		rxh_resp_free(&ur);
+	}
 	json_t *res = run(&h, ms(2026, 1) + 11 * DAY);
-	ck_assert_int_eq(jint(res, "movements"), 1);
+	ck_assert_int_eq(jint(res, "movements"), 2);
+	ck_assert_int_eq(q(c,
+	                   "SELECT count(*) FROM movements WHERE contract_id = "
+	                   "$1 AND kind = 'adjustment' AND year = 2026 AND "
+	                   "month = 1 AND usage_month = 5",
+	                   1, k_late_a),
+	                 1);
 	json_decref(res);
 	json_t *li = invoices(&h, late);
 	ck_assert_int_eq(json_array_size(li), 1);
@@ -412,9 +467,9 @@ START_TEST(billing_end_to_end)
 	              rr.body);
 	ck_assert_str_eq(json_string_value(json_object_get(rr.json, "sum")),
 	                 "0");
-	/* 12 x 3 monthly, 6 before the breach, 2 settlements, 1 late, 2
-	 * across February and March */
-	ck_assert_int_eq(jint(rr.json, "movements"), 47);
+	/* 12 x 3 monthly, 6 before the breach, 2 settlements, 2 late, 2
+	 * across February and March, 1 lend month flagged */
+	ck_assert_int_eq(jint(rr.json, "movements"), 49);
 	rxh_resp_free(&rr);
 
 	/* the CSV export of node A's January: FOCUS columns, one row */
