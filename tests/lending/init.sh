@@ -28,7 +28,8 @@ if [ -f /debug ]; then
 fi
 T0=$(cut -d. -f1 /proc/uptime)
 
-mark() { echo "LEND-$*"; }
+# a newline first: the console's escape codes must not share a marker's line
+mark() { echo; echo "LEND-$*"; }
 meminfo() { awk -v k="$1:" '$1 == k { print $2 }' /proc/meminfo; }
 field() { tr ' ' '\n' <"$1" | awk -F= -v k="$2" '$1 == k { print $2 }'; }
 swap_used_kb() { awk -v d="$1" '$1 == d { print $4 }' /proc/swaps; }
