@@ -1891,16 +1891,16 @@ static void finish_batch(struct writer *w, struct flight *f)
 
 /* --- the thread -------------------------------------------------------- */
 
+/* Wakes each command's thread. One semaphore per command, not a condition
+ * variable under the writer's mutex: dozens of threads woken at once would
+ * each wake, find the mutex taken and sleep again. A command may be gone
+ * as soon as it is posted. */
 static void answer(struct writer *w, struct writer_cmd **cmds, int n)
 {
-	pthread_mutex_lock(&w->mu);
-	for (int i = 0; i < n; i++) {
-		if (!cmds[i])
-			continue;
-		cmds[i]->done = true;
-		pthread_cond_signal(&cmds[i]->cv);
-	}
-	pthread_mutex_unlock(&w->mu);
+	(void)w;
+	for (int i = 0; i < n; i++)
+		if (cmds[i])
+			sem_post(&cmds[i]->done);
 }
 
 static void fail_all(struct writer_cmd **cmds, int n, bool down,
@@ -2266,15 +2266,14 @@ fail:
 
 void writer_submit(struct writer *w, struct writer_cmd *c)
 {
-	c->done = false;
 	c->next = NULL;
 	c->status = 0;
 	c->body = NULL;
-	pthread_cond_init(&c->cv, NULL);
+	sem_init(&c->done, 0, 0);
 	pthread_mutex_lock(&w->mu);
 	if (!w->accepting) {
 		pthread_mutex_unlock(&w->mu);
-		pthread_cond_destroy(&c->cv);
+		sem_destroy(&c->done);
 		c->retry_after = true;
 		fail_cmd(c, 503, "shutting-down", "shutting down",
 		         "the exchange is shutting down; retry in a few "
@@ -2287,10 +2286,10 @@ void writer_submit(struct writer *w, struct writer_cmd *c)
 		w->head = c;
 	w->tail = c;
 	pthread_cond_signal(&w->cv);
-	while (!c->done)
-		pthread_cond_wait(&c->cv, &w->mu);
 	pthread_mutex_unlock(&w->mu);
-	pthread_cond_destroy(&c->cv);
+	while (sem_wait(&c->done) < 0)
+		; /* EINTR */
+	sem_destroy(&c->done);
 }
 
 bool writer_ready(struct writer *w)

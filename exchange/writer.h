@@ -29,6 +29,7 @@
 #define RAMEX_WRITER_H
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -88,8 +89,7 @@ struct writer_cmd {
 	bool retry_after; /* 503: PostgreSQL is away */
 
 	/* private to the writer */
-	bool done;
-	pthread_cond_t cv;
+	sem_t done; /* posted once, when the answer is set */
 	struct writer_cmd *next;
 };
 
