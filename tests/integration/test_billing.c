@@ -572,12 +572,69 @@ START_TEST(billing_end_to_end)
 }
 END_TEST
 
+/* With a fee of 2.5 % the exchange's account is made and credited; every
+ * movement has three postings and the ledger still balances. */
+START_TEST(fee_goes_to_the_exchange)
+{
+	struct rxh h;
+	struct rxh_world w;
+	rxh_start(&h, "ramex_t_billing_fee",
+	          "--billing_interval_s=0 --fee_bps=250");
+	rxh_world(&h, &w);
+	PGconn *c = testdb_connect(h.conninfo);
+	int64_t spot = q(c, "SELECT id FROM markets WHERE name = 'spot'", 0);
+	int64_t k =
+	    contract(c, spot, 0, w.op_account, w.node_a, 0, GIB4, 100000, 0,
+	             ms(2024, 12), ms(2025, 1), "ended", ms(2025, 2), 0);
+	int64_t ps = month_ps(GIB4, 2025, 1);
+	report(c, w.node_a, k, 0, ms(2025, 1), ms(2025, 2), ps);
+	json_t *res = run(&h, ms(2025, 2) - 3600 * S);
+	ck_assert_int_eq(jint(res, "movements"), 1);
+	ck_assert_int_eq(jint(res, "postings"), 3);
+	json_decref(res);
+	rx_ndollars amount, fee;
+	char err[MONEY_MSG_MAX];
+	ck_assert_int_eq(money_amount(ps, 100000, &amount, err, sizeof err), 0);
+	fee = (rx_ndollars)((__int128)amount * 250 / 10000);
+	int64_t exch =
+	    q(c, "SELECT id FROM accounts WHERE kind = 'exchange'", 0);
+	ck_assert_int_gt(exch, 0);
+	ck_assert_int_eq(
+	    q(c, "SELECT total FROM invoices WHERE account_id = $1", 1, exch),
+	    -fee);
+	ck_assert_int_eq(q(c,
+	                   "SELECT total FROM invoices WHERE account_id = $1",
+	                   1, w.node_a),
+	                 -(amount - fee));
+	ck_assert_int_eq(q(c,
+	                   "SELECT total FROM invoices WHERE account_id = $1",
+	                   1, w.op_account),
+	                 amount);
+	ck_assert_int_eq(q(c,
+	                   "SELECT fee_bps FROM billing_contracts WHERE "
+	                   "contract_id = $1",
+	                   1, k),
+	                 250);
+	struct rxh_resp rr;
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", "/v1/ledger/check", h.admin, NULL, NULL, &rr),
+	    200);
+	ck_assert_msg(json_is_true(json_object_get(rr.json, "ok")), "%s",
+	              rr.body);
+	ck_assert_int_eq(jint(rr.json, "postings"), 3);
+	rxh_resp_free(&rr);
+	PQfinish(c);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("billing");
 	TCase *tc = tcase_create("billing");
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, billing_end_to_end);
+	tcase_add_test(tc, fee_goes_to_the_exchange);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
