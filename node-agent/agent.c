@@ -19,6 +19,7 @@
 #include "node-agent/client.h"
 #include "node-agent/config.h"
 #include "node-agent/core/meter.h"
+#include "node-agent/core/simload.h"
 #include "node-agent/core/strategy.h"
 #include "node-agent/core/wsest.h"
 #include "node-agent/events.h"
@@ -168,7 +169,10 @@ static int take_sample(struct agent *a, rx_time_ns t, struct wsest_sample *s)
 		 * set is its usage, measured through the same estimator. */
 		memset(s, 0, sizeof *s);
 		s->t = t;
-		s->active = a->cfg.sim_usage;
+		/* A workload profile (sim_profile) moves along the clock;
+		 * growing into pages it gave away takes offline pages back,
+		 * which sync_losses turns into recalls. */
+		s->active = exec_sim_advance(a->ex, t);
 	} else {
 		struct sample_source src = {
 		    "",
@@ -1016,6 +1020,13 @@ static int start(struct agent *a, char *err, size_t errlen)
 		a->ex = exec_kmod_new(a->cfg.kmod_device, err, errlen);
 	if (!a->ex)
 		return -1;
+	if (a->ex && !strcmp(a->cfg.backend, "sim") &&
+	    strcmp(a->cfg.sim_profile, "steady")) {
+		struct simload_config l;
+		if (config_sim_load(&a->cfg, &l, err, errlen) < 0 ||
+		    exec_sim_set_load(a->ex, &l, err, errlen) < 0)
+			return -1;
+	}
 	if (!(a->est = wsest_new(&a->cfg.est, &why))) {
 		snprintf(err, errlen, "estimator: %s", why);
 		return -1;
