@@ -1185,7 +1185,8 @@ int main(int argc, char **argv)
 			decide(&a, t);
 		if (events_now_ms() - last_report >= a.cfg.report_s * 1000) {
 			cut_all(&a, now_ns());
-			last_report = events_now_ms(); /* no burst after a stall */
+			last_report =
+			    events_now_ms(); /* no burst after a stall */
 		}
 		send_reports(&a);
 		write_status(&a);
