@@ -221,6 +221,14 @@ static void *swapoff_main(void *arg)
 	(void)lend_mem_io_flusher(0);
 	b->swapoff_rc = swapoff(b->swap);
 	b->swapoff_errno = errno;
+	/* EINVAL: the device is not (or no longer) swap, e.g. someone ran
+	 * swapoff already; no page of ours is on it, so the recall or stop
+	 * is done rather than stuck waiting for a swapoff that cannot be */
+	if (b->swapoff_rc < 0 && b->swapoff_errno == EINVAL) {
+		log_info("the device was not swap: nothing to move back",
+		         "device=%s", b->swap);
+		b->swapoff_rc = 0;
+	}
 	log_info("swapoff returned", "device=%s rc=%d ms=%lld why=\"%s\"",
 	         b->swap, b->swapoff_rc, (long long)(lend_now_ms() - t0),
 	         b->swapoff_rc == 0 ? "ok" : strerror(b->swapoff_errno));
