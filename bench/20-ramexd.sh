@@ -3,7 +3,10 @@
 # loopback, with p50/p99 latency, beside the same machine's rate for one
 # PostgreSQL transaction per order. A private PostgreSQL (fsync and
 # synchronous_commit on) under var/bench-pg and an optimised ramexd are
-# started here and stopped at the end, also when something fails.
+# started here and stopped at the end, also when something fails. Beside
+# the rates it prints the CPU that one order costs in ramexd and in
+# PostgreSQL (the throughput alone says little when other work shares the
+# cores) and the rate of GET /healthz, the HTTP edge with no work behind it.
 #
 #   RAMEX_BENCH_SECONDS (10)  RAMEX_BENCH_CONNS (128)
 set -uo pipefail
@@ -52,10 +55,29 @@ trader=$(api POST /v1/tokens "$admin" "{\"name\":\"tr\",\"role\":\"trader\",\"te
 api POST /v1/markets "$op" '{"name":"spot","tick":1000,"lot":256,"min_pages":256,"max_pages":1048576,"price_min":0,"price_max":1000000000,"notice_period_s":3600,"breach_penalty":0,"delivery_deadline_s":600}' >/dev/null \
   || { echo "20-ramexd: setup failed"; exit 1; }
 
-echo "loopback, $(nproc) cores, fsync and synchronous_commit on, ${secs} s each"
-"$loadgen" http "$port" "$trader" "$sell" "$buy" "$conns" "$secs"
+# CPU seconds (user + system) of ramexd and of every PostgreSQL process, from
+# /proc: what an order costs, which the throughput alone hides when other
+# work shares the cores.
+cpu_rx() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+cpu_pg() {
+  local pm t=0 p
+  pm=$(head -n 1 "$PGHOST/data/postmaster.pid" 2>/dev/null) || { echo 0; return; }
+  for p in $pm $(pgrep -P "$pm"); do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done
+  echo "$t"
+}
+
+echo "loopback, $(nproc) cores, fsync and synchronous_commit on, ${secs} s each; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+rx0=$(cpu_rx) pg0=$(cpu_pg)
+out=$("$loadgen" http "$port" "$trader" "$sell" "$buy" "$conns" "$secs")
+rx1=$(cpu_rx) pg1=$(cpu_pg)
+echo "$out"
+n=$(awk '{gsub(/[(]/, "", $7); print $7}' <<<"$out")
+awk -v n="$n" -v t="$(getconf CLK_TCK)" -v rx=$((rx1 - rx0)) -v pg=$((pg1 - pg0)) -v la="$(cut -d' ' -f1-3 /proc/loadavg)" \
+  'BEGIN {if (n > 0) printf "  CPU per acknowledged order: ramexd %.0f us, PostgreSQL %.0f us (load average after: %s)\n", rx * 1e6 / t / n, pg * 1e6 / t / n, la}'
 psql -qtA -d "$db" -c "SELECT '  committed: ' || (SELECT count(*) FROM orders) || ' orders, ' || (SELECT count(*) FROM trades) || ' trades and contracts, ' || (SELECT count(*) FROM idempotency) || ' idempotency rows'"
-curl -s "$url/metrics" | awk '/^ramex_batches_total/ {b=$2} /^ramex_batch_commands_total/ {c=$2} /^ramex_commit_seconds_total/ {s=$3; s=$2} END {if (b) printf "  group commit: %d batches, %.1f commands and %.2f ms of commit each\n", b, c/b, s*1000/b}'
+curl -s "$url/metrics" | awk '/^ramex_batches_total/ {b=$2} /^ramex_batch_commands_total/ {c=$2} /^ramex_commit_seconds_total/ {s=$3; s=$2} END {if (b) printf "  group commit: %d batches, %.1f commands and %.2f ms from sending to COMMIT each\n", b, c/b, s*1000/b}'
+# The HTTP edge and the load generator alone: GET /healthz does no work.
+"$loadgen" get "$port" /healthz "$conns" "$secs"
 kill "$pid"; wait "$pid"; pid=
 "$loadgen" pg "$db" 1 "$secs"
 "$loadgen" pg "$db" "$conns" "$secs"
