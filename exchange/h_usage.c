@@ -220,23 +220,50 @@ out:
 	json_decref(b);
 }
 
+/* The `after` cursor of GET /v1/usage: "NODE:EPOCH:SEQ" of the last report
+ * of the previous page. Reports are listed in number order — the primary
+ * key — so that paging costs one index range and the table needs no
+ * serial column of its own (which would cost every ingest). */
+static int parse_after(struct http_req *rq, int64_t v[3])
+{
+	const char *s = http_query(rq, "after");
+	if (!s)
+		return 0;
+	char buf[80];
+	snprintf(buf, sizeof buf, "%s", s);
+	char *save = NULL, *t = strtok_r(buf, ":", &save);
+	for (int i = 0; i < 3; i++, t = strtok_r(NULL, ":", &save))
+		if (!t || in_parse_i64(t, &v[i]) < 0 || v[i] < 1)
+			goto bad;
+	if (t)
+		goto bad;
+	return 1;
+bad:
+	http_problem(rq, 400, "invalid-parameter", "invalid parameter",
+	             "after must be NODE:EPOCH:SEQ, the `next` of the previous "
+	             "page");
+	return -1;
+}
+
 void h_usage_list(struct http_req *rq)
 {
-	char acct[24], team[24], q[7][24];
-	int64_t limit = 100, before = INT64_MAX, contract = 0, node = 0,
-	        epoch = 0, from = 0, to = 0;
-	int has_from, has_to;
+	struct app *a = http_app(rq);
+	char acct[24], team[24], q[9][24], err[512];
+	int64_t limit = 100, contract = 0, node = 0, epoch = 0, from = 0,
+	        to = 0, after[3] = {0, 0, 0};
+	int has_from, has_to, has_after;
 	if (in_qint(rq, "limit", 1, 1000, &limit) < 0 ||
-	    in_qint(rq, "before", 1, INT64_MAX, &before) < 0 ||
 	    in_qint(rq, "contract_id", 1, INT64_MAX, &contract) < 0 ||
 	    in_qint(rq, "node_id", 1, INT64_MAX, &node) < 0 ||
 	    in_qint(rq, "epoch", 1, INT64_MAX, &epoch) < 0 ||
 	    (has_from = in_qint(rq, "from", 0, INT64_MAX, &from)) < 0 ||
-	    (has_to = in_qint(rq, "to", 0, INT64_MAX, &to)) < 0)
+	    (has_to = in_qint(rq, "to", 0, INT64_MAX, &to)) < 0 ||
+	    (has_after = parse_after(rq, after)) < 0)
 		return;
 	handlers_scope(rq, 0, acct, team);
-	int64_t v[7] = {contract, node, epoch, from, to, before, limit};
-	for (int i = 0; i < 7; i++)
+	int64_t v[9] = {contract, node,     epoch,    from, to,
+	                after[0], after[1], after[2], limit};
+	for (int i = 0; i < 9; i++)
 		snprintf(q[i], sizeof q[i], "%lld", (long long)v[i]);
 	const char *pv[] = {nz(acct),
 	                    nz(team),
@@ -245,23 +272,54 @@ void h_usage_list(struct http_req *rq)
 	                    epoch ? q[2] : NULL,
 	                    has_from ? q[3] : NULL,
 	                    has_to ? q[4] : NULL,
-	                    q[5],
-	                    q[6]};
+	                    has_after ? q[5] : "0",
+	                    q[6],
+	                    q[7],
+	                    q[8]};
+	PGconn *c = db_acquire(a->pool);
+	if (!c) {
+		http_db_unavailable(rq);
+		return;
+	}
 	/* from/to (ns) select the reports whose period overlaps [from, to) */
-	handlers_query(
-	    rq,
-	    "SELECT id, node_id, epoch, seq, contract_id, side, "
-	    "period_start_ns, period_end_ns, page_seconds, kmod_page_seconds, "
-	    "kmod_pages, received_at::text FROM usage_reports u WHERE "
-	    "($1::bigint IS NULL OR u.node_id = $1) AND ($2::bigint IS NULL OR "
-	    "u.node_id IN (SELECT id FROM accounts WHERE team_id = $2)) AND "
-	    "($3::bigint IS NULL OR u.contract_id = $3) AND ($4::bigint IS "
-	    "NULL "
-	    "OR u.node_id = $4) AND ($5::bigint IS NULL OR u.epoch = $5) AND "
-	    "($6::bigint IS NULL OR u.period_end_ns > $6) AND ($7::bigint IS "
-	    "NULL OR u.period_start_ns < $7) AND u.id < $8 ORDER BY u.id DESC "
-	    "LIMIT $9",
-	    9, pv, 0, limit, "id", NULL);
+	PGresult *r = db_exec(
+	    c, PGRES_TUPLES_OK,
+	    "SELECT node_id, epoch, seq, contract_id, side, period_start_ns, "
+	    "period_end_ns, page_seconds, kmod_page_seconds, kmod_pages, "
+	    "received_at::text FROM usage_reports u WHERE ($1::bigint IS NULL "
+	    "OR u.node_id = $1) AND ($2::bigint IS NULL OR u.node_id IN "
+	    "(SELECT id FROM accounts WHERE team_id = $2)) AND ($3::bigint IS "
+	    "NULL OR u.contract_id = $3) AND ($4::bigint IS NULL OR u.node_id "
+	    "= $4) AND ($5::bigint IS NULL OR u.epoch = $5) AND ($6::bigint IS "
+	    "NULL OR u.period_end_ns > $6) AND ($7::bigint IS NULL OR "
+	    "u.period_start_ns < $7) AND (u.node_id, u.epoch, u.seq) > "
+	    "($8::bigint, $9::bigint, $10::bigint) ORDER BY u.node_id, "
+	    "u.epoch, u.seq LIMIT $11",
+	    11, pv, err, sizeof err);
+	if (!r) {
+		handlers_db_error(rq, c, err);
+		db_release(a->pool, c);
+		return;
+	}
+	json_t *items = db_rows_json(r);
+	json_t *next = json_null();
+	int n = PQntuples(r);
+	if (items && n == limit) {
+		char cur[80];
+		snprintf(cur, sizeof cur, "%s:%s:%s", PQgetvalue(r, n - 1, 0),
+		         PQgetvalue(r, n - 1, 1), PQgetvalue(r, n - 1, 2));
+		next = json_string(cur);
+	}
+	PQclear(r);
+	db_release(a->pool, c);
+	if (!items) {
+		json_decref(next);
+		http_problem(rq, 503, "overloaded", "out of memory",
+		             "retry later with a smaller limit");
+		return;
+	}
+	http_reply_json(rq, 200,
+	                json_pack("{s:o,s:o}", "items", items, "next", next));
 }
 
 void h_usage_gaps(struct http_req *rq)

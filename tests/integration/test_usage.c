@@ -262,7 +262,22 @@ START_TEST(counted_retried_conflicting_invalid)
 	                          w.trader_token, NULL, NULL, &r),
 	                 200);
 	ck_assert_int_eq(items(&r), 3);
-	ck_assert(json_is_integer(json_object_get(r.json, "next")));
+	char after[160];
+	snprintf(after, sizeof after, "/v1/usage?limit=3&after=%s",
+	         json_string_value(json_object_get(r.json, "next")));
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", after, w.trader_token, NULL, NULL, &r), 200);
+	ck_assert_int_eq(items(&r), 1); /* the fourth */
+	ck_assert_int_eq(
+	    json_integer_value(json_object_get(
+	        json_array_get(json_object_get(r.json, "items"), 0), "seq")),
+	    4);
+	ck_assert(json_is_null(json_object_get(r.json, "next")));
+	rxh_resp_free(&r);
+	ck_assert_int_eq(rxh_call(&h, "GET", "/v1/usage?after=1:2",
+	                          w.trader_token, NULL, NULL, &r),
+	                 400);
 	rxh_resp_free(&r);
 	ck_assert_int_eq(
 	    rxh_call(&h, "GET", "/v1/usage", w.trader2_token, NULL, NULL, &r),
