@@ -112,6 +112,15 @@ static int cmp_contract(const void *a, const void *b)
 	return (x->id > y->id) - (x->id < y->id);
 }
 
+/* By number (epoch, seq); all reports compared are the same node's. */
+static int cmp_number(const void *a, const void *b)
+{
+	const struct usage_report *x = a, *y = b;
+	if (x->epoch != y->epoch)
+		return x->epoch < y->epoch ? -1 : 1;
+	return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
 static int cmp_i64(const void *a, const void *b)
 {
 	const int64_t *x = a, *y = b;
@@ -154,10 +163,18 @@ static const char *sql_contracts =
     "delivered_ns, ended_ns FROM contracts WHERE id = ANY ($1::bigint[]) "
     "ORDER BY id FOR NO KEY UPDATE";
 
+/* The stored reports with the batch's numbers: per epoch of the batch
+ * whose numbers are dense, one range of the primary key ($2 epoch, $3
+ * first, $4 last: a fresh batch reads one index entry, not a thousand);
+ * the numbers of sparse epochs one by one ($5 epoch, $6 seq), so that an
+ * old retry beside new reports never scans what lies between them. */
 static const char *sql_same_numbers =
-    "SELECT b.i - 1, " REPORT_COLS " FROM unnest($2::bigint[], "
-    "$3::bigint[]) WITH ORDINALITY AS b (epoch, seq, i) JOIN usage_reports "
-    "u ON u.node_id = $1 AND u.epoch = b.epoch AND u.seq = b.seq";
+    "SELECT " REPORT_COLS " FROM unnest($2::bigint[], $3::bigint[], "
+    "$4::bigint[]) AS g (epoch, lo, hi) JOIN usage_reports u ON u.node_id "
+    "= $1 AND u.epoch = g.epoch AND u.seq BETWEEN g.lo AND g.hi UNION ALL "
+    "SELECT " REPORT_COLS " FROM unnest($5::bigint[], $6::bigint[]) AS b "
+    "(epoch, seq) JOIN usage_reports u ON u.node_id = $1 AND u.epoch = "
+    "b.epoch AND u.seq = b.seq";
 
 /* Per group ($1 contract, $2 side, $3 first start, $4 last start): the
  * stored report just before, those within, and the one just after. */
@@ -429,28 +446,64 @@ enum usage_db_status usage_db_ingest(PGconn *c, int64_t node,
 	arr_free(&a[0]);
 
 	/* the stored reports with the batch's numbers */
-	for (size_t i = 0; i < n; i++) {
-		arr_i64(&a[0], items[i].r.epoch);
-		arr_i64(&a[1], items[i].r.seq);
-	}
-	const char *ps[] = {nodes, arr_done(&a[0]), arr_done(&a[1])};
-	if (!ps[1] || !ps[2]) {
+	struct usage_report *num = calloc(n, sizeof *num);
+	if (!num) {
 		st = failed(c, err, errlen, "out of memory");
 		goto out;
 	}
-	r = db_exec(c, PGRES_TUPLES_OK, sql_same_numbers, 3, ps, err, errlen);
-	if (!r)
-		goto dbfail;
-	for (int i = 0; i < PQntuples(r); i++) {
-		size_t k = (size_t)val(r, i, 0);
-		if (k < n) {
-			report_of(r, i, 1, &stored[k]);
-			sp[k] = &stored[k];
+	for (size_t i = 0; i < n; i++)
+		num[i] = items[i].r;
+	qsort(num, n, sizeof *num, cmp_number);
+	for (size_t i = 0, j; i < n; i = j) {
+		size_t distinct = 1;
+		for (j = i + 1; j < n && num[j].epoch == num[i].epoch; j++)
+			distinct += num[j].seq != num[j - 1].seq;
+		int64_t lo = num[i].seq, hi = num[j - 1].seq;
+		/* dense: the range holds at most 4 numbers per report */
+		if ((uint64_t)(hi - lo) < 4 * (uint64_t)distinct) {
+			arr_i64(&a[0], num[i].epoch);
+			arr_i64(&a[1], lo);
+			arr_i64(&a[2], hi);
+		} else {
+			for (size_t k = i; k < j; k++) {
+				arr_i64(&a[3], num[k].epoch);
+				arr_i64(&a[4], num[k].seq);
+			}
 		}
 	}
+	free(num);
+	const char *ps[] = {nodes,           arr_done(&a[0]), arr_done(&a[1]),
+	                    arr_done(&a[2]), arr_done(&a[3]), arr_done(&a[4])};
+	for (int k = 1; k < 6; k++)
+		if (!ps[k]) {
+			st = failed(c, err, errlen, "out of memory");
+			goto out;
+		}
+	r = db_exec(c, PGRES_TUPLES_OK, sql_same_numbers, 6, ps, err, errlen);
+	if (!r)
+		goto dbfail;
+	size_t nst = (size_t)PQntuples(r);
+	struct usage_report *found = calloc(nst ? nst : 1, sizeof *found);
+	if (!found) {
+		st = failed(c, err, errlen, "out of memory");
+		goto out;
+	}
+	for (size_t k = 0; k < nst; k++)
+		report_of(r, (int)k, 0, &found[k]);
 	PQclear(r);
-	arr_free(&a[0]);
-	arr_free(&a[1]);
+	r = NULL;
+	qsort(found, nst, sizeof *found, cmp_number);
+	for (size_t i = 0; i < n; i++) {
+		const struct usage_report *f =
+		    bsearch(&items[i].r, found, nst, sizeof *found, cmp_number);
+		if (f) {
+			stored[i] = *f;
+			sp[i] = &stored[i];
+		}
+	}
+	free(found);
+	for (int k = 0; k < 5; k++)
+		arr_free(&a[k]);
 
 	/* retries, conflicts, and the checks of the new ones */
 	struct usage_report *batch = calloc(n, sizeof *batch);

@@ -171,6 +171,27 @@ START_TEST(counted_retried_conflicting_invalid)
 	rxh_resp_free(&r);
 	ck_assert_int_eq(count(&h, "SELECT count(*) FROM usage_reports"), 4);
 
+	/* a retry far below a new number (the numbers looked up one by one)
+	 * and a retry with another body there: refused */
+	add_k(&b, 60, c1, base, 7);
+	add_k(&b, 1, c1, base, 0);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 200);
+	ck_assert_int_eq(rxh_int(&r, "counted"), 1);
+	ck_assert_int_eq(rxh_int(&r, "duplicates"), 1);
+	rxh_resp_free(&r);
+	add_k(&b, 61, c1, base, 8);
+	add(&b, 1, 1, c1, base, base + SEC, 199, 200, 256);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 409);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM usage_reports"), 5);
+	ck_assert_int_eq(count(&h, "WITH d AS (DELETE FROM usage_conflicts "
+	                           "RETURNING 1) SELECT count(*) FROM d"),
+	                 1);
+	ck_assert_int_eq(count(&h,
+	                       "WITH d AS (DELETE FROM usage_reports WHERE "
+	                       "seq = 60 RETURNING 1) SELECT count(*) FROM d"),
+	                 1);
+
 	/* seq 3 again with another body, beside a valid new one: 409, the
 	 * new one is not stored, the conflicting body is kept */
 	add_k(&b, 5, c1, base, 4);
