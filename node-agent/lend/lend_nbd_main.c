@@ -6,7 +6,9 @@
  *                     | --listen-unix PATH | --listen 127.0.0.1:PORT)
  *       [--swap-priority N] [--meter-file F] [--ready-file F] [--mlock]
  *
- * --attach hands the export to the kernel's nbd driver; --swap-priority
+ * --mlock keeps the bridge out of memory reclaim (lend_mem.h: mlockall,
+ * PR_SET_IO_FLUSHER, oom_score_adj -1000); give it whenever the device is
+ * swap. --attach hands the export to the kernel's nbd driver; --swap-priority
  * then formats it as swap and swaps to it at that priority (what
  * `mkswap /dev/nbdX && swapon -p N /dev/nbdX` would do).
  * On a recall notice, on SIGTERM, or when the lender vanishes, it swaps the

@@ -5,7 +5,8 @@
  *       [--listen 127.0.0.1:0] [--port-file F] [--tls-cert F --tls-key F]
  *       [--store auto|ramex|anon] [--notice-ms MS] [--meter-file F] [--mlock]
  *
- * SIGUSR1 recalls the pages (the agent does this when the exchange says
+ * --mlock keeps the lender out of memory reclaim (lend_mem.h). SIGUSR1
+ * recalls the pages (the agent does this when the exchange says
  * so); SIGTERM stops. The agent daemon embeds lend_server instead.
  */
 #include <signal.h>

@@ -105,10 +105,16 @@ if [ "$MODE" = bench ]; then
   # the same 4 KiB O_DIRECT random I/O on both block devices
   ramex-lend-bench --blockdev /dev/nbd0 --pages $PAGES --ops 3000 --name guest-nbd
   ramex-lend-bench --blockdev /dev/vda --pages $PAGES --ops 3000 --name guest-vda
-  ramex-lend-bench --lender 127.0.0.1:7001 --contract 1 --secret-file /secret1 \
-    --pages $PAGES --ops 3000 --name guest-lend 2>/dev/null ||
-    echo "guest-lend   (one borrower per contract: the bridge holds it)"
   kill -TERM $BRIDGE; wait $BRIDGE; kill -TERM $LENDER; wait $LENDER
+  # the lend protocol alone, from a process: a contract has one borrower,
+  # so a second lender
+  ramex-lend-server --contract 2 --secret-file /secret2 --pages $PAGES \
+    --listen 127.0.0.1:7002 --port-file /tmp/port2 --store $STORE --mlock \
+    2>/tmp/lender2.log &
+  LENDER=$!
+  wait_file /tmp/port2 20 && ramex-lend-bench --lender 127.0.0.1:7002 \
+    --contract 2 --secret-file /secret2 --pages $PAGES --ops 3000 --name guest-lend
+  kill -TERM $LENDER; wait $LENDER
   mark "BENCH ok store=$STORE"
   finish
 fi
@@ -121,7 +127,9 @@ fi
 AVAIL=$(($(meminfo MemAvailable) / 1024))
 W=$((AVAIL + 48))
 echo $(((AVAIL - HEADROOM_MIB) << 20)) >/sys/fs/cgroup/work/memory.max
-mark "SETUP ok mem_total_kb=$(meminfo MemTotal) mem_available_mib=$AVAIL workload_mib=$W work_cgroup_max_mib=$((AVAIL - HEADROOM_MIB)) lent_mib=$((PAGES / 256))"
+# both ends of the swap path must be out of reclaim (lend_mem.h)
+st=ok; grep -q 'not fully kept out of reclaim' /tmp/lender1.log /tmp/borrower1.log && st=fail
+mark "SETUP $st guard=$st mem_total_kb=$(meminfo MemTotal) mem_available_mib=$AVAIL workload_mib=$W work_cgroup_max_mib=$((AVAIL - HEADROOM_MIB)) lent_mib=$((PAGES / 256))"
 ( peak=0; while [ ! -e /tmp/stop-sampler ]; do
     u=$(swap_used_kb /dev/nbd0); [ -n "$u" ] && [ "$u" -gt $peak ] && peak=$u
     echo $peak >/tmp/peak; sleep 0.2; done ) &
