@@ -19,19 +19,12 @@ struct arr {
 	int oom;
 };
 
-static void arr_addf(struct arr *a, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void arr_addf(struct arr *a, const char *fmt, ...)
+/* Appends one element of k bytes. */
+static void arr_add(struct arr *a, const char *e, size_t k)
 {
-	char tmp[64];
-	va_list ap;
-	va_start(ap, fmt);
-	int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
-	va_end(ap);
-	if (a->oom || k < 0)
+	if (a->oom)
 		return;
-	size_t need = a->len + (size_t)k + 3;
+	size_t need = a->len + k + 3;
 	if (need > a->cap) {
 		size_t cap = a->cap ? a->cap * 2 : 256;
 		while (cap < need)
@@ -43,19 +36,44 @@ static void arr_addf(struct arr *a, const char *fmt, ...)
 		}
 		a->s = s, a->cap = cap;
 	}
-	if (a->len == 0)
-		a->s[a->len++] = '{';
-	else
-		a->s[a->len++] = ',';
-	memcpy(a->s + a->len, tmp, (size_t)k);
-	a->len += (size_t)k;
+	char sep = a->len == 0 ? '{' : ',';
+	a->s[a->len++] = sep;
+	memcpy(a->s + a->len, e, k);
+	a->len += k;
 	a->s[a->len] = 0;
 	a->n++;
 }
 
+static void arr_addf(struct arr *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void arr_addf(struct arr *a, const char *fmt, ...)
+{
+	char tmp[64];
+	va_list ap;
+	va_start(ap, fmt);
+	int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
+	va_end(ap);
+	if (k < 0 || (size_t)k >= sizeof tmp) {
+		a->oom = 1; /* no element of ours is that long */
+		return;
+	}
+	arr_add(a, tmp, (size_t)k);
+}
+
+/* Without printf: ten of these per report are a good part of what a
+ * batch costs ramexd. */
 static void arr_i64(struct arr *a, int64_t v)
 {
-	arr_addf(a, "%lld", (long long)v);
+	char tmp[24], *p = tmp + sizeof tmp;
+	uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+	*--p = 0;
+	do
+		*--p = (char)('0' + u % 10);
+	while (u /= 10);
+	if (v < 0)
+		*--p = '-';
+	arr_add(a, p, (size_t)(tmp + sizeof tmp - 1 - p));
 }
 
 /* The finished literal; "{}" when empty; NULL when out of memory. */
