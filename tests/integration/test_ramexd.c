@@ -201,6 +201,90 @@ START_TEST(idempotent_retry)
 }
 END_TEST
 
+/* Many threads send the same orders at once, so that a key is often in the
+ * batch in flight while its retry arrives: each order is placed once, and
+ * every answer to a key is its first answer. */
+#define DUP_THREADS 8
+#define DUP_KEYS    40
+
+struct dup_loader {
+	struct rxh *h;
+	struct rxh_world *w;
+	int t;
+	long status[DUP_KEYS];
+	char *body[DUP_KEYS];
+};
+
+static void *dup_load(void *arg)
+{
+	struct dup_loader *l = arg;
+	for (int i = 0; i < DUP_KEYS; i++) {
+		/* every thread sends key i at about the same time: some
+		 * copies share a batch, others arrive while it is in flight */
+		int k = i;
+		char more[64];
+		struct rxh_resp r;
+		snprintf(more, sizeof more, ",\"client_order_id\":\"d-%d\"", k);
+		l->status[k] =
+		    place(l->h, l->w->trader_token,
+		          k % 2 ? l->w->node_b : l->w->node_a,
+		          k % 2 ? "buy" : "sell", 256, 100000, more, NULL, &r);
+		l->body[k] = strdup(r.body ? r.body : "");
+		rxh_resp_free(&r);
+	}
+	return NULL;
+}
+
+START_TEST(concurrent_retries_do_one_thing)
+{
+	struct rxh h;
+	struct rxh_world w;
+	static struct dup_loader l[DUP_THREADS];
+	pthread_t th[DUP_THREADS];
+	rxh_start(&h, "ramex_t_rxd_dup", "");
+	rxh_world(&h, &w);
+	for (int t = 0; t < DUP_THREADS; t++) {
+		memset(&l[t], 0, sizeof l[t]);
+		l[t].h = &h, l[t].w = &w, l[t].t = t;
+		pthread_create(&th[t], NULL, dup_load, &l[t]);
+	}
+	for (int t = 0; t < DUP_THREADS; t++)
+		pthread_join(th[t], NULL);
+	PGconn *c = testdb_connect(h.conninfo);
+	for (int k = 0; k < DUP_KEYS; k++) {
+		char sql[160];
+		for (int t = 0; t < DUP_THREADS; t++) {
+			ck_assert_msg(l[t].status[k] == 201, "d-%d: %ld %s", k,
+			              l[t].status[k], l[t].body[k]);
+			ck_assert_str_eq(l[t].body[k], l[0].body[k]);
+		}
+		snprintf(sql, sizeof sql,
+		         "SELECT count(*) FROM orders WHERE client_order_id = "
+		         "'d-%d'",
+		         k);
+		ck_assert_int_eq(testdb_scalar(c, sql), 1);
+	}
+	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM orders"),
+	                 DUP_KEYS);
+	ck_assert_int_eq(
+	    testdb_scalar(c, "SELECT count(*) FROM orders WHERE filled <> "
+	                     "(SELECT coalesce(sum(pages), 0) FROM trades t "
+	                     "WHERE t.taker_order_id = orders.id OR "
+	                     "t.maker_order_id = orders.id)"),
+	    0);
+	ck_assert_int_eq(
+	    testdb_scalar(c, "SELECT count(*) FROM trades t LEFT JOIN "
+	                     "contracts c ON c.trade_id = t.id WHERE c.id IS "
+	                     "NULL"),
+	    0);
+	PQfinish(c);
+	for (int t = 0; t < DUP_THREADS; t++)
+		for (int k = 0; k < DUP_KEYS; k++)
+			free(l[t].body[k]);
+	rxh_stop(&h);
+}
+END_TEST
+
 START_TEST(auth_failures)
 {
 	struct rxh h;
@@ -924,6 +1008,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, place_match_cancel);
 	tcase_add_test(tc, idempotent_retry);
+	tcase_add_test(tc, concurrent_retries_do_one_thing);
 	tcase_add_test(tc, auth_failures);
 	tcase_add_test(tc, signed_request_not_replayable_after_restart);
 	tcase_add_test(tc, node_cannot_act_for_another);
