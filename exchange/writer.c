@@ -1,12 +1,13 @@
 /*
  * writer.c — see writer.h.
  *
- * One batch, as the code below runs it:
+ * One batch, as writer_main runs it (struct flight, prepare_batch, land):
  *
- *   take_batch ──> reads_and_markets ──> idem_lookup ──> apply each command
- *        (books mutate, rows collect in struct batch) ──> commit_batch
- *        ──ok──> answer all, publish events
- *        ──fail─> answer all 503/500, rebuild books from the database
+ *   take batch N+1 ──> reads and markets ──> idem_lookup (lconn) ──> apply
+ *        each command (books mutate, rows collect in struct batch)
+ *        ──> wait for N's COMMIT ──ok──> answer N, publish its events
+ *                                ──fail─> answer N and N+1 503/500, rebuild
+ *        ──> send_batch(N+1), which is now the batch in flight
  */
 #include "exchange/writer.h"
 

@@ -12,13 +12,18 @@
  *   3. runs the rest through the books (exchange/core/book.h), turning their
  *      events into rows: orders, trades, contracts (one per trade), order
  *      updates, the idempotency answers and each book's sequence;
- *   4. sends it all as one pipelined transaction and waits for COMMIT;
- *   5. answers every command and publishes the events (events.h).
+ *   4. sends it all as one pipelined transaction (prepared statements, one
+ *      array per column) and, while PostgreSQL commits it, does 1 to 3 for
+ *      the next batch (its lookups on a second connection);
+ *   5. when the COMMIT is back, answers every command and publishes the
+ *      events (events.h), then sends the next batch.
  *
  * When a batch fails, nothing of it is acknowledged (503 when PostgreSQL is
- * away), and the books are rebuilt from the database before the next batch,
- * so memory never runs ahead of what is committed. writer_start rebuilds
- * every book from the open orders in the database the same way.
+ * away), nor of the batch applied after it; the books are rebuilt from the
+ * database before the next batch. So the books run at most one batch ahead
+ * of what is committed, and nothing of that batch is answered or shown
+ * (depth reads wait for it) before its COMMIT. writer_start rebuilds every
+ * book from the open orders in the database the same way.
  *
  * Authorisation of who may act for which account happens here too, against
  * the writer's cache of accounts, so that the order path needs no query of
@@ -104,7 +109,8 @@ struct writer_opts {
  * starts the thread. NULL with a message in err when it cannot. */
 struct writer *writer_start(const struct writer_opts *o, char *err,
                             size_t errlen);
-/* Queues `c` and waits for its answer (c->status, c->body). */
+/* Queues `c` and waits for its answer (c->status, c->body); `c` may be on
+ * the caller's stack. */
 void writer_submit(struct writer *w, struct writer_cmd *c);
 /* Whether the last batch reached PostgreSQL (for /readyz). */
 bool writer_ready(struct writer *w);
