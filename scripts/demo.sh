@@ -124,7 +124,7 @@ TRADER=$(field "$(api "$ADMIN" POST /v1/tokens "{\"role\":\"trader\",\"name\":\"
 # Delivery within 30 s, a spot recall's notice 60 s: short enough to watch.
 market() {
   api "$OPERATOR" POST /v1/markets "{\"name\":\"$1\",\"tick\":100,\"lot\":256,\"min_pages\":256,
-    \"max_pages\":16777216,\"price_min\":0,\"price_max\":10000000,\"notice_period_s\":$2,
+    \"max_pages\":1073741824,\"price_min\":0,\"price_max\":10000000,\"notice_period_s\":$2,
     \"breach_penalty\":$3,\"delivery_deadline_s\":30}" >/dev/null
 }
 market spot 60 0
@@ -132,15 +132,17 @@ market "perm-$year" 0 50000
 say "markets spot and perm-$year created"
 
 # The operator's standing bids for offline pages (the "green" incentive).
-api "$OPERATOR" POST /v1/orders "{\"market\":\"spot\",\"side\":\"buy\",\"pages\":1048576,\"price\":100000,\"client_order_id\":\"standing-spot\"}" >/dev/null
-api "$OPERATOR" POST /v1/orders "{\"market\":\"perm-$year\",\"side\":\"buy\",\"pages\":524288,\"price\":200000,\"client_order_id\":\"standing-perm\"}" >/dev/null
-say "operator bids: spot 100000 n\$/page-year (4 GiB), perm-$year 200000 (2 GiB)"
+api "$OPERATOR" POST /v1/orders "{\"market\":\"spot\",\"side\":\"buy\",\"pages\":67108864,\"price\":100000,\"client_order_id\":\"standing-spot\"}" >/dev/null
+api "$OPERATOR" POST /v1/orders "{\"market\":\"perm-$year\",\"side\":\"buy\",\"pages\":33554432,\"price\":200000,\"client_order_id\":\"standing-perm\"}" >/dev/null
+say "operator bids: spot 100000 n\$/page-year (256 GiB), perm-$year 200000 (128 GiB)"
 
 # The sim agents, one line each: name, workload profile, machine pages, the
 # workload's pages (steady level, diurnal mean, bursty quiet level), its
 # swing (diurnal amplitude, highest burst), the profile's period in seconds
 # (a diurnal "day", a bursty slot), and the n$ one second of stall costs,
-# which prices what the node asks and bids. 262144 pages = 1 GiB.
+# which prices what the node asks and bids. 262144 pages = 1 GiB: these
+# are data-center machines of 256 GiB to 1 TiB, so that a minute of the
+# market makes bills of whole cents.
 #   node-0  a big steady machine with much to spare: sells to the operator
 #   node-1  diurnal, a day every 2 minutes: more to sell at "night"
 #   node-2  bursty, 20 s slots: recalls what it sold when a burst comes
@@ -148,12 +150,12 @@ say "operator bids: spot 100000 n\$/page-year (4 GiB), perm-$year 200000 (2 GiB)
 #           bids on spot and borrows from the others (a lend contract)
 #   node-4, node-5 (RAMEX_DEMO_AGENTS=6): one more diurnal and bursty
 agent_specs=(
-  "node-0 steady  4194304 1048576       0   0     100"
-  "node-1 diurnal 2097152  838860  524288 120     100"
-  "node-2 bursty  2097152  524288 1048576  20     100"
-  "node-3 steady  1048576 1048576       0   0 5000000"
-  "node-4 diurnal 1048576  524288  262144  90     100"
-  "node-5 bursty  4194304 1048576 2097152  30     100"
+  "node-0 steady  268435456 67108864        0   0     100"
+  "node-1 diurnal 134217728 53687091 33554432 120     100"
+  "node-2 bursty  134217728 33554432 67108864  20     100"
+  "node-3 steady   67108864 67108864        0   0 5000000"
+  "node-4 diurnal  67108864 33554432 16777216  90     100"
+  "node-5 bursty  268435456 67108864 134217728 30     100"
 )
 agents=0
 if [[ -x $BIN/ramex-agent ]]; then
