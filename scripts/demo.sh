@@ -51,6 +51,11 @@ summary() {
       const f = n => (n < 0 ? "-" : "") + "$" + (Math.abs(n) / 1e9).toFixed(6);
       console.log(o.items.length + (o.items.length ? ": " + o.items.map(i => i.account + " " + f(i.total)).join(", ") : ""));
     ' "$(fin_get '/v1/invoices?limit=500')")"
+  say "  ledger check: $(node -e '
+      try { const o = JSON.parse(process.argv[1]);
+            console.log(o.ok ? "balanced, " + o.postings + " postings" : "NOT balanced: " + o.problems.join("; ")) }
+      catch (e) { console.log("not available") }
+    ' "$(fin_get /v1/ledger/check)")"
 }
 # count JSON -> the number of .items
 count() { node -e 'try { console.log(JSON.parse(process.argv[1]).items.length) } catch (e) { console.log(0) }' "$1"; }
