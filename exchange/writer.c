@@ -14,6 +14,7 @@
 #include <assert.h>
 #include <jansson.h>
 #include <libpq-fe.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2066,6 +2067,71 @@ static void prepare_batch(struct writer *w, struct flight *f,
 	}
 }
 
+/* While batch N is in flight, takes the orders that keep arriving into
+ * N+1 (f) as well, instead of leaving them for N+2: fewer and larger
+ * batches spread the fixed cost of a transaction (about a millisecond of
+ * the server's time) over more orders, and those orders wait less. Stops
+ * when N's results are on the connection or f is full. Only orders,
+ * cancels and reduces: reads and markets wait for a batch of their own. */
+static void top_up(struct writer *w, struct flight *f,
+                   const struct flight *busy)
+{
+	struct pollfd pfd = {.fd = PQsocket(w->conn), .events = POLLIN};
+	struct keyset both = {0};
+	while (f->ok && f->n < w->o.batch_max) {
+		if (poll(&pfd, 1, 0) != 0)
+			break; /* N's answer (or an error) has come */
+		int from = f->n;
+		pthread_mutex_lock(&w->mu);
+		while (w->head && f->n < w->o.batch_max &&
+		       (w->head->kind == WR_NEW || w->head->kind == WR_CANCEL ||
+		        w->head->kind == WR_REDUCE)) {
+			f->cmds[f->n++] = w->head;
+			w->head = w->head->next;
+		}
+		if (!w->head)
+			w->tail = NULL;
+		pthread_mutex_unlock(&w->mu);
+		if (f->n == from) {
+			if (poll(&pfd, 1, 1) != 0) /* wait 1 ms for either */
+				break;
+			continue;
+		}
+		/* held back: keys of N, and of what f took already */
+		both.n = 0;
+		for (size_t i = 0; i < busy->keys.n; i++)
+			keyset_add(&both, busy->keys.h[i]);
+		for (size_t i = 0; i < f->keys.n; i++)
+			keyset_add(&both, f->keys.h[i]);
+		struct writer_cmd *def = NULL, **tail = &f->deferred;
+		int rc = ensure_accounts(w, f->cmds + from, f->n - from, f->err,
+		                         sizeof f->err);
+		if (rc == 0)
+			rc = idem_lookup(w, f->cmds + from, f->n - from, &both,
+			                 &f->keys, &def, f->err, sizeof f->err);
+		while (*tail)
+			tail = &(*tail)->next;
+		*tail = def;
+		if (rc < 0) {
+			f->ok = false;
+			f->down = db_broken(w->lconn);
+			break;
+		}
+		rx_time_ns now = now_ns();
+		for (int i = from; i < f->n; i++) {
+			struct writer_cmd *c = f->cmds[i];
+			if (!c || c->status)
+				continue;
+			if (c->kind == WR_NEW)
+				apply_new(w, &f->b, c, now);
+			else
+				apply_change(w, &f->b, c, now);
+			idem_store(&f->b, c);
+		}
+	}
+	free(both.h);
+}
+
 /* Answers every command of f: its own answers when it committed (or had
  * nothing to commit), else 503/500; then publishes and requeues what it
  * deferred. */
@@ -2197,6 +2263,8 @@ static void *writer_main(void *arg)
 		if (busy && has_reads(f->cmds, n))
 			land(w, &inflight);
 		prepare_batch(w, f, inflight);
+		if (inflight && f->ok)
+			top_up(w, f, inflight);
 		if (inflight) {
 			land(w, &inflight);
 			if (w->need_rebuild && f->ok) {
