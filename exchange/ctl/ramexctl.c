@@ -389,6 +389,8 @@ static void print_list(json_t *j, const char *const *cols)
 	if (json_is_integer(next))
 		printf("(more: --before %lld)\n",
 		       (long long)json_integer_value(next));
+	else if (json_is_string(next)) /* a cursor: usage's NODE:EPOCH:SEQ */
+		printf("(more: --after %s)\n", json_string_value(next));
 }
 
 /* Makes a call; on success leaves the JSON in *out (caller decrefs). */
@@ -990,7 +992,7 @@ static int c_usage_list(struct ctx *x, struct opts *o)
 	add_query(p, sizeof p, "from", from ? f : NULL);
 	add_query(p, sizeof p, "to", to ? t : NULL);
 	add_query(p, sizeof p, "limit", opt(o, "--limit"));
-	add_query(p, sizeof p, "before", opt(o, "--before"));
+	add_query(p, sizeof p, "after", opt(o, "--after"));
 	return call_show(x, "GET", p, NULL, usage_cols);
 }
 
@@ -1371,7 +1373,7 @@ static const char *const o_clist[] = {
 static const char *const o_note[] = {"--note", NULL};
 static const char *const o_ulist[] = {"--contract", "--node", "--epoch",
                                       "--from",     "--to",   "--limit",
-                                      "--before",   NULL};
+                                      "--after",    NULL};
 static const char *const o_gaps[] = {"--node", "--epoch", NULL};
 static const char *const o_ilist[] = {"--account", "--month",  "--status",
                                       "--limit",   "--before", NULL};
@@ -1441,9 +1443,9 @@ static const struct cmd cmds[] = {
      c_contracts_breach},
     {"usage", "list",
      "usage list [--contract ID] [--node ID] [--epoch E] [--from T] [--to T] "
-     "[--limit N] [--before ID]",
-     "usage reports as counted; T: ns since the epoch or -2h (ago)", o_ulist,
-     none, 0, c_usage_list},
+     "[--limit N] [--after NODE:EPOCH:SEQ]",
+     "usage reports in number order; T: ns since the epoch or -2h (ago)",
+     o_ulist, none, 0, c_usage_list},
     {"usage", "gaps", "usage gaps [--node ID] [--epoch E]",
      "missing report numbers per node and epoch (finance, admin)", o_gaps, none,
      0, c_usage_gaps},

@@ -658,6 +658,29 @@ START_TEST(contracts_and_billing)
 	ck_assert_int_eq(jint(json_array_get(items, 0), "missing"), 1);
 	run_free(&r);
 
+	/* two reports, a page of one: the cursor leads to the other */
+	ctl(&r, w.finance_token, "--json", "usage", "list", "--node", node,
+	    "--limit", "1");
+	ck_assert_msg(r.rc == 0 && r.json, "page 1: %d %s", r.rc, r.err);
+	char cursor[64];
+	snprintf(cursor, sizeof cursor, "%s",
+	         json_string_value(json_object_get(r.json, "next")));
+	int64_t seq1 =
+	    jint(json_array_get(json_object_get(r.json, "items"), 0), "seq");
+	run_free(&r);
+	ctl(&r, w.finance_token, "usage", "list", "--node", node, "--limit",
+	    "1");
+	ck_assert_msg(strstr(r.out, "(more: --after "), "%s", r.out);
+	ck_assert_ptr_nonnull(strstr(r.out, cursor));
+	run_free(&r);
+	ctl(&r, w.finance_token, "--json", "usage", "list", "--node", node,
+	    "--limit", "1", "--after", cursor);
+	ck_assert_msg(r.rc == 0 && r.json, "page 2: %d %s", r.rc, r.err);
+	items = json_object_get(r.json, "items");
+	ck_assert_int_eq(json_array_size(items), 1);
+	ck_assert_int_ne(jint(json_array_get(items, 0), "seq"), seq1);
+	run_free(&r);
+
 	ctl_env(&r, NULL, "invoices", "--help", NULL);
 	ck_assert_int_eq(r.rc, 0);
 	ck_assert_ptr_nonnull(strstr(r.out, "invoices csv ID [--output FILE]"));
