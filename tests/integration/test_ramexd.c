@@ -204,7 +204,7 @@ END_TEST
 /* Many threads send the same orders at once, so that a key is often in the
  * batch in flight while its retry arrives: each order is placed once, and
  * every answer to a key is its first answer. */
-#define DUP_THREADS 8
+#define DUP_THREADS 12
 #define DUP_KEYS    40
 
 struct dup_loader {
@@ -222,6 +222,9 @@ static void *dup_load(void *arg)
 		/* every thread sends key i at about the same time: some
 		 * copies share a batch, others arrive while it is in flight */
 		int k = i;
+		/* spread over a few ms: copies land in different takes of
+		 * one batch, too */
+		usleep((useconds_t)(l->t % 4) * 700);
 		char more[64];
 		struct rxh_resp r;
 		snprintf(more, sizeof more, ",\"client_order_id\":\"d-%d\"", k);
