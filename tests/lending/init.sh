@@ -5,8 +5,9 @@
 # marker line per fact, "LEND-<NAME> ok|fail key=value...", which the host
 # judges; mode "bench" prints the figures of bench/50-lending.sh.
 #   1 swap:   lender + bridge over 127.0.0.1, /dev/nbd0 swap at priority 100,
-#             a workload bigger than free memory checks its pattern; both
-#             meters agree
+#             a workload bigger than free memory (in a memory cgroup that
+#             leaves the swap path headroom) checks its pattern; both meters
+#             agree
 #   2 recall: the lender recalls while a workload holds swapped pages; the
 #             bridge swaps off (pages come back to RAM or to the local swap
 #             at busybox's default negative priority), releases, the lender frees; the data is intact
@@ -179,6 +180,11 @@ in_cg victim ramex-lend-workload 48 /tmp/go3 >/tmp/w3.out 2>&1 &
 VICTIM=$!
 i=0; while ! grep -q written /tmp/w3.out 2>/dev/null && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
 used=$(swap_used_kb /dev/nbd1)
+# the limit only served to push the victim's pages out; lifted now so that
+# swapoff, which charges a page to the victim for each entry it tries to
+# read back, cannot end the victim by a cgroup OOM kill (SIGKILL) before
+# the victim meets a lost page (SIGBUS, the outcome under test)
+echo max >/sys/fs/cgroup/victim/memory.max
 kill -KILL $LENDER; wait $LENDER
 touch /tmp/go3
 wait $VICTIM; vrc=$?
