@@ -2078,7 +2078,7 @@ static void top_up(struct writer *w, struct flight *f,
 {
 	struct pollfd pfd = {.fd = PQsocket(w->conn), .events = POLLIN};
 	struct keyset both = {0};
-	while (f->ok && f->n < w->o.batch_max) {
+	while (pfd.fd >= 0 && f->ok && f->n < w->o.batch_max) {
 		if (poll(&pfd, 1, 0) != 0)
 			break; /* N's answer (or an error) has come */
 		int from = f->n;
