@@ -150,14 +150,15 @@ say "operator bids: spot 100000 n\$/page-year (256 GiB), perm-$year 200000 (128 
 # market makes bills of whole cents.
 #   node-0  a big steady machine with much to spare: sells to the operator
 #   node-1  diurnal, a day every 2 minutes: more to sell at "night"
-#   node-2  bursty, 20 s slots: recalls what it sold when a burst comes
+#   node-2  bursty, 20 s slots, its memory worth much: in a high burst it
+#           is short, recalls what it sold and borrows, then gives it back
 #   node-3  a small machine whose workload needs all it has and more: it
 #           bids on spot and borrows from the others (a lend contract)
 #   node-4, node-5 (RAMEX_DEMO_AGENTS=6): one more diurnal and bursty
 agent_specs=(
   "node-0 steady  268435456 67108864        0   0     100"
   "node-1 diurnal 134217728 53687091 33554432 120     100"
-  "node-2 bursty  134217728 33554432 67108864  20     100"
+  "node-2 bursty  134217728 80530636 53687091  20 5000000"
   "node-3 steady   67108864 67108864        0   0 5000000"
   "node-4 diurnal  67108864 33554432 16777216  90     100"
   "node-5 bursty  268435456 67108864 134217728 30     100"
