@@ -128,7 +128,8 @@ void ctl_units_fmt_money(int64_t nd, char *buf, size_t len)
 	/* work on the magnitude as unsigned so INT64_MIN is fine */
 	uint64_t m = nd < 0 ? (uint64_t)0 - (uint64_t)nd : (uint64_t)nd;
 	uint64_t cents = m / 10000000 + (m % 10000000 >= 5000000);
-	snprintf(buf, len, "%s$%llu.%02llu", nd < 0 ? "-" : "",
+	/* a debit or credit that rounds to nothing is $0.00, not -$0.00 */
+	snprintf(buf, len, "%s$%llu.%02llu", nd < 0 && cents ? "-" : "",
 	         (unsigned long long)(cents / 100),
 	         (unsigned long long)(cents % 100));
 }

@@ -100,6 +100,8 @@ START_TEST(format)
 	ck_assert_str_eq(b, "$0.00");
 	ctl_units_fmt_money(5000000, b, sizeof b); /* half a cent rounds up */
 	ck_assert_str_eq(b, "$0.01");
+	ctl_units_fmt_money(-4999999, b, sizeof b); /* no "-$0.00" */
+	ck_assert_str_eq(b, "$0.00");
 	ctl_units_fmt_money(-5000000, b, sizeof b);
 	ck_assert_str_eq(b, "-$0.01");
 	ctl_units_fmt_money(INT64_MIN, b, sizeof b);
