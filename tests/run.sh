@@ -81,7 +81,7 @@ for s in $(ls tests/*/suite.sh 2>/dev/null | sort); do
   if (( f )); then tail -n 40 "$log" | sed 's/^/    /'; fi
 done
 
-echo "== logs and screenshots: var/test-output/"
+echo "== logs and screenshots: ${OUT#"$ROOT"/}/"
 if (( ${#failed_suites[@]} )); then echo "failed: ${failed_suites[*]}"; fi
 echo "check: $total_pass passed, $total_fail failed"
 (( total_fail == 0 && total_pass > 0 ))
