@@ -61,6 +61,49 @@ static rx_time_ns now_ns(void)
 	return (rx_time_ns)ts.tv_sec * MONEY_NS_PER_S + ts.tv_nsec;
 }
 
+/* ---- where a run's time goes ---- */
+
+/* The phases of a run, timed on the monotonic clock and logged at the end
+ * of every run (log level info), so that a slow run says where it spent
+ * its time without a profiler (bench/46-billing.sh prints them). */
+enum phase {
+	PH_TAKE,      /* BEGIN, take dirty contracts out of billing_dirty */
+	PH_CONTRACTS, /* contract rows and billing state */
+	PH_USAGE,     /* month sums of the reports, billed so far */
+	PH_PRICE,     /* invoice_plan/charge/settle, in C */
+	PH_INVOICES,  /* make and load the invoices the movements land on */
+	PH_LEDGER,    /* movements, postings, invoice totals */
+	PH_STATE,     /* billing_contracts, billing_months, later runs */
+	PH_COMMIT,
+	PH_FINALIZE, /* final invoices and the cents carry */
+	PH_N
+};
+
+static const char *const phase_name[PH_N] = {"take",  "contracts", "usage",
+                                             "price", "invoices",  "ledger",
+                                             "state", "commit",    "finalize"};
+
+struct phases {
+	int64_t us[PH_N];
+	int64_t batches;
+	struct timespec at; /* the end of the last lap */
+};
+
+static void lap_start(struct phases *ph)
+{
+	clock_gettime(CLOCK_MONOTONIC, &ph->at);
+}
+
+/* Adds the time since the last lap to phase p. */
+static void lap(struct phases *ph, enum phase p)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	ph->us[p] += (t.tv_sec - ph->at.tv_sec) * 1000000 +
+	             (t.tv_nsec - ph->at.tv_nsec) / 1000;
+	ph->at = t;
+}
+
 /* ---- text arrays for unnest: "{1,2,NULL}" ---- */
 
 struct arr {
@@ -144,6 +187,8 @@ struct bc {
 	bool changed; /* billing state to store */
 	rx_price settle_price, spot_ref;
 	bool has_settle;
+	bool spans; /* its reports span more than one month */
+	bool later; /* has reports for a later run (start >= as_of) */
 };
 
 struct mv {
@@ -336,11 +381,12 @@ static void add_usage(struct bc *c, bool buyer_side, int key, rx_pagesec ps,
 	}
 }
 
-/* Loads the usage of the batch per contract, side and month: the sums of
- * reports inside one month from SQL, the reports that cross a month
- * boundary whole, split here by usage_share. */
-static int load_usage(PGconn *db, const char *ids, rx_time_ns as_of,
-                      struct batch *b, char *err, size_t errlen)
+/* Adds the reports of the contracts `ids` to their months: the sums of
+ * reports inside one month from SQL (month by width_bucket over the
+ * calendar), the reports that cross a month boundary whole, split here by
+ * usage_share. */
+static int usage_by_month(PGconn *db, const char *ids, const char *asof,
+                          struct batch *b, bool *oom, char *err, size_t errlen)
 {
 	/* one pass over the reports: the sums of those inside one month,
 	 * and those that cross a month boundary whole (cross = true) */
@@ -354,13 +400,10 @@ static int load_usage(PGconn *db, const char *ids, rx_time_ns as_of,
 	    "sum(ps)::bigint, 0::bigint, 0::bigint, false FROM r WHERE sk = ek "
 	    "GROUP BY 1, 2, 3 UNION ALL SELECT contract_id, b, sk, ps, s, e, "
 	    "true FROM r WHERE sk <> ek";
-	char asof[24];
 	pthread_once(&bounds_once, bounds_build);
 	if (!bounds_text)
 		return fail(err, errlen, "out of memory for the calendar");
-	snprintf(asof, sizeof asof, "%" PRId64, as_of);
 	const char *pv[] = {ids, asof, bounds_text};
-	bool oom = false;
 	PGresult *r = db_exec(db, PGRES_TUPLES_OK, sql, 3, pv, err, errlen);
 	if (!r)
 		return -1;
@@ -373,7 +416,7 @@ static int load_usage(PGconn *db, const char *ids, rx_time_ns as_of,
 			add_usage(c, buyer,
 			          MONEY_YEAR_MIN * 12 + (int)db_int(r, i, 2) -
 			              1,
-			          db_int(r, i, 3), &oom);
+			          db_int(r, i, 3), oom);
 			continue;
 		}
 		struct usage_report u = {.contract_id = c->k.id,
@@ -386,7 +429,7 @@ static int load_usage(PGconn *db, const char *ids, rx_time_ns as_of,
 			rx_pagesec s =
 			    usage_share(&u, money_month_start(y, mo),
 			                money_month_start(y, mo + 1));
-			add_usage(c, buyer, key_of(y, mo), s, &oom);
+			add_usage(c, buyer, key_of(y, mo), s, oom);
 			if (++mo > 12) {
 				mo = 1;
 				y++;
@@ -394,12 +437,86 @@ static int load_usage(PGconn *db, const char *ids, rx_time_ns as_of,
 		}
 	}
 	PQclear(r);
+	return 0;
+}
+
+/* Loads the usage of the batch per contract, side and month, and what each
+ * month has billed so far; marks the contracts with reports that start at
+ * or after as_of (c->later: for a later run).
+ *
+ * Most contracts of a run have all their reports inside one month (a
+ * month's daily or hourly reports, billed in that month or just after).
+ * For them, one sum per contract and side, with the earliest start and
+ * the latest end, is the month's sum: an aggregate in index order, about
+ * three times cheaper than giving every report its month in SQL and
+ * sorting by it (EXPLAIN ANALYZE, 500 contracts x 39 reports: 13 against
+ * 45 ms). The contracts whose reports span more than one month go through
+ * usage_by_month, so the rounding of a report across a month boundary is
+ * always usage_share's, in C. */
+static int load_usage(PGconn *db, const char *ids, rx_time_ns as_of,
+                      struct batch *b, char *err, size_t errlen)
+{
+	static const char *sql =
+	    "SELECT contract_id, side = 'buyer', sum(page_seconds) FILTER "
+	    "(WHERE period_start_ns < $2::bigint)::bigint, "
+	    "min(period_start_ns) "
+	    "FILTER (WHERE period_start_ns < $2::bigint), max(period_end_ns) "
+	    "FILTER (WHERE period_start_ns < $2::bigint), bool_or("
+	    "period_start_ns >= $2::bigint) FROM usage_reports WHERE "
+	    "contract_id = ANY($1::bigint[]) GROUP BY 1, 2";
+	char asof[24];
+	snprintf(asof, sizeof asof, "%" PRId64, as_of);
+	const char *pv[] = {ids, asof};
+	bool oom = false;
+	struct arr spans = {0};
+	int rc = -1;
+	PGresult *r = db_exec(db, PGRES_TUPLES_OK, sql, 2, pv, err, errlen);
+	if (!r)
+		return -1;
+	int n = PQntuples(r);
+	/* first the contracts with a side whose reports span months */
+	for (int i = 0; i < n; i++) {
+		struct bc *c = find_contract(b, db_int(r, i, 0));
+		if (!c)
+			continue;
+		if (PQgetvalue(r, i, 5)[0] == 't')
+			c->later = true;
+		if (PQgetisnull(r, i, 2))
+			continue; /* every report is for a later run */
+		int y0, m0, y1, m1;
+		money_month_of(db_int(r, i, 3), &y0, &m0);
+		money_month_of(db_int(r, i, 4) - 1, &y1, &m1);
+		if ((y0 != y1 || m0 != m1) && !c->spans) {
+			c->spans = true;
+			arr_i64(&spans, c->k.id);
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		struct bc *c = find_contract(b, db_int(r, i, 0));
+		if (!c || c->spans || PQgetisnull(r, i, 2))
+			continue;
+		int y, mo;
+		money_month_of(db_int(r, i, 3), &y, &mo);
+		add_usage(c, PQgetvalue(r, i, 1)[0] == 't', key_of(y, mo),
+		          db_int(r, i, 2), &oom);
+	}
+	PQclear(r);
+	r = NULL;
+	if (spans.count > 0) {
+		const char *st = arr_text(&spans);
+		if (!st) {
+			fail(err, errlen, "out of memory loading usage");
+			goto out;
+		}
+		if (usage_by_month(db, st, asof, b, &oom, err, errlen) < 0)
+			goto out;
+	}
 	static const char *billed =
 	    "SELECT contract_id, year, month, billed_ps FROM billing_months "
 	    "WHERE contract_id = ANY($1::bigint[])";
 	r = db_exec(db, PGRES_TUPLES_OK, billed, 1, pv, err, errlen);
 	if (!r)
-		return -1;
+		goto out;
 	for (int i = 0; i < PQntuples(r); i++) {
 		struct bc *c = find_contract(b, db_int(r, i, 0));
 		if (!c)
@@ -412,10 +529,15 @@ static int load_usage(PGconn *db, const char *ids, rx_time_ns as_of,
 		}
 		m->billed = db_int(r, i, 3);
 	}
+	if (oom) {
+		fail(err, errlen, "out of memory loading usage");
+		goto out;
+	}
+	rc = 0;
+out:
 	PQclear(r);
-	if (oom)
-		return fail(err, errlen, "out of memory loading usage");
-	return 0;
+	arr_free(&spans);
+	return rc;
 }
 
 /* The volume-weighted price of offline spot trades (an operator bought)
@@ -663,7 +785,7 @@ out:
 }
 
 /* Stores the batch's movements, postings, invoice totals and state. */
-static int store_batch(PGconn *db, struct batch *b, rx_time_ns as_of,
+static int store_batch(PGconn *db, struct batch *b, struct phases *ph,
                        struct billing_result *res, char *err, size_t errlen)
 {
 	char why[INVOICE_MSG_MAX], n[24];
@@ -693,6 +815,7 @@ static int store_batch(PGconn *db, struct batch *b, rx_time_ns as_of,
 	if (b->nmv > 0) {
 		if (load_invoices(db, b, err, errlen) < 0)
 			goto out;
+		lap(ph, PH_INVOICES);
 		snprintf(n, sizeof n, "%d", b->nmv);
 		const char *pv[] = {n};
 		r = db_exec(db, PGRES_TUPLES_OK,
@@ -823,6 +946,7 @@ static int store_batch(PGconn *db, struct batch *b, rx_time_ns as_of,
 		PQclear(r);
 		r = NULL;
 	}
+	lap(ph, PH_LEDGER);
 	/* the billing state of each contract and month */
 	int nchanged = 0, nmonths = 0;
 	for (int i = 0; i < b->nc; i++) {
@@ -921,7 +1045,6 @@ static int store_batch(PGconn *db, struct batch *b, rx_time_ns as_of,
 		PQclear(r);
 		r = NULL;
 	}
-	(void)as_of;
 	rc = 0;
 out:
 	PQclear(r);
@@ -952,20 +1075,20 @@ static int exec_simple(PGconn *db, const char *sql, char *err, size_t errlen)
 static int exchange_account(PGconn *db, int64_t *id, char *err, size_t errlen);
 
 static int run_batch(struct billing *bl, rx_time_ns as_of, int64_t *exchange,
-                     struct billing_result *res, int *taken, char *err,
-                     size_t errlen)
+                     struct phases *ph, struct billing_result *res, int *taken,
+                     char *err, size_t errlen)
 {
 	PGconn *db = bl->conn;
 	struct batch b = {0};
 	PGresult *r = NULL;
-	struct arr ids = {0};
-	char lim[24], asof[24];
+	struct arr ids = {0}, later = {0};
+	char lim[24];
 	int rc = -1;
 	*taken = 0;
+	lap_start(ph);
 	if (exec_simple(db, "BEGIN", err, errlen) < 0)
 		return -1;
 	snprintf(lim, sizeof lim, "%d", bl->o.batch);
-	snprintf(asof, sizeof asof, "%" PRId64, as_of);
 	const char *pv[] = {lim};
 	r = db_exec(db, PGRES_TUPLES_OK,
 	            "DELETE FROM billing_dirty WHERE contract_id IN (SELECT "
@@ -979,19 +1102,25 @@ static int run_batch(struct billing *bl, rx_time_ns as_of, int64_t *exchange,
 		arr_i64(&ids, db_int(r, i, 0));
 	PQclear(r);
 	r = NULL;
+	lap(ph, PH_TAKE);
 	if (*taken == 0) {
 		rc = exec_simple(db, "COMMIT", err, errlen);
+		lap(ph, PH_COMMIT);
 		goto done;
 	}
+	ph->batches++;
 	const char *idt = arr_text(&ids);
 	if (!idt) {
 		fail(err, errlen, "out of memory");
 		goto out;
 	}
 	rx_time_ns grace = bl->o.grace_s * MONEY_NS_PER_S;
-	if (load_contracts(db, idt, bl->o.fee_bps, &b, err, errlen) < 0 ||
-	    load_usage(db, idt, as_of, &b, err, errlen) < 0)
+	if (load_contracts(db, idt, bl->o.fee_bps, &b, err, errlen) < 0)
 		goto out;
+	lap(ph, PH_CONTRACTS);
+	if (load_usage(db, idt, as_of, &b, err, errlen) < 0)
+		goto out;
+	lap(ph, PH_USAGE);
 	for (int i = 0; i < b.nc; i++) {
 		/* a contract keeps the fee of its first billing, even when the
 		 * setting is 0 now */
@@ -1003,26 +1132,38 @@ static int run_batch(struct billing *bl, rx_time_ns as_of, int64_t *exchange,
 			goto out;
 		res->contracts++;
 	}
-	if (store_batch(db, &b, as_of, res, err, errlen) < 0)
+	lap(ph, PH_PRICE);
+	if (store_batch(db, &b, ph, res, err, errlen) < 0)
 		goto out;
 	/* Reports that start at or after as_of, and perm contracts that end
 	 * after it (a run as of the past), are for a later run. */
-	const char *rv[] = {idt, asof};
-	r = db_exec(
-	    db, PGRES_COMMAND_OK,
-	    "INSERT INTO billing_dirty (contract_id) SELECT contract_id "
-	    "FROM usage_reports WHERE contract_id = ANY($1::bigint[]) "
-	    "AND period_start_ns >= $2::bigint UNION SELECT id FROM "
-	    "contracts WHERE id = ANY($1::bigint[]) AND product = "
-	    "'perm' AND state IN ('ended', 'breached') AND "
-	    "delivered_ns > 0 AND ended_ns > $2::bigint ON CONFLICT DO "
-	    "NOTHING",
-	    2, rv, err, errlen);
-	if (!r)
-		goto out;
-	PQclear(r);
-	r = NULL;
+	for (int i = 0; i < b.nc; i++) {
+		const struct contract *k = &b.c[i].k;
+		if (b.c[i].later ||
+		    (k->product == CONTRACT_PERM && k->delivered_at > 0 &&
+		     (k->state == CONTRACT_ENDED ||
+		      k->state == CONTRACT_BREACHED) &&
+		     k->ended_at > as_of))
+			arr_i64(&later, k->id);
+	}
+	if (later.count > 0) {
+		const char *rv[] = {arr_text(&later)};
+		if (!rv[0]) {
+			fail(err, errlen, "out of memory");
+			goto out;
+		}
+		r = db_exec(db, PGRES_COMMAND_OK,
+		            "INSERT INTO billing_dirty (contract_id) SELECT "
+		            "unnest($1::bigint[]) ON CONFLICT DO NOTHING",
+		            1, rv, err, errlen);
+		if (!r)
+			goto out;
+		PQclear(r);
+		r = NULL;
+	}
+	lap(ph, PH_STATE);
 	rc = exec_simple(db, "COMMIT", err, errlen);
+	lap(ph, PH_COMMIT);
 	goto done;
 out:
 	PQclear(r);
@@ -1032,6 +1173,7 @@ out:
 	}
 done:
 	arr_free(&ids);
+	arr_free(&later);
 	batch_free(&b);
 	return rc;
 }
@@ -1203,6 +1345,8 @@ static int run_locked(struct billing *bl, rx_time_ns as_of, int api,
 	}
 	int rc = -1;
 	struct billing_result res = {.as_of = as_of};
+	struct phases ph;
+	memset(&ph, 0, sizeof ph);
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	r = db_exec(db, PGRES_TUPLES_OK,
@@ -1229,18 +1373,20 @@ static int run_locked(struct billing *bl, rx_time_ns as_of, int api,
 	}
 	for (;;) {
 		int taken;
-		if (run_batch(bl, as_of, &exch, &res, &taken, e, sizeof e) <
-		    0) {
+		if (run_batch(bl, as_of, &exch, &ph, &res, &taken, e,
+		              sizeof e) < 0) {
 			fail(err, errlen, "billing stopped: %s", e);
 			goto out;
 		}
 		if (taken < bl->o.batch)
 			break;
 	}
+	lap_start(&ph);
 	if (finalize(bl, as_of, &res, e, sizeof e) < 0) {
 		fail(err, errlen, "finalizing invoices: %s", e);
 		goto out;
 	}
+	lap(&ph, PH_FINALIZE);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	res.elapsed_ms = (t1.tv_sec - t0.tv_sec) * 1000 +
 	                 (t1.tv_nsec - t0.tv_nsec) / 1000000;
@@ -1267,6 +1413,20 @@ static int run_locked(struct billing *bl, rx_time_ns as_of, int api,
 	PQclear(r);
 	*out = res;
 	rc = 0;
+	if (res.contracts > 0 || res.finalized > 0) {
+		char t[PH_N * 32];
+		size_t k = 0;
+		for (int i = 0; i < PH_N && k < sizeof t; i++)
+			k += (size_t)snprintf(
+			    t + k, sizeof t - k, "%s%s_ms=%" PRId64 ".%" PRId64,
+			    i ? " " : "", phase_name[i], ph.us[i] / 1000,
+			    ph.us[i] % 1000 / 100);
+		log_info("billing run phases",
+		         "run=%" PRId64 " contracts=%" PRId64
+		         " batches=%" PRId64 " ms=%" PRId64 " %s",
+		         res.run_id, res.contracts, ph.batches, res.elapsed_ms,
+		         t);
+	}
 out:
 	r = PQexec(db, "SELECT pg_advisory_unlock(" BILLING_LOCK ")");
 	PQclear(r);
