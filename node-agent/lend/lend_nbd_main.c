@@ -41,17 +41,21 @@ static void on_tick(const struct lend_meter_report *r, void *arg)
 	lend_args_write_meter(arg, r);
 }
 
-static int usage(const char *why)
+static void usage_text(FILE *f)
 {
-	fprintf(stderr,
-	        "ramex-lend-nbd: %s\n"
+	fprintf(f,
 	        "usage: ramex-lend-nbd --lender HOST:PORT --contract ID "
 	        "--secret-file F [--tls-ca F]\n"
 	        "       (--attach /dev/nbdX [--swap-device DEV] | "
 	        "--listen-unix PATH | --listen 127.0.0.1:PORT)\n"
 	        "       [--swap-priority N] [--meter-file F] [--ready-file F] "
-	        "[--mlock]\n",
-	        why);
+	        "[--mlock]\n");
+}
+
+static int usage(const char *why)
+{
+	fprintf(stderr, "ramex-lend-nbd: %s\n", why);
+	usage_text(stderr);
 	return 2;
 }
 
@@ -114,6 +118,10 @@ int main(int argc, char **argv)
 		if (strcmp(a, "--mlock") == 0) {
 			lock = 1;
 			continue;
+		}
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			usage_text(stdout);
+			return 0;
 		}
 		if (!val)
 			return usage("an option lacks its value");

@@ -34,15 +34,19 @@ static void on_tick(const struct lend_meter_report *r, void *arg)
 	lend_args_write_meter(arg, r);
 }
 
-static int usage(const char *why)
+static void usage_text(FILE *f)
 {
-	fprintf(stderr,
-	        "ramex-lend-server: %s\n"
+	fprintf(f,
 	        "usage: ramex-lend-server --contract ID --secret-file F "
 	        "--pages N [--listen HOST:PORT] [--port-file F]\n"
 	        "       [--tls-cert F --tls-key F] [--store auto|ramex|anon] "
-	        "[--notice-ms MS] [--meter-file F] [--mlock]\n",
-	        why);
+	        "[--notice-ms MS] [--meter-file F] [--mlock]\n");
+}
+
+static int usage(const char *why)
+{
+	fprintf(stderr, "ramex-lend-server: %s\n", why);
+	usage_text(stderr);
 	return 2;
 }
 
@@ -63,6 +67,10 @@ int main(int argc, char **argv)
 		if (strcmp(a, "--mlock") == 0) {
 			lock = 1;
 			continue;
+		}
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			usage_text(stdout);
+			return 0;
 		}
 		if (!val)
 			return usage("an option lacks its value");
