@@ -12,7 +12,7 @@ RAMEXD_LIB := exchange/config.c exchange/http.c exchange/auth.c exchange/db.c \
   exchange/routes.c exchange/h_system.c exchange/h_admin.c exchange/h_market.c \
   exchange/h_orders.c exchange/h_events.c exchange/core/book.c \
   exchange/contracts.c exchange/h_contracts.c exchange/h_usage.c \
-  exchange/usage_db.c \
+  exchange/usage_db.c exchange/h_lend.c \
   exchange/billing.c exchange/h_billing.c $(INVOICE_SRC) $(USAGE_SRC) \
   exchange/static.c $(CONTRACT_SRC) $(MONEY_SRC) \
   common/log.c $(SIGN_SRC) $(MIGRATE_SRC)
@@ -40,7 +40,7 @@ $(call integration_test,test_usage_http,tests/integration/test_usage.c \
 $(BUILD)/san/bin/test_usage_http: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_usage_http: | $(BUILD)/san/bin/ramexd
 # Billing against a real ramexd (exchange/billing.c, h_billing.c).
-$(call integration_test,test_billing,tests/integration/test_billing.c \
+$(call integration_test,test_billing,tests/integration/test_billing.c exchange/core/usage.c \
   $(RAMEXD_HARNESS) $(MONEY_SRC),libcurl jansson libpq libcrypto)
 $(BUILD)/san/bin/test_billing: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_billing: | $(BUILD)/san/bin/ramexd
