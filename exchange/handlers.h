@@ -6,6 +6,7 @@
  *   h_market.c    markets, book depth, trades, candles
  *   h_orders.c    place, cancel, reduce, get and list orders
  *   h_contracts.c get and list contracts, their moves and transitions
+ *   h_lend.c      a lend contract's endpoint and secret (its parties only)
  *   h_usage.c     usage reports from node agents: ingest, list, gaps
  *   h_billing.c   invoices and their exports, usage export, billing
  *                 summary, ledger check, billing runs
@@ -58,6 +59,8 @@ void h_contract_recall(struct http_req *rq);
 void h_contract_end(struct http_req *rq);
 void h_contract_breach(struct http_req *rq);
 void h_contract_transitions(struct http_req *rq);
+void h_contract_lend_register(struct http_req *rq);
+void h_contract_lend_get(struct http_req *rq);
 
 void h_usage_post(struct http_req *rq);
 void h_usage_list(struct http_req *rq);

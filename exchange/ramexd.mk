@@ -12,7 +12,7 @@ RAMEXD_LIB := exchange/config.c exchange/http.c exchange/auth.c exchange/db.c \
   exchange/routes.c exchange/h_system.c exchange/h_admin.c exchange/h_market.c \
   exchange/h_orders.c exchange/h_events.c exchange/core/book.c \
   exchange/contracts.c exchange/h_contracts.c exchange/h_usage.c \
-  exchange/usage_db.c \
+  exchange/usage_db.c exchange/h_lend.c \
   exchange/billing.c exchange/h_billing.c $(INVOICE_SRC) $(USAGE_SRC) \
   exchange/static.c $(CONTRACT_SRC) $(MONEY_SRC) \
   common/log.c $(SIGN_SRC) $(MIGRATE_SRC)

@@ -69,6 +69,11 @@ const struct http_route routes_table[] = {
      "declare a contract in breach"},
     {"GET", "/v1/contracts/{id}/transitions", h_contract_transitions,
      TRADING | FINANCE | ADMIN, "every move of a contract"},
+    /* the data path of a lend contract (h_lend.c): only its two parties */
+    {"POST", "/v1/contracts/{id}/lend", h_contract_lend_register,
+     NODE | TRADER, "the seller registers its page server; makes the secret"},
+    {"GET", "/v1/contracts/{id}/lend", h_contract_lend_get, NODE | TRADER,
+     "either party reads the lender's endpoint and the contract secret"},
 
     /* usage reports (h_usage.c) */
     {"POST", "/v1/usage", h_usage_post, NODE,

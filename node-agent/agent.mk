@@ -31,3 +31,10 @@ $(call integration_test,test_agent,tests/integration/test_agent.c \
   node-agent/spool.c $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
 $(BUILD)/san/bin/test_agent: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramex-agent
 $(BUILD)/bin/test_agent: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramex-agent
+
+# A lend contract's data path: ramexd's lend endpoints, and two agents whose
+# lend children (ramex-lend-server, ramex-lend-nbd) move real pages.
+$(call integration_test,test_agent_lend,tests/integration/test_agent_lend.c \
+  $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
+$(BUILD)/san/bin/test_agent_lend: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramex-agent
+$(BUILD)/bin/test_agent_lend: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramex-agent
