@@ -1075,31 +1075,42 @@ static int exec_simple(PGconn *db, const char *sql, char *err, size_t errlen)
 static int exchange_account(PGconn *db, int64_t *id, char *err, size_t errlen);
 
 static int run_batch(struct billing *bl, rx_time_ns as_of, int64_t *exchange,
-                     struct phases *ph, struct billing_result *res, int *taken,
-                     char *err, size_t errlen)
+                     struct phases *ph, int64_t *after,
+                     struct billing_result *res, int *taken, char *err,
+                     size_t errlen)
 {
 	PGconn *db = bl->conn;
 	struct batch b = {0};
 	PGresult *r = NULL;
 	struct arr ids = {0}, later = {0};
-	char lim[24];
+	char lim[24], aft[24];
 	int rc = -1;
 	*taken = 0;
 	lap_start(ph);
 	if (exec_simple(db, "BEGIN", err, errlen) < 0)
 		return -1;
 	snprintf(lim, sizeof lim, "%d", bl->o.batch);
-	const char *pv[] = {lim};
+	snprintf(aft, sizeof aft, "%" PRId64, *after);
+	const char *pv[] = {lim, aft};
+	/* In id order from after the last batch's: the index scan starts
+	 * past the entries this run has deleted (a scan from the start walked
+	 * over all of them, batch after batch), and a contract put back for a
+	 * later run is not taken again by this one. */
 	r = db_exec(db, PGRES_TUPLES_OK,
 	            "DELETE FROM billing_dirty WHERE contract_id IN (SELECT "
-	            "contract_id FROM billing_dirty ORDER BY contract_id LIMIT "
-	            "$1::int FOR UPDATE SKIP LOCKED) RETURNING contract_id",
-	            1, pv, err, errlen);
+	            "contract_id FROM billing_dirty WHERE contract_id > "
+	            "$2::bigint ORDER BY contract_id LIMIT $1::int FOR UPDATE "
+	            "SKIP LOCKED) RETURNING contract_id",
+	            2, pv, err, errlen);
 	if (!r)
 		goto out;
 	*taken = PQntuples(r);
-	for (int i = 0; i < *taken; i++)
-		arr_i64(&ids, db_int(r, i, 0));
+	for (int i = 0; i < *taken; i++) {
+		int64_t id = db_int(r, i, 0);
+		arr_i64(&ids, id);
+		if (id > *after)
+			*after = id;
+	}
 	PQclear(r);
 	r = NULL;
 	lap(ph, PH_TAKE);
@@ -1371,9 +1382,10 @@ static int run_locked(struct billing *bl, rx_time_ns as_of, int api,
 		fail(err, errlen, "%s", e);
 		goto out;
 	}
+	int64_t after = 0; /* the highest contract id taken so far */
 	for (;;) {
 		int taken;
-		if (run_batch(bl, as_of, &exch, &ph, &res, &taken, e,
+		if (run_batch(bl, as_of, &exch, &ph, &after, &res, &taken, e,
 		              sizeof e) < 0) {
 			fail(err, errlen, "billing stopped: %s", e);
 			goto out;
