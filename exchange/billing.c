@@ -1095,12 +1095,14 @@ static int run_batch(struct billing *bl, rx_time_ns as_of, int64_t *exchange,
 	/* In id order from after the last batch's: the index scan starts
 	 * past the entries this run has deleted (a scan from the start walked
 	 * over all of them, batch after batch), and a contract put back for a
-	 * later run is not taken again by this one. */
+	 * later run is not taken again by this one. = ANY(ARRAY(...)) deletes
+	 * by the key: with IN (...) PostgreSQL scanned the whole table into a
+	 * hash join (EXPLAIN ANALYZE: 4-6 ms a batch at 40 000 contracts). */
 	r = db_exec(db, PGRES_TUPLES_OK,
-	            "DELETE FROM billing_dirty WHERE contract_id IN (SELECT "
-	            "contract_id FROM billing_dirty WHERE contract_id > "
+	            "DELETE FROM billing_dirty WHERE contract_id = ANY(ARRAY("
+	            "SELECT contract_id FROM billing_dirty WHERE contract_id > "
 	            "$2::bigint ORDER BY contract_id LIMIT $1::int FOR UPDATE "
-	            "SKIP LOCKED) RETURNING contract_id",
+	            "SKIP LOCKED)) RETURNING contract_id",
 	            2, pv, err, errlen);
 	if (!r)
 		goto out;
