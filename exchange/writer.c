@@ -63,6 +63,9 @@ struct orow {
 	int64_t expires, priority, created, updated;
 	const char *status; /* static strings */
 	const char *reason; /* static string or NULL */
+	/* new: why the order was cancelled as it was placed, or NULL: the
+	 * status of its first answer (0007_order_path.sql) */
+	const char *placed_reason;
 	char coid[65];
 	char placed_by[48];
 };
@@ -70,7 +73,16 @@ struct orow {
 struct trow {
 	uint64_t id, taker, maker;
 	int64_t market_id, seq, buyer, seller, price, pages, ts;
+	int64_t maker_remaining; /* the maker's pages left after it */
 	enum book_side side;
+};
+
+/* One fill as the answer to POST /v1/orders shows it. */
+struct fill {
+	int64_t trade_id, price, pages, taker, maker, buyer, seller;
+	int64_t maker_remaining, taker_remaining, contract_id;
+	enum book_side side;
+	const char *market;
 };
 
 struct crow {
@@ -827,6 +839,7 @@ static void orow_cols(struct colset *ins, struct colset *upd,
 	col_i(ins, 16, r->created);
 	col_i(ins, 17, r->updated);
 	col_s(ins, 18, r->placed_by);
+	col_s(ins, 19, r->placed_reason);
 	ins->rows++;
 }
 
@@ -843,6 +856,7 @@ static void trow_cols(struct colset *cs, const struct trow *t)
 	col_i(cs, 8, t->price);
 	col_i(cs, 9, t->pages);
 	col_i(cs, 10, t->ts);
+	col_i(cs, 11, t->maker_remaining);
 	cs->rows++;
 }
 
@@ -906,6 +920,40 @@ static void order_view(struct sb *o, const struct orow *r, const char *market)
 	sb_ks(o, "client_order_id", r->coid[0] ? r->coid : NULL);
 	sb_ks(o, "market", market);
 	sb_s(o, "}");
+}
+
+static void fill_view(struct sb *o, const struct fill *f)
+{
+	sb_open(o, '{');
+	sb_ki(o, "trade_id", f->trade_id);
+	sb_ks(o, "market", f->market);
+	sb_ki(o, "price", f->price);
+	sb_ki(o, "pages", f->pages);
+	sb_ki(o, "taker_order_id", f->taker);
+	sb_ki(o, "maker_order_id", f->maker);
+	sb_ki(o, "buyer_id", f->buyer);
+	sb_ki(o, "seller_id", f->seller);
+	sb_ks(o, "taker_side", writer_side_name(f->side));
+	sb_ki(o, "maker_remaining", f->maker_remaining);
+	sb_ki(o, "taker_remaining", f->taker_remaining);
+	sb_ki(o, "contract_id", f->contract_id);
+	sb_s(o, "}");
+}
+
+/* The answer to a placed order: the order as placed, and the JSON texts of
+ * its fills (fill_view, comma-separated). A retry answered from the stored
+ * rows (coid_replay) goes through this too, so both are the same text. */
+static char *order_answer(const struct orow *r, const char *market,
+                          const struct sb *fills)
+{
+	struct sb ans = {0};
+	sb_s(&ans, "{\"order\":");
+	order_view(&ans, r, market);
+	sb_s(&ans, ",\"trades\":[");
+	if (fills->n)
+		sb_put(&ans, fills->p, fills->n);
+	sb_s(&ans, "]}");
+	return sb_take(&ans);
 }
 
 /* The contract event's data: the contract row, and its market's name. */
@@ -1015,6 +1063,7 @@ static void trade_rows(struct writer *w, struct batch *b, struct market *m,
 	t->taker = ev->id, t->maker = ev->maker_id;
 	t->buyer = buyer, t->seller = seller, t->side = ev->side;
 	t->price = ev->price, t->pages = ev->pages, t->ts = now;
+	t->maker_remaining = ev->maker_remaining;
 	struct crow *c = VEC_PUSH(b->contracts);
 	contract_row(c, m, cid, tid, buyer, seller, operator_buys, ev, now);
 
@@ -1027,20 +1076,21 @@ static void trade_rows(struct writer *w, struct batch *b, struct market *m,
 	row->updated = now;
 
 	struct sb f = {0};
-	sb_open(&f, '{');
-	sb_ki(&f, "trade_id", (int64_t)tid);
-	sb_ks(&f, "market", m->name);
-	sb_ki(&f, "price", ev->price);
-	sb_ki(&f, "pages", ev->pages);
-	sb_ki(&f, "taker_order_id", (int64_t)ev->id);
-	sb_ki(&f, "maker_order_id", (int64_t)ev->maker_id);
-	sb_ki(&f, "buyer_id", buyer);
-	sb_ki(&f, "seller_id", seller);
-	sb_ks(&f, "taker_side", writer_side_name(ev->side));
-	sb_ki(&f, "maker_remaining", ev->maker_remaining);
-	sb_ki(&f, "taker_remaining", ev->remaining);
-	sb_ki(&f, "contract_id", (int64_t)cid);
-	sb_s(&f, "}");
+	struct fill fv = {
+	    .trade_id = (int64_t)tid,
+	    .price = ev->price,
+	    .pages = ev->pages,
+	    .taker = (int64_t)ev->id,
+	    .maker = (int64_t)ev->maker_id,
+	    .buyer = buyer,
+	    .seller = seller,
+	    .maker_remaining = ev->maker_remaining,
+	    .taker_remaining = ev->remaining,
+	    .contract_id = (int64_t)cid,
+	    .side = ev->side,
+	    .market = m->name,
+	};
+	fill_view(&f, &fv);
 	publish_later(w, b, "fill", buyer, seller, f.p, f.n);
 	if (fills) {
 		sb_open(fills, '{');
@@ -1191,7 +1241,6 @@ static void apply_new(struct writer *w, struct batch *b, struct writer_cmd *c,
 	/* the new order's row, by index: trade_rows adds rows */
 	size_t ri = SIZE_MAX;
 	struct sb fills = {0};
-	sb_s(&fills, "[");
 	for (size_t i = 0; i < w->nev; i++) {
 		const struct book_event *ev = &w->ev[i];
 		struct orow *row;
@@ -1232,6 +1281,7 @@ static void apply_new(struct writer *w, struct batch *b, struct writer_cmd *c,
 			row = &b->orders.v[ri];
 			row->status = "cancelled";
 			row->reason = book_cancel_name(ev->cancel);
+			row->placed_reason = row->reason;
 			break;
 		default:
 			break;
@@ -1252,14 +1302,8 @@ static void apply_new(struct writer *w, struct batch *b, struct writer_cmd *c,
 	}
 	assert(ri != SIZE_MAX);
 	b->accepted++;
-	struct sb ans = {0};
-	sb_s(&ans, "{\"order\":");
-	order_view(&ans, &b->orders.v[ri], m->name);
-	sb_s(&ans, ",\"trades\":");
-	sb_put(&ans, fills.p, fills.n);
-	sb_s(&ans, "]}");
+	set_answer(c, 201, order_answer(&b->orders.v[ri], m->name, &fills));
 	free(fills.p);
-	set_answer(c, 201, sb_take(&ans));
 }
 
 static void apply_change(struct writer *w, struct batch *b,
@@ -1507,6 +1551,169 @@ static void keyset_add(struct keyset *k, uint64_t h)
 	k->h[k->n++] = h;
 }
 
+/* The answer for a client order id that is used already: the same order
+ * again gets its first answer, rebuilt from its rows exactly as apply_new
+ * wrote it (order_answer); another order gets 422. `o` is a row of the
+ * orders query in coid_replay, `t` its trades as taker from row *ti on. */
+static void coid_answer(struct writer_cmd *c, const PGresult *o, int i,
+                        const PGresult *t, int *ti)
+{
+	struct orow r = {0};
+	struct sb fills = {0};
+	int64_t id = db_int(o, i, 0);
+	bool gtd = strcmp(PQgetvalue(o, i, 3), "gtd") == 0;
+	if (writer_side_parse(PQgetvalue(o, i, 2), &r.side) < 0 ||
+	    writer_tif_parse(PQgetvalue(o, i, 3), &r.tif) < 0 ||
+	    writer_stp_parse(PQgetvalue(o, i, 4), &r.stp) < 0)
+		goto bad;
+	r.id = (uint64_t)id;
+	r.account_id = db_int(o, i, 1);
+	r.post_only = PQgetvalue(o, i, 5)[0] == 't';
+	r.price = db_int(o, i, 6);
+	r.pages = db_int(o, i, 7);
+	r.expires = gtd ? db_int(o, i, 8) : 0;
+	r.created = r.updated = db_int(o, i, 11);
+	if (strcmp(PQgetvalue(o, i, 12), c->market) || r.side != c->side ||
+	    r.tif != c->tif || r.stp != c->stp || r.post_only != c->post_only ||
+	    r.price != c->price || r.pages != c->pages ||
+	    (gtd && r.expires != c->expires)) {
+		fail_cmd(c, 422, "idempotency-conflict",
+		         "key reused for another request",
+		         "this client_order_id was already used for a "
+		         "different order; use a new one");
+		return;
+	}
+	snprintf(r.coid, sizeof r.coid, "%s", PQgetvalue(o, i, 9));
+	/* its trades as taker all happened as it was placed, in id order */
+	for (; *ti < PQntuples(t) && db_int(t, *ti, 0) == id; (*ti)++) {
+		int k = *ti;
+		if (PQgetisnull(t, k, 8))
+			goto bad; /* written before 0007: no maker_remaining */
+		struct fill f = {
+		    .trade_id = db_int(t, k, 1),
+		    .price = db_int(t, k, 2),
+		    .pages = db_int(t, k, 3),
+		    .taker = id,
+		    .maker = db_int(t, k, 4),
+		    .buyer = db_int(t, k, 5),
+		    .seller = db_int(t, k, 6),
+		    .maker_remaining = db_int(t, k, 8),
+		    .contract_id = db_int(t, k, 9),
+		    .side = r.side,
+		    .market = PQgetvalue(o, i, 12),
+		};
+		r.filled += f.pages;
+		f.taker_remaining = r.pages - r.filled;
+		fill_view(&fills, &f);
+	}
+	r.remaining = r.pages - r.filled;
+	if (!PQgetisnull(o, i, 10)) {
+		r.status = "cancelled";
+		r.reason = PQgetvalue(o, i, 10);
+	} else {
+		r.status = r.remaining ? "open" : "filled";
+	}
+	set_answer(c, 201, order_answer(&r, PQgetvalue(o, i, 12), &fills));
+	c->replayed = true;
+	free(fills.p);
+	return;
+bad:
+	free(fills.p);
+	log_error("order of a client order id cannot be replayed", "order=%lld",
+	          (long long)id);
+	fail_cmd(c, 500, "internal", "first answer lost",
+	         "this client_order_id was used for an order whose first "
+	         "answer cannot be rebuilt; GET /v1/orders lists it");
+}
+
+/*
+ * Orders placed with a client order id store no idempotency row for it
+ * (idem_store): the order row (unique per account and client order id)
+ * says that it was placed, and it and its trades hold the first answer.
+ * Answers the commands of cmds[0..n) that no stored answer answered and
+ * whose client order id names an order. Returns 0, or -1 when the
+ * database failed.
+ */
+static int coid_replay(struct writer *w, struct writer_cmd **cmds, int n,
+                       char *err, size_t errlen)
+{
+	struct colset keys = {0}; /* account, client order id */
+	char *kv[2] = {NULL, NULL};
+	PGresult *o = NULL, *t = NULL;
+	int rc = -1;
+	for (int i = 0; i < n; i++) {
+		if (!cmds[i] || cmds[i]->status || cmds[i]->kind != WR_NEW ||
+		    !cmds[i]->client_order_id[0])
+			continue;
+		col_i(&keys, 0, cmd_account(cmds[i]));
+		col_s(&keys, 1, cmds[i]->client_order_id);
+		keys.rows++;
+	}
+	if (keys.rows == 0) {
+		rc = 0;
+		goto out;
+	}
+	cols_take(&keys, 2, kv);
+	const char *pv[] = {kv[0], kv[1]};
+	o = db_exec(w->lconn, PGRES_TUPLES_OK,
+	            "SELECT o.id, o.account_id, o.side, o.tif, o.stp, "
+	            "o.post_only, o.price, o.pages, coalesce(o.expires_ns, 0), "
+	            "o.client_order_id, o.placed_reason, o.created_ns, m.name "
+	            "FROM unnest($1::bigint[], $2::text[]) AS k(account_id, "
+	            "coid) JOIN orders o ON o.account_id = k.account_id AND "
+	            "o.client_order_id = k.coid JOIN markets m ON m.id = "
+	            "o.market_id ORDER BY o.id",
+	            2, pv, err, errlen);
+	if (!o)
+		goto out;
+	if (PQntuples(o) == 0) {
+		rc = 0;
+		goto out;
+	}
+	free(kv[0]);
+	kv[0] = NULL;
+	for (int i = 0; i < PQntuples(o); i++)
+		col_i(&keys, 0, db_int(o, i, 0));
+	cols_take(&keys, 1, kv);
+	const char *tv[] = {kv[0]};
+	t = db_exec(w->lconn, PGRES_TUPLES_OK,
+	            "SELECT t.taker_order_id, t.id, t.price, t.pages, "
+	            "t.maker_order_id, t.buyer_id, t.seller_id, t.taker_side, "
+	            "t.maker_remaining, c.id FROM trades t JOIN contracts c ON "
+	            "c.trade_id = t.id WHERE t.taker_order_id = "
+	            "ANY ($1::bigint[]) ORDER BY t.taker_order_id, t.id",
+	            1, tv, err, errlen);
+	if (!t)
+		goto out;
+	int ti = 0;
+	for (int i = 0; i < PQntuples(o); i++) {
+		int64_t acct = db_int(o, i, 1);
+		const char *coid = PQgetvalue(o, i, 9);
+		int from = ti;
+		for (int k = 0; k < n; k++) {
+			struct writer_cmd *c = cmds[k];
+			if (!c || c->status || c->kind != WR_NEW ||
+			    cmd_account(c) != acct ||
+			    strcmp(c->client_order_id, coid))
+				continue;
+			ti = from; /* (a batch holds each key once) */
+			coid_answer(c, o, i, t, &ti);
+		}
+		/* past this order's trades, answered or not */
+		while (ti < PQntuples(t) && db_int(t, ti, 0) == db_int(o, i, 0))
+			ti++;
+	}
+	rc = 0;
+out:
+	PQclear(o);
+	PQclear(t);
+	for (int k = 0; k < 2; k++) {
+		free(kv[k]);
+		free(keys.c[k].p);
+	}
+	return rc;
+}
+
 /*
  * Looks up every key of cmds[0..n) at once. Commands whose key was seen
  * are answered (replay, or 422 for another body); a command whose key is
@@ -1622,7 +1829,7 @@ static int idem_lookup(struct writer *w, struct writer_cmd **cmds, int n,
 		}
 	}
 	PQclear(r);
-	rc = 0;
+	rc = coid_replay(w, cmds, n, err, errlen);
 out:
 	for (int k = 0; k < 2; k++) {
 		free(kv[k]);
@@ -1639,6 +1846,10 @@ static void idem_store(struct batch *b, const struct writer_cmd *c)
 	if (c->replayed || c->status >= 500 || !c->body)
 		return;
 	for (int j = 0; j < k; j++) {
+		/* a placed order's row holds its client order id and, with its
+		 * trades, its answer (coid_replay); refusals leave no order */
+		if (c->status == 201 && strncmp(key[j], "coid:", 5) == 0)
+			continue;
 		col_s(&b->idem, 0, scope[j]);
 		col_s(&b->idem, 1, key[j]);
 		col_s(&b->idem, 2, c->req_sha);
@@ -1660,12 +1871,13 @@ static const struct wstmt {
      "INSERT INTO orders (id, market_id, account_id, side, tif, stp, "
      "post_only, price, pages, remaining, filled, expires_ns, "
      "client_order_id, status, reason, priority, created_ns, updated_ns, "
-     "placed_by) SELECT * FROM unnest($1::bigint[], $2::bigint[], "
-     "$3::bigint[], $4::text[], $5::text[], $6::text[], $7::boolean[], "
-     "$8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], "
-     "$12::bigint[], $13::text[], $14::text[], $15::text[], $16::bigint[], "
-     "$17::bigint[], $18::bigint[], $19::text[])",
-     19},
+     "placed_by, placed_reason) SELECT * FROM unnest($1::bigint[], "
+     "$2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], "
+     "$7::boolean[], $8::bigint[], $9::bigint[], $10::bigint[], "
+     "$11::bigint[], $12::bigint[], $13::text[], $14::text[], $15::text[], "
+     "$16::bigint[], $17::bigint[], $18::bigint[], $19::text[], "
+     "$20::text[])",
+     20},
     {"w_upd_orders",
      "UPDATE orders o SET remaining = u.remaining, filled = o.filled + "
      "u.filled_add, status = u.status, reason = coalesce(u.reason, "
@@ -1676,11 +1888,12 @@ static const struct wstmt {
      6},
     {"w_ins_trades",
      "INSERT INTO trades (id, market_id, seq, taker_order_id, "
-     "maker_order_id, buyer_id, seller_id, taker_side, price, pages, ts_ns) "
-     "SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], "
-     "$4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::text[], "
-     "$9::bigint[], $10::bigint[], $11::bigint[])",
-     11},
+     "maker_order_id, buyer_id, seller_id, taker_side, price, pages, ts_ns, "
+     "maker_remaining) SELECT * FROM unnest($1::bigint[], $2::bigint[], "
+     "$3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], "
+     "$8::text[], $9::bigint[], $10::bigint[], $11::bigint[], "
+     "$12::bigint[])",
+     12},
     {"w_ins_contracts",
      "INSERT INTO contracts (id, trade_id, market_id, buyer_id, seller_id, "
      "delivery, pages, price, state, deliver_by, term_end, "

@@ -201,6 +201,145 @@ START_TEST(idempotent_retry)
 }
 END_TEST
 
+static int64_t body_order_id(const char *body)
+{
+	json_t *j = json_loads(body, 0, NULL);
+	int64_t id = json_integer_value(
+	    json_object_get(json_object_get(j, "order"), "id"));
+	json_decref(j);
+	return id;
+}
+
+/* Places an order with client order id `coid` twice; both answers must be
+ * the same text, the second marked replayed. Returns the first's status
+ * and keeps its body in first (the caller frees it). */
+static long place_twice(struct rxh *h, const char *tok, int64_t acct,
+                        const char *side, int pages, int price,
+                        const char *coid, const char *more, char **first)
+{
+	struct rxh_resp r1, r2;
+	char extra[160], buf[16];
+	snprintf(extra, sizeof extra, ",\"client_order_id\":\"%s\"%s", coid,
+	         more ? more : "");
+	long st = place(h, tok, acct, side, pages, price, extra, NULL, &r1);
+	ck_assert_int_eq(
+	    place(h, tok, acct, side, pages, price, extra, NULL, &r2), st);
+	ck_assert_str_eq(r1.body, r2.body);
+	ck_assert_ptr_nonnull(
+	    rxh_header(&r2, "Idempotent-Replayed", buf, sizeof buf));
+	*first = strdup(r1.body);
+	rxh_resp_free(&r1);
+	rxh_resp_free(&r2);
+	return st;
+}
+
+/* Retries by client order id alone: a placed order keeps no idempotency
+ * row (its order and trades rows are its first answer), so the answer is
+ * rebuilt from them, and must be the first answer exactly even after the
+ * order and its maker changed: filled, reduced, cancelled later; an IOC's
+ * rest and a self-trade cancelled as it was placed. */
+START_TEST(coid_retry_answers_the_first_answer)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	char *sell, *buy, *ioc, *rest, *stp, *bad, *again, path[64];
+	rxh_start(&h, "ramex_t_rxd_coid", "");
+	rxh_world(&h, &w);
+
+	/* rests: open, 1024 left */
+	ck_assert_int_eq(place_twice(&h, w.trader_token, w.node_a, "sell", 1024,
+	                             100000, "q-1", NULL, &sell),
+	                 201);
+	ck_assert_ptr_nonnull(strstr(sell, "\"status\":\"open\""));
+	/* takes 256 of it: the fill says 768 left of the maker */
+	ck_assert_int_eq(place_twice(&h, w.op_token, w.op_account, "buy", 256,
+	                             100000, "q-2", NULL, &buy),
+	                 201);
+	ck_assert_ptr_nonnull(strstr(buy, "\"maker_remaining\":768"));
+	ck_assert_ptr_nonnull(strstr(buy, "\"status\":\"filled\""));
+	/* the maker is reduced to 256 */
+	int64_t sell_id = body_order_id(sell);
+	snprintf(path, sizeof path, "/v1/orders/%lld/reduce",
+	         (long long)sell_id);
+	ck_assert_int_eq(rxh_call(&h, "POST", path, w.trader_token,
+	                          "{\"remaining\":256}", NULL, &r),
+	                 200);
+	rxh_resp_free(&r);
+	/* an IOC for 512 takes the 256 left; its rest is cancelled */
+	ck_assert_int_eq(place_twice(&h, w.op_token, w.op_account, "buy", 512,
+	                             100000, "q-3", ",\"tif\":\"ioc\"", &ioc),
+	                 201);
+	ck_assert_ptr_nonnull(strstr(ioc, "\"status\":\"cancelled\""));
+	ck_assert_ptr_nonnull(strstr(ioc, "\"maker_remaining\":0"));
+	/* a resting sell, and the same node's buy that would trade with it:
+	 * the taker is cancelled as it is placed (self-trade prevention) */
+	ck_assert_int_eq(place_twice(&h, w.trader_token, w.node_a, "sell", 256,
+	                             99000, "q-4", NULL, &rest),
+	                 201);
+	ck_assert_int_eq(place_twice(&h, w.trader_token, w.node_a, "buy", 256,
+	                             99000, "q-5", NULL, &stp),
+	                 201);
+	ck_assert_ptr_nonnull(strstr(stp, "\"reason\":\"self_trade\""));
+	/* refused (not on the lot): no order, the refusal is stored */
+	ck_assert_int_eq(place_twice(&h, w.trader_token, w.node_a, "sell", 100,
+	                             99000, "q-6", NULL, &bad),
+	                 422);
+	/* the resting sell is cancelled now */
+	int64_t rest_id = body_order_id(rest);
+	snprintf(path, sizeof path, "/v1/orders/%lld", (long long)rest_id);
+	ck_assert_int_eq(
+	    rxh_call(&h, "DELETE", path, w.trader_token, NULL, NULL, &r), 200);
+	rxh_resp_free(&r);
+
+	/* every retry now still gets the first answer */
+	const struct {
+		const char *tok, *side, *coid, *more;
+		int64_t acct;
+		int pages, price;
+		long st;
+		char *first;
+	} again_of[] = {
+	    {w.trader_token, "sell", "q-1", NULL, w.node_a, 1024, 100000, 201,
+	     sell},
+	    {w.op_token, "buy", "q-2", NULL, w.op_account, 256, 100000, 201,
+	     buy},
+	    {w.op_token, "buy", "q-3", ",\"tif\":\"ioc\"", w.op_account, 512,
+	     100000, 201, ioc},
+	    {w.trader_token, "sell", "q-4", NULL, w.node_a, 256, 99000, 201,
+	     rest},
+	    {w.trader_token, "buy", "q-5", NULL, w.node_a, 256, 99000, 201,
+	     stp},
+	    {w.trader_token, "sell", "q-6", NULL, w.node_a, 100, 99000, 422,
+	     bad},
+	};
+	for (size_t i = 0; i < sizeof again_of / sizeof again_of[0]; i++) {
+		ck_assert_int_eq(
+		    place_twice(&h, again_of[i].tok, again_of[i].acct,
+		                again_of[i].side, again_of[i].pages,
+		                again_of[i].price, again_of[i].coid,
+		                again_of[i].more, &again),
+		    again_of[i].st);
+		ck_assert_str_eq(again, again_of[i].first);
+		free(again);
+	}
+	/* the same client order id for another order is refused */
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_a, "sell", 512,
+	                       100000, ",\"client_order_id\":\"q-1\"", NULL,
+	                       &r),
+	                 422);
+	ck_assert_ptr_nonnull(strstr(r.body, "client_order_id"));
+	rxh_resp_free(&r);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM orders"), 5);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM trades"), 2);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM idempotency WHERE "
+	                           "key LIKE 'coid:%' AND status = 201"),
+	                 0);
+	free(sell), free(buy), free(ioc), free(rest), free(stp), free(bad);
+	rxh_stop(&h);
+}
+END_TEST
+
 /* Many threads send the same orders at once, so that a key is often in the
  * batch in flight while its retry arrives: each order is placed once, and
  * every answer to a key is its first answer. */
@@ -1012,6 +1151,7 @@ int main(void)
 	tcase_add_test(tc, place_match_cancel);
 	tcase_add_test(tc, idempotent_retry);
 	tcase_add_test(tc, concurrent_retries_do_one_thing);
+	tcase_add_test(tc, coid_retry_answers_the_first_answer);
 	tcase_add_test(tc, auth_failures);
 	tcase_add_test(tc, signed_request_not_replayable_after_restart);
 	tcase_add_test(tc, node_cannot_act_for_another);
