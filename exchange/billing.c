@@ -270,7 +270,14 @@ static struct bc *find_contract(struct batch *b, int64_t id)
 	return NULL;
 }
 
-/* Loads the contract rows and billing state of `ids`. */
+/* Loads the contract rows and billing state of `ids`.
+ *
+ * Here and in every statement below that joins a batch's keys to a table
+ * that grows during a run (billing_contracts, invoices), the keys are
+ * also given as = ANY(array) on that table's own index: without it the
+ * planner, whose statistics are from before the run, hash-joined a seq
+ * scan of the whole table, batch after batch (EXPLAIN ANALYZE at 40 000
+ * contracts: the contract load grew from 1 to 9 ms a batch). */
 static int load_contracts(PGconn *db, const char *ids, int fee_bps,
                           struct batch *b, char *err, size_t errlen)
 {
@@ -282,8 +289,8 @@ static int load_contracts(PGconn *db, const char *ids, int fee_bps,
 	    "c.trade_id, bs.contract_id IS NOT NULL, bs.fee_bps, "
 	    "bs.amount_carry, bs.fee_carry, bs.billed_ps, bs.billed, bs.fees, "
 	    "bs.settled FROM contracts c LEFT JOIN billing_contracts bs ON "
-	    "bs.contract_id = c.id WHERE c.id = ANY($1::bigint[]) ORDER BY "
-	    "c.id";
+	    "bs.contract_id = c.id AND bs.contract_id = ANY($1::bigint[]) "
+	    "WHERE c.id = ANY($1::bigint[]) ORDER BY c.id";
 	const char *pv[] = {ids};
 	PGresult *r = db_exec(db, PGRES_TUPLES_OK, sql, 1, pv, err, errlen);
 	if (!r)
@@ -753,7 +760,8 @@ static int load_invoices(PGconn *db, struct batch *b, char *err, size_t errlen)
 	    "SELECT i.id, i.account_id, i.year, i.month, i.status, "
 	    "i.total, i.lines FROM invoices i JOIN unnest($1::bigint[], "
 	    "$2::int[], $3::int[]) x(a, y, m) ON i.account_id = x.a AND "
-	    "i.year = x.y AND i.month = x.m",
+	    "i.year = x.y AND i.month = x.m WHERE i.account_id = "
+	    "ANY($1::bigint[])",
 	    3, pv, err, errlen);
 	if (!r)
 		goto out;
@@ -939,7 +947,8 @@ static int store_batch(PGconn *db, struct batch *b, struct phases *ph,
 		    db, PGRES_COMMAND_OK,
 		    "UPDATE invoices i SET total = x.t, lines = x.l FROM "
 		    "unnest($1::bigint[], $2::bigint[], $3::bigint[]) "
-		    "x(id, t, l) WHERE i.id = x.id",
+		    "x(id, t, l) WHERE i.id = x.id AND i.id = "
+		    "ANY($1::bigint[])",
 		    3, iv, err, errlen);
 		if (!r)
 			goto out;
