@@ -1,66 +1,35 @@
-/* client.c — signed JSON calls to ramexd over libcurl; see client.h. */
+/* client.c — signed JSON calls to ramexd over http1; see client.h. */
 #include "node-agent/client.h"
 
 #include "common/sign.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define CLIENT_MAX_BODY (4 << 20) /* a page of contracts is far smaller */
+#define CLIENT_MAX_BODY   (4 << 20) /* a page of contracts is far smaller */
+#define CLIENT_CONNECT_MS 3000
+#define CLIENT_TIMEOUT_MS 10000
+#define CLIENT_HDR_LEN    300
 
 struct client {
-	CURL *curl;
+	struct http1_conn *conn;
 	char base[512];
 	char key_id[128];
 	char secret[256];
 	char ca_file[512];
 };
 
-struct buf {
-	char *p;
-	size_t n;
-	int too_big;
-};
-
-static size_t on_data(char *data, size_t size, size_t nmemb, void *ctx)
-{
-	struct buf *b = ctx;
-	size_t len = size * nmemb;
-	if (b->n + len > CLIENT_MAX_BODY) {
-		b->too_big = 1;
-		return 0;
-	}
-	char *p = realloc(b->p, b->n + len + 1);
-	if (!p)
-		return 0;
-	memcpy(p + b->n, data, len);
-	b->p = p;
-	b->n += len;
-	b->p[b->n] = 0;
-	return len;
-}
-
 struct client *client_new(const char *base_url, const char *key_id,
                           const char *secret, const char *ca_file, char *err,
                           size_t errlen)
 {
-	static int inited;
-	struct client *c;
+	struct client *c = calloc(1, sizeof *c);
 
-	if (!inited) {
-		/* Not thread-safe by libcurl's contract; the agent calls this
-		 * once, from main, before any thread exists. */
-		curl_global_init(CURL_GLOBAL_DEFAULT);
-		inited = 1;
-	}
-	c = calloc(1, sizeof *c);
-	if (!c || !(c->curl = curl_easy_init())) {
+	if (!c) {
 		snprintf(err, errlen, "out of memory");
-		free(c);
 		return NULL;
 	}
 	if (snprintf(c->base, sizeof c->base, "%s", base_url) >=
@@ -74,23 +43,33 @@ struct client *client_new(const char *base_url, const char *key_id,
 		snprintf(err, errlen,
 		         "exchange url, key id, secret or CA file "
 		         "too long");
-		client_free(c);
-		return NULL;
+		goto fail;
 	}
 	size_t bl = strlen(c->base);
 	while (bl > 0 && c->base[bl - 1] == '/')
 		c->base[--bl] = 0;
+	/* Checks the URL and the CA file now, so that a typo stops the
+	 * agent at start rather than looking like an outage. */
+	if (!(c->conn = client_conn_new(c, err, errlen)))
+		goto fail;
 	return c;
+fail:
+	client_free(c);
+	return NULL;
 }
 
 void client_free(struct client *c)
 {
 	if (!c)
 		return;
-	if (c->curl)
-		curl_easy_cleanup(c->curl);
+	http1_free(c->conn);
 	memset(c->secret, 0, sizeof c->secret);
 	free(c);
+}
+
+struct http1_conn *client_conn_new(struct client *c, char *err, size_t errlen)
+{
+	return http1_new(c->base, c->ca_file, CLIENT_CONNECT_MS, err, errlen);
 }
 
 void client_resp_clear(struct client_resp *r)
@@ -100,12 +79,12 @@ void client_resp_clear(struct client_resp *r)
 	memset(r, 0, sizeof *r);
 }
 
-/* The signing headers of one request, appended to *hl. */
+/* The signing headers of one request, written into line[0..3]. */
 static int sign_headers(struct client *c, const char *method, const char *path,
-                        const char *text, struct curl_slist **hl, char *err,
-                        size_t errlen)
+                        const char *text, char line[][CLIENT_HDR_LEN],
+                        char *err, size_t errlen)
 {
-	char nonce[33], sig[SIGN_HEX_LEN + 1], line[4][300];
+	char nonce[33], sig[SIGN_HEX_LEN + 1];
 	struct sign_request sr = {.method = method,
 	                          .path = path,
 	                          .timestamp = (int64_t)time(NULL),
@@ -116,38 +95,44 @@ static int sign_headers(struct client *c, const char *method, const char *path,
 		snprintf(err, errlen, "could not sign the request");
 		return -1;
 	}
-	snprintf(line[0], sizeof line[0], SIGN_HDR_KEY ": %s", c->key_id);
-	snprintf(line[1], sizeof line[1], SIGN_HDR_TIMESTAMP ": %lld",
+	snprintf(line[0], CLIENT_HDR_LEN, SIGN_HDR_KEY ": %s", c->key_id);
+	snprintf(line[1], CLIENT_HDR_LEN, SIGN_HDR_TIMESTAMP ": %lld",
 	         (long long)sr.timestamp);
-	snprintf(line[2], sizeof line[2], SIGN_HDR_NONCE ": %s", nonce);
-	snprintf(line[3], sizeof line[3], SIGN_HDR_SIGNATURE ": %s", sig);
-	for (int i = 0; i < 4; i++)
-		*hl = curl_slist_append(*hl, line[i]);
+	snprintf(line[2], CLIENT_HDR_LEN, SIGN_HDR_NONCE ": %s", nonce);
+	snprintf(line[3], CLIENT_HDR_LEN, SIGN_HDR_SIGNATURE ": %s", sig);
 	return 0;
 }
 
-int client_prepare(struct client *c, CURL *h, const char *method,
-                   const char *path, const char *const *extra,
-                   struct curl_slist **hl, char *err, size_t errlen)
-{
-	char url[1024];
+#define CLIENT_EXTRA_MAX 8
 
-	*hl = NULL;
-	if (snprintf(url, sizeof url, "%s%s", c->base, path) >=
-	    (int)sizeof url) {
-		snprintf(err, errlen, "request path too long");
+int client_stream_open(struct client *c, struct http1_conn *h,
+                       const char *method, const char *path,
+                       const char *const *extra, int *status, char *err,
+                       size_t errlen)
+{
+	char line[4][CLIENT_HDR_LEN];
+	const char *hdr[4 + CLIENT_EXTRA_MAX + 1];
+	int n = 0;
+
+	if (sign_headers(c, method, path, NULL, line, err, errlen) < 0)
 		return -1;
+	for (int i = 0; i < 4; i++)
+		hdr[n++] = line[i];
+	for (int i = 0; extra && extra[i]; i++) {
+		if (i == CLIENT_EXTRA_MAX) {
+			snprintf(err, errlen, "more than %d extra headers",
+			         CLIENT_EXTRA_MAX);
+			return -1;
+		}
+		hdr[n++] = extra[i];
 	}
-	if (sign_headers(c, method, path, NULL, hl, err, errlen) < 0)
+	hdr[n] = NULL;
+	struct http1_request req = {.method = method,
+	                            .path = path,
+	                            .headers = hdr,
+	                            .timeout_ms = CLIENT_TIMEOUT_MS};
+	if (http1_stream_open(h, &req, status, err, errlen) < 0)
 		return -1;
-	for (int i = 0; extra && extra[i]; i++)
-		*hl = curl_slist_append(*hl, extra[i]);
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, *hl);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	if (c->ca_file[0])
-		curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
 	return 0;
 }
 
@@ -155,54 +140,47 @@ int client_call(struct client *c, const char *method, const char *path,
                 json_t *body, const char *idem, struct client_resp *r,
                 char *err, size_t errlen)
 {
-	char url[1024], line[300];
+	char line[6][CLIENT_HDR_LEN], why[400];
+	const char *hdr[8];
 	char *text = NULL;
-	struct buf b = {0};
-	struct curl_slist *hl = NULL;
-	int rc = -1;
+	struct http1_response hr = {0};
+	int n = 0, rc = -1;
 
 	memset(r, 0, sizeof *r);
 	if (body && !(text = json_dumps(body, JSON_COMPACT))) {
 		snprintf(err, errlen, "could not encode the request");
 		return -1;
 	}
-	snprintf(url, sizeof url, "%s%s", c->base, path);
-	if (sign_headers(c, method, path, text, &hl, err, errlen) < 0)
+	if (sign_headers(c, method, path, text, line, err, errlen) < 0)
 		goto out;
+	for (int i = 0; i < 4; i++)
+		hdr[n++] = line[i];
 	if (idem) {
-		snprintf(line, sizeof line, "Idempotency-Key: %s", idem);
-		hl = curl_slist_append(hl, line);
+		if (snprintf(line[4], CLIENT_HDR_LEN, "Idempotency-Key: %s",
+		             idem) >= CLIENT_HDR_LEN) {
+			snprintf(err, errlen, "idempotency key too long");
+			goto out;
+		}
+		hdr[n++] = line[4];
 	}
-	hl = curl_slist_append(hl, "Content-Type: application/json");
-	hl = curl_slist_append(hl, "Expect:");
-
-	CURL *h = c->curl;
-	curl_easy_reset(h);
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 3000L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 10000L);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	if (c->ca_file[0])
-		curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
-	if (text) {
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
-		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(text));
-	}
-	CURLcode cc = curl_easy_perform(h);
-	if (cc != CURLE_OK) {
+	if (text)
+		hdr[n++] = "Content-Type: application/json";
+	hdr[n] = NULL;
+	struct http1_request req = {.method = method,
+	                            .path = path,
+	                            .headers = hdr,
+	                            .body = text,
+	                            .body_len = text ? strlen(text) : 0,
+	                            .timeout_ms = CLIENT_TIMEOUT_MS,
+	                            .max_body = CLIENT_MAX_BODY};
+	if (http1_request(c->conn, &req, &hr, why, sizeof why) < 0) {
 		snprintf(err, errlen, "could not reach the exchange at %s: %s",
-		         c->base,
-		         b.too_big ? "answer too large"
-		                   : curl_easy_strerror(cc));
+		         c->base, why);
 		goto out;
 	}
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
-	if (b.p && b.n)
-		r->json = json_loads(b.p, 0, NULL);
+	r->status = hr.status;
+	if (hr.body && hr.body_len)
+		r->json = json_loadb(hr.body, hr.body_len, 0, NULL);
 	if (r->status >= 400 && r->json) {
 		const char *t =
 		    json_string_value(json_object_get(r->json, "title"));
@@ -213,8 +191,7 @@ int client_call(struct client *c, const char *method, const char *path,
 	}
 	rc = 0;
 out:
-	curl_slist_free_all(hl);
-	free(b.p);
+	http1_response_clear(&hr);
 	free(text);
 	return rc;
 }

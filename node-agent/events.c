@@ -1,4 +1,5 @@
-/* events.c — the SSE reader over libcurl's multi interface; see events.h.
+/* events.c — the SSE reader over an http1 connection of its own (streaming
+ * mode, polled beside the wake descriptor); see events.h.
  *
  * The parser follows the SSE format as ramexd writes it (exchange/events.c):
  * `id:`, `event:` and `data:` lines, a blank line ends an event, lines that
@@ -27,11 +28,9 @@
 struct events_stream {
 	struct client *cl;
 	int wake_fd;
-	CURLM *multi;
-	CURL *easy;
-	struct curl_slist *hl;
-	int active; /* a transfer is running */
-	int up;     /* ... and the exchange accepted it (200) */
+	struct http1_conn *h;
+	int up; /* a stream is open and the exchange accepted it (200) */
+	int64_t last_byte_ms;
 	int64_t next_try_ms, backoff_ms;
 	int64_t last_id; /* -1: none seen */
 	char line[EVENTS_LINE_MAX];
@@ -84,10 +83,9 @@ static void on_line(struct events_stream *s, const char *l)
 	}
 }
 
-static size_t on_data(char *data, size_t size, size_t nmemb, void *ctx)
+static int on_data(void *ctx, const char *data, size_t n)
 {
 	struct events_stream *s = ctx;
-	size_t n = size * nmemb;
 
 	for (size_t i = 0; i < n; i++) {
 		char c = data[i];
@@ -107,31 +105,7 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *ctx)
 				s->line[s->len++] = c;
 		}
 	}
-	return n;
-}
-
-/* The end of the headers: accepted when the status is 200. */
-static size_t on_header(char *data, size_t size, size_t nmemb, void *ctx)
-{
-	struct events_stream *s = ctx;
-	size_t n = size * nmemb;
-	long status = 0;
-
-	if (n <= 2 && (data[0] == '\r' || data[0] == '\n')) {
-		curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
-		if (status == 200) {
-			s->up = 1;
-			s->backoff_ms = EVENTS_BACKOFF_MIN_MS;
-			s->connects++;
-			s->warned = 0;
-			/* Whatever happened while the stream was down is
-			 * unknown here: have the caller look. */
-			s->pending++;
-			log_info("event stream open", "last_id=%" PRId64,
-			         s->last_id);
-		}
-	}
-	return n;
+	return 0;
 }
 
 static void schedule_retry(struct events_stream *s)
@@ -144,55 +118,61 @@ static void schedule_retry(struct events_stream *s)
 
 static void close_stream(struct events_stream *s)
 {
-	if (s->active) {
-		curl_multi_remove_handle(s->multi, s->easy);
-		s->active = 0;
-	}
-	curl_slist_free_all(s->hl);
-	s->hl = NULL;
+	http1_close(s->h);
 	s->up = 0;
 	s->len = 0;
 	s->overlong = 0;
 	s->type[0] = 0;
 }
 
+/* Logs why the stream is down, once until it is up again. */
+static void stream_down(struct events_stream *s, int status, const char *why)
+{
+	if (!s->warned)
+		log_warn("event stream closed; polling until it is back",
+		         "status=%d err=%s", status,
+		         log_quote((char[600]){0}, 600, why));
+	s->warned = 1;
+	close_stream(s);
+	schedule_retry(s);
+}
+
 static void open_stream(struct events_stream *s)
 {
 	char err[512], lid[64];
 	const char *extra[3] = {"Accept: text/event-stream", NULL, NULL};
+	int status = 0;
 
 	if (s->last_id >= 0) {
 		snprintf(lid, sizeof lid, "Last-Event-ID: %" PRId64,
 		         s->last_id);
 		extra[1] = lid;
 	}
-	curl_easy_reset(s->easy);
-	if (client_prepare(s->cl, s->easy, "GET", "/v1/events", extra, &s->hl,
-	                   err, sizeof err) < 0) {
-		log_error("could not open the event stream", "err=%s",
-		          log_quote((char[600]){0}, 600, err));
-		schedule_retry(s);
+	if (client_stream_open(s->cl, s->h, "GET", "/v1/events", extra, &status,
+	                       err, sizeof err) < 0) {
+		stream_down(s, 0, err);
 		return;
 	}
-	curl_easy_setopt(s->easy, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(s->easy, CURLOPT_WRITEDATA, s);
-	curl_easy_setopt(s->easy, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(s->easy, CURLOPT_HEADERDATA, s);
-	curl_easy_setopt(s->easy, CURLOPT_CONNECTTIMEOUT_MS, 3000L);
-	curl_easy_setopt(s->easy, CURLOPT_FAILONERROR, 1L);
-	curl_easy_setopt(s->easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(s->easy, CURLOPT_LOW_SPEED_TIME, EVENTS_SILENT_S);
-	if (curl_multi_add_handle(s->multi, s->easy) != CURLM_OK) {
-		curl_slist_free_all(s->hl);
-		s->hl = NULL;
-		schedule_retry(s);
+	if (status != 200) {
+		snprintf(err, sizeof err,
+		         "the exchange refused the stream (HTTP %d)", status);
+		stream_down(s, status, err);
 		return;
 	}
-	s->active = 1;
+	s->up = 1;
+	s->last_byte_ms = events_now_ms();
+	s->backoff_ms = EVENTS_BACKOFF_MIN_MS;
+	s->connects++;
+	s->warned = 0;
+	/* Whatever happened while the stream was down is unknown here:
+	 * have the caller look. */
+	s->pending++;
+	log_info("event stream open", "last_id=%" PRId64, s->last_id);
 }
 
 struct events_stream *events_new(struct client *cl, int wake_fd)
 {
+	char err[512];
 	struct events_stream *s = calloc(1, sizeof *s);
 	if (!s)
 		return NULL;
@@ -200,8 +180,10 @@ struct events_stream *events_new(struct client *cl, int wake_fd)
 	s->wake_fd = wake_fd;
 	s->last_id = -1;
 	s->backoff_ms = EVENTS_BACKOFF_MIN_MS;
-	if (!(s->multi = curl_multi_init()) || !(s->easy = curl_easy_init())) {
-		events_free(s);
+	/* client_new checked the same URL and CA file: only memory can
+	 * fail here. */
+	if (!(s->h = client_conn_new(cl, err, sizeof err))) {
+		free(s);
 		return NULL;
 	}
 	return s;
@@ -211,12 +193,7 @@ void events_free(struct events_stream *s)
 {
 	if (!s)
 		return;
-	if (s->multi && s->easy)
-		close_stream(s);
-	if (s->easy)
-		curl_easy_cleanup(s->easy);
-	if (s->multi)
-		curl_multi_cleanup(s->multi);
+	http1_free(s->h);
 	free(s);
 }
 
@@ -235,29 +212,23 @@ int64_t events_connects(const struct events_stream *s)
 	return s->connects;
 }
 
-/* Reads what the transfer did; a finished transfer means the stream is
- * over (the exchange stopped, refused us, or the connection broke). */
+/* Reads what has arrived, without waiting. A stream that ends or
+ * breaks, or stays silent past EVENTS_SILENT_S (a connection dead without
+ * a reset), is over: polling until it is opened again. */
 static void collect(struct events_stream *s)
 {
-	CURLMsg *m;
-	int left, running;
+	char err[512];
+	int r;
 
-	curl_multi_perform(s->multi, &running);
-	while ((m = curl_multi_info_read(s->multi, &left))) {
-		if (m->msg != CURLMSG_DONE || m->easy_handle != s->easy)
-			continue;
-		long status = 0;
-		curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
-		if (!s->warned)
-			log_warn(
-			    "event stream closed; polling until it is back",
-			    "status=%ld err=%s", status,
-			    log_quote((char[300]){0}, 300,
-			              curl_easy_strerror(m->data.result)));
-		s->warned = 1;
-		close_stream(s);
-		schedule_retry(s);
-		return;
+	while ((r = http1_stream_read(s->h, on_data, s, 0, err, sizeof err)) ==
+	       1)
+		s->last_byte_ms = events_now_ms();
+	if (r < 0) {
+		stream_down(s, 200, err);
+	} else if (events_now_ms() - s->last_byte_ms >=
+	           EVENTS_SILENT_S * 1000) {
+		snprintf(err, sizeof err, "no byte for %ld s", EVENTS_SILENT_S);
+		stream_down(s, 200, err);
 	}
 }
 
@@ -277,32 +248,36 @@ int events_wait(struct events_stream *s, int64_t deadline_ms)
 {
 	for (;;) {
 		int64_t now = events_now_ms();
-		if (!s->active && now >= s->next_try_ms)
+		if (!s->up && now >= s->next_try_ms)
 			open_stream(s);
-		if (s->active)
+		if (s->up)
 			collect(s);
 		if (s->pending) {
 			int n = s->pending;
 			s->pending = 0;
 			return n;
 		}
+		now = events_now_ms();
 		if (now >= deadline_ms || drain_wake(s))
 			return 0;
 		int64_t wait = deadline_ms - now;
-		if (!s->active && s->next_try_ms - now < wait)
+		if (!s->up && s->next_try_ms - now < wait)
 			wait = s->next_try_ms - now;
+		/* Wake in time to notice a silent stream. */
+		if (s->up &&
+		    s->last_byte_ms + EVENTS_SILENT_S * 1000 - now < wait)
+			wait = s->last_byte_ms + EVENTS_SILENT_S * 1000 - now;
 		if (wait < 1)
 			wait = 1;
-		if (s->active) {
-			struct curl_waitfd w = {s->wake_fd, CURL_WAIT_POLLIN,
-			                        0};
-			curl_multi_poll(s->multi, s->wake_fd >= 0 ? &w : NULL,
-			                s->wake_fd >= 0 ? 1 : 0, (int)wait,
-			                NULL);
-		} else {
-			struct pollfd p = {s->wake_fd, POLLIN, 0};
-			poll(s->wake_fd >= 0 ? &p : NULL,
-			     s->wake_fd >= 0 ? 1 : 0, (int)wait);
+		struct pollfd p[2];
+		nfds_t n = 0;
+		if (s->wake_fd >= 0)
+			p[n++] = (struct pollfd){s->wake_fd, POLLIN, 0};
+		if (s->up) {
+			if (http1_buffered(s->h))
+				continue; /* libssl holds bytes: read them */
+			p[n++] = (struct pollfd){http1_fd(s->h), POLLIN, 0};
 		}
+		poll(n ? p : NULL, n, (int)wait);
 	}
 }
