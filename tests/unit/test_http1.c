@@ -6,7 +6,9 @@
  * Connection: close, a server that never answers (the request's timeout),
  * bodies over the size limit, a body cut short, 1xx and 204 answers, an
  * answer that is not HTTP, a refused connection, the streaming mode, the
- * URL checks and https against a server that does not speak TLS.
+ * URL checks, and https: against a server that does not speak TLS, and
+ * against a TLS server with a certificate made here (trusted through
+ * ca_file, untrusted without it, and for a host name it does not carry).
  */
 #include "node-agent/http1.h"
 
@@ -14,6 +16,10 @@
 #include <check.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -667,6 +673,145 @@ START_TEST(https_to_plain_server)
 }
 END_TEST
 
+/* --- TLS ----------------------------------------------------------- */
+
+static SSL_CTX *tls_srv;
+static char ca_path[256];
+
+/* A self-signed certificate for IP 127.0.0.1, written to ca_path, and a
+ * server context that uses it. */
+static void tls_setup(void)
+{
+	EVP_PKEY *key = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
+	X509 *crt = X509_new();
+	X509V3_CTX v3;
+	ck_assert_ptr_nonnull(key);
+	ck_assert_ptr_nonnull(crt);
+	X509_set_version(crt, 2);
+	ASN1_INTEGER_set(X509_get_serialNumber(crt), 1);
+	X509_gmtime_adj(X509_getm_notBefore(crt), -60);
+	X509_gmtime_adj(X509_getm_notAfter(crt), 3600);
+	X509_set_pubkey(crt, key);
+	X509_NAME *n = X509_get_subject_name(crt);
+	X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC,
+	                           (const unsigned char *)"ramex test", -1, -1,
+	                           0);
+	X509_set_issuer_name(crt, n);
+	X509V3_set_ctx_nodb(&v3);
+	X509V3_set_ctx(&v3, crt, crt, NULL, NULL, 0);
+	const char *ext[][2] = {{"subjectAltName", "IP:127.0.0.1"},
+	                        {"basicConstraints", "critical,CA:TRUE"}};
+	for (int i = 0; i < 2; i++) {
+		X509_EXTENSION *e =
+		    X509V3_EXT_nconf(NULL, &v3, ext[i][0], ext[i][1]);
+		ck_assert_ptr_nonnull(e);
+		X509_add_ext(crt, e, -1);
+		X509_EXTENSION_free(e);
+	}
+	ck_assert_int_gt(X509_sign(crt, key, EVP_sha256()), 0);
+
+	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	snprintf(ca_path, sizeof ca_path, "%s/test_http1.%d.pem", base,
+	         (int)getpid());
+	FILE *f = fopen(ca_path, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(PEM_write_X509(f, crt), 1);
+	fclose(f);
+
+	tls_srv = SSL_CTX_new(TLS_server_method());
+	ck_assert_ptr_nonnull(tls_srv);
+	ck_assert_int_eq(SSL_CTX_use_certificate(tls_srv, crt), 1);
+	ck_assert_int_eq(SSL_CTX_use_PrivateKey(tls_srv, key), 1);
+	X509_free(crt);
+	EVP_PKEY_free(key);
+}
+
+static void tls_teardown(void)
+{
+	unlink(ca_path);
+	SSL_CTX_free(tls_srv);
+}
+
+/* Answers "ok" to every request on the connection, over TLS. */
+static void s_tls_ok(struct srv *s, int fd)
+{
+	SSL *ssl = SSL_new(tls_srv);
+	SSL_set_fd(ssl, fd);
+	if (SSL_accept(ssl) != 1)
+		goto out;
+	char buf[4096];
+	size_t n = 0;
+	while (!s->stop) {
+		int r = SSL_read(ssl, buf + n, (int)(sizeof buf - 1 - n));
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+		buf[n] = 0;
+		if (!strstr(buf, "\r\n\r\n"))
+			continue;
+		s->requests++;
+		n = 0;
+		const char *a =
+		    "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+		SSL_write(ssl, a, (int)strlen(a));
+	}
+out:
+	SSL_free(ssl);
+}
+
+START_TEST(tls_verified_and_kept_alive)
+{
+	srv_start(s_tls_ok);
+	snprintf(url, sizeof url, "https://127.0.0.1:%d", S.port);
+	struct http1_conn *c = http1_new(url, ca_path, 2000, err, sizeof err);
+	ck_assert_msg(c, "%s", err);
+	struct http1_response r;
+	for (int i = 0; i < 3; i++) {
+		ck_assert_msg(get(c, "/v1/whoami", &r, 5000, 0) == 0, "%s",
+		              err);
+		ck_assert_int_eq(r.status, 200);
+		ck_assert_str_eq(r.body, "ok");
+		http1_response_clear(&r);
+	}
+	ck_assert_int_eq(http1_connects(c), 1);
+	ck_assert_int_eq(S.requests, 3);
+	http1_free(c);
+	srv_stop();
+}
+END_TEST
+
+START_TEST(tls_untrusted_certificate)
+{
+	srv_start(s_tls_ok);
+	snprintf(url, sizeof url, "https://127.0.0.1:%d", S.port);
+	struct http1_conn *c = conn(); /* the system's CAs */
+	struct http1_response r;
+	ck_assert_int_eq(get(c, "/v1/whoami", &r, 5000, 0), -1);
+	ck_assert_msg(strstr(err, "is not accepted") && strstr(err, "ca_file"),
+	              "%s", err);
+	ck_assert_int_eq(S.requests, 0);
+	http1_free(c);
+	srv_stop();
+}
+END_TEST
+
+START_TEST(tls_wrong_host_name)
+{
+	srv_start(s_tls_ok);
+	/* Trusted, but made out to 127.0.0.1, not to this name. */
+	snprintf(url, sizeof url, "https://localhost:%d", S.port);
+	struct http1_conn *c = http1_new(url, ca_path, 2000, err, sizeof err);
+	ck_assert_msg(c, "%s", err);
+	struct http1_response r;
+	ck_assert_int_eq(get(c, "/v1/whoami", &r, 5000, 0), -1);
+	ck_assert_msg(strstr(err, "is not accepted"), "%s", err);
+	ck_assert_msg(strstr(err, "mismatch"), "%s", err);
+	ck_assert_int_eq(S.requests, 0);
+	http1_free(c);
+	srv_stop();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("http1");
@@ -690,6 +835,13 @@ int main(void)
 	tcase_add_test(t, prefix_in_request_line);
 	tcase_add_test(t, https_to_plain_server);
 	suite_add_tcase(s, t);
+	TCase *tt = tcase_create("tls");
+	tcase_set_timeout(tt, 30);
+	tcase_add_checked_fixture(tt, tls_setup, tls_teardown);
+	tcase_add_test(tt, tls_verified_and_kept_alive);
+	tcase_add_test(tt, tls_untrusted_certificate);
+	tcase_add_test(tt, tls_wrong_host_name);
+	suite_add_tcase(s, tt);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	int nf = srunner_ntests_failed(sr);
