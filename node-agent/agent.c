@@ -24,16 +24,19 @@
 #include "node-agent/core/wsest.h"
 #include "node-agent/events.h"
 #include "node-agent/exec.h"
+#include "node-agent/lendsup.h"
 #include "node-agent/sample.h"
 #include "node-agent/spool.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,6 +56,14 @@ struct held { /* a contract of ours the exchange knows */
 	/* Pages given back, the exchange not yet told (recall or end): the
 	 * call is retried until it answers. */
 	const char *tell; /* "recall", "end" or NULL */
+	/* The lend data path (lendsup.h), when this node runs one for it:
+	 * the child, the page-seconds its meter file says (hosted, the
+	 * pages under contract) and how many of those are reported. */
+	struct lendsup_child *lc;
+	int64_t notice_s; /* the contract's recall notice */
+	int64_t lend_cum, lend_reported;
+	int lend_real;        /* usage comes from the child's meter */
+	int64_t lend_next_ms; /* when to try to start the path again */
 };
 
 struct agent {
@@ -81,6 +92,12 @@ struct agent {
 	int warned_no_usage;
 	struct events_stream *ev;
 	int64_t last_list_ms; /* when the contracts were last listed */
+	char
+	    lend_dir[LENDSUP_PATH]; /* secrets, meters, logs of lend children */
+	char lend_bin[LENDSUP_PATH]; /* where ramex-lend-server/-nbd are */
+	/* lenders given notice: served until released or the deadline */
+	struct lendsup_child *draining[STRATEGY_MAX_CONTRACTS];
+	int ndraining;
 };
 
 static volatile sig_atomic_t stop;
@@ -357,14 +374,20 @@ static void send_reports(struct agent *a)
 		         log_quote((char[600]){0}, 600, err));
 }
 
+struct held;
+static struct held *find_held(struct agent *a, int64_t id);
+static void lend_adjust(struct held *h, struct meter_period *p);
+
 static void cut_all(struct agent *a, rx_time_ns t)
 {
 	struct meter_period p;
 	const char *why;
 	for (int i = 0; i < meter_count(a->meter); i++) {
 		const char *id = meter_id(a->meter, i);
-		if (meter_cut(a->meter, id, t, &p, &why) == 0)
+		if (meter_cut(a->meter, id, t, &p, &why) == 0) {
+			lend_adjust(find_held(a, strtoll(id, NULL, 10)), &p);
 			spool_period(a, &p, meter_pages(a->meter, id), 0);
+		}
 	}
 }
 
@@ -470,6 +493,300 @@ static int contract_move(struct agent *a, int64_t id, const char *move,
 	return out;
 }
 
+/* ---- the lend data path (lendsup.h, docs/lending.md) ---- */
+
+/* Where the lend children's files go: next to the spool, 0700 (it holds
+ * contract secrets). 0, or -1 with a log line. */
+static int lend_dir_ready(struct agent *a)
+{
+	if (!a->lend_dir[0])
+		snprintf(a->lend_dir, sizeof a->lend_dir, "%s-lend",
+		         a->cfg.spool);
+	if (mkdir(a->lend_dir, 0700) < 0 && errno != EEXIST) {
+		log_error("cannot make the lend state directory",
+		          "dir=%s err=%s", a->lend_dir, strerror(errno));
+		return -1;
+	}
+	chmod(a->lend_dir, 0700);
+	return 0;
+}
+
+static void lend_program(struct agent *a, struct lendsup_child *c,
+                         const char *prog)
+{
+	lendsup_arg(c, "%s/%s", a->lend_bin, prog);
+}
+
+/* Seller: start ramex-lend-server for h and tell the exchange where it
+ * listens; the exchange answers the contract secret the server needs, so
+ * the endpoint is registered first, on a port chosen beforehand. 0 when
+ * it runs, -1 to try again later. */
+static int lend_serve(struct agent *a, struct held *h, int64_t now_ms)
+{
+	char host[CONFIG_STR], ep[CONFIG_STR + 8], path[96], err[512];
+	struct client_resp r;
+	const char *colon = strrchr(a->cfg.lend_listen, ':');
+	int port = atoi(colon + 1);
+
+	snprintf(host, sizeof host, "%.*s", (int)(colon - a->cfg.lend_listen),
+	         a->cfg.lend_listen);
+	if (port == 0 && !(port = lendsup_free_port(host))) {
+		log_error("no free port for a lend server", "host=%s", host);
+		return -1;
+	}
+	if (!a->cfg.lend_advertise[0])
+		snprintf(ep, sizeof ep, "%s:%d", host, port);
+	else if (strchr(a->cfg.lend_advertise, ':'))
+		snprintf(ep, sizeof ep, "%s", a->cfg.lend_advertise);
+	else
+		snprintf(ep, sizeof ep, "%s:%d", a->cfg.lend_advertise, port);
+	snprintf(path, sizeof path, "/v1/contracts/%" PRId64 "/lend", h->id);
+	json_t *b = json_pack("{s:s}", "endpoint", ep);
+	int rc = call(a, "POST", path, b, NULL, &r);
+	json_decref(b);
+	if (rc < 0)
+		return -1;
+	const char *secret =
+	    json_string_value(json_object_get(r.json, "secret"));
+	if (r.status != 200 || !secret) {
+		log_warn("the exchange did not take the lend endpoint",
+		         "contract=%" PRId64 " status=%ld detail=%s", h->id,
+		         r.status, log_quote((char[300]){0}, 300, r.detail));
+		client_resp_clear(&r);
+		return -1;
+	}
+	struct lendsup_child *c = calloc(1, sizeof *c);
+	if (!c) {
+		client_resp_clear(&r);
+		return -1;
+	}
+	lendsup_init(c, a->lend_dir, "lend-server", h->id);
+	if (lendsup_write_secret(c, secret, err, sizeof err) < 0)
+		goto fail;
+	lend_program(a, c, "ramex-lend-server");
+	lendsup_arg(c, "--contract");
+	lendsup_arg(c, "%" PRId64, h->id);
+	lendsup_arg(c, "--secret-file");
+	lendsup_arg(c, "%s", c->secret_file);
+	lendsup_arg(c, "--pages");
+	lendsup_arg(c, "%lld", (long long)h->pages);
+	lendsup_arg(c, "--listen");
+	lendsup_arg(c, "%s:%d", host, port);
+	lendsup_arg(c, "--meter-file");
+	lendsup_arg(c, "%s", c->meter_file);
+	lendsup_arg(c, "--notice-ms");
+	lendsup_arg(c, "%lld", (long long)h->notice_s * 1000);
+	/* root may lock its memory; a lender must not page for its
+	 * borrower (docs/lending.md, the swap path's headroom) */
+	if (geteuid() == 0)
+		lendsup_arg(c, "--mlock");
+	if (lendsup_start(c, now_ms, err, sizeof err) < 0)
+		goto fail;
+	client_resp_clear(&r);
+	h->lc = c;
+	log_info("serving a lend contract",
+	         "contract=%" PRId64 " endpoint=%s pages=%lld", h->id, ep,
+	         (long long)h->pages);
+	return 0;
+fail:
+	log_error("could not start the lend server",
+	          "contract=%" PRId64 " err=%s", h->id,
+	          log_quote((char[600]){0}, 600, err));
+	lendsup_cleanup(c);
+	free(c);
+	client_resp_clear(&r);
+	return -1;
+}
+
+/* Buyer: once the lender registered, start ramex-lend-nbd towards it.
+ * 0 when it runs, -1 to ask again later (404 until the lender is up). */
+static int lend_borrow(struct agent *a, struct held *h, int64_t now_ms)
+{
+	char path[96], err[512];
+	struct client_resp r;
+
+	snprintf(path, sizeof path, "/v1/contracts/%" PRId64 "/lend", h->id);
+	if (call(a, "GET", path, NULL, NULL, &r) < 0)
+		return -1;
+	const char *secret =
+	    json_string_value(json_object_get(r.json, "secret"));
+	const char *ep = json_string_value(json_object_get(r.json, "endpoint"));
+	if (r.status != 200 || !secret || !ep) {
+		if (r.status != 404)
+			log_warn("could not learn the lender's endpoint",
+			         "contract=%" PRId64 " status=%ld detail=%s",
+			         h->id, r.status,
+			         log_quote((char[300]){0}, 300, r.detail));
+		client_resp_clear(&r);
+		return -1;
+	}
+	struct lendsup_child *c = calloc(1, sizeof *c);
+	if (!c) {
+		client_resp_clear(&r);
+		return -1;
+	}
+	lendsup_init(c, a->lend_dir, "lend-nbd", h->id);
+	if (lendsup_write_secret(c, secret, err, sizeof err) < 0)
+		goto fail;
+	lend_program(a, c, "ramex-lend-nbd");
+	lendsup_arg(c, "--lender");
+	lendsup_arg(c, "%s", ep);
+	lendsup_arg(c, "--contract");
+	lendsup_arg(c, "%" PRId64, h->id);
+	lendsup_arg(c, "--secret-file");
+	lendsup_arg(c, "%s", c->secret_file);
+	lendsup_arg(c, "--meter-file");
+	lendsup_arg(c, "%s", c->meter_file);
+	if (!strcmp(a->cfg.lend_borrow_mode, "listen")) {
+		/* NBD on loopback for user space and tests; the port goes
+		 * to lend-nbd-ID.port for whoever connects */
+		char pf[LENDSUP_PATH + 48];
+		int port = lendsup_free_port("127.0.0.1");
+		if (!port) {
+			snprintf(err, sizeof err, "no free port on 127.0.0.1");
+			goto fail;
+		}
+		lendsup_arg(c, "--listen");
+		lendsup_arg(c, "127.0.0.1:%d", port);
+		snprintf(pf, sizeof pf, "%s/lend-nbd-%" PRId64 ".port",
+		         a->lend_dir, h->id);
+		FILE *f = fopen(pf, "w");
+		if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0) {
+			snprintf(err, sizeof err, "could not write %.400s", pf);
+			goto fail;
+		}
+	} else {
+		lendsup_arg(c, "--attach");
+		lendsup_arg(c, "%s", a->cfg.lend_nbd_device);
+		lendsup_arg(c, "--swap-priority");
+		lendsup_arg(c, "100");
+		lendsup_arg(c, "--mlock");
+	}
+	if (lendsup_start(c, now_ms, err, sizeof err) < 0)
+		goto fail;
+	h->lc = c;
+	log_info("borrowing through the lend bridge",
+	         "contract=%" PRId64 " lender=%s mode=%s", h->id, ep,
+	         a->cfg.lend_borrow_mode);
+	client_resp_clear(&r); /* ep is the answer's */
+	return 0;
+fail:
+	log_error("could not start the lend bridge",
+	          "contract=%" PRId64 " err=%s", h->id,
+	          log_quote((char[600]){0}, 600, err));
+	lendsup_cleanup(c);
+	free(c);
+	client_resp_clear(&r);
+	return -1;
+}
+
+/* Does this node run the data path of h? */
+static int lend_wanted(const struct agent *a, const struct held *h)
+{
+	if (h->kind == EXEC_LEND)
+		return a->cfg.lend_listen[0] != 0;
+	if (h->kind == EXEC_BORROW)
+		return strcmp(a->cfg.lend_borrow_mode, "off") != 0;
+	return 0;
+}
+
+/* Every round: start the data paths not yet running (at most once a
+ * sample each), supervise the running ones and the draining lenders. */
+static void lend_tick(struct agent *a)
+{
+	int64_t now = events_now_ms();
+	for (int i = 0; i < a->nheld; i++) {
+		struct held *h = &a->held[i];
+		if (h->lc) {
+			lendsup_poll(h->lc, now);
+			continue;
+		}
+		if (!lend_wanted(a, h) || h->tell || !h->confirmed ||
+		    now < h->lend_next_ms || lend_dir_ready(a) < 0)
+			continue;
+		h->lend_next_ms = now + a->cfg.sample_s * 1000;
+		if (h->kind == EXEC_LEND)
+			lend_serve(a, h, now);
+		else
+			lend_borrow(a, h, now);
+	}
+	for (int i = 0; i < a->ndraining;) {
+		struct lendsup_child *c = a->draining[i];
+		lendsup_poll(c, now);
+		if (c->stopping && c->pid == 0) {
+			lendsup_cleanup(c);
+			free(c);
+			a->draining[i] = a->draining[--a->ndraining];
+			continue;
+		}
+		i++;
+	}
+}
+
+/* Brings h's lend meter reading up to date. */
+static void lend_read(struct held *h)
+{
+	struct lend_meter_report r;
+	if (!h->lc || lendsup_meter(h->lc, &r) < 0)
+		return;
+	/* both sides report the pages under contract: the lender hosts
+	 * them, the borrower has them (its meter's hosted figure), so the
+	 * two reports measure the same thing and reconcile */
+	if (r.hosted_page_s > h->lend_cum)
+		h->lend_cum = r.hosted_page_s;
+	h->lend_real = 1;
+}
+
+/* A metered period of h, from the lend child's meter once it runs: what
+ * its meter counted since the last report, never more than the period can
+ * hold (the executor's pages × seconds; the meter file may be a second
+ * fresher than the period's end), the rest carried to the next. */
+static void lend_adjust(struct held *h, struct meter_period *p)
+{
+	if (!h)
+		return;
+	lend_read(h);
+	if (!h->lend_real)
+		return; /* not up yet: the executor's figure stands */
+	int64_t avail = h->lend_cum - h->lend_reported;
+	if (avail < 0)
+		avail = 0;
+	if (avail < p->page_seconds)
+		p->page_seconds = avail;
+	p->carry_pns = 0;
+	h->lend_reported += p->page_seconds;
+}
+
+/* h's pages are back: the lender gives its borrower notice and is served
+ * until the borrower released or the notice ended; the borrower's bridge
+ * moves its pages back, releases and ends (SIGTERM). */
+static void lend_finish(struct agent *a, struct held *h)
+{
+	if (!h->lc)
+		return;
+	lendsup_poll(h->lc, events_now_ms());
+	if (h->kind == EXEC_BORROW) {
+		lendsup_stop(h->lc, 10000);
+		lend_read(h);
+		lendsup_cleanup(h->lc);
+		free(h->lc);
+	} else {
+		lend_read(h);
+		lendsup_signal(h->lc, SIGUSR1);
+		/* its own deadline is --notice-ms; a little more here */
+		h->lc->deadline_ms =
+		    events_now_ms() + h->notice_s * 1000 + 5000;
+		if (a->ndraining < STRATEGY_MAX_CONTRACTS) {
+			a->draining[a->ndraining++] = h->lc;
+		} else {
+			lendsup_stop(h->lc, 2000);
+			lendsup_cleanup(h->lc);
+			free(h->lc);
+		}
+	}
+	h->lc = NULL;
+}
+
 /* Seller of a contract pending delivery: take the pages, then confirm. The
  * meter starts once the exchange has the delivery, since it counts usage
  * from then on. */
@@ -479,6 +796,11 @@ static void deliver(struct agent *a, struct held *h, rx_time_ns t)
 
 	if (take_pages(a, h, &got) < 0 || got == 0)
 		return;
+	/* a lend's server is up and registered before the buyer hears of
+	 * the delivery (lend_tick retries when this fails) */
+	if (lend_wanted(a, h) && h->kind == EXEC_LEND && !h->lc &&
+	    lend_dir_ready(a) == 0)
+		lend_serve(a, h, events_now_ms());
 	int rc = contract_move(a, h->id, "deliver", "ramex-agent: pages out");
 	if (rc < 0)
 		return; /* pages stay out; confirmed at the next round */
@@ -514,11 +836,15 @@ static void take_back(struct agent *a, struct held *h, rx_pages pages,
 	rx_pages left = exec_held(a->ex, id);
 	if (left < 0)
 		left = 0;
+	if (left == 0)
+		lend_finish(a, h); /* its meter's last reading, below */
 	if (!h->metering)
 		return;
 	if (left == 0) {
-		if (meter_stop(a->meter, id, t, &p, &why) == 0)
+		if (meter_stop(a->meter, id, t, &p, &why) == 0) {
+			lend_adjust(h, &p);
 			spool_period(a, &p, 0, 1);
+		}
 		h->metering = 0;
 	} else {
 		meter_set(a->meter, id, t, left, &why);
@@ -534,6 +860,11 @@ static int kind_of(const char *delivery, enum strategy_side side)
 
 static void drop_held(struct agent *a, struct held *h)
 {
+	if (h->lc) {
+		lendsup_stop(h->lc, 2000);
+		lendsup_cleanup(h->lc);
+		free(h->lc);
+	}
 	*h = a->held[--a->nheld];
 }
 
@@ -575,6 +906,8 @@ static void reconcile_one(struct agent *a, json_t *c, rx_time_ns t)
 		                 : STRATEGY_SPOT;
 		h->kind = kind_of(delivery, h->side);
 		h->pages = json_integer_value(json_object_get(c, "pages"));
+		h->notice_s =
+		    json_integer_value(json_object_get(c, "notice_period_s"));
 	}
 	h->seen = 1;
 	if (h->tell)
@@ -1130,6 +1463,13 @@ static void shutdown_agent(struct agent *a)
 		}
 		send_reports(a);
 	}
+	/* lenders still giving notice: the agent that supervises them goes */
+	for (int i = 0; i < a->ndraining; i++) {
+		lendsup_stop(a->draining[i], 2000);
+		lendsup_cleanup(a->draining[i]);
+		free(a->draining[i]);
+	}
+	a->ndraining = 0;
 	write_status(a);
 	log_info("stopped", "reports_pending=%d",
 	         a->spool ? spool_pending(a->spool, NULL, 0) : 0);
@@ -1157,6 +1497,21 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	/* the lend programs are installed beside the agent by default */
+	if (a.cfg.lend_bin_dir[0]) {
+		snprintf(a.lend_bin, sizeof a.lend_bin, "%s",
+		         a.cfg.lend_bin_dir);
+	} else {
+		char self[LENDSUP_PATH];
+		ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+		if (n > 0) {
+			self[n] = '\0';
+			snprintf(a.lend_bin, sizeof a.lend_bin, "%s",
+			         dirname(self));
+		} else {
+			snprintf(a.lend_bin, sizeof a.lend_bin, ".");
+		}
+	}
 	if (start(&a, err, sizeof err) < 0) {
 		log_error("could not start", "err=%s",
 		          log_quote((char[600]){0}, 600, err));
@@ -1179,6 +1534,8 @@ int main(int argc, char **argv)
 		     events_now_ms() - a.last_list_ms >= a.cfg.poll_s * 1000))
 			reconcile(&a, t);
 		sync_losses(&a, t);
+		if (known)
+			lend_tick(&a);
 		if (known && a.reachable)
 			refresh_market(&a);
 		if (known)

@@ -23,6 +23,7 @@ AGENT_SRC := node-agent/agent.c node-agent/client.c node-agent/config.c \
   node-agent/events.c node-agent/http1.c \
   node-agent/sample.c node-agent/spool.c node-agent/core/wsest.c \
   node-agent/core/strategy.c node-agent/core/meter.c $(AGENT_EXEC) \
+  node-agent/lendsup.c node-agent/lend/lend_meter.c \
   common/log.c common/sign.c
 # No libcurl: node-agent/http1.c speaks HTTP/1.1 itself (libssl for https),
 # which keeps ~35 shared libraries' resident pages out of the agent.
@@ -37,7 +38,14 @@ $(BUILD)/bin/test_agent: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramex-agent
 
 # A lend contract's data path: ramexd's lend endpoints, and two agents whose
 # lend children (ramex-lend-server, ramex-lend-nbd) move real pages.
+# (lend.mk comes after this file: its LEND_SRC is not defined yet here)
 $(call integration_test,test_agent_lend,tests/integration/test_agent_lend.c \
-  $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
-$(BUILD)/san/bin/test_agent_lend: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramex-agent
-$(BUILD)/bin/test_agent_lend: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramex-agent
+  $(RAMEXD_HARNESS) exchange/core/usage.c node-agent/lend/lend_proto.c \
+  node-agent/lend/lend_conn.c node-agent/lend/lend_meter.c \
+  node-agent/lend/lend_client.c node-agent/lend/lend_nbd.c \
+  node-agent/lend/lend_server.c node-agent/lend/lend_store.c common/log.c,\
+  libcurl jansson libpq libssl libcrypto)
+TEST_AGENT_LEND_NEEDS := $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramex-agent \
+  $(BUILD)/san/bin/ramex-lend-server $(BUILD)/san/bin/ramex-lend-nbd
+$(BUILD)/san/bin/test_agent_lend: | $(TEST_AGENT_LEND_NEEDS)
+$(BUILD)/bin/test_agent_lend: | $(TEST_AGENT_LEND_NEEDS)

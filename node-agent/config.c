@@ -84,6 +84,20 @@ static const struct setting settings[] = {
       "sample idle pages through /sys/kernel/mm/page_idle/bitmap"),
     I("idle_stride", idle_stride, 1, 64, 1 << 20,
       "sample every n-th page frame (>= 64)"),
+    S("lend_listen", lend_listen,
+      "HOST:PORT this node's lend page servers bind (port 0: a free one "
+      "per contract; empty: this node does not serve lend contracts)"),
+    S("lend_advertise", lend_advertise,
+      "HOST[:PORT] told to the exchange for borrowers (empty: "
+      "lend_listen's host; no port: the one bound)"),
+    S("lend_bin_dir", lend_bin_dir,
+      "directory of ramex-lend-server and ramex-lend-nbd (empty: the "
+      "agent's own)"),
+    S("lend_borrow_mode", lend_borrow_mode,
+      "borrowed pages: attach (/dev/nbdX as swap), listen (NBD on "
+      "127.0.0.1, tests) or off (no data path)"),
+    S("lend_nbd_device", lend_nbd_device,
+      "the NBD device lend_borrow_mode=attach uses"),
     I("window_s", est.window_ns, 1000000000, 1, 86400,
       "working-set window: touched within it = working"),
     I("fault_cost_us", est.fault_cost_ns, 1000, 1, 10000,
@@ -165,6 +179,8 @@ void config_default(struct agent_config *c)
 	c->poll_s = 60;
 	c->idle_sampling = 1;
 	c->idle_stride = 257; /* odd: no aliasing with huge-page alignment */
+	strcpy(c->lend_borrow_mode, "attach");
+	strcpy(c->lend_nbd_device, "/dev/nbd0");
 	wsest_config_default(&c->est);
 	strategy_config_default(&c->strat);
 }
@@ -364,6 +380,22 @@ int config_check(const struct agent_config *c, char *err, size_t errlen)
 		errf(err, errlen,
 		     "exchange_url must start with http:// or "
 		     "https://");
+		return -1;
+	}
+	if (strcmp(c->lend_borrow_mode, "attach") &&
+	    strcmp(c->lend_borrow_mode, "listen") &&
+	    strcmp(c->lend_borrow_mode, "off")) {
+		errf(err, errlen,
+		     "lend_borrow_mode must be attach, listen or off, not "
+		     "\"%s\"",
+		     c->lend_borrow_mode);
+		return -1;
+	}
+	if (c->lend_listen[0] && !strrchr(c->lend_listen, ':')) {
+		errf(err, errlen,
+		     "lend_listen must be HOST:PORT (port 0: a free one per "
+		     "contract), not \"%s\"",
+		     c->lend_listen);
 		return -1;
 	}
 	if (!c->spool[0]) {

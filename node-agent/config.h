@@ -45,6 +45,12 @@ struct agent_config {
 	int64_t poll_s;      /* contract listing interval with events up */
 	int idle_sampling;   /* use page_idle/bitmap when present */
 	int64_t idle_stride; /* sample every n-th page frame */
+	/* lend contracts' data path (lendsup.h, docs/lending.md) */
+	char lend_listen[CONFIG_STR];    /* HOST:PORT; "" = serve no lends */
+	char lend_advertise[CONFIG_STR]; /* HOST[:PORT] for the exchange */
+	char lend_bin_dir[CONFIG_STR];   /* "" = the agent's directory */
+	char lend_borrow_mode[16];       /* attach | listen | off */
+	char lend_nbd_device[CONFIG_STR];
 	struct wsest_config est;
 	struct strategy_config strat;
 };

@@ -8,13 +8,41 @@
  *   other team's trader, finance and the operator may not read; endpoints
  *   that are not HOST:PORT are 400; an offline contract is 409 not-lend and
  *   an ended one 409 wrong-state.
+ * - end to end: real ramex-agent processes (sim backend) on both sides.
+ *   A has lend_listen set and B lend_borrow_mode=listen; they trade a lend
+ *   contract, A's agent starts ramex-lend-server and registers it, B's
+ *   agent starts ramex-lend-nbd towards it; the test writes pages through
+ *   the bridge's NBD port and reads them back, checksum right; a third
+ *   node may not read the endpoint and a wrong secret is refused by the
+ *   lender; both agents report usage from the children's meter files and
+ *   the exchange's usage_reconcile finds the two sides agreeing.
+ *
+ * Waits poll for a condition with a generous bound: they say that
+ * something happens, never how fast.
  */
+#include <arpa/inet.h>
 #include <check.h>
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <libpq-fe.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exchange/core/usage.h"
+#include "node-agent/lend/lend_client.h"
+#include "node-agent/lend/lend_meter.h"
+#include "node-agent/lend/lend_nbd.h"
 
 #include "tests/integration/ramexd_harness.h"
 #include "tests/integration/testdb.h"
@@ -257,12 +285,437 @@ START_TEST(endpoints)
 }
 END_TEST
 
+/* ---- end to end: two agents ---- */
+
+#define WAIT_S 90 /* bound of every wait: only a broken agent needs it */
+
+struct agent {
+	char name[16];
+	char dir[512], spool[600], status[600], usage[600], secret[600];
+	char log[600];
+	char args[32][700];
+	int nargs;
+	pid_t pid;
+};
+
+static const char *out_dir(void)
+{
+	const char *o = getenv("RAMEX_TEST_OUTPUT");
+	return o && *o ? o : "var/test-output";
+}
+
+/* The sanitizer build's bin directory (the lend programs are there too). */
+static void bin_dir(char *buf, size_t len)
+{
+	const char *b = getenv("RAMEX_BUILD");
+	snprintf(buf, len, "%s/san/bin", b && *b ? b : "build");
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+	nanosleep(&t, NULL);
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	ck_assert_msg(f, "could not write %s: %s", path, strerror(errno));
+	fputs(text, f);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+#define WAIT_FOR(cond, ...)                                                    \
+	do {                                                                   \
+		int ok_ = 0;                                                   \
+		for (int i_ = 0; i_ < WAIT_S * 10; i_++) {                     \
+			if ((cond)) {                                          \
+				ok_ = 1;                                       \
+				break;                                         \
+			}                                                      \
+			sleep_ms(100);                                         \
+		}                                                              \
+		ck_assert_msg(ok_, __VA_ARGS__);                               \
+	} while (0)
+
+static void agent_init(struct agent *a, const char *name, const char *key,
+                       const char *secret, struct rxh *h, long total,
+                       long usage, const char *const *more)
+{
+	char bins[512], cmd[1100], s[100];
+	memset(a, 0, sizeof *a);
+	snprintf(a->name, sizeof a->name, "%s", name);
+	snprintf(a->dir, sizeof a->dir, "%s/agent-lend-%s", out_dir(), name);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", a->dir,
+	         a->dir);
+	ck_assert_int_eq(system(cmd), 0);
+	snprintf(a->spool, sizeof a->spool, "%s/spool", a->dir);
+	snprintf(a->status, sizeof a->status, "%s/status.prom", a->dir);
+	snprintf(a->usage, sizeof a->usage, "%s/usage", a->dir);
+	snprintf(a->secret, sizeof a->secret, "%s/secret", a->dir);
+	snprintf(a->log, sizeof a->log, "%s/agent.log", a->dir);
+	snprintf(s, sizeof s, "%s\n", secret);
+	write_file(a->secret, s);
+	chmod(a->secret, 0600);
+	snprintf(s, sizeof s, "%ld\n", usage);
+	write_file(a->usage, s);
+	bin_dir(bins, sizeof bins);
+#define ARG(...) snprintf(a->args[a->nargs++], sizeof a->args[0], __VA_ARGS__)
+	ARG("--exchange_url=http://127.0.0.1:%d", h->port);
+	ARG("--key_id=%s", key);
+	ARG("--secret_file=%s", a->secret);
+	ARG("--backend=sim");
+	ARG("--sim_total_pages=%ld", total);
+	ARG("--sim_usage_pages=%ld", usage);
+	ARG("--sim_usage_file=%s", a->usage);
+	ARG("--spool=%s", a->spool);
+	ARG("--status_file=%s", a->status);
+	ARG("--sample_s=1");
+	ARG("--report_s=1");
+	ARG("--poll_s=5");
+	ARG("--spot_market=spot");
+	ARG("--perm_market=");
+	ARG("--tick=1000");
+	ARG("--log_level=debug");
+	ARG("--lend_bin_dir=%s", bins);
+	for (; more && *more; more++)
+		ARG("%s", *more);
+#undef ARG
+}
+
+static void agent_start(struct agent *a)
+{
+	char bin[600];
+	char *argv[40];
+	int n = 0;
+	bin_dir(bin, sizeof bin);
+	strcat(bin, "/ramex-agent");
+	argv[n++] = bin;
+	for (int i = 0; i < a->nargs; i++)
+		argv[n++] = a->args[i];
+	argv[n] = NULL;
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	ck_assert_msg(pid >= 0, "fork failed");
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1);
+		int fd = open(a->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		setenv("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=0", 1);
+		execv(bin, argv);
+		_exit(127);
+	}
+	a->pid = pid;
+}
+
+static int agent_signal(struct agent *a, int sig)
+{
+	int st = 0;
+	if (a->pid <= 0)
+		return 0;
+	kill(a->pid, sig);
+	while (waitpid(a->pid, &st, 0) < 0 && errno == EINTR)
+		;
+	a->pid = 0;
+	return st;
+}
+
+static long q(PGconn *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static long q(PGconn *c, const char *fmt, ...)
+{
+	char sql[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(sql, sizeof sql, fmt, ap);
+	va_end(ap);
+	return testdb_scalar(c, sql);
+}
+
+/* The number in a file, or -1 when it is not there (yet). */
+static long file_number(const char *path)
+{
+	long v = -1;
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+static int tcp_connect(int port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+	                         .sin_port = htons((uint16_t)port)};
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* The page pattern: page p of round r, reproducible. */
+static void pattern(uint8_t *buf, uint64_t page, int round)
+{
+	uint64_t x = page * 0x9e3779b97f4a7c15ull + (uint64_t)round + 1;
+	for (int i = 0; i < LEND_NBD_BLOCK; i += 8) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		memcpy(buf + i, &x, 8);
+	}
+}
+
+static uint64_t fnv(uint64_t h, const uint8_t *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* The two sides' counted page-seconds of contract id. */
+static void sides(PGconn *c, int64_t id, long *seller, long *buyer,
+                  long *nseller, long *nbuyer)
+{
+	*seller = q(c,
+	            "SELECT coalesce(sum(page_seconds), 0) FROM usage_reports "
+	            "WHERE contract_id = %lld AND side = 'seller'",
+	            (long long)id);
+	*buyer = q(c,
+	           "SELECT coalesce(sum(page_seconds), 0) FROM usage_reports "
+	           "WHERE contract_id = %lld AND side = 'buyer'",
+	           (long long)id);
+	*nseller = q(c,
+	             "SELECT count(*) FROM usage_reports WHERE contract_id = "
+	             "%lld AND side = 'seller'",
+	             (long long)id);
+	*nbuyer = q(c,
+	            "SELECT count(*) FROM usage_reports WHERE contract_id = "
+	            "%lld AND side = 'buyer'",
+	            (long long)id);
+}
+
+/* A meter file's hosted page-seconds (-1 when there is none yet). */
+static long long meter_hosted(const char *path)
+{
+	char line[512];
+	struct lend_meter_report r;
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	int ok = fgets(line, sizeof line, f) != NULL;
+	fclose(f);
+	line[strcspn(line, "\n")] = 0;
+	if (!ok || lend_meter_parse(line, &r) < 0)
+		return -1;
+	return (long long)r.hosted_page_s;
+}
+
+START_TEST(end_to_end)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	struct agent A, B;
+	char path[700], lender[300];
+
+	rxh_start(&h, "agent_lend_e2e", "");
+	rxh_world(&h, &w);
+	/* a recall must end within the test: spot's notice is 2 s (ramexd
+	 * reads markets at start) */
+	PGconn *c = testdb_connect(h.conninfo);
+	PGresult *pr = PQexec(c, "UPDATE markets SET notice_period_s = 2 "
+	                         "WHERE name = 'spot'");
+	ck_assert_msg(PQresultStatus(pr) == PGRES_COMMAND_OK, "%s",
+	              PQerrorMessage(c));
+	PQclear(pr);
+	PQfinish(c);
+	rxh_stop(&h);
+	rxh_restart(&h);
+
+	/* A has spare pages it offers cheaply and serves lends on loopback;
+	 * B's workload needs more than it has and bids for the difference */
+	static const char *const a_flags[] = {
+	    "--margin_min_pages=4096", "--spot_floor=100000",
+	    "--stall_value=10", "--lend_listen=127.0.0.1:0", NULL};
+	static const char *const b_flags[] = {
+	    "--margin_min_pages=8192", "--events=no",
+	    "--lend_borrow_mode=listen", NULL};
+	agent_init(&A, "a", w.key_a, w.secret_a, &h, 65536, 8192, a_flags);
+	agent_init(&B, "b", w.key_b, w.secret_b, &h, 16384, 12000, b_flags);
+	agent_start(&A);
+	agent_start(&B);
+
+	c = testdb_connect(h.conninfo);
+	WAIT_FOR(q(c,
+	           "SELECT count(*) FROM contracts WHERE state = 'active' AND "
+	           "delivery = 'lend' AND seller_id = %lld AND buyer_id = %lld",
+	           (long long)w.node_a, (long long)w.node_b) >= 1,
+	         "no lend contract from A to B was delivered; see %s and %s",
+	         A.log, B.log);
+	int64_t id =
+	    q(c, "SELECT min(id) FROM contracts WHERE state = 'active' "
+	         "AND delivery = 'lend'");
+	long pages =
+	    q(c, "SELECT pages FROM contracts WHERE id = %lld", (long long)id);
+	ck_assert_int_gt(pages, 0);
+
+	/* A registered its server; B's bridge came up on an NBD port */
+	snprintf(path, sizeof path, "%s-lend/lend-nbd-%lld.port", B.spool,
+	         (long long)id);
+	WAIT_FOR(file_number(path) > 0,
+	         "B's bridge for contract %lld did not start (%s); see %s",
+	         (long long)id, path, B.log);
+	int nbd_port = (int)file_number(path);
+	int fd = -1;
+	WAIT_FOR((fd = tcp_connect(nbd_port)) >= 0,
+	         "B's bridge does not listen on %d; see %s-lend/", nbd_port,
+	         B.spool);
+	uint64_t size = 0;
+	uint16_t tflags = 0;
+	char err[256];
+	ck_assert_msg(lend_nbd_client_handshake(fd, "ramex", &size, &tflags,
+	                                        err, sizeof err) == 0,
+	              "NBD handshake: %s", err);
+	ck_assert_int_eq(size, (uint64_t)pages * LEND_NBD_BLOCK);
+
+	/* pages spread over the export: first, last and a stride between */
+	enum { NPAGES = 96 };
+	uint64_t at[NPAGES];
+	for (int i = 0; i < NPAGES; i++)
+		at[i] = (uint64_t)i * ((uint64_t)pages - 1) / (NPAGES - 1);
+	static uint8_t buf[LEND_NBD_BLOCK], back[LEND_NBD_BLOCK];
+	uint64_t wrote = 0xcbf29ce484222325ull, read = wrote;
+	uint32_t nerr;
+	for (int i = 0; i < NPAGES; i++) {
+		pattern(buf, at[i], 0);
+		wrote = fnv(wrote, buf, sizeof buf);
+		ck_assert_int_eq(
+		    lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE, (uint64_t)i + 1,
+		                        at[i] * LEND_NBD_BLOCK, LEND_NBD_BLOCK,
+		                        buf, NULL, &nerr),
+		    0);
+		ck_assert_int_eq(nerr, 0);
+	}
+	for (int i = NPAGES - 1; i >= 0; i--) {
+		ck_assert_int_eq(lend_nbd_client_cmd(
+		                     fd, LEND_NBD_CMD_READ, (uint64_t)i + 1000,
+		                     at[i] * LEND_NBD_BLOCK, LEND_NBD_BLOCK,
+		                     NULL, back, &nerr),
+		                 0);
+		ck_assert_int_eq(nerr, 0);
+		pattern(buf, at[i], 0);
+		ck_assert_msg(!memcmp(buf, back, sizeof buf),
+		              "page %llu came back changed",
+		              (unsigned long long)at[i]);
+	}
+	for (int i = 0; i < NPAGES; i++) {
+		ck_assert_int_eq(lend_nbd_client_cmd(
+		                     fd, LEND_NBD_CMD_READ, (uint64_t)i + 2000,
+		                     at[i] * LEND_NBD_BLOCK, LEND_NBD_BLOCK,
+		                     NULL, back, &nerr),
+		                 0);
+		read = fnv(read, back, sizeof back);
+	}
+	ck_assert_msg(read == wrote,
+	              "checksum of the pages read back %llx, "
+	              "written %llx",
+	              (unsigned long long)read, (unsigned long long)wrote);
+
+	/* the endpoint is the parties' alone, and the lender refuses a
+	 * borrower without the secret */
+	snprintf(path, sizeof path, "/v1/contracts/%lld/lend", (long long)id);
+	ck_assert_int_eq(rxh_call_signed(&h, "GET", path, w.key_c, w.secret_c,
+	                                 NULL, 0, NULL, &r),
+	                 403);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(rxh_call_signed(&h, "GET", path, w.key_b, w.secret_b,
+	                                 NULL, 0, NULL, &r),
+	                 200);
+	snprintf(lender, sizeof lender, "%s",
+	         json_string_value(json_object_get(r.json, "endpoint")));
+	rxh_resp_free(&r);
+	char *colon = strrchr(lender, ':');
+	ck_assert(colon);
+	*colon = 0;
+	uint8_t wrong[LEND_SECRET_LEN];
+	memset(wrong, 0x5a, sizeof wrong);
+	struct lend_client bad;
+	ck_assert_msg(lend_client_connect(&bad, lender, atoi(colon + 1), NULL,
+	                                  (uint64_t)id, wrong, 5000) < 0,
+	              "the lender let in a borrower with a wrong secret");
+	ck_assert_msg(bad.last_error == LEND_E_AUTH,
+	              "refused, but not for the secret: %s", bad.err);
+	lend_client_close(&bad);
+	/* the real borrower still works after that */
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_READ, 5000,
+	                                     at[1] * LEND_NBD_BLOCK,
+	                                     LEND_NBD_BLOCK, NULL, back, &nerr),
+	                 0);
+	pattern(buf, at[1], 0);
+	ck_assert(!memcmp(buf, back, sizeof buf));
+
+	/* both sides report from their meters: wait until the exchange
+	 * counted a few seconds of hosting from each */
+	snprintf(path, sizeof path, "%s-lend/lend-server-%lld.meter", A.spool,
+	         (long long)id);
+	char bpath[700];
+	snprintf(bpath, sizeof bpath, "%s-lend/lend-nbd-%lld.meter", B.spool,
+	         (long long)id);
+	WAIT_FOR(
+	    meter_hosted(path) >= 3 * pages && meter_hosted(bpath) >= 3 * pages,
+	    "the lend children's meters do not count (%s, %s)", path, bpath);
+	long s_ps, b_ps, ns, nb;
+	WAIT_FOR((sides(c, id, &s_ps, &b_ps, &ns, &nb),
+	          s_ps >= 3 * pages && b_ps >= 3 * pages),
+	         "usage of both sides not counted; see %s and %s", A.log,
+	         B.log);
+
+	/* the borrower is done: NBD disconnect, B ends the borrow, the
+	 * agents stop and send their last reports */
+	lend_nbd_client_cmd(fd, LEND_NBD_CMD_DISC, 9999, 0, 0, NULL, NULL,
+	                    &nerr);
+	close(fd);
+	ck_assert_int_eq(agent_signal(&B, SIGTERM), 0);
+	ck_assert_int_eq(agent_signal(&A, SIGTERM), 0);
+	sides(c, id, &s_ps, &b_ps, &ns, &nb);
+	ck_assert_int_ge(ns, 3);
+	ck_assert_int_ge(nb, 3);
+	struct usage_recon rc = usage_reconcile(pages, true, s_ps, true, b_ps);
+	ck_assert_msg(rc.flag == USAGE_RECON_AGREE,
+	              "contract %lld of %ld pages: seller reported %ld "
+	              "page-seconds, buyer %ld: %s",
+	              (long long)id, pages, s_ps, b_ps,
+	              usage_recon_name(rc.flag));
+	/* and the reports are the meters', not the executor's pages x time:
+	 * the buyer's meter started only once the bridge was up */
+	long long bm = meter_hosted(bpath);
+	ck_assert_msg(b_ps <= bm && bm - b_ps <= 2 * pages,
+	              "buyer reported %ld page-seconds, its meter says %lld",
+	              b_ps, bm);
+	PQfinish(c);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("agent_lend");
 	TCase *t = tcase_create("lend");
 	tcase_set_timeout(t, 400);
 	tcase_add_test(t, endpoints);
+	tcase_add_test(t, end_to_end);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

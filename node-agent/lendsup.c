@@ -1,0 +1,232 @@
+/* lendsup.c — supervision of the lend children; see lendsup.h. */
+#include "node-agent/lendsup.h"
+
+#include "common/log.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BACKOFF_MIN_MS 1000
+#define BACKOFF_MAX_MS 30000
+
+void lendsup_init(struct lendsup_child *c, const char *dir, const char *name,
+                  int64_t id)
+{
+	memset(c, 0, sizeof *c);
+	c->contract = id;
+	snprintf(c->name, sizeof c->name, "%s", name);
+	snprintf(c->secret_file, sizeof c->secret_file, "%s/%s-%lld.secret",
+	         dir, name, (long long)id);
+	snprintf(c->meter_file, sizeof c->meter_file, "%s/%s-%lld.meter", dir,
+	         name, (long long)id);
+	snprintf(c->log_file, sizeof c->log_file, "%s/%s-%lld.log", dir, name,
+	         (long long)id);
+	c->backoff_ms = BACKOFF_MIN_MS;
+}
+
+void lendsup_arg(struct lendsup_child *c, const char *fmt, ...)
+{
+	va_list ap;
+	if (c->argc >= LENDSUP_ARGS - 1)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(c->argv_buf[c->argc++], LENDSUP_PATH, fmt, ap);
+	va_end(ap);
+}
+
+int lendsup_write_secret(struct lendsup_child *c, const char *hex, char *err,
+                         size_t errlen)
+{
+	/* created 0600 from the start (and chmod'ed, in case it existed):
+	 * the secret lets anyone read or write the contract's pages */
+	int fd =
+	    open(c->secret_file,
+	         O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		snprintf(err, errlen, "could not write %s: %s", c->secret_file,
+		         strerror(errno));
+		return -1;
+	}
+	size_t n = strlen(hex);
+	int ok = fchmod(fd, 0600) == 0 && write(fd, hex, n) == (ssize_t)n &&
+	         write(fd, "\n", 1) == 1;
+	if (close(fd) != 0)
+		ok = 0;
+	if (!ok) {
+		snprintf(err, errlen, "could not write %s: %s", c->secret_file,
+		         strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int lendsup_start(struct lendsup_child *c, int64_t now_ms, char *err,
+                  size_t errlen)
+{
+	char *argv[LENDSUP_ARGS];
+	for (int i = 0; i < c->argc; i++)
+		argv[i] = c->argv_buf[i];
+	argv[c->argc] = NULL;
+	if (c->argc == 0 || access(argv[0], X_OK) != 0) {
+		snprintf(err, errlen,
+		         "%s is not an executable (set lend_bin_dir to the "
+		         "directory of ramex-lend-server and ramex-lend-nbd)",
+		         c->argc ? argv[0] : "(no program)");
+		return -1;
+	}
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid < 0) {
+		snprintf(err, errlen, "fork failed: %s", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() != parent)
+			_exit(1);
+		int fd = open(c->log_file, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+			close(fd);
+		}
+		/* the agent's own signal dispositions are not the child's */
+		signal(SIGPIPE, SIG_DFL);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	c->pid = pid;
+	c->starts++;
+	c->restart_at_ms = now_ms + c->backoff_ms;
+	log_info("lend child started",
+	         "contract=%lld child=%s pid=%d starts=%d log=%s",
+	         (long long)c->contract, c->name, (int)pid, c->starts,
+	         c->log_file);
+	return 0;
+}
+
+void lendsup_poll(struct lendsup_child *c, int64_t now_ms)
+{
+	char err[512];
+	if (c->pid > 0) {
+		int st;
+		pid_t w = waitpid(c->pid, &st, WNOHANG);
+		if (w == c->pid) {
+			c->pid = 0;
+			c->last_status = st;
+			int clean = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+			log_info(
+			    clean ? "lend child ended" : "lend child failed",
+			    "contract=%lld child=%s status=%d signal=%d "
+			    "log=%s",
+			    (long long)c->contract, c->name,
+			    WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+			    WIFSIGNALED(st) ? WTERMSIG(st) : 0, c->log_file);
+			if (clean) {
+				c->stopping = 1; /* its work is over */
+			} else {
+				c->restart_at_ms = now_ms + c->backoff_ms;
+				c->backoff_ms *= 2;
+				if (c->backoff_ms > BACKOFF_MAX_MS)
+					c->backoff_ms = BACKOFF_MAX_MS;
+			}
+		}
+	}
+	if (c->deadline_ms && now_ms >= c->deadline_ms && !c->stopping) {
+		lendsup_stop(c, 2000);
+		return;
+	}
+	if (c->pid == 0 && !c->stopping && now_ms >= c->restart_at_ms &&
+	    lendsup_start(c, now_ms, err, sizeof err) < 0) {
+		log_error("could not restart a lend child",
+		          "contract=%lld err=%s", (long long)c->contract,
+		          log_quote((char[600]){0}, 600, err));
+		c->restart_at_ms = now_ms + c->backoff_ms;
+	}
+}
+
+void lendsup_signal(struct lendsup_child *c, int sig)
+{
+	if (c->pid > 0)
+		kill(c->pid, sig);
+}
+
+void lendsup_stop(struct lendsup_child *c, int wait_ms)
+{
+	c->stopping = 1;
+	if (c->pid <= 0)
+		return;
+	kill(c->pid, SIGTERM);
+	for (int waited = 0;; waited += 20) {
+		int st;
+		pid_t w = waitpid(c->pid, &st, WNOHANG);
+		if (w == c->pid || (w < 0 && errno != EINTR)) {
+			c->last_status = st;
+			break;
+		}
+		if (waited >= wait_ms) {
+			log_warn("lend child did not stop; killing it",
+			         "contract=%lld child=%s pid=%d",
+			         (long long)c->contract, c->name, (int)c->pid);
+			kill(c->pid, SIGKILL);
+			while (waitpid(c->pid, &st, 0) < 0 && errno == EINTR)
+				;
+			break;
+		}
+		struct timespec ts = {0, 20 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	c->pid = 0;
+}
+
+int lendsup_meter(const struct lendsup_child *c, struct lend_meter_report *r)
+{
+	char line[512];
+	FILE *f = fopen(c->meter_file, "r");
+	if (!f)
+		return -1;
+	int ok = fgets(line, sizeof line, f) != NULL;
+	fclose(f);
+	if (!ok)
+		return -1;
+	line[strcspn(line, "\r\n")] = '\0';
+	return lend_meter_parse(line, r);
+}
+
+void lendsup_cleanup(struct lendsup_child *c)
+{
+	unlink(c->secret_file);
+}
+
+int lendsup_free_port(const char *host)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t len = sizeof sa;
+	int port = 0;
+	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+		port = ntohs(sa.sin_port);
+	close(fd);
+	return port;
+}
