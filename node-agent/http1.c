@@ -450,7 +450,7 @@ static int do_connect(struct http1_conn *c, char *err, size_t errlen)
 static int still_open(struct http1_conn *c)
 {
 	struct pollfd p = {c->fd, POLLIN, 0};
-	if (c->pos < c->len)
+	if (c->pos < c->len || (c->ssl && SSL_pending(c->ssl) > 0))
 		return 0;
 	return poll(&p, 1, 0) == 0;
 }
