@@ -13,6 +13,8 @@
  * contract wholly inside one — so a failed run leaves them for the next.
  * The job owns its own connection and thread; one run at a time per
  * database (a PostgreSQL advisory lock), so several ramexd may share one.
+ * A run that billed something logs where its time went, phase by phase
+ * ("billing run phases", level info; bench/46-billing.sh prints it).
  */
 #ifndef RAMEX_BILLING_H
 #define RAMEX_BILLING_H
