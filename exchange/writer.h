@@ -8,7 +8,11 @@
  *
  *   1. answers reads of the books (depth) and creates markets;
  *   2. looks up every idempotency key of the batch in one query: a key seen
- *      before gets its first answer again, with nothing done twice;
+ *      before gets its first answer again, with nothing done twice. An
+ *      order placed with a client order id stores no answer for it: its
+ *      order row says it was placed, and that row, its trades and their
+ *      contracts rebuild the first answer exactly (0007_order_path.sql);
+ *      refusals are stored as answers;
  *   3. runs the rest through the books (exchange/core/book.h), turning their
  *      events into rows: orders, trades, contracts (one per trade), order
  *      updates, the idempotency answers and each book's sequence;
