@@ -6,7 +6,8 @@
 # started here and stopped at the end, also when something fails. Beside
 # the rates it prints the CPU that one order costs in ramexd and in
 # PostgreSQL (the throughput alone says little when other work shares the
-# cores) and the rate of GET /healthz, the HTTP edge with no work behind it.
+# cores), the WAL it writes, and the rate of GET /healthz, the HTTP edge with
+# no work behind it.
 #
 #   RAMEX_BENCH_SECONDS (10)  RAMEX_BENCH_CONNS (128)
 set -uo pipefail
@@ -68,10 +69,14 @@ cpu_pg() {
 
 echo "loopback, $(nproc) cores, fsync and synchronous_commit on, ${secs} s each; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 rx0=$(cpu_rx) pg0=$(cpu_pg)
+# WAL written while the load runs: what the rows of an order cost on disk
+wal0=$(psql -qtA -d "$db" -c "SELECT pg_current_wal_lsn()")
 out=$("$loadgen" http "$port" "$trader" "$sell" "$buy" "$conns" "$secs")
 rx1=$(cpu_rx) pg1=$(cpu_pg)
+wal=$(psql -qtA -d "$db" -c "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '$wal0')::bigint")
 echo "$out"
 n=$(awk '{gsub(/[(]/, "", $7); print $7}' <<<"$out")
+awk -v n="$n" -v wal="$wal" 'BEGIN {if (n > 0) printf "  WAL per acknowledged order: %.0f bytes\n", wal / n}'
 awk -v n="$n" -v t="$(getconf CLK_TCK)" -v rx=$((rx1 - rx0)) -v pg=$((pg1 - pg0)) -v la="$(cut -d' ' -f1-3 /proc/loadavg)" \
   'BEGIN {if (n > 0) printf "  CPU per acknowledged order: ramexd %.0f us, PostgreSQL %.0f us (load average after: %s)\n", rx * 1e6 / t / n, pg * 1e6 / t / n, la}'
 psql -qtA -d "$db" -c "SELECT '  committed: ' || (SELECT count(*) FROM orders) || ' orders, ' || (SELECT count(*) FROM trades) || ' trades and contracts, ' || (SELECT count(*) FROM idempotency) || ' idempotency rows'"
