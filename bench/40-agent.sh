@@ -5,8 +5,11 @@
 # var/bench-agent-pg: it sells into an operator bid, delivers, and reports.
 # After a warm-up, its CPU (utime + stime from /proc/PID/stat) and RSS
 # (VmRSS) are read over RAMEX_BENCH_SECONDS and printed beside the goals
-# (<= 0.5 % of one core, <= 8 MiB). Everything started here is stopped at
-# the end, also when something fails.
+# (<= 0.5 % of one core, <= 8 MiB), with its Pss (/proc/PID/smaps_rollup:
+# shared pages divided among the processes that map them, so the agent's
+# fair share of the libraries) and the machine's load average, without
+# which a CPU figure from a shared machine means little. Everything started
+# here is stopped at the end, also when something fails.
 #
 #   RAMEX_BENCH_SECONDS (30)  RAMEX_BENCH_WARMUP (3 samples + 5 s)
 #   RAMEX_BENCH_SAMPLE_S (10) RAMEX_BENCH_REPORT_S (60)
@@ -75,28 +78,33 @@ ticks=$(getconf CLK_TCK)
 cpu() { awk '{print $14 + $15}' "/proc/$apid/stat"; }
 sleep "$warm"
 kill -0 "$apid" 2>/dev/null || { echo "40-agent: the agent exited"; cat "$work/agent.log"; exit 1; }
-c0=$(cpu) t0=$(date +%s%N) rss=0 anon=0
+c0=$(cpu) t0=$(date +%s%N) rss=0 anon=0 pss=0
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
 end=$((SECONDS + secs))
 while (( SECONDS < end )); do
   r=$(awk '/^VmRSS:/ {print $2}' "/proc/$apid/status")
   a=$(awk '/^RssAnon:/ {print $2}' "/proc/$apid/status")
   (( r > rss )) && rss=$r
   (( a > anon )) && anon=$a
+  p=$(awk '/^Pss:/ {print $2}' "/proc/$apid/smaps_rollup" 2>/dev/null)
+  (( ${p:-0} > pss )) && pss=$p
   sleep 1
 done
-c1=$(cpu) t1=$(date +%s%N)
+c1=$(cpu) t1=$(date +%s%N) load1=$(cut -d' ' -f1-3 /proc/loadavg)
 kill -0 "$apid" 2>/dev/null || { echo "40-agent: the agent exited"; cat "$work/agent.log"; exit 1; }
 m() { awk -v k="$1" '$1 == k {print $2}' "$work/status.prom"; }
 
 echo "one agent, sim backend, sample ${sample_s} s, report ${report_s} s, ${secs} s after ${warm} s warm-up"
-# VmRSS counts the shared libraries' pages too (libcrypto, libcurl, gnutls:
-# most of it, shared with every other process using them); RssAnon is the
-# agent's own memory.
-awk -v c=$((c1 - c0)) -v hz="$ticks" -v ns=$((t1 - t0)) -v rss="$rss" -v anon="$anon" 'BEGIN {
+echo "  load average $load0 at the start, $load1 at the end ($(nproc) cores)"
+# VmRSS counts the shared libraries' resident pages too (libcrypto, libssl,
+# jansson, libc: shared with every other process using them); RssAnon is
+# the agent's own memory; Pss charges each shared page in part.
+awk -v c=$((c1 - c0)) -v hz="$ticks" -v ns=$((t1 - t0)) -v rss="$rss" -v anon="$anon" -v pss="$pss" 'BEGIN {
   pct = c / hz / (ns / 1e9) * 100
   printf "  CPU  %.3f %% of a core   (goal <= 0.5 %%)  %s\n", pct, pct <= 0.5 ? "ok" : "over"
   printf "  RSS  %.2f MiB (VmRSS peak, with shared libraries)  (goal <= 8 MiB)  %s\n", rss / 1024, rss / 1024 <= 8 ? "ok" : "over"
   printf "       %.2f MiB of it the agent'"'"'s own (RssAnon peak)\n", anon / 1024
+  printf "  PSS  %.2f MiB (Pss peak, shared pages divided among their users)\n", pss / 1024
 }'
 echo "  contracts $(m ramex_agent_contracts), offline pages $(m ramex_agent_offline_pages), reports $(m ramex_agent_reports_total), acked $(m ramex_agent_reports_acked_total), events up $(m ramex_agent_events_up)"
 kill "$apid"; wait "$apid"; apid=
