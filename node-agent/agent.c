@@ -626,6 +626,7 @@ static int lend_borrow(struct agent *a, struct held *h, int64_t now_ms)
 		return -1;
 	}
 	lendsup_init(c, a->lend_dir, "lend-nbd", h->id);
+	c->final_exits = 1u << 3; /* lender lost: not to be papered over */
 	if (lendsup_write_secret(c, secret, err, sizeof err) < 0)
 		goto fail;
 	lend_program(a, c, "ramex-lend-nbd");

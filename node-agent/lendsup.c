@@ -130,7 +130,10 @@ void lendsup_poll(struct lendsup_child *c, int64_t now_ms)
 		if (w == c->pid) {
 			c->pid = 0;
 			c->last_status = st;
-			int clean = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+			int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+			int clean = code == 0;
+			int final = clean || (code > 0 && code < 32 &&
+			                      (c->final_exits & (1u << code)));
 			log_info(
 			    clean ? "lend child ended" : "lend child failed",
 			    "contract=%lld child=%s status=%d signal=%d "
@@ -138,7 +141,7 @@ void lendsup_poll(struct lendsup_child *c, int64_t now_ms)
 			    (long long)c->contract, c->name,
 			    WIFEXITED(st) ? WEXITSTATUS(st) : -1,
 			    WIFSIGNALED(st) ? WTERMSIG(st) : 0, c->log_file);
-			if (clean) {
+			if (final) {
 				c->stopping = 1; /* its work is over */
 			} else {
 				c->restart_at_ms = now_ms + c->backoff_ms;

@@ -7,9 +7,10 @@
  * contract secret (written 0600, never on a command line), the meter file
  * the child rewrites about once a second, and its log. A child that dies
  * of an error is started again with a doubling backoff (1 s to 30 s); one
- * that ends on its own terms (exit 0: released, recalled, disconnected) or
- * was stopped stays down. The children get PR_SET_PDEATHSIG, so they never
- * outlive a crashed agent, which could no longer meter or report them.
+ * that ends on its own terms (exit 0: released, recalled, disconnected; or
+ * one of its final_exits) or was stopped stays down. The children get
+ * PR_SET_PDEATHSIG, so they never outlive a crashed agent, which could no
+ * longer meter or report them.
  */
 #ifndef RAMEX_LENDSUP_H
 #define RAMEX_LENDSUP_H
@@ -38,6 +39,11 @@ struct lendsup_child {
 	int64_t restart_at_ms;
 	int last_status;     /* wait status of the last exit */
 	int64_t deadline_ms; /* stop it for good then (0: none) */
+	/* exit codes besides 0 that end it for good (bit n: code n), e.g.
+	 * the bridge's 3, "lender lost": its data is gone, and a bridge
+	 * started again would offer the kernel an empty device as if it
+	 * were the old one's (docs/lending.md, a lender that vanishes) */
+	unsigned final_exits;
 };
 
 /* Sets up `c` for contract `id`: its files are DIR/NAME-ID.{secret,

@@ -16,6 +16,9 @@
  *   node may not read the endpoint and a wrong secret is refused by the
  *   lender; both agents report usage from the children's meter files and
  *   the exchange's usage_reconcile finds the two sides agreeing.
+ * - recall: A's workload grows and A recalls; its server gives notice, B's
+ *   bridge releases, both children end for good, the contract ends, and
+ *   the two sides' usage still agrees.
  *
  * Waits poll for a condition with a generous bound: they say that
  * something happens, never how fast.
@@ -290,7 +293,7 @@ END_TEST
 #define WAIT_S 90 /* bound of every wait: only a broken agent needs it */
 
 struct agent {
-	char name[16];
+	char name[80];
 	char dir[512], spool[600], status[600], usage[600], secret[600];
 	char log[600];
 	char args[32][700];
@@ -345,7 +348,7 @@ static void agent_init(struct agent *a, const char *name, const char *key,
 	char bins[512], cmd[1100], s[100];
 	memset(a, 0, sizeof *a);
 	snprintf(a->name, sizeof a->name, "%s", name);
-	snprintf(a->dir, sizeof a->dir, "%s/agent-lend-%s", out_dir(), name);
+	snprintf(a->dir, sizeof a->dir, "%s/%s", out_dir(), name);
 	snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", a->dir,
 	         a->dir);
 	ck_assert_int_eq(system(cmd), 0);
@@ -522,27 +525,28 @@ static long long meter_hosted(const char *path)
 	return (long long)r.hosted_page_s;
 }
 
-START_TEST(end_to_end)
+/* Starts ramexd and the two agents, waits for their lend contract and
+ * B's bridge, and connects to the bridge's NBD port: *fd after the NBD
+ * handshake, *id and *pages the contract's. */
+static void lend_up(const char *db_name, struct rxh *h, struct rxh_world *w,
+                    struct agent *A, struct agent *B, PGconn **cp, int64_t *id,
+                    long *pages, int *fd)
 {
-	struct rxh h;
-	struct rxh_world w;
-	struct rxh_resp r;
-	struct agent A, B;
-	char path[700], lender[300];
+	char path[700], err[256];
 
-	rxh_start(&h, "agent_lend_e2e", "");
-	rxh_world(&h, &w);
+	rxh_start(h, db_name, "");
+	rxh_world(h, w);
 	/* a recall must end within the test: spot's notice is 2 s (ramexd
 	 * reads markets at start) */
-	PGconn *c = testdb_connect(h.conninfo);
+	PGconn *c = testdb_connect(h->conninfo);
 	PGresult *pr = PQexec(c, "UPDATE markets SET notice_period_s = 2 "
 	                         "WHERE name = 'spot'");
 	ck_assert_msg(PQresultStatus(pr) == PGRES_COMMAND_OK, "%s",
 	              PQerrorMessage(c));
 	PQclear(pr);
 	PQfinish(c);
-	rxh_stop(&h);
-	rxh_restart(&h);
+	rxh_stop(h);
+	rxh_restart(h);
 
 	/* A has spare pages it offers cheaply and serves lends on loopback;
 	 * B's workload needs more than it has and bids for the difference */
@@ -552,43 +556,88 @@ START_TEST(end_to_end)
 	static const char *const b_flags[] = {
 	    "--margin_min_pages=8192", "--events=no",
 	    "--lend_borrow_mode=listen", NULL};
-	agent_init(&A, "a", w.key_a, w.secret_a, &h, 65536, 8192, a_flags);
-	agent_init(&B, "b", w.key_b, w.secret_b, &h, 16384, 12000, b_flags);
-	agent_start(&A);
-	agent_start(&B);
+	char an[80], bn[80];
+	snprintf(an, sizeof an, "%s-a", db_name);
+	snprintf(bn, sizeof bn, "%s-b", db_name);
+	agent_init(A, an, w->key_a, w->secret_a, h, 65536, 8192, a_flags);
+	agent_init(B, bn, w->key_b, w->secret_b, h, 16384, 12000, b_flags);
+	agent_start(A);
+	agent_start(B);
 
-	c = testdb_connect(h.conninfo);
+	c = *cp = testdb_connect(h->conninfo);
 	WAIT_FOR(q(c,
 	           "SELECT count(*) FROM contracts WHERE state = 'active' AND "
 	           "delivery = 'lend' AND seller_id = %lld AND buyer_id = %lld",
-	           (long long)w.node_a, (long long)w.node_b) >= 1,
+	           (long long)w->node_a, (long long)w->node_b) >= 1,
 	         "no lend contract from A to B was delivered; see %s and %s",
-	         A.log, B.log);
-	int64_t id =
-	    q(c, "SELECT min(id) FROM contracts WHERE state = 'active' "
-	         "AND delivery = 'lend'");
-	long pages =
-	    q(c, "SELECT pages FROM contracts WHERE id = %lld", (long long)id);
-	ck_assert_int_gt(pages, 0);
+	         A->log, B->log);
+	*id = q(c, "SELECT min(id) FROM contracts WHERE state = 'active' "
+	           "AND delivery = 'lend'");
+	*pages =
+	    q(c, "SELECT pages FROM contracts WHERE id = %lld", (long long)*id);
+	ck_assert_int_gt(*pages, 0);
 
 	/* A registered its server; B's bridge came up on an NBD port */
-	snprintf(path, sizeof path, "%s-lend/lend-nbd-%lld.port", B.spool,
-	         (long long)id);
+	snprintf(path, sizeof path, "%s-lend/lend-nbd-%lld.port", B->spool,
+	         (long long)*id);
 	WAIT_FOR(file_number(path) > 0,
 	         "B's bridge for contract %lld did not start (%s); see %s",
-	         (long long)id, path, B.log);
+	         (long long)*id, path, B->log);
 	int nbd_port = (int)file_number(path);
-	int fd = -1;
-	WAIT_FOR((fd = tcp_connect(nbd_port)) >= 0,
+	*fd = -1;
+	WAIT_FOR((*fd = tcp_connect(nbd_port)) >= 0,
 	         "B's bridge does not listen on %d; see %s-lend/", nbd_port,
-	         B.spool);
+	         B->spool);
 	uint64_t size = 0;
 	uint16_t tflags = 0;
-	char err[256];
-	ck_assert_msg(lend_nbd_client_handshake(fd, "ramex", &size, &tflags,
+	ck_assert_msg(lend_nbd_client_handshake(*fd, "ramex", &size, &tflags,
 	                                        err, sizeof err) == 0,
 	              "NBD handshake: %s", err);
-	ck_assert_int_eq(size, (uint64_t)pages * LEND_NBD_BLOCK);
+	ck_assert_int_eq(size, (uint64_t)*pages * LEND_NBD_BLOCK);
+}
+
+/* Does the file hold `text`? */
+static int file_has(const char *path, const char *text)
+{
+	static char buf[1 << 20];
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	return strstr(buf, text) != NULL;
+}
+
+/* How often `text` occurs in the file. */
+static int file_count(const char *path, const char *text)
+{
+	static char buf[1 << 20];
+	int n = 0;
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	size_t len = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[len] = 0;
+	for (char *p = buf; (p = strstr(p, text)); p += strlen(text))
+		n++;
+	return n;
+}
+
+START_TEST(end_to_end)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	struct agent A, B;
+	char path[700], lender[300];
+	PGconn *c;
+	int64_t id;
+	long pages;
+	int fd;
+
+	lend_up("agent_lend_e2e", &h, &w, &A, &B, &c, &id, &pages, &fd);
 
 	/* pages spread over the export: first, last and a stride between */
 	enum { NPAGES = 96 };
@@ -682,28 +731,130 @@ START_TEST(end_to_end)
 	         "usage of both sides not counted; see %s and %s", A.log,
 	         B.log);
 
-	/* the borrower is done: NBD disconnect, B ends the borrow, the
-	 * agents stop and send their last reports */
+	/* the borrower is done: NBD disconnect ends the bridge (its meter
+	 * stops there); B's agent goes on reporting for some seconds, which
+	 * the executor would count as pages x time and the meter does not;
+	 * then the agents stop and send their last reports */
 	lend_nbd_client_cmd(fd, LEND_NBD_CMD_DISC, 9999, 0, 0, NULL, NULL,
 	                    &nerr);
 	close(fd);
+	char blog[700];
+	snprintf(blog, sizeof blog, "%s-lend/lend-nbd-%lld.log", B.spool,
+	         (long long)id);
+	WAIT_FOR(file_has(blog, "end=disconnected"),
+	         "B's bridge did not end on the NBD disconnect; see %s", blog);
+	long nb0 = nb;
+	WAIT_FOR((sides(c, id, &s_ps, &b_ps, &ns, &nb), nb >= nb0 + 6),
+	         "B stopped reporting; see %s", B.log);
 	ck_assert_int_eq(agent_signal(&B, SIGTERM), 0);
 	ck_assert_int_eq(agent_signal(&A, SIGTERM), 0);
 	sides(c, id, &s_ps, &b_ps, &ns, &nb);
 	ck_assert_int_ge(ns, 3);
 	ck_assert_int_ge(nb, 3);
 	struct usage_recon rc = usage_reconcile(pages, true, s_ps, true, b_ps);
+	printf("end to end: contract %lld of %ld pages: seller %ld, buyer "
+	       "%ld page-seconds (%s)\n",
+	       (long long)id, pages, s_ps, b_ps, usage_recon_name(rc.flag));
 	ck_assert_msg(rc.flag == USAGE_RECON_AGREE,
 	              "contract %lld of %ld pages: seller reported %ld "
 	              "page-seconds, buyer %ld: %s",
 	              (long long)id, pages, s_ps, b_ps,
 	              usage_recon_name(rc.flag));
-	/* and the reports are the meters', not the executor's pages x time:
-	 * the buyer's meter started only once the bridge was up */
+	/* and the reports are the meter's, not the executor's: all the
+	 * meter counted, plus the executor's figure for the second or two
+	 * before the bridge was up, but nothing for the six seconds after
+	 * it ended */
 	long long bm = meter_hosted(bpath);
-	ck_assert_msg(b_ps <= bm && bm - b_ps <= 2 * pages,
-	              "buyer reported %ld page-seconds, its meter says %lld",
-	              b_ps, bm);
+	ck_assert_msg(b_ps >= bm && b_ps - bm <= 3 * pages,
+	              "buyer reported %ld page-seconds, its meter says %lld "
+	              "(contract of %ld pages)",
+	              b_ps, bm, pages);
+	PQfinish(c);
+	rxh_stop(&h);
+}
+END_TEST
+
+/* The lender takes its pages back: A's workload grows, A's agent recalls
+ * the contract and gives its server's borrower notice (SIGUSR1); B's
+ * bridge moves out and releases, the server frees the pages, neither
+ * child is started again, the contract ends after its notice, and both
+ * sides' usage still reconciles. */
+START_TEST(recall)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct agent A, B;
+	char slog[700], blog[700];
+	PGconn *c;
+	int64_t id;
+	long pages;
+	int fd;
+	static uint8_t buf[LEND_NBD_BLOCK], back[LEND_NBD_BLOCK];
+	uint32_t nerr;
+
+	lend_up("agent_lend_recall", &h, &w, &A, &B, &c, &id, &pages, &fd);
+	for (uint64_t p = 0; p < 16; p++) {
+		pattern(buf, p * 7, 1);
+		ck_assert_int_eq(
+		    lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE, p + 1,
+		                        p * 7 * LEND_NBD_BLOCK, LEND_NBD_BLOCK,
+		                        buf, NULL, &nerr),
+		    0);
+		ck_assert_int_eq(nerr, 0);
+	}
+	for (uint64_t p = 0; p < 16; p++) {
+		ck_assert_int_eq(
+		    lend_nbd_client_cmd(fd, LEND_NBD_CMD_READ, p + 100,
+		                        p * 7 * LEND_NBD_BLOCK, LEND_NBD_BLOCK,
+		                        NULL, back, &nerr),
+		    0);
+		pattern(buf, p * 7, 1);
+		ck_assert(!memcmp(buf, back, sizeof buf));
+	}
+
+	snprintf(slog, sizeof slog, "%s-lend/lend-server-%lld.log", A.spool,
+	         (long long)id);
+	snprintf(blog, sizeof blog, "%s-lend/lend-nbd-%lld.log", B.spool,
+	         (long long)id);
+	write_file(A.usage, "60000\n");
+	WAIT_FOR(file_has(blog, "end=recalled"),
+	         "B's bridge was not recalled; see %s and %s", blog, A.log);
+	WAIT_FOR(file_has(slog, "end=released"),
+	         "A's server did not free the pages on B's release; see %s",
+	         slog);
+	WAIT_FOR(q(c,
+	           "SELECT count(*) FROM contracts WHERE id = %lld AND "
+	           "state = 'ended'",
+	           (long long)id) == 1,
+	         "the recalled contract did not end; see %s", h.log);
+	WAIT_FOR(file_has(B.log, "contract over"),
+	         "B did not see the contract end; see %s", B.log);
+	/* the bridge is gone: the NBD link is closed */
+	ck_assert_msg(lend_nbd_client_cmd(fd, LEND_NBD_CMD_READ, 999, 0,
+	                                  LEND_NBD_BLOCK, NULL, back,
+	                                  &nerr) < 0 ||
+	                  nerr != 0,
+	              "the bridge still serves after the recall");
+	close(fd);
+
+	ck_assert_int_eq(agent_signal(&B, SIGTERM), 0);
+	ck_assert_int_eq(agent_signal(&A, SIGTERM), 0);
+	/* ended on their own terms: neither was started again */
+	ck_assert_int_eq(file_count(blog, "bridge ends"), 1);
+	ck_assert_int_eq(file_count(slog, "lender ends"), 1);
+	long s_ps, b_ps, ns, nb;
+	sides(c, id, &s_ps, &b_ps, &ns, &nb);
+	ck_assert_int_ge(ns, 1);
+	ck_assert_int_ge(nb, 1);
+	struct usage_recon rc = usage_reconcile(pages, true, s_ps, true, b_ps);
+	printf("recall: contract %lld of %ld pages: seller %ld, buyer %ld "
+	       "page-seconds (%s)\n",
+	       (long long)id, pages, s_ps, b_ps, usage_recon_name(rc.flag));
+	ck_assert_msg(rc.flag == USAGE_RECON_AGREE,
+	              "contract %lld of %ld pages: seller reported %ld "
+	              "page-seconds, buyer %ld: %s",
+	              (long long)id, pages, s_ps, b_ps,
+	              usage_recon_name(rc.flag));
 	PQfinish(c);
 	rxh_stop(&h);
 }
@@ -716,6 +867,7 @@ int main(void)
 	tcase_set_timeout(t, 400);
 	tcase_add_test(t, endpoints);
 	tcase_add_test(t, end_to_end);
+	tcase_add_test(t, recall);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
