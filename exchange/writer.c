@@ -1746,6 +1746,15 @@ static int idem_lookup(struct writer *w, struct writer_cmd **cmds, int n,
 	}
 
 	for (int i = 0; i < n; i++) {
+		/* A client order id is keyed by its account, not by who asks:
+		 * check who asks first, or naming another account's id would
+		 * show that account's order (and a refusal stored under its
+		 * key would answer the owner's own order later). Answers to an
+		 * Idempotency-Key are per principal and need no check. */
+		if (cmds[i]->kind == WR_NEW && cmds[i]->client_order_id[0] &&
+		    cmd_account(cmds[i]) &&
+		    may_act_for(w, cmds[i], cmd_account(cmds[i])) < 0)
+			continue;
 		char scope[2][48], key[2][140];
 		int k = cmd_keys(cmds[i], scope, key);
 		bool dup = false;

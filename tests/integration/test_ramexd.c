@@ -650,6 +650,27 @@ START_TEST(node_cannot_act_for_another)
 	ck_assert_int_eq(
 	    rxh_call(&h, "DELETE", path, w.trader2_token, NULL, NULL, &r), 403);
 	rxh_resp_free(&r);
+	/* a client order id belongs to its account: another team's trader
+	 * naming it neither sees the order it made nor spoils the id */
+	const char *b1 = ",\"client_order_id\":\"b-1\"",
+	           *b2 = ",\"client_order_id\":\"b-2\"";
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_b, "sell", 256,
+	                       100000, b1, NULL, &r),
+	                 201);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(place(&h, w.trader2_token, w.node_b, "sell", 256,
+	                       100000, b1, NULL, &r),
+	                 403);
+	ck_assert_ptr_null(strstr(r.body, "\"order\""));
+	rxh_resp_free(&r);
+	ck_assert_int_eq(place(&h, w.trader2_token, w.node_b, "sell", 256,
+	                       100000, b2, NULL, &r),
+	                 403);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_b, "sell", 256,
+	                       100000, b2, NULL, &r),
+	                 201);
+	rxh_resp_free(&r);
 	/* node b itself may cancel it */
 	ck_assert_int_eq(rxh_call_signed(&h, "DELETE", path, w.key_b,
 	                                 w.secret_b, NULL, 0, NULL, &r),
@@ -663,7 +684,7 @@ START_TEST(node_cannot_act_for_another)
 	                    0, NULL, &r),
 	    403);
 	rxh_resp_free(&r);
-	ck_assert_int_eq(count(&h, "SELECT count(*) FROM orders"), 1);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM orders"), 3);
 	rxh_stop(&h);
 }
 END_TEST
