@@ -4,14 +4,14 @@
  * once rather than at the next poll.
  *
  * Single-threaded on purpose: events_wait is the agent's sleep. It waits
- * up to a deadline on the stream's socket (curl multi) and returns early
+ * up to a deadline on the stream's socket (poll) and returns early
  * when an event that concerns contracts arrived (fill, contract, or an
  * overflow that lost some), so the main loop reconciles right away. The
- * module owns one libcurl handle, the connection, the SSE parser and the
+ * module owns one connection (node-agent/http1.h), the SSE parser and the
  * reconnect schedule: a stream that ends or fails is opened again after a
  * backoff (1 s doubling to 30 s, reset once a stream is accepted), with
  * Last-Event-ID so the exchange can replay what was missed. Every open is
- * signed like every other call (client_prepare). While the stream is down
+ * signed like every other call (client_stream_open). While the stream is down
  * the caller falls back to polling (events_up says which).
  */
 #ifndef RAMEX_AGENT_EVENTS_H
