@@ -1268,6 +1268,22 @@ static void write_status(struct agent *a)
 		    f, "ramex_agent_contract_pages{contract=\"%s\"} %lld\n",
 		    meter_id(a->meter, i),
 		    (long long)meter_pages(a->meter, meter_id(a->meter, i)));
+	/* lend children running now, and started in all (restarts show as
+	 * the second growing faster than the contracts) */
+	int lend_up = 0, lend_starts = 0;
+	for (int i = 0; i < a->nheld; i++)
+		if (a->held[i].lc) {
+			lend_up += a->held[i].lc->pid > 0;
+			lend_starts += a->held[i].lc->starts;
+		}
+	for (int i = 0; i < a->ndraining; i++) {
+		lend_up += a->draining[i]->pid > 0;
+		lend_starts += a->draining[i]->starts;
+	}
+	fprintf(f,
+	        "ramex_agent_lend_children %d\n"
+	        "ramex_agent_lend_child_starts %d\n",
+	        lend_up, lend_starts);
 	/* What was metered and spooled per contract: the figure the
 	 * exchange's counted usage must equal once the spool is sent. */
 	for (int i = 0; i < a->nheld; i++) {

@@ -36,6 +36,9 @@ $(call integration_test,test_agent,tests/integration/test_agent.c \
 $(BUILD)/san/bin/test_agent: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramex-agent
 $(BUILD)/bin/test_agent: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramex-agent
 
+$(call unit_test,test_lendsup,tests/unit/test_lendsup.c node-agent/lendsup.c \
+  node-agent/lend/lend_meter.c common/log.c)
+
 # A lend contract's data path: ramexd's lend endpoints, and two agents whose
 # lend children (ramex-lend-server, ramex-lend-nbd) move real pages.
 # (lend.mk comes after this file: its LEND_SRC is not defined yet here)

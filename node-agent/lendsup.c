@@ -87,13 +87,21 @@ int lendsup_start(struct lendsup_child *c, int64_t now_ms, char *err,
 		         c->argc ? argv[0] : "(no program)");
 		return -1;
 	}
+	/* Every signal is blocked across the fork: a SIGTERM that reaches
+	 * the child before its exec must not run the agent's handler there
+	 * (it would wake the agent's loop and leave the child running); it
+	 * stays pending until the child has default dispositions. */
+	sigset_t all, old;
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
 	pid_t parent = getpid();
 	pid_t pid = fork();
-	if (pid < 0) {
-		snprintf(err, errlen, "fork failed: %s", strerror(errno));
-		return -1;
-	}
 	if (pid == 0) {
+		/* the agent's own dispositions (handlers, SIGPIPE ignored)
+		 * are not the child's */
+		for (int sig = 1; sig < NSIG; sig++)
+			if (sig != SIGKILL && sig != SIGSTOP)
+				signal(sig, SIG_DFL);
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (getppid() != parent)
 			_exit(1);
@@ -103,13 +111,17 @@ int lendsup_start(struct lendsup_child *c, int64_t now_ms, char *err,
 			dup2(fd, 2);
 			close(fd);
 		}
-		/* the agent's own signal dispositions are not the child's */
-		signal(SIGPIPE, SIG_DFL);
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		execv(argv[0], argv);
 		_exit(127);
+	}
+	int fork_errno = errno;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (pid < 0) {
+		snprintf(err, errlen, "fork failed: %s", strerror(fork_errno));
+		return -1;
 	}
 	c->pid = pid;
 	c->starts++;

@@ -440,6 +440,22 @@ static long q(PGconn *c, const char *fmt, ...)
 	return testdb_scalar(c, sql);
 }
 
+/* A metric of the agent's status file (-1 when absent). */
+static int64_t metric(const struct agent *a, const char *name)
+{
+	char line[512];
+	size_t n = strlen(name);
+	int64_t v = -1;
+	FILE *f = fopen(a->status, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof line, f))
+		if (!strncmp(line, name, n) && line[n] == ' ')
+			v = strtoll(line + n + 1, NULL, 10);
+	fclose(f);
+	return v;
+}
+
 /* The number in a file, or -1 when it is not there (yet). */
 static long file_number(const char *path)
 {
@@ -793,6 +809,10 @@ START_TEST(recall)
 	uint32_t nerr;
 
 	lend_up("agent_lend_recall", &h, &w, &A, &B, &c, &id, &pages, &fd);
+	WAIT_FOR(metric(&A, "ramex_agent_lend_children") == 1 &&
+	             metric(&B, "ramex_agent_lend_children") == 1,
+	         "the status files do not show the lend children; see %s",
+	         A.status);
 	for (uint64_t p = 0; p < 16; p++) {
 		pattern(buf, p * 7, 1);
 		ck_assert_int_eq(
@@ -829,6 +849,10 @@ START_TEST(recall)
 	         "the recalled contract did not end; see %s", h.log);
 	WAIT_FOR(file_has(B.log, "contract over"),
 	         "B did not see the contract end; see %s", B.log);
+	WAIT_FOR(metric(&A, "ramex_agent_lend_children") == 0 &&
+	             metric(&B, "ramex_agent_lend_children") == 0,
+	         "lend children still run after the recall; see %s and %s",
+	         A.log, B.log);
 	/* the bridge is gone: the NBD link is closed */
 	ck_assert_msg(lend_nbd_client_cmd(fd, LEND_NBD_CMD_READ, 999, 0,
 	                                  LEND_NBD_BLOCK, NULL, back,
