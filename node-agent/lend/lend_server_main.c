@@ -61,6 +61,15 @@ int main(int argc, char **argv)
 	int have_contract = 0, lock = 0;
 
 	log_init("lend-server", LOG_INFO);
+	/* A recall (SIGUSR1) or stop that arrives while the server opens
+	 * waits until the handlers are there: unhandled, SIGUSR1 would kill
+	 * the lender, and the agent would start it again with empty pages. */
+	sigset_t early, prev;
+	sigemptyset(&early);
+	sigaddset(&early, SIGUSR1);
+	sigaddset(&early, SIGTERM);
+	sigaddset(&early, SIGINT);
+	sigprocmask(SIG_BLOCK, &early, &prev);
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i],
 		           *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -154,6 +163,7 @@ int main(int argc, char **argv)
 	sigaction(SIGUSR1, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	sigprocmask(SIG_SETMASK, &prev, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	if (port_file) {
 		FILE *f = fopen(port_file, "w");
