@@ -576,6 +576,12 @@ static int lend_serve(struct agent *a, struct held *h, int64_t now_ms)
 	lendsup_arg(c, "%s", c->meter_file);
 	lendsup_arg(c, "--notice-ms");
 	lendsup_arg(c, "%lld", (long long)h->notice_s * 1000);
+	if (a->cfg.lend_tls_cert[0]) {
+		lendsup_arg(c, "--tls-cert");
+		lendsup_arg(c, "%s", a->cfg.lend_tls_cert);
+		lendsup_arg(c, "--tls-key");
+		lendsup_arg(c, "%s", a->cfg.lend_tls_key);
+	}
 	/* root may lock its memory; a lender must not page for its
 	 * borrower (docs/lending.md, the swap path's headroom) */
 	if (geteuid() == 0)
@@ -638,6 +644,10 @@ static int lend_borrow(struct agent *a, struct held *h, int64_t now_ms)
 	lendsup_arg(c, "%s", c->secret_file);
 	lendsup_arg(c, "--meter-file");
 	lendsup_arg(c, "%s", c->meter_file);
+	if (a->cfg.lend_tls_ca[0]) {
+		lendsup_arg(c, "--tls-ca");
+		lendsup_arg(c, "%s", a->cfg.lend_tls_ca);
+	}
 	if (!strcmp(a->cfg.lend_borrow_mode, "listen")) {
 		/* NBD on loopback for user space and tests; the port goes
 		 * to lend-nbd-ID.port for whoever connects */

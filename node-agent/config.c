@@ -98,6 +98,14 @@ static const struct setting settings[] = {
       "127.0.0.1, tests) or off (no data path)"),
     S("lend_nbd_device", lend_nbd_device,
       "the NBD device lend_borrow_mode=attach uses"),
+    S("lend_tls_cert", lend_tls_cert,
+      "lender: certificate file (PEM) of its lend servers; with "
+      "lend_tls_key, borrowers must speak TLS 1.3 (empty: plain TCP)"),
+    S("lend_tls_key", lend_tls_key,
+      "lender: the private key file (PEM) of lend_tls_cert"),
+    S("lend_tls_ca", lend_tls_ca,
+      "borrower: CA file (PEM) that lenders' certificates must chain to; "
+      "set, the bridge speaks TLS (empty: plain TCP)"),
     I("window_s", est.window_ns, 1000000000, 1, 86400,
       "working-set window: touched within it = working"),
     I("fault_cost_us", est.fault_cost_ns, 1000, 1, 10000,
@@ -389,6 +397,12 @@ int config_check(const struct agent_config *c, char *err, size_t errlen)
 		     "lend_borrow_mode must be attach, listen or off, not "
 		     "\"%s\"",
 		     c->lend_borrow_mode);
+		return -1;
+	}
+	if (!c->lend_tls_cert[0] != !c->lend_tls_key[0]) {
+		errf(err, errlen,
+		     "lend_tls_cert and lend_tls_key go together: set both "
+		     "for TLS on the lend servers, or neither");
 		return -1;
 	}
 	if (c->lend_listen[0] && !strrchr(c->lend_listen, ':')) {

@@ -51,6 +51,9 @@ struct agent_config {
 	char lend_bin_dir[CONFIG_STR];   /* "" = the agent's directory */
 	char lend_borrow_mode[16];       /* attach | listen | off */
 	char lend_nbd_device[CONFIG_STR];
+	char lend_tls_cert[CONFIG_STR]; /* lender: TLS when cert and key set */
+	char lend_tls_key[CONFIG_STR];
+	char lend_tls_ca[CONFIG_STR]; /* borrower: TLS, trusting this CA */
 	struct wsest_config est;
 	struct strategy_config strat;
 };

@@ -544,9 +544,22 @@ static long long meter_hosted(const char *path)
 /* Starts ramexd and the two agents, waits for their lend contract and
  * B's bridge, and connects to the bridge's NBD port: *fd after the NBD
  * handshake, *id and *pages the contract's. */
+static void lend_up_tls(const char *db_name, struct rxh *h, struct rxh_world *w,
+                        struct agent *A, struct agent *B, PGconn **cp,
+                        int64_t *id, long *pages, int *fd, int tls);
+
 static void lend_up(const char *db_name, struct rxh *h, struct rxh_world *w,
                     struct agent *A, struct agent *B, PGconn **cp, int64_t *id,
                     long *pages, int *fd)
+{
+	lend_up_tls(db_name, h, w, A, B, cp, id, pages, fd, 0);
+}
+
+/* lend_up, and with `tls` the lender's servers take a certificate made
+ * here and the borrower's bridge trusts it (lend_tls_* settings). */
+static void lend_up_tls(const char *db_name, struct rxh *h, struct rxh_world *w,
+                        struct agent *A, struct agent *B, PGconn **cp,
+                        int64_t *id, long *pages, int *fd, int tls)
 {
 	char path[700], err[256];
 
@@ -566,12 +579,34 @@ static void lend_up(const char *db_name, struct rxh *h, struct rxh_world *w,
 
 	/* A has spare pages it offers cheaply and serves lends on loopback;
 	 * B's workload needs more than it has and bids for the difference */
-	static const char *const a_flags[] = {
-	    "--margin_min_pages=4096", "--spot_floor=100000",
-	    "--stall_value=10", "--lend_listen=127.0.0.1:0", NULL};
-	static const char *const b_flags[] = {
-	    "--margin_min_pages=8192", "--events=no",
-	    "--lend_borrow_mode=listen", NULL};
+	static char cert[600], key[600], ca[600], tdir[500];
+	const char *a_flags[] = {"--margin_min_pages=4096",
+	                         "--spot_floor=100000",
+	                         "--stall_value=10",
+	                         "--lend_listen=127.0.0.1:0",
+	                         NULL,
+	                         NULL,
+	                         NULL};
+	const char *b_flags[] = {"--margin_min_pages=8192", "--events=no",
+	                         "--lend_borrow_mode=listen", NULL, NULL};
+	if (tls) {
+		char cmd[2600];
+		snprintf(tdir, sizeof tdir, "%s/%s-tls", out_dir(), db_name);
+		snprintf(cmd, sizeof cmd,
+		         "rm -rf '%s' && mkdir -p '%s' && openssl req -x509 "
+		         "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+		         "-nodes -days 1 -subj /CN=localhost -keyout "
+		         "'%s/lender.key' -out '%s/lender.crt' >/dev/null 2>&1",
+		         tdir, tdir, tdir, tdir);
+		ck_assert_int_eq(system(cmd), 0);
+		snprintf(cert, sizeof cert, "--lend_tls_cert=%s/lender.crt",
+		         tdir);
+		snprintf(key, sizeof key, "--lend_tls_key=%s/lender.key", tdir);
+		snprintf(ca, sizeof ca, "--lend_tls_ca=%s/lender.crt", tdir);
+		a_flags[4] = cert;
+		a_flags[5] = key;
+		b_flags[3] = ca;
+	}
 	char an[80], bn[80];
 	snprintf(an, sizeof an, "%s-a", db_name);
 	snprintf(bn, sizeof bn, "%s-b", db_name);
@@ -790,6 +825,82 @@ START_TEST(end_to_end)
 }
 END_TEST
 
+/* With lend_tls_* set the data path is TLS: pages written through the
+ * bridge come back intact, and the lender refuses a borrower that speaks
+ * plain TCP even with the contract's secret. */
+START_TEST(end_to_end_tls)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	struct agent A, B;
+	char path[700], lender[300];
+	PGconn *c;
+	int64_t id;
+	long pages;
+	int fd;
+
+	lend_up_tls("agent_lend_tls", &h, &w, &A, &B, &c, &id, &pages, &fd, 1);
+	enum { NPAGES = 16 };
+	static uint8_t buf[LEND_NBD_BLOCK], back[LEND_NBD_BLOCK];
+	uint32_t nerr;
+	for (int i = 0; i < NPAGES; i++) {
+		uint64_t at =
+		    (uint64_t)i * ((uint64_t)pages - 1) / (NPAGES - 1);
+		pattern(buf, at, 1);
+		ck_assert_int_eq(
+		    lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE, (uint64_t)i + 1,
+		                        at * LEND_NBD_BLOCK, LEND_NBD_BLOCK,
+		                        buf, NULL, &nerr),
+		    0);
+		ck_assert_int_eq(nerr, 0);
+	}
+	for (int i = 0; i < NPAGES; i++) {
+		uint64_t at =
+		    (uint64_t)i * ((uint64_t)pages - 1) / (NPAGES - 1);
+		ck_assert_int_eq(
+		    lend_nbd_client_cmd(fd, LEND_NBD_CMD_READ,
+		                        (uint64_t)i + 100, at * LEND_NBD_BLOCK,
+		                        LEND_NBD_BLOCK, NULL, back, &nerr),
+		    0);
+		ck_assert_int_eq(nerr, 0);
+		pattern(buf, at, 1);
+		ck_assert_msg(!memcmp(buf, back, sizeof buf),
+		              "page %llu came back changed over TLS",
+		              (unsigned long long)at);
+	}
+
+	snprintf(path, sizeof path, "/v1/contracts/%lld/lend", (long long)id);
+	ck_assert_int_eq(rxh_call_signed(&h, "GET", path, w.key_b, w.secret_b,
+	                                 NULL, 0, NULL, &r),
+	                 200);
+	snprintf(lender, sizeof lender, "%s",
+	         json_string_value(json_object_get(r.json, "endpoint")));
+	uint8_t secret[LEND_SECRET_LEN];
+	ck_assert_int_eq(
+	    lend_secret_parse(
+	        json_string_value(json_object_get(r.json, "secret")), secret),
+	    0);
+	rxh_resp_free(&r);
+	char *colon = strrchr(lender, ':');
+	ck_assert(colon);
+	*colon = 0;
+	struct lend_client plain;
+	ck_assert_msg(lend_client_connect(&plain, lender, atoi(colon + 1), NULL,
+	                                  (uint64_t)id, secret, 5000) < 0,
+	              "the TLS lender let in a plain-TCP borrower");
+	lend_client_close(&plain);
+
+	lend_nbd_client_cmd(fd, LEND_NBD_CMD_DISC, 9999, 0, 0, NULL, NULL,
+	                    &nerr);
+	close(fd);
+	ck_assert_int_eq(agent_signal(&B, SIGTERM), 0);
+	ck_assert_int_eq(agent_signal(&A, SIGTERM), 0);
+	PQfinish(c);
+	rxh_stop(&h);
+}
+END_TEST
+
 /* The lender takes its pages back: A's workload grows, A's agent recalls
  * the contract and gives its server's borrower notice (SIGUSR1); B's
  * bridge moves out and releases, the server frees the pages, neither
@@ -891,6 +1002,7 @@ int main(void)
 	tcase_set_timeout(t, 400);
 	tcase_add_test(t, endpoints);
 	tcase_add_test(t, end_to_end);
+	tcase_add_test(t, end_to_end_tls);
 	tcase_add_test(t, recall);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
