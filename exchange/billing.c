@@ -27,6 +27,7 @@
 #include "exchange/core/invoice.h"
 #include "exchange/core/usage.h"
 #include "exchange/db.h"
+#include "exchange/pgarr.h"
 
 /* The advisory lock key: one billing run per database at a time. */
 #define BILLING_LOCK "7234100542"
@@ -102,69 +103,6 @@ static void lap(struct phases *ph, enum phase p)
 	ph->us[p] += (t.tv_sec - ph->at.tv_sec) * 1000000 +
 	             (t.tv_nsec - ph->at.tv_nsec) / 1000;
 	ph->at = t;
-}
-
-/* ---- text arrays for unnest: "{1,2,NULL}" ---- */
-
-struct arr {
-	char *p;
-	size_t n, cap;
-	int count;
-	int oom;
-};
-
-static void arr_raw(struct arr *a, const char *s)
-{
-	size_t k = strlen(s);
-	if (a->oom)
-		return;
-	if (a->n + k + 3 > a->cap) {
-		size_t cap = a->cap ? a->cap * 2 : 256;
-		while (cap < a->n + k + 3)
-			cap *= 2;
-		char *p = realloc(a->p, cap);
-		if (!p) {
-			a->oom = 1;
-			return;
-		}
-		a->p = p;
-		a->cap = cap;
-	}
-	if (a->n == 0)
-		a->p[a->n++] = '{';
-	else if (a->count > 0)
-		a->p[a->n++] = ',';
-	memcpy(a->p + a->n, s, k);
-	a->n += k;
-	a->p[a->n] = 0;
-	a->count++;
-}
-
-static void arr_i64(struct arr *a, int64_t v)
-{
-	char b[24];
-	snprintf(b, sizeof b, "%" PRId64, v);
-	arr_raw(a, b);
-}
-
-/* The array text, closed; "{}" when empty. NULL when out of memory. */
-static const char *arr_text(struct arr *a)
-{
-	if (a->oom)
-		return NULL;
-	if (a->count == 0)
-		return "{}";
-	/* arr_raw keeps room for the brace and the NUL; n stays, so asking
-	 * twice gives the same text */
-	a->p[a->n] = '}';
-	a->p[a->n + 1] = 0;
-	return a->p;
-}
-
-static void arr_free(struct arr *a)
-{
-	free(a->p);
-	memset(a, 0, sizeof *a);
 }
 
 /* ---- the contracts of one batch ---- */
@@ -362,13 +300,13 @@ static char *bounds_text;
 
 static void bounds_build(void)
 {
-	struct arr a = {0};
+	struct pgarr a = {0};
 	for (int y = MONEY_YEAR_MIN; y <= MONEY_YEAR_MAX; y++)
 		for (int m = 1; m <= 12; m++)
-			arr_i64(&a, money_month_start(y, m));
-	const char *t = arr_text(&a);
+			pgarr_i64(&a, money_month_start(y, m));
+	const char *t = pgarr_text(&a);
 	bounds_text = t ? strdup(t) : NULL;
-	arr_free(&a);
+	pgarr_free(&a);
 }
 
 static void add_usage(struct bc *c, bool buyer_side, int key, rx_pagesec ps,
@@ -475,7 +413,7 @@ static int load_usage(PGconn *db, const char *ids, rx_time_ns as_of,
 	snprintf(asof, sizeof asof, "%" PRId64, as_of);
 	const char *pv[] = {ids, asof};
 	bool oom = false;
-	struct arr spans = {0};
+	struct pgarr spans = {0};
 	int rc = -1;
 	PGresult *r = db_exec(db, PGRES_TUPLES_OK, sql, 2, pv, err, errlen);
 	if (!r)
@@ -495,7 +433,7 @@ static int load_usage(PGconn *db, const char *ids, rx_time_ns as_of,
 		money_month_of(db_int(r, i, 4) - 1, &y1, &m1);
 		if ((y0 != y1 || m0 != m1) && !c->spans) {
 			c->spans = true;
-			arr_i64(&spans, c->k.id);
+			pgarr_i64(&spans, c->k.id);
 		}
 	}
 	for (int i = 0; i < n; i++) {
@@ -510,7 +448,7 @@ static int load_usage(PGconn *db, const char *ids, rx_time_ns as_of,
 	PQclear(r);
 	r = NULL;
 	if (spans.count > 0) {
-		const char *st = arr_text(&spans);
+		const char *st = pgarr_text(&spans);
 		if (!st) {
 			fail(err, errlen, "out of memory loading usage");
 			goto out;
@@ -543,7 +481,7 @@ static int load_usage(PGconn *db, const char *ids, rx_time_ns as_of,
 	rc = 0;
 out:
 	PQclear(r);
-	arr_free(&spans);
+	pgarr_free(&spans);
 	return rc;
 }
 
@@ -734,13 +672,13 @@ static int load_invoices(PGconn *db, struct batch *b, char *err, size_t errlen)
 	b->ninv = u;
 	if (u == 0)
 		return 0;
-	struct arr acc = {0}, yr = {0}, mo = {0};
+	struct pgarr acc = {0}, yr = {0}, mo = {0};
 	for (int i = 0; i < u; i++) {
-		arr_i64(&acc, b->inv[i].account);
-		arr_i64(&yr, b->inv[i].key / 12);
-		arr_i64(&mo, b->inv[i].key % 12 + 1);
+		pgarr_i64(&acc, b->inv[i].account);
+		pgarr_i64(&yr, b->inv[i].key / 12);
+		pgarr_i64(&mo, b->inv[i].key % 12 + 1);
 	}
-	const char *pv[] = {arr_text(&acc), arr_text(&yr), arr_text(&mo)};
+	const char *pv[] = {pgarr_text(&acc), pgarr_text(&yr), pgarr_text(&mo)};
 	int rc = -1;
 	PGresult *r = NULL;
 	if (!pv[0] || !pv[1] || !pv[2]) {
@@ -786,9 +724,9 @@ static int load_invoices(PGconn *db, struct batch *b, char *err, size_t errlen)
 	rc = 0;
 out:
 	PQclear(r);
-	arr_free(&acc);
-	arr_free(&yr);
-	arr_free(&mo);
+	pgarr_free(&acc);
+	pgarr_free(&yr);
+	pgarr_free(&mo);
 	return rc;
 }
 
@@ -817,8 +755,8 @@ static int store_batch(PGconn *db, struct batch *b, struct phases *ph,
 		M_N
 	};
 	enum { P_MV, P_INV, P_ACC, P_C, P_Y, P_M, P_ROLE, P_AMT, P_N };
-	struct arr ma[M_N] = {{0}}, pa[P_N] = {{0}}, ia[3] = {{0}};
-	struct arr ca[10] = {{0}}, mo[7] = {{0}};
+	struct pgarr ma[M_N] = {{0}}, pa[P_N] = {{0}}, ia[3] = {{0}};
+	struct pgarr ca[10] = {{0}}, mo[7] = {{0}};
 
 	if (b->nmv > 0) {
 		if (load_invoices(db, b, err, errlen) < 0)
@@ -844,25 +782,25 @@ static int store_batch(PGconn *db, struct batch *b, struct phases *ph,
 	for (int i = 0; i < b->nmv; i++) {
 		struct mv *v = &b->mv[i];
 		struct invoice_movement *m = &v->m;
-		arr_i64(&ma[M_ID], m->movement_id);
-		arr_i64(&ma[M_C], m->contract_id);
-		arr_raw(&ma[M_KIND], invoice_kind_name(m->kind));
-		arr_i64(&ma[M_Y], m->year);
-		arr_i64(&ma[M_M], m->month);
+		pgarr_i64(&ma[M_ID], m->movement_id);
+		pgarr_i64(&ma[M_C], m->contract_id);
+		pgarr_raw(&ma[M_KIND], invoice_kind_name(m->kind));
+		pgarr_i64(&ma[M_Y], m->year);
+		pgarr_i64(&ma[M_M], m->month);
 		if (v->usage_key >= 0) {
-			arr_i64(&ma[M_UY], v->usage_key / 12);
-			arr_i64(&ma[M_UM], v->usage_key % 12 + 1);
+			pgarr_i64(&ma[M_UY], v->usage_key / 12);
+			pgarr_i64(&ma[M_UM], v->usage_key % 12 + 1);
 		} else {
-			arr_raw(&ma[M_UY], "NULL");
-			arr_raw(&ma[M_UM], "NULL");
+			pgarr_raw(&ma[M_UY], "NULL");
+			pgarr_raw(&ma[M_UM], "NULL");
 		}
-		arr_i64(&ma[M_FROM], m->charge_start);
-		arr_i64(&ma[M_TO], m->charge_end);
-		arr_i64(&ma[M_PS], m->page_seconds);
-		arr_i64(&ma[M_PRICE], m->unit_price);
-		arr_i64(&ma[M_AMT], m->amount);
-		arr_i64(&ma[M_FEE], m->fee);
-		arr_raw(&ma[M_RECON], v->recon ? v->recon : "NULL");
+		pgarr_i64(&ma[M_FROM], m->charge_start);
+		pgarr_i64(&ma[M_TO], m->charge_end);
+		pgarr_i64(&ma[M_PS], m->page_seconds);
+		pgarr_i64(&ma[M_PRICE], m->unit_price);
+		pgarr_i64(&ma[M_AMT], m->amount);
+		pgarr_i64(&ma[M_FEE], m->fee);
+		pgarr_raw(&ma[M_RECON], v->recon ? v->recon : "NULL");
 		for (int p = 0; p < m->n; p++) {
 			struct invoice_posting *ps = &m->p[p];
 			struct inv_key *k = inv_find(
@@ -880,14 +818,14 @@ static int store_batch(PGconn *db, struct batch *b, struct phases *ph,
 				goto out;
 			}
 			k->changed = true;
-			arr_i64(&pa[P_MV], ps->movement_id);
-			arr_i64(&pa[P_INV], k->id);
-			arr_i64(&pa[P_ACC], ps->account);
-			arr_i64(&pa[P_C], ps->contract_id);
-			arr_i64(&pa[P_Y], ps->year);
-			arr_i64(&pa[P_M], ps->month);
-			arr_raw(&pa[P_ROLE], invoice_role_name(ps->role));
-			arr_i64(&pa[P_AMT], ps->amount);
+			pgarr_i64(&pa[P_MV], ps->movement_id);
+			pgarr_i64(&pa[P_INV], k->id);
+			pgarr_i64(&pa[P_ACC], ps->account);
+			pgarr_i64(&pa[P_C], ps->contract_id);
+			pgarr_i64(&pa[P_Y], ps->year);
+			pgarr_i64(&pa[P_M], ps->month);
+			pgarr_raw(&pa[P_ROLE], invoice_role_name(ps->role));
+			pgarr_i64(&pa[P_AMT], ps->amount);
 			res->postings++;
 		}
 		res->movements++;
@@ -895,7 +833,7 @@ static int store_batch(PGconn *db, struct batch *b, struct phases *ph,
 	if (b->nmv > 0) {
 		const char *pv[M_N];
 		for (int i = 0; i < M_N; i++)
-			if (!(pv[i] = arr_text(&ma[i]))) {
+			if (!(pv[i] = pgarr_text(&ma[i]))) {
 				fail(err, errlen, "out of memory");
 				goto out;
 			}
@@ -915,7 +853,7 @@ static int store_batch(PGconn *db, struct batch *b, struct phases *ph,
 		PQclear(r);
 		const char *qv[P_N];
 		for (int i = 0; i < P_N; i++)
-			if (!(qv[i] = arr_text(&pa[i]))) {
+			if (!(qv[i] = pgarr_text(&pa[i]))) {
 				fail(err, errlen, "out of memory");
 				goto out;
 			}
@@ -933,12 +871,12 @@ static int store_batch(PGconn *db, struct batch *b, struct phases *ph,
 		for (int i = 0; i < b->ninv; i++) {
 			if (!b->inv[i].changed)
 				continue;
-			arr_i64(&ia[0], b->inv[i].id);
-			arr_i64(&ia[1], b->inv[i].inv.total);
-			arr_i64(&ia[2], b->inv[i].inv.lines);
+			pgarr_i64(&ia[0], b->inv[i].id);
+			pgarr_i64(&ia[1], b->inv[i].inv.total);
+			pgarr_i64(&ia[2], b->inv[i].inv.lines);
 		}
-		const char *iv[] = {arr_text(&ia[0]), arr_text(&ia[1]),
-		                    arr_text(&ia[2])};
+		const char *iv[] = {pgarr_text(&ia[0]), pgarr_text(&ia[1]),
+		                    pgarr_text(&ia[2])};
 		if (!iv[0] || !iv[1] || !iv[2]) {
 			fail(err, errlen, "out of memory");
 			goto out;
@@ -964,47 +902,47 @@ static int store_batch(PGconn *db, struct batch *b, struct phases *ph,
 			struct month *m = &c->m[k];
 			if (!m->touched)
 				continue;
-			arr_i64(&mo[0], c->k.id);
-			arr_i64(&mo[1], m->key / 12);
-			arr_i64(&mo[2], m->key % 12 + 1);
-			arr_i64(&mo[3], m->billed);
+			pgarr_i64(&mo[0], c->k.id);
+			pgarr_i64(&mo[1], m->key / 12);
+			pgarr_i64(&mo[2], m->key % 12 + 1);
+			pgarr_i64(&mo[3], m->billed);
 			if (m->seller_rep)
-				arr_i64(&mo[4], m->seller);
+				pgarr_i64(&mo[4], m->seller);
 			else
-				arr_raw(&mo[4], "NULL");
+				pgarr_raw(&mo[4], "NULL");
 			if (m->buyer_rep)
-				arr_i64(&mo[5], m->buyer);
+				pgarr_i64(&mo[5], m->buyer);
 			else
-				arr_raw(&mo[5], "NULL");
-			arr_raw(&mo[6], m->offline
-			                    ? "seller_only"
-			                    : usage_recon_name(m->recon));
+				pgarr_raw(&mo[5], "NULL");
+			pgarr_raw(&mo[6], m->offline
+			                      ? "seller_only"
+			                      : usage_recon_name(m->recon));
 			nmonths++;
 		}
 		if (!c->changed)
 			continue;
 		struct invoice_contract *ic = &c->ic;
-		arr_i64(&ca[0], c->k.id);
-		arr_i64(&ca[1], ic->fee_bps);
-		arr_i64(&ca[2], ic->amount_carry.rem);
-		arr_i64(&ca[3], ic->fee_carry.rem);
-		arr_i64(&ca[4], ic->billed_ps);
-		arr_i64(&ca[5], ic->billed);
-		arr_i64(&ca[6], ic->fees);
-		arr_raw(&ca[7], ic->settled ? "true" : "false");
+		pgarr_i64(&ca[0], c->k.id);
+		pgarr_i64(&ca[1], ic->fee_bps);
+		pgarr_i64(&ca[2], ic->amount_carry.rem);
+		pgarr_i64(&ca[3], ic->fee_carry.rem);
+		pgarr_i64(&ca[4], ic->billed_ps);
+		pgarr_i64(&ca[5], ic->billed);
+		pgarr_i64(&ca[6], ic->fees);
+		pgarr_raw(&ca[7], ic->settled ? "true" : "false");
 		if (c->has_settle) {
-			arr_i64(&ca[8], c->settle_price);
-			arr_i64(&ca[9], c->spot_ref);
+			pgarr_i64(&ca[8], c->settle_price);
+			pgarr_i64(&ca[9], c->spot_ref);
 		} else {
-			arr_raw(&ca[8], "NULL");
-			arr_raw(&ca[9], "NULL");
+			pgarr_raw(&ca[8], "NULL");
+			pgarr_raw(&ca[9], "NULL");
 		}
 		nchanged++;
 	}
 	if (nchanged) {
 		const char *pv[10];
 		for (int i = 0; i < 10; i++)
-			if (!(pv[i] = arr_text(&ca[i]))) {
+			if (!(pv[i] = pgarr_text(&ca[i]))) {
 				fail(err, errlen, "out of memory");
 				goto out;
 			}
@@ -1034,7 +972,7 @@ static int store_batch(PGconn *db, struct batch *b, struct phases *ph,
 	if (nmonths) {
 		const char *pv[7];
 		for (int i = 0; i < 7; i++)
-			if (!(pv[i] = arr_text(&mo[i]))) {
+			if (!(pv[i] = pgarr_text(&mo[i]))) {
 				fail(err, errlen, "out of memory");
 				goto out;
 			}
@@ -1058,15 +996,15 @@ static int store_batch(PGconn *db, struct batch *b, struct phases *ph,
 out:
 	PQclear(r);
 	for (int i = 0; i < M_N; i++)
-		arr_free(&ma[i]);
+		pgarr_free(&ma[i]);
 	for (int i = 0; i < P_N; i++)
-		arr_free(&pa[i]);
+		pgarr_free(&pa[i]);
 	for (int i = 0; i < 3; i++)
-		arr_free(&ia[i]);
+		pgarr_free(&ia[i]);
 	for (int i = 0; i < 10; i++)
-		arr_free(&ca[i]);
+		pgarr_free(&ca[i]);
 	for (int i = 0; i < 7; i++)
-		arr_free(&mo[i]);
+		pgarr_free(&mo[i]);
 	return rc;
 }
 
@@ -1091,7 +1029,7 @@ static int run_batch(struct billing *bl, rx_time_ns as_of, int64_t *exchange,
 	PGconn *db = bl->conn;
 	struct batch b = {0};
 	PGresult *r = NULL;
-	struct arr ids = {0}, later = {0};
+	struct pgarr ids = {0}, later = {0};
 	char lim[24], aft[24];
 	int rc = -1;
 	*taken = 0;
@@ -1118,7 +1056,7 @@ static int run_batch(struct billing *bl, rx_time_ns as_of, int64_t *exchange,
 	*taken = PQntuples(r);
 	for (int i = 0; i < *taken; i++) {
 		int64_t id = db_int(r, i, 0);
-		arr_i64(&ids, id);
+		pgarr_i64(&ids, id);
 		if (id > *after)
 			*after = id;
 	}
@@ -1131,7 +1069,7 @@ static int run_batch(struct billing *bl, rx_time_ns as_of, int64_t *exchange,
 		goto done;
 	}
 	ph->batches++;
-	const char *idt = arr_text(&ids);
+	const char *idt = pgarr_text(&ids);
 	if (!idt) {
 		fail(err, errlen, "out of memory");
 		goto out;
@@ -1166,10 +1104,10 @@ static int run_batch(struct billing *bl, rx_time_ns as_of, int64_t *exchange,
 		     (k->state == CONTRACT_ENDED ||
 		      k->state == CONTRACT_BREACHED) &&
 		     k->ended_at > as_of))
-			arr_i64(&later, k->id);
+			pgarr_i64(&later, k->id);
 	}
 	if (later.count > 0) {
-		const char *rv[] = {arr_text(&later)};
+		const char *rv[] = {pgarr_text(&later)};
 		if (!rv[0]) {
 			fail(err, errlen, "out of memory");
 			goto out;
@@ -1194,8 +1132,8 @@ out:
 		PQclear(rb);
 	}
 done:
-	arr_free(&ids);
-	arr_free(&later);
+	pgarr_free(&ids);
+	pgarr_free(&later);
 	batch_free(&b);
 	return rc;
 }
@@ -1213,7 +1151,7 @@ static int finalize(struct billing *bl, rx_time_ns as_of,
 	money_month_of(as_of - grace, &y, &mo);
 	char cut[24];
 	snprintf(cut, sizeof cut, "%d", key_of(y, mo));
-	struct arr a[5] = {{0}}, ca[2] = {{0}};
+	struct pgarr a[5] = {{0}}, ca[2] = {{0}};
 	int rc = -1;
 	PGresult *r = NULL;
 	if (exec_simple(db, "BEGIN", err, errlen) < 0)
@@ -1248,22 +1186,22 @@ static int finalize(struct billing *bl, rx_time_ns as_of,
 			fail(err, errlen, "%s", why);
 			goto out;
 		}
-		arr_i64(&a[0], inv.id);
-		arr_i64(&a[1], inv.payable_cents);
-		arr_i64(&a[2], inv.cents_in.rem);
-		arr_i64(&a[3], inv.cents_out.rem);
+		pgarr_i64(&a[0], inv.id);
+		pgarr_i64(&a[1], inv.payable_cents);
+		pgarr_i64(&a[2], inv.cents_in.rem);
+		pgarr_i64(&a[3], inv.cents_out.rem);
 		if (i + 1 == n || db_int(r, i + 1, 1) != acct) {
-			arr_i64(&ca[0], acct);
-			arr_i64(&ca[1], carry.rem);
+			pgarr_i64(&ca[0], acct);
+			pgarr_i64(&ca[1], carry.rem);
 		}
 		res->finalized++;
 	}
 	PQclear(r);
 	r = NULL;
 	if (n > 0) {
-		const char *iv[] = {arr_text(&a[0]), arr_text(&a[1]),
-		                    arr_text(&a[2]), arr_text(&a[3])};
-		const char *cv[] = {arr_text(&ca[0]), arr_text(&ca[1])};
+		const char *iv[] = {pgarr_text(&a[0]), pgarr_text(&a[1]),
+		                    pgarr_text(&a[2]), pgarr_text(&a[3])};
+		const char *cv[] = {pgarr_text(&ca[0]), pgarr_text(&ca[1])};
 		if (!iv[0] || !iv[1] || !iv[2] || !iv[3] || !cv[0] || !cv[1]) {
 			fail(err, errlen, "out of memory");
 			goto out;
@@ -1300,9 +1238,9 @@ out:
 	}
 done:
 	for (int i = 0; i < 5; i++)
-		arr_free(&a[i]);
+		pgarr_free(&a[i]);
 	for (int i = 0; i < 2; i++)
-		arr_free(&ca[i]);
+		pgarr_free(&ca[i]);
 	return rc;
 }
 

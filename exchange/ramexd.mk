@@ -4,6 +4,7 @@
 SIGN_SRC := common/sign.c
 
 $(call unit_test,test_sign,tests/unit/test_sign.c $(SIGN_SRC),libcrypto)
+$(call unit_test,test_pgarr,tests/unit/test_pgarr.c exchange/pgarr.c)
 
 # ramexd. The matching engine (exchange/core/book.c) belongs to the core;
 # we link it as it is.
@@ -13,7 +14,7 @@ RAMEXD_LIB := exchange/config.c exchange/http.c exchange/auth.c exchange/db.c \
   exchange/h_orders.c exchange/h_events.c exchange/core/book.c \
   exchange/contracts.c exchange/h_contracts.c exchange/h_usage.c \
   exchange/usage_db.c exchange/h_lend.c \
-  exchange/billing.c exchange/h_billing.c $(INVOICE_SRC) $(USAGE_SRC) \
+  exchange/billing.c exchange/h_billing.c exchange/pgarr.c $(INVOICE_SRC) $(USAGE_SRC) \
   exchange/static.c $(CONTRACT_SRC) $(MONEY_SRC) \
   common/log.c $(SIGN_SRC) $(MIGRATE_SRC)
 RAMEXD_PKGS := libmicrohttpd jansson libpq libcrypto

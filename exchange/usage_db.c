@@ -9,92 +9,7 @@
 
 #include "common/log.h"
 #include "exchange/db.h"
-
-/* --- array parameters ("{1,2,3}") ------------------------------------- */
-
-struct arr {
-	char *s;
-	size_t len, cap;
-	int n;
-	int oom;
-};
-
-/* Appends one element of k bytes. */
-static void arr_add(struct arr *a, const char *e, size_t k)
-{
-	if (a->oom)
-		return;
-	size_t need = a->len + k + 3;
-	if (need > a->cap) {
-		size_t cap = a->cap ? a->cap * 2 : 256;
-		while (cap < need)
-			cap *= 2;
-		char *s = realloc(a->s, cap);
-		if (!s) {
-			a->oom = 1;
-			return;
-		}
-		a->s = s, a->cap = cap;
-	}
-	char sep = a->len == 0 ? '{' : ',';
-	a->s[a->len++] = sep;
-	memcpy(a->s + a->len, e, k);
-	a->len += k;
-	a->s[a->len] = 0;
-	a->n++;
-}
-
-static void arr_addf(struct arr *a, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void arr_addf(struct arr *a, const char *fmt, ...)
-{
-	char tmp[64];
-	va_list ap;
-	va_start(ap, fmt);
-	int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
-	va_end(ap);
-	if (k < 0 || (size_t)k >= sizeof tmp) {
-		a->oom = 1; /* no element of ours is that long */
-		return;
-	}
-	arr_add(a, tmp, (size_t)k);
-}
-
-/* Without printf: ten of these per report are a good part of what a
- * batch costs ramexd. */
-static void arr_i64(struct arr *a, int64_t v)
-{
-	char tmp[24], *p = tmp + sizeof tmp;
-	uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-	*--p = 0;
-	do
-		*--p = (char)('0' + u % 10);
-	while (u /= 10);
-	if (v < 0)
-		*--p = '-';
-	arr_add(a, p, (size_t)(tmp + sizeof tmp - 1 - p));
-}
-
-/* The finished literal; "{}" when empty; NULL when out of memory. */
-static const char *arr_done(struct arr *a)
-{
-	if (a->oom)
-		return NULL;
-	if (a->len == 0)
-		return "{}";
-	if (a->s[a->len - 1] != '}') {
-		a->s[a->len++] = '}';
-		a->s[a->len] = 0;
-	}
-	return a->s;
-}
-
-static void arr_free(struct arr *a)
-{
-	free(a->s);
-	memset(a, 0, sizeof *a);
-}
+#include "exchange/pgarr.h"
 
 /* --- helpers ------------------------------------------------------------- */
 
@@ -287,7 +202,7 @@ static enum usage_db_status neighbours(PGconn *c, struct usage_db_item *items,
                                        size_t *nbad, char *err, size_t errlen)
 {
 	enum usage_db_status st = USAGE_DB_FAILED;
-	struct arr a[4];
+	struct pgarr a[4];
 	memset(a, 0, sizeof a);
 	PGresult *r = NULL;
 	size_t *idx = calloc(nnew, sizeof *idx);
@@ -316,14 +231,14 @@ static enum usage_db_status neighbours(PGconn *c, struct usage_db_item *items,
 		const struct usage_report *first = &items[idx[gstart[g]]].r;
 		const struct usage_report *last =
 		    &items[idx[gstart[g + 1] - 1]].r;
-		arr_i64(&a[0], first->contract_id);
-		arr_addf(&a[1], "%s", side_name(side[idx[gstart[g]]]));
-		arr_i64(&a[2], first->period_start);
-		arr_i64(&a[3], last->period_start);
+		pgarr_i64(&a[0], first->contract_id);
+		pgarr_addf(&a[1], "%s", side_name(side[idx[gstart[g]]]));
+		pgarr_i64(&a[2], first->period_start);
+		pgarr_i64(&a[3], last->period_start);
 	}
 	const char *pv[4];
 	for (int k = 0; k < 4; k++)
-		if (!(pv[k] = arr_done(&a[k]))) {
+		if (!(pv[k] = pgarr_text(&a[k]))) {
 			st = failed(c, err, errlen, "out of memory");
 			goto out;
 		}
@@ -387,7 +302,7 @@ static enum usage_db_status neighbours(PGconn *c, struct usage_db_item *items,
 out:
 	PQclear(r);
 	for (int k = 0; k < 4; k++)
-		arr_free(&a[k]);
+		pgarr_free(&a[k]);
 	free(idx);
 	free(gstart);
 	free(sr);
@@ -405,7 +320,7 @@ enum usage_db_status usage_db_ingest(PGconn *c, int64_t node,
 	enum usage_db_status st = USAGE_DB_FAILED;
 	char nodes[24];
 	PGresult *r = NULL;
-	struct arr a[11];
+	struct pgarr a[11];
 	memset(a, 0, sizeof a);
 	int64_t *ids = calloc(n, sizeof *ids);
 	struct usage_contract *cs = calloc(n, sizeof *cs);
@@ -440,8 +355,8 @@ enum usage_db_status usage_db_ingest(PGconn *c, int64_t node,
 	qsort(ids, n, sizeof *ids, cmp_i64);
 	for (size_t i = 0; i < n; i++)
 		if (i == 0 || ids[i] != ids[i - 1])
-			arr_i64(&a[0], ids[i]);
-	const char *pc[] = {arr_done(&a[0])};
+			pgarr_i64(&a[0], ids[i]);
+	const char *pc[] = {pgarr_text(&a[0])};
 	if (!pc[0]) {
 		snprintf(err, errlen, "out of memory");
 		st = failed(c, err, errlen, err);
@@ -461,7 +376,7 @@ enum usage_db_status usage_db_ingest(PGconn *c, int64_t node,
 		k->ended_at = val(r, i, 6);
 	}
 	PQclear(r);
-	arr_free(&a[0]);
+	pgarr_free(&a[0]);
 
 	/* the stored reports with the batch's numbers */
 	struct usage_report *num = calloc(n, sizeof *num);
@@ -479,19 +394,23 @@ enum usage_db_status usage_db_ingest(PGconn *c, int64_t node,
 		int64_t lo = num[i].seq, hi = num[j - 1].seq;
 		/* dense: the range holds at most 4 numbers per report */
 		if ((uint64_t)(hi - lo) < 4 * (uint64_t)distinct) {
-			arr_i64(&a[0], num[i].epoch);
-			arr_i64(&a[1], lo);
-			arr_i64(&a[2], hi);
+			pgarr_i64(&a[0], num[i].epoch);
+			pgarr_i64(&a[1], lo);
+			pgarr_i64(&a[2], hi);
 		} else {
 			for (size_t k = i; k < j; k++) {
-				arr_i64(&a[3], num[k].epoch);
-				arr_i64(&a[4], num[k].seq);
+				pgarr_i64(&a[3], num[k].epoch);
+				pgarr_i64(&a[4], num[k].seq);
 			}
 		}
 	}
 	free(num);
-	const char *ps[] = {nodes,           arr_done(&a[0]), arr_done(&a[1]),
-	                    arr_done(&a[2]), arr_done(&a[3]), arr_done(&a[4])};
+	const char *ps[] = {nodes,
+	                    pgarr_text(&a[0]),
+	                    pgarr_text(&a[1]),
+	                    pgarr_text(&a[2]),
+	                    pgarr_text(&a[3]),
+	                    pgarr_text(&a[4])};
 	for (int k = 1; k < 6; k++)
 		if (!ps[k]) {
 			st = failed(c, err, errlen, "out of memory");
@@ -521,7 +440,7 @@ enum usage_db_status usage_db_ingest(PGconn *c, int64_t node,
 	}
 	free(found);
 	for (int k = 0; k < 5; k++)
-		arr_free(&a[k]);
+		pgarr_free(&a[k]);
 
 	/* retries, conflicts, and the checks of the new ones */
 	struct usage_report *batch = calloc(n, sizeof *batch);
@@ -593,20 +512,20 @@ enum usage_db_status usage_db_ingest(PGconn *c, int64_t node,
 	if (nnew > 0) {
 		for (size_t k = 0; k < nnew; k++) {
 			const struct usage_db_item *it = &items[order[k]];
-			arr_i64(&a[0], it->r.epoch);
-			arr_i64(&a[1], it->r.seq);
-			arr_i64(&a[2], it->r.contract_id);
-			arr_addf(&a[3], "%s", side_name(side[order[k]]));
-			arr_i64(&a[4], it->r.period_start);
-			arr_i64(&a[5], it->r.period_end);
-			arr_i64(&a[6], it->r.page_seconds);
-			arr_i64(&a[7], it->r.kmod_page_seconds);
-			arr_i64(&a[8], it->r.kmod_pages);
-			arr_i64(&a[9], (int64_t)usage_body_hash(&it->r));
+			pgarr_i64(&a[0], it->r.epoch);
+			pgarr_i64(&a[1], it->r.seq);
+			pgarr_i64(&a[2], it->r.contract_id);
+			pgarr_addf(&a[3], "%s", side_name(side[order[k]]));
+			pgarr_i64(&a[4], it->r.period_start);
+			pgarr_i64(&a[5], it->r.period_end);
+			pgarr_i64(&a[6], it->r.page_seconds);
+			pgarr_i64(&a[7], it->r.kmod_page_seconds);
+			pgarr_i64(&a[8], it->r.kmod_pages);
+			pgarr_i64(&a[9], (int64_t)usage_body_hash(&it->r));
 		}
 		const char *pi[11] = {nodes};
 		for (int i = 0; i < 10; i++)
-			if (!(pi[i + 1] = arr_done(&a[i]))) {
+			if (!(pi[i + 1] = pgarr_text(&a[i]))) {
 				st = failed(c, err, errlen, "out of memory");
 				goto out;
 			}
@@ -630,7 +549,7 @@ dbfail:
 	st = failed(c, err, errlen, err);
 out:
 	for (int i = 0; i < 11; i++)
-		arr_free(&a[i]);
+		pgarr_free(&a[i]);
 	free(ids);
 	free(cs);
 	free(stored);

@@ -1,0 +1,75 @@
+/* test_pgarr.c — PostgreSQL array literals (exchange/pgarr.h). */
+#include "exchange/pgarr.h"
+
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+START_TEST(empty_and_numbers)
+{
+	struct pgarr a = {0};
+	ck_assert_str_eq(pgarr_text(&a), "{}");
+	pgarr_i64(&a, 0);
+	pgarr_i64(&a, -42);
+	pgarr_i64(&a, INT64_MAX);
+	pgarr_i64(&a, INT64_MIN);
+	pgarr_raw(&a, "NULL");
+	ck_assert_str_eq(pgarr_text(&a), "{0,-42,9223372036854775807,"
+	                                 "-9223372036854775808,NULL}");
+	/* asking twice gives the same text; appending goes on after it */
+	ck_assert_str_eq(pgarr_text(&a), "{0,-42,9223372036854775807,"
+	                                 "-9223372036854775808,NULL}");
+	pgarr_addf(&a, "%s", "t");
+	ck_assert_int_eq(a.count, 6);
+	ck_assert_str_eq(pgarr_text(&a), "{0,-42,9223372036854775807,"
+	                                 "-9223372036854775808,NULL,t}");
+	pgarr_free(&a);
+	ck_assert_str_eq(pgarr_text(&a), "{}");
+}
+END_TEST
+
+START_TEST(text_is_quoted)
+{
+	struct pgarr a = {0};
+	pgarr_str(&a, "plain");
+	pgarr_str(&a, "a \"quote\", a \\ and {braces}");
+	pgarr_str(&a, "");
+	pgarr_str(&a, NULL);
+	ck_assert_str_eq(pgarr_text(&a),
+	                 "{\"plain\",\"a \\\"quote\\\", a \\\\ and "
+	                 "{braces}\",\"\",NULL}");
+	pgarr_free(&a);
+}
+END_TEST
+
+START_TEST(grows_and_refuses_long_formats)
+{
+	struct pgarr a = {0};
+	for (int i = 0; i < 100000; i++)
+		pgarr_i64(&a, i);
+	const char *t = pgarr_text(&a);
+	ck_assert_ptr_nonnull(t);
+	ck_assert_int_eq(a.count, 100000);
+	ck_assert_int_eq(t[0], '{');
+	ck_assert_str_eq(t + a.n - 6, ",99999}");
+	/* an element longer than pgarr_addf's room is an error, not a cut */
+	pgarr_addf(&a, "%070d", 1);
+	ck_assert_ptr_null(pgarr_text(&a));
+	pgarr_free(&a);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("pgarr");
+	TCase *t = tcase_create("pgarr");
+	tcase_add_test(t, empty_and_numbers);
+	tcase_add_test(t, text_is_quoted);
+	tcase_add_test(t, grows_and_refuses_long_formats);
+	suite_add_tcase(s, t);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
