@@ -101,7 +101,8 @@ echo "  load average $load0 at the start, $load1 at the end ($(nproc) cores)"
 # the agent's own memory; Pss charges each shared page in part.
 awk -v c=$((c1 - c0)) -v hz="$ticks" -v ns=$((t1 - t0)) -v rss="$rss" -v anon="$anon" -v pss="$pss" 'BEGIN {
   pct = c / hz / (ns / 1e9) * 100
-  printf "  CPU  %.3f %% of a core   (goal <= 0.5 %%)  %s\n", pct, pct <= 0.5 ? "ok" : "over"
+  res = 1 / hz / (ns / 1e9) * 100 # one clock tick over the window
+  printf "  CPU  %.3f %% of a core, %d clock ticks (one tick = %.3f %%)   (goal <= 0.5 %%)  %s\n", pct, c, res, pct <= 0.5 ? "ok" : "over"
   printf "  RSS  %.2f MiB (VmRSS peak, with shared libraries)  (goal <= 8 MiB)  %s\n", rss / 1024, rss / 1024 <= 8 ? "ok" : "over"
   printf "       %.2f MiB of it the agent'"'"'s own (RssAnon peak)\n", anon / 1024
   printf "  PSS  %.2f MiB (Pss peak, shared pages divided among their users)\n", pss / 1024
