@@ -672,16 +672,16 @@ static int load_invoices(PGconn *db, struct batch *b, char *err, size_t errlen)
 	b->ninv = u;
 	if (u == 0)
 		return 0;
-	struct pgarr acc = {0}, yr = {0}, mo = {0};
+	struct pgarr col[3] = {{0}}; /* account, year, month */
 	for (int i = 0; i < u; i++) {
-		pgarr_i64(&acc, b->inv[i].account);
-		pgarr_i64(&yr, b->inv[i].key / 12);
-		pgarr_i64(&mo, b->inv[i].key % 12 + 1);
+		pgarr_i64(&col[0], b->inv[i].account);
+		pgarr_i64(&col[1], b->inv[i].key / 12);
+		pgarr_i64(&col[2], b->inv[i].key % 12 + 1);
 	}
-	const char *pv[] = {pgarr_text(&acc), pgarr_text(&yr), pgarr_text(&mo)};
+	const char *pv[3];
 	int rc = -1;
 	PGresult *r = NULL;
-	if (!pv[0] || !pv[1] || !pv[2]) {
+	if (pgarr_params(col, 3, pv) < 0) {
 		fail(err, errlen, "out of memory for invoices");
 		goto out;
 	}
@@ -724,9 +724,8 @@ static int load_invoices(PGconn *db, struct batch *b, char *err, size_t errlen)
 	rc = 0;
 out:
 	PQclear(r);
-	pgarr_free(&acc);
-	pgarr_free(&yr);
-	pgarr_free(&mo);
+	for (int i = 0; i < 3; i++)
+		pgarr_free(&col[i]);
 	return rc;
 }
 
@@ -832,11 +831,10 @@ static int store_batch(PGconn *db, struct batch *b, struct phases *ph,
 	}
 	if (b->nmv > 0) {
 		const char *pv[M_N];
-		for (int i = 0; i < M_N; i++)
-			if (!(pv[i] = pgarr_text(&ma[i]))) {
-				fail(err, errlen, "out of memory");
-				goto out;
-			}
+		if (pgarr_params(ma, M_N, pv) < 0) {
+			fail(err, errlen, "out of memory");
+			goto out;
+		}
 		r = db_exec(
 		    db, PGRES_COMMAND_OK,
 		    "INSERT INTO movements (id, contract_id, kind, year, "
@@ -852,11 +850,10 @@ static int store_batch(PGconn *db, struct batch *b, struct phases *ph,
 			goto out;
 		PQclear(r);
 		const char *qv[P_N];
-		for (int i = 0; i < P_N; i++)
-			if (!(qv[i] = pgarr_text(&pa[i]))) {
-				fail(err, errlen, "out of memory");
-				goto out;
-			}
+		if (pgarr_params(pa, P_N, qv) < 0) {
+			fail(err, errlen, "out of memory");
+			goto out;
+		}
 		r = db_exec(
 		    db, PGRES_COMMAND_OK,
 		    "INSERT INTO postings (movement_id, invoice_id, "
@@ -875,9 +872,8 @@ static int store_batch(PGconn *db, struct batch *b, struct phases *ph,
 			pgarr_i64(&ia[1], b->inv[i].inv.total);
 			pgarr_i64(&ia[2], b->inv[i].inv.lines);
 		}
-		const char *iv[] = {pgarr_text(&ia[0]), pgarr_text(&ia[1]),
-		                    pgarr_text(&ia[2])};
-		if (!iv[0] || !iv[1] || !iv[2]) {
+		const char *iv[3];
+		if (pgarr_params(ia, 3, iv) < 0) {
 			fail(err, errlen, "out of memory");
 			goto out;
 		}
@@ -941,11 +937,10 @@ static int store_batch(PGconn *db, struct batch *b, struct phases *ph,
 	}
 	if (nchanged) {
 		const char *pv[10];
-		for (int i = 0; i < 10; i++)
-			if (!(pv[i] = pgarr_text(&ca[i]))) {
-				fail(err, errlen, "out of memory");
-				goto out;
-			}
+		if (pgarr_params(ca, 10, pv) < 0) {
+			fail(err, errlen, "out of memory");
+			goto out;
+		}
 		r = db_exec(
 		    db, PGRES_COMMAND_OK,
 		    "INSERT INTO billing_contracts (contract_id, fee_bps, "
@@ -971,11 +966,10 @@ static int store_batch(PGconn *db, struct batch *b, struct phases *ph,
 	}
 	if (nmonths) {
 		const char *pv[7];
-		for (int i = 0; i < 7; i++)
-			if (!(pv[i] = pgarr_text(&mo[i]))) {
-				fail(err, errlen, "out of memory");
-				goto out;
-			}
+		if (pgarr_params(mo, 7, pv) < 0) {
+			fail(err, errlen, "out of memory");
+			goto out;
+		}
 		r = db_exec(
 		    db, PGRES_COMMAND_OK,
 		    "INSERT INTO billing_months (contract_id, year, month, "
@@ -1199,10 +1193,8 @@ static int finalize(struct billing *bl, rx_time_ns as_of,
 	PQclear(r);
 	r = NULL;
 	if (n > 0) {
-		const char *iv[] = {pgarr_text(&a[0]), pgarr_text(&a[1]),
-		                    pgarr_text(&a[2]), pgarr_text(&a[3])};
-		const char *cv[] = {pgarr_text(&ca[0]), pgarr_text(&ca[1])};
-		if (!iv[0] || !iv[1] || !iv[2] || !iv[3] || !cv[0] || !cv[1]) {
+		const char *iv[4], *cv[2];
+		if (pgarr_params(a, 4, iv) < 0 || pgarr_params(ca, 2, cv) < 0) {
 			fail(err, errlen, "out of memory");
 			goto out;
 		}

@@ -102,6 +102,15 @@ const char *pgarr_text(struct pgarr *a)
 	return a->p;
 }
 
+int pgarr_params(struct pgarr *a, int n, const char **pv)
+{
+	int rc = 0;
+	for (int i = 0; i < n; i++)
+		if (!(pv[i] = pgarr_text(&a[i])))
+			rc = -1;
+	return rc;
+}
+
 void pgarr_free(struct pgarr *a)
 {
 	free(a->p);

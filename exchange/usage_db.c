@@ -237,11 +237,10 @@ static enum usage_db_status neighbours(PGconn *c, struct usage_db_item *items,
 		pgarr_i64(&a[3], last->period_start);
 	}
 	const char *pv[4];
-	for (int k = 0; k < 4; k++)
-		if (!(pv[k] = pgarr_text(&a[k]))) {
-			st = failed(c, err, errlen, "out of memory");
-			goto out;
-		}
+	if (pgarr_params(a, 4, pv) < 0) {
+		st = failed(c, err, errlen, "out of memory");
+		goto out;
+	}
 	r = db_exec(c, PGRES_TUPLES_OK, sql_neighbours, 4, pv, err, errlen);
 	if (!r) {
 		st = failed(c, err, errlen, err);
@@ -405,17 +404,11 @@ enum usage_db_status usage_db_ingest(PGconn *c, int64_t node,
 		}
 	}
 	free(num);
-	const char *ps[] = {nodes,
-	                    pgarr_text(&a[0]),
-	                    pgarr_text(&a[1]),
-	                    pgarr_text(&a[2]),
-	                    pgarr_text(&a[3]),
-	                    pgarr_text(&a[4])};
-	for (int k = 1; k < 6; k++)
-		if (!ps[k]) {
-			st = failed(c, err, errlen, "out of memory");
-			goto out;
-		}
+	const char *ps[6] = {nodes};
+	if (pgarr_params(a, 5, ps + 1) < 0) {
+		st = failed(c, err, errlen, "out of memory");
+		goto out;
+	}
 	r = db_exec(c, PGRES_TUPLES_OK, sql_same_numbers, 6, ps, err, errlen);
 	if (!r)
 		goto dbfail;
@@ -524,11 +517,10 @@ enum usage_db_status usage_db_ingest(PGconn *c, int64_t node,
 			pgarr_i64(&a[9], (int64_t)usage_body_hash(&it->r));
 		}
 		const char *pi[11] = {nodes};
-		for (int i = 0; i < 10; i++)
-			if (!(pi[i + 1] = pgarr_text(&a[i]))) {
-				st = failed(c, err, errlen, "out of memory");
-				goto out;
-			}
+		if (pgarr_params(a, 10, pi + 1) < 0) {
+			st = failed(c, err, errlen, "out of memory");
+			goto out;
+		}
 		r = db_exec(c, PGRES_COMMAND_OK, sql_insert, 11, pi, err,
 		            errlen);
 		if (!r)

@@ -59,6 +59,25 @@ START_TEST(grows_and_refuses_long_formats)
 }
 END_TEST
 
+START_TEST(params_of_columns)
+{
+	struct pgarr c[3] = {{0}};
+	const char *pv[3];
+	pgarr_i64(&c[0], 7);
+	pgarr_str(&c[1], "x");
+	ck_assert_int_eq(pgarr_params(c, 3, pv), 0);
+	ck_assert_str_eq(pv[0], "{7}");
+	ck_assert_str_eq(pv[1], "{\"x\"}");
+	ck_assert_str_eq(pv[2], "{}");
+	/* one column out of memory: the whole set is refused */
+	pgarr_addf(&c[2], "%070d", 1);
+	ck_assert_int_eq(pgarr_params(c, 3, pv), -1);
+	ck_assert_ptr_null(pv[2]);
+	for (int i = 0; i < 3; i++)
+		pgarr_free(&c[i]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("pgarr");
@@ -66,6 +85,7 @@ int main(void)
 	tcase_add_test(t, empty_and_numbers);
 	tcase_add_test(t, text_is_quoted);
 	tcase_add_test(t, grows_and_refuses_long_formats);
+	tcase_add_test(t, params_of_columns);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
