@@ -31,8 +31,9 @@ $(call program,ramex-agent,$(AGENT_SRC),jansson libssl libcrypto)
 INSTALL_BIN += $(BUILD)/bin/ramex-agent
 
 # End to end: real ramexd + PostgreSQL, ramex-agent processes (sim backend).
+AGENT_HARNESS := tests/integration/agent_harness.c
 $(call integration_test,test_agent,tests/integration/test_agent.c \
-  node-agent/spool.c $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
+  $(AGENT_HARNESS) node-agent/spool.c $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
 $(BUILD)/san/bin/test_agent: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramex-agent
 $(BUILD)/bin/test_agent: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramex-agent
 
@@ -43,7 +44,7 @@ $(call unit_test,test_lendsup,tests/unit/test_lendsup.c node-agent/lendsup.c \
 # lend children (ramex-lend-server, ramex-lend-nbd) move real pages.
 # (lend.mk comes after this file: its LEND_SRC is not defined yet here)
 $(call integration_test,test_agent_lend,tests/integration/test_agent_lend.c \
-  $(RAMEXD_HARNESS) exchange/core/usage.c node-agent/lend/lend_proto.c \
+  $(AGENT_HARNESS) $(RAMEXD_HARNESS) exchange/core/usage.c node-agent/lend/lend_proto.c \
   node-agent/lend/lend_conn.c node-agent/lend/lend_meter.c \
   node-agent/lend/lend_client.c node-agent/lend/lend_nbd.c \
   node-agent/lend/lend_server.c node-agent/lend/lend_store.c common/log.c,\

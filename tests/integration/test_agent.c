@@ -42,195 +42,37 @@
 #include <unistd.h>
 
 #include "node-agent/spool.h"
+#include "tests/integration/agent_harness.h"
 #include "tests/integration/ramexd_harness.h"
 #include "tests/integration/testdb.h"
 
-#define WAIT_S   90 /* bound of every wait: only a broken agent needs it */
 #define YEAR_S   INT64_C(31536000)
 #define OP_PRICE 150000 /* the operator's bid, n$/page-year */
 
-struct agent {
-	char name[16];
-	char dir[512], spool[600], status[600], usage[600], secret[600];
-	char log[600];
-	char args[24][700];
-	int nargs;
-	pid_t pid;
-	int64_t account;
-};
-
-static const char *out_dir(void)
-{
-	const char *o = getenv("RAMEX_TEST_OUTPUT");
-	return o && *o ? o : "var/test-output";
-}
-
-static void agent_bin(char *buf, size_t len)
-{
-	const char *b = getenv("RAMEX_BUILD");
-	snprintf(buf, len, "%s/san/bin/ramex-agent", b && *b ? b : "build");
-	if (access(buf, X_OK) != 0)
-		snprintf(buf, len, "%s/bin/ramex-agent", b && *b ? b : "build");
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-	nanosleep(&t, NULL);
-}
-
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	ck_assert_msg(f, "could not write %s: %s", path, strerror(errno));
-	fputs(text, f);
-	ck_assert_int_eq(fclose(f), 0);
-}
-
 /* Sets up agent `name` (files under the test output) with its node key and
  * the sim machine; `more` are extra --key=value flags. */
-static void agent_init(struct agent *a, const char *test, const char *name,
+static void agent_init(struct agh_agent *a, const char *test, const char *name,
                        int64_t account, const char *key, const char *secret,
                        struct rxh *h, long total, long usage,
                        const char *const *more)
 {
-	memset(a, 0, sizeof *a);
+	char leaf[200];
+	snprintf(leaf, sizeof leaf, "agent-%s-%s", test, name);
+	agh_init(a, leaf, key, secret, h->port, total, usage, more);
 	snprintf(a->name, sizeof a->name, "%s", name);
 	a->account = account;
-	snprintf(a->dir, sizeof a->dir, "%s/agent-%s-%s", out_dir(), test,
-	         name);
-	char cmd[1100];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", a->dir,
-	         a->dir);
-	ck_assert_int_eq(system(cmd), 0);
-	snprintf(a->spool, sizeof a->spool, "%s/spool", a->dir);
-	snprintf(a->status, sizeof a->status, "%s/status.prom", a->dir);
-	snprintf(a->usage, sizeof a->usage, "%s/usage", a->dir);
-	snprintf(a->secret, sizeof a->secret, "%s/secret", a->dir);
-	snprintf(a->log, sizeof a->log, "%s/agent.log", a->dir);
-	char s[100];
-	snprintf(s, sizeof s, "%s\n", secret);
-	write_file(a->secret, s);
-	chmod(a->secret, 0600);
-	snprintf(s, sizeof s, "%ld\n", usage);
-	write_file(a->usage, s);
-
-#define ARG(...) snprintf(a->args[a->nargs++], sizeof a->args[0], __VA_ARGS__)
-	ARG("--exchange_url=http://127.0.0.1:%d", h->port);
-	ARG("--key_id=%s", key);
-	ARG("--secret_file=%s", a->secret);
-	ARG("--backend=sim");
-	ARG("--sim_total_pages=%ld", total);
-	ARG("--sim_usage_pages=%ld", usage);
-	ARG("--sim_usage_file=%s", a->usage);
-	ARG("--spool=%s", a->spool);
-	ARG("--status_file=%s", a->status);
-	ARG("--sample_s=1");
-	ARG("--report_s=1");
-	ARG("--poll_s=5");
-	ARG("--spot_market=spot");
-	ARG("--perm_market=");
-	ARG("--tick=1000");
-	ARG("--log_level=debug");
-	for (; more && *more; more++)
-		ARG("%s", *more);
-#undef ARG
 }
-
-static void agent_start(struct agent *a)
-{
-	char bin[512];
-	char *argv[32];
-	int n = 0;
-	agent_bin(bin, sizeof bin);
-	argv[n++] = bin;
-	for (int i = 0; i < a->nargs; i++)
-		argv[n++] = a->args[i];
-	argv[n] = NULL;
-	pid_t parent = getpid();
-	pid_t pid = fork();
-	ck_assert_msg(pid >= 0, "fork failed");
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(1);
-		int fd = open(a->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		setenv("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=0", 1);
-		execv(bin, argv);
-		_exit(127);
-	}
-	a->pid = pid;
-}
-
-/* Sends sig and waits; returns the wait status. */
-static int agent_signal(struct agent *a, int sig)
-{
-	int st = 0;
-	if (a->pid <= 0)
-		return 0;
-	kill(a->pid, sig);
-	while (waitpid(a->pid, &st, 0) < 0 && errno == EINTR)
-		;
-	a->pid = 0;
-	return st;
-}
-
-/* A metric of the agent's status file (-1 when absent). */
-static int64_t metric(const struct agent *a, const char *name)
-{
-	char line[512];
-	size_t n = strlen(name);
-	int64_t v = -1;
-	FILE *f = fopen(a->status, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof line, f))
-		if (!strncmp(line, name, n) && line[n] == ' ')
-			v = strtoll(line + n + 1, NULL, 10);
-	fclose(f);
-	return v;
-}
-
-/* Polls the condition until it holds or WAIT_S passed. */
-#define WAIT_FOR(cond, ...)                                                    \
-	do {                                                                   \
-		int ok_ = 0;                                                   \
-		for (int i_ = 0; i_ < WAIT_S * 10; i_++) {                     \
-			if ((cond)) {                                          \
-				ok_ = 1;                                       \
-				break;                                         \
-			}                                                      \
-			sleep_ms(100);                                         \
-		}                                                              \
-		ck_assert_msg(ok_, __VA_ARGS__);                               \
-	} while (0)
 
 static PGconn *db(struct rxh *h)
 {
 	return testdb_connect(h->conninfo);
 }
 
-static long q(PGconn *c, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static long q(PGconn *c, const char *fmt, ...)
-{
-	char sql[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(sql, sizeof sql, fmt, ap);
-	va_end(ap);
-	return testdb_scalar(c, sql);
-}
-
 static int64_t contracts_in(struct rxh *h, const char *state)
 {
 	PGconn *c = db(h);
-	long n =
-	    q(c, "SELECT count(*) FROM contracts WHERE state = '%s'", state);
+	long n = agh_q(c, "SELECT count(*) FROM contracts WHERE state = '%s'",
+	               state);
 	PQfinish(c);
 	return n;
 }
@@ -238,8 +80,9 @@ static int64_t contracts_in(struct rxh *h, const char *state)
 static int64_t usage_rows(struct rxh *h, int64_t node)
 {
 	PGconn *c = db(h);
-	long n = q(c, "SELECT count(*) FROM usage_reports WHERE node_id = %lld",
-	           (long long)node);
+	long n =
+	    agh_q(c, "SELECT count(*) FROM usage_reports WHERE node_id = %lld",
+	          (long long)node);
 	PQfinish(c);
 	return n;
 }
@@ -253,7 +96,7 @@ struct metered {
 	int reports, acked, set_aside;
 };
 
-static void read_spool(const struct agent *a, struct metered *m)
+static void read_spool(const struct agh_agent *a, struct metered *m)
 {
 	static struct spool_report all[8192];
 	char err[512];
@@ -283,7 +126,7 @@ static void read_spool(const struct agent *a, struct metered *m)
 /* The exchange's counted usage equals what agent `a` metered, contract by
  * contract, and each of its reports is counted exactly once. Returns the
  * page-seconds in all. */
-static int64_t check_counted(struct rxh *h, const struct agent *a,
+static int64_t check_counted(struct rxh *h, const struct agh_agent *a,
                              int set_aside)
 {
 	struct metered m;
@@ -297,11 +140,11 @@ static int64_t check_counted(struct rxh *h, const struct agent *a,
 	PGconn *c = db(h);
 	int64_t all = 0;
 	for (int i = 0; i < m.n; i++) {
-		long ex = q(c,
-		            "SELECT coalesce(sum(page_seconds), 0) FROM "
-		            "usage_reports WHERE node_id = %lld AND "
-		            "contract_id = %s",
-		            (long long)a->account, m.contract[i]);
+		long ex = agh_q(c,
+		                "SELECT coalesce(sum(page_seconds), 0) FROM "
+		                "usage_reports WHERE node_id = %lld AND "
+		                "contract_id = %s",
+		                (long long)a->account, m.contract[i]);
 		ck_assert_msg(ex == m.ps[i],
 		              "%s contract %s: exchange counted %ld "
 		              "page-seconds, agent metered %lld",
@@ -309,8 +152,8 @@ static int64_t check_counted(struct rxh *h, const struct agent *a,
 		all += m.ps[i];
 	}
 	long rows =
-	    q(c, "SELECT count(*) FROM usage_reports WHERE node_id = %lld",
-	      (long long)a->account);
+	    agh_q(c, "SELECT count(*) FROM usage_reports WHERE node_id = %lld",
+	          (long long)a->account);
 	ck_assert_msg(rows == m.reports - m.set_aside,
 	              "%s: exchange holds %ld reports, spool has %d counted",
 	              a->name, rows, m.reports - m.set_aside);
@@ -396,21 +239,23 @@ static void check_billing(struct rxh *h)
 		__int128 x = (__int128)ps * price;
 		int64_t want = (int64_t)(x / YEAR_S);
 		int64_t carry = (int64_t)(x % YEAR_S);
-		long moved = q(c,
-		               "SELECT coalesce(sum(amount), 0) FROM movements "
-		               "WHERE contract_id = %lld",
-		               (long long)id);
+		long moved =
+		    agh_q(c,
+		          "SELECT coalesce(sum(amount), 0) FROM movements "
+		          "WHERE contract_id = %lld",
+		          (long long)id);
 		ck_assert_msg(
 		    moved == want,
 		    "contract %lld: billed %ld n$, %lld page-s x %lld "
 		    "/ 31536000 = %lld",
 		    (long long)id, moved, (long long)ps, (long long)price,
 		    (long long)want);
-		ck_assert_int_eq(q(c,
-		                   "SELECT amount_carry FROM billing_contracts "
-		                   "WHERE contract_id = %lld",
-		                   (long long)id),
-		                 carry);
+		ck_assert_int_eq(
+		    agh_q(c,
+		          "SELECT amount_carry FROM billing_contracts "
+		          "WHERE contract_id = %lld",
+		          (long long)id),
+		    carry);
 		int64_t line_ps;
 		ck_assert_int_eq(invoiced(h, buyer, id, &line_ps), want);
 		ck_assert_int_eq(line_ps, ps);
@@ -470,7 +315,7 @@ START_TEST(trade_deliver_recall_report)
 {
 	struct rxh h;
 	struct rxh_world w;
-	struct agent A, B;
+	struct agh_agent A, B;
 
 	setup(&h, &w, "agent_trade");
 	ck_assert_msg(usage_endpoint(&h, &w),
@@ -487,68 +332,71 @@ START_TEST(trade_deliver_recall_report)
 	                                      "--events=no", NULL};
 	agent_init(&B, "trade", "b", w.node_b, w.key_b, w.secret_b, &h, 16384,
 	           12000, b_flags);
-	agent_start(&A);
-	agent_start(&B);
+	agh_start(&A);
+	agh_start(&B);
 
 	/* A sells into the operator's bid and delivers. */
-	WAIT_FOR(contracts_in(&h, "active") >= 1,
-	         "A's sale was not delivered; see %s", A.log);
-	WAIT_FOR(metric(&A, "ramex_agent_offline_pages") == 8192,
-	         "A does not hold the offline pages; see %s", A.log);
+	AGH_WAIT_FOR(contracts_in(&h, "active") >= 1,
+	             "A's sale was not delivered; see %s", A.log);
+	AGH_WAIT_FOR(agh_metric(&A, "ramex_agent_offline_pages") == 8192,
+	             "A does not hold the offline pages; see %s", A.log);
 	/* It follows the event stream (fills, contract moves). */
-	WAIT_FOR(metric(&A, "ramex_agent_events_up") == 1 &&
-	             metric(&A, "ramex_agent_events_total") > 0,
-	         "A does not read the event stream; see %s", A.log);
+	AGH_WAIT_FOR(agh_metric(&A, "ramex_agent_events_up") == 1 &&
+	                 agh_metric(&A, "ramex_agent_events_total") > 0,
+	             "A does not read the event stream; see %s", A.log);
 
 	/* B is short of memory and buys from A's resting offer: a lend
 	 * contract, delivered by A and received by B. */
 	PGconn *c = db(&h);
-	WAIT_FOR(q(c,
-	           "SELECT count(*) FROM contracts WHERE state = 'active' AND "
-	           "delivery = 'lend' AND seller_id = %lld AND buyer_id = %lld",
-	           (long long)w.node_a, (long long)w.node_b) == 1,
-	         "no lend contract from A to B was delivered; see %s and %s",
-	         A.log, B.log);
+	AGH_WAIT_FOR(
+	    agh_q(c,
+	          "SELECT count(*) FROM contracts WHERE state = 'active' AND "
+	          "delivery = 'lend' AND seller_id = %lld AND buyer_id = %lld",
+	          (long long)w.node_a, (long long)w.node_b) == 1,
+	    "no lend contract from A to B was delivered; see %s and %s", A.log,
+	    B.log);
 	long lent =
-	    q(c, "SELECT pages FROM contracts WHERE state = 'active' AND "
-	         "delivery = 'lend'");
+	    agh_q(c, "SELECT pages FROM contracts WHERE state = 'active' AND "
+	             "delivery = 'lend'");
 	ck_assert_int_gt(lent, 0);
-	WAIT_FOR(metric(&A, "ramex_agent_lent_pages") == lent,
-	         "A does not lend; see %s", A.log);
-	WAIT_FOR(metric(&B, "ramex_agent_borrowed_held_pages") == lent,
-	         "B does not receive; see %s", B.log);
+	AGH_WAIT_FOR(agh_metric(&A, "ramex_agent_lent_pages") == lent,
+	             "A does not lend; see %s", A.log);
+	AGH_WAIT_FOR(agh_metric(&B, "ramex_agent_borrowed_held_pages") == lent,
+	             "B does not receive; see %s", B.log);
 
 	/* Usage flows from both sides of the lend and the offline seller. */
-	WAIT_FOR(q(c, "SELECT count(*) FROM (SELECT contract_id, side FROM "
-	              "usage_reports GROUP BY contract_id, side HAVING "
-	              "count(*) >= 3 AND sum(page_seconds) > 0) s") == 3,
-	         "usage of three contract sides not counted; see %s and %s",
-	         A.log, B.log);
+	AGH_WAIT_FOR(
+	    agh_q(c, "SELECT count(*) FROM (SELECT contract_id, side FROM "
+	             "usage_reports GROUP BY contract_id, side HAVING "
+	             "count(*) >= 3 AND sum(page_seconds) > 0) s") == 3,
+	    "usage of three contract sides not counted; see %s and %s", A.log,
+	    B.log);
 
 	/* A's workload grows: it takes its pages back and recalls. */
-	write_file(A.usage, "60000\n");
-	WAIT_FOR(metric(&A, "ramex_agent_offline_pages") == 0 &&
-	             metric(&A, "ramex_agent_lent_pages") == 0,
-	         "A did not take its pages back; see %s", A.log);
-	WAIT_FOR(
-	    q(c,
-	      "SELECT count(*) FROM contract_transitions t JOIN contracts "
-	      "k ON k.id = t.contract_id WHERE t.to_state = 'recalling'") == 2,
+	agh_write_file(A.usage, "60000\n");
+	AGH_WAIT_FOR(agh_metric(&A, "ramex_agent_offline_pages") == 0 &&
+	                 agh_metric(&A, "ramex_agent_lent_pages") == 0,
+	             "A did not take its pages back; see %s", A.log);
+	AGH_WAIT_FOR(
+	    agh_q(c,
+	          "SELECT count(*) FROM contract_transitions t JOIN contracts "
+	          "k ON k.id = t.contract_id WHERE t.to_state = 'recalling'") ==
+	        2,
 	    "A did not recall both contracts; see %s", A.log);
-	WAIT_FOR(contracts_in(&h, "ended") == 2,
-	         "the recalled contracts did not end; see ramexd's log %s",
-	         h.log);
-	WAIT_FOR(metric(&B, "ramex_agent_borrowed_held_pages") == 0,
-	         "B still holds borrowed pages; see %s", B.log);
+	AGH_WAIT_FOR(contracts_in(&h, "ended") == 2,
+	             "the recalled contracts did not end; see ramexd's log %s",
+	             h.log);
+	AGH_WAIT_FOR(agh_metric(&B, "ramex_agent_borrowed_held_pages") == 0,
+	             "B still holds borrowed pages; see %s", B.log);
 
 	/* SIGTERM: nothing left out, nothing left to send. */
-	ck_assert_int_eq(agent_signal(&A, SIGTERM), 0);
-	ck_assert_int_eq(agent_signal(&B, SIGTERM), 0);
-	ck_assert_int_eq(metric(&A, "ramex_agent_offline_pages"), 0);
-	ck_assert_int_eq(metric(&A, "ramex_agent_lent_pages"), 0);
-	ck_assert_int_eq(metric(&B, "ramex_agent_borrowed_held_pages"), 0);
-	ck_assert_int_eq(metric(&A, "ramex_agent_reports_pending"), 0);
-	ck_assert_int_eq(metric(&B, "ramex_agent_reports_pending"), 0);
+	ck_assert_int_eq(agh_signal(&A, SIGTERM), 0);
+	ck_assert_int_eq(agh_signal(&B, SIGTERM), 0);
+	ck_assert_int_eq(agh_metric(&A, "ramex_agent_offline_pages"), 0);
+	ck_assert_int_eq(agh_metric(&A, "ramex_agent_lent_pages"), 0);
+	ck_assert_int_eq(agh_metric(&B, "ramex_agent_borrowed_held_pages"), 0);
+	ck_assert_int_eq(agh_metric(&A, "ramex_agent_reports_pending"), 0);
+	ck_assert_int_eq(agh_metric(&B, "ramex_agent_reports_pending"), 0);
 
 	int64_t a_ps = check_counted(&h, &A, 0);
 	int64_t b_ps = check_counted(&h, &B, 0);
@@ -562,7 +410,7 @@ END_TEST
 
 /* A alone, selling to the operator; returns once its contract is active
  * and some usage was counted. */
-static void one_seller(struct rxh *h, struct rxh_world *w, struct agent *A,
+static void one_seller(struct rxh *h, struct rxh_world *w, struct agh_agent *A,
                        const char *test)
 {
 	setup(h, w, test);
@@ -570,38 +418,39 @@ static void one_seller(struct rxh *h, struct rxh_world *w, struct agent *A,
 	operator_bid(h, w, 8192);
 	agent_init(A, test, "a", w->node_a, w->key_a, w->secret_a, h, 65536,
 	           8192, seller_flags);
-	agent_start(A);
-	WAIT_FOR(contracts_in(h, "active") == 1,
-	         "A's sale was not delivered; see %s", A->log);
-	WAIT_FOR(usage_rows(h, w->node_a) >= 3,
-	         "A's usage is not counted; see %s", A->log);
+	agh_start(A);
+	AGH_WAIT_FOR(contracts_in(h, "active") == 1,
+	             "A's sale was not delivered; see %s", A->log);
+	AGH_WAIT_FOR(usage_rows(h, w->node_a) >= 3,
+	             "A's usage is not counted; see %s", A->log);
 }
 
 START_TEST(exchange_outage)
 {
 	struct rxh h;
 	struct rxh_world w;
-	struct agent A;
+	struct agh_agent A;
 
 	one_seller(&h, &w, &A, "agent_outage");
 	/* The same port again after the restart, as a real deployment. */
 	snprintf(h.extra, sizeof h.extra, "--listen=127.0.0.1:%d", h.port);
 	rxh_kill(&h, SIGKILL);
 	int64_t before = usage_rows(&h, w.node_a);
-	WAIT_FOR(metric(&A, "ramex_agent_reports_pending") >= 3 &&
-	             metric(&A, "ramex_agent_exchange_up") == 0,
-	         "A does not spool while the exchange is down; see %s", A.log);
-	sleep_ms(3000);
+	AGH_WAIT_FOR(agh_metric(&A, "ramex_agent_reports_pending") >= 3 &&
+	                 agh_metric(&A, "ramex_agent_exchange_up") == 0,
+	             "A does not spool while the exchange is down; see %s",
+	             A.log);
+	agh_sleep_ms(3000);
 	ck_assert_int_eq(usage_rows(&h, w.node_a), before);
 	rxh_restart(&h);
-	WAIT_FOR(metric(&A, "ramex_agent_reports_pending") == 0 &&
-	             usage_rows(&h, w.node_a) > before + 3,
-	         "A's spooled reports did not reach the exchange; see %s",
-	         A.log);
-	WAIT_FOR(metric(&A, "ramex_agent_events_up") == 1,
-	         "A's event stream did not come back; see %s", A.log);
-	ck_assert_int_eq(agent_signal(&A, SIGTERM), 0);
-	ck_assert_int_eq(metric(&A, "ramex_agent_offline_pages"), 0);
+	AGH_WAIT_FOR(agh_metric(&A, "ramex_agent_reports_pending") == 0 &&
+	                 usage_rows(&h, w.node_a) > before + 3,
+	             "A's spooled reports did not reach the exchange; see %s",
+	             A.log);
+	AGH_WAIT_FOR(agh_metric(&A, "ramex_agent_events_up") == 1,
+	             "A's event stream did not come back; see %s", A.log);
+	ck_assert_int_eq(agh_signal(&A, SIGTERM), 0);
+	ck_assert_int_eq(agh_metric(&A, "ramex_agent_offline_pages"), 0);
 	ck_assert_int_gt(check_counted(&h, &A, 0), 0);
 	rxh_stop(&h);
 }
@@ -612,14 +461,14 @@ END_TEST
  * contract that does not exist (the exchange refuses it). They travel in
  * one batch, refused as a whole; resent one by one, the valid one is
  * counted and the other set aside. */
-static void inject(struct rxh *h, const struct agent *a)
+static void inject(struct rxh *h, const struct agh_agent *a)
 {
 	char err[512], id[32];
 	struct spool_report last, v, bad;
 	struct timespec now;
 	PGconn *c = db(h);
 	snprintf(id, sizeof id, "%ld",
-	         q(c, "SELECT id FROM contracts WHERE state = 'active'"));
+	         agh_q(c, "SELECT id FROM contracts WHERE state = 'active'"));
 	PQfinish(c);
 	struct spool *s = spool_open(a->spool, 1, err, sizeof err);
 	ck_assert_msg(s, "%s", err);
@@ -650,22 +499,23 @@ START_TEST(agent_crash)
 {
 	struct rxh h;
 	struct rxh_world w;
-	struct agent A;
+	struct agh_agent A;
 
 	one_seller(&h, &w, &A, "agent_crash");
-	int st = agent_signal(&A, SIGKILL);
+	int st = agh_signal(&A, SIGKILL);
 	ck_assert(WIFSIGNALED(st));
 	int64_t before = usage_rows(&h, w.node_a);
 	inject(&h, &A);
-	agent_start(&A); /* the same spool, the same flags */
-	WAIT_FOR(metric(&A, "ramex_agent_offline_pages") == 8192 &&
-	             metric(&A, "ramex_agent_reports_set_aside") == 1 &&
-	             usage_rows(&h, w.node_a) >= before + 3,
-	         "A did not resume delivering and reporting; see %s", A.log);
+	agh_start(&A); /* the same spool, the same flags */
+	AGH_WAIT_FOR(agh_metric(&A, "ramex_agent_offline_pages") == 8192 &&
+	                 agh_metric(&A, "ramex_agent_reports_set_aside") == 1 &&
+	                 usage_rows(&h, w.node_a) >= before + 3,
+	             "A did not resume delivering and reporting; see %s",
+	             A.log);
 	ck_assert_int_eq(contracts_in(&h, "active"), 1);
-	ck_assert_int_eq(agent_signal(&A, SIGTERM), 0);
-	ck_assert_int_eq(metric(&A, "ramex_agent_offline_pages"), 0);
-	ck_assert_int_eq(metric(&A, "ramex_agent_reports_pending"), 0);
+	ck_assert_int_eq(agh_signal(&A, SIGTERM), 0);
+	ck_assert_int_eq(agh_metric(&A, "ramex_agent_offline_pages"), 0);
+	ck_assert_int_eq(agh_metric(&A, "ramex_agent_reports_pending"), 0);
 	ck_assert_int_gt(check_counted(&h, &A, 1), 0);
 	rxh_stop(&h);
 }
@@ -674,8 +524,8 @@ END_TEST
 START_TEST(help_is_complete)
 {
 	char bin[512], cmd[700], out[65536];
-	agent_bin(bin, sizeof bin);
-	snprintf(cmd, sizeof cmd, "%s --help", bin);
+	agh_bin_dir(bin, sizeof bin);
+	snprintf(cmd, sizeof cmd, "%s/ramex-agent --help", bin);
 	FILE *p = popen(cmd, "r");
 	ck_assert(p);
 	size_t n = fread(out, 1, sizeof out - 1, p);

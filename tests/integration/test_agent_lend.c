@@ -47,6 +47,7 @@
 #include "node-agent/lend/lend_meter.h"
 #include "node-agent/lend/lend_nbd.h"
 
+#include "tests/integration/agent_harness.h"
 #include "tests/integration/ramexd_harness.h"
 #include "tests/integration/testdb.h"
 
@@ -290,170 +291,15 @@ END_TEST
 
 /* ---- end to end: two agents ---- */
 
-#define WAIT_S 90 /* bound of every wait: only a broken agent needs it */
-
-struct agent {
-	char name[80];
-	char dir[512], spool[600], status[600], usage[600], secret[600];
-	char log[600];
-	char args[32][700];
-	int nargs;
-	pid_t pid;
-};
-
-static const char *out_dir(void)
-{
-	const char *o = getenv("RAMEX_TEST_OUTPUT");
-	return o && *o ? o : "var/test-output";
-}
-
-/* The sanitizer build's bin directory (the lend programs are there too). */
-static void bin_dir(char *buf, size_t len)
-{
-	const char *b = getenv("RAMEX_BUILD");
-	snprintf(buf, len, "%s/san/bin", b && *b ? b : "build");
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-	nanosleep(&t, NULL);
-}
-
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	ck_assert_msg(f, "could not write %s: %s", path, strerror(errno));
-	fputs(text, f);
-	ck_assert_int_eq(fclose(f), 0);
-}
-
-#define WAIT_FOR(cond, ...)                                                    \
-	do {                                                                   \
-		int ok_ = 0;                                                   \
-		for (int i_ = 0; i_ < WAIT_S * 10; i_++) {                     \
-			if ((cond)) {                                          \
-				ok_ = 1;                                       \
-				break;                                         \
-			}                                                      \
-			sleep_ms(100);                                         \
-		}                                                              \
-		ck_assert_msg(ok_, __VA_ARGS__);                               \
-	} while (0)
-
-static void agent_init(struct agent *a, const char *name, const char *key,
+static void agent_init(struct agh_agent *a, const char *name, const char *key,
                        const char *secret, struct rxh *h, long total,
                        long usage, const char *const *more)
 {
-	char bins[512], cmd[1100], s[100];
-	memset(a, 0, sizeof *a);
+	char bins[512];
+	agh_init(a, name, key, secret, h->port, total, usage, more);
 	snprintf(a->name, sizeof a->name, "%s", name);
-	snprintf(a->dir, sizeof a->dir, "%s/%s", out_dir(), name);
-	snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", a->dir,
-	         a->dir);
-	ck_assert_int_eq(system(cmd), 0);
-	snprintf(a->spool, sizeof a->spool, "%s/spool", a->dir);
-	snprintf(a->status, sizeof a->status, "%s/status.prom", a->dir);
-	snprintf(a->usage, sizeof a->usage, "%s/usage", a->dir);
-	snprintf(a->secret, sizeof a->secret, "%s/secret", a->dir);
-	snprintf(a->log, sizeof a->log, "%s/agent.log", a->dir);
-	snprintf(s, sizeof s, "%s\n", secret);
-	write_file(a->secret, s);
-	chmod(a->secret, 0600);
-	snprintf(s, sizeof s, "%ld\n", usage);
-	write_file(a->usage, s);
-	bin_dir(bins, sizeof bins);
-#define ARG(...) snprintf(a->args[a->nargs++], sizeof a->args[0], __VA_ARGS__)
-	ARG("--exchange_url=http://127.0.0.1:%d", h->port);
-	ARG("--key_id=%s", key);
-	ARG("--secret_file=%s", a->secret);
-	ARG("--backend=sim");
-	ARG("--sim_total_pages=%ld", total);
-	ARG("--sim_usage_pages=%ld", usage);
-	ARG("--sim_usage_file=%s", a->usage);
-	ARG("--spool=%s", a->spool);
-	ARG("--status_file=%s", a->status);
-	ARG("--sample_s=1");
-	ARG("--report_s=1");
-	ARG("--poll_s=5");
-	ARG("--spot_market=spot");
-	ARG("--perm_market=");
-	ARG("--tick=1000");
-	ARG("--log_level=debug");
-	ARG("--lend_bin_dir=%s", bins);
-	for (; more && *more; more++)
-		ARG("%s", *more);
-#undef ARG
-}
-
-static void agent_start(struct agent *a)
-{
-	char bin[600];
-	char *argv[40];
-	int n = 0;
-	bin_dir(bin, sizeof bin);
-	strcat(bin, "/ramex-agent");
-	argv[n++] = bin;
-	for (int i = 0; i < a->nargs; i++)
-		argv[n++] = a->args[i];
-	argv[n] = NULL;
-	pid_t parent = getpid();
-	pid_t pid = fork();
-	ck_assert_msg(pid >= 0, "fork failed");
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(1);
-		int fd = open(a->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		setenv("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=0", 1);
-		execv(bin, argv);
-		_exit(127);
-	}
-	a->pid = pid;
-}
-
-static int agent_signal(struct agent *a, int sig)
-{
-	int st = 0;
-	if (a->pid <= 0)
-		return 0;
-	kill(a->pid, sig);
-	while (waitpid(a->pid, &st, 0) < 0 && errno == EINTR)
-		;
-	a->pid = 0;
-	return st;
-}
-
-static long q(PGconn *c, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static long q(PGconn *c, const char *fmt, ...)
-{
-	char sql[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(sql, sizeof sql, fmt, ap);
-	va_end(ap);
-	return testdb_scalar(c, sql);
-}
-
-/* A metric of the agent's status file (-1 when absent). */
-static int64_t metric(const struct agent *a, const char *name)
-{
-	char line[512];
-	size_t n = strlen(name);
-	int64_t v = -1;
-	FILE *f = fopen(a->status, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof line, f))
-		if (!strncmp(line, name, n) && line[n] == ' ')
-			v = strtoll(line + n + 1, NULL, 10);
-	fclose(f);
-	return v;
+	agh_bin_dir(bins, sizeof bins);
+	agh_arg(a, "--lend_bin_dir=%s", bins);
 }
 
 /* The number in a file, or -1 when it is not there (yet). */
@@ -507,22 +353,26 @@ static uint64_t fnv(uint64_t h, const uint8_t *b, size_t n)
 static void sides(PGconn *c, int64_t id, long *seller, long *buyer,
                   long *nseller, long *nbuyer)
 {
-	*seller = q(c,
-	            "SELECT coalesce(sum(page_seconds), 0) FROM usage_reports "
-	            "WHERE contract_id = %lld AND side = 'seller'",
-	            (long long)id);
-	*buyer = q(c,
-	           "SELECT coalesce(sum(page_seconds), 0) FROM usage_reports "
-	           "WHERE contract_id = %lld AND side = 'buyer'",
-	           (long long)id);
-	*nseller = q(c,
-	             "SELECT count(*) FROM usage_reports WHERE contract_id = "
-	             "%lld AND side = 'seller'",
-	             (long long)id);
-	*nbuyer = q(c,
-	            "SELECT count(*) FROM usage_reports WHERE contract_id = "
-	            "%lld AND side = 'buyer'",
-	            (long long)id);
+	*seller =
+	    agh_q(c,
+	          "SELECT coalesce(sum(page_seconds), 0) FROM usage_reports "
+	          "WHERE contract_id = %lld AND side = 'seller'",
+	          (long long)id);
+	*buyer =
+	    agh_q(c,
+	          "SELECT coalesce(sum(page_seconds), 0) FROM usage_reports "
+	          "WHERE contract_id = %lld AND side = 'buyer'",
+	          (long long)id);
+	*nseller =
+	    agh_q(c,
+	          "SELECT count(*) FROM usage_reports WHERE contract_id = "
+	          "%lld AND side = 'seller'",
+	          (long long)id);
+	*nbuyer =
+	    agh_q(c,
+	          "SELECT count(*) FROM usage_reports WHERE contract_id = "
+	          "%lld AND side = 'buyer'",
+	          (long long)id);
 }
 
 /* A meter file's hosted page-seconds (-1 when there is none yet). */
@@ -545,12 +395,12 @@ static long long meter_hosted(const char *path)
  * B's bridge, and connects to the bridge's NBD port: *fd after the NBD
  * handshake, *id and *pages the contract's. */
 static void lend_up_tls(const char *db_name, struct rxh *h, struct rxh_world *w,
-                        struct agent *A, struct agent *B, PGconn **cp,
+                        struct agh_agent *A, struct agh_agent *B, PGconn **cp,
                         int64_t *id, long *pages, int *fd, int tls);
 
 static void lend_up(const char *db_name, struct rxh *h, struct rxh_world *w,
-                    struct agent *A, struct agent *B, PGconn **cp, int64_t *id,
-                    long *pages, int *fd)
+                    struct agh_agent *A, struct agh_agent *B, PGconn **cp,
+                    int64_t *id, long *pages, int *fd)
 {
 	lend_up_tls(db_name, h, w, A, B, cp, id, pages, fd, 0);
 }
@@ -558,7 +408,7 @@ static void lend_up(const char *db_name, struct rxh *h, struct rxh_world *w,
 /* lend_up, and with `tls` the lender's servers take a certificate made
  * here and the borrower's bridge trusts it (lend_tls_* settings). */
 static void lend_up_tls(const char *db_name, struct rxh *h, struct rxh_world *w,
-                        struct agent *A, struct agent *B, PGconn **cp,
+                        struct agh_agent *A, struct agh_agent *B, PGconn **cp,
                         int64_t *id, long *pages, int *fd, int tls)
 {
 	char path[700], err[256];
@@ -591,7 +441,8 @@ static void lend_up_tls(const char *db_name, struct rxh *h, struct rxh_world *w,
 	                         "--lend_borrow_mode=listen", NULL, NULL};
 	if (tls) {
 		char cmd[2600];
-		snprintf(tdir, sizeof tdir, "%s/%s-tls", out_dir(), db_name);
+		snprintf(tdir, sizeof tdir, "%s/%s-tls", agh_out_dir(),
+		         db_name);
 		snprintf(cmd, sizeof cmd,
 		         "rm -rf '%s' && mkdir -p '%s' && openssl req -x509 "
 		         "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
@@ -612,33 +463,34 @@ static void lend_up_tls(const char *db_name, struct rxh *h, struct rxh_world *w,
 	snprintf(bn, sizeof bn, "%s-b", db_name);
 	agent_init(A, an, w->key_a, w->secret_a, h, 65536, 8192, a_flags);
 	agent_init(B, bn, w->key_b, w->secret_b, h, 16384, 12000, b_flags);
-	agent_start(A);
-	agent_start(B);
+	agh_start(A);
+	agh_start(B);
 
 	c = *cp = testdb_connect(h->conninfo);
-	WAIT_FOR(q(c,
-	           "SELECT count(*) FROM contracts WHERE state = 'active' AND "
-	           "delivery = 'lend' AND seller_id = %lld AND buyer_id = %lld",
-	           (long long)w->node_a, (long long)w->node_b) >= 1,
-	         "no lend contract from A to B was delivered; see %s and %s",
-	         A->log, B->log);
-	*id = q(c, "SELECT min(id) FROM contracts WHERE state = 'active' "
-	           "AND delivery = 'lend'");
-	*pages =
-	    q(c, "SELECT pages FROM contracts WHERE id = %lld", (long long)*id);
+	AGH_WAIT_FOR(
+	    agh_q(c,
+	          "SELECT count(*) FROM contracts WHERE state = 'active' AND "
+	          "delivery = 'lend' AND seller_id = %lld AND buyer_id = %lld",
+	          (long long)w->node_a, (long long)w->node_b) >= 1,
+	    "no lend contract from A to B was delivered; see %s and %s", A->log,
+	    B->log);
+	*id = agh_q(c, "SELECT min(id) FROM contracts WHERE state = 'active' "
+	               "AND delivery = 'lend'");
+	*pages = agh_q(c, "SELECT pages FROM contracts WHERE id = %lld",
+	               (long long)*id);
 	ck_assert_int_gt(*pages, 0);
 
 	/* A registered its server; B's bridge came up on an NBD port */
 	snprintf(path, sizeof path, "%s-lend/lend-nbd-%lld.port", B->spool,
 	         (long long)*id);
-	WAIT_FOR(file_number(path) > 0,
-	         "B's bridge for contract %lld did not start (%s); see %s",
-	         (long long)*id, path, B->log);
+	AGH_WAIT_FOR(file_number(path) > 0,
+	             "B's bridge for contract %lld did not start (%s); see %s",
+	             (long long)*id, path, B->log);
 	int nbd_port = (int)file_number(path);
 	*fd = -1;
-	WAIT_FOR((*fd = tcp_connect(nbd_port)) >= 0,
-	         "B's bridge does not listen on %d; see %s-lend/", nbd_port,
-	         B->spool);
+	AGH_WAIT_FOR((*fd = tcp_connect(nbd_port)) >= 0,
+	             "B's bridge does not listen on %d; see %s-lend/", nbd_port,
+	             B->spool);
 	uint64_t size = 0;
 	uint16_t tflags = 0;
 	ck_assert_msg(lend_nbd_client_handshake(*fd, "ramex", &size, &tflags,
@@ -681,7 +533,7 @@ START_TEST(end_to_end)
 	struct rxh h;
 	struct rxh_world w;
 	struct rxh_resp r;
-	struct agent A, B;
+	struct agh_agent A, B;
 	char path[700], lender[300];
 	PGconn *c;
 	int64_t id;
@@ -773,14 +625,14 @@ START_TEST(end_to_end)
 	char bpath[700];
 	snprintf(bpath, sizeof bpath, "%s-lend/lend-nbd-%lld.meter", B.spool,
 	         (long long)id);
-	WAIT_FOR(
+	AGH_WAIT_FOR(
 	    meter_hosted(path) >= 3 * pages && meter_hosted(bpath) >= 3 * pages,
 	    "the lend children's meters do not count (%s, %s)", path, bpath);
 	long s_ps, b_ps, ns, nb;
-	WAIT_FOR((sides(c, id, &s_ps, &b_ps, &ns, &nb),
-	          s_ps >= 3 * pages && b_ps >= 3 * pages),
-	         "usage of both sides not counted; see %s and %s", A.log,
-	         B.log);
+	AGH_WAIT_FOR((sides(c, id, &s_ps, &b_ps, &ns, &nb),
+	              s_ps >= 3 * pages && b_ps >= 3 * pages),
+	             "usage of both sides not counted; see %s and %s", A.log,
+	             B.log);
 
 	/* the borrower is done: NBD disconnect ends the bridge (its meter
 	 * stops there); B's agent goes on reporting for some seconds, which
@@ -792,13 +644,14 @@ START_TEST(end_to_end)
 	char blog[700];
 	snprintf(blog, sizeof blog, "%s-lend/lend-nbd-%lld.log", B.spool,
 	         (long long)id);
-	WAIT_FOR(file_has(blog, "end=disconnected"),
-	         "B's bridge did not end on the NBD disconnect; see %s", blog);
+	AGH_WAIT_FOR(file_has(blog, "end=disconnected"),
+	             "B's bridge did not end on the NBD disconnect; see %s",
+	             blog);
 	long nb0 = nb;
-	WAIT_FOR((sides(c, id, &s_ps, &b_ps, &ns, &nb), nb >= nb0 + 6),
-	         "B stopped reporting; see %s", B.log);
-	ck_assert_int_eq(agent_signal(&B, SIGTERM), 0);
-	ck_assert_int_eq(agent_signal(&A, SIGTERM), 0);
+	AGH_WAIT_FOR((sides(c, id, &s_ps, &b_ps, &ns, &nb), nb >= nb0 + 6),
+	             "B stopped reporting; see %s", B.log);
+	ck_assert_int_eq(agh_signal(&B, SIGTERM), 0);
+	ck_assert_int_eq(agh_signal(&A, SIGTERM), 0);
 	sides(c, id, &s_ps, &b_ps, &ns, &nb);
 	ck_assert_int_ge(ns, 3);
 	ck_assert_int_ge(nb, 3);
@@ -833,7 +686,7 @@ START_TEST(end_to_end_tls)
 	struct rxh h;
 	struct rxh_world w;
 	struct rxh_resp r;
-	struct agent A, B;
+	struct agh_agent A, B;
 	char path[700], lender[300];
 	PGconn *c;
 	int64_t id;
@@ -894,8 +747,8 @@ START_TEST(end_to_end_tls)
 	lend_nbd_client_cmd(fd, LEND_NBD_CMD_DISC, 9999, 0, 0, NULL, NULL,
 	                    &nerr);
 	close(fd);
-	ck_assert_int_eq(agent_signal(&B, SIGTERM), 0);
-	ck_assert_int_eq(agent_signal(&A, SIGTERM), 0);
+	ck_assert_int_eq(agh_signal(&B, SIGTERM), 0);
+	ck_assert_int_eq(agh_signal(&A, SIGTERM), 0);
 	PQfinish(c);
 	rxh_stop(&h);
 }
@@ -910,7 +763,7 @@ START_TEST(recall)
 {
 	struct rxh h;
 	struct rxh_world w;
-	struct agent A, B;
+	struct agh_agent A, B;
 	char slog[700], blog[700];
 	PGconn *c;
 	int64_t id;
@@ -920,10 +773,10 @@ START_TEST(recall)
 	uint32_t nerr;
 
 	lend_up("agent_lend_recall", &h, &w, &A, &B, &c, &id, &pages, &fd);
-	WAIT_FOR(metric(&A, "ramex_agent_lend_children") == 1 &&
-	             metric(&B, "ramex_agent_lend_children") == 1,
-	         "the status files do not show the lend children; see %s",
-	         A.status);
+	AGH_WAIT_FOR(agh_metric(&A, "ramex_agent_lend_children") == 1 &&
+	                 agh_metric(&B, "ramex_agent_lend_children") == 1,
+	             "the status files do not show the lend children; see %s",
+	             A.status);
 	for (uint64_t p = 0; p < 16; p++) {
 		pattern(buf, p * 7, 1);
 		ck_assert_int_eq(
@@ -947,23 +800,23 @@ START_TEST(recall)
 	         (long long)id);
 	snprintf(blog, sizeof blog, "%s-lend/lend-nbd-%lld.log", B.spool,
 	         (long long)id);
-	write_file(A.usage, "60000\n");
-	WAIT_FOR(file_has(blog, "end=recalled"),
-	         "B's bridge was not recalled; see %s and %s", blog, A.log);
-	WAIT_FOR(file_has(slog, "end=released"),
-	         "A's server did not free the pages on B's release; see %s",
-	         slog);
-	WAIT_FOR(q(c,
-	           "SELECT count(*) FROM contracts WHERE id = %lld AND "
-	           "state = 'ended'",
-	           (long long)id) == 1,
-	         "the recalled contract did not end; see %s", h.log);
-	WAIT_FOR(file_has(B.log, "contract over"),
-	         "B did not see the contract end; see %s", B.log);
-	WAIT_FOR(metric(&A, "ramex_agent_lend_children") == 0 &&
-	             metric(&B, "ramex_agent_lend_children") == 0,
-	         "lend children still run after the recall; see %s and %s",
-	         A.log, B.log);
+	agh_write_file(A.usage, "60000\n");
+	AGH_WAIT_FOR(file_has(blog, "end=recalled"),
+	             "B's bridge was not recalled; see %s and %s", blog, A.log);
+	AGH_WAIT_FOR(file_has(slog, "end=released"),
+	             "A's server did not free the pages on B's release; see %s",
+	             slog);
+	AGH_WAIT_FOR(agh_q(c,
+	                   "SELECT count(*) FROM contracts WHERE id = %lld AND "
+	                   "state = 'ended'",
+	                   (long long)id) == 1,
+	             "the recalled contract did not end; see %s", h.log);
+	AGH_WAIT_FOR(file_has(B.log, "contract over"),
+	             "B did not see the contract end; see %s", B.log);
+	AGH_WAIT_FOR(agh_metric(&A, "ramex_agent_lend_children") == 0 &&
+	                 agh_metric(&B, "ramex_agent_lend_children") == 0,
+	             "lend children still run after the recall; see %s and %s",
+	             A.log, B.log);
 	/* the bridge is gone: the NBD link is closed */
 	ck_assert_msg(lend_nbd_client_cmd(fd, LEND_NBD_CMD_READ, 999, 0,
 	                                  LEND_NBD_BLOCK, NULL, back,
@@ -972,8 +825,8 @@ START_TEST(recall)
 	              "the bridge still serves after the recall");
 	close(fd);
 
-	ck_assert_int_eq(agent_signal(&B, SIGTERM), 0);
-	ck_assert_int_eq(agent_signal(&A, SIGTERM), 0);
+	ck_assert_int_eq(agh_signal(&B, SIGTERM), 0);
+	ck_assert_int_eq(agh_signal(&A, SIGTERM), 0);
 	/* ended on their own terms: neither was started again */
 	ck_assert_int_eq(file_count(blog, "bridge ends"), 1);
 	ck_assert_int_eq(file_count(slog, "lender ends"), 1);
