@@ -27,29 +27,11 @@ work=$ROOT/var/bench-agent
 ramexd=$BUILD/bin/ramexd agent=$BUILD/bin/ramex-agent
 [[ -x $ramexd && -x $agent ]] || { echo "40-agent: build ramexd and ramex-agent first (make)"; exit 1; }
 
-pid= apid=
-cleanup() {
-  [[ -n $apid ]] && kill "$apid" 2>/dev/null && wait "$apid" 2>/dev/null
-  [[ -n $pid ]] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  bash "$ROOT/scripts/pg.sh" destroy "$pgdir" >/dev/null 2>&1
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-bash "$ROOT/scripts/pg.sh" destroy "$pgdir" >/dev/null 2>&1
-bash "$ROOT/scripts/pg.sh" start "$pgdir" >/dev/null || { echo "40-agent: PostgreSQL did not start"; exit 1; }
-eval "$(bash "$ROOT/scripts/pg.sh" env "$pgdir")"
-rm -rf "$work"; mkdir -p "$work"
-db="dbname=ramex host=$PGHOST port=$PGPORT user=$PGUSER"
-
-admin=$("$ramexd" token create --role=admin --name=bench --db="$db" 2>"$work/token.log") \
-  || { cat "$work/token.log"; exit 1; }
-(exec "$ramexd" --db="$db" --listen=127.0.0.1:0 --port_file="$work/port" \
-   --log_level=warn 2>"$work/ramexd.log") &
-pid=$!
-for _ in $(seq 100); do [[ -s $work/port ]] && break; sleep 0.1; done
-port=$(cat "$work/port" 2>/dev/null) || { echo "40-agent: ramexd did not start"; cat "$work/ramexd.log"; exit 1; }
-url=http://127.0.0.1:$port
+apid=
+. "$ROOT/bench/lib.sh"
+bench_pg 40-agent "$pgdir" "$work"
+bench_admin 40-agent "$work"
+bench_ramexd 40-agent "$work" --log_level=warn
 
 api() { # method path token body
   curl -sf -X "$1" -H "Authorization: Bearer $3" -H 'Content-Type: application/json' \
@@ -73,6 +55,7 @@ api POST /v1/markets "$op" '{"name":"spot","tick":1000,"lot":256,"min_pages":256
    --tick=1000 --spot_floor=100000 --stall_value=10 --log_level=warn \
    2>"$work/agent.log") &
 apid=$!
+bench_pids+=("$apid")
 
 ticks=$(getconf CLK_TCK)
 cpu() { awk '{print $14 + $15}' "/proc/$apid/stat"; }

@@ -18,30 +18,12 @@ work=$ROOT/var/bench-usage
 ramexd=$BUILD/bin/ramexd usagegen=$BUILD/bin/usagegen
 [[ -x $ramexd && -x $usagegen ]] || { echo "45-usage: build ramexd and usagegen first (make)"; exit 1; }
 
-pid=
-cleanup() {
-  [[ -n $pid ]] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  bash "$ROOT/scripts/pg.sh" destroy "$pgdir" >/dev/null 2>&1
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-bash "$ROOT/scripts/pg.sh" destroy "$pgdir" >/dev/null 2>&1
-bash "$ROOT/scripts/pg.sh" start "$pgdir" >/dev/null || { echo "45-usage: PostgreSQL did not start"; exit 1; }
-eval "$(bash "$ROOT/scripts/pg.sh" env "$pgdir")"
-rm -rf "$work"; mkdir -p "$work"
-db="dbname=ramex host=$PGHOST port=$PGPORT user=$PGUSER"
-
-admin=$("$ramexd" token create --role=admin --name=bench --db="$db" 2>"$work/token.log") \
-  || { cat "$work/token.log"; exit 1; }
+. "$ROOT/bench/lib.sh"
+bench_pg 45-usage "$pgdir" "$work"
+bench_admin 45-usage "$work"
 # one pooled connection per node connection: each batch holds one for its
 # whole transaction
-(exec "$ramexd" --db="$db" --listen=127.0.0.1:0 --port_file="$work/port" \
-   --db_pool=$((nodes < 64 ? nodes : 64)) --log_level=warn 2>"$work/ramexd.log") &
-pid=$!
-for _ in $(seq 100); do [[ -s $work/port ]] && break; sleep 0.1; done
-port=$(cat "$work/port" 2>/dev/null) || { echo "45-usage: ramexd did not start"; cat "$work/ramexd.log"; exit 1; }
-url=http://127.0.0.1:$port
+bench_ramexd 45-usage "$work" --db_pool=$((nodes < 64 ? nodes : 64)) --log_level=warn
 
 api() { # method path token body
   curl -sf -X "$1" -H "Authorization: Bearer $3" -H 'Content-Type: application/json' \

@@ -20,23 +20,11 @@ work=$var/bench-billing
 ramexd=$BUILD/bin/ramexd
 [[ -x $ramexd ]] || { echo "46-billing: build ramexd first (make)"; exit 1; }
 
-pid=
-cleanup() {
-  [[ -n $pid ]] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  bash "$ROOT/scripts/pg.sh" destroy "$pgdir" >/dev/null 2>&1
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-bash "$ROOT/scripts/pg.sh" destroy "$pgdir" >/dev/null 2>&1
-bash "$ROOT/scripts/pg.sh" start "$pgdir" >/dev/null || { echo "46-billing: PostgreSQL did not start"; exit 1; }
-eval "$(bash "$ROOT/scripts/pg.sh" env "$pgdir")"
-rm -rf "$work"; mkdir -p "$work"
-db="dbname=ramex host=$PGHOST port=$PGPORT user=$PGUSER"
+. "$ROOT/bench/lib.sh"
+bench_pg 46-billing "$pgdir" "$work"
 
 "$ramexd" migrate --db="$db" 2>"$work/migrate.log" || { cat "$work/migrate.log"; exit 1; }
-admin=$("$ramexd" token create --role=admin --name=bench --db="$db" 2>"$work/token.log") \
-  || { cat "$work/token.log"; exit 1; }
+bench_admin 46-billing "$work"
 t0=1790812800000000000 # 2026-10-01T00:00:00Z
 as_of=$((t0 + (days * 86400 - 3600) * 1000000000))
 start=$(date +%s.%N)
@@ -45,12 +33,7 @@ psql -q -d "$db" -v nodes="$nodes" -v t0="$t0" -v days="$days" -f "$ROOT/bench/4
 gen=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {printf "%.0f", b - a}')
 reports=$(psql -qtA -d "$db" -c "SELECT count(*) FROM usage_reports")
 
-(exec "$ramexd" --db="$db" --listen=127.0.0.1:0 --port_file="$work/port" \
-   --billing_interval_s=0 --log_level=info 2>"$work/ramexd.log") &
-pid=$!
-for _ in $(seq 100); do [[ -s $work/port ]] && break; sleep 0.1; done
-port=$(cat "$work/port" 2>/dev/null) || { echo "46-billing: ramexd did not start"; cat "$work/ramexd.log"; exit 1; }
-url=http://127.0.0.1:$port
+bench_ramexd 46-billing "$work" --billing_interval_s=0 --log_level=info
 
 run() {
   curl -sf -m 600 -X POST -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
