@@ -646,18 +646,14 @@ static const char *const order_cols[] = {
     "id",    "market", "account_id", "side", "price",
     "pages", "filled", "status",     "tif",  NULL};
 
-/* "+90s", "+15m", "+2h", "+7d" from now, or seconds since the epoch. */
-static int parse_expiry(const char *s, int64_t *ns)
+/* A signed offset like "+90s", "-15m", "+2h", "-7d" (at most 100 years)
+ * as ns since the epoch: now plus or minus it. -1 when it is not one. */
+static int parse_offset(const char *s, int64_t *ns)
 {
-	int64_t v, mul = 1;
+	int64_t v, mul;
 	char num[32];
 	size_t n = strlen(s);
-	if (s[0] != '+')
-		return ctl_units_parse_int(s, &v) < 0 ||
-		               v > INT64_MAX / 1000000000
-		           ? -1
-		           : (*ns = v * 1000000000, 0);
-	if (n < 3 || n - 1 >= sizeof num)
+	if ((s[0] != '+' && s[0] != '-') || n < 3 || n - 1 >= sizeof num)
 		return -1;
 	switch (s[n - 1]) {
 	case 's':
@@ -679,10 +675,24 @@ static int parse_expiry(const char *s, int64_t *ns)
 	num[n - 2] = 0;
 	if (ctl_units_parse_int(num, &v) < 0 || v > 100LL * 365 * 86400 / mul)
 		return -1;
+	if (s[0] == '-')
+		v = -v;
 	struct timespec t;
 	clock_gettime(CLOCK_REALTIME, &t);
 	*ns = ((int64_t)t.tv_sec + v * mul) * 1000000000 + t.tv_nsec;
 	return 0;
+}
+
+/* "+90s", "+15m", "+2h", "+7d" from now, or seconds since the epoch. */
+static int parse_expiry(const char *s, int64_t *ns)
+{
+	int64_t v;
+	if (s[0] != '+')
+		return ctl_units_parse_int(s, &v) < 0 ||
+		               v > INT64_MAX / 1000000000
+		           ? -1
+		           : (*ns = v * 1000000000, 0);
+	return parse_offset(s, ns);
 }
 
 static int c_orders_place(struct ctx *x, struct opts *o)
@@ -939,41 +949,16 @@ static const char *const usage_cols[] = {
  * "-7d" before now; as ns text into buf. -1 when it is neither. */
 static int parse_when(const char *s, char *buf, size_t len)
 {
-	int64_t v, mul;
-	char num[32];
-	size_t n = strlen(s);
+	int64_t v;
 	if (s[0] != '-') {
 		if (ctl_units_parse_int(s, &v) < 0)
 			return -1;
 		snprintf(buf, len, "%lld", (long long)v);
 		return 0;
 	}
-	if (n < 3 || n - 1 >= sizeof num)
+	if (parse_offset(s, &v) < 0)
 		return -1;
-	switch (s[n - 1]) {
-	case 's':
-		mul = 1;
-		break;
-	case 'm':
-		mul = 60;
-		break;
-	case 'h':
-		mul = 3600;
-		break;
-	case 'd':
-		mul = 86400;
-		break;
-	default:
-		return -1;
-	}
-	memcpy(num, s + 1, n - 2);
-	num[n - 2] = 0;
-	if (ctl_units_parse_int(num, &v) < 0 || v > 100LL * 365 * 86400 / mul)
-		return -1;
-	struct timespec t;
-	clock_gettime(CLOCK_REALTIME, &t);
-	int64_t ns = ((int64_t)t.tv_sec - v * mul) * 1000000000 + t.tv_nsec;
-	snprintf(buf, len, "%lld", (long long)(ns < 0 ? 0 : ns));
+	snprintf(buf, len, "%lld", (long long)(v < 0 ? 0 : v));
 	return 0;
 }
 

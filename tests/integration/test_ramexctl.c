@@ -256,6 +256,26 @@ START_TEST(exit_codes)
 	ck_assert_msg(strncmp(r.err, "error: ", 7) == 0, "stderr: %s", r.err);
 	run_free(&r);
 
+	/* --expires: +N[smhd] from now; a past offset is a usage error */
+	ctl(&r, w.trader_token, "--json", "orders", "place", "--market", "spot",
+	    "--side", "sell", "--pages", "256", "--price", "100000",
+	    "--account", acct, "--tif", "gtd", "--expires", "+1h");
+	ck_assert_msg(r.rc == 0, "gtd +1h: %d %s", r.rc, r.err);
+	ck_assert_ptr_nonnull(r.json);
+	int64_t exp = json_integer_value(
+	    json_object_get(json_object_get(r.json, "order"), "expires_ns"));
+	int64_t now_s = (int64_t)time(NULL);
+	ck_assert_msg(exp / 1000000000 >= now_s + 3600 - 60 &&
+	                  exp / 1000000000 <= now_s + 3600,
+	              "expires_ns %lld is not an hour from %lld",
+	              (long long)exp, (long long)now_s);
+	run_free(&r);
+	ctl(&r, w.trader_token, "orders", "place", "--market", "spot", "--side",
+	    "sell", "--pages", "256", "--price", "100000", "--account", acct,
+	    "--tif", "gtd", "--expires", "-1h");
+	ck_assert_msg(r.rc == 2, "gtd -1h: %d %s", r.rc, r.err);
+	run_free(&r);
+
 	/* a bad token: exit 4 */
 	ctl(&r, "rx_not_a_token", "whoami");
 	ck_assert_msg(r.rc == 4, "bad token: %d %s", r.rc, r.err);
