@@ -102,6 +102,20 @@ const char *pgarr_text(struct pgarr *a)
 	return a->p;
 }
 
+char *pgarr_take(struct pgarr *a)
+{
+	char *t = NULL;
+	if (!a->oom && a->count == 0)
+		t = strdup("{}");
+	else if (!a->oom) {
+		pgarr_text(a);
+		t = a->p;
+		a->p = NULL;
+	}
+	pgarr_free(a);
+	return t;
+}
+
 int pgarr_params(struct pgarr *a, int n, const char **pv)
 {
 	int rc = 0;

@@ -37,6 +37,10 @@ void pgarr_str(struct pgarr *a, const char *s);
  * literal. Valid until the next append or pgarr_free. */
 const char *pgarr_text(struct pgarr *a);
 
+/* The literal as a malloc'd string for the caller to free ("{}" when
+ * empty), and a empty again; NULL when out of memory. */
+char *pgarr_take(struct pgarr *a);
+
 /* The literals of a[0..n) into pv[0..n), as a statement's parameters:
  * 0, or -1 when any of them ran out of memory. */
 int pgarr_params(struct pgarr *a, int n, const char **pv);

@@ -27,6 +27,7 @@
 #include "exchange/db.h"
 #include "exchange/events.h"
 #include "exchange/metrics.h"
+#include "exchange/pgarr.h"
 
 #define WRITER_MAX_MARKETS 256
 #define WRITER_IDLE_MS     1000 /* GTD expiry and reconnect tick */
@@ -110,7 +111,7 @@ struct sb {
  * cheaper for the server to read than JSON, and for us to write. */
 #define COLS_MAX 25
 struct colset {
-	struct sb c[COLS_MAX];
+	struct pgarr c[COLS_MAX];
 	size_t rows;
 };
 
@@ -692,7 +693,7 @@ static void batch_free(struct batch *b)
 	free(b->contracts.v);
 	free(b->pub.v);
 	for (int i = 0; i < COLS_MAX; i++)
-		free(b->idem.c[i].p);
+		pgarr_free(&b->idem.c[i]);
 	free(b->pubtext.p);
 	free(b->map);
 	memset(b, 0, sizeof *b);
@@ -750,47 +751,25 @@ static void order_closed(struct writer *w, struct batch *b, uint64_t id,
 
 /* --- columns ------------------------------------------------------------ */
 
-static struct sb *col(struct colset *cs, int k)
-{
-	struct sb *c = &cs->c[k];
-	sb_put(c, c->n ? "," : "{", 1);
-	return c;
-}
-
 static void col_i(struct colset *cs, int k, int64_t v)
 {
-	sb_i(col(cs, k), v);
+	pgarr_i64(&cs->c[k], v);
 }
 
 static void col_null(struct colset *cs, int k)
 {
-	sb_s(col(cs, k), "NULL");
+	pgarr_raw(&cs->c[k], "NULL");
 }
 
-/* a text element: quoted, with " and \ escaped; NULL for NULL */
+/* a text element, quoted; NULL for NULL */
 static void col_s(struct colset *cs, int k, const char *v)
 {
-	struct sb *c = col(cs, k);
-	if (!v) {
-		sb_s(c, "NULL");
-		return;
-	}
-	sb_need(c, strlen(v) * 2 + 2);
-	char *o = c->p + c->n;
-	*o++ = '"';
-	for (const char *p = v; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			*o++ = '\\';
-		*o++ = *p;
-	}
-	*o++ = '"';
-	c->n = (size_t)(o - c->p);
-	c->p[c->n] = 0;
+	pgarr_str(&cs->c[k], v);
 }
 
 static void col_b(struct colset *cs, int k, bool v)
 {
-	sb_s(col(cs, k), v ? "t" : "f");
+	pgarr_raw(&cs->c[k], v ? "t" : "f");
 }
 
 /* Closes the arrays and hands them out as the statement's parameters (the
@@ -798,8 +777,8 @@ static void col_b(struct colset *cs, int k, bool v)
 static void cols_take(struct colset *cs, int n, char **out)
 {
 	for (int k = 0; k < n; k++) {
-		sb_s(&cs->c[k], "}");
-		out[k] = sb_take(&cs->c[k]);
+		out[k] = pgarr_take(&cs->c[k]);
+		assert(out[k]); /* out of memory here is fatal, as in sb_need */
 	}
 	cs->rows = 0;
 }
@@ -1709,7 +1688,7 @@ out:
 	PQclear(t);
 	for (int k = 0; k < 2; k++) {
 		free(kv[k]);
-		free(keys.c[k].p);
+		pgarr_free(&keys.c[k]);
 	}
 	return rc;
 }
@@ -1842,7 +1821,7 @@ static int idem_lookup(struct writer *w, struct writer_cmd **cmds, int n,
 out:
 	for (int k = 0; k < 2; k++) {
 		free(kv[k]);
-		free(keys.c[k].p);
+		pgarr_free(&keys.c[k]);
 	}
 	free(seen);
 	return rc;
@@ -2055,7 +2034,7 @@ out:
 			free(par[i][k]);
 	for (int i = 0; i < 5; i++)
 		for (int k = 0; k < COLS_MAX; k++)
-			free(cs[i].c[k].p);
+			pgarr_free(&cs[i].c[k]);
 }
 
 /* Waits for the results of a sent batch: f->ok when it committed. */

@@ -59,6 +59,29 @@ START_TEST(grows_and_refuses_long_formats)
 }
 END_TEST
 
+START_TEST(take_hands_the_literal_over)
+{
+	struct pgarr a = {0};
+	char *t = pgarr_take(&a);
+	ck_assert_str_eq(t, "{}");
+	free(t);
+	pgarr_i64(&a, 1);
+	pgarr_str(&a, "b");
+	t = pgarr_take(&a);
+	ck_assert_str_eq(t, "{1,\"b\"}");
+	free(t);
+	/* taken, the array is empty and usable again */
+	ck_assert_int_eq(a.count, 0);
+	pgarr_i64(&a, 2);
+	t = pgarr_take(&a);
+	ck_assert_str_eq(t, "{2}");
+	free(t);
+	pgarr_addf(&a, "%070d", 1);
+	ck_assert_ptr_null(pgarr_take(&a));
+	ck_assert_int_eq(a.oom, 0);
+}
+END_TEST
+
 START_TEST(params_of_columns)
 {
 	struct pgarr c[3] = {{0}};
@@ -85,6 +108,7 @@ int main(void)
 	tcase_add_test(t, empty_and_numbers);
 	tcase_add_test(t, text_is_quoted);
 	tcase_add_test(t, grows_and_refuses_long_formats);
+	tcase_add_test(t, take_hands_the_literal_over);
 	tcase_add_test(t, params_of_columns);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
