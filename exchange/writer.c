@@ -2101,9 +2101,15 @@ static void finish_batch(struct writer *w, struct flight *f)
 static void answer(struct writer *w, struct writer_cmd **cmds, int n)
 {
 	(void)w;
-	for (int i = 0; i < n; i++)
-		if (cmds[i])
-			sem_post(&cmds[i]->done);
+	for (int i = 0; i < n; i++) {
+		struct writer_cmd *c = cmds[i];
+		if (!c)
+			continue;
+		if (c->on_done)
+			c->on_done(c, c->on_done_arg);
+		else
+			sem_post(&c->done);
+	}
 }
 
 static void fail_all(struct writer_cmd **cmds, int n, bool down,
@@ -2534,21 +2540,20 @@ fail:
 	return NULL;
 }
 
-void writer_submit(struct writer *w, struct writer_cmd *c)
+/* Queues c; false (c answered 503) when the writer takes no more. */
+static bool enqueue(struct writer *w, struct writer_cmd *c)
 {
 	c->next = NULL;
 	c->status = 0;
 	c->body = NULL;
-	sem_init(&c->done, 0, 0);
 	pthread_mutex_lock(&w->mu);
 	if (!w->accepting) {
 		pthread_mutex_unlock(&w->mu);
-		sem_destroy(&c->done);
 		c->retry_after = true;
 		fail_cmd(c, 503, "shutting-down", "shutting down",
 		         "the exchange is shutting down; retry in a few "
 		         "seconds");
-		return;
+		return false;
 	}
 	if (w->tail)
 		w->tail->next = c;
@@ -2557,9 +2562,27 @@ void writer_submit(struct writer *w, struct writer_cmd *c)
 	w->tail = c;
 	pthread_cond_signal(&w->cv);
 	pthread_mutex_unlock(&w->mu);
-	while (sem_wait(&c->done) < 0)
-		; /* EINTR */
+	return true;
+}
+
+void writer_submit(struct writer *w, struct writer_cmd *c)
+{
+	c->on_done = NULL;
+	sem_init(&c->done, 0, 0);
+	if (enqueue(w, c))
+		while (sem_wait(&c->done) < 0)
+			; /* EINTR */
 	sem_destroy(&c->done);
+}
+
+void writer_submit_async(struct writer *w, struct writer_cmd *c,
+                         void (*on_done)(struct writer_cmd *c, void *arg),
+                         void *arg)
+{
+	c->on_done = on_done;
+	c->on_done_arg = arg;
+	if (!enqueue(w, c))
+		on_done(c, arg);
 }
 
 bool writer_ready(struct writer *w)

@@ -99,6 +99,8 @@ struct writer_cmd {
 
 	/* private to the writer */
 	sem_t done; /* posted once, when the answer is set */
+	void (*on_done)(struct writer_cmd *c, void *arg); /* instead, if set */
+	void *on_done_arg;
 	struct writer_cmd *next;
 };
 
@@ -116,6 +118,15 @@ struct writer *writer_start(const struct writer_opts *o, char *err,
 /* Queues `c` and waits for its answer (c->status, c->body); `c` may be on
  * the caller's stack. */
 void writer_submit(struct writer *w, struct writer_cmd *c);
+/* Queues `c` and returns at once; on_done(c, arg) is called exactly once
+ * when the answer is set: from the writer's thread (it must not block, and
+ * `c` may be freed in it), or from the caller's own, before this returns,
+ * when the writer refuses new commands. `c` must live until then. The
+ * HTTP edge uses it so that a connection waiting for its batch holds no
+ * thread. */
+void writer_submit_async(struct writer *w, struct writer_cmd *c,
+                         void (*on_done)(struct writer_cmd *c, void *arg),
+                         void *arg);
 /* Whether the last batch reached PostgreSQL (for /readyz). */
 bool writer_ready(struct writer *w);
 /* Refuses new commands (503), finishes those queued, joins the thread. */

@@ -61,6 +61,9 @@ start)
       echo "pg: WARNING: fsync and synchronous_commit are OFF (RAMEX_PG_UNSAFE_NOSYNC=1)" >&2
       extra="-c fsync=off -c synchronous_commit=off"
     fi
+    # RAMEX_PG_OPTS: more server settings, e.g. for profiling
+    # ("-c shared_preload_libraries=pg_stat_statements")
+    extra="$extra ${RAMEX_PG_OPTS:-}"
     started=0
     for try in $(seq 1 50); do
       port=$(( 20000 + (RANDOM % 30000) ))
