@@ -219,7 +219,7 @@ out:
 }
 
 static int bearer(struct auth *a, const char *token, struct auth_principal *out,
-                  int *status, char *why, size_t whylen)
+                  int *status, char *why, size_t whylen, int may_block)
 {
 	char sha[65], err[256];
 	if (strncmp(token, AUTH_TOKEN_PREFIX, 3) != 0 ||
@@ -237,6 +237,8 @@ static int bearer(struct auth *a, const char *token, struct auth_principal *out,
 		           ? 0
 		           : (snprintf(why, whylen, "unknown or revoked token"),
 		              -1);
+	if (!may_block)
+		return -2;
 	PGconn *c = db_acquire(a->pool);
 	if (!c) {
 		*status = 503;
@@ -281,7 +283,7 @@ static int bearer(struct auth *a, const char *token, struct auth_principal *out,
 
 static int signature(struct auth *a, struct http_req *rq, const char *key_id,
                      struct auth_principal *out, int *status, char *why,
-                     size_t whylen)
+                     size_t whylen, int may_block)
 {
 	char secret[80] = "", err[256];
 	const char *ts = http_header(rq, SIGN_HDR_TIMESTAMP);
@@ -306,6 +308,8 @@ static int signature(struct auth *a, struct http_req *rq, const char *key_id,
 	uint64_t gen = cache_gen(a);
 	if (strlen(key_id) > 32 ||
 	    !cache_get(a, key_id, out, secret, sizeof secret)) {
+		if (!may_block)
+			return -2;
 		PGconn *c = db_acquire(a->pool);
 		if (!c) {
 			*status = 503;
@@ -396,15 +400,16 @@ static int signature(struct auth *a, struct http_req *rq, const char *key_id,
 
 int auth_authenticate(struct auth *a, struct http_req *rq,
                       struct auth_principal *out, int *status, char *why,
-                      size_t whylen)
+                      size_t whylen, int may_block)
 {
 	const char *h = http_header(rq, "Authorization");
 	const char *key = http_header(rq, SIGN_HDR_KEY);
 	*status = 401;
 	if (h && strncmp(h, "Bearer ", 7) == 0)
-		return bearer(a, h + 7, out, status, why, whylen);
+		return bearer(a, h + 7, out, status, why, whylen, may_block);
 	if (key)
-		return signature(a, rq, key, out, status, why, whylen);
+		return signature(a, rq, key, out, status, why, whylen,
+		                 may_block);
 	snprintf(why, whylen,
 	         "no credentials: send Authorization: Bearer <token>, or sign "
 	         "the request with a node key (" SIGN_HDR_KEY " ...)");

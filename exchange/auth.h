@@ -57,10 +57,13 @@ struct auth *auth_new(struct db_pool *pool, int64_t started);
 void auth_free(struct auth *a);
 
 /* Authenticates rq. Returns 0 with *out filled, or -1 with *status (401,
- * or 503 when the database is away) and a reason in why. */
+ * or 503 when the database is away) and a reason in why. When !may_block
+ * and the credentials are not cached, returns -2 at once, having checked
+ * nothing (a signed request's nonce is not used up): ask again where a
+ * query may wait. */
 int auth_authenticate(struct auth *a, struct http_req *rq,
                       struct auth_principal *out, int *status, char *why,
-                      size_t whylen);
+                      size_t whylen, int may_block);
 
 /* Drops a revoked bearer token (api_tokens.id) or node key from the cache,
  * so that the next request with it goes to the database and is refused.

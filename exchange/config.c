@@ -39,6 +39,11 @@ static const struct setting settings[] = {
       "most HTTP connections at once; more are refused"),
     I("connection_timeout_s", connection_timeout_s, 1, 3600, "30",
       "an idle or slow connection is closed after this many seconds"),
+    I("http_threads", http_threads, 1, 64, "2",
+      "epoll threads serving the HTTP connections (about one per core)"),
+    I("http_workers", http_workers, 1, 256, "8",
+      "threads for the requests that wait for PostgreSQL (every one but "
+      "the order writes, the event stream, /healthz and /metrics)"),
     I("body_limit", body_limit, 256, 16 << 20, "1048576",
       "largest request body in bytes; larger ones get 413 (a full "
       "POST /v1/usage batch of 1000 reports needs about 350 KiB)"),

@@ -19,6 +19,7 @@ struct rx_config {
 	int listen_port;      /* 0 = any free port (see port_file) */
 	char db[512];         /* libpq conninfo */
 	int max_connections;
+	int http_threads, http_workers;
 	int connection_timeout_s;
 	int64_t body_limit; /* bytes; larger bodies get 413 */
 	char log_level[16];
@@ -27,8 +28,8 @@ struct rx_config {
 	int db_pool;       /* connections for queries */
 	int sse_keepalive_s;
 	int sse_max_clients;
-	char port_file[512]; /* when set, the bound port is written there */
-	char web_root[512];  /* the web pages (build/web); "" serves none */
+	char port_file[512];  /* when set, the bound port is written there */
+	char web_root[512];   /* the web pages (build/web); "" serves none */
 	int contract_tick_ms; /* the contract deadline timer's period */
 	/* billing (exchange/billing.h) */
 	int billing_interval_s;  /* the billing job's period; 0: on demand */

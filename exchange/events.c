@@ -20,20 +20,68 @@ struct event {
 
 struct events {
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
+	pthread_cond_t cv; /* the ticker's sleep; signalled to stop it */
 	struct event ring[EVENTS_RING];
 	int64_t last; /* id of the newest event */
 	int clients, max_clients, keepalive_s;
-	int closed;
+	int closed, stop_ticker;
+	struct events_sub *subs; /* every subscriber, for waking */
+	pthread_t ticker;
+	int ticker_running;
 };
 
 struct events_sub {
 	struct events *e;
 	unsigned role;
 	int64_t account, team;
-	int64_t pos; /* id of the last event handled */
-	int hello;   /* the first chunk (retry hint) was sent */
+	int64_t pos;     /* id of the last event handled */
+	int hello;       /* the first chunk (retry hint) was sent */
+	int ka_due;      /* a keep-alive comment is owed */
+	int64_t sent_ns; /* when it last had something to send */
+	void (*wake)(void *arg);
+	void *wake_arg;
+	struct events_sub *prev, *next;
 };
+
+static int64_t mono_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void wake(struct events_sub *s)
+{
+	if (s->wake)
+		s->wake(s->wake_arg);
+}
+
+/* Once a second: wakes the subscribers whose keep-alive is due, so that a
+ * quiet stream still shows its client (and any proxy) that it is alive. */
+static void *ticker(void *arg)
+{
+	struct events *e = arg;
+	pthread_mutex_lock(&e->mu);
+	while (!e->stop_ticker) {
+		struct timespec until;
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_sec += 1;
+		while (!e->stop_ticker &&
+		       pthread_cond_timedwait(&e->cv, &e->mu, &until) !=
+		           ETIMEDOUT)
+			;
+		int64_t now = mono_ns();
+		for (struct events_sub *s = e->subs; s; s = s->next)
+			if (!s->ka_due &&
+			    now - s->sent_ns >=
+			        (int64_t)e->keepalive_s * 1000000000) {
+				s->ka_due = 1;
+				wake(s);
+			}
+	}
+	pthread_mutex_unlock(&e->mu);
+	return NULL;
+}
 
 struct events *events_new(int max_clients, int keepalive_s)
 {
@@ -48,6 +96,11 @@ struct events *events_new(int max_clients, int keepalive_s)
 	pthread_condattr_destroy(&a);
 	e->max_clients = max_clients;
 	e->keepalive_s = keepalive_s;
+	if (pthread_create(&e->ticker, NULL, ticker, e) == 0)
+		e->ticker_running = 1;
+	else
+		fprintf(stderr, "events: no keep-alive ticker (out of "
+		                "threads); quiet streams get no keep-alives\n");
 	return e;
 }
 
@@ -55,12 +108,21 @@ void events_free(struct events *e)
 {
 	if (!e)
 		return;
+	if (e->ticker_running) {
+		pthread_mutex_lock(&e->mu);
+		e->stop_ticker = 1;
+		pthread_cond_broadcast(&e->cv);
+		pthread_mutex_unlock(&e->mu);
+		pthread_join(e->ticker, NULL);
+	}
 	for (int i = 0; i < EVENTS_RING; i++)
 		free(e->ring[i].data);
 	pthread_mutex_destroy(&e->mu);
 	pthread_cond_destroy(&e->cv);
 	free(e);
 }
+
+static int visible(const struct events_sub *s, const struct event *ev);
 
 void events_publish(struct events *e, const char *type, int64_t acct_a,
                     int64_t team_a, int64_t acct_b, int64_t team_b,
@@ -78,7 +140,9 @@ void events_publish(struct events *e, const char *type, int64_t acct_a,
 	ev->acct[0] = acct_a, ev->acct[1] = acct_b;
 	ev->team[0] = team_a, ev->team[1] = team_b;
 	ev->data = copy;
-	pthread_cond_broadcast(&e->cv);
+	for (struct events_sub *s = e->subs; s; s = s->next)
+		if (visible(s, ev))
+			wake(s);
 	pthread_mutex_unlock(&e->mu);
 }
 
@@ -98,6 +162,11 @@ struct events_sub *events_subscribe(struct events *e, unsigned role,
 	e->clients++;
 	s->e = e, s->role = role, s->account = account, s->team = team;
 	s->pos = last_id >= 0 && last_id <= e->last ? last_id : e->last;
+	s->sent_ns = mono_ns();
+	s->next = e->subs;
+	if (e->subs)
+		e->subs->prev = s;
+	e->subs = s;
 	pthread_mutex_unlock(&e->mu);
 	metrics_sse_clients(1);
 	return s;
@@ -118,35 +187,32 @@ static int visible(const struct events_sub *s, const struct event *ev)
 	return 0;
 }
 
-long events_next(struct events_sub *s, char *buf, size_t max)
+void events_set_wake(struct events_sub *s, void (*fn)(void *arg), void *arg)
+{
+	pthread_mutex_lock(&s->e->mu);
+	s->wake = fn, s->wake_arg = arg;
+	pthread_mutex_unlock(&s->e->mu);
+}
+
+long events_poll(struct events_sub *s, char *buf, size_t max)
 {
 	struct events *e = s->e;
-	struct timespec until;
 	long n = 0;
 
-	if (!s->hello) {
-		s->hello = 1;
-		return snprintf(buf, max, "retry: 2000\n: ramex events\n\n");
-	}
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += e->keepalive_s;
 	pthread_mutex_lock(&e->mu);
-	for (;;) {
-		if (e->closed) {
-			n = -1;
-			break;
-		}
-		if (s->pos < e->last - EVENTS_RING + 1) {
-			/* Fell behind the ring: say so, go on from the oldest.
-			 */
-			int64_t lost = e->last - EVENTS_RING + 1 - s->pos;
-			s->pos = e->last - EVENTS_RING;
-			n = snprintf(
-			    buf, max,
-			    "event: overflow\ndata: {\"lost\":%lld}\n\n",
-			    (long long)lost);
-			break;
-		}
+	if (e->closed) {
+		n = -1;
+	} else if (!s->hello) {
+		s->hello = 1;
+		n = snprintf(buf, max, "retry: 2000\n: ramex events\n\n");
+	} else if (s->pos < e->last - EVENTS_RING + 1) {
+		/* Fell behind the ring: say so, go on from the oldest. */
+		int64_t lost = e->last - EVENTS_RING + 1 - s->pos;
+		s->pos = e->last - EVENTS_RING;
+		n = snprintf(buf, max,
+		             "event: overflow\ndata: {\"lost\":%lld}\n\n",
+		             (long long)lost);
+	} else {
 		while (s->pos < e->last) {
 			struct event *ev = &e->ring[(s->pos + 1) % EVENTS_RING];
 			s->pos++;
@@ -165,13 +231,12 @@ long events_next(struct events_sub *s, char *buf, size_t max)
 			n = k;
 			break;
 		}
-		if (n)
-			break;
-		if (pthread_cond_timedwait(&e->cv, &e->mu, &until) ==
-		    ETIMEDOUT) {
+		if (n == 0 && s->ka_due)
 			n = snprintf(buf, max, ": keep-alive\n\n");
-			break;
-		}
+	}
+	if (n > 0) {
+		s->ka_due = 0;
+		s->sent_ns = mono_ns();
 	}
 	pthread_mutex_unlock(&e->mu);
 	return n;
@@ -181,9 +246,16 @@ void events_unsubscribe(struct events_sub *s)
 {
 	if (!s)
 		return;
-	pthread_mutex_lock(&s->e->mu);
-	s->e->clients--;
-	pthread_mutex_unlock(&s->e->mu);
+	struct events *e = s->e;
+	pthread_mutex_lock(&e->mu);
+	e->clients--;
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		e->subs = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	pthread_mutex_unlock(&e->mu);
 	metrics_sse_clients(-1);
 	free(s);
 }
@@ -192,6 +264,7 @@ void events_close(struct events *e)
 {
 	pthread_mutex_lock(&e->mu);
 	e->closed = 1;
-	pthread_cond_broadcast(&e->cv);
+	for (struct events_sub *s = e->subs; s; s = s->next)
+		wake(s);
 	pthread_mutex_unlock(&e->mu);
 }

@@ -7,8 +7,11 @@
  * that a subscriber sees only what its role may see: a node its own account,
  * a trader its team's nodes, the operator and admin everything. Events stay
  * in a ring of EVENTS_RING entries; a subscriber that reconnects with
- * Last-Event-ID gets what it missed if the ring still holds it. The module
- * owns the ring and the subscribers; it does no network I/O itself.
+ * Last-Event-ID gets what it missed if the ring still holds it. Reading
+ * never blocks: a subscriber is woken (its wake function) when an event it
+ * may see is published, when its keep-alive is due (a ticker thread checks
+ * once a second) and when the stream ends. The module owns the ring, the
+ * subscribers and the ticker; it does no network I/O itself.
  */
 #ifndef RAMEX_EVENTS_H
 #define RAMEX_EVENTS_H
@@ -37,13 +40,17 @@ void events_publish(struct events *e, const char *type, int64_t acct_a,
 struct events_sub *events_subscribe(struct events *e, unsigned role,
                                     int64_t account, int64_t team,
                                     int64_t last_id);
-/* Waits for the next visible event (or the keep-alive interval) and writes
- * its SSE text into buf; returns the bytes written, or -1 when the stream
- * is over (shutdown). */
-long events_next(struct events_sub *s, char *buf, size_t max);
+/* Who to tell that there may be something to read: wake(arg) is called
+ * (under the module's lock: it must be quick and must not call back into
+ * this module) until events_unsubscribe. */
+void events_set_wake(struct events_sub *s, void (*wake)(void *arg), void *arg);
+/* Writes the SSE text of the next visible event (or a keep-alive comment,
+ * when one is due) into buf; returns the bytes written, 0 when there is
+ * nothing now, or -1 when the stream is over (shutdown). */
+long events_poll(struct events_sub *s, char *buf, size_t max);
 void events_unsubscribe(struct events_sub *s);
 
-/* Ends every stream (graceful shutdown). */
+/* Ends every stream (graceful shutdown): wakes them all. */
 void events_close(struct events *e);
 
 #endif

@@ -1,7 +1,8 @@
 /* h_events.c — GET /v1/events, the Server-Sent Events stream; see
- * handlers.h and events.h. The connection's thread blocks in events_next;
- * an event larger than what libmicrohttpd asks for at once is handed out
- * in pieces. */
+ * handlers.h and events.h. The stream never blocks: events_poll says when
+ * there is nothing, and the events module wakes the parked connection
+ * (http_stream_wake) when there may be. An event larger than what
+ * libmicrohttpd asks for at once is handed out in pieces. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,15 +25,20 @@ static long next(void *ctx, char *out, size_t max)
 {
 	struct stream *s = ctx;
 	if (s->off == s->len) {
-		long n = events_next(s->sub, s->buf, sizeof s->buf);
-		if (n < 0)
-			return -1;
+		long n = events_poll(s->sub, s->buf, sizeof s->buf);
+		if (n <= 0)
+			return n;
 		s->len = (size_t)n, s->off = 0;
 	}
 	size_t k = s->len - s->off < max ? s->len - s->off : max;
 	memcpy(out, s->buf + s->off, k);
 	s->off += k;
 	return (long)k;
+}
+
+static void wake(void *hs)
+{
+	http_stream_wake(hs);
 }
 
 static void done(void *ctx)
@@ -70,5 +76,11 @@ void h_events(struct http_req *rq)
 		             a->cfg.sse_max_clients);
 		return;
 	}
-	http_reply_stream(rq, "text/event-stream", next, done, s);
+	struct events_sub *sub = s->sub;
+	struct http_stream *hs =
+	    http_reply_stream(rq, "text/event-stream", next, done, s);
+	/* Nothing is read before this handler returns, and what is published
+	 * before the wake is set is in the ring for the first read. */
+	if (hs)
+		events_set_wake(sub, wake, hs);
 }

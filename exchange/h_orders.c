@@ -1,8 +1,10 @@
 /* h_orders.c — orders; see handlers.h (contracts are h_contracts.c).
  *
  * Writes (place, cancel, reduce) go to the writer and are answered after
- * their batch committed; reads go to the database through the pool, scoped
- * to what the caller may see (handlers_scope). */
+ * their batch committed: their routes are inline (http.h), and the request
+ * is parked (http_defer) while its command waits for the batch, so that a
+ * thousand orders in flight hold no thread each. Reads go to the database
+ * through the pool, scoped to what the caller may see (handlers_scope). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,10 +63,17 @@ static int cmd_init(struct http_req *rq, struct writer_cmd *c,
 	return 0;
 }
 
-static void submit_reply(struct http_req *rq, struct writer_cmd *c)
+/* The command's answer is in (writer thread): wake the request. */
+static void on_answer(struct writer_cmd *c, void *rq)
 {
-	struct app *a = http_app(rq);
-	writer_submit(a->writer, c);
+	(void)c;
+	http_resume(rq);
+}
+
+/* On an epoll thread again: reply with the answer. */
+static void reply(struct http_req *rq, void *arg)
+{
+	struct writer_cmd *c = arg;
 	if (c->retry_after)
 		http_add_header(rq, "Retry-After", "2");
 	if (c->replayed)
@@ -75,6 +84,23 @@ static void submit_reply(struct http_req *rq, struct writer_cmd *c)
 	                                : "application/json",
 	               body, strlen(body));
 	free(c->body);
+	free(c);
+}
+
+/* Hands a copy of *c to the writer and parks the request until its batch
+ * committed or failed. */
+static void submit_reply(struct http_req *rq, const struct writer_cmd *c)
+{
+	struct app *a = http_app(rq);
+	struct writer_cmd *h = malloc(sizeof *h);
+	if (!h) {
+		http_problem(rq, 503, "overloaded", "out of memory",
+		             "retry later");
+		return;
+	}
+	*h = *c;
+	http_defer(rq, reply, h);
+	writer_submit_async(a->writer, h, on_answer, rq);
 }
 
 void h_order_place(struct http_req *rq)

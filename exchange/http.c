@@ -4,8 +4,27 @@
  * libmicrohttpd calls the access handler several times per request: once
  * with no body (we set up the request's state), once per body chunk, and a
  * last time with no data, when we route and reply. The completion callback
- * frees the state. A reply is queued exactly once; a handler that forgets
- * to reply is a bug and answers 500.
+ * frees the state. A reply is made exactly once; a handler that forgets to
+ * reply is a bug and answers 500.
+ *
+ * The daemon runs a few epoll threads (http_threads) that never block. A
+ * request leaves them in one of two ways, and its connection is suspended
+ * meanwhile, holding no thread:
+ *   - to a worker thread (http_workers), for a handler that may block
+ *     (every route not marked HTTP_INLINE, and an inline route whose
+ *     credentials are not cached yet);
+ *   - by http_defer, for an inline handler whose answer comes from another
+ *     thread (the writer's group commit).
+ * A reply is built wherever the handler runs and kept in the request; only
+ * an epoll thread hands it to libmicrohttpd (MHD_queue_response must be
+ * called from the access handler), after MHD_resume_connection.
+ *
+ * rq->state says who resumes the connection. RUNNING: a thread is in the
+ * handler and will see to it when the handler returns; SUSPENDED: the
+ * connection is parked, and whoever finishes the work resumes it; READY:
+ * the work is done (by http_resume, or by the worker). Every change is one
+ * atomic exchange or compare-and-swap, so that an answer that comes back
+ * before the handler returned is neither lost nor resumed twice.
  */
 #include "exchange/http.h"
 
@@ -13,7 +32,10 @@
 #include <assert.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,11 +53,23 @@
 #define HTTP_MAX_HEADERS    6
 #define HTTP_JSON_MAX_DEPTH 16 /* our bodies are two levels deep */
 #define HTTP_TARGET_MAX     2048
+#define HTTP_CONN_MEMORY    (16 * 1024)
+
+enum { RQ_RUNNING, RQ_SUSPENDED, RQ_READY };
 
 struct http_server {
 	struct MHD_Daemon *d;
 	struct http_opts o;
 	int port;
+	atomic_int draining; /* set by http_stop: new requests get 503 */
+	pthread_mutex_t mu;
+	pthread_cond_t work; /* a request was queued, or stopping */
+	pthread_cond_t idle; /* inflight fell to 0 */
+	struct http_req *qhead, *qtail;
+	int inflight; /* requests off the epoll threads, not yet replied */
+	bool stopping;
+	int nworkers;
+	pthread_t *workers;
 };
 
 struct http_req {
@@ -53,6 +87,14 @@ struct http_req {
 	int nhdr;
 	int authed;
 	struct timespec t0;
+	struct MHD_Response
+	    *resp;    /* the reply, until an epoll thread queues it */
+	int counted;  /* in srv->inflight */
+	int deferred; /* http_defer: `then` replies */
+	void (*then)(struct http_req *rq, void *arg);
+	void *then_arg;
+	atomic_int state; /* RQ_*: who resumes the connection (above) */
+	struct http_req *qnext;
 	/* Below: read only up to nparams, nhdr or authed, or written before
 	 * they are read; not zeroed for each request (they are 8 KiB). */
 	struct auth_principal principal;
@@ -133,8 +175,33 @@ static void queue(struct http_req *rq, int status, const char *ctype,
 	}
 	if (!own_cache)
 		MHD_add_response_header(r, "Cache-Control", "no-store");
-	MHD_queue_response(rq->conn, (unsigned)status, r);
-	MHD_destroy_response(r);
+	rq->resp = r;
+}
+
+/* Hands the reply to libmicrohttpd; only in the access handler. */
+static void flush(struct http_req *rq)
+{
+	struct http_server *srv = rq->srv;
+	if (rq->resp) {
+		MHD_queue_response(rq->conn, (unsigned)rq->status, rq->resp);
+		MHD_destroy_response(rq->resp);
+		rq->resp = NULL;
+	}
+	if (rq->counted) {
+		rq->counted = 0;
+		pthread_mutex_lock(&srv->mu);
+		if (--srv->inflight == 0)
+			pthread_cond_broadcast(&srv->idle);
+		pthread_mutex_unlock(&srv->mu);
+	}
+}
+
+static void count(struct http_req *rq)
+{
+	pthread_mutex_lock(&rq->srv->mu);
+	rq->srv->inflight++;
+	pthread_mutex_unlock(&rq->srv->mu);
+	rq->counted = 1;
 }
 
 void http_reply_raw(struct http_req *rq, int status, const char *ctype,
@@ -211,55 +278,81 @@ void http_db_unavailable(struct http_req *rq)
 	             "changed, retry after a few seconds");
 }
 
-struct stream {
+/* A streamed reply. Its reader runs on an epoll thread and must not block:
+ * with nothing to send it parks the connection (the pattern microhttpd.h
+ * gives for a content reader with no data yet), and http_stream_wake,
+ * from any thread, resumes it. `state` works as rq->state does. */
+struct http_stream {
 	http_stream_fn next;
 	void (*done)(void *);
 	void *ctx;
+	struct MHD_Connection *conn;
+	atomic_int state; /* ST_* */
 };
+
+enum { ST_RUNNING, ST_SUSPENDED, ST_WOKEN };
 
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
-	struct stream *s = cls;
+	struct http_stream *s = cls;
 	(void)pos;
 	for (;;) {
+		atomic_store(&s->state, ST_RUNNING);
 		long n = s->next(s->ctx, buf, max);
 		if (n < 0)
 			return MHD_CONTENT_READER_END_OF_STREAM;
 		if (n > 0)
 			return (ssize_t)n;
+		if (atomic_load(&s->state) == ST_WOKEN)
+			continue; /* something came while we looked */
+		MHD_suspend_connection(s->conn);
+		int expect = ST_RUNNING;
+		if (!atomic_compare_exchange_strong(&s->state, &expect,
+		                                    ST_SUSPENDED))
+			MHD_resume_connection(s->conn); /* woken meanwhile */
+		return 0;
 	}
+}
+
+void http_stream_wake(struct http_stream *s)
+{
+	if (atomic_exchange(&s->state, ST_WOKEN) == ST_SUSPENDED)
+		MHD_resume_connection(s->conn);
 }
 
 static void stream_free(void *cls)
 {
-	struct stream *s = cls;
+	struct http_stream *s = cls;
 	if (s->done)
 		s->done(s->ctx);
 	free(s);
 }
 
-void http_reply_stream(struct http_req *rq, const char *ctype,
-                       http_stream_fn next, void (*done)(void *ctx), void *ctx)
+struct http_stream *http_reply_stream(struct http_req *rq, const char *ctype,
+                                      http_stream_fn next,
+                                      void (*done)(void *ctx), void *ctx)
 {
-	struct stream *s = malloc(sizeof *s);
+	struct http_stream *s = malloc(sizeof *s);
 	if (!s) {
 		if (done)
 			done(ctx);
 		http_problem(rq, 503, "overloaded", "overloaded",
 		             "out of memory for a new stream; retry later");
-		return;
+		return NULL;
 	}
-	s->next = next, s->done = done, s->ctx = ctx;
+	s->next = next, s->done = done, s->ctx = ctx, s->conn = rq->conn;
+	atomic_init(&s->state, ST_RUNNING);
 	struct MHD_Response *r = MHD_create_response_from_callback(
 	    MHD_SIZE_UNKNOWN, 4096, stream_reader, s, stream_free);
 	if (!r) {
 		stream_free(s);
 		http_problem(rq, 503, "overloaded", "overloaded",
 		             "could not start a stream; retry later");
-		return;
+		return NULL;
 	}
 	MHD_add_response_header(r, "X-Accel-Buffering", "no");
 	queue(rq, 200, ctype, r);
+	return s;
 }
 
 /* --- accessors ------------------------------------------------------- */
@@ -385,7 +478,8 @@ static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind,
 	return MHD_YES;
 }
 
-static void dispatch(struct http_req *rq)
+/* Matches the route; replies 404, 405 or 413 and returns -1 when none. */
+static int route(struct http_req *rq)
 {
 	const struct http_opts *o = &rq->srv->o;
 	char allow[128] = "";
@@ -420,20 +514,33 @@ static void dispatch(struct http_req *rq)
 			             "/v1/openapi.yaml for the routes",
 			             rq->path);
 		}
-		return;
+		return -1;
 	}
 	if (rq->too_big) {
 		http_problem(rq, 413, "body-too-large",
 		             "request body too large",
 		             "the body is larger than the limit of %zu bytes",
 		             o->body_limit);
-		return;
+		return -1;
 	}
-	if (!(rq->route->roles & AUTH_PUBLIC)) {
+	return 0;
+}
+
+/* Authenticates the caller and checks its role: 0, -1 after replying, or
+ * -2 (only when !may_block) when that needs the database. */
+static int authorize(struct http_req *rq, int may_block)
+{
+	const struct http_opts *o = &rq->srv->o;
+	if (rq->route->roles & AUTH_PUBLIC)
+		return 0;
+	if (!rq->authed) {
 		char why[256];
 		int status = 401;
-		if (auth_authenticate(o->auth, rq, &rq->principal, &status, why,
-		                      sizeof why) < 0) {
+		int rc = auth_authenticate(o->auth, rq, &rq->principal, &status,
+		                           why, sizeof why, may_block);
+		if (rc == -2)
+			return -2;
+		if (rc < 0) {
 			if (status == 401)
 				http_add_header(rq, "WWW-Authenticate",
 				                "Bearer realm=\"ramex\"");
@@ -446,23 +553,156 @@ static void dispatch(struct http_req *rq)
 			             status == 401 ? "authentication failed"
 			                           : "request refused",
 			             "%s", why);
-			return;
+			return -1;
 		}
 		rq->authed = 1;
-		if (!(rq->route->roles & rq->principal.role)) {
-			http_problem(rq, 403, "forbidden", "role not allowed",
-			             "the %s role may not call %s %s",
-			             auth_role_name(rq->principal.role),
-			             rq->method, rq->route->pattern);
-			return;
-		}
 	}
+	if (!(rq->route->roles & rq->principal.role)) {
+		http_problem(rq, 403, "forbidden", "role not allowed",
+		             "the %s role may not call %s %s",
+		             auth_role_name(rq->principal.role), rq->method,
+		             rq->route->pattern);
+		return -1;
+	}
+	return 0;
+}
+
+static void no_reply(struct http_req *rq)
+{
+	http_problem(rq, 500, "internal", "internal error",
+	             "the handler for %s %s gave no answer; this is a bug in "
+	             "ramexd",
+	             rq->method, rq->route->pattern);
+}
+
+static void run(struct http_req *rq)
+{
 	rq->route->fn(rq);
+	if (!rq->replied && !rq->deferred)
+		no_reply(rq);
+}
+
+/* A deferred request's answer is in: its handler's second half replies. */
+static void then_reply(struct http_req *rq)
+{
+	rq->then(rq, rq->then_arg);
 	if (!rq->replied)
-		http_problem(rq, 500, "internal", "internal error",
-		             "the handler for %s %s gave no answer; this is a "
-		             "bug in ramexd",
-		             rq->method, rq->route->pattern);
+		no_reply(rq);
+}
+
+void http_defer(struct http_req *rq,
+                void (*then)(struct http_req *rq, void *arg), void *arg)
+{
+	assert(!rq->replied && !rq->deferred);
+	rq->deferred = 1;
+	rq->then = then, rq->then_arg = arg;
+	if (!rq->counted)
+		count(rq);
+}
+
+void http_resume(struct http_req *rq)
+{
+	struct MHD_Connection *c = rq->conn;
+	if (atomic_exchange(&rq->state, RQ_READY) == RQ_SUSPENDED)
+		MHD_resume_connection(c);
+}
+
+static void *worker(void *arg)
+{
+	struct http_server *srv = arg;
+	pthread_mutex_lock(&srv->mu);
+	for (;;) {
+		while (!srv->qhead && !srv->stopping)
+			pthread_cond_wait(&srv->work, &srv->mu);
+		struct http_req *rq = srv->qhead;
+		if (!rq)
+			break;
+		srv->qhead = rq->qnext;
+		if (!srv->qhead)
+			srv->qtail = NULL;
+		pthread_mutex_unlock(&srv->mu);
+
+		/* The connection is suspended: nothing else touches rq until
+		 * it is resumed, the last thing done with it here. */
+		atomic_store(&rq->state, RQ_RUNNING);
+		if (authorize(rq, 1) == 0)
+			run(rq);
+		struct MHD_Connection *c = rq->conn;
+		int expect = RQ_RUNNING;
+		if (!rq->deferred) {
+			atomic_store(&rq->state, RQ_READY);
+			MHD_resume_connection(c);
+		} else if (!atomic_compare_exchange_strong(&rq->state, &expect,
+		                                           RQ_SUSPENDED)) {
+			MHD_resume_connection(c); /* answered already */
+		}
+		pthread_mutex_lock(&srv->mu);
+	}
+	pthread_mutex_unlock(&srv->mu);
+	return NULL;
+}
+
+/* Parks the connection and gives the request to a worker. */
+static void to_worker(struct http_req *rq)
+{
+	struct http_server *srv = rq->srv;
+	count(rq);
+	atomic_store(&rq->state, RQ_SUSPENDED);
+	MHD_suspend_connection(rq->conn);
+	rq->qnext = NULL;
+	pthread_mutex_lock(&srv->mu);
+	if (srv->qtail)
+		srv->qtail->qnext = rq;
+	else
+		srv->qhead = rq;
+	srv->qtail = rq;
+	pthread_cond_signal(&srv->work);
+	pthread_mutex_unlock(&srv->mu);
+}
+
+/* The request is complete: route it, and answer it here (an inline
+ * route), or park it for a worker or for its deferred answer. */
+static void start(struct http_req *rq)
+{
+	struct http_server *srv = rq->srv;
+	if (atomic_load(&srv->draining)) {
+		http_add_header(rq, "Retry-After", "2");
+		http_add_header(rq, "Connection", "close");
+		http_problem(rq, 503, "shutting-down", "shutting down",
+		             "the exchange is shutting down; retry in a few "
+		             "seconds");
+		flush(rq);
+		return;
+	}
+	if (route(rq) < 0) {
+		flush(rq);
+		return;
+	}
+	int inl = (rq->route->flags & HTTP_INLINE) != 0;
+	int rc = authorize(rq, 0);
+	if (rc == -1) {
+		flush(rq);
+		return;
+	}
+	if (rc == -2 || !inl) {
+		to_worker(rq);
+		return;
+	}
+	atomic_store(&rq->state, RQ_RUNNING);
+	run(rq);
+	if (!rq->deferred) {
+		flush(rq);
+		return;
+	}
+	if (atomic_load(&rq->state) == RQ_READY) { /* answered already */
+		then_reply(rq);
+		flush(rq);
+		return;
+	}
+	MHD_suspend_connection(rq->conn);
+	int expect = RQ_RUNNING;
+	if (!atomic_compare_exchange_strong(&rq->state, &expect, RQ_SUSPENDED))
+		MHD_resume_connection(rq->conn); /* answered meanwhile */
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
@@ -483,6 +723,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		rq->conn = conn;
 		rq->method = method;
 		rq->route_idx = -1;
+		atomic_init(&rq->state, RQ_RUNNING);
 		clock_gettime(CLOCK_MONOTONIC, &rq->t0);
 		snprintf(rq->path, sizeof rq->path, "%s", url);
 		snprintf(rq->target, sizeof rq->target, "%s", url);
@@ -515,9 +756,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		*upload_size = 0;
 		return MHD_YES;
 	}
-	if (rq->replied)
+	if (rq->replied) { /* resumed after a worker replied */
+		flush(rq);
 		return MHD_YES;
-	dispatch(rq);
+	}
+	if (rq->deferred) { /* resumed: the deferred answer is in */
+		then_reply(rq);
+		flush(rq);
+		return MHD_YES;
+	}
+	start(rq);
 	return MHD_YES;
 }
 
@@ -528,6 +776,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 	(void)cls, (void)conn, (void)toe;
 	if (!rq)
 		return;
+	if (rq->resp) { /* never queued: the connection went first */
+		MHD_destroy_response(rq->resp);
+		rq->resp = NULL;
+	}
+	flush(rq); /* (uncounts it) */
 	metrics_http(rq->route_idx, rq->status, elapsed_ns(&rq->t0));
 	log_debug("request", "method=%s path=%s status=%d", rq->method,
 	          rq->path, rq->status);
@@ -544,6 +797,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	line[strcspn(line, "\n")] = 0;
 	log_warn("libmicrohttpd", "detail=%s", log_quote(q, sizeof q, line));
 }
+
+static void teardown(struct http_server *s);
 
 struct http_server *http_start(const struct http_opts *o, char *err,
                                size_t errlen)
@@ -566,26 +821,51 @@ struct http_server *http_start(const struct http_opts *o, char *err,
 		free(s);
 		return NULL;
 	}
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->work, NULL);
+	pthread_cond_init(&s->idle, NULL);
+	atomic_init(&s->draining, 0);
+	int nw = o->workers > 0 ? o->workers : 1;
+	s->workers = calloc((size_t)nw, sizeof *s->workers);
+	if (!s->workers) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	for (; s->nworkers < nw; s->nworkers++)
+		if (pthread_create(&s->workers[s->nworkers], NULL, worker, s)) {
+			snprintf(err, errlen, "could not start HTTP workers");
+			goto fail;
+		}
+	unsigned nt = o->threads > 0 ? (unsigned)o->threads : 1;
 	s->d = MHD_start_daemon(
-	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-	        MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
+	    MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+	        MHD_USE_ERROR_LOG,
 	    (uint16_t)o->port, NULL, NULL, on_request, s,
 	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR,
 	    (struct sockaddr *)&a4, MHD_OPTION_CONNECTION_LIMIT,
 	    (unsigned)o->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
 	    (unsigned)o->timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-	    s, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_END);
+	    s, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+	    /* a connection's memory, zeroed for each request: the default
+	     * 32 KiB costs a memset of 32 KiB per order; our requests' heads
+	     * need a few hundred bytes (bodies are collected in rq) */
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
+	    /* one epoll thread is no pool: the option wants 2 or more */
+	    nt > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, nt,
+	    MHD_OPTION_END);
 	if (!s->d) {
 		snprintf(err, errlen,
 		         "could not listen on %s:%d (is the port in use?)",
 		         o->host, o->port);
-		free(s);
-		return NULL;
+		goto fail;
 	}
 	const union MHD_DaemonInfo *di =
 	    MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
 	s->port = di ? di->port : o->port;
 	return s;
+fail:
+	teardown(s);
+	return NULL;
 }
 
 int http_port(const struct http_server *s)
@@ -598,10 +878,34 @@ void http_quiesce(struct http_server *s)
 	MHD_quiesce_daemon(s->d);
 }
 
+/* Stops the workers (after the queue is empty) and frees the server. */
+static void teardown(struct http_server *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->stopping = true;
+	pthread_cond_broadcast(&s->work);
+	pthread_mutex_unlock(&s->mu);
+	for (int i = 0; i < s->nworkers; i++)
+		pthread_join(s->workers[i], NULL);
+	free(s->workers);
+	pthread_mutex_destroy(&s->mu);
+	pthread_cond_destroy(&s->work);
+	pthread_cond_destroy(&s->idle);
+	free(s);
+}
+
 void http_stop(struct http_server *s)
 {
 	if (!s)
 		return;
+	/* Every parked request is answered first (the writer and the workers
+	 * still run): libmicrohttpd would close their connections, and free
+	 * their state under the thread that is about to answer. */
+	atomic_store(&s->draining, 1);
+	pthread_mutex_lock(&s->mu);
+	while (s->inflight > 0)
+		pthread_cond_wait(&s->idle, &s->mu);
+	pthread_mutex_unlock(&s->mu);
 	MHD_stop_daemon(s->d);
-	free(s);
+	teardown(s);
 }

@@ -9,11 +9,15 @@
  * by default: a route that names no role serves nobody), and only then the
  * handler runs. Every error, ours or a handler's, is RFC 9457 problem+json.
  *
- * The server runs one thread per connection, so a handler may block (the
- * order handlers wait for the writer's group commit). The connection limit
- * and the per-connection timeout keep slow clients from starving the rest.
- * The module owns the daemon and each request's state; it does not know
- * what any route does.
+ * A few epoll threads serve every connection and never block. A handler
+ * runs on a worker thread, where it may block (on PostgreSQL), unless its
+ * route is marked HTTP_INLINE: then it runs on the epoll thread and must
+ * not block; one that waits for another thread (the order handlers wait
+ * for the writer's group commit) parks its request with http_defer, and
+ * the connection holds no thread meanwhile. The connection limit and the
+ * per-connection timeout keep slow clients from starving the rest. The
+ * module owns the daemon, its workers and each request's state; it does
+ * not know what any route does.
  */
 #ifndef RAMEX_HTTP_H
 #define RAMEX_HTTP_H
@@ -34,13 +38,20 @@ struct http_route {
 	http_handler fn;
 	unsigned roles; /* AUTH_* bits (auth.h) that may call it */
 	const char *summary;
+	unsigned flags; /* HTTP_INLINE */
 };
+
+/* The handler never blocks (it may defer, see http_defer): it runs on the
+ * epoll thread, saving the hop to a worker. */
+#define HTTP_INLINE 0x1u
 
 struct http_opts {
 	const char *host;
 	int port; /* 0: any free port, see http_port */
 	int max_connections;
 	int timeout_s;
+	int threads; /* epoll threads */
+	int workers; /* threads for handlers that may block */
 	size_t body_limit;
 	const struct http_route *routes;
 	size_t nroutes;
@@ -53,7 +64,8 @@ struct http_server *http_start(const struct http_opts *o, char *err,
 int http_port(const struct http_server *s);
 /* Stops accepting new connections; those open go on. */
 void http_quiesce(struct http_server *s);
-/* Stops accepting, waits for the requests in flight, frees the server. */
+/* Answers new requests 503, waits for those in flight (the writer must
+ * still run: deferred ones wait for it), stops, frees the server. */
 void http_stop(struct http_server *s);
 
 /* --- for handlers --------------------------------------------------- */
@@ -87,14 +99,32 @@ void http_add_header(struct http_req *rq, const char *name, const char *value);
 void http_db_unavailable(struct http_req *rq);
 
 /*
- * Streams a reply (Server-Sent Events): `next` is called again and again
- * in the connection's thread and may block; it writes up to `max` bytes
- * into buf and returns how many, 0 to be called again, or -1 to end the
- * stream. `done` is called once when the stream ends.
+ * Parks the request: the handler returns without replying, and some other
+ * thread calls http_resume(rq) once the answer is in; `then` runs on an
+ * epoll thread after that and replies (http_reply_*, as a handler does).
+ * rq stays valid until `then` has run. Only inline routes defer.
  */
+void http_defer(struct http_req *rq,
+                void (*then)(struct http_req *rq, void *arg), void *arg);
+/* From any thread, once, after http_defer. */
+void http_resume(struct http_req *rq);
+
+/*
+ * Streams a reply (Server-Sent Events): `next` is called on an epoll
+ * thread whenever the connection can take more, and must not block; it
+ * writes up to `max` bytes into buf and returns how many, 0 when it has
+ * nothing now, or -1 to end the stream. After a 0 the stream is parked
+ * until http_stream_wake (from any thread; call it whenever there may be
+ * something new, including the end). `done` is called once when the
+ * stream ends, after which the stream must not be woken. Returns NULL
+ * after replying 503 (and calling done) when it could not start.
+ */
+struct http_stream;
 typedef long (*http_stream_fn)(void *ctx, char *buf, size_t max);
-void http_reply_stream(struct http_req *rq, const char *ctype,
-                       http_stream_fn next, void (*done)(void *ctx), void *ctx);
+struct http_stream *http_reply_stream(struct http_req *rq, const char *ctype,
+                                      http_stream_fn next,
+                                      void (*done)(void *ctx), void *ctx);
+void http_stream_wake(struct http_stream *s);
 
 /* Whether a request matches one route of the table; for the route tests. */
 int http_match(const char *pattern, const char *path);

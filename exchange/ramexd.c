@@ -248,8 +248,7 @@ static int serve(struct app *app)
 	app->contracts = contracts_timer_start(cfg->db, cfg->contract_tick_ms,
 	                                       app->events, err, sizeof err);
 	if (!app->contracts) {
-		log_error("cannot start the contract timer", "err=\"%s\"",
-		          err);
+		log_error("cannot start the contract timer", "err=\"%s\"", err);
 		goto out_writer;
 	}
 	/* The billing job, with its own connection and thread. */
@@ -267,6 +266,8 @@ static int serve(struct app *app)
 	    .port = cfg->listen_port,
 	    .max_connections = cfg->max_connections,
 	    .timeout_s = cfg->connection_timeout_s,
+	    .threads = cfg->http_threads,
+	    .workers = cfg->http_workers,
 	    .body_limit = (size_t)cfg->body_limit,
 	    .routes = routes_table,
 	    .nroutes = routes_count,
@@ -297,7 +298,7 @@ out_http:
 	events_close(app->events);
 	http_stop(srv); /* waits for the requests in flight */
 out_writer:
-	billing_stop(app->billing); /* NULL when never started */
+	billing_stop(app->billing);           /* NULL when never started */
 	contracts_timer_stop(app->contracts); /* NULL when never started */
 	writer_stop(app->writer);
 out:
