@@ -483,6 +483,7 @@ fail:
 }
 
 static int prepare_stmts(PGconn *c, char *err, size_t errlen);
+static int prepare_lookups(PGconn *c, char *err, size_t errlen);
 static int tune_session(PGconn *c, char *err, size_t errlen);
 
 static int connect_db(struct writer *w, char *err, size_t errlen)
@@ -507,10 +508,22 @@ static int connect_db(struct writer *w, char *err, size_t errlen)
  * table is new and small, kept by a prepared statement after it has grown,
  * or when it guesses the rows of a batch too high) would cost a scan of
  * orders or idempotency per batch; so the writer's sessions never pick a
- * sequential scan where an index serves. */
+ * sequential scan where an index serves. And since every statement's plan
+ * is the same whatever the batch holds (index lookups and inserts), its
+ * prepared statements keep one generic plan: PostgreSQL otherwise plans
+ * each of them again for every batch (custom plans, about a tenth of its
+ * CPU an order). A generic plan is made once, at the first batch, often
+ * while the tables are empty, and knows no batch's size: it then joined
+ * the batch's keys to every order with a client order id by hash (a scan
+ * of them all per batch, 92 us an order after a minute), so hash and merge
+ * joins are off too, leaving the nested loop of index lookups by key that
+ * every statement here means. */
 static int tune_session(PGconn *c, char *err, size_t errlen)
 {
-	PGresult *r = PQexec(c, "SET enable_seqscan = off");
+	PGresult *r =
+	    PQexec(c, "SET enable_seqscan = off; SET enable_hashjoin = "
+	              "off; SET enable_mergejoin = off; SET "
+	              "plan_cache_mode = force_generic_plan");
 	bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
 	if (!ok)
 		snprintf(err, errlen, "could not set up the session: %s",
@@ -524,7 +537,8 @@ static int connect_lookup(struct writer *w, char *err, size_t errlen)
 	if (w->lconn)
 		PQfinish(w->lconn);
 	w->lconn = db_connect(w->conninfo, err, errlen);
-	if (w->lconn && tune_session(w->lconn, err, errlen) < 0) {
+	if (w->lconn && (tune_session(w->lconn, err, errlen) < 0 ||
+	                 prepare_lookups(w->lconn, err, errlen) < 0)) {
 		PQfinish(w->lconn);
 		w->lconn = NULL;
 	}
@@ -1480,6 +1494,69 @@ static void create_market(struct writer *w, struct writer_cmd *c)
 	log_info("market created", "name=%s", s->name);
 }
 
+/* --- lookups ------------------------------------------------------------ */
+
+/* The lookups of every batch, on lconn, prepared once per connection: sent
+ * as plain PQexecParams they were parsed and planned again for every batch
+ * (about a fifth of PostgreSQL's CPU an order). */
+enum lookup_id { L_IDEM, L_COID, L_COID_TRADES, L_ACCOUNT, L_COUNT };
+static const char *const lookup_sql[L_COUNT][2] = {
+    [L_IDEM] = {"l_idem",
+                "SELECT i.scope, i.key, i.request_sha, i.status, i.response "
+                "FROM unnest($1::text[], $2::text[]) AS k(scope, key) JOIN "
+                "idempotency i ON i.scope = k.scope AND i.key = k.key"},
+    [L_COID] = {"l_coid",
+                "SELECT o.id, o.account_id, o.side, o.tif, o.stp, "
+                "o.post_only, o.price, o.pages, coalesce(o.expires_ns, 0), "
+                "o.client_order_id, o.placed_reason, o.created_ns, m.name "
+                "FROM unnest($1::bigint[], $2::text[]) AS k(account_id, "
+                "coid) JOIN orders o ON o.account_id = k.account_id AND "
+                "o.client_order_id = k.coid JOIN markets m ON m.id = "
+                "o.market_id ORDER BY o.id"},
+    [L_COID_TRADES] = {"l_coid_trades",
+                       "SELECT t.taker_order_id, t.id, t.price, t.pages, "
+                       "t.maker_order_id, t.buyer_id, t.seller_id, "
+                       "t.taker_side, t.maker_remaining, c.id FROM trades t "
+                       "JOIN contracts c ON c.trade_id = t.id WHERE "
+                       "t.taker_order_id = ANY ($1::bigint[]) ORDER BY "
+                       "t.taker_order_id, t.id"},
+    [L_ACCOUNT] = {"l_account", "SELECT kind, coalesce(team_id, 0) FROM "
+                                "accounts WHERE id = $1"},
+};
+
+static int prepare_lookups(PGconn *c, char *err, size_t errlen)
+{
+	for (int i = 0; i < L_COUNT; i++) {
+		PGresult *r =
+		    PQprepare(c, lookup_sql[i][0], lookup_sql[i][1], 0, NULL);
+		bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+		if (!ok) {
+			snprintf(err, errlen, "could not prepare %s: %s",
+			         lookup_sql[i][0], PQresultErrorMessage(r));
+			err[strcspn(err, "\n")] = 0;
+		}
+		PQclear(r);
+		if (!ok)
+			return -1;
+	}
+	return 0;
+}
+
+/* Runs lookup `id` on lconn; its rows, or NULL with err set. */
+static PGresult *lookup(struct writer *w, enum lookup_id id, int n,
+                        const char *const *params, char *err, size_t errlen)
+{
+	PGresult *r = PQexecPrepared(w->lconn, lookup_sql[id][0], n, params,
+	                             NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		snprintf(err, errlen, "%s", PQerrorMessage(w->lconn));
+		err[strcspn(err, "\n")] = 0;
+		PQclear(r);
+		return NULL;
+	}
+	return r;
+}
+
 /* --- idempotency ------------------------------------------------------- */
 
 /* The keys of one command: its header key and its client order id. */
@@ -1634,15 +1711,7 @@ static int coid_replay(struct writer *w, struct writer_cmd **cmds, int n,
 	}
 	cols_take(&keys, 2, kv);
 	const char *pv[] = {kv[0], kv[1]};
-	o = db_exec(w->lconn, PGRES_TUPLES_OK,
-	            "SELECT o.id, o.account_id, o.side, o.tif, o.stp, "
-	            "o.post_only, o.price, o.pages, coalesce(o.expires_ns, 0), "
-	            "o.client_order_id, o.placed_reason, o.created_ns, m.name "
-	            "FROM unnest($1::bigint[], $2::text[]) AS k(account_id, "
-	            "coid) JOIN orders o ON o.account_id = k.account_id AND "
-	            "o.client_order_id = k.coid JOIN markets m ON m.id = "
-	            "o.market_id ORDER BY o.id",
-	            2, pv, err, errlen);
+	o = lookup(w, L_COID, 2, pv, err, errlen);
 	if (!o)
 		goto out;
 	if (PQntuples(o) == 0) {
@@ -1655,13 +1724,7 @@ static int coid_replay(struct writer *w, struct writer_cmd **cmds, int n,
 		col_i(&keys, 0, db_int(o, i, 0));
 	cols_take(&keys, 1, kv);
 	const char *tv[] = {kv[0]};
-	t = db_exec(w->lconn, PGRES_TUPLES_OK,
-	            "SELECT t.taker_order_id, t.id, t.price, t.pages, "
-	            "t.maker_order_id, t.buyer_id, t.seller_id, t.taker_side, "
-	            "t.maker_remaining, c.id FROM trades t JOIN contracts c ON "
-	            "c.trade_id = t.id WHERE t.taker_order_id = "
-	            "ANY ($1::bigint[]) ORDER BY t.taker_order_id, t.id",
-	            1, tv, err, errlen);
+	t = lookup(w, L_COID_TRADES, 1, tv, err, errlen);
 	if (!t)
 		goto out;
 	int ti = 0;
@@ -1770,12 +1833,7 @@ static int idem_lookup(struct writer *w, struct writer_cmd **cmds, int n,
 	}
 	cols_take(&keys, 2, kv);
 	const char *pv[] = {kv[0], kv[1]};
-	PGresult *r = db_exec(
-	    w->lconn, PGRES_TUPLES_OK,
-	    "SELECT i.scope, i.key, i.request_sha, i.status, i.response FROM "
-	    "unnest($1::text[], $2::text[]) AS k(scope, key) JOIN idempotency "
-	    "i ON i.scope = k.scope AND i.key = k.key",
-	    2, pv, err, errlen);
+	PGresult *r = lookup(w, L_IDEM, 2, pv, err, errlen);
 	if (!r)
 		goto out;
 	for (int row = 0; row < PQntuples(r); row++) {
@@ -2153,10 +2211,7 @@ static int ensure_accounts(struct writer *w, struct writer_cmd **cmds, int n,
 		char s[24];
 		snprintf(s, sizeof s, "%lld", (long long)a);
 		const char *pv[] = {s};
-		PGresult *r = db_exec(w->lconn, PGRES_TUPLES_OK,
-		                      "SELECT kind, coalesce(team_id, 0) FROM "
-		                      "accounts WHERE id = $1",
-		                      1, pv, err, errlen);
+		PGresult *r = lookup(w, L_ACCOUNT, 1, pv, err, errlen);
 		if (!r)
 			return -1;
 		if (PQntuples(r) == 1)
