@@ -169,7 +169,8 @@ struct writer {
 	int nm;
 	struct acct *acct;
 	size_t nacct;
-	uint64_t next_order, next_trade, next_contract;
+	/* a trade's contract has the trade's id (0010_contract_is_trade.sql) */
+	uint64_t next_order, next_trade;
 	/* events of the command being applied */
 	struct book_event *ev;
 	size_t nev, capev;
@@ -421,6 +422,7 @@ static int next_id(struct writer *w, const char *table, uint64_t *out,
 static int load_all(struct writer *w, char *err, size_t errlen)
 {
 	PGresult *r = NULL;
+	uint64_t next_contract;
 	free_books(w);
 	if (load_accounts(w, err, errlen) < 0)
 		return -1;
@@ -471,8 +473,11 @@ static int load_all(struct writer *w, char *err, size_t errlen)
 	r = NULL;
 	if (next_id(w, "orders", &w->next_order, err, errlen) < 0 ||
 	    next_id(w, "trades", &w->next_trade, err, errlen) < 0 ||
-	    next_id(w, "contracts", &w->next_contract, err, errlen) < 0)
+	    next_id(w, "contracts", &next_contract, err, errlen) < 0)
 		goto fail;
+	/* past every id of both: rows written before 0010 may differ */
+	if (next_contract > w->next_trade)
+		w->next_trade = next_contract;
 	log_info("books rebuilt", "markets=%d open_orders=%ld", w->nm, n);
 	w->need_rebuild = false;
 	return 0;
@@ -853,38 +858,32 @@ static void trow_cols(struct colset *cs, const struct trow *t)
 	cs->rows++;
 }
 
-/* The contract row: the same values, column by column, as crow_json. */
+/* The contract row: the same values, column by column, as crow_json. Its
+ * trade id is its id, its timestamptz columns are made by the statement
+ * from the instants in ns (parsing their text cost more than the rest of
+ * the row), and what every new contract holds (its state, the instants of
+ * later moves) is in the statement's text (w_ins_contracts). */
 static void crow_cols(struct colset *cs, const struct crow *c)
 {
-	char created[32], deliver_by[32];
 	const struct contract *k = &c->k;
-	iso_time(c->now / 1000000000, created);
-	iso_time(k->delivery_deadline / 1000000000, deliver_by);
+	assert(c->id == c->trade_id && k->created == c->now);
 	col_i(cs, 0, (int64_t)c->id);
-	col_i(cs, 1, (int64_t)c->trade_id);
-	col_i(cs, 2, c->m->id);
-	col_i(cs, 3, c->buyer);
-	col_i(cs, 4, c->seller);
-	col_s(cs, 5, contract_delivery_name(k->delivery));
-	col_i(cs, 6, c->pages);
-	col_i(cs, 7, c->price);
-	col_s(cs, 8, "pending_delivery");
-	col_s(cs, 9, deliver_by);
-	col_s(cs, 10, c->m->perm ? c->m->term_end : NULL);
-	col_i(cs, 11, c->m->notice_period_s);
-	col_s(cs, 12, created);
-	col_s(cs, 13, created);
-	col_s(cs, 14, contract_product_name(k->product));
-	col_i(cs, 15, k->perm_year);
-	col_i(cs, 16, k->breach_penalty);
-	col_i(cs, 17, k->recall_notice);
-	col_i(cs, 18, k->created);
-	col_i(cs, 19, k->delivery_deadline);
-	col_i(cs, 20, k->term_end);
-	col_i(cs, 21, 0);
-	col_i(cs, 22, 0);
-	col_i(cs, 23, 0);
-	col_i(cs, 24, k->changed_at);
+	col_i(cs, 1, c->m->id);
+	col_i(cs, 2, c->buyer);
+	col_i(cs, 3, c->seller);
+	col_s(cs, 4, contract_delivery_name(k->delivery));
+	col_i(cs, 5, c->pages);
+	col_i(cs, 6, c->price);
+	col_s(cs, 7, c->m->perm ? c->m->term_end : NULL);
+	col_i(cs, 8, c->m->notice_period_s);
+	col_s(cs, 9, contract_product_name(k->product));
+	col_i(cs, 10, k->perm_year);
+	col_i(cs, 11, k->breach_penalty);
+	col_i(cs, 12, k->recall_notice);
+	col_i(cs, 13, k->created);
+	col_i(cs, 14, k->delivery_deadline);
+	col_i(cs, 15, k->term_end);
+	col_i(cs, 16, k->changed_at);
 	cs->rows++;
 }
 
@@ -1049,7 +1048,7 @@ static void trade_rows(struct writer *w, struct batch *b, struct market *m,
 	int64_t seller = ev->side == BOOK_BUY ? ev->maker_account : ev->account;
 	struct acct *ba = acct_get(w, buyer);
 	bool operator_buys = ba && ba->kind == 'o';
-	uint64_t tid = w->next_trade++, cid = w->next_contract++;
+	uint64_t tid = w->next_trade++, cid = tid;
 
 	struct trow *t = VEC_PUSH(b->trades);
 	t->id = tid, t->market_id = m->id, t->seq = (int64_t)ev->seq;
@@ -1513,11 +1512,15 @@ static const char *const lookup_sql[L_COUNT][2] = {
                 "coid) JOIN orders o ON o.account_id = k.account_id AND "
                 "o.client_order_id = k.coid JOIN markets m ON m.id = "
                 "o.market_id ORDER BY o.id"},
+    /* a contract has its trade's id (0010); the subquery, a scan, finds
+     * the contract of a trade written before that, were its id another */
     [L_COID_TRADES] = {"l_coid_trades",
                        "SELECT t.taker_order_id, t.id, t.price, t.pages, "
                        "t.maker_order_id, t.buyer_id, t.seller_id, "
-                       "t.taker_side, t.maker_remaining, c.id FROM trades t "
-                       "JOIN contracts c ON c.trade_id = t.id WHERE "
+                       "t.taker_side, t.maker_remaining, coalesce(c.id, "
+                       "(SELECT c2.id FROM contracts c2 WHERE c2.trade_id "
+                       "= t.id)) FROM trades t LEFT JOIN contracts c ON "
+                       "c.id = t.id AND c.trade_id = t.id WHERE "
                        "t.taker_order_id = ANY ($1::bigint[]) ORDER BY "
                        "t.taker_order_id, t.id"},
     [L_ACCOUNT] = {"l_account", "SELECT kind, coalesce(team_id, 0) FROM "
@@ -1940,20 +1943,29 @@ static const struct wstmt {
      "$8::text[], $9::bigint[], $10::bigint[], $11::bigint[], "
      "$12::bigint[])",
      12},
+    /* the timestamptz columns whole seconds of the ns ones, as crow_json
+     * shows them (iso_time); nonnegative, so / rounds down as it does */
     {"w_ins_contracts",
      "INSERT INTO contracts (id, trade_id, market_id, buyer_id, seller_id, "
      "delivery, pages, price, state, deliver_by, term_end, "
      "notice_period_s, created_at, updated_at, product, perm_year, "
      "breach_penalty, recall_notice_ns, created_ns, deliver_by_ns, "
      "term_end_ns, delivered_ns, notice_end_ns, ended_ns, changed_ns) "
-     "SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], "
-     "$4::bigint[], $5::bigint[], $6::text[], $7::bigint[], $8::bigint[], "
-     "$9::text[], $10::timestamptz[], $11::timestamptz[], $12::bigint[], "
-     "$13::timestamptz[], $14::timestamptz[], $15::text[], $16::int[], "
-     "$17::bigint[], $18::bigint[], $19::bigint[], $20::bigint[], "
-     "$21::bigint[], $22::bigint[], $23::bigint[], $24::bigint[], "
-     "$25::bigint[])",
-     25},
+     "SELECT u.id, u.id, u.market_id, u.buyer_id, u.seller_id, u.delivery, "
+     "u.pages, u.price, 'pending_delivery', to_timestamp(u.deliver_by_ns / "
+     "1000000000), u.term_end, u.notice_period_s, to_timestamp(u.created_ns "
+     "/ 1000000000), to_timestamp(u.created_ns / 1000000000), u.product, "
+     "u.perm_year, u.breach_penalty, u.recall_notice_ns, u.created_ns, "
+     "u.deliver_by_ns, u.term_end_ns, 0, 0, 0, u.changed_ns FROM "
+     "unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], "
+     "$5::text[], $6::bigint[], $7::bigint[], $8::timestamptz[], "
+     "$9::bigint[], $10::text[], $11::int[], $12::bigint[], $13::bigint[], "
+     "$14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[]) AS u(id, "
+     "market_id, buyer_id, seller_id, delivery, pages, price, term_end, "
+     "notice_period_s, product, perm_year, breach_penalty, "
+     "recall_notice_ns, created_ns, deliver_by_ns, term_end_ns, "
+     "changed_ns)",
+     17},
     {"w_seq",
      "UPDATE markets m SET seq = u.seq FROM unnest($1::bigint[], "
      "$2::bigint[]) AS u(id, seq) WHERE m.id = u.id",

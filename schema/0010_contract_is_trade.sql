@@ -1,0 +1,24 @@
+-- A trade's contract has the trade's id, so that contracts need no unique
+-- index on trade_id: each one cost PostgreSQL an index insert with its
+-- uniqueness check per contract, on the order path (bench/20-ramexd.sh;
+-- docs/ARCHITECTURE.md has the figures).
+--
+-- The writer thread (exchange/writer.c) is the only writer of trades and
+-- contracts, and writes a trade and its one contract in the same statement
+-- pair of one transaction, with the same id from one counter (past the
+-- largest id of both tables, so rows written before this migration, whose
+-- ids could differ, are never met again). A second contract for one trade
+-- would need a second trade with that id, which trades_pkey refuses; so a
+-- trade still has at most one contract, as 0007 says of the foreign keys it
+-- dropped. Rows written by anything else must keep that rule the same way.
+--
+-- Who reads a contract by its trade id, and how each is still served:
+--   the writer's replay of a client order id's first answer (coid_replay)
+--     looks the contract up by its id (contracts_pkey), checking that its
+--     trade_id is the trade's; only a trade written before this migration
+--     whose contract had another id falls back to a scan for trade_id;
+--   nothing else: billing, contracts.c and h_contracts read trade_id as a
+--     column of a contract found by its own id or by buyer or seller.
+-- No CHECK (id = trade_id): test data and the billing benchmark's generator
+-- write contracts with other ids, which the readers above still serve.
+ALTER TABLE contracts DROP CONSTRAINT contracts_trade_id_key;
