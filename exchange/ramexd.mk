@@ -45,6 +45,11 @@ $(call integration_test,test_billing,tests/integration/test_billing.c exchange/c
   $(RAMEXD_HARNESS) $(MONEY_SRC),libcurl jansson libpq libcrypto)
 $(BUILD)/san/bin/test_billing: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_billing: | $(BUILD)/san/bin/ramexd
+# The HTTP edge: parked connections, workers, a stop under load.
+$(call integration_test,test_http_edge,tests/integration/test_http_edge.c \
+  $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
+$(BUILD)/san/bin/test_http_edge: | $(BUILD)/san/bin/ramexd
+$(BUILD)/bin/test_http_edge: | $(BUILD)/san/bin/ramexd
 RAMEXD_TEST_LIB := $(filter-out common/sign.c,$(RAMEXD_LIB))
 $(call integration_test,test_ramexd_api,tests/integration/test_ramexd_api.c \
   $(RAMEXD_HARNESS) $(RAMEXD_TEST_LIB),libcurl $(RAMEXD_PKGS))

@@ -1,0 +1,323 @@
+/*
+ * test_http_edge.c — ramexd's HTTP edge (exchange/http.c) against a real
+ * ramexd and PostgreSQL: a few epoll threads, parked connections and a
+ * pool of workers instead of a thread per connection.
+ *
+ * What would break if the edge held a thread per waiting request: with one
+ * epoll thread and one worker, event streams and orders waiting for their
+ * batch must still leave room for every other request. What would break if
+ * the epoll thread's first look at credentials had side effects: a signed
+ * request whose key is not cached yet goes to a worker, and its nonce must
+ * be used up once, there. And a graceful stop must answer every parked
+ * order before the process exits: nothing acknowledged is lost, nothing
+ * hangs.
+ */
+#include <check.h>
+#include <curl/curl.h>
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/integration/ramexd_harness.h"
+#include "tests/integration/testdb.h"
+
+static long place(struct rxh *h, const char *tok, int64_t acct,
+                  const char *side, const char *coid, struct rxh_resp *r)
+{
+	char body[512];
+	snprintf(body, sizeof body,
+	         "{\"market\":\"spot\",\"account_id\":%lld,\"side\":\"%s\","
+	         "\"pages\":256,\"price\":100000%s%s%s}",
+	         (long long)acct, side, coid ? ",\"client_order_id\":\"" : "",
+	         coid ? coid : "", coid ? "\"" : "");
+	return rxh_call(h, "POST", "/v1/orders", tok, body, NULL, r);
+}
+
+/* --- event streams -------------------------------------------------------- */
+
+struct sse {
+	struct rxh *h;
+	const char *token;
+	char buf[16384];
+	size_t n;
+	int connected, done;
+};
+
+static size_t sse_data(char *p, size_t sz, size_t n, void *ud)
+{
+	struct sse *s = ud;
+	size_t k = sz * n;
+	if (s->n + k < sizeof s->buf) {
+		memcpy(s->buf + s->n, p, k);
+		s->n += k;
+		s->buf[s->n] = 0;
+	}
+	__atomic_store_n(&s->connected, 1, __ATOMIC_SEQ_CST);
+	if (strstr(s->buf, "event: contract"))
+		return 0; /* seen what we waited for */
+	return k;
+}
+
+static void *sse_run(void *arg)
+{
+	struct sse *s = arg;
+	char url[128], auth[128];
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/events", s->h->port);
+	snprintf(auth, sizeof auth, "Authorization: Bearer %s", s->token);
+	CURL *c = curl_easy_init();
+	struct curl_slist *hl = curl_slist_append(NULL, auth);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sse_data);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_perform(c);
+	curl_easy_cleanup(c);
+	curl_slist_free_all(hl);
+	__atomic_store_n(&s->done, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+#define STREAMS 6
+#define PLACERS 24
+
+struct placer {
+	struct rxh *h;
+	const struct rxh_world *w;
+	int i;
+	long status;
+};
+
+static void *place_one(void *arg)
+{
+	struct placer *p = arg;
+	struct rxh_resp r;
+	char coid[32];
+	snprintf(coid, sizeof coid, "edge-%d", p->i);
+	/* half sell, half buy at one price: they trade among themselves */
+	p->status = place(p->h, p->w->trader_token,
+	                  p->i % 2 ? p->w->node_a : p->w->node_b,
+	                  p->i % 2 ? "sell" : "buy", coid, &r);
+	rxh_resp_free(&r);
+	return NULL;
+}
+
+START_TEST(streams_and_waiting_orders_hold_no_thread)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	static struct sse s[STREAMS];
+	pthread_t st[STREAMS], pt[PLACERS];
+	struct placer pl[PLACERS];
+	/* one epoll thread and one worker: a thread per stream or per
+	 * waiting order would leave none for the rest */
+	rxh_start(&h, "ramex_t_edge_threads",
+	          "--http_threads=1 --http_workers=1");
+	rxh_world(&h, &w);
+	for (int i = 0; i < STREAMS; i++) {
+		memset(&s[i], 0, sizeof s[i]);
+		s[i].h = &h;
+		s[i].token = i % 2 ? w.trader_token : w.op_token;
+		pthread_create(&st[i], NULL, sse_run, &s[i]);
+	}
+	for (int i = 0; i < 500; i++) {
+		int all = 1;
+		for (int k = 0; k < STREAMS; k++)
+			all &=
+			    __atomic_load_n(&s[k].connected, __ATOMIC_SEQ_CST);
+		if (all)
+			break;
+		usleep(20000);
+	}
+	for (int k = 0; k < STREAMS; k++)
+		ck_assert_msg(
+		    __atomic_load_n(&s[k].connected, __ATOMIC_SEQ_CST),
+		    "event stream %d did not start", k);
+
+	/* a worker's route answers while every stream is open */
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", "/v1/orders", w.trader_token, NULL, NULL, &r),
+	    200);
+	rxh_resp_free(&r);
+
+	for (int i = 0; i < PLACERS; i++) {
+		pl[i] = (struct placer){&h, &w, i, 0};
+		pthread_create(&pt[i], NULL, place_one, &pl[i]);
+	}
+	for (int i = 0; i < PLACERS; i++) {
+		pthread_join(pt[i], NULL);
+		ck_assert_int_eq(pl[i].status, 201);
+	}
+	/* every stream saw a contract of those trades */
+	for (int k = 0; k < STREAMS; k++) {
+		pthread_join(st[k], NULL);
+		ck_assert_msg(strstr(s[k].buf, "event: fill"), "stream %d: %s",
+		              k, s[k].buf);
+		ck_assert_msg(strstr(s[k].buf, "event: contract"),
+		              "stream %d: %s", k, s[k].buf);
+	}
+	/* and the database holds each order once */
+	PGconn *c = PQconnectdb(h.conninfo);
+	ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
+	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM orders WHERE "
+	                                  "client_order_id LIKE 'edge-%'"),
+	                 PLACERS);
+	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM trades"),
+	                 PLACERS / 2);
+	PQfinish(c);
+	rxh_stop(&h);
+}
+END_TEST
+
+/* --- credentials not cached yet ------------------------------------------ */
+
+START_TEST(first_signed_order_uses_its_nonce_once)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	char body[256];
+	rxh_start(&h, "ramex_t_edge_nonce", "");
+	rxh_world(&h, &w);
+	/* a fresh process: node a's key is in no cache */
+	int st = rxh_kill(&h, SIGTERM);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "stop: %d", st);
+	rxh_restart(&h);
+	snprintf(body, sizeof body,
+	         "{\"market\":\"spot\",\"side\":\"sell\",\"pages\":256,"
+	         "\"price\":100000}");
+	ck_assert_int_eq(rxh_call_signed(&h, "POST", "/v1/orders", w.key_a,
+	                                 w.secret_a, body, 0, "0123456789abcdef0123456789abcdef",
+	                                 &r),
+	                 201);
+	rxh_resp_free(&r);
+	/* the same nonce again: refused, and the order is not placed twice */
+	ck_assert_int_eq(rxh_call_signed(&h, "POST", "/v1/orders", w.key_a,
+	                                 w.secret_a, body, 0, "0123456789abcdef0123456789abcdef",
+	                                 &r),
+	                 401);
+	ck_assert_msg(strstr(r.body, "nonce"), "%s", r.body);
+	rxh_resp_free(&r);
+	/* a bearer token on a cold cache, on an inline route, too */
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_b, "buy", NULL, &r),
+	                 201);
+	rxh_resp_free(&r);
+	PGconn *c = PQconnectdb(h.conninfo);
+	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM orders"), 2);
+	PQfinish(c);
+	rxh_stop(&h);
+}
+END_TEST
+
+/* --- a graceful stop under load ------------------------------------------ */
+
+#define STOPPERS 16
+
+struct stopper {
+	struct rxh *h;
+	const struct rxh_world *w;
+	int t;
+	int acked; /* orders answered 201 */
+	int other; /* answered otherwise: 503, or no answer (closed) */
+	int stop;
+};
+
+static void *keep_placing(void *arg)
+{
+	struct stopper *s = arg;
+	for (int i = 0; !__atomic_load_n(&s->stop, __ATOMIC_SEQ_CST); i++) {
+		struct rxh_resp r;
+		char coid[48];
+		snprintf(coid, sizeof coid, "stop-%d-%d", s->t, i);
+		long st = place(s->h, s->w->trader_token,
+		                s->t % 2 ? s->w->node_a : s->w->node_b,
+		                s->t % 2 ? "sell" : "buy", coid, &r);
+		rxh_resp_free(&r);
+		if (st == 201) {
+			s->acked++;
+		} else {
+			s->other++;
+			if (st != 503)
+				break; /* the server is gone */
+		}
+	}
+	return NULL;
+}
+
+START_TEST(graceful_stop_answers_parked_orders)
+{
+	struct rxh h;
+	struct rxh_world w;
+	pthread_t th[STOPPERS];
+	static struct stopper s[STOPPERS];
+	rxh_start(&h, "ramex_t_edge_stop", "");
+	rxh_world(&h, &w);
+	for (int t = 0; t < STOPPERS; t++) {
+		s[t] = (struct stopper){&h, &w, t, 0, 0, 0};
+		pthread_create(&th[t], NULL, keep_placing, &s[t]);
+	}
+	int acked = 0;
+	for (int i = 0; i < 300 && acked < 200; i++) {
+		usleep(10000);
+		acked = 0;
+		for (int t = 0; t < STOPPERS; t++)
+			acked += __atomic_load_n(&s[t].acked, __ATOMIC_SEQ_CST);
+	}
+	ck_assert_msg(acked > 0, "no order was acknowledged before the stop");
+	int st = rxh_kill(&h, SIGTERM);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	              "graceful stop exit status %d", st);
+	for (int t = 0; t < STOPPERS; t++) {
+		__atomic_store_n(&s[t].stop, 1, __ATOMIC_SEQ_CST);
+		pthread_join(th[t], NULL);
+	}
+	acked = 0;
+	for (int t = 0; t < STOPPERS; t++)
+		acked += s[t].acked;
+	/* every acknowledged order is there; any other row is an order whose
+	 * answer was lost with the connection (committed, not acknowledged) */
+	PGconn *c = PQconnectdb(h.conninfo);
+	long rows = testdb_scalar(c, "SELECT count(*) FROM orders WHERE "
+	                             "client_order_id LIKE 'stop-%'");
+	for (int t = 0; t < STOPPERS; t++)
+		for (int i = 0; i < s[t].acked; i++) {
+			char sql[160];
+			snprintf(sql, sizeof sql,
+			         "SELECT count(*) FROM orders WHERE "
+			         "client_order_id = 'stop-%d-%d'",
+			         t, i);
+			ck_assert_msg(
+			    testdb_scalar(c, sql) == 1,
+			    "acknowledged order stop-%d-%d is missing", t, i);
+		}
+	PQfinish(c);
+	ck_assert_msg(rows >= acked, "%ld rows for %d acknowledged orders",
+	              rows, acked);
+	rxh_stop(&h);
+}
+END_TEST
+
+int main(void)
+{
+	curl_global_init(CURL_GLOBAL_ALL);
+	Suite *s = suite_create("http_edge");
+	TCase *tc = tcase_create("http_edge");
+	tcase_set_timeout(tc, 180);
+	tcase_add_test(tc, streams_and_waiting_orders_hold_no_thread);
+	tcase_add_test(tc, first_signed_order_uses_its_nonce_once);
+	tcase_add_test(tc, graceful_stop_answers_parked_orders);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	curl_global_cleanup();
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
