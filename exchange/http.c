@@ -53,7 +53,7 @@
 #define HTTP_MAX_HEADERS    6
 #define HTTP_JSON_MAX_DEPTH 16 /* our bodies are two levels deep */
 #define HTTP_TARGET_MAX     2048
-#define HTTP_CONN_MEMORY    (16 * 1024)
+#define HTTP_CONN_MEMORY    (8 * 1024)
 
 enum { RQ_RUNNING, RQ_SUSPENDED, RQ_READY };
 
@@ -848,7 +848,8 @@ struct http_server *http_start(const struct http_opts *o, char *err,
 	    s, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
 	    /* a connection's memory, zeroed for each request: the default
 	     * 32 KiB costs a memset of 32 KiB per order; our requests' heads
-	     * need a few hundred bytes (bodies are collected in rq) */
+	     * need a few hundred bytes, a browser's one or two KiB (bodies are
+	     * collected in rq) */
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
 	    /* one epoll thread is no pool: the option wants 2 or more */
 	    nt > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, nt,
