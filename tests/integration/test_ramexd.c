@@ -340,6 +340,75 @@ START_TEST(coid_retry_answers_the_first_answer)
 }
 END_TEST
 
+/* A trade's contract has the trade's id (0010_contract_is_trade.sql), and
+ * the retry of its taker finds the contract by it. A contract written
+ * before that could have another id: the retry still finds it, by its
+ * trade id, and shows that id. */
+START_TEST(coid_retry_finds_the_contract_of_each_trade)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	char *sell, *buy, *again, sql[160], old[64], renumbered[64];
+	rxh_start(&h, "ramex_t_rxd_coid_contract", "");
+	rxh_world(&h, &w);
+	ck_assert_int_eq(place_twice(&h, w.trader_token, w.node_a, "sell", 512,
+	                             100000, "k-1", NULL, &sell),
+	                 201);
+	ck_assert_int_eq(place_twice(&h, w.op_token, w.op_account, "buy", 256,
+	                             100000, "k-2", NULL, &buy),
+	                 201);
+	json_t *j = json_loads(buy, 0, NULL);
+	json_t *f = json_array_get(json_object_get(j, "trades"), 0);
+	int64_t tid = json_integer_value(json_object_get(f, "trade_id"));
+	int64_t cid = json_integer_value(json_object_get(f, "contract_id"));
+	json_decref(j);
+	ck_assert_int_gt(tid, 0);
+	ck_assert_int_eq(cid, tid);
+	snprintf(sql, sizeof sql,
+	         "SELECT count(*) FROM contracts WHERE id = %lld AND trade_id "
+	         "= %lld",
+	         (long long)tid, (long long)tid);
+	ck_assert_int_eq(count(&h, sql), 1);
+
+	/* as if written before 0010: the contract has another id */
+	snprintf(sql, sizeof sql,
+	         "WITH u AS (UPDATE contracts SET id = id + 1000 WHERE "
+	         "trade_id = %lld RETURNING 1) SELECT count(*) FROM u",
+	         (long long)tid);
+	ck_assert_int_eq(count(&h, sql), 1);
+	ck_assert_int_eq(place_twice(&h, w.op_token, w.op_account, "buy", 256,
+	                             100000, "k-2", NULL, &again),
+	                 201);
+	snprintf(old, sizeof old, "\"contract_id\":%lld}", (long long)cid);
+	snprintf(renumbered, sizeof renumbered, "\"contract_id\":%lld}",
+	         (long long)cid + 1000);
+	ck_assert_ptr_null(strstr(again, old));
+	ck_assert_ptr_nonnull(strstr(again, renumbered));
+	/* and the rest of the answer is the first one's */
+	char *p = strstr(buy, old);
+	ck_assert_ptr_nonnull(p);
+	ck_assert_int_eq(strncmp(again, buy, (size_t)(p - buy)), 0);
+
+	/* after a restart, a new trade gets an id past both tables' */
+	int st = rxh_kill(&h, SIGTERM);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	              "graceful stop exit status %d", st);
+	rxh_restart(&h);
+	ck_assert_int_eq(place(&h, w.op_token, w.op_account, "buy", 256, 100000,
+	                       NULL, NULL, &r),
+	                 201);
+	f = json_array_get(json_object_get(r.json, "trades"), 0);
+	ck_assert_int_eq(json_integer_value(json_object_get(f, "contract_id")),
+	                 json_integer_value(json_object_get(f, "trade_id")));
+	ck_assert_int_gt(json_integer_value(json_object_get(f, "trade_id")),
+	                 cid + 1000);
+	rxh_resp_free(&r);
+	free(sell), free(buy), free(again);
+	rxh_stop(&h);
+}
+END_TEST
+
 /* Many threads send the same orders at once, so that a key is often in the
  * batch in flight while its retry arrives: each order is placed once, and
  * every answer to a key is its first answer. */
@@ -1173,6 +1242,7 @@ int main(void)
 	tcase_add_test(tc, idempotent_retry);
 	tcase_add_test(tc, concurrent_retries_do_one_thing);
 	tcase_add_test(tc, coid_retry_answers_the_first_answer);
+	tcase_add_test(tc, coid_retry_finds_the_contract_of_each_trade);
 	tcase_add_test(tc, auth_failures);
 	tcase_add_test(tc, signed_request_not_replayable_after_restart);
 	tcase_add_test(tc, node_cannot_act_for_another);
