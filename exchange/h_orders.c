@@ -5,6 +5,7 @@
  * is parked (http_defer) while its command waits for the batch, so that a
  * thousand orders in flight hold no thread each. Reads go to the database
  * through the pool, scoped to what the caller may see (handlers_scope). */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,10 @@
 #include "exchange/http.h"
 #include "exchange/input.h"
 #include "exchange/writer.h"
+
+/* Orders in one POST /v1/orders/batch: enough to share a group commit,
+ * few enough that one answer stays small (~1 KiB an order). */
+#define ORDERS_BATCH_MAX 100
 
 /* Fills what every writer command carries: who asks, and the keys that
  * make a retry idempotent. Returns -1 after replying 400. */
@@ -103,7 +108,9 @@ static void submit_reply(struct http_req *rq, const struct writer_cmd *c)
 	writer_submit_async(a->writer, h, on_answer, rq);
 }
 
-void h_order_place(struct http_req *rq)
+/* Reads one new order from object b into c (cmd_init'ed). Returns -1
+ * after replying 400. */
+static int order_parse(struct http_req *rq, json_t *b, struct writer_cmd *c)
 {
 	static const char *const known[] = {"market",     "account_id",
 	                                    "side",       "pages",
@@ -111,54 +118,176 @@ void h_order_place(struct http_req *rq)
 	                                    "stp",        "post_only",
 	                                    "expires_ns", "client_order_id",
 	                                    NULL};
-	struct writer_cmd c;
 	char side[8], tif[8] = "gtc", stp[16] = "cancel_taker";
 	int64_t account = 0, expires = 0;
-	json_t *b = http_body_object(rq);
-	if (!b)
-		return;
-	if (cmd_init(rq, &c, WR_NEW) < 0)
-		goto out;
+	if (!json_is_object(b)) {
+		http_problem(rq, 400, "bad-json", "JSON object expected",
+		             "an order must be a JSON object");
+		return -1;
+	}
 	if (in_known(rq, b, known) < 0 ||
-	    in_str(rq, b, "market", true, true, c.market, sizeof c.market) <
+	    in_str(rq, b, "market", true, true, c->market, sizeof c->market) <
 	        0 ||
 	    in_int(rq, b, "account_id", false, 1, INT64_MAX, &account) < 0 ||
 	    in_str(rq, b, "side", true, true, side, sizeof side) < 0 ||
-	    in_int(rq, b, "pages", true, 1, INT64_MAX, &c.pages) < 0 ||
-	    in_int(rq, b, "price", true, 0, INT64_MAX, &c.price) < 0 ||
+	    in_int(rq, b, "pages", true, 1, INT64_MAX, &c->pages) < 0 ||
+	    in_int(rq, b, "price", true, 0, INT64_MAX, &c->price) < 0 ||
 	    in_str(rq, b, "tif", false, true, tif, sizeof tif) < 0 ||
 	    in_str(rq, b, "stp", false, true, stp, sizeof stp) < 0 ||
-	    in_bool(rq, b, "post_only", &c.post_only) < 0 ||
+	    in_bool(rq, b, "post_only", &c->post_only) < 0 ||
 	    in_int(rq, b, "expires_ns", false, 1, INT64_MAX, &expires) < 0 ||
-	    in_str(rq, b, "client_order_id", false, true, c.client_order_id,
-	           sizeof c.client_order_id) < 0)
-		goto out;
-	if (writer_side_parse(side, &c.side) < 0) {
+	    in_str(rq, b, "client_order_id", false, true, c->client_order_id,
+	           sizeof c->client_order_id) < 0)
+		return -1;
+	if (writer_side_parse(side, &c->side) < 0) {
 		http_problem(rq, 400, "invalid-field", "invalid field",
 		             "side: must be buy or sell");
-		goto out;
+		return -1;
 	}
-	if (writer_tif_parse(tif, &c.tif) < 0) {
+	if (writer_tif_parse(tif, &c->tif) < 0) {
 		http_problem(rq, 400, "invalid-field", "invalid field",
 		             "tif: must be gtc, ioc, fok or gtd");
-		goto out;
+		return -1;
 	}
-	if (writer_stp_parse(stp, &c.stp) < 0) {
+	if (writer_stp_parse(stp, &c->stp) < 0) {
 		http_problem(rq, 400, "invalid-field", "invalid field",
 		             "stp: must be cancel_taker, cancel_maker or "
 		             "cancel_both");
-		goto out;
+		return -1;
 	}
-	if ((c.tif == BOOK_GTD) != (expires != 0)) {
+	if ((c->tif == BOOK_GTD) != (expires != 0)) {
 		http_problem(
 		    rq, 400, "invalid-field", "invalid field",
 		    "expires_ns: required with tif gtd, and only then");
+		return -1;
+	}
+	c->account = account;
+	c->expires = expires;
+	return 0;
+}
+
+void h_order_place(struct http_req *rq)
+{
+	struct writer_cmd c;
+	json_t *b = http_body_object(rq);
+	if (!b)
+		return;
+	if (cmd_init(rq, &c, WR_NEW) == 0 && order_parse(rq, b, &c) == 0)
+		submit_reply(rq, &c);
+	json_decref(b);
+}
+
+/* --- POST /v1/orders/batch ------------------------------------------------ */
+
+/* A batch in flight: its commands go to the writer together, so they
+ * share group commits, and the request is answered once the last one is. */
+struct batch {
+	atomic_int left;
+	int n;
+	struct http_req *rq;
+	struct writer_cmd cmds[];
+};
+
+static void batch_on_answer(struct writer_cmd *c, void *arg)
+{
+	struct batch *b = arg;
+	(void)c;
+	if (atomic_fetch_sub(&b->left, 1) == 1)
+		http_resume(b->rq);
+}
+
+/* {"results":[{"status":201,"body":{...}}, ...]} in the orders' order;
+ * each body is the writer's answer text, as POST /v1/orders gives it. */
+static void batch_reply(struct http_req *rq, void *arg)
+{
+	struct batch *b = arg;
+	size_t cap = 32;
+	for (int i = 0; i < b->n; i++)
+		cap += 64 + (b->cmds[i].body ? strlen(b->cmds[i].body) : 2);
+	char *out = malloc(cap);
+	if (out) {
+		size_t k = (size_t)snprintf(out, cap, "{\"results\":[");
+		for (int i = 0; i < b->n; i++) {
+			const struct writer_cmd *c = &b->cmds[i];
+			k += (size_t)snprintf(
+			    out + k, cap - k, "%s{\"status\":%d,%s\"body\":%s}",
+			    i ? "," : "", c->status,
+			    c->replayed ? "\"replayed\":true," : "",
+			    c->body ? c->body : "{}");
+		}
+		snprintf(out + k, cap - k, "]}");
+		http_reply_raw(rq, 200, "application/json", out, strlen(out));
+		free(out);
+	} else {
+		http_problem(rq, 503, "overloaded", "out of memory",
+		             "the answers of this batch could not be written; "
+		             "retry it: each order's client_order_id answers "
+		             "it again without placing it twice");
+	}
+	for (int i = 0; i < b->n; i++)
+		free(b->cmds[i].body);
+	free(b);
+}
+
+void h_order_batch(struct http_req *rq)
+{
+	struct app *a = http_app(rq);
+	static const char *const known[] = {"orders", NULL};
+	struct writer_cmd tmpl;
+	struct batch *bt = NULL;
+	json_t *b = http_body_object(rq);
+	if (!b)
+		return;
+	if (http_header(rq, "Idempotency-Key")) {
+		http_problem(
+		    rq, 400, "invalid-header", "no Idempotency-Key on a batch",
+		    "a batch takes no Idempotency-Key: give each order "
+		    "a client_order_id, and a retried batch is "
+		    "answered order by order without placing any "
+		    "twice");
 		goto out;
 	}
-	c.account = account;
-	c.expires = expires;
-	submit_reply(rq, &c);
+	json_t *orders = json_object_get(b, "orders");
+	if (in_known(rq, b, known) < 0)
+		goto out;
+	if (!json_is_array(orders) || json_array_size(orders) == 0 ||
+	    json_array_size(orders) > ORDERS_BATCH_MAX) {
+		http_problem(rq, 400, "invalid-field", "invalid field",
+		             "orders: must be an array of 1 to %d orders",
+		             ORDERS_BATCH_MAX);
+		goto out;
+	}
+	if (cmd_init(rq, &tmpl, WR_NEW) < 0)
+		goto out;
+	int n = (int)json_array_size(orders);
+	bt = calloc(1, sizeof *bt + (size_t)n * sizeof bt->cmds[0]);
+	if (!bt) {
+		http_problem(rq, 503, "overloaded", "out of memory",
+		             "retry later");
+		goto out;
+	}
+	/* every order is checked before any is placed: a bad one refuses the
+	 * whole batch, and changes nothing */
+	for (int i = 0; i < n; i++) {
+		char pre[32];
+		snprintf(pre, sizeof pre, "orders[%d]: ", i);
+		http_problem_prefix(rq, pre);
+		bt->cmds[i] = tmpl;
+		if (order_parse(rq, json_array_get(orders, (size_t)i),
+		                &bt->cmds[i]) < 0)
+			goto out;
+	}
+	http_problem_prefix(rq, NULL);
+	bt->n = n;
+	bt->rq = rq;
+	atomic_init(&bt->left, n);
+	http_defer(rq, batch_reply, bt);
+	for (int i = 0; i < n; i++)
+		writer_submit_async(a->writer, &bt->cmds[i], batch_on_answer,
+		                    bt);
+	bt = NULL; /* batch_reply frees it */
 out:
+	free(bt);
 	json_decref(b);
 }
 

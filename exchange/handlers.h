@@ -48,6 +48,7 @@ void h_trades(struct http_req *rq);
 void h_candles(struct http_req *rq);
 
 void h_order_place(struct http_req *rq);
+void h_order_batch(struct http_req *rq);
 void h_order_cancel(struct http_req *rq);
 void h_order_reduce(struct http_req *rq);
 void h_order_get(struct http_req *rq);

@@ -86,6 +86,7 @@ struct http_req {
 	int nparams;
 	int nhdr;
 	int authed;
+	char detail_prefix[32]; /* http_problem_prefix */
 	struct timespec t0;
 	struct MHD_Response
 	    *resp;    /* the reply, until an epoll thread queues it */
@@ -241,8 +242,10 @@ void http_problem(struct http_req *rq, int status, const char *slug,
 {
 	char detail[1024], type[96];
 	va_list ap;
+	size_t k = strlen(rq->detail_prefix);
+	memcpy(detail, rq->detail_prefix, k + 1);
 	va_start(ap, fmt);
-	vsnprintf(detail, sizeof detail, fmt, ap);
+	vsnprintf(detail + k, sizeof detail - k, fmt, ap);
 	va_end(ap);
 	snprintf(type, sizeof type, "urn:ramex:problem:%s", slug);
 	json_t *p =
@@ -252,6 +255,12 @@ void http_problem(struct http_req *rq, int status, const char *slug,
 		log_warn("request failed", "status=%d path=%s type=%s", status,
 		         rq->path, slug);
 	reply_dump(rq, status, "application/problem+json", p);
+}
+
+void http_problem_prefix(struct http_req *rq, const char *prefix)
+{
+	snprintf(rq->detail_prefix, sizeof rq->detail_prefix, "%s",
+	         prefix ? prefix : "");
 }
 
 void http_add_header(struct http_req *rq, const char *name, const char *value)

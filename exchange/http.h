@@ -93,6 +93,9 @@ void http_reply_raw(struct http_req *rq, int status, const char *ctype,
 void http_problem(struct http_req *rq, int status, const char *slug,
                   const char *title, const char *detail_fmt, ...)
     __attribute__((format(printf, 5, 6)));
+/* Starts every later problem's detail with `prefix` (NULL: none), e.g.
+ * "orders[3]: " while one element of a batch is checked. */
+void http_problem_prefix(struct http_req *rq, const char *prefix);
 /* Adds a header to the reply (before replying), e.g. Retry-After. */
 void http_add_header(struct http_req *rq, const char *name, const char *value);
 /* The reply of a database that is down: 503 with Retry-After. */

@@ -52,6 +52,8 @@ const struct http_route routes_table[] = {
 
     /* orders and contracts */
     {"POST", "/v1/orders", h_order_place, TRADING, "place an order", INLINE},
+    {"POST", "/v1/orders/batch", h_order_batch, TRADING,
+     "place up to 100 orders in one request", INLINE},
     {"GET", "/v1/orders", h_order_list, TRADING | ADMIN, "list orders", 0},
     {"GET", "/v1/orders/{id}", h_order_get, TRADING | ADMIN, "one order", 0},
     {"DELETE", "/v1/orders/{id}", h_order_cancel, TRADING, "cancel an order",

@@ -193,16 +193,16 @@ START_TEST(first_signed_order_uses_its_nonce_once)
 	snprintf(body, sizeof body,
 	         "{\"market\":\"spot\",\"side\":\"sell\",\"pages\":256,"
 	         "\"price\":100000}");
-	ck_assert_int_eq(rxh_call_signed(&h, "POST", "/v1/orders", w.key_a,
-	                                 w.secret_a, body, 0, "0123456789abcdef0123456789abcdef",
-	                                 &r),
-	                 201);
+	ck_assert_int_eq(
+	    rxh_call_signed(&h, "POST", "/v1/orders", w.key_a, w.secret_a, body,
+	                    0, "0123456789abcdef0123456789abcdef", &r),
+	    201);
 	rxh_resp_free(&r);
 	/* the same nonce again: refused, and the order is not placed twice */
-	ck_assert_int_eq(rxh_call_signed(&h, "POST", "/v1/orders", w.key_a,
-	                                 w.secret_a, body, 0, "0123456789abcdef0123456789abcdef",
-	                                 &r),
-	                 401);
+	ck_assert_int_eq(
+	    rxh_call_signed(&h, "POST", "/v1/orders", w.key_a, w.secret_a, body,
+	                    0, "0123456789abcdef0123456789abcdef", &r),
+	    401);
 	ck_assert_msg(strstr(r.body, "nonce"), "%s", r.body);
 	rxh_resp_free(&r);
 	/* a bearer token on a cold cache, on an inline route, too */
@@ -304,6 +304,111 @@ START_TEST(graceful_stop_answers_parked_orders)
 }
 END_TEST
 
+/* --- POST /v1/orders/batch ---------------------------------------------- */
+
+static long batch(struct rxh *h, const char *tok, const char *orders,
+                  const char *hdr, struct rxh_resp *r)
+{
+	char body[8192];
+	snprintf(body, sizeof body, "{\"orders\":[%s]}", orders);
+	return rxh_call(h, "POST", "/v1/orders/batch", tok, body, hdr, r);
+}
+
+static long result_status(const struct rxh_resp *r, int i)
+{
+	json_t *e = json_array_get(json_object_get(r->json, "results"), i);
+	return (long)json_integer_value(json_object_get(e, "status"));
+}
+
+START_TEST(batch_places_checks_and_replays)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	char four[2048], o[4][300];
+	rxh_start(&h, "ramex_t_edge_batch", "");
+	rxh_world(&h, &w);
+	PGconn *c = PQconnectdb(h.conninfo);
+	for (int i = 0; i < 4; i++)
+		snprintf(o[i], sizeof o[i],
+		         "{\"market\":\"spot\",\"account_id\":%lld,"
+		         "\"side\":\"%s\",\"pages\":256,\"price\":100000,"
+		         "\"client_order_id\":\"b-%d\"}",
+		         (long long)(i < 2 ? w.node_a : w.node_b),
+		         i < 2 ? "sell" : "buy", i);
+	snprintf(four, sizeof four, "%s,%s,%s,%s", o[0], o[1], o[2], o[3]);
+
+	/* one bad order refuses the batch, naming it; nothing is placed */
+	char bad[2048];
+	snprintf(bad, sizeof bad,
+	         "%s,%s,{\"market\":\"spot\",\"side\":\"buy\","
+	         "\"pages\":0,\"price\":1}",
+	         o[0], o[1]);
+	ck_assert_int_eq(batch(&h, w.trader_token, bad, NULL, &r), 400);
+	ck_assert_msg(strstr(r.body, "orders[2]: pages"), "%s", r.body);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM orders"), 0);
+
+	/* four orders: two sells, then two buys that trade with them */
+	ck_assert_int_eq(batch(&h, w.trader_token, four, NULL, &r), 200);
+	for (int i = 0; i < 4; i++)
+		ck_assert_msg(result_status(&r, i) == 201, "%d: %s", i, r.body);
+	json_t *last = json_object_get(
+	    json_array_get(json_object_get(r.json, "results"), 3), "body");
+	ck_assert_int_eq(json_array_size(json_object_get(last, "trades")), 1);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM orders"), 4);
+	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM trades"), 2);
+
+	/* the same batch again: every order answered from its first answer */
+	ck_assert_int_eq(batch(&h, w.trader_token, four, NULL, &r), 200);
+	for (int i = 0; i < 4; i++) {
+		json_t *e = json_array_get(json_object_get(r.json, "results"),
+		                           (size_t)i);
+		ck_assert_int_eq(result_status(&r, i), 201);
+		ck_assert(json_is_true(json_object_get(e, "replayed")));
+	}
+	rxh_resp_free(&r);
+	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM orders"), 4);
+	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM trades"), 2);
+
+	/* a node acts only for itself, order by order */
+	char mixed[1024];
+	snprintf(mixed, sizeof mixed,
+	         "{\"market\":\"spot\",\"side\":\"sell\",\"pages\":256,"
+	         "\"price\":200000},{\"market\":\"spot\",\"account_id\":"
+	         "%lld,\"side\":\"sell\",\"pages\":256,\"price\":200000}",
+	         (long long)w.node_b);
+	char body[1200];
+	snprintf(body, sizeof body, "{\"orders\":[%s]}", mixed);
+	ck_assert_int_eq(rxh_call_signed(&h, "POST", "/v1/orders/batch",
+	                                 w.key_a, w.secret_a, body, 0, NULL,
+	                                 &r),
+	                 200);
+	ck_assert_int_eq(result_status(&r, 0), 201);
+	ck_assert_int_eq(result_status(&r, 1), 403);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM orders"), 5);
+
+	/* no Idempotency-Key, at most 100 orders, at least one */
+	ck_assert_int_eq(
+	    batch(&h, w.trader_token, o[0], "Idempotency-Key: k1", &r), 400);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(batch(&h, w.trader_token, "", NULL, &r), 400);
+	rxh_resp_free(&r);
+	static char many[101 * 8];
+	many[0] = 0;
+	for (int i = 0; i < 101; i++)
+		strcat(many, i ? ",{}" : "{}");
+	ck_assert_int_eq(batch(&h, w.trader_token, many, NULL, &r), 400);
+	ck_assert_msg(strstr(r.body, "1 to 100"), "%s", r.body);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM orders"), 5);
+	PQfinish(c);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	curl_global_init(CURL_GLOBAL_ALL);
@@ -313,6 +418,7 @@ int main(void)
 	tcase_add_test(tc, streams_and_waiting_orders_hold_no_thread);
 	tcase_add_test(tc, first_signed_order_uses_its_nonce_once);
 	tcase_add_test(tc, graceful_stop_answers_parked_orders);
+	tcase_add_test(tc, batch_places_checks_and_replays);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
