@@ -7,7 +7,9 @@
 # the rates it prints the CPU that one order costs in ramexd and in
 # PostgreSQL (the throughput alone says little when other work shares the
 # cores), the WAL it writes, and the rate of GET /healthz, the HTTP edge with
-# no work behind it.
+# no work behind it. The same orders go through POST /v1/orders/batch too,
+# ten to a request (with an eighth of the connections, so that about as
+# many orders are in flight): the exchange's rate when HTTP costs less.
 #
 #   RAMEX_BENCH_SECONDS (10)  RAMEX_BENCH_CONNS (128)
 set -uo pipefail
@@ -50,19 +52,34 @@ cpu_pg() {
 }
 
 echo "loopback, $(nproc) cores, fsync and synchronous_commit on, ${secs} s each; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-rx0=$(cpu_rx) pg0=$(cpu_pg)
-# WAL written while the load runs: what the rows of an order cost on disk
-wal0=$(psql -qtA -d "$db" -c "SELECT pg_current_wal_lsn()")
-out=$("$loadgen" http "$port" "$trader" "$sell" "$buy" "$conns" "$secs")
-rx1=$(cpu_rx) pg1=$(cpu_pg)
-wal=$(psql -qtA -d "$db" -c "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '$wal0')::bigint")
-echo "$out"
-n=$(awk '{gsub(/[(]/, "", $7); print $7}' <<<"$out")
-awk -v n="$n" -v wal="$wal" 'BEGIN {if (n > 0) printf "  WAL per acknowledged order: %.0f bytes\n", wal / n}'
-awk -v n="$n" -v t="$(getconf CLK_TCK)" -v rx=$((rx1 - rx0)) -v pg=$((pg1 - pg0)) -v la="$(cut -d' ' -f1-3 /proc/loadavg)" \
-  'BEGIN {if (n > 0) printf "  CPU per acknowledged order: ramexd %.0f us, PostgreSQL %.0f us (load average after: %s)\n", rx * 1e6 / t / n, pg * 1e6 / t / n, la}'
+# orders LOADGEN-ARGS...: one load, and what its orders cost.
+orders() {
+  local rx0 pg0 wal0 out rx1 pg1 wal n b0 c0 s0
+  rx0=$(cpu_rx) pg0=$(cpu_pg)
+  # WAL written while the load runs: what the rows of an order cost on disk
+  wal0=$(psql -qtA -d "$db" -c "SELECT pg_current_wal_lsn()")
+  read -r b0 c0 s0 < <(batches)
+  out=$("$loadgen" "$@")
+  rx1=$(cpu_rx) pg1=$(cpu_pg)
+  wal=$(psql -qtA -d "$db" -c "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '$wal0')::bigint")
+  echo "$out"
+  n=$(awk '{for (i = 1; i <= NF; i++) if ($i ~ /^[(][0-9]+$/) {gsub(/[(]/, "", $i); print $i; exit}}' <<<"$out")
+  awk -v n="$n" -v wal="$wal" 'BEGIN {if (n > 0) printf "  WAL per acknowledged order: %.0f bytes\n", wal / n}'
+  awk -v n="$n" -v t="$(getconf CLK_TCK)" -v rx=$((rx1 - rx0)) -v pg=$((pg1 - pg0)) -v la="$(cut -d' ' -f1-3 /proc/loadavg)" \
+    'BEGIN {if (n > 0) printf "  CPU per acknowledged order: ramexd %.0f us, PostgreSQL %.0f us (load average after: %s)\n", rx * 1e6 / t / n, pg * 1e6 / t / n, la}'
+  read -r b1 c1 s1 < <(batches)
+  awk -v b=$((b1 - b0)) -v c="$c1" -v c0="$c0" -v s="$s1" -v s0="$s0" \
+    'BEGIN {if (b > 0) printf "  group commit: %d batches, %.1f commands and %.2f ms from sending to COMMIT each\n", b, (c - c0) / b, (s - s0) * 1000 / b}'
+}
+# batches, commands and seconds to COMMIT so far (ramexd's /metrics)
+batches() {
+  curl -s "$url/metrics" | awk '/^ramex_batches_total/ {b=$2} /^ramex_batch_commands_total/ {c=$2} /^ramex_commit_seconds_total/ {s=$2} END {print b + 0, c + 0, s + 0}'
+}
+orders http "$port" "$trader" "$sell" "$buy" "$conns" "$secs"
+# The same orders, ten to a request (POST /v1/orders/batch): what the
+# exchange does when HTTP costs it and the load generator a tenth as much.
+orders batch "$port" "$trader" "$sell" "$buy" "$((conns / 8))" "$secs" 10
 psql -qtA -d "$db" -c "SELECT '  committed: ' || (SELECT count(*) FROM orders) || ' orders, ' || (SELECT count(*) FROM trades) || ' trades and contracts, ' || (SELECT count(*) FROM idempotency) || ' idempotency rows'"
-curl -s "$url/metrics" | awk '/^ramex_batches_total/ {b=$2} /^ramex_batch_commands_total/ {c=$2} /^ramex_commit_seconds_total/ {s=$3; s=$2} END {if (b) printf "  group commit: %d batches, %.1f commands and %.2f ms from sending to COMMIT each\n", b, c/b, s*1000/b}'
 # The HTTP edge and the load generator alone: GET /healthz does no work.
 "$loadgen" get "$port" /healthz "$conns" "$secs"
 kill "$pid"; wait "$pid"; pid=

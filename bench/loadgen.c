@@ -7,6 +7,10 @@
  *       so that the book stays small and about half the orders trade. Each
  *       order has a fresh client_order_id. Prints acknowledged orders per
  *       second and p50/p99/max latency of acknowledged orders.
+ *   loadgen batch PORT TOKEN SELL_ACCOUNT BUY_ACCOUNT CONNS SECONDS N
+ *       the same, but each request is POST /v1/orders/batch with N orders
+ *       (alternating sides): counts the orders answered 201, and gives
+ *       each the latency of its request.
  *   loadgen get PORT PATH CONNS SECONDS
  *       the same connections and loop, but GET PATH (a route that does no
  *       work, such as /healthz): what the HTTP edge and this generator
@@ -76,9 +80,9 @@ static void report(const char *what, long ok, long bad, double secs)
 
 struct conn {
 	int fd;
-	char out[1024];
+	char out[16384];
 	size_t outlen, outoff;
-	char in[8192];
+	char in[1 << 17];
 	size_t inlen;
 	int64_t t0;
 	long seq;
@@ -89,6 +93,7 @@ static const char *token;
 static long sell_acct, buy_acct;
 static int uniq;
 static const char *get_path; /* loadgen get: GET this instead */
+static int per_req = 1;      /* orders in each request (loadgen batch) */
 
 static void build(struct conn *c)
 {
@@ -102,23 +107,33 @@ static void build(struct conn *c)
 		c->t0 = now_ns();
 		return;
 	}
-	char body[256];
-	int buy = c->side;
-	int bl = snprintf(body, sizeof body,
-	                  "{\"market\":\"spot\",\"account_id\":%ld,\"side\":"
-	                  "\"%s\",\"pages\":256,\"price\":100000,"
-	                  "\"client_order_id\":\"lg%d-%d-%ld\"}",
-	                  buy ? buy_acct : sell_acct, buy ? "buy" : "sell",
-	                  uniq, c->fd, c->seq++);
+	char body[16000];
+	int bl = 0;
+	if (per_req > 1)
+		bl = snprintf(body, sizeof body, "{\"orders\":[");
+	for (int i = 0; i < per_req; i++) {
+		int buy = c->side;
+		bl += snprintf(body + bl, sizeof body - (size_t)bl,
+		               "%s{\"market\":\"spot\",\"account_id\":%ld,"
+		               "\"side\":\"%s\",\"pages\":256,\"price\":"
+		               "100000,\"client_order_id\":\"lg%d-%d-%ld\"}",
+		               i ? "," : "", buy ? buy_acct : sell_acct,
+		               buy ? "buy" : "sell", uniq, c->fd, c->seq++);
+		if (per_req > 1)
+			c->side = !c->side;
+	}
+	if (per_req > 1)
+		bl += snprintf(body + bl, sizeof body - (size_t)bl, "]}");
 	c->outlen = (size_t)snprintf(
 	    c->out, sizeof c->out,
-	    "POST /v1/orders HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: "
+	    "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: "
 	    "Bearer %s\r\nContent-Type: application/json\r\nContent-Length: "
 	    "%d\r\n\r\n%s",
-	    token, bl, body);
+	    per_req > 1 ? "/v1/orders/batch" : "/v1/orders", token, bl, body);
 	c->outoff = 0;
 	c->inlen = 0;
-	c->side = !c->side;
+	if (per_req == 1)
+		c->side = !c->side;
 	c->t0 = now_ns();
 }
 
@@ -154,11 +169,20 @@ static int dial(int port)
 static int run_http(int argc, char **argv)
 {
 	bool get = strcmp(argv[1], "get") == 0;
-	if (argc != (get ? 6 : 8)) {
+	bool bat = strcmp(argv[1], "batch") == 0;
+	if (argc != (get ? 6 : bat ? 9 : 8)) {
 		fprintf(stderr, "usage: loadgen http PORT TOKEN SELL BUY CONNS "
-		                "SECONDS | loadgen get PORT PATH CONNS "
+		                "SECONDS | loadgen batch PORT TOKEN SELL BUY "
+		                "CONNS SECONDS N | loadgen get PORT PATH CONNS "
 		                "SECONDS\n");
 		return 2;
+	}
+	if (bat) {
+		per_req = atoi(argv[8]);
+		if (per_req < 2 || per_req > 100) {
+			fprintf(stderr, "loadgen: N must be 2 to 100\n");
+			return 2;
+		}
 	}
 	int port = atoi(argv[2]);
 	int n;
@@ -174,7 +198,7 @@ static int run_http(int argc, char **argv)
 		n = atoi(argv[6]);
 		secs = atof(argv[7]);
 	}
-	int ok_status = get ? 200 : 201;
+	int ok_status = get ? 200 : bat ? 200 : 201;
 	uniq = (int)getpid();
 	if (n < 1 || n > MAX_CONNS)
 		return 2;
@@ -219,7 +243,22 @@ static int run_http(int argc, char **argv)
 				int st = complete(c);
 				if (!st)
 					continue;
-				if (st == ok_status) {
+				int good = st == ok_status;
+				if (good && bat) { /* the orders answered 201 */
+					int placed = 0;
+					for (char *q =
+					         strstr(c->in, "\r\n\r\n");
+					     (q = strstr(q, "{\"status\":"));
+					     q += 10)
+						if (strncmp(q + 10, "201", 3) ==
+						    0)
+							placed++;
+					for (int j = 0; j < placed; j++)
+						if (nlat < MAX_SAMPLES)
+							lat[nlat++] = t - c->t0;
+					ok += placed;
+					bad += per_req - placed;
+				} else if (good) {
 					ok++;
 					if (nlat < MAX_SAMPLES)
 						lat[nlat++] = t - c->t0;
@@ -251,9 +290,12 @@ static int run_http(int argc, char **argv)
 	}
 	double took = (now_ns() - start) / 1e9;
 	char what[64];
-	snprintf(what, sizeof what,
-	         "%s, %d connections:", get ? "GET (no work)" : "ramexd HTTP",
-	         n);
+	if (bat)
+		snprintf(what, sizeof what,
+		         "ramexd HTTP, batches of %d, %d conns:", per_req, n);
+	else
+		snprintf(what, sizeof what, "%s, %d connections:",
+		         get ? "GET (no work)" : "ramexd HTTP", n);
 	report(what, ok, bad, took);
 	return 0;
 }
@@ -341,11 +383,12 @@ int main(int argc, char **argv)
 	if (!lat)
 		return 1;
 	if (argc > 1 &&
-	    (strcmp(argv[1], "http") == 0 || strcmp(argv[1], "get") == 0))
+	    (strcmp(argv[1], "http") == 0 || strcmp(argv[1], "get") == 0 ||
+	     strcmp(argv[1], "batch") == 0))
 		return run_http(argc, argv);
 	if (argc > 1 && strcmp(argv[1], "pg") == 0)
 		return run_pg(argc, argv);
-	fprintf(stderr, "usage: loadgen http ... | loadgen get ... | loadgen "
-	                "pg ...\n");
+	fprintf(stderr, "usage: loadgen http ... | loadgen batch ... | loadgen "
+	                "get ... | loadgen pg ...\n");
 	return 2;
 }
