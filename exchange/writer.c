@@ -522,13 +522,16 @@ static int connect_db(struct writer *w, char *err, size_t errlen)
  * the batch's keys to every order with a client order id by hash (a scan
  * of them all per batch, 92 us an order after a minute), so hash and merge
  * joins are off too, leaving the nested loop of index lookups by key that
- * every statement here means. */
+ * every statement here means. JIT is off: it never pays for a handful of
+ * rows, and a scan the settings above penalise (the rebuild's, or the
+ * retry's search for a contract written before 0010) looks costly enough
+ * to compile, which a generic plan would then do at every execution. */
 static int tune_session(PGconn *c, char *err, size_t errlen)
 {
 	PGresult *r =
 	    PQexec(c, "SET enable_seqscan = off; SET enable_hashjoin = "
 	              "off; SET enable_mergejoin = off; SET "
-	              "plan_cache_mode = force_generic_plan");
+	              "plan_cache_mode = force_generic_plan; SET jit = off");
 	bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
 	if (!ok)
 		snprintf(err, errlen, "could not set up the session: %s",
