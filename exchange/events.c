@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/log.h"
 #include "exchange/auth.h"
 #include "exchange/metrics.h"
 
@@ -99,8 +100,9 @@ struct events *events_new(int max_clients, int keepalive_s)
 	if (pthread_create(&e->ticker, NULL, ticker, e) == 0)
 		e->ticker_running = 1;
 	else
-		fprintf(stderr, "events: no keep-alive ticker (out of "
-		                "threads); quiet streams get no keep-alives\n");
+		log_warn("no keep-alive ticker for the event streams",
+		         "err=\"out of threads\" effect=\"quiet streams get no "
+		         "keep-alive comments\"");
 	return e;
 }
 
