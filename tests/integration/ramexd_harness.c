@@ -405,3 +405,36 @@ void rxh_world(struct rxh *h, struct rxh_world *w)
 	        "\"breach_penalty\":5000,\"delivery_deadline_s\":600}",
 	        NULL);
 }
+
+static size_t sse_data(char *p, size_t sz, size_t n, void *ud)
+{
+	struct rxh_sse *s = ud;
+	size_t k = sz * n;
+	if (s->n + k < sizeof s->buf) {
+		memcpy(s->buf + s->n, p, k);
+		s->n += k;
+		s->buf[s->n] = 0;
+	}
+	__atomic_store_n(&s->connected, 1, __ATOMIC_SEQ_CST);
+	return s->until && strstr(s->buf, s->until) ? 0 : k;
+}
+
+void *rxh_sse_run(void *arg)
+{
+	struct rxh_sse *s = arg;
+	char url[128], auth[128];
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/events", s->h->port);
+	snprintf(auth, sizeof auth, "Authorization: Bearer %s", s->token);
+	CURL *c = curl_easy_init();
+	struct curl_slist *hl = curl_slist_append(NULL, auth);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sse_data);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_perform(c);
+	curl_easy_cleanup(c);
+	curl_slist_free_all(hl);
+	return NULL;
+}

@@ -58,6 +58,20 @@ long rxh_call_signed(struct rxh *h, const char *method, const char *path,
                      const char *key_id, const char *secret, const char *body,
                      int64_t ts, const char *nonce, struct rxh_resp *r);
 void rxh_resp_free(struct rxh_resp *r);
+
+/* A listener on GET /v1/events, for a thread of its own: rxh_sse_run
+ * (pthread_create's signature) reads the stream into buf until the text
+ * holds `until` (NULL: until the server ends it, or 60 s). `connected` is
+ * set (atomically) once the first bytes came. */
+struct rxh_sse {
+	struct rxh *h;
+	const char *token; /* bearer */
+	const char *until;
+	char buf[32768];
+	size_t n;
+	int connected;
+};
+void *rxh_sse_run(void *sse);
 /* A header of the response, or NULL. Copies into buf. */
 const char *rxh_header(const struct rxh_resp *r, const char *name, char *buf,
                        size_t len);

@@ -117,48 +117,6 @@ static void expect_state(struct rxh *h, const char *tok, int64_t id,
 
 /* --- the event stream ---------------------------------------------------- */
 
-struct sse {
-	struct rxh *h;
-	const char *token;
-	const char *until; /* ends the stream once the text holds this */
-	char buf[32768];
-	size_t n;
-	int connected;
-};
-
-static size_t sse_data(char *p, size_t sz, size_t n, void *ud)
-{
-	struct sse *s = ud;
-	size_t k = sz * n;
-	if (s->n + k < sizeof s->buf) {
-		memcpy(s->buf + s->n, p, k);
-		s->n += k;
-		s->buf[s->n] = 0;
-	}
-	__atomic_store_n(&s->connected, 1, __ATOMIC_SEQ_CST);
-	return strstr(s->buf, s->until) ? 0 : k;
-}
-
-static void *sse_run(void *arg)
-{
-	struct sse *s = arg;
-	char url[128], auth[128];
-	snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/events", s->h->port);
-	snprintf(auth, sizeof auth, "Authorization: Bearer %s", s->token);
-	CURL *c = curl_easy_init();
-	struct curl_slist *hl = curl_slist_append(NULL, auth);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sse_data);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_perform(c);
-	curl_easy_cleanup(c);
-	curl_slist_free_all(hl);
-	return NULL;
-}
-
 /* --- tests --------------------------------------------------------------- */
 
 START_TEST(deliver_retry_parties_states_and_events)
@@ -194,11 +152,11 @@ START_TEST(deliver_retry_parties_states_and_events)
 	rxh_resp_free(&r);
 
 	/* the seller's node delivers, while its team's trader listens */
-	struct sse sub = {.h = &h,
-	                  .token = w.trader_token,
-	                  .until = "\"event\":\"delivered\""};
+	struct rxh_sse sub = {.h = &h,
+	                      .token = w.trader_token,
+	                      .until = "\"event\":\"delivered\""};
 	pthread_t th;
-	pthread_create(&th, NULL, sse_run, &sub);
+	pthread_create(&th, NULL, rxh_sse_run, &sub);
 	for (int i = 0; i < 250 && !__atomic_load_n(&sub.connected, 0); i++)
 		usleep(20000);
 	ck_assert_int_eq(move(&h, c1, "deliver", NULL, w.key_a, w.secret_a,

@@ -40,50 +40,6 @@ static long place(struct rxh *h, const char *tok, int64_t acct,
 
 /* --- event streams -------------------------------------------------------- */
 
-struct sse {
-	struct rxh *h;
-	const char *token;
-	char buf[16384];
-	size_t n;
-	int connected, done;
-};
-
-static size_t sse_data(char *p, size_t sz, size_t n, void *ud)
-{
-	struct sse *s = ud;
-	size_t k = sz * n;
-	if (s->n + k < sizeof s->buf) {
-		memcpy(s->buf + s->n, p, k);
-		s->n += k;
-		s->buf[s->n] = 0;
-	}
-	__atomic_store_n(&s->connected, 1, __ATOMIC_SEQ_CST);
-	if (strstr(s->buf, "event: contract"))
-		return 0; /* seen what we waited for */
-	return k;
-}
-
-static void *sse_run(void *arg)
-{
-	struct sse *s = arg;
-	char url[128], auth[128];
-	snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/events", s->h->port);
-	snprintf(auth, sizeof auth, "Authorization: Bearer %s", s->token);
-	CURL *c = curl_easy_init();
-	struct curl_slist *hl = curl_slist_append(NULL, auth);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sse_data);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_perform(c);
-	curl_easy_cleanup(c);
-	curl_slist_free_all(hl);
-	__atomic_store_n(&s->done, 1, __ATOMIC_SEQ_CST);
-	return NULL;
-}
-
 #define STREAMS 6
 #define PLACERS 24
 
@@ -113,7 +69,7 @@ START_TEST(streams_and_waiting_orders_hold_no_thread)
 	struct rxh h;
 	struct rxh_world w;
 	struct rxh_resp r;
-	static struct sse s[STREAMS];
+	static struct rxh_sse s[STREAMS];
 	pthread_t st[STREAMS], pt[PLACERS];
 	struct placer pl[PLACERS];
 	/* one epoll thread and one worker: a thread per stream or per
@@ -125,7 +81,8 @@ START_TEST(streams_and_waiting_orders_hold_no_thread)
 		memset(&s[i], 0, sizeof s[i]);
 		s[i].h = &h;
 		s[i].token = i % 2 ? w.trader_token : w.op_token;
-		pthread_create(&st[i], NULL, sse_run, &s[i]);
+		s[i].until = "event: contract";
+		pthread_create(&st[i], NULL, rxh_sse_run, &s[i]);
 	}
 	for (int i = 0; i < 500; i++) {
 		int all = 1;

@@ -1076,63 +1076,21 @@ END_TEST
 
 /* --- the event stream ----------------------------------------------------- */
 
-struct sse {
-	struct rxh *h;
-	const char *token;
-	char buf[16384];
-	size_t n;
-	int connected;
-};
-
-static size_t sse_data(char *p, size_t sz, size_t n, void *ud)
-{
-	struct sse *s = ud;
-	size_t k = sz * n;
-	if (s->n + k < sizeof s->buf) {
-		memcpy(s->buf + s->n, p, k);
-		s->n += k;
-		s->buf[s->n] = 0;
-	}
-	__atomic_store_n(&s->connected, 1, __ATOMIC_SEQ_CST);
-	if (strstr(s->buf, "event: contract"))
-		return 0; /* seen what we waited for: end the stream */
-	return k;
-}
-
-static void *sse_run(void *arg)
-{
-	struct sse *s = arg;
-	char url[128], auth[128];
-	snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/events", s->h->port);
-	snprintf(auth, sizeof auth, "Authorization: Bearer %s", s->token);
-	CURL *c = curl_easy_init();
-	struct curl_slist *hl = curl_slist_append(NULL, auth);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sse_data);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_perform(c);
-	curl_easy_cleanup(c);
-	curl_slist_free_all(hl);
-	return NULL;
-}
-
 START_TEST(events_reach_the_right_subscribers)
 {
 	struct rxh h;
 	struct rxh_world w;
 	struct rxh_resp r;
-	struct sse mine = {0}, other = {0};
+	struct rxh_sse mine = {0}, other = {0};
 	pthread_t t1, t2;
 	rxh_start(&h, "ramex_t_rxd_sse", "--sse_keepalive_s=1");
 	rxh_world(&h, &w);
 	mine.h = other.h = &h;
-	mine.token = w.trader_token;   /* team of node a */
+	mine.token = w.trader_token; /* team of node a */
+	mine.until = other.until = "event: contract";
 	other.token = w.trader2_token; /* another team */
-	pthread_create(&t1, NULL, sse_run, &mine);
-	pthread_create(&t2, NULL, sse_run, &other);
+	pthread_create(&t1, NULL, rxh_sse_run, &mine);
+	pthread_create(&t2, NULL, rxh_sse_run, &other);
 	for (int i = 0; i < 200 && !(__atomic_load_n(&mine.connected, 0) &&
 	                             __atomic_load_n(&other.connected, 0));
 	     i++)
