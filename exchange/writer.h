@@ -4,7 +4,9 @@
  *
  * HTTP handlers fill a struct writer_cmd and call writer_submit, which
  * blocks until the command's batch has committed (synchronous_commit on) or
- * failed; only then does the handler answer. In one batch the writer:
+ * failed, or writer_submit_async, which calls back then (the order routes,
+ * whose requests wait parked); only then is the command answered. In one
+ * batch the writer:
  *
  *   1. answers reads of the books (depth) and creates markets;
  *   2. looks up every idempotency key of the batch in one query: a key seen
