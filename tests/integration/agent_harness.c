@@ -8,12 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/integration/ramexd_harness.h"
 #include "tests/integration/testdb.h"
 
 const char *agh_out_dir(void)
@@ -106,23 +106,7 @@ void agh_start(struct agh_agent *a)
 	for (int i = 0; i < a->nargs; i++)
 		argv[n++] = a->args[i];
 	argv[n] = NULL;
-	pid_t parent = getpid();
-	pid_t pid = fork();
-	ck_assert_msg(pid >= 0, "fork failed");
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(1);
-		int fd = open(a->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		setenv("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=0", 1);
-		execv(bin, argv);
-		_exit(127);
-	}
-	a->pid = pid;
+	a->pid = rxh_spawn(bin, argv, a->log);
 }
 
 int agh_signal(struct agh_agent *a, int sig)

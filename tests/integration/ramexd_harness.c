@@ -60,6 +60,28 @@ static void bootstrap_token(struct rxh *h)
 	              h->log);
 	h->admin[strcspn(h->admin, "\n")] = 0;
 }
+pid_t rxh_spawn(const char *bin, char *const argv[], const char *log)
+{
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	ck_assert_msg(pid >= 0, "fork failed");
+	if (pid == 0) {
+		/* Die with the test process, even when it dies by a failed
+		 * assertion. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1);
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		setenv("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=0", 1);
+		execv(bin, argv);
+		_exit(127);
+	}
+	return pid;
+}
 
 static void spawn(struct rxh *h)
 {
@@ -84,25 +106,7 @@ static void spawn(struct rxh *h)
 		argv[argc++] = t;
 	argv[argc] = NULL;
 
-	pid_t parent = getpid();
-	pid_t pid = fork();
-	ck_assert_msg(pid >= 0, "fork failed");
-	if (pid == 0) {
-		/* Die with the test process, even when it dies by a failed
-		 * assertion. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(1);
-		int fd = open(h->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		setenv("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=0", 1);
-		execv(bin, argv);
-		_exit(127);
-	}
-	h->pid = pid;
+	h->pid = rxh_spawn(bin, argv, h->log);
 	h->starts++;
 	/* Wait for the port file, then for readiness. */
 	for (int i = 0; i < 600; i++) {
@@ -114,7 +118,7 @@ static void spawn(struct rxh *h)
 				break;
 		}
 		int st;
-		if (waitpid(pid, &st, WNOHANG) == pid) {
+		if (waitpid(h->pid, &st, WNOHANG) == h->pid) {
 			h->pid = 0;
 			ck_abort_msg("ramexd exited at start; see %s", h->log);
 		}

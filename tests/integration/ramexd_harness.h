@@ -59,6 +59,13 @@ long rxh_call_signed(struct rxh *h, const char *method, const char *path,
                      int64_t ts, const char *nonce, struct rxh_resp *r);
 void rxh_resp_free(struct rxh_resp *r);
 
+/* Starts bin (argv[0] is its name) as a child bound to this test process:
+ * it gets SIGKILL when the test dies (PR_SET_PDEATHSIG), even by a failed
+ * assertion, so none is left behind. Its stdout and stderr are appended to
+ * `log`; LeakSanitizer is off. Returns its pid; fails the test when fork
+ * does. */
+pid_t rxh_spawn(const char *bin, char *const argv[], const char *log);
+
 /* A listener on GET /v1/events, for a thread of its own: rxh_sse_run
  * (pthread_create's signature) reads the stream into buf until the text
  * holds `until` (NULL: until the server ends it, or 60 s). `connected` is
