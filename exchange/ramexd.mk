@@ -50,6 +50,11 @@ $(call integration_test,test_http_edge,tests/integration/test_http_edge.c \
   $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
 $(BUILD)/san/bin/test_http_edge: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_http_edge: | $(BUILD)/san/bin/ramexd
+# The writer's pipeline of batches: a failed one and those after it.
+$(call integration_test,test_writer,tests/integration/test_writer.c \
+  $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
+$(BUILD)/san/bin/test_writer: | $(BUILD)/san/bin/ramexd
+$(BUILD)/bin/test_writer: | $(BUILD)/san/bin/ramexd
 RAMEXD_TEST_LIB := $(filter-out common/sign.c,$(RAMEXD_LIB))
 $(call integration_test,test_ramexd_api,tests/integration/test_ramexd_api.c \
   $(RAMEXD_HARNESS) $(RAMEXD_TEST_LIB),libcurl $(RAMEXD_PKGS))

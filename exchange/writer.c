@@ -156,8 +156,10 @@ static void vec_grow(void **v, size_t *cap, size_t elem)
 struct writer {
 	struct writer_opts o;
 	char conninfo[512];
-	PGconn *conn;  /* the batches' transactions, pipelined */
-	PGconn *lconn; /* lookups while a batch is in flight on conn */
+	/* the batches' transactions, pipelined: two, so that a batch's
+	 * inserts run while the one before it commits (struct flight) */
+	PGconn *conn[2];
+	PGconn *lconn; /* lookups while batches are in flight on conn */
 	pthread_t th;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -341,7 +343,7 @@ static void free_books(struct writer *w)
 
 static int load_accounts(struct writer *w, char *err, size_t errlen)
 {
-	PGresult *r = db_exec(w->conn, PGRES_TUPLES_OK,
+	PGresult *r = db_exec(w->conn[0], PGRES_TUPLES_OK,
 	                      "SELECT id, kind, coalesce(team_id, 0) FROM "
 	                      "accounts",
 	                      0, NULL, err, errlen);
@@ -410,7 +412,7 @@ static int next_id(struct writer *w, const char *table, uint64_t *out,
 	snprintf(sql, sizeof sql, "SELECT coalesce(max(id), 0) + 1 FROM %s",
 	         table); /* table is one of ours, never input */
 	PGresult *r =
-	    db_exec(w->conn, PGRES_TUPLES_OK, sql, 0, NULL, err, errlen);
+	    db_exec(w->conn[0], PGRES_TUPLES_OK, sql, 0, NULL, err, errlen);
 	if (!r)
 		return -1;
 	*out = (uint64_t)db_int(r, 0, 0);
@@ -426,7 +428,7 @@ static int load_all(struct writer *w, char *err, size_t errlen)
 	free_books(w);
 	if (load_accounts(w, err, errlen) < 0)
 		return -1;
-	r = db_exec(w->conn, PGRES_TUPLES_OK,
+	r = db_exec(w->conn[0], PGRES_TUPLES_OK,
 	            "SELECT " MARKET_COLS " FROM markets ORDER BY id", 0, NULL,
 	            err, errlen);
 	if (!r)
@@ -435,7 +437,7 @@ static int load_all(struct writer *w, char *err, size_t errlen)
 		if (add_market(w, r, i, err, errlen) < 0)
 			goto fail;
 	PQclear(r);
-	r = db_exec(w->conn, PGRES_TUPLES_OK,
+	r = db_exec(w->conn[0], PGRES_TUPLES_OK,
 	            "SELECT o.id, o.market_id, o.account_id, o.side, o.tif, "
 	            "o.stp, o.post_only, o.price, o.remaining, "
 	            "coalesce(o.expires_ns, 0) FROM orders o WHERE o.status = "
@@ -491,18 +493,19 @@ static int prepare_stmts(PGconn *c, char *err, size_t errlen);
 static int prepare_lookups(PGconn *c, char *err, size_t errlen);
 static int tune_session(PGconn *c, char *err, size_t errlen);
 
-static int connect_db(struct writer *w, char *err, size_t errlen)
+static int connect_db(struct writer *w, int i, char *err, size_t errlen)
 {
-	if (w->conn)
-		PQfinish(w->conn);
-	w->conn = db_connect(w->conninfo, err, errlen);
-	if (!w->conn)
+	PGconn **c = &w->conn[i];
+	if (*c)
+		PQfinish(*c);
+	*c = db_connect(w->conninfo, err, errlen);
+	if (!*c)
 		return -1;
-	if (db_check_durable(w->conn, err, errlen) < 0 ||
-	    tune_session(w->conn, err, errlen) < 0 ||
-	    prepare_stmts(w->conn, err, errlen) < 0) {
-		PQfinish(w->conn);
-		w->conn = NULL;
+	if (db_check_durable(*c, err, errlen) < 0 ||
+	    tune_session(*c, err, errlen) < 0 ||
+	    prepare_stmts(*c, err, errlen) < 0) {
+		PQfinish(*c);
+		*c = NULL;
 		return -1;
 	}
 	return 0;
@@ -2000,20 +2003,41 @@ static int prepare_stmts(PGconn *c, char *err, size_t errlen)
 }
 
 /*
- * A batch on its way to PostgreSQL. The writer sends batch N's transaction
- * in pipeline mode and, while PostgreSQL works on it and waits for the WAL
- * flush, takes and applies batch N+1 (the lookups of N+1 go to lconn, which
- * sees only what is committed). N+1 is sent only after N's COMMIT came back:
- * when N failed, N+1 is failed too (it was applied on top of N) and the
- * books are rebuilt, exactly as for a failed batch alone.
+ * A batch on its way to PostgreSQL. Up to three are under way at once:
+ *
+ *   committing  its whole transaction is sent, on one of the two writer
+ *               connections, and its COMMIT is awaited;
+ *   open        on the other connection, BEGIN and its INSERTs are sent, so
+ *               that PostgreSQL runs them (on a second backend, so on the
+ *               second core) while the batch before it commits; its UPDATEs
+ *               and COMMIT are sent once that COMMIT is back;
+ *   gathering   the commands that keep arriving are applied to the books
+ *               (their lookups on lconn, which sees only what is
+ *               committed); it is sent, and opens, when the open one moves
+ *               on to committing.
+ *
+ * The UPDATEs wait because they touch rows that an earlier batch may have
+ * inserted or changed: before that commits they would find nothing (an
+ * insert not yet visible to them) or wait on its row locks. The INSERTs
+ * touch only new rows: ids come from the writer's counters, and a command
+ * whose idempotency key or client order id a batch in flight holds waits
+ * for a later batch (idem_lookup). Batches commit in the order they were
+ * applied. When one fails, the open one is rolled back and the gathering
+ * one failed, since both were applied on top of it, and the books are
+ * rebuilt, exactly as for a failed batch alone.
  */
 struct flight {
 	struct writer_cmd **cmds;
 	int n;
 	struct batch b;
-	struct keyset keys; /* its idempotency keys, for the next batch */
+	struct keyset keys; /* its idempotency keys, held back from others */
 	struct writer_cmd *deferred;
-	int nsent;  /* statements sent, BEGIN and COMMIT included */
+	PGconn *conn; /* where it is sent; NULL before */
+	bool piped;   /* in pipeline mode on conn: its results are to read */
+	bool synced;  /* its sync was sent */
+	int nsent;    /* statements sent, BEGIN and COMMIT included */
+	char *par[WSTMTS][COLS_MAX]; /* parameters of statements not sent */
+	size_t rows[WSTMTS];
 	bool ok;    /* false: not committed (err says why) */
 	bool down;  /* not committed because PostgreSQL is away */
 	bool pause; /* PostgreSQL unusable: wait a little before the next */
@@ -2022,25 +2046,33 @@ struct flight {
 	char err[512];
 };
 
-/* Sends the batch's transaction (pipeline mode, one sync) without waiting
- * for it. f->nsent == 0 when there was nothing to write. */
-static void send_batch(struct writer *w, struct flight *f)
+/* What send_batch sends: BEGIN and the INSERTs (w_ins_*, w_idem), or the
+ * rest (the UPDATEs), COMMIT and the sync; a whole batch is both. */
+enum { SEND_OPEN = 1, SEND_CLOSE = 2 };
+
+static int stmt_part(int i)
+{
+	return i == 1 || i == 4 ? SEND_CLOSE : SEND_OPEN;
+}
+
+/* Turns the batch's rows into each statement's parameters (f->par), and
+ * notes the seq each market it touched reaches. Returns how many
+ * statements have rows: 0 when there is nothing to write (all replays,
+ * reads or refusals). */
+static int build_batch(struct writer *w, struct flight *f)
 {
 	struct batch *b = &f->b;
 	/* 0 new orders, 1 order updates, 2 trades, 3 contracts, 4 seqs; the
 	 * idempotency rows (5) were collected as the commands ran */
 	struct colset cs[5];
-	char *par[WSTMTS][COLS_MAX];
-	size_t rows[WSTMTS];
 	int n = 0;
 
 	memset(cs, 0, sizeof cs);
-	memset(par, 0, sizeof par);
 	for (int i = 0; i < w->nm; i++) {
-		f->seq[i] = w->m[i].seq_saved;
-		if (b->touched[i] &&
-		    book_seq(w->m[i].book) != w->m[i].seq_saved) {
-			f->seq[i] = book_seq(w->m[i].book);
+		f->seq[i] = book_seq(w->m[i].book);
+		/* seq_saved may be behind a batch still in flight: then this
+		 * writes a seq already written, which is harmless */
+		if (b->touched[i] && f->seq[i] != w->m[i].seq_saved) {
 			col_i(&cs[4], 0, w->m[i].id);
 			col_i(&cs[4], 1, (int64_t)f->seq[i]);
 			cs[4].rows++;
@@ -2054,73 +2086,116 @@ static void send_batch(struct writer *w, struct flight *f)
 		crow_cols(&cs[3], &b->contracts.v[i]);
 	for (int i = 0; i < WSTMTS; i++) {
 		struct colset *c = i < 5 ? &cs[i] : &b->idem;
-		rows[i] = c->rows;
-		if (rows[i])
-			cols_take(c, wstmts[i].ncol, par[i]);
-		n += rows[i] > 0;
+		f->rows[i] = c->rows;
+		if (f->rows[i])
+			cols_take(c, wstmts[i].ncol, f->par[i]);
+		n += f->rows[i] > 0;
 	}
-
-	f->nsent = 0;
-	if (n == 0) /* nothing to write (all replays, reads or refusals) */
-		goto out;
-	clock_gettime(CLOCK_MONOTONIC, &f->t0);
-	if (!PQenterPipelineMode(w->conn)) {
-		snprintf(f->err, sizeof f->err,
-		         "could not enter pipeline mode: %s",
-		         PQerrorMessage(w->conn));
-		f->ok = false;
-		goto out;
-	}
-	bool sent =
-	    PQsendQueryParams(w->conn, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
-	f->nsent += sent;
-	for (int i = 0; sent && i < WSTMTS; i++) {
-		if (!rows[i])
-			continue;
-		sent = PQsendQueryPrepared(
-		    w->conn, wstmts[i].name, wstmts[i].ncol,
-		    (const char *const *)par[i], NULL, NULL, 0);
-		f->nsent += sent;
-	}
-	if (sent) {
-		sent = PQsendQueryParams(w->conn, "COMMIT", 0, NULL, NULL, NULL,
-		                         NULL, 0);
-		f->nsent += sent;
-	}
-	if (!sent) {
-		snprintf(f->err, sizeof f->err, "could not send: %s",
-		         PQerrorMessage(w->conn));
-		f->ok = false;
-	}
-	if (!PQpipelineSync(w->conn) && f->ok) {
-		snprintf(f->err, sizeof f->err, "could not send: %s",
-		         PQerrorMessage(w->conn));
-		f->ok = false;
-	}
-	if (f->nsent == 0) {
-		PQexitPipelineMode(w->conn);
-		f->nsent = -1; /* nothing to read, but it failed */
-	}
-out:
-	for (int i = 0; i < WSTMTS; i++)
-		for (int k = 0; k < COLS_MAX; k++)
-			free(par[i][k]);
 	for (int i = 0; i < 5; i++)
 		for (int k = 0; k < COLS_MAX; k++)
 			pgarr_free(&cs[i].c[k]);
+	return n;
 }
 
-/* Waits for the results of a sent batch: f->ok when it committed. */
+static void free_params(struct flight *f, int part)
+{
+	for (int i = 0; i < WSTMTS; i++) {
+		if (!(stmt_part(i) & part))
+			continue;
+		for (int k = 0; k < COLS_MAX; k++) {
+			free(f->par[i][k]);
+			f->par[i][k] = NULL;
+		}
+		f->rows[i] = 0;
+	}
+}
+
+/* Sends a part of the built batch on f->conn, in pipeline mode, without
+ * waiting for it. Whatever fails leaves f->ok false and f->err set;
+ * finish_batch then reads back what was sent and rolls it back. */
+static void send_batch(struct flight *f, int part)
+{
+	PGconn *c = f->conn;
+	bool sent = f->ok;
+	if ((part & SEND_OPEN) && sent) {
+		clock_gettime(CLOCK_MONOTONIC, &f->t0);
+		if (!PQenterPipelineMode(c)) {
+			snprintf(f->err, sizeof f->err,
+			         "could not enter pipeline mode: %s",
+			         PQerrorMessage(c));
+			f->ok = false;
+			goto out;
+		}
+		f->piped = true;
+		sent =
+		    PQsendQueryParams(c, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
+		f->nsent += sent;
+	}
+	for (int i = 0; sent && i < WSTMTS; i++) {
+		if (!f->rows[i] || !(stmt_part(i) & part))
+			continue;
+		sent = PQsendQueryPrepared(c, wstmts[i].name, wstmts[i].ncol,
+		                           (const char *const *)f->par[i], NULL,
+		                           NULL, 0);
+		f->nsent += sent;
+	}
+	if ((part & SEND_CLOSE) && sent) {
+		sent = PQsendQueryParams(c, "COMMIT", 0, NULL, NULL, NULL, NULL,
+		                         0);
+		f->nsent += sent;
+	}
+	if (!sent && f->ok) {
+		snprintf(f->err, sizeof f->err, "could not send: %s",
+		         PQerrorMessage(c));
+		f->ok = false;
+	}
+	if (!f->piped)
+		goto out;
+	if (part & SEND_CLOSE) {
+		f->synced = PQpipelineSync(c);
+		if (!f->synced && f->ok) {
+			snprintf(f->err, sizeof f->err, "could not send: %s",
+			         PQerrorMessage(c));
+			f->ok = false;
+		}
+	} else if (PQflush(c) != 0 && f->ok) {
+		/* in pipeline mode libpq keeps small queries in its buffer:
+		 * the open part must reach PostgreSQL now, to run now */
+		snprintf(f->err, sizeof f->err, "could not send: %s",
+		         PQerrorMessage(c));
+		f->ok = false;
+	}
+out:
+	free_params(f, f->ok ? part : SEND_OPEN | SEND_CLOSE);
+	f->err[strcspn(f->err, "\n")] = 0;
+}
+
+/* Waits for the results of a sent batch (sending its sync first when it
+ * was only opened, as when the batch before it failed): f->ok when it
+ * committed. */
 static void finish_batch(struct writer *w, struct flight *f)
 {
+	PGconn *c = f->conn;
 	bool ok = f->ok;
+	free_params(f, SEND_OPEN | SEND_CLOSE);
+	if (!f->piped)
+		goto out;
+	if (!f->synced)
+		f->synced = PQpipelineSync(c);
+	if (!f->synced) {
+		if (ok)
+			snprintf(f->err, sizeof f->err, "connection lost: %s",
+			         PQerrorMessage(c));
+		ok = false;
+		goto unpipe;
+	}
 	for (int i = 0; i < f->nsent; i++) {
-		PGresult *r = PQgetResult(w->conn);
+		PGresult *r = PQgetResult(c);
 		if (!r) {
 			if (ok)
 				snprintf(f->err, sizeof f->err,
 				         "connection lost: %s",
-				         PQerrorMessage(w->conn));
+				         PQerrorMessage(c));
 			ok = false;
 			break;
 		}
@@ -2134,14 +2209,14 @@ static void finish_batch(struct writer *w, struct flight *f)
 			ok = false;
 		}
 		PQclear(r);
-		while ((r = PQgetResult(w->conn)))
+		while ((r = PQgetResult(c)))
 			PQclear(r); /* the NULL that ends each query */
 	}
 	/* read up to and including the sync */
 	for (;;) {
-		PGresult *r = PQgetResult(w->conn);
+		PGresult *r = PQgetResult(c);
 		if (!r) {
-			if (db_broken(w->conn))
+			if (db_broken(c))
 				break;
 			continue;
 		}
@@ -2150,18 +2225,22 @@ static void finish_batch(struct writer *w, struct flight *f)
 		if (st == PGRES_PIPELINE_SYNC)
 			break;
 	}
-	PQexitPipelineMode(w->conn);
-	if (!ok && !db_broken(w->conn))
-		PQclear(PQexec(w->conn, "ROLLBACK"));
+unpipe:
+	PQexitPipelineMode(c);
+	if (!ok && !db_broken(c))
+		PQclear(PQexec(c, "ROLLBACK")); /* an open one, or a failed */
+	f->piped = false;
+out:
 	f->ok = ok;
-	if (ok) {
+	if (ok && f->nsent > 0) {
 		struct timespec t1;
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		metrics_batch(f->n,
 		              (int64_t)(t1.tv_sec - f->t0.tv_sec) * 1000000000 +
 		                  (t1.tv_nsec - f->t0.tv_nsec));
 		for (int i = 0; i < w->nm; i++)
-			w->m[i].seq_saved = f->seq[i];
+			if (f->b.touched[i])
+				w->m[i].seq_saved = f->seq[i];
 	}
 }
 
@@ -2247,7 +2326,7 @@ static void publish(struct writer *w, struct batch *b)
 	}
 }
 
-/* Only while no batch is in flight: conn is then idle. */
+/* Only while no batch is in flight: both connections are then idle. */
 static bool db_usable(struct writer *w)
 {
 	char err[512];
@@ -2261,10 +2340,13 @@ static bool db_usable(struct writer *w)
 			return false;
 		}
 	}
-	if (!db_broken(w->conn) && !w->need_rebuild)
+	if (!db_broken(w->conn[0]) && !db_broken(w->conn[1]) &&
+	    !w->need_rebuild)
 		return true;
-	if (db_broken(w->conn)) {
-		if (connect_db(w, err, sizeof err) < 0) {
+	for (int i = 0; i < 2; i++) {
+		if (!db_broken(w->conn[i]))
+			continue;
+		if (connect_db(w, i, err, sizeof err) < 0) {
 			if (__atomic_exchange_n(&w->ready, false,
 			                        __ATOMIC_RELAXED))
 				log_error("database unavailable", "err=\"%s\"",
@@ -2277,9 +2359,9 @@ static bool db_usable(struct writer *w)
 	}
 	if (load_all(w, err, sizeof err) < 0) {
 		log_error("could not rebuild the books", "err=\"%s\"", err);
-		if (!db_broken(w->conn)) { /* not a connection problem */
-			PQfinish(w->conn);
-			w->conn = NULL;
+		if (!db_broken(w->conn[0])) { /* not a connection problem */
+			PQfinish(w->conn[0]);
+			w->conn[0] = NULL;
 		}
 		return false;
 	}
@@ -2299,16 +2381,47 @@ static void flight_reset(struct flight *f)
 	f->ok = true;
 }
 
-/* Applies f->cmds to the books and collects the rows to write; answers
- * that need no transaction (reads, refusals, replays) are set too. `busy`
- * is the batch in flight, or NULL. */
-static void prepare_batch(struct writer *w, struct flight *f,
-                          const struct flight *busy)
+/* Applies f->cmds[from..f->n) to the books and collects the rows to write;
+ * answers that need no transaction (replays, refusals) are set too. `held`
+ * are the keys that batches in flight, and f's earlier commands, hold. */
+static void apply_cmds(struct writer *w, struct flight *f, int from,
+                       const struct keyset *held)
 {
-	static const struct keyset none;
+	struct writer_cmd *def = NULL, **tail = &f->deferred;
+	int rc = ensure_accounts(w, f->cmds + from, f->n - from, f->err,
+	                         sizeof f->err);
+	if (rc == 0)
+		rc = idem_lookup(w, f->cmds + from, f->n - from, held, &f->keys,
+		                 &def, f->err, sizeof f->err);
+	while (*tail)
+		tail = &(*tail)->next;
+	*tail = def;
+	if (rc < 0) {
+		f->ok = false;
+		f->down = db_broken(w->lconn);
+		return;
+	}
+	rx_time_ns now = now_ns();
+	for (int i = from; i < f->n; i++) {
+		struct writer_cmd *c = f->cmds[i];
+		if (!c || c->status)
+			continue;
+		if (c->kind == WR_NEW)
+			apply_new(w, &f->b, c, now);
+		else if (c->kind == WR_CANCEL || c->kind == WR_REDUCE)
+			apply_change(w, &f->b, c, now);
+		idem_store(&f->b, c);
+	}
+}
+
+/* The first commands of a new batch: reads and markets are answered
+ * first, then the rest applied. `busy`: batches are in flight (whose keys
+ * `held` holds); a batch with reads comes only when none is. */
+static void prepare_batch(struct writer *w, struct flight *f, bool busy,
+                          const struct keyset *held)
+{
 	struct writer_cmd **cmds = f->cmds;
 	int n = f->n;
-	rx_time_ns now = now_ns();
 
 	batch_init(&f->b);
 	if (!busy && !db_usable(w)) {
@@ -2325,88 +2438,7 @@ static void prepare_batch(struct writer *w, struct flight *f,
 		else if (cmds[i]->kind == WR_MARKET)
 			create_market(w, cmds[i]);
 	}
-	if (ensure_accounts(w, cmds, n, f->err, sizeof f->err) < 0 ||
-	    idem_lookup(w, cmds, n, busy ? &busy->keys : &none, &f->keys,
-	                &f->deferred, f->err, sizeof f->err) < 0) {
-		f->ok = false;
-		f->down = db_broken(w->lconn);
-		return;
-	}
-	for (int i = 0; i < n; i++) {
-		struct writer_cmd *c = cmds[i];
-		if (!c || c->status)
-			continue;
-		if (c->kind == WR_NEW)
-			apply_new(w, &f->b, c, now);
-		else if (c->kind == WR_CANCEL || c->kind == WR_REDUCE)
-			apply_change(w, &f->b, c, now);
-		idem_store(&f->b, c);
-	}
-}
-
-/* While batch N is in flight, takes the orders that keep arriving into
- * N+1 (f) as well, instead of leaving them for N+2: fewer and larger
- * batches spread the fixed cost of a transaction (about a millisecond of
- * the server's time) over more orders, and those orders wait less. Stops
- * when N's results are on the connection or f is full. Only orders,
- * cancels and reduces: reads and markets wait for a batch of their own. */
-static void top_up(struct writer *w, struct flight *f,
-                   const struct flight *busy)
-{
-	struct pollfd pfd = {.fd = PQsocket(w->conn), .events = POLLIN};
-	struct keyset both = {0};
-	while (pfd.fd >= 0 && f->ok && f->n < w->o.batch_max) {
-		if (poll(&pfd, 1, 0) != 0)
-			break; /* N's answer (or an error) has come */
-		int from = f->n;
-		pthread_mutex_lock(&w->mu);
-		while (w->head && f->n < w->o.batch_max &&
-		       (w->head->kind == WR_NEW || w->head->kind == WR_CANCEL ||
-		        w->head->kind == WR_REDUCE)) {
-			f->cmds[f->n++] = w->head;
-			w->head = w->head->next;
-		}
-		if (!w->head)
-			w->tail = NULL;
-		pthread_mutex_unlock(&w->mu);
-		if (f->n == from) {
-			if (poll(&pfd, 1, 1) != 0) /* wait 1 ms for either */
-				break;
-			continue;
-		}
-		/* held back: keys of N, and of what f took already */
-		both.n = 0;
-		for (size_t i = 0; i < busy->keys.n; i++)
-			keyset_add(&both, busy->keys.h[i]);
-		for (size_t i = 0; i < f->keys.n; i++)
-			keyset_add(&both, f->keys.h[i]);
-		struct writer_cmd *def = NULL, **tail = &f->deferred;
-		int rc = ensure_accounts(w, f->cmds + from, f->n - from, f->err,
-		                         sizeof f->err);
-		if (rc == 0)
-			rc = idem_lookup(w, f->cmds + from, f->n - from, &both,
-			                 &f->keys, &def, f->err, sizeof f->err);
-		while (*tail)
-			tail = &(*tail)->next;
-		*tail = def;
-		if (rc < 0) {
-			f->ok = false;
-			f->down = db_broken(w->lconn);
-			break;
-		}
-		rx_time_ns now = now_ns();
-		for (int i = from; i < f->n; i++) {
-			struct writer_cmd *c = f->cmds[i];
-			if (!c || c->status)
-				continue;
-			if (c->kind == WR_NEW)
-				apply_new(w, &f->b, c, now);
-			else
-				apply_change(w, &f->b, c, now);
-			idem_store(&f->b, c);
-		}
-	}
-	free(both.h);
+	apply_cmds(w, f, 0, held);
 }
 
 /* Answers every command of f: its own answers when it committed (or had
@@ -2424,7 +2456,8 @@ static void complete_batch(struct writer *w, struct flight *f)
 		if (!f->pause)
 			log_error("batch not committed",
 			          "commands=%d err=\"%s\"", f->n, f->err);
-		fail_all(f->cmds, f->n, f->down || db_broken(w->conn), f->err);
+		fail_all(f->cmds, f->n,
+		         f->down || (f->conn && db_broken(f->conn)), f->err);
 		answer(w, f->cmds, f->n);
 	}
 	batch_free(&f->b);
@@ -2446,15 +2479,80 @@ static void complete_batch(struct writer *w, struct flight *f)
 	}
 }
 
-/* Waits for the batch in flight and answers it. */
-static void land(struct writer *w, struct flight **inflight)
+static bool db_down(struct writer *w)
 {
-	struct flight *f = *inflight;
-	if (!f)
+	return db_broken(w->conn[0]) || db_broken(w->conn[1]);
+}
+
+/* Fails f, which was applied on top of a batch that did not commit. */
+static void fail_after(struct flight *f, bool down)
+{
+	if (!f->ok)
 		return;
-	finish_batch(w, f);
-	complete_batch(w, f);
-	*inflight = NULL;
+	f->ok = false;
+	f->down = down;
+	snprintf(f->err, sizeof f->err,
+	         "the batch before it was not committed");
+}
+
+/* The batches in flight, oldest first: *cf committing, *of open. */
+struct inflight {
+	struct flight *cf, *of;
+};
+
+/* Waits for the committing batch and answers it, then sends the rest of
+ * the open one, which commits next; or, when the committing one failed,
+ * rolls the open one back and answers it too. Returns false when a batch
+ * failed: what was applied after it must fail as well. */
+static bool advance(struct writer *w, struct inflight *q)
+{
+	struct flight *c = q->cf, *o = q->of;
+	finish_batch(w, c);
+	bool ok = c->ok;
+	bool down = c->down || db_broken(c->conn);
+	complete_batch(w, c);
+	q->cf = o;
+	q->of = NULL;
+	if (o && ok) {
+		send_batch(o, SEND_CLOSE);
+	} else if (o) {
+		fail_after(o, down);
+		finish_batch(w, o);
+		complete_batch(w, o);
+		q->cf = NULL;
+	}
+	return ok;
+}
+
+/* Lands every batch in flight; false when one failed. */
+static bool drain(struct writer *w, struct inflight *q)
+{
+	bool ok = true;
+	while (q->cf)
+		ok = advance(w, q) && ok;
+	return ok;
+}
+
+/* Whether results are waiting on c (within ms milliseconds). */
+static bool conn_ready(PGconn *c, int ms)
+{
+	struct pollfd pfd = {.fd = PQsocket(c), .events = POLLIN};
+	return pfd.fd < 0 || poll(&pfd, 1, ms) != 0;
+}
+
+/* Sends f, which has rows to write: whole when nothing is in flight, else
+ * opened on the connection the committing batch does not use. */
+static void launch(struct writer *w, struct inflight *q, struct flight *f)
+{
+	assert(!q->of);
+	f->conn = q->cf && q->cf->conn == w->conn[0] ? w->conn[1] : w->conn[0];
+	if (q->cf) {
+		send_batch(f, SEND_OPEN);
+		q->of = f;
+	} else {
+		send_batch(f, SEND_OPEN | SEND_CLOSE);
+		q->cf = f;
+	}
 }
 
 static void expire_tick(struct writer *w, struct flight *f)
@@ -2473,10 +2571,10 @@ static void expire_tick(struct writer *w, struct flight *f)
 		if (w->nev)
 			f->b.touched[i] = true;
 	}
-	if (f->b.orders.n) {
-		send_batch(w, f);
-		if (f->nsent > 0)
-			finish_batch(w, f);
+	if (f->b.orders.n && build_batch(w, f) > 0) {
+		f->conn = w->conn[0];
+		send_batch(f, SEND_OPEN | SEND_CLOSE);
+		finish_batch(w, f);
 		if (!f->ok) {
 			w->need_rebuild = true;
 			log_error("expiry not committed", "err=\"%s\"", f->err);
@@ -2495,80 +2593,104 @@ static bool has_reads(struct writer_cmd **cmds, int n)
 	return false;
 }
 
+/* The keys held by the batches in flight, and by g's commands so far. */
+static void held_keys(struct keyset *k, const struct inflight *q,
+                      const struct flight *g)
+{
+	const struct flight *fs[] = {q->cf, q->of, g};
+	k->n = 0;
+	for (int j = 0; j < 3; j++)
+		for (size_t i = 0; fs[j] && i < fs[j]->keys.n; i++)
+			keyset_add(k, fs[j]->keys.h[i]);
+}
+
 static void *writer_main(void *arg)
 {
 	struct writer *w = arg;
-	struct flight fl[2];
-	struct flight *inflight = NULL;
-	int cur = 0;
+	struct flight fl[3];
+	struct inflight q = {0};
+	struct flight *g = NULL; /* gathering */
+	struct keyset held = {0};
 	memset(fl, 0, sizeof fl);
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 3; i++) {
 		fl[i].cmds = calloc((size_t)w->o.batch_max, sizeof *fl[i].cmds);
 		assert(fl[i].cmds);
 	}
 	for (;;) {
-		struct flight *f = &fl[cur];
-		int n = 0;
-		bool busy = inflight != NULL;
-		flight_reset(f);
+		if (!g) {
+			for (int i = 0; i < 3 && !g; i++)
+				if (&fl[i] != q.cf && &fl[i] != q.of)
+					g = &fl[i];
+			flight_reset(g);
+		}
+		bool busy = q.cf != NULL;
+		int from = g->n;
 		pthread_mutex_lock(&w->mu);
-		if (!w->head && !w->stopping && !busy) {
+		if (!w->head && !w->stopping && !busy && from == 0) {
 			struct timespec until;
 			clock_gettime(CLOCK_MONOTONIC, &until);
 			until.tv_sec += WRITER_IDLE_MS / 1000;
 			pthread_cond_timedwait(&w->cv, &w->mu, &until);
 		}
-		while (w->head && n < w->o.batch_max) {
-			f->cmds[n++] = w->head;
+		/* A batch that has commands takes only more orders, cancels
+		 * and reduces: reads and markets wait for a batch of their
+		 * own. */
+		while (w->head && g->ok && g->n < w->o.batch_max &&
+		       (from == 0 || w->head->kind == WR_NEW ||
+		        w->head->kind == WR_CANCEL ||
+		        w->head->kind == WR_REDUCE)) {
+			g->cmds[g->n++] = w->head;
 			w->head = w->head->next;
 		}
 		if (!w->head)
 			w->tail = NULL;
-		bool stop = w->stopping && n == 0 && !busy;
+		bool stop = w->stopping && !w->head && g->n == 0 && !busy;
 		pthread_mutex_unlock(&w->mu);
 		if (stop)
 			break;
-		f->n = n;
-		if (n == 0) {
-			if (busy)
-				land(w, &inflight);
-			else
-				expire_tick(w, f);
+		bool took = g->n > from;
+		if (!took && from == 0 && !busy) {
+			expire_tick(w, g);
 			continue;
 		}
-		/* Reads of the books see only what is committed. */
-		if (busy && has_reads(f->cmds, n))
-			land(w, &inflight);
-		prepare_batch(w, f, inflight);
-		if (inflight && f->ok)
-			top_up(w, f, inflight);
-		if (inflight) {
-			land(w, &inflight);
-			if (w->need_rebuild && f->ok) {
-				/* f was applied on top of the batch that
-				 * failed */
-				f->ok = false;
-				f->down = db_broken(w->conn);
-				snprintf(f->err, sizeof f->err,
-				         "the batch before it was not "
-				         "committed");
+		if (took && from == 0) {
+			/* Reads of the books see only what is committed. */
+			if (busy && has_reads(g->cmds, g->n)) {
+				drain(w, &q);
+				busy = false;
+			}
+			held_keys(&held, &q, NULL);
+			prepare_batch(w, g, busy, &held);
+		} else if (took) {
+			held_keys(&held, &q, g);
+			apply_cmds(w, g, from, &held);
+		}
+		/* Lands the committing batch once its answer has come; waits
+		 * up to 1 ms for it when no command came either. */
+		if (q.cf && conn_ready(q.cf->conn, took ? 0 : 1) &&
+		    !advance(w, &q) && g->n)
+			fail_after(g, db_down(w));
+		if (g->n && !g->ok) {
+			if (!drain(w, &q))
+				fail_after(g, db_down(w));
+			complete_batch(w, g);
+			g = NULL;
+		} else if (g->n && !q.of) {
+			if (build_batch(w, g) > 0) {
+				launch(w, &q, g);
+				g = NULL;
+			} else if (!q.cf) { /* nothing to write, nothing before
+				             */
+				complete_batch(w, g);
+				g = NULL;
 			}
 		}
-		if (f->ok)
-			send_batch(w, f);
-		if (f->nsent > 0) { /* sent, maybe in part: read it back */
-			inflight = f;
-			cur ^= 1;
-		} else {
-			if (f->nsent < 0)
-				f->nsent = 0;
-			complete_batch(w, f);
-		}
 	}
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 3; i++) {
 		free(fl[i].cmds);
 		free(fl[i].keys.h);
 	}
+	free(held.h);
 	return NULL;
 }
 
@@ -2588,7 +2710,8 @@ struct writer *writer_start(const struct writer_opts *o, char *err,
 	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
 	pthread_cond_init(&w->cv, &a);
 	pthread_condattr_destroy(&a);
-	if (connect_db(w, err, errlen) < 0 ||
+	if (connect_db(w, 0, err, errlen) < 0 ||
+	    connect_db(w, 1, err, errlen) < 0 ||
 	    connect_lookup(w, err, errlen) < 0 || load_all(w, err, errlen) < 0)
 		goto fail;
 	w->ready = true;
@@ -2601,8 +2724,9 @@ struct writer *writer_start(const struct writer_opts *o, char *err,
 	return w;
 fail:
 	free_books(w);
-	if (w->conn)
-		PQfinish(w->conn);
+	for (int i = 0; i < 2; i++)
+		if (w->conn[i])
+			PQfinish(w->conn[i]);
 	if (w->lconn)
 		PQfinish(w->lconn);
 	free(w->acct);
@@ -2671,8 +2795,9 @@ void writer_stop(struct writer *w)
 	pthread_mutex_unlock(&w->mu);
 	pthread_join(w->th, NULL);
 	free_books(w);
-	if (w->conn)
-		PQfinish(w->conn);
+	for (int i = 0; i < 2; i++)
+		if (w->conn[i])
+			PQfinish(w->conn[i]);
 	if (w->lconn)
 		PQfinish(w->lconn);
 	free(w->ev);

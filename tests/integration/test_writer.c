@@ -1,0 +1,251 @@
+/*
+ * test_writer.c — the writer's pipeline of batches (exchange/writer.c)
+ * against a real ramexd and PostgreSQL.
+ *
+ * The writer keeps up to three batches under way: one committing, one open
+ * on a second connection (its INSERTs running), one gathering. What would
+ * break if a failure were handled as for a batch alone: the open batch
+ * could still be committed, or the gathering one sent, on top of books
+ * that hold a batch PostgreSQL refused. So a batch is made to fail, slowly,
+ * while orders keep coming: every order answered 201 must be in the
+ * database once, every order answered otherwise must not be there at all,
+ * and afterwards the books must be what the database says.
+ */
+#include <check.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tests/integration/ramexd_harness.h"
+#include "tests/integration/testdb.h"
+
+static void sql(struct rxh *h, const char *q)
+{
+	PGconn *c = testdb_connect(h->conninfo);
+	PGresult *r = PQexec(c, q);
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", q,
+	              PQerrorMessage(c));
+	PQclear(r);
+	PQfinish(c);
+}
+
+static long place(struct rxh *h, const char *tok, int64_t acct,
+                  const char *side, int64_t pages, int64_t price,
+                  const char *coid)
+{
+	char body[512];
+	struct rxh_resp r;
+	snprintf(body, sizeof body,
+	         "{\"market\":\"spot\",\"account_id\":%lld,\"side\":\"%s\","
+	         "\"pages\":%lld,\"price\":%lld,\"client_order_id\":\"%s\"}",
+	         (long long)acct, side, (long long)pages, (long long)price,
+	         coid);
+	long st = rxh_call(h, "POST", "/v1/orders", tok, body, NULL, &r);
+	rxh_resp_free(&r);
+	return st;
+}
+
+#define PLACERS 8
+#define ORDERS  40 /* each */
+
+struct placer {
+	struct rxh *h;
+	const struct rxh_world *w;
+	int i;
+	long status[ORDERS];
+};
+
+static void *place_many(void *arg)
+{
+	struct placer *p = arg;
+	for (int k = 0; k < ORDERS; k++) {
+		char coid[32];
+		snprintf(coid, sizeof coid, "w-%d-%d", p->i, k);
+		/* buys and sells over three prices: trades, partly filled
+		 * makers (the UPDATEs a batch sends last) and resting orders */
+		bool sell = (p->i + k) % 2;
+		p->status[k] = place(
+		    p->h, p->w->trader_token,
+		    sell ? p->w->node_a : p->w->node_b, sell ? "sell" : "buy",
+		    256, 100000 + 1000 * ((p->i * 7 + k) % 3), coid);
+	}
+	return NULL;
+}
+
+/* The depth the API shows, one side, as "price:pages,..." */
+static void api_side(const json_t *levels, char *out, size_t n)
+{
+	size_t i;
+	json_t *l;
+	out[0] = 0;
+	json_array_foreach(levels, i, l)
+	{
+		size_t len = strlen(out);
+		snprintf(
+		    out + len, n - len, "%lld:%lld,",
+		    (long long)json_integer_value(json_object_get(l, "price")),
+		    (long long)json_integer_value(json_object_get(l, "pages")));
+	}
+}
+
+/* The same from the database's open orders. */
+static void db_side(PGconn *c, const char *side, char *out, size_t n)
+{
+	char q[256];
+	snprintf(q, sizeof q,
+	         "SELECT price, sum(remaining) FROM orders WHERE status = "
+	         "'open' AND side = '%s' GROUP BY price ORDER BY price %s",
+	         side, strcmp(side, "buy") == 0 ? "DESC" : "ASC");
+	PGresult *r = PQexec(c, q);
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	out[0] = 0;
+	for (int i = 0; i < PQntuples(r); i++) {
+		size_t len = strlen(out);
+		snprintf(out + len, n - len, "%s:%s,", PQgetvalue(r, i, 0),
+		         PQgetvalue(r, i, 1));
+	}
+	PQclear(r);
+}
+
+static int log_count(const char *path, const char *needle)
+{
+	FILE *f = fopen(path, "r");
+	char line[4096];
+	int n = 0;
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof line, f))
+		n += strstr(line, needle) != NULL;
+	fclose(f);
+	return n;
+}
+
+struct poisoner {
+	struct rxh *h;
+	const struct rxh_world *w;
+	long status;
+};
+
+static void *place_poison(void *arg)
+{
+	struct poisoner *p = arg;
+	/* the best ask, large: the buys that come next trade with it, in
+	 * the books, until its batch fails */
+	p->status = place(p->h, p->w->trader_token, p->w->node_a, "sell",
+	                  256 * 64, 100000, "poison");
+	return NULL;
+}
+
+START_TEST(failed_batch_fails_the_batches_after_it)
+{
+	struct rxh h;
+	struct rxh_world w;
+	pthread_t th[PLACERS];
+	static struct placer pl[PLACERS];
+	rxh_start(&h, "ramex_t_writer_fail", "");
+	rxh_world(&h, &w);
+	/* PostgreSQL refuses one order, after a second: meanwhile the orders
+	 * that keep coming open the next batch and gather the one after */
+	sql(&h, "CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS "
+	        "$$ BEGIN IF NEW.client_order_id = 'poison' THEN PERFORM "
+	        "pg_sleep(1); RAISE EXCEPTION 'poisoned order'; END IF; "
+	        "RETURN NEW; END $$");
+	sql(&h, "CREATE TRIGGER poison BEFORE INSERT ON orders FOR EACH ROW "
+	        "EXECUTE FUNCTION poison()");
+
+	pthread_t pt;
+	struct poisoner po = {&h, &w, 0};
+	pthread_create(&pt, NULL, place_poison, &po);
+	usleep(200000); /* the poisoned order goes first, alone */
+	for (int i = 0; i < PLACERS; i++) {
+		pl[i] = (struct placer){.h = &h, .w = &w, .i = i};
+		pthread_create(&th[i], NULL, place_many, &pl[i]);
+	}
+	pthread_join(pt, NULL);
+	for (int i = 0; i < PLACERS; i++)
+		pthread_join(th[i], NULL);
+	ck_assert_int_eq(po.status, 500);
+
+	/* 201: in the database once; anything else: not there at all */
+	PGconn *c = testdb_connect(h.conninfo);
+	int failed = 0;
+	for (int i = 0; i < PLACERS; i++)
+		for (int k = 0; k < ORDERS; k++) {
+			char q[160];
+			snprintf(q, sizeof q,
+			         "SELECT count(*) FROM orders WHERE "
+			         "client_order_id = 'w-%d-%d'",
+			         i, k);
+			long n = testdb_scalar(c, q);
+			long st = pl[i].status[k];
+			ck_assert_msg(st == 201 || st == 500,
+			              "order w-%d-%d: status %ld", i, k, st);
+			ck_assert_msg(n == (st == 201),
+			              "order w-%d-%d answered %ld, in the "
+			              "database %ld times",
+			              i, k, st, n);
+			failed += st != 201;
+		}
+	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM orders WHERE "
+	                                  "client_order_id = 'poison'"),
+	                 0);
+	/* the orders that came during the poisoned batch's second were in
+	 * the batches after it, and failed with it */
+	ck_assert_msg(failed > 0, "no order failed with the poisoned batch");
+	ck_assert_int_ge(log_count(h.log, "batch not committed"), 2);
+	/* every trade's orders are there (a trade of a rolled-back batch
+	 * would name an order that is not) */
+	ck_assert_int_eq(
+	    testdb_scalar(c, "SELECT count(*) FROM trades t WHERE NOT EXISTS "
+	                     "(SELECT 1 FROM orders o WHERE o.id = "
+	                     "t.taker_order_id) OR NOT EXISTS (SELECT 1 FROM "
+	                     "orders o WHERE o.id = t.maker_order_id)"),
+	    0);
+	ck_assert_int_gt(testdb_scalar(c, "SELECT count(*) FROM trades"), 0);
+
+	/* the books were rebuilt from the database: they show what it holds,
+	 * level by level */
+	struct rxh_resp r;
+	ck_assert_int_eq(rxh_call(&h, "GET", "/v1/markets/spot/book?depth=200",
+	                          w.trader_token, NULL, NULL, &r),
+	                 200);
+	char api[2][1024], db[2][1024];
+	api_side(json_object_get(r.json, "bids"), api[0], sizeof api[0]);
+	api_side(json_object_get(r.json, "asks"), api[1], sizeof api[1]);
+	rxh_resp_free(&r);
+	db_side(c, "buy", db[0], sizeof db[0]);
+	db_side(c, "sell", db[1], sizeof db[1]);
+	ck_assert_str_eq(api[0], db[0]);
+	ck_assert_str_eq(api[1], db[1]);
+	ck_assert_msg(api[0][0] || api[1][0], "nothing rests on the book");
+	PQfinish(c);
+
+	/* and it trades on: a crossing pair placed now trades */
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_a, "sell", 256,
+	                       100000, "after-sell"),
+	                 201);
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_b, "buy", 256, 102000,
+	                       "after-buy"),
+	                 201);
+	rxh_stop(&h);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("writer");
+	TCase *tc = tcase_create("writer");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, failed_batch_fails_the_batches_after_it);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
