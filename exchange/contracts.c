@@ -376,14 +376,6 @@ struct contracts_timer {
  * a backlog never holds up a shutdown for long. */
 #define TIMER_BATCH 1000
 
-static const char *sql_due =
-    "SELECT id, CASE state WHEN 'pending_delivery' THEN 'delivery_late' "
-    "WHEN 'recalling' THEN 'notice_ended' ELSE 'term_ended' END FROM "
-    "contracts WHERE state IN ('pending_delivery', 'active', 'recalling') "
-    "AND ((state = 'pending_delivery' AND deliver_by_ns <= $1) OR (state "
-    "= 'recalling' AND notice_end_ns <= $1) OR (state = 'active' AND "
-    "term_end_ns > 0 AND term_end_ns <= $1)) ORDER BY id LIMIT 1000";
-
 static int timer_stopping(struct contracts_timer *t)
 {
 	pthread_mutex_lock(&t->mu);
@@ -404,8 +396,8 @@ static void timer_tick(struct contracts_timer *t)
 	}
 	snprintf(nows, sizeof nows, "%lld", (long long)contracts_now());
 	const char *pv[] = {nows};
-	PGresult *r =
-	    db_exec(t->c, PGRES_TUPLES_OK, sql_due, 1, pv, err, sizeof err);
+	PGresult *r = db_exec(t->c, PGRES_TUPLES_OK, CONTRACTS_DUE_SQL, 1, pv,
+	                      err, sizeof err);
 	if (!r)
 		goto fail;
 	struct contracts_caller self = {0};

@@ -107,6 +107,21 @@ int contracts_load(const PGresult *r, int row, int col, struct contract *out,
 /* The wall clock in nanoseconds since the epoch. */
 rx_time_ns contracts_now(void);
 
+/* The timer's question each tick: the contracts whose deadline is at or
+ * before $1 (ns), earliest first, with the event that deadline applies. It
+ * is served by the index contracts_due (schema/0011_contract_deadlines.sql),
+ * whose expression and predicate it repeats word for word; test_contracts
+ * checks the plan. */
+#define CONTRACTS_DUE_AT                                                       \
+	"(CASE state WHEN 'pending_delivery' THEN deliver_by_ns WHEN "         \
+	"'recalling' THEN notice_end_ns ELSE term_end_ns END)"
+#define CONTRACTS_DUE_SQL                                                      \
+	"SELECT id, CASE state WHEN 'pending_delivery' THEN 'delivery_late' "  \
+	"WHEN 'recalling' THEN 'notice_ended' ELSE 'term_ended' END FROM "     \
+	"contracts WHERE (state IN ('pending_delivery', 'recalling') OR "      \
+	"(state = 'active' AND term_end_ns > 0)) AND " CONTRACTS_DUE_AT        \
+	" <= $1 ORDER BY " CONTRACTS_DUE_AT ", id LIMIT 1000"
+
 struct contracts_timer;
 
 /* Starts the deadline timer: every tick_ms (>= 1) on its own connection

@@ -16,6 +16,7 @@
 
 #include <curl/curl.h>
 
+#include "exchange/contracts.h"
 #include "tests/integration/ramexd_harness.h"
 #include "tests/integration/testdb.h"
 
@@ -411,6 +412,72 @@ START_TEST(timer_applies_deadlines)
 }
 END_TEST
 
+/* The timer's question (CONTRACTS_DUE_SQL) reads only the contracts that
+ * are due, through contracts_due, earliest first; before 0011 it read every
+ * live contract each tick. */
+START_TEST(timer_query_reads_only_due_contracts)
+{
+	struct rxh h;
+	/* one tick at the start, with no contracts, then none for a minute:
+	 * the timer must not move the rows below */
+	rxh_start(&h, "ramex_t_ctr_due", "--contract_tick_ms=60000");
+	/* 20 000 live contracts due in the far future, among them one of
+	 * each kind that is due at 500 ns, and some that never are */
+	sql(&h, "INSERT INTO contracts (id, trade_id, market_id, buyer_id, "
+	        "seller_id, delivery, pages, price, state, deliver_by, "
+	        "notice_period_s, created_at, updated_at, deliver_by_ns, "
+	        "term_end_ns, notice_end_ns) SELECT g, g, 1, 1, 2, 'offline', "
+	        "256, 1000, (ARRAY['pending_delivery', 'active', "
+	        "'recalling'])[g % 3 + 1], now(), 3600, now(), now(), "
+	        "4000000000000000000, CASE WHEN g % 2 = 0 THEN "
+	        "4000000000000000000 ELSE 0 END, 4000000000000000000 FROM "
+	        "generate_series(1, 20000) g");
+	sql(&h, "INSERT INTO contracts (id, trade_id, market_id, buyer_id, "
+	        "seller_id, delivery, pages, price, state, deliver_by, "
+	        "notice_period_s, created_at, updated_at, deliver_by_ns, "
+	        "term_end_ns, notice_end_ns) SELECT id, id, 1, 1, 2, "
+	        "'offline', 256, 1000, st, now(), 3600, now(), now(), d, t, n "
+	        "FROM (VALUES (20001, 'pending_delivery', 100, 0, 0), (20002, "
+	        "'recalling', 4000000000000000000, 0, 200), (20003, 'active', "
+	        "4000000000000000000, 50, 0), (20004, 'active', 10, 0, 10), "
+	        "(20005, 'ended', 10, 10, 10), (20006, 'pending_delivery', "
+	        "501, 0, 0), (20007, 'breached', 10, 10, 10)) AS v(id, st, d, "
+	        "t, n)");
+	sql(&h, "ANALYZE contracts");
+
+	PGconn *c = testdb_connect(h.conninfo);
+	const char *pv[] = {"500"};
+	PGresult *r = PQexecParams(c, "EXPLAIN " CONTRACTS_DUE_SQL, 1, NULL, pv,
+	                           NULL, NULL, 0);
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	char plan[4096] = "";
+	for (int i = 0; i < PQntuples(r); i++) {
+		strncat(plan, PQgetvalue(r, i, 0),
+		        sizeof plan - strlen(plan) - 2);
+		strcat(plan, "\n");
+	}
+	PQclear(r);
+	ck_assert_msg(strstr(plan, "contracts_due") &&
+	                  !strstr(plan, "Seq Scan") && !strstr(plan, "Sort"),
+	              "the timer's query does not use contracts_due:\n%s",
+	              plan);
+
+	r = PQexecParams(c, CONTRACTS_DUE_SQL, 1, NULL, pv, NULL, NULL, 0);
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	const char *want[][2] = {{"20003", "term_ended"},
+	                         {"20001", "delivery_late"},
+	                         {"20002", "notice_ended"}};
+	ck_assert_int_eq(PQntuples(r), 3);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_str_eq(PQgetvalue(r, i, 0), want[i][0]);
+		ck_assert_str_eq(PQgetvalue(r, i, 1), want[i][1]);
+	}
+	PQclear(r);
+	PQfinish(c);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("contracts");
@@ -418,6 +485,7 @@ int main(void)
 	tcase_set_timeout(tc, 180);
 	tcase_add_test(tc, deliver_retry_parties_states_and_events);
 	tcase_add_test(tc, timer_applies_deadlines);
+	tcase_add_test(tc, timer_query_reads_only_due_contracts);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
