@@ -17,8 +17,9 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${RAMEX_BUILD:-$ROOT/build}
 secs=${RAMEX_BENCH_SECONDS:-10}
 conns=${RAMEX_BENCH_CONNS:-128}
-pgdir=$ROOT/var/bench-pg
-work=$ROOT/var/bench-ramexd
+var=${RAMEX_BENCH_VAR:-$ROOT/var} # another DIR: two runs at once
+pgdir=$var/bench-pg
+work=$var/bench-ramexd
 ramexd=$BUILD/bin/ramexd loadgen=$BUILD/bin/loadgen
 [[ -x $ramexd && -x $loadgen ]] || { echo "20-ramexd: build ramexd and loadgen first (make)"; exit 1; }
 

@@ -22,8 +22,9 @@ sample_s=${RAMEX_BENCH_SAMPLE_S:-10}
 report_s=${RAMEX_BENCH_REPORT_S:-60}
 # Warm-up: the estimator needs two samples before the agent trades.
 warm=${warm:-$((3 * sample_s + 5))}
-pgdir=$ROOT/var/bench-agent-pg
-work=$ROOT/var/bench-agent
+var=${RAMEX_BENCH_VAR:-$ROOT/var} # another DIR: two runs at once
+pgdir=$var/bench-agent-pg
+work=$var/bench-agent
 ramexd=$BUILD/bin/ramexd agent=$BUILD/bin/ramex-agent
 [[ -x $ramexd && -x $agent ]] || { echo "40-agent: build ramexd and ramex-agent first (make)"; exit 1; }
 

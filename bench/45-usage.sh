@@ -13,8 +13,9 @@ BUILD=${RAMEX_BUILD:-$ROOT/build}
 secs=${RAMEX_BENCH_SECONDS:-10}
 nodes=${RAMEX_BENCH_NODES:-8}
 batch=${RAMEX_BENCH_BATCH:-1000}
-pgdir=$ROOT/var/bench-usage-pg
-work=$ROOT/var/bench-usage
+var=${RAMEX_BENCH_VAR:-$ROOT/var} # another DIR: two runs at once
+pgdir=$var/bench-usage-pg
+work=$var/bench-usage
 ramexd=$BUILD/bin/ramexd usagegen=$BUILD/bin/usagegen
 [[ -x $ramexd && -x $usagegen ]] || { echo "45-usage: build ramexd and usagegen first (make)"; exit 1; }
 
