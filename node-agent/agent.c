@@ -536,7 +536,9 @@ static int lend_serve(struct agent *a, struct held *h, int64_t now_ms)
 	}
 	if (!a->cfg.lend_advertise[0])
 		snprintf(ep, sizeof ep, "%s:%d", host, port);
-	else if (strchr(a->cfg.lend_advertise, ':'))
+	else if (a->cfg.lend_advertise[0] == '['
+	             ? strstr(a->cfg.lend_advertise, "]:") != NULL
+	             : strchr(a->cfg.lend_advertise, ':') != NULL)
 		snprintf(ep, sizeof ep, "%s", a->cfg.lend_advertise);
 	else
 		snprintf(ep, sizeof ep, "%s:%d", a->cfg.lend_advertise, port);

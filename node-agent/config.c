@@ -1,5 +1,6 @@
 /* config.c — the settings table, its file and flag parsers; see config.h. */
 #include "node-agent/config.h"
+#include "common/hostport.h"
 
 #include "common/log.h"
 #include "node-agent/core/simload.h"
@@ -405,10 +406,13 @@ int config_check(const struct agent_config *c, char *err, size_t errlen)
 		     "for TLS on the lend servers, or neither");
 		return -1;
 	}
-	if (c->lend_listen[0] && !strrchr(c->lend_listen, ':')) {
+	char lh[CONFIG_STR];
+	int lp;
+	if (c->lend_listen[0] &&
+	    hostport_split(c->lend_listen, lh, sizeof lh, &lp) < 0) {
 		errf(err, errlen,
-		     "lend_listen must be HOST:PORT (port 0: a free one per "
-		     "contract), not \"%s\"",
+		     "lend_listen must be HOST:PORT, an IPv6 host in "
+		     "brackets (port 0: a free one per contract), not \"%s\"",
 		     c->lend_listen);
 		return -1;
 	}

@@ -6,7 +6,8 @@ LEND_SRC := node-agent/lend/lend_proto.c node-agent/lend/lend_conn.c \
   node-agent/lend/lend_meter.c node-agent/lend/lend_store.c \
   node-agent/lend/lend_server.c node-agent/lend/lend_client.c \
   node-agent/lend/lend_nbd.c node-agent/lend/lend_bridge.c \
-  node-agent/lend/lend_args.c node-agent/lend/lend_mem.c common/log.c
+  node-agent/lend/lend_args.c node-agent/lend/lend_mem.c common/log.c \
+  common/hostport.c
 
 $(call program,ramex-lend-server,node-agent/lend/lend_server_main.c \
   $(LEND_SRC),libssl libcrypto)

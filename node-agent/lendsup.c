@@ -231,17 +231,34 @@ void lendsup_cleanup(struct lendsup_child *c)
 
 int lendsup_free_port(const char *host)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	socklen_t len = sizeof sa;
+	struct sockaddr_storage ss = {0};
+	struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+	char h[64];
+	size_t n = strlen(host);
+	socklen_t len;
 	int port = 0;
-	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
-		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* "[2001:db8::7]" as in lend_listen, or the address alone */
+	if (n >= 2 && host[0] == '[' && host[n - 1] == ']' && n - 2 < sizeof h)
+		snprintf(h, sizeof h, "%.*s", (int)(n - 2), host + 1);
+	else
+		snprintf(h, sizeof h, "%s", host);
+	if (inet_pton(AF_INET6, h, &v6->sin6_addr) == 1) {
+		v6->sin6_family = AF_INET6;
+		len = sizeof *v6;
+	} else {
+		v4->sin_family = AF_INET;
+		if (inet_pton(AF_INET, h, &v4->sin_addr) != 1)
+			v4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		len = sizeof *v4;
+	}
+	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return 0;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-		port = ntohs(sa.sin_port);
+	if (bind(fd, (struct sockaddr *)&ss, len) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+		port = ntohs(ss.ss_family == AF_INET6 ? v6->sin6_port
+		                                      : v4->sin_port);
 	close(fd);
 	return port;
 }

@@ -6,20 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int lend_args_hostport(const char *s, char *host, size_t hostlen, int *port)
-{
-	const char *colon = strrchr(s, ':');
-	int64_t p;
-	if (!colon || (size_t)(colon - s) >= hostlen || colon == s)
-		return -1;
-	if (lend_args_int(colon + 1, 0, 65535, &p) < 0)
-		return -1;
-	memcpy(host, s, (size_t)(colon - s));
-	host[colon - s] = '\0';
-	*port = (int)p;
-	return 0;
-}
-
 int lend_args_int(const char *s, int64_t min, int64_t max, int64_t *out)
 {
 	char *end;

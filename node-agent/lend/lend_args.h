@@ -15,8 +15,6 @@
 #include "node-agent/lend/lend_meter.h"
 #include "node-agent/lend/lend_proto.h"
 
-/* "127.0.0.1:7000" -> host (copied into host[hostlen]) and port. */
-int lend_args_hostport(const char *s, char *host, size_t hostlen, int *port);
 /* A decimal integer in [min, max]. Returns 0 or -1. */
 int lend_args_int(const char *s, int64_t min, int64_t max, int64_t *out);
 /* The first line of path: 64 hex digits. Returns 0 or -1 with err. */

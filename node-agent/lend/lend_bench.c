@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/hostport.h"
 #include "node-agent/lend/lend_args.h"
 #include "node-agent/lend/lend_client.h"
 #include "node-agent/lend/lend_nbd.h"
@@ -147,7 +148,7 @@ int main(int argc, char **argv)
 		return 1;
 	if (lender) {
 		t.mode = M_LEND;
-		if (lend_args_hostport(lender, host, sizeof host, &port) < 0 ||
+		if (hostport_split(lender, host, sizeof host, &port) < 0 ||
 		    !secret_file ||
 		    lend_args_secret(secret_file, secret, err, sizeof err) <
 		        0) {

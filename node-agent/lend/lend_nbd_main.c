@@ -23,6 +23,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/hostport.h"
 #include "common/log.h"
 #include "node-agent/lend/lend_args.h"
 #include "node-agent/lend/lend_bridge.h"
@@ -81,8 +82,7 @@ static int accept_one(const char *unix_path, const char *hostport, char *err,
 	} else {
 		char host[256];
 		int port;
-		if (lend_args_hostport(hostport, host, sizeof host, &port) <
-		    0) {
+		if (hostport_split(hostport, host, sizeof host, &port) < 0) {
 			snprintf(err, errlen, "--listen wants HOST:PORT");
 			return -1;
 		}
@@ -162,7 +162,7 @@ int main(int argc, char **argv)
 	if (!!attach + !!unix_path + !!listen_at != 1)
 		return usage("give exactly one of --attach, --listen-unix, "
 		             "--listen");
-	if (lend_args_hostport(lender, host, sizeof host, &port) < 0)
+	if (hostport_split(lender, host, sizeof host, &port) < 0)
 		return usage("--lender wants HOST:PORT");
 	if (lend_args_secret(secret_file, secret, err, sizeof err) < 0) {
 		log_error("cannot start", "why=\"%s\"", err);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/hostport.h"
 #include "common/log.h"
 #include "node-agent/lend/lend_args.h"
 #include "node-agent/lend/lend_mem.h"
@@ -97,8 +98,8 @@ int main(int argc, char **argv)
 				return usage("--pages must be 1..2^28");
 			cfg.pages = v;
 		} else if (strcmp(a, "--listen") == 0) {
-			if (lend_args_hostport(val, host, sizeof host,
-			                       &cfg.port) < 0)
+			if (hostport_split(val, host, sizeof host, &cfg.port) <
+			    0)
 				return usage("--listen wants HOST:PORT");
 			cfg.host = host;
 		} else if (strcmp(a, "--port-file") == 0) {

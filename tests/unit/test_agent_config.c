@@ -130,6 +130,23 @@ START_TEST(check_catches_nonsense)
 	config_default(&c);
 	strcpy(c.exchange_url, "ftp://x");
 	ck_assert_int_eq(config_check(&c, err, sizeof err), -1);
+	/* lend_listen: HOST:PORT, an IPv6 host in brackets */
+	const char *good[] = {"10.0.0.7:7100", "[::1]:0", "[2001:db8::7]:7100",
+	                      "lender.dc1:0"};
+	for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+		config_default(&c);
+		strcpy(c.lend_listen, good[i]);
+		ck_assert_msg(config_check(&c, err, sizeof err) == 0, "%s: %s",
+		              good[i], err);
+	}
+	const char *bad[] = {"10.0.0.7", "::1:7100", "[::1]", "host:99999"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		config_default(&c);
+		strcpy(c.lend_listen, bad[i]);
+		ck_assert_int_eq(config_check(&c, err, sizeof err), -1);
+		ck_assert_msg(strstr(err, "lend_listen must be HOST:PORT"),
+		              "%s: %s", bad[i], err);
+	}
 }
 END_TEST
 

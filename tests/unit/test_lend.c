@@ -14,6 +14,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/hostport.h"
+#include "node-agent/lend/lend_args.h"
 #include "node-agent/lend/lend_bridge.h"
 #include "node-agent/lend/lend_client.h"
 #include "node-agent/lend/lend_meter.h"
@@ -853,6 +855,41 @@ START_TEST(nbd_handshake_options)
 }
 END_TEST
 
+START_TEST(hostport_forms)
+{
+	char host[64];
+	int port = -1;
+	ck_assert_int_eq(
+	    hostport_split("127.0.0.1:7100", host, sizeof host, &port), 0);
+	ck_assert_str_eq(host, "127.0.0.1");
+	ck_assert_int_eq(port, 7100);
+	ck_assert_int_eq(
+	    hostport_split("lender-3.dc1:0", host, sizeof host, &port), 0);
+	ck_assert_str_eq(host, "lender-3.dc1");
+	ck_assert_int_eq(port, 0);
+	/* the exchange stores IPv6 endpoints in brackets */
+	ck_assert_int_eq(
+	    hostport_split("[2001:db8::7]:7100", host, sizeof host, &port), 0);
+	ck_assert_str_eq(host, "2001:db8::7");
+	ck_assert_int_eq(port, 7100);
+	ck_assert_int_eq(hostport_split("[::1]:9", host, sizeof host, &port),
+	                 0);
+	ck_assert_str_eq(host, "::1");
+	ck_assert_int_eq(port, 9);
+	const char *bad[] = {"7100",      ":7100",   "host:",    "host:65536",
+	                     "host:-1",   "host:7x", "::1:7100", "[::1]",
+	                     "[::1]7100", "[]:7100", "[::1:7100"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		ck_assert_msg(hostport_split(bad[i], host, sizeof host, &port) <
+		                  0,
+		              "%s was taken", bad[i]);
+	/* a host that does not fit is refused, not cut */
+	char small[4];
+	ck_assert_int_lt(hostport_split("lender:1", small, sizeof small, &port),
+	                 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("lend");
@@ -862,6 +899,7 @@ static Suite *suite(void)
 	tcase_add_test(t, header_check_limits);
 	tcase_add_test(t, hello_and_auth_frames);
 	tcase_add_test(t, secret_parse);
+	tcase_add_test(t, hostport_forms);
 	tcase_add_test(t, mac_binds_everything);
 	tcase_add_test(t, meter_counts_and_integrates);
 	tcase_add_test(t, reconcile_rules);

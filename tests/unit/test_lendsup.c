@@ -9,10 +9,12 @@
 #include "node-agent/lendsup.h"
 
 #include <check.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -194,6 +196,19 @@ START_TEST(files)
 	int port = lendsup_free_port("127.0.0.1");
 	ck_assert_int_gt(port, 0);
 	ck_assert_int_lt(port, 65536);
+	/* IPv6, as lend_listen writes it, where this machine has ::1 */
+	int fd = socket(AF_INET6, SOCK_STREAM, 0);
+	struct sockaddr_in6 lo = {.sin6_family = AF_INET6,
+	                          .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&lo, sizeof lo) == 0) {
+		port = lendsup_free_port("[::1]");
+		ck_assert_int_gt(port, 0);
+		ck_assert_int_lt(port, 65536);
+		port = lendsup_free_port("::1");
+		ck_assert_int_gt(port, 0);
+	}
+	if (fd >= 0)
+		close(fd);
 }
 END_TEST
 
