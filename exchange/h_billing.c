@@ -575,6 +575,34 @@ void h_billing_summary(struct http_req *rq)
 	http_reply_json(rq, 200, res);
 }
 
+/* Pages through postings for h_ledger_check's cursor. */
+#define LEDGER_CHECK_PAGE "10000"
+
+static void ledger_page(struct invoice_ledger *l, const PGresult *r,
+                        json_t *problems)
+{
+	char why[INVOICE_MSG_MAX];
+	for (int i = 0; i < PQntuples(r); i++) {
+		struct invoice_posting p = {.movement_id = db_int(r, i, 0),
+		                            .account = db_int(r, i, 1),
+		                            .contract_id = db_int(r, i, 2),
+		                            .year = (int)db_int(r, i, 3),
+		                            .month = (int)db_int(r, i, 4),
+		                            .amount = db_int(r, i, 5)};
+		if (invoice_ledger_add(l, &p, why, sizeof why) < 0) {
+			if (json_array_size(problems) < 20)
+				json_array_append_new(problems,
+				                      json_string(why));
+			/* report it and go on with this posting's movement */
+			l->movement = p.movement_id;
+			l->movement_sum = p.amount;
+			l->total += p.amount;
+			l->postings++;
+			l->movements++;
+		}
+	}
+}
+
 void h_ledger_check(struct http_req *rq)
 {
 	struct app *a = http_app(rq);
@@ -595,30 +623,26 @@ void h_ledger_check(struct http_req *rq)
 	if (!r)
 		goto dberr;
 	PQclear(r);
-	r = db_exec(c, PGRES_TUPLES_OK,
-	            "SELECT movement_id, account_id, contract_id, year, month, "
-	            "amount FROM postings ORDER BY movement_id, id",
+	/* every posting, a page at a time: a year of a fleet's postings does
+	 * not fit in one result */
+	r = db_exec(c, PGRES_COMMAND_OK,
+	            "DECLARE ledger_check NO SCROLL CURSOR FOR SELECT "
+	            "movement_id, account_id, contract_id, year, month, amount "
+	            "FROM postings ORDER BY movement_id, id",
 	            0, NULL, err, sizeof err);
 	if (!r)
 		goto dberr;
-	for (int i = 0; i < PQntuples(r); i++) {
-		struct invoice_posting p = {.movement_id = db_int(r, i, 0),
-		                            .account = db_int(r, i, 1),
-		                            .contract_id = db_int(r, i, 2),
-		                            .year = (int)db_int(r, i, 3),
-		                            .month = (int)db_int(r, i, 4),
-		                            .amount = db_int(r, i, 5)};
-		if (invoice_ledger_add(&l, &p, why, sizeof why) < 0) {
-			if (json_array_size(problems) < 20)
-				json_array_append_new(problems,
-				                      json_string(why));
-			/* report it and go on with this posting's movement */
-			l.movement = p.movement_id;
-			l.movement_sum = p.amount;
-			l.total += p.amount;
-			l.postings++;
-			l.movements++;
-		}
+	PQclear(r);
+	for (;;) {
+		r = db_exec(c, PGRES_TUPLES_OK,
+		            "FETCH " LEDGER_CHECK_PAGE " FROM ledger_check", 0,
+		            NULL, err, sizeof err);
+		if (!r)
+			goto dberr;
+		if (PQntuples(r) == 0)
+			break;
+		ledger_page(&l, r, problems);
+		PQclear(r);
 	}
 	PQclear(r);
 	if (invoice_ledger_finish(&l, why, sizeof why) < 0 &&
