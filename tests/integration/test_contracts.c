@@ -22,20 +22,12 @@
 
 static long count(struct rxh *h, const char *sql)
 {
-	PGconn *c = testdb_connect(h->conninfo);
-	long n = testdb_scalar(c, sql);
-	PQfinish(c);
-	return n;
+	return testdb_scalar_at(h->conninfo, sql);
 }
 
 static void sql(struct rxh *h, const char *q)
 {
-	PGconn *c = testdb_connect(h->conninfo);
-	PGresult *r = PQexec(c, q);
-	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", q,
-	              PQerrorMessage(c));
-	PQclear(r);
-	PQfinish(c);
+	testdb_run(h->conninfo, q);
 }
 
 static void place(struct rxh *h, const char *tok, const char *market,

@@ -45,10 +45,7 @@ static const char *order_status(const struct rxh_resp *r)
 
 static long count(struct rxh *h, const char *sql)
 {
-	PGconn *c = testdb_connect(h->conninfo);
-	long n = testdb_scalar(c, sql);
-	PQfinish(c);
-	return n;
+	return testdb_scalar_at(h->conninfo, sql);
 }
 
 START_TEST(place_match_cancel)

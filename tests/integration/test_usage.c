@@ -18,10 +18,7 @@
 
 static long count(struct rxh *h, const char *sql)
 {
-	PGconn *c = testdb_connect(h->conninfo);
-	long n = testdb_scalar(c, sql);
-	PQfinish(c);
-	return n;
+	return testdb_scalar_at(h->conninfo, sql);
 }
 
 static void place(struct rxh *h, const char *tok, int64_t acct,

@@ -27,12 +27,7 @@
 
 static void sql(struct rxh *h, const char *q)
 {
-	PGconn *c = testdb_connect(h->conninfo);
-	PGresult *r = PQexec(c, q);
-	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", q,
-	              PQerrorMessage(c));
-	PQclear(r);
-	PQfinish(c);
+	testdb_run(h->conninfo, q);
 }
 
 static long place(struct rxh *h, const char *tok, int64_t acct,

@@ -65,3 +65,23 @@ long testdb_scalar(PGconn *c, const char *sql)
 	PQclear(r);
 	return v;
 }
+
+long testdb_scalar_at(const char *conninfo, const char *sql)
+{
+	PGconn *c = testdb_connect(conninfo);
+	long v = testdb_scalar(c, sql);
+	PQfinish(c);
+	return v;
+}
+
+void testdb_run(const char *conninfo, const char *sql)
+{
+	PGconn *c = testdb_connect(conninfo);
+	PGresult *r = PQexec(c, sql);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		fprintf(stderr, "testdb: %s: %s", sql, PQerrorMessage(c));
+		exit(2);
+	}
+	PQclear(r);
+	PQfinish(c);
+}

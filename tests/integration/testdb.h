@@ -21,4 +21,11 @@ PGconn *testdb_connect(const char *conninfo);
  * a long (0 when there are no rows); aborts on error. */
 long testdb_scalar(PGconn *c, const char *sql);
 
+/* The same on a connection of its own to `conninfo`, closed after. */
+long testdb_scalar_at(const char *conninfo, const char *sql);
+
+/* Runs one statement that returns no rows (DDL, INSERT, UPDATE) on a
+ * connection of its own to `conninfo`; aborts on error. */
+void testdb_run(const char *conninfo, const char *sql);
+
 #endif
