@@ -2651,6 +2651,8 @@ static void *writer_main(void *arg)
 		bool took = g->n > from;
 		if (!took && from == 0 && !busy) {
 			expire_tick(w, g);
+			g = NULL; /* the tick used it: reset it before the next
+			           */
 			continue;
 		}
 		if (took && from == 0) {

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tests/integration/ramexd_harness.h"
@@ -231,12 +232,67 @@ START_TEST(failed_batch_fails_the_batches_after_it)
 }
 END_TEST
 
+/* A GTD order expires on the writer's idle tick, in a transaction of its
+ * own between batches; the batches after it must still commit (the tick
+ * shares a batch's bookkeeping with them). */
+START_TEST(gtd_expiry_then_orders_go_on)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	struct timespec now;
+	char body[512];
+	rxh_start(&h, "ramex_t_writer_gtd", "");
+	rxh_world(&h, &w);
+	clock_gettime(CLOCK_REALTIME, &now);
+	int64_t at =
+	    (int64_t)now.tv_sec * 1000000000 + now.tv_nsec + INT64_C(500000000);
+	snprintf(body, sizeof body,
+	         "{\"market\":\"spot\",\"account_id\":%lld,\"side\":\"buy\","
+	         "\"pages\":256,\"price\":90000,\"tif\":\"gtd\","
+	         "\"expires_ns\":%lld,\"client_order_id\":\"gtd-1\"}",
+	         (long long)w.node_b, (long long)at);
+	ck_assert_int_eq(
+	    rxh_call(&h, "POST", "/v1/orders", w.trader_token, body, NULL, &r),
+	    201);
+	int64_t id = json_integer_value(
+	    json_object_get(json_object_get(r.json, "order"), "id"));
+	rxh_resp_free(&r);
+	char q[160];
+	snprintf(q, sizeof q,
+	         "SELECT count(*) FROM orders WHERE id = %lld AND status = "
+	         "'expired'",
+	         (long long)id);
+	long expired = 0;
+	for (int i = 0; i < 100 && !expired; i++) {
+		usleep(100000);
+		expired = testdb_scalar_at(h.conninfo, q);
+	}
+	ck_assert_msg(expired == 1, "the GTD order did not expire");
+	/* and then orders are placed, trade and commit as before */
+	for (int k = 0; k < 3; k++) {
+		char coid[32];
+		snprintf(coid, sizeof coid, "after-gtd-%d", k);
+		ck_assert_int_eq(
+		    place(&h, w.trader_token, k % 2 ? w.node_b : w.node_a,
+		          k % 2 ? "buy" : "sell", 256, 100000, coid),
+		    201);
+	}
+	ck_assert_int_eq(testdb_scalar_at(h.conninfo,
+	                                  "SELECT count(*) FROM orders WHERE "
+	                                  "client_order_id LIKE 'after-gtd-%'"),
+	                 3);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("writer");
 	TCase *tc = tcase_create("writer");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, failed_batch_fails_the_batches_after_it);
+	tcase_add_test(tc, gtd_expiry_then_orders_go_on);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
