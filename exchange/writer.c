@@ -2510,12 +2510,13 @@ static bool advance(struct writer *w, struct inflight *q)
 	finish_batch(w, c);
 	bool ok = c->ok;
 	bool down = c->down || db_broken(c->conn);
+	/* the next COMMIT goes out before this batch's answers */
+	if (o && ok)
+		send_batch(o, SEND_CLOSE);
 	complete_batch(w, c);
 	q->cf = o;
 	q->of = NULL;
-	if (o && ok) {
-		send_batch(o, SEND_CLOSE);
-	} else if (o) {
+	if (o && !ok) {
 		fail_after(o, down);
 		finish_batch(w, o);
 		complete_batch(w, o);
