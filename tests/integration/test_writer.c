@@ -16,6 +16,7 @@
 #include <jansson.h>
 #include <libpq-fe.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -286,6 +287,192 @@ START_TEST(gtd_expiry_then_orders_go_on)
 }
 END_TEST
 
+/* --- many kinds of commands at once --------------------------------------- */
+
+#define MIXERS 6
+#define ROUNDS 30
+
+struct mixer {
+	struct rxh *h;
+	const struct rxh_world *w;
+	int i;
+	int bad; /* answers that are not what any order of events allows */
+	char why[256];
+	volatile int *stop;
+};
+
+/* Rests orders, cancels and reduces them, and now and then sells into the
+ * bids: fills of makers from earlier batches, cancels and reduces of
+ * orders whose batch may not have committed yet, all UPDATEs of the close
+ * part of a batch. */
+static void *mix(void *arg)
+{
+	struct mixer *m = arg;
+	for (int k = 0; k < ROUNDS; k++) {
+		char body[512], path[64], coid[32];
+		struct rxh_resp r;
+		bool buy = (m->i + k) % 2;
+		snprintf(coid, sizeof coid, "mix-%d-%d", m->i, k);
+		snprintf(body, sizeof body,
+		         "{\"market\":\"spot\",\"account_id\":%lld,\"side\":"
+		         "\"%s\",\"pages\":1024,\"price\":%d,"
+		         "\"client_order_id\":\"%s\"}",
+		         (long long)(buy ? m->w->node_b : m->w->node_a),
+		         buy ? "buy" : "sell",
+		         buy ? 90000 + 1000 * (k % 3) : 110000 + 1000 * (k % 3),
+		         coid);
+		long st = rxh_call(m->h, "POST", "/v1/orders",
+		                   m->w->trader_token, body, NULL, &r);
+		int64_t id = json_integer_value(
+		    json_object_get(json_object_get(r.json, "order"), "id"));
+		rxh_resp_free(&r);
+		if (st != 201) {
+			m->bad++;
+			snprintf(m->why, sizeof m->why, "place %s: %ld", coid,
+			         st);
+			continue;
+		}
+		snprintf(path, sizeof path, "/v1/orders/%lld", (long long)id);
+		if (k % 3 == 0) {
+			st = rxh_call(m->h, "DELETE", path, m->w->trader_token,
+			              NULL, NULL, &r);
+		} else if (k % 3 == 1) {
+			strcat(path, "/reduce");
+			st = rxh_call(m->h, "POST", path, m->w->trader_token,
+			              "{\"remaining\":256}", NULL, &r);
+		} else {
+			st = 200;
+			memset(&r, 0, sizeof r);
+		}
+		rxh_resp_free(&r);
+		/* 409: a sell below filled it first */
+		if (st != 200 && st != 409) {
+			m->bad++;
+			snprintf(m->why, sizeof m->why, "%s %s: %ld",
+			         k % 3 ? "reduce" : "cancel", coid, st);
+		}
+		if (k % 5 == 4) { /* into the bids */
+			snprintf(body, sizeof body,
+			         "{\"market\":\"spot\",\"account_id\":%lld,"
+			         "\"side\":\"sell\",\"pages\":512,\"price\":"
+			         "88000,\"tif\":\"ioc\",\"client_order_id\":"
+			         "\"%s-x\"}",
+			         (long long)m->w->node_a, coid);
+			st = rxh_call(m->h, "POST", "/v1/orders",
+			              m->w->trader_token, body, NULL, &r);
+			rxh_resp_free(&r);
+			if (st != 201) {
+				m->bad++;
+				snprintf(m->why, sizeof m->why,
+				         "sell into the bids %s: %ld", coid,
+				         st);
+			}
+		}
+	}
+	return NULL;
+}
+
+/* Reads the book the whole time: a read waits until no batch is in
+ * flight, between the others. */
+static void *read_book(void *arg)
+{
+	struct mixer *m = arg;
+	while (!*m->stop) {
+		struct rxh_resp r;
+		long st = rxh_call(m->h, "GET", "/v1/markets/spot/book",
+		                   m->w->trader_token, NULL, NULL, &r);
+		rxh_resp_free(&r);
+		if (st != 200) {
+			m->bad++;
+			snprintf(m->why, sizeof m->why, "book: %ld", st);
+		}
+		usleep(5000);
+	}
+	return NULL;
+}
+
+START_TEST(mixed_commands_keep_books_and_database_equal)
+{
+	struct rxh h;
+	struct rxh_world w;
+	pthread_t th[MIXERS + 1];
+	static struct mixer mx[MIXERS + 1];
+	volatile int stop = 0;
+	rxh_start(&h, "ramex_t_writer_mix", "");
+	rxh_world(&h, &w);
+	for (int i = 0; i <= MIXERS; i++) {
+		mx[i] = (struct mixer){.h = &h, .w = &w, .i = i, .stop = &stop};
+		pthread_create(&th[i], NULL, i < MIXERS ? mix : read_book,
+		               &mx[i]);
+	}
+	for (int i = 0; i < MIXERS; i++)
+		pthread_join(th[i], NULL);
+	stop = 1;
+	pthread_join(th[MIXERS], NULL);
+	for (int i = 0; i <= MIXERS; i++)
+		ck_assert_msg(mx[i].bad == 0, "%d unexpected answers, e.g. %s",
+		              mx[i].bad, mx[i].why);
+
+	/* every order's filled pages are its trades' */
+	PGconn *c = testdb_connect(h.conninfo);
+	ck_assert_int_gt(testdb_scalar(c, "SELECT count(*) FROM trades"), 0);
+	ck_assert_int_eq(
+	    testdb_scalar(c, "SELECT count(*) FROM orders o WHERE o.filled <> "
+	                     "coalesce((SELECT sum(t.pages) FROM trades t "
+	                     "WHERE t.taker_order_id = o.id OR "
+	                     "t.maker_order_id = o.id), 0)"),
+	    0);
+	/* an order's state fits its pages */
+	PGresult *bad = PQexec(
+	    c, "SELECT id, status, pages, remaining, filled, tif FROM orders "
+	       "WHERE (status = 'open' AND remaining = 0) OR (status = "
+	       "'filled' AND remaining <> 0) OR filled + remaining > pages "
+	       "LIMIT 1");
+	ck_assert_int_eq(PQresultStatus(bad), PGRES_TUPLES_OK);
+	ck_assert_msg(PQntuples(bad) == 0,
+	              "order %s: %s, %s pages, %s remaining, %s filled, %s",
+	              PQgetvalue(bad, 0, 0), PQgetvalue(bad, 0, 1),
+	              PQgetvalue(bad, 0, 2), PQgetvalue(bad, 0, 3),
+	              PQgetvalue(bad, 0, 4), PQgetvalue(bad, 0, 5));
+	PQclear(bad);
+	ck_assert_int_gt(
+	    testdb_scalar(c, "SELECT count(*) FROM orders WHERE status = "
+	                     "'cancelled' AND client_order_id LIKE 'mix-%'"),
+	    0);
+	ck_assert_int_gt(testdb_scalar(c, "SELECT count(*) FROM orders WHERE "
+	                                  "status = 'open' AND remaining = 256 "
+	                                  "AND pages = 1024"),
+	                 0);
+	/* and the books are what the database says, level by level */
+	struct rxh_resp r;
+	ck_assert_int_eq(rxh_call(&h, "GET", "/v1/markets/spot/book?depth=200",
+	                          w.trader_token, NULL, NULL, &r),
+	                 200);
+	char api[2][1024], db[2][1024];
+	api_side(json_object_get(r.json, "bids"), api[0], sizeof api[0]);
+	api_side(json_object_get(r.json, "asks"), api[1], sizeof api[1]);
+	rxh_resp_free(&r);
+	db_side(c, "buy", db[0], sizeof db[0]);
+	db_side(c, "sell", db[1], sizeof db[1]);
+	ck_assert_str_eq(api[0], db[0]);
+	ck_assert_str_eq(api[1], db[1]);
+	PQfinish(c);
+	/* a restart rebuilds the same books */
+	rxh_kill(&h, SIGTERM);
+	rxh_restart(&h);
+	ck_assert_int_eq(rxh_call(&h, "GET", "/v1/markets/spot/book?depth=200",
+	                          w.trader_token, NULL, NULL, &r),
+	                 200);
+	char again[2][1024];
+	api_side(json_object_get(r.json, "bids"), again[0], sizeof again[0]);
+	api_side(json_object_get(r.json, "asks"), again[1], sizeof again[1]);
+	rxh_resp_free(&r);
+	ck_assert_str_eq(again[0], api[0]);
+	ck_assert_str_eq(again[1], api[1]);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("writer");
@@ -293,6 +480,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, failed_batch_fails_the_batches_after_it);
 	tcase_add_test(tc, gtd_expiry_then_orders_go_on);
+	tcase_add_test(tc, mixed_commands_keep_books_and_database_equal);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
