@@ -2652,8 +2652,7 @@ static void *writer_main(void *arg)
 		bool took = g->n > from;
 		if (!took && from == 0 && !busy) {
 			expire_tick(w, g);
-			g = NULL; /* the tick used it: reset it before the next
-			           */
+			g = NULL; /* the tick used it: reset it */
 			continue;
 		}
 		if (took && from == 0) {
@@ -2682,8 +2681,7 @@ static void *writer_main(void *arg)
 			if (build_batch(w, g) > 0) {
 				launch(w, &q, g);
 				g = NULL;
-			} else if (!q.cf) { /* nothing to write, nothing before
-				             */
+			} else if (!q.cf) { /* nothing to write or wait for */
 				complete_batch(w, g);
 				g = NULL;
 			}
