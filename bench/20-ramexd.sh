@@ -27,6 +27,12 @@ ramexd=$BUILD/bin/ramexd loadgen=$BUILD/bin/loadgen
 
 . "$ROOT/bench/lib.sh"
 bench_pg 20-ramexd "$pgdir" "$work"
+# WAL for about 128 MiB per second of load (a fast run writes ~100), made
+# ahead so that the figures are a running server's, not a fresh cluster's
+wal_ahead=$((secs * 128 > 4096 ? 4096 : secs * 128))
+bench_wal_ahead 20-ramexd "$wal_ahead"
+wal_files() { find "$PGHOST/data/pg_wal" -maxdepth 1 -type f -name '0*' | wc -l; }
+wal_files0=$(wal_files)
 bench_admin 20-ramexd "$work"
 bench_ramexd 20-ramexd "$work" --max_connections=$((conns + 64)) --log_level=warn
 
@@ -56,7 +62,7 @@ cpu_pg() {
 
 # all, busy and stolen CPU ticks of the machine so far (/proc/stat)
 cpu_all() { awk '/^cpu / {t = 0; for (i = 2; i <= NF; i++) t += $i; print t, t - $5 - $6 - $9, $9; exit}' /proc/stat; }
-echo "loopback, $(nproc) cores, fsync and synchronous_commit on, ${secs} s each; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "loopback, $(nproc) cores, fsync and synchronous_commit on, ${secs} s each, $wal_ahead MiB of WAL segments made ahead; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 # orders LOADGEN-ARGS...: one load, and what its orders cost.
 orders() {
   local rx0 pg0 wal0 out rx1 pg1 wal n b0 c0 s0 st0 st1
@@ -87,6 +93,7 @@ orders http "$port" "$trader" "$sell" "$buy" "$conns" "$secs"
 # The same orders, ten to a request (POST /v1/orders/batch): what the
 # exchange does when HTTP costs it and the load generator a tenth as much.
 orders batch "$port" "$trader" "$sell" "$buy" "$((conns / 8))" "$secs" 10
+echo "  WAL segments made during the order loads: $(($(wal_files) - wal_files0)) (each one stalls every commit while it is zero-filled)"
 psql -qtA -d "$db" -c "SELECT '  committed: ' || (SELECT count(*) FROM orders) || ' orders, ' || (SELECT count(*) FROM trades) || ' trades and contracts, ' || (SELECT count(*) FROM idempotency) || ' idempotency rows'"
 # The HTTP edge and the load generator alone: GET /healthz does no work.
 "$loadgen" get "$port" /healthz "$conns" "$secs"
