@@ -4,13 +4,19 @@
 # when it fails or is interrupted. Needs ROOT and the caller's `ramexd`.
 
 bench_pids=()
-bench_pgdir=
+bench_pgdir= bench_work=
+# Stops what the benchmark started; its work folder (logs) stays only when
+# it failed, for reading.
 bench_cleanup() {
-  local i
+  local rc=$? i
   for ((i = ${#bench_pids[@]} - 1; i >= 0; i--)); do
     kill "${bench_pids[i]}" 2>/dev/null && wait "${bench_pids[i]}" 2>/dev/null
   done
   [[ -n $bench_pgdir ]] && bash "$ROOT/scripts/pg.sh" destroy "$bench_pgdir" >/dev/null 2>&1
+  if [[ -n $bench_work ]]; then
+    if ((rc == 0)); then rm -rf "$bench_work"; else echo "logs kept in $bench_work"; fi
+  fi
+  return "$rc"
 }
 trap bench_cleanup EXIT
 trap 'exit 130' INT TERM
@@ -26,6 +32,7 @@ bench_pg() {
     bash "$ROOT/scripts/pg.sh" start "$2" >/dev/null || { echo "$1: PostgreSQL did not start"; exit 1; }
   eval "$(bash "$ROOT/scripts/pg.sh" env "$2")"
   rm -rf "$3"; mkdir -p "$3"
+  bench_work=$3
   db="dbname=ramex host=$PGHOST port=$PGPORT user=$PGUSER"
 }
 
