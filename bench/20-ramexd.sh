@@ -29,7 +29,7 @@ ramexd=$BUILD/bin/ramexd loadgen=$BUILD/bin/loadgen
 bench_pg 20-ramexd "$pgdir" "$work"
 # WAL for about 128 MiB per second of load (a fast run writes ~100), made
 # ahead so that the figures are a running server's, not a fresh cluster's
-wal_ahead=$((secs * 128 > 4096 ? 4096 : secs * 128))
+wal_ahead=$((secs * 128 > bench_wal_keep_mib ? bench_wal_keep_mib : secs * 128))
 bench_wal_ahead 20-ramexd "$wal_ahead"
 wal_files() { find "$PGHOST/data/pg_wal" -maxdepth 1 -type f -name '0*' | wc -l; }
 wal_files0=$(wal_files)

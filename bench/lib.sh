@@ -5,6 +5,7 @@
 
 bench_pids=()
 bench_pgdir= bench_work=
+bench_wal_keep_mib=4096 # min_wal_size: the most WAL bench_wal_ahead can leave ready
 # Stops what the benchmark started; its work folder (logs) stays only when
 # it failed, for reading.
 bench_cleanup() {
@@ -28,7 +29,7 @@ trap 'exit 130' INT TERM
 bench_pg() {
   bench_pgdir=$2
   bash "$ROOT/scripts/pg.sh" destroy "$2" >/dev/null 2>&1
-  RAMEX_PG_OPTS="-c min_wal_size=4GB -c max_wal_size=8GB ${RAMEX_PG_OPTS:-}" \
+  RAMEX_PG_OPTS="-c min_wal_size=${bench_wal_keep_mib}MB -c max_wal_size=$((bench_wal_keep_mib * 2))MB ${RAMEX_PG_OPTS:-}" \
     bash "$ROOT/scripts/pg.sh" start "$2" >/dev/null || { echo "$1: PostgreSQL did not start"; exit 1; }
   eval "$(bash "$ROOT/scripts/pg.sh" env "$2")"
   rm -rf "$3"; mkdir -p "$3"
