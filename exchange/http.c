@@ -62,6 +62,8 @@ struct http_server {
 	struct http_opts o;
 	int port;
 	atomic_int draining; /* set by http_stop: new requests get 503 */
+	atomic_int conns;    /* open connections, all epoll threads together */
+	atomic_llong refused_log_s; /* when a refusal was last logged */
 	pthread_mutex_t mu;
 	pthread_cond_t work; /* a request was queued, or stopping */
 	pthread_cond_t idle; /* inflight fell to 0 */
@@ -807,6 +809,49 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	log_warn("libmicrohttpd", "detail=%s", log_quote(q, sizeof q, line));
 }
 
+/* max_connections is ours to enforce, across the epoll threads:
+ * libmicrohttpd splits its own limit evenly among the threads of its
+ * pool, but the threads do not take the new connections evenly (whichever
+ * wakes first accepts a whole burst), so with its limit one thread turned
+ * connections away, closing them unanswered and logging nothing, while
+ * the server as a whole was at half its limit. Counted at the start and
+ * close of each connection; two threads that accept at the same instant
+ * may both pass, so the count can exceed the limit by http_threads - 1. */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr,
+                                 socklen_t addrlen)
+{
+	struct http_server *s = cls;
+	(void)addr;
+	(void)addrlen;
+	if (atomic_load(&s->conns) < s->o.max_connections)
+		return MHD_YES;
+	metrics_http_refused();
+	/* once a second at most: a flood of refusals is one line a second */
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	long long last = atomic_load(&s->refused_log_s);
+	if (ts.tv_sec > last &&
+	    atomic_compare_exchange_strong(&s->refused_log_s, &last,
+	                                   (long long)ts.tv_sec))
+		log_warn("connection refused: at max_connections",
+		         "max_connections=%d hint=\"%s\"", s->o.max_connections,
+		         "raise max_connections, or make clients reuse "
+		         "their connections");
+	return MHD_NO;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn,
+                          void **socket_ctx,
+                          enum MHD_ConnectionNotificationCode code)
+{
+	struct http_server *s = cls;
+	(void)conn;
+	(void)socket_ctx;
+	int d = code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1;
+	atomic_fetch_add(&s->conns, d);
+	metrics_http_connections(d);
+}
+
 static void teardown(struct http_server *s);
 
 struct http_server *http_start(const struct http_opts *o, char *err,
@@ -834,6 +879,8 @@ struct http_server *http_start(const struct http_opts *o, char *err,
 	pthread_cond_init(&s->work, NULL);
 	pthread_cond_init(&s->idle, NULL);
 	atomic_init(&s->draining, 0);
+	atomic_init(&s->conns, 0);
+	atomic_init(&s->refused_log_s, 0);
 	int nw = o->workers > 0 ? o->workers : 1;
 	s->workers = calloc((size_t)nw, sizeof *s->workers);
 	if (!s->workers) {
@@ -849,12 +896,15 @@ struct http_server *http_start(const struct http_opts *o, char *err,
 	s->d = MHD_start_daemon(
 	    MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
 	        MHD_USE_ERROR_LOG,
-	    (uint16_t)o->port, NULL, NULL, on_request, s,
+	    (uint16_t)o->port, on_accept, s, on_request, s,
 	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR,
-	    (struct sockaddr *)&a4, MHD_OPTION_CONNECTION_LIMIT,
-	    (unsigned)o->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-	    (unsigned)o->timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-	    s, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+	    (struct sockaddr *)&a4,
+	    /* each thread may hold them all; on_accept keeps the total */
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections * nt,
+	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->timeout_s,
+	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+	    MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
 	    /* a connection's memory, zeroed for each request: the default
 	     * 32 KiB costs a memset of 32 KiB per order; our requests' heads
 	     * need a few hundred bytes, a browser's one or two KiB (bodies are

@@ -25,6 +25,8 @@ static uint64_t batches, batch_cmds, commit_us;
 static uint64_t orders_ok, orders_rej, trades;
 static int db_up = 1;
 static int sse = 0;
+static int http_conns = 0;
+static uint64_t http_refused;
 
 #define ADD(v, n) __atomic_fetch_add(&(v), (n), __ATOMIC_RELAXED)
 #define GET(v)    __atomic_load_n(&(v), __ATOMIC_RELAXED)
@@ -71,6 +73,16 @@ void metrics_db_up(int up)
 void metrics_sse_clients(int d)
 {
 	ADD(sse, d);
+}
+
+void metrics_http_connections(int d)
+{
+	ADD(http_conns, d);
+}
+
+void metrics_http_refused(void)
+{
+	ADD(http_refused, 1);
 }
 
 struct buf {
@@ -164,10 +176,17 @@ char *metrics_render(size_t *len)
 	    "# TYPE ramex_trades_total counter\nramex_trades_total %llu\n"
 	    "# HELP ramex_database_up Whether PostgreSQL answered last "
 	    "time.\n# TYPE ramex_database_up gauge\nramex_database_up %d\n"
-	    "# TYPE ramex_sse_clients gauge\nramex_sse_clients %d\n",
+	    "# TYPE ramex_sse_clients gauge\nramex_sse_clients %d\n"
+	    "# HELP ramex_http_connections Open HTTP connections.\n"
+	    "# TYPE ramex_http_connections gauge\nramex_http_connections %d\n"
+	    "# HELP ramex_http_connections_refused_total Connections "
+	    "refused at max_connections.\n"
+	    "# TYPE ramex_http_connections_refused_total counter\n"
+	    "ramex_http_connections_refused_total %llu\n",
 	    (unsigned long long)GET(orders_ok),
 	    (unsigned long long)GET(orders_rej),
-	    (unsigned long long)GET(trades), GET(db_up), GET(sse));
+	    (unsigned long long)GET(trades), GET(db_up), GET(sse),
+	    GET(http_conns), (unsigned long long)GET(http_refused));
 	*len = b.n;
 	return b.s;
 }

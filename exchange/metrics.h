@@ -22,6 +22,9 @@ void metrics_batch(int commands, int64_t ns);
 void metrics_orders(int accepted, int rejected, int trades);
 void metrics_db_up(int up);
 void metrics_sse_clients(int delta);
+/* An HTTP connection opened (+1) or closed (-1); one refused at the limit. */
+void metrics_http_connections(int delta);
+void metrics_http_refused(void);
 
 /* Writes the exposition text into a malloc'd string; the caller frees. */
 char *metrics_render(size_t *len);

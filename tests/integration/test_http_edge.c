@@ -10,11 +10,15 @@
  * request whose key is not cached yet goes to a worker, and its nonce must
  * be used up once, there. And a graceful stop must answer every parked
  * order before the process exits: nothing acknowledged is lost, nothing
- * hangs.
+ * hangs. max_connections holds for the server as a whole, however its
+ * epoll threads share the connections out.
  */
+#include <arpa/inet.h>
 #include <check.h>
 #include <curl/curl.h>
 #include <libpq-fe.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -366,6 +370,116 @@ START_TEST(batch_places_checks_and_replays)
 }
 END_TEST
 
+/* --- max_connections ----------------------------------------------------- */
+
+static int dial(int port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET,
+	                        .sin_port = htons((uint16_t)port)};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+	return fd;
+}
+
+/* GET `path` on a kept-alive connection: its status, with the body in
+ * buf; 0 when the server closed the connection, -1 after 10 s of nothing */
+static int raw_get(int fd, const char *path, char *buf, size_t cap)
+{
+	char rq[256];
+	size_t n = 0;
+	int k =
+	    snprintf(rq, sizeof rq, "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", path);
+	if (write(fd, rq, (size_t)k) != k)
+		return 0; /* refused and reset already */
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (poll(&p, 1, 10000) != 1)
+			return -1;
+		ssize_t r = read(fd, buf + n, cap - 1 - n);
+		if (r <= 0)
+			return 0;
+		n += (size_t)r;
+		buf[n] = 0;
+		char *end = strstr(buf, "\r\n\r\n"),
+		     *cl = strstr(buf, "Content-Length: ");
+		if (end && cl && strlen(end + 4) >= strtoul(cl + 16, NULL, 10))
+			return atoi(buf + 9);
+		ck_assert_uint_lt(n, cap - 1);
+	}
+}
+
+static long metric(int fd, const char *name)
+{
+	static char buf[65536];
+	char key[96];
+	ck_assert_int_eq(raw_get(fd, "/metrics", buf, sizeof buf), 200);
+	snprintf(key, sizeof key, "\n%s ", name);
+	char *p = strstr(buf, key);
+	ck_assert_msg(p, "no %s in /metrics", name);
+	return strtol(p + strlen(key), NULL, 10);
+}
+
+#define MAXC 8
+
+START_TEST(max_connections_holds_across_threads)
+{
+	struct rxh h;
+	char buf[4096];
+	int fd[MAXC];
+	/* two epoll threads: libmicrohttpd's own limit, split between them,
+	 * turned connections away while the server had room */
+	rxh_start(&h, "ramex_t_edge_maxconn",
+	          "--http_threads=2 --max_connections=8");
+	/* one at a time, each answered before the next, so that no two are
+	 * accepted at once (the count may pass the limit by one then) */
+	for (int i = 0; i < MAXC; i++) {
+		fd[i] = dial(h.port);
+		ck_assert_int_eq(raw_get(fd[i], "/healthz", buf, sizeof buf),
+		                 200);
+	}
+	for (int i = 0; i < MAXC; i++)
+		ck_assert_int_eq(raw_get(fd[i], "/healthz", buf, sizeof buf),
+		                 200);
+	ck_assert_int_eq(metric(fd[0], "ramex_http_connections"), MAXC);
+	ck_assert_int_eq(metric(fd[0], "ramex_http_connections_refused_total"),
+	                 0);
+
+	/* one more is closed at once, unanswered, and counted */
+	int extra = dial(h.port);
+	ck_assert_int_eq(raw_get(extra, "/healthz", buf, sizeof buf), 0);
+	close(extra);
+	ck_assert_int_eq(metric(fd[0], "ramex_http_connections_refused_total"),
+	                 1);
+	ck_assert_int_eq(metric(fd[0], "ramex_http_connections"), MAXC);
+
+	/* a closed connection makes room again */
+	close(fd[MAXC - 1]);
+	for (int i = 0;
+	     i < 500 && metric(fd[0], "ramex_http_connections") != MAXC - 1;
+	     i++)
+		usleep(10000);
+	ck_assert_int_eq(metric(fd[0], "ramex_http_connections"), MAXC - 1);
+	fd[MAXC - 1] = dial(h.port);
+	ck_assert_int_eq(raw_get(fd[MAXC - 1], "/healthz", buf, sizeof buf),
+	                 200);
+	for (int i = 0; i < MAXC; i++)
+		close(fd[i]);
+	rxh_stop(&h);
+
+	/* and the refusal was logged, with what to do about it */
+	FILE *f = fopen(h.log, "r");
+	ck_assert_ptr_nonnull(f);
+	int seen = 0;
+	while (fgets(buf, sizeof buf, f))
+		seen |= strstr(buf, "at max_connections") &&
+		        strstr(buf, "raise max_connections");
+	fclose(f);
+	ck_assert_msg(seen, "no refusal in %s", h.log);
+}
+END_TEST
+
 int main(void)
 {
 	curl_global_init(CURL_GLOBAL_ALL);
@@ -376,6 +490,7 @@ int main(void)
 	tcase_add_test(tc, first_signed_order_uses_its_nonce_once);
 	tcase_add_test(tc, graceful_stop_answers_parked_orders);
 	tcase_add_test(tc, batch_places_checks_and_replays);
+	tcase_add_test(tc, max_connections_holds_across_threads);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
