@@ -219,6 +219,16 @@ static int run_http(int argc, char **argv)
 	while (active > 0) {
 		int k = epoll_wait(ep, evs, 256, 1000);
 		int64_t t = now_ns();
+		/* a request unanswered this long after the end counts as not
+		 * acknowledged, instead of holding the whole run open */
+		if (t > stop + 5000000000LL) {
+			fprintf(stderr,
+			        "loadgen: %d connections had no answer 5 s "
+			        "after the end\n",
+			        active);
+			bad += (long)active * (bat ? per_req : 1);
+			break;
+		}
 		for (int i = 0; i < k; i++) {
 			struct conn *c = evs[i].data.ptr;
 			if (c->outoff < c->outlen &&
@@ -232,11 +242,13 @@ static int run_http(int argc, char **argv)
 				ssize_t r = read(c->fd, c->in + c->inlen,
 				                 sizeof c->in - 1 - c->inlen);
 				if (r <= 0) {
+					/* its request in flight is lost */
 					fprintf(stderr,
 					        "loadgen: connection closed\n");
 					epoll_ctl(ep, EPOLL_CTL_DEL, c->fd,
 					          NULL);
 					active--;
+					bad += bat ? per_req : 1;
 					continue;
 				}
 				c->inlen += (size_t)r;
