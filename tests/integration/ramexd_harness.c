@@ -1,16 +1,19 @@
 /* ramexd_harness.c — see ramexd_harness.h. */
 #include "tests/integration/ramexd_harness.h"
 
+#include <arpa/inet.h>
 #include <check.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -441,4 +444,19 @@ void *rxh_sse_run(void *arg)
 	curl_easy_cleanup(c);
 	curl_slist_free_all(hl);
 	return NULL;
+}
+
+int rxh_dial(int port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+	                         .sin_port = htons((uint16_t)port)};
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }

@@ -66,6 +66,10 @@ void rxh_resp_free(struct rxh_resp *r);
  * does. */
 pid_t rxh_spawn(const char *bin, char *const argv[], const char *log);
 
+/* A TCP connection to 127.0.0.1:port, for tests that speak the protocol
+ * by hand; -1 when it cannot be made. */
+int rxh_dial(int port);
+
 /* A listener on GET /v1/events, for a thread of its own: rxh_sse_run
  * (pthread_create's signature) reads the stream into buf until the text
  * holds `until` (NULL: until the server ends it, or 60 s). `connected` is

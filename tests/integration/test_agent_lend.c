@@ -23,20 +23,17 @@
  * Waits poll for a condition with a generous bound: they say that
  * something happens, never how fast.
  */
-#include <arpa/inet.h>
 #include <check.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libpq-fe.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -315,21 +312,6 @@ static long file_number(const char *path)
 	return v;
 }
 
-static int tcp_connect(int port)
-{
-	struct sockaddr_in sa = {.sin_family = AF_INET,
-	                         .sin_port = htons((uint16_t)port)};
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
 /* The page pattern: page p of round r, reproducible. */
 static void pattern(uint8_t *buf, uint64_t page, int round)
 {
@@ -488,7 +470,7 @@ static void lend_up_tls(const char *db_name, struct rxh *h, struct rxh_world *w,
 	             (long long)*id, path, B->log);
 	int nbd_port = (int)file_number(path);
 	*fd = -1;
-	AGH_WAIT_FOR((*fd = tcp_connect(nbd_port)) >= 0,
+	AGH_WAIT_FOR((*fd = rxh_dial(nbd_port)) >= 0,
 	             "B's bridge does not listen on %d; see %s-lend/", nbd_port,
 	             B->spool);
 	uint64_t size = 0;
