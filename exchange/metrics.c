@@ -27,6 +27,8 @@ static int db_up = 1;
 static int sse = 0;
 static int http_conns = 0;
 static uint64_t http_refused;
+static uint64_t idem_looked, idem_filtered, kf_keys[2], kf_bytes[2];
+static int kf_loaded;
 
 #define ADD(v, n) __atomic_fetch_add(&(v), (n), __ATOMIC_RELAXED)
 #define GET(v)    __atomic_load_n(&(v), __ATOMIC_RELAXED)
@@ -83,6 +85,20 @@ void metrics_http_connections(int d)
 void metrics_http_refused(void)
 {
 	ADD(http_refused, 1);
+}
+
+void metrics_idem_keys(int looked_up, int filtered)
+{
+	ADD(idem_looked, (uint64_t)looked_up);
+	ADD(idem_filtered, (uint64_t)filtered);
+}
+
+void metrics_key_filter(bool loaded, uint64_t keys, uint64_t bytes)
+{
+	__atomic_store_n(&kf_keys[loaded], keys, __ATOMIC_RELAXED);
+	__atomic_store_n(&kf_bytes[loaded], bytes, __ATOMIC_RELAXED);
+	if (loaded)
+		__atomic_store_n(&kf_loaded, 1, __ATOMIC_RELAXED);
 }
 
 struct buf {
@@ -187,6 +203,30 @@ char *metrics_render(size_t *len)
 	    (unsigned long long)GET(orders_rej),
 	    (unsigned long long)GET(trades), GET(db_up), GET(sse),
 	    GET(http_conns), (unsigned long long)GET(http_refused));
+	put(&b,
+	    "# HELP ramex_idem_keys_looked_up_total Idempotency keys and "
+	    "client order ids looked up in PostgreSQL.\n"
+	    "# TYPE ramex_idem_keys_looked_up_total counter\n"
+	    "ramex_idem_keys_looked_up_total %llu\n"
+	    "# HELP ramex_idem_keys_filtered_total Keys not looked up: the "
+	    "key filter knew them to be new.\n"
+	    "# TYPE ramex_idem_keys_filtered_total counter\n"
+	    "ramex_idem_keys_filtered_total %llu\n"
+	    "# HELP ramex_key_filter_loaded Whether the key filter holds "
+	    "the keys written before ramexd started (until then every key "
+	    "is looked up).\n"
+	    "# TYPE ramex_key_filter_loaded gauge\n"
+	    "ramex_key_filter_loaded %d\n"
+	    "# HELP ramex_key_filter_keys Keys in the writer's key filter.\n"
+	    "# TYPE ramex_key_filter_keys gauge\n"
+	    "ramex_key_filter_keys %llu\n"
+	    "# HELP ramex_key_filter_bytes Memory of the key filter.\n"
+	    "# TYPE ramex_key_filter_bytes gauge\n"
+	    "ramex_key_filter_bytes %llu\n",
+	    (unsigned long long)GET(idem_looked),
+	    (unsigned long long)GET(idem_filtered), GET(kf_loaded),
+	    (unsigned long long)(GET(kf_keys[0]) + GET(kf_keys[1])),
+	    (unsigned long long)(GET(kf_bytes[0]) + GET(kf_bytes[1])));
 	*len = b.n;
 	return b.s;
 }

@@ -8,6 +8,7 @@
 #ifndef RAMEX_METRICS_H
 #define RAMEX_METRICS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,6 +26,13 @@ void metrics_sse_clients(int delta);
 /* An HTTP connection opened (+1) or closed (-1); one refused at the limit. */
 void metrics_http_connections(int delta);
 void metrics_http_refused(void);
+/* Idempotency keys and client order ids of a batch: looked up in
+ * PostgreSQL, or not, since the writer's key filter knew them to be new. */
+void metrics_idem_keys(int looked_up, int filtered);
+/* The key filter's keys and bytes (gauges), in two parts: those written
+ * since ramexd started (loaded false), and those of the database's history,
+ * set once they are loaded (until then every key is looked up). */
+void metrics_key_filter(bool loaded, uint64_t keys, uint64_t bytes);
 
 /* Writes the exposition text into a malloc'd string; the caller frees. */
 char *metrics_render(size_t *len);

@@ -20,10 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "exchange/auth.h"
 #include "exchange/core/contract.h"
+#include "exchange/core/keyfilter.h"
 #include "exchange/db.h"
 #include "exchange/events.h"
 #include "exchange/metrics.h"
@@ -173,6 +175,15 @@ struct writer {
 	size_t nacct;
 	/* a trade's contract has the trade's id (0010_contract_is_trade.sql) */
 	uint64_t next_order, next_trade;
+	/* every idempotency key and client order id the database may hold:
+	 * those it held when ramexd started, read by the loader thread
+	 * (`loaded`, NULL until it is done), and those the writer wrote since
+	 * (`known`); a key in neither needs no lookup */
+	struct keyfilter *known;
+	struct keyfilter *loaded;
+	pthread_t loader;
+	bool loader_started;
+	int loader_stop; /* atomic */
 	/* events of the command being applied */
 	struct book_event *ev;
 	size_t nev, capev;
@@ -1568,6 +1579,14 @@ static PGresult *lookup(struct writer *w, enum lookup_id id, int n,
 
 /* --- idempotency ------------------------------------------------------- */
 
+/* The key of a client order id: its account's, whoever placed it. */
+static void coid_key(int64_t account, const char *coid, char scope[48],
+                     char key[140])
+{
+	snprintf(scope, 48, "acct:%lld", (long long)account);
+	snprintf(key, 140, "coid:%s", coid);
+}
+
 /* The keys of one command: its header key and its client order id. */
 static int cmd_keys(const struct writer_cmd *c, char scope[2][48],
                     char key[2][140])
@@ -1581,8 +1600,7 @@ static int cmd_keys(const struct writer_cmd *c, char scope[2][48],
 		n++;
 	}
 	if (c->kind == WR_NEW && c->client_order_id[0]) {
-		snprintf(scope[n], 48, "acct:%lld", (long long)cmd_account(c));
-		snprintf(key[n], 140, "coid:%s", c->client_order_id);
+		coid_key(cmd_account(c), c->client_order_id, scope[n], key[n]);
 		n++;
 	}
 	return n;
@@ -1597,6 +1615,193 @@ static uint64_t hash2(const char *a, const char *b)
 	for (; *b; b++)
 		h = (h ^ (unsigned char)*b) * 1099511628211u;
 	return h ? h : 1;
+}
+
+/* Notes that the database will hold key (scope, key) once the batch being
+ * built commits. Added before it does: a batch that then fails leaves a key
+ * that is not there, which costs a lookup, never a wrong answer. */
+static void known_add(struct writer *w, const char *scope, const char *key)
+{
+	if (keyfilter_add(w->known, hash2(scope, key)) < 0)
+		log_warn("key filter full: no memory to grow it",
+		         "hint=\"idempotency lookups grow more frequent; give "
+		         "ramexd more memory\"");
+}
+
+static void known_stats(const struct writer *w)
+{
+	struct keyfilter_stats st;
+	keyfilter_stats(w->known, &st);
+	metrics_key_filter(false, st.keys, st.bytes);
+}
+
+/* Whether the database may hold the key of hash h. */
+static bool known_maybe(const struct writer *w, uint64_t h)
+{
+	const struct keyfilter *l =
+	    __atomic_load_n(&w->loaded, __ATOMIC_ACQUIRE);
+	if (!l)
+		return true; /* not loaded yet: look everything up */
+	return keyfilter_maybe(w->known, h) || keyfilter_maybe(l, h);
+}
+
+/*
+ * Reads every key the database holds into a new filter: each stored
+ * answer's (scope, key), and the key of each order's client order id.
+ * Through a cursor, so that millions of keys never sit in one result; the
+ * filter is made for twice the rows PostgreSQL counts (at least a million
+ * keys, 2 MiB), and grows. NULL with err set when it cannot.
+ */
+static struct keyfilter *read_keys(struct writer *w, PGconn *c, long *rows,
+                                   char *err, size_t errlen)
+{
+	static const char *const decl[2] = {
+	    "DECLARE known_keys NO SCROLL CURSOR FOR SELECT scope, key FROM "
+	    "idempotency",
+	    "DECLARE known_keys NO SCROLL CURSOR FOR SELECT account_id, "
+	    "client_order_id FROM orders WHERE client_order_id IS NOT NULL",
+	};
+	struct keyfilter *kf = NULL;
+	PGresult *r = db_exec(
+	    c, PGRES_TUPLES_OK,
+	    "SELECT (greatest((SELECT reltuples FROM pg_class WHERE oid = "
+	    "'idempotency'::regclass), 0) + greatest((SELECT reltuples FROM "
+	    "pg_class WHERE oid = 'orders'::regclass), 0))::bigint",
+	    0, NULL, err, errlen);
+	if (!r)
+		return NULL;
+	int64_t est = db_int(r, 0, 0);
+	PQclear(r);
+	size_t want = est > (1 << 19) ? (size_t)est * 2 : (size_t)1 << 20;
+	kf = keyfilter_new(want);
+	if (!kf) {
+		snprintf(err, errlen,
+		         "out of memory for the key filter (%zu MiB for %lld "
+		         "keys)",
+		         want * 2 >> 20, (long long)est);
+		return NULL;
+	}
+	*rows = 0;
+	r = db_exec(c, PGRES_COMMAND_OK, "BEGIN", 0, NULL, err, errlen);
+	if (!r)
+		goto fail;
+	PQclear(r);
+	for (int q = 0; q < 2; q++) {
+		r = db_exec(c, PGRES_COMMAND_OK, decl[q], 0, NULL, err, errlen);
+		if (!r)
+			goto fail;
+		PQclear(r);
+		for (;;) {
+			if (__atomic_load_n(&w->loader_stop,
+			                    __ATOMIC_RELAXED)) {
+				snprintf(err, errlen, "stopped");
+				goto fail;
+			}
+			r = db_exec(c, PGRES_TUPLES_OK,
+			            "FETCH 50000 FROM known_keys", 0, NULL, err,
+			            errlen);
+			if (!r)
+				goto fail;
+			int n = PQntuples(r);
+			for (int i = 0; i < n; i++) {
+				char scope[48], key[140];
+				if (q == 0) {
+					snprintf(scope, sizeof scope, "%s",
+					         PQgetvalue(r, i, 0));
+					snprintf(key, sizeof key, "%s",
+					         PQgetvalue(r, i, 1));
+				} else {
+					coid_key(db_int(r, i, 0),
+					         PQgetvalue(r, i, 1), scope,
+					         key);
+				}
+				if (keyfilter_add(kf, hash2(scope, key)) < 0) {
+					PQclear(r);
+					snprintf(err, errlen,
+					         "out of memory for the key "
+					         "filter after %ld keys",
+					         *rows + i);
+					goto fail;
+				}
+			}
+			PQclear(r);
+			*rows += n;
+			if (n == 0)
+				break;
+		}
+		r = db_exec(c, PGRES_COMMAND_OK, "CLOSE known_keys", 0, NULL,
+		            err, errlen);
+		if (!r)
+			goto fail;
+		PQclear(r);
+	}
+	r = db_exec(c, PGRES_COMMAND_OK, "COMMIT", 0, NULL, err, errlen);
+	if (!r)
+		goto fail;
+	PQclear(r);
+	return kf;
+fail:
+	keyfilter_free(kf);
+	return NULL;
+}
+
+/*
+ * The loader thread: fills w->loaded once, while the writer already runs
+ * (looking every key up meanwhile), so that ramexd starts at once however
+ * many keys its history holds (about a second for two million here). No key
+ * falls between the two filters: a row committed before the loader's
+ * snapshot is read by it, and one committed after was written by this
+ * writer, the only writer of either table, which notes every key it writes
+ * (known_add) before it commits. Tries again every few seconds while the
+ * database is away. Without memory for the filter, it gives up: every key
+ * is then looked up, as before there was a filter.
+ */
+static void *loader_main(void *arg)
+{
+	struct writer *w = arg;
+	bool said = false;
+	while (!__atomic_load_n(&w->loader_stop, __ATOMIC_RELAXED)) {
+		char err[512];
+		long rows = 0;
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		PGconn *c = db_connect(w->conninfo, err, sizeof err);
+		struct keyfilter *kf =
+		    c ? read_keys(w, c, &rows, err, sizeof err) : NULL;
+		if (c)
+			PQfinish(c);
+		if (kf) {
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+			struct keyfilter_stats st;
+			keyfilter_stats(kf, &st);
+			metrics_key_filter(true, st.keys, st.bytes);
+			__atomic_store_n(&w->loaded, kf, __ATOMIC_RELEASE);
+			log_info(
+			    "key filter loaded", "keys=%ld bytes=%zu ms=%lld",
+			    rows, st.bytes,
+			    (long long)((t1.tv_sec - t0.tv_sec) * 1000 +
+			                (t1.tv_nsec - t0.tv_nsec) / 1000000));
+			return NULL;
+		}
+		if (__atomic_load_n(&w->loader_stop, __ATOMIC_RELAXED))
+			break;
+		if (strstr(err, "out of memory")) {
+			log_error(
+			    "key filter not loaded: every idempotency key "
+			    "is looked up",
+			    "err=\"%s\"", err);
+			return NULL;
+		}
+		if (!said)
+			log_warn("key filter not loaded yet, trying again",
+			         "err=\"%s\"", err);
+		said = true;
+		for (int i = 0; i < 30 && !__atomic_load_n(&w->loader_stop,
+		                                           __ATOMIC_RELAXED);
+		     i++)
+			usleep(100000);
+	}
+	return NULL;
 }
 
 /* The hashes of the idempotency keys of one batch. */
@@ -1710,6 +1915,11 @@ static int coid_replay(struct writer *w, struct writer_cmd **cmds, int n,
 		if (!cmds[i] || cmds[i]->status || cmds[i]->kind != WR_NEW ||
 		    !cmds[i]->client_order_id[0])
 			continue;
+		char scope[48], key[140];
+		coid_key(cmd_account(cmds[i]), cmds[i]->client_order_id, scope,
+		         key);
+		if (!known_maybe(w, hash2(scope, key)))
+			continue; /* no order has it */
 		col_i(&keys, 0, cmd_account(cmds[i]));
 		col_s(&keys, 1, cmds[i]->client_order_id);
 		keys.rows++;
@@ -1785,7 +1995,7 @@ static int idem_lookup(struct writer *w, struct writer_cmd **cmds, int n,
 	struct colset keys = {0}; /* scope, key */
 	char *kv[2] = {NULL, NULL};
 	struct writer_cmd **dtail = deferred;
-	int rc = -1;
+	int rc = -1, filtered = 0;
 	assert(seen);
 	/* The keys of the batch in flight: a command that shares one waits
 	 * for the next batch, when that answer is committed or not. */
@@ -1830,12 +2040,18 @@ static int idem_lookup(struct writer *w, struct writer_cmd **cmds, int n,
 				s = (s + 1) & (cap - 1);
 			seen[s] = h;
 			keyset_add(mine, h);
+			/* a key never written has no answer to find */
+			if (!known_maybe(w, h)) {
+				filtered++;
+				continue;
+			}
 			col_s(&keys, 0, scope[j]);
 			col_s(&keys, 1, key[j]);
 			keys.rows++;
 		}
 	}
 	*dtail = NULL;
+	metrics_idem_keys((int)keys.rows, filtered);
 	if (keys.rows == 0) {
 		rc = 0;
 		goto out;
@@ -1894,7 +2110,8 @@ out:
 	return rc;
 }
 
-static void idem_store(struct batch *b, const struct writer_cmd *c)
+static void idem_store(struct writer *w, struct batch *b,
+                       const struct writer_cmd *c)
 {
 	char scope[2][48], key[2][140];
 	int k = cmd_keys(c, scope, key);
@@ -1902,9 +2119,11 @@ static void idem_store(struct batch *b, const struct writer_cmd *c)
 		return;
 	for (int j = 0; j < k; j++) {
 		/* a placed order's row holds its client order id and, with its
-		 * trades, its answer (coid_replay); refusals leave no order */
+		 * trades, its answer (coid_replay; build_batch notes its key);
+		 * refusals leave no order */
 		if (c->status == 201 && strncmp(key[j], "coid:", 5) == 0)
 			continue;
+		known_add(w, scope[j], key[j]);
 		col_s(&b->idem, 0, scope[j]);
 		col_s(&b->idem, 1, key[j]);
 		col_s(&b->idem, 2, c->req_sha);
@@ -2078,8 +2297,16 @@ static int build_batch(struct writer *w, struct flight *f)
 			cs[4].rows++;
 		}
 	}
-	for (size_t i = 0; i < b->orders.n; i++)
-		orow_cols(&cs[0], &cs[1], &b->orders.v[i]);
+	for (size_t i = 0; i < b->orders.n; i++) {
+		const struct orow *o = &b->orders.v[i];
+		orow_cols(&cs[0], &cs[1], o);
+		if (o->is_new && o->coid[0]) {
+			char scope[48], key[140];
+			coid_key(o->account_id, o->coid, scope, key);
+			known_add(w, scope, key);
+		}
+	}
+	known_stats(w);
 	for (size_t i = 0; i < b->trades.n; i++)
 		trow_cols(&cs[2], &b->trades.v[i]);
 	for (size_t i = 0; i < b->contracts.n; i++)
@@ -2410,7 +2637,7 @@ static void apply_cmds(struct writer *w, struct flight *f, int from,
 			apply_new(w, &f->b, c, now);
 		else if (c->kind == WR_CANCEL || c->kind == WR_REDUCE)
 			apply_change(w, &f->b, c, now);
-		idem_store(&f->b, c);
+		idem_store(w, &f->b, c);
 	}
 }
 
@@ -2715,6 +2942,12 @@ struct writer *writer_start(const struct writer_opts *o, char *err,
 	    connect_db(w, 1, err, errlen) < 0 ||
 	    connect_lookup(w, err, errlen) < 0 || load_all(w, err, errlen) < 0)
 		goto fail;
+	w->known = keyfilter_new(1 << 20);
+	if (!w->known) {
+		snprintf(err, errlen, "out of memory for the key filter");
+		goto fail;
+	}
+	known_stats(w);
 	w->ready = true;
 	w->accepting = true;
 	if (pthread_create(&w->th, NULL, writer_main, w) != 0) {
@@ -2722,6 +2955,14 @@ struct writer *writer_start(const struct writer_opts *o, char *err,
 		goto fail;
 	}
 	pthread_setname_np(w->th, "ramexd-writer"); /* for top -H, perf */
+	/* without it, every key is looked up: slower, still right */
+	w->loader_started =
+	    pthread_create(&w->loader, NULL, loader_main, w) == 0;
+	if (w->loader_started)
+		pthread_setname_np(w->loader, "ramexd-keys");
+	else
+		log_error("could not start the key loader thread",
+		          "hint=\"every idempotency key is looked up\"");
 	return w;
 fail:
 	free_books(w);
@@ -2730,6 +2971,7 @@ fail:
 			PQfinish(w->conn[i]);
 	if (w->lconn)
 		PQfinish(w->lconn);
+	keyfilter_free(w->known);
 	free(w->acct);
 	free(w);
 	return NULL;
@@ -2795,6 +3037,9 @@ void writer_stop(struct writer *w)
 	pthread_cond_signal(&w->cv);
 	pthread_mutex_unlock(&w->mu);
 	pthread_join(w->th, NULL);
+	__atomic_store_n(&w->loader_stop, 1, __ATOMIC_RELAXED);
+	if (w->loader_started)
+		pthread_join(w->loader, NULL);
 	free_books(w);
 	for (int i = 0; i < 2; i++)
 		if (w->conn[i])
@@ -2803,6 +3048,8 @@ void writer_stop(struct writer *w)
 		PQfinish(w->lconn);
 	free(w->ev);
 	free(w->acct);
+	keyfilter_free(w->known);
+	keyfilter_free(w->loaded);
 	pthread_mutex_destroy(&w->mu);
 	pthread_cond_destroy(&w->cv);
 	free(w);

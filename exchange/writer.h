@@ -10,7 +10,11 @@
  *
  *   1. answers reads of the books (depth) and creates markets;
  *   2. looks up every idempotency key of the batch in one query: a key seen
- *      before gets its first answer again, with nothing done twice. An
+ *      before gets its first answer again, with nothing done twice. Only
+ *      keys that the database may hold are looked up: a filter of every key
+ *      written (exchange/core/keyfilter.h, filled from the database by a
+ *      thread of its own at start) knows a fresh key for one, so a batch
+ *      of fresh keys, the usual case, costs no query. An
  *      order placed with a client order id stores no answer for it: its
  *      order row says it was placed, and that row, its trades and their
  *      contracts rebuild the first answer exactly (0007_order_path.sql);

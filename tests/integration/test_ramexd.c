@@ -1046,6 +1046,96 @@ START_TEST(kill9_keeps_every_acknowledged_order_once)
 }
 END_TEST
 
+/* A counter of /metrics. */
+static long metric(struct rxh *h, const char *name)
+{
+	struct rxh_resp r;
+	char pat[96];
+	ck_assert_int_eq(rxh_call(h, "GET", "/metrics", NULL, NULL, NULL, &r),
+	                 200);
+	snprintf(pat, sizeof pat, "\n%s ", name);
+	const char *p = strstr(r.body, pat);
+	ck_assert_msg(p != NULL, "no %s in /metrics", name);
+	long v = strtol(p + strlen(pat), NULL, 10);
+	rxh_resp_free(&r);
+	return v;
+}
+
+/* Waits until the writer's key filter holds the keys of the database's
+ * history (its loader thread runs beside the writer). */
+static void wait_keys_loaded(struct rxh *h)
+{
+	for (int i = 0; i < 100; i++) {
+		if (metric(h, "ramex_key_filter_loaded") == 1)
+			return;
+		usleep(50000);
+	}
+	ck_abort_msg("the key filter was not loaded in 5 s");
+}
+
+/* The writer looks up only keys that its filter of the keys in the
+ * database may hold (exchange/core/keyfilter.h), and fills that filter from
+ * the database when it starts (beside the writer, which looks every key up
+ * until then): so after a restart every kind of key must
+ * still find its first answer, a stored answer (Idempotency-Key), a stored
+ * refusal of a client order id and a placed order's client order id; and a
+ * fresh key must go in without a lookup. */
+START_TEST(retries_after_restart_find_their_first_answers)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r[3], again;
+	char buf[16];
+	rxh_start(&h, "ramex_t_rxd_known", "");
+	rxh_world(&h, &w);
+	wait_keys_loaded(&h);
+	long filtered = metric(&h, "ramex_idem_keys_filtered_total");
+	long looked = metric(&h, "ramex_idem_keys_looked_up_total");
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_a, "sell", 256,
+	                       100000, NULL, "Idempotency-Key: kr-1", &r[0]),
+	                 201);
+	/* fresh keys: the filter knew they were new, nothing looked up */
+	ck_assert_int_eq(metric(&h, "ramex_idem_keys_filtered_total"),
+	                 filtered + 1);
+	ck_assert_int_eq(metric(&h, "ramex_idem_keys_looked_up_total"), looked);
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_a, "sell", 100,
+	                       100000, ",\"client_order_id\":\"qr-1\"", NULL,
+	                       &r[1]),
+	                 422); /* not on the lot: the refusal is stored */
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_a, "sell", 256,
+	                       101000, ",\"client_order_id\":\"pr-1\"", NULL,
+	                       &r[2]),
+	                 201);
+	ck_assert_int_eq(metric(&h, "ramex_idem_keys_filtered_total"),
+	                 filtered + 3);
+	ck_assert_int_eq(metric(&h, "ramex_key_filter_keys"), 3);
+
+	ck_assert(WIFSIGNALED(rxh_kill(&h, SIGKILL)));
+	rxh_restart(&h);
+	wait_keys_loaded(&h);
+	ck_assert_int_eq(metric(&h, "ramex_key_filter_keys"), 3);
+	static const char *const more[3] = {NULL,
+	                                    ",\"client_order_id\":\"qr-1\"",
+	                                    ",\"client_order_id\":\"pr-1\""};
+	static const int pages[3] = {256, 100, 256},
+	                 price[3] = {100000, 100000, 101000};
+	for (int i = 0; i < 3; i++) {
+		long st = place(&h, w.trader_token, w.node_a, "sell", pages[i],
+		                price[i], more[i],
+		                i ? NULL : "Idempotency-Key: kr-1", &again);
+		ck_assert_int_eq(st, r[i].status);
+		ck_assert_str_eq(again.body, r[i].body);
+		ck_assert_ptr_nonnull(
+		    rxh_header(&again, "Idempotent-Replayed", buf, sizeof buf));
+		rxh_resp_free(&again);
+		rxh_resp_free(&r[i]);
+	}
+	ck_assert_int_eq(metric(&h, "ramex_idem_keys_looked_up_total"), 3);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM orders"), 2);
+	rxh_stop(&h);
+}
+END_TEST
+
 START_TEST(refuses_database_without_sync)
 {
 	char bin[512], cmd[1024];
@@ -1204,6 +1294,7 @@ int main(void)
 	tcase_add_test(tc, bad_input_changes_nothing);
 	tcase_add_test(tc, restart_rebuilds_books);
 	tcase_add_test(tc, kill9_keeps_every_acknowledged_order_once);
+	tcase_add_test(tc, retries_after_restart_find_their_first_answers);
 	tcase_add_test(tc, refuses_database_without_sync);
 	tcase_add_test(tc, events_reach_the_right_subscribers);
 	tcase_add_test(tc, database_away_gives_503_then_recovers);
