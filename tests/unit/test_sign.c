@@ -1,5 +1,6 @@
 /* test_sign.c — request signatures: canonical form, verify, skew, tamper. */
 #include <check.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +50,40 @@ START_TEST(known_vector)
 	ck_assert_str_eq(
 	    sig,
 	    "65a1e58d7482f2b67ccba1535eb23789b22dc2e57ca40598e8c4e52390c4f063");
+}
+END_TEST
+
+/* The hash of bodies and bearer tokens (FIPS 180-2's examples), from
+ * several threads at once: its algorithm is fetched once, on first use. */
+static void *hash_abc(void *arg)
+{
+	char *out = arg;
+	sign_sha256_hex("abc", 3, out);
+	return NULL;
+}
+
+START_TEST(sha256_known_answers)
+{
+	char h[65], t[4][65];
+	sign_sha256_hex(NULL, 0, h);
+	ck_assert_str_eq(
+	    h,
+	    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	pthread_t th[4];
+	for (int i = 0; i < 4; i++)
+		pthread_create(&th[i], NULL, hash_abc, t[i]);
+	for (int i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_str_eq(t[i],
+		                 "ba7816bf8f01cfea414140de5dae2223b00361a39"
+		                 "6177a9cb410ff61f20015ad");
+	}
+	const char *m =
+	    "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+	sign_sha256_hex(m, strlen(m), h);
+	ck_assert_str_eq(
+	    h,
+	    "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
 }
 END_TEST
 
@@ -138,6 +173,7 @@ int main(void)
 	TCase *tc = tcase_create("sign");
 	tcase_add_test(tc, canonical_form_is_documented_one);
 	tcase_add_test(tc, known_vector);
+	tcase_add_test(tc, sha256_known_answers);
 	tcase_add_test(tc, verify_accepts_own_signature);
 	tcase_add_test(tc, verify_refuses_stale_and_tampered);
 	tcase_add_test(tc, malformed_parts_refused);
