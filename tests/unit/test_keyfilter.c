@@ -25,6 +25,17 @@ static double false_rate(const struct keyfilter *kf, uint64_t seed, int n)
 	return (double)fp / n;
 }
 
+/* Adds n keys (from seed), then finds every one of them. */
+static void add_and_find(struct keyfilter *kf, uint64_t seed, int n)
+{
+	uint64_t s = seed;
+	for (int i = 0; i < n; i++)
+		ck_assert_int_eq(keyfilter_add(kf, next_key(&s)), 0);
+	s = seed;
+	for (int i = 0; i < n; i++)
+		ck_assert(keyfilter_maybe(kf, next_key(&s)));
+}
+
 START_TEST(empty_says_no)
 {
 	struct keyfilter *kf = keyfilter_new(0);
@@ -45,12 +56,7 @@ START_TEST(sized_filter_no_false_no_few_false_maybe)
 {
 	enum { N = 1 << 18 };
 	struct keyfilter *kf = keyfilter_new(N);
-	uint64_t s = 1;
-	for (int i = 0; i < N; i++)
-		ck_assert_int_eq(keyfilter_add(kf, next_key(&s)), 0);
-	s = 1;
-	for (int i = 0; i < N; i++)
-		ck_assert(keyfilter_maybe(kf, next_key(&s)));
+	add_and_find(kf, 1, N);
 	struct keyfilter_stats st;
 	keyfilter_stats(kf, &st);
 	ck_assert_int_eq(st.filters, 1); /* made for them: did not grow */
@@ -69,12 +75,7 @@ START_TEST(grows_and_keeps_every_key)
 {
 	enum { N = 200000 };
 	struct keyfilter *kf = keyfilter_new(4096);
-	uint64_t s = 5;
-	for (int i = 0; i < N; i++)
-		ck_assert_int_eq(keyfilter_add(kf, next_key(&s)), 0);
-	s = 5;
-	for (int i = 0; i < N; i++)
-		ck_assert(keyfilter_maybe(kf, next_key(&s)));
+	add_and_find(kf, 5, N);
 	struct keyfilter_stats st;
 	keyfilter_stats(kf, &st);
 	/* 4 096, 8 192, ... 131 072: six filters, for 258 048 keys */
