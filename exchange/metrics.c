@@ -28,7 +28,6 @@ static int sse = 0;
 static int http_conns = 0;
 static uint64_t http_refused;
 static uint64_t idem_looked, idem_filtered, kf_keys[2], kf_bytes[2];
-static int kf_loaded;
 
 #define ADD(v, n) __atomic_fetch_add(&(v), (n), __ATOMIC_RELAXED)
 #define GET(v)    __atomic_load_n(&(v), __ATOMIC_RELAXED)
@@ -97,8 +96,6 @@ void metrics_key_filter(bool loaded, uint64_t keys, uint64_t bytes)
 {
 	__atomic_store_n(&kf_keys[loaded], keys, __ATOMIC_RELAXED);
 	__atomic_store_n(&kf_bytes[loaded], bytes, __ATOMIC_RELAXED);
-	if (loaded)
-		__atomic_store_n(&kf_loaded, 1, __ATOMIC_RELAXED);
 }
 
 struct buf {
@@ -224,7 +221,8 @@ char *metrics_render(size_t *len)
 	    "# TYPE ramex_key_filter_bytes gauge\n"
 	    "ramex_key_filter_bytes %llu\n",
 	    (unsigned long long)GET(idem_looked),
-	    (unsigned long long)GET(idem_filtered), GET(kf_loaded),
+	    (unsigned long long)GET(idem_filtered),
+	    GET(kf_bytes[1]) > 0, /* a loaded filter has memory */
 	    (unsigned long long)(GET(kf_keys[0]) + GET(kf_keys[1])),
 	    (unsigned long long)(GET(kf_bytes[0]) + GET(kf_bytes[1])));
 	*len = b.n;

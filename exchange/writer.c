@@ -1646,14 +1646,17 @@ static bool known_maybe(const struct writer *w, uint64_t h)
 }
 
 /*
- * Reads every key the database holds into a new filter: each stored
+ * Reads every key the database holds into a new filter (*out): each stored
  * answer's (scope, key), and the key of each order's client order id.
  * Through a cursor, so that millions of keys never sit in one result; the
  * filter is made for twice the rows PostgreSQL counts (at least a million
- * keys, 2 MiB), and grows. NULL with err set when it cannot.
+ * keys, 2 MiB), and grows. Returns 0; READ_KEYS_DB when the database failed
+ * (or the writer stops), READ_KEYS_MEMORY without memory for the filter,
+ * err set either way.
  */
-static struct keyfilter *read_keys(struct writer *w, PGconn *c, long *rows,
-                                   char *err, size_t errlen)
+enum { READ_KEYS_DB = -1, READ_KEYS_MEMORY = -2 };
+static int read_keys(struct writer *w, PGconn *c, struct keyfilter **out,
+                     long *rows, char *err, size_t errlen)
 {
 	static const char *const decl[2] = {
 	    "DECLARE known_keys NO SCROLL CURSOR FOR SELECT scope, key FROM "
@@ -1662,6 +1665,7 @@ static struct keyfilter *read_keys(struct writer *w, PGconn *c, long *rows,
 	    "client_order_id FROM orders WHERE client_order_id IS NOT NULL",
 	};
 	struct keyfilter *kf = NULL;
+	int rc = READ_KEYS_DB;
 	PGresult *r = db_exec(
 	    c, PGRES_TUPLES_OK,
 	    "SELECT (greatest((SELECT reltuples FROM pg_class WHERE oid = "
@@ -1669,7 +1673,7 @@ static struct keyfilter *read_keys(struct writer *w, PGconn *c, long *rows,
 	    "pg_class WHERE oid = 'orders'::regclass), 0))::bigint",
 	    0, NULL, err, errlen);
 	if (!r)
-		return NULL;
+		return READ_KEYS_DB;
 	int64_t est = db_int(r, 0, 0);
 	PQclear(r);
 	size_t want = est > (1 << 19) ? (size_t)est * 2 : (size_t)1 << 20;
@@ -1679,7 +1683,7 @@ static struct keyfilter *read_keys(struct writer *w, PGconn *c, long *rows,
 		         "out of memory for the key filter (%zu MiB for %lld "
 		         "keys)",
 		         want * 2 >> 20, (long long)est);
-		return NULL;
+		return READ_KEYS_MEMORY;
 	}
 	*rows = 0;
 	r = db_exec(c, PGRES_COMMAND_OK, "BEGIN", 0, NULL, err, errlen);
@@ -1705,22 +1709,20 @@ static struct keyfilter *read_keys(struct writer *w, PGconn *c, long *rows,
 			int n = PQntuples(r);
 			for (int i = 0; i < n; i++) {
 				char scope[48], key[140];
-				if (q == 0) {
-					snprintf(scope, sizeof scope, "%s",
-					         PQgetvalue(r, i, 0));
-					snprintf(key, sizeof key, "%s",
-					         PQgetvalue(r, i, 1));
-				} else {
-					coid_key(db_int(r, i, 0),
-					         PQgetvalue(r, i, 1), scope,
+				const char *sc = PQgetvalue(r, i, 0),
+				           *ky = PQgetvalue(r, i, 1);
+				if (q == 1) {
+					coid_key(db_int(r, i, 0), ky, scope,
 					         key);
+					sc = scope, ky = key;
 				}
-				if (keyfilter_add(kf, hash2(scope, key)) < 0) {
+				if (keyfilter_add(kf, hash2(sc, ky)) < 0) {
 					PQclear(r);
 					snprintf(err, errlen,
 					         "out of memory for the key "
 					         "filter after %ld keys",
 					         *rows + i);
+					rc = READ_KEYS_MEMORY;
 					goto fail;
 				}
 			}
@@ -1739,10 +1741,11 @@ static struct keyfilter *read_keys(struct writer *w, PGconn *c, long *rows,
 	if (!r)
 		goto fail;
 	PQclear(r);
-	return kf;
+	*out = kf;
+	return 0;
 fail:
 	keyfilter_free(kf);
-	return NULL;
+	return rc;
 }
 
 /*
@@ -1765,12 +1768,13 @@ static void *loader_main(void *arg)
 		long rows = 0;
 		struct timespec t0, t1;
 		clock_gettime(CLOCK_MONOTONIC, &t0);
+		struct keyfilter *kf = NULL;
 		PGconn *c = db_connect(w->conninfo, err, sizeof err);
-		struct keyfilter *kf =
-		    c ? read_keys(w, c, &rows, err, sizeof err) : NULL;
+		int rc = c ? read_keys(w, c, &kf, &rows, err, sizeof err)
+		           : READ_KEYS_DB;
 		if (c)
 			PQfinish(c);
-		if (kf) {
+		if (rc == 0) {
 			clock_gettime(CLOCK_MONOTONIC, &t1);
 			struct keyfilter_stats st;
 			keyfilter_stats(kf, &st);
@@ -1785,7 +1789,7 @@ static void *loader_main(void *arg)
 		}
 		if (__atomic_load_n(&w->loader_stop, __ATOMIC_RELAXED))
 			break;
-		if (strstr(err, "out of memory")) {
+		if (rc == READ_KEYS_MEMORY) {
 			log_error(
 			    "key filter not loaded: every idempotency key "
 			    "is looked up",
@@ -1915,11 +1919,8 @@ static int coid_replay(struct writer *w, struct writer_cmd **cmds, int n,
 		if (!cmds[i] || cmds[i]->status || cmds[i]->kind != WR_NEW ||
 		    !cmds[i]->client_order_id[0])
 			continue;
-		char scope[48], key[140];
-		coid_key(cmd_account(cmds[i]), cmds[i]->client_order_id, scope,
-		         key);
-		if (!known_maybe(w, hash2(scope, key)))
-			continue; /* no order has it */
+		if (cmds[i]->coid_fresh)
+			continue; /* no order has it (idem_lookup) */
 		col_i(&keys, 0, cmd_account(cmds[i]));
 		col_s(&keys, 1, cmds[i]->client_order_id);
 		keys.rows++;
@@ -2027,6 +2028,7 @@ static int idem_lookup(struct writer *w, struct writer_cmd **cmds, int n,
 			/* A hash collision only defers a command: harmless. */
 			dup = seen[s] == h;
 		}
+		cmds[i]->coid_fresh = false;
 		if (dup) {
 			*dtail = cmds[i];
 			dtail = &cmds[i]->next;
@@ -2040,9 +2042,13 @@ static int idem_lookup(struct writer *w, struct writer_cmd **cmds, int n,
 				s = (s + 1) & (cap - 1);
 			seen[s] = h;
 			keyset_add(mine, h);
-			/* a key never written has no answer to find */
+			/* a key never written has no answer to find; the
+			 * client order id's is the last (cmd_keys) */
 			if (!known_maybe(w, h)) {
 				filtered++;
+				cmds[i]->coid_fresh =
+				    j == k - 1 && cmds[i]->kind == WR_NEW &&
+				    cmds[i]->client_order_id[0];
 				continue;
 			}
 			col_s(&keys, 0, scope[j]);

@@ -108,6 +108,7 @@ struct writer_cmd {
 	void (*on_done)(struct writer_cmd *c, void *arg); /* instead, if set */
 	void *on_done_arg;
 	struct writer_cmd *next;
+	bool coid_fresh; /* its client order id was never used (key filter) */
 };
 
 struct writer_opts {
