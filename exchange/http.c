@@ -54,6 +54,18 @@
 #define HTTP_JSON_MAX_DEPTH 16 /* our bodies are two levels deep */
 #define HTTP_TARGET_MAX     2048
 #define HTTP_CONN_MEMORY    (8 * 1024)
+/*
+ * The most connections one epoll thread holds. libmicrohttpd 0.9.75 takes
+ * at most 128 events from each epoll_wait, and when it got exactly 128 it
+ * waits again, with the timeout it chose while nothing was ready (up to
+ * connection_timeout_s), before it handles them: a thread whose 128
+ * connections all sent a request at once answered none of them for 30 s.
+ * 125 connections, the listening socket and the thread's wake-up pipe are
+ * 127 events at most, so that second wait never comes. A thread at its
+ * limit leaves the listening socket to the others; http_start starts as
+ * many threads as max_connections needs.
+ */
+#define HTTP_THREAD_CONNS   125
 
 enum { RQ_RUNNING, RQ_SUSPENDED, RQ_READY };
 
@@ -893,14 +905,24 @@ struct http_server *http_start(const struct http_opts *o, char *err,
 			goto fail;
 		}
 	unsigned nt = o->threads > 0 ? (unsigned)o->threads : 1;
+	unsigned need = ((unsigned)o->max_connections + HTTP_THREAD_CONNS - 1) /
+	                HTTP_THREAD_CONNS;
+	if (need > nt) {
+		log_info("more epoll threads than http_threads",
+		         "http_threads=%u threads=%u max_connections=%d "
+		         "why=\"one thread holds at most %d connections\"",
+		         nt, need, o->max_connections, HTTP_THREAD_CONNS);
+		nt = need;
+	}
 	s->d = MHD_start_daemon(
 	    MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
 	        MHD_USE_ERROR_LOG,
 	    (uint16_t)o->port, on_accept, s, on_request, s,
 	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR,
 	    (struct sockaddr *)&a4,
-	    /* each thread may hold them all; on_accept keeps the total */
-	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections * nt,
+	    /* split evenly: HTTP_THREAD_CONNS a thread; on_accept keeps the
+	     * total */
+	    MHD_OPTION_CONNECTION_LIMIT, HTTP_THREAD_CONNS * nt,
 	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->timeout_s,
 	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
