@@ -75,9 +75,10 @@ START_TEST(streams_and_waiting_orders_hold_no_thread)
 	pthread_t st[STREAMS], pt[PLACERS];
 	struct placer pl[PLACERS];
 	/* one epoll thread and one worker: a thread per stream or per
-	 * waiting order would leave none for the rest */
+	 * waiting order would leave none for the rest (max_connections
+	 * within what one thread holds, or ramexd starts more) */
 	rxh_start(&h, "ramex_t_edge_threads",
-	          "--http_threads=1 --http_workers=1");
+	          "--http_threads=1 --http_workers=1 --max_connections=100");
 	rxh_world(&h, &w);
 	for (int i = 0; i < STREAMS; i++) {
 		memset(&s[i], 0, sizeof s[i]);
