@@ -65,7 +65,7 @@
  * limit leaves the listening socket to the others; http_start starts as
  * many threads as max_connections needs.
  */
-#define HTTP_THREAD_CONNS   125
+#define HTTP_THREAD_CONNS 125
 
 enum { RQ_RUNNING, RQ_SUSPENDED, RQ_READY };
 
@@ -904,9 +904,15 @@ struct http_server *http_start(const struct http_opts *o, char *err,
 			snprintf(err, errlen, "could not start HTTP workers");
 			goto fail;
 		}
-	unsigned nt = o->threads > 0 ? (unsigned)o->threads : 1;
 	unsigned need = ((unsigned)o->max_connections + HTTP_THREAD_CONNS - 1) /
 	                HTTP_THREAD_CONNS;
+	unsigned nt = (unsigned)o->threads;
+	if (nt == 0) { /* the default: as many as the cores, or as needed */
+		long cores = sysconf(_SC_NPROCESSORS_ONLN);
+		nt = cores < 1 ? 1 : cores > 64 ? 64 : (unsigned)cores;
+		if (need > nt)
+			nt = need;
+	}
 	if (need > nt) {
 		log_info("more epoll threads than http_threads",
 		         "http_threads=%u threads=%u max_connections=%d "

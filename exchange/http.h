@@ -50,7 +50,7 @@ struct http_opts {
 	int port; /* 0: any free port, see http_port */
 	int max_connections;
 	int timeout_s;
-	int threads; /* epoll threads */
+	int threads; /* epoll threads; 0: one per core, or enough */
 	int workers; /* threads for handlers that may block */
 	size_t body_limit;
 	const struct http_route *routes;

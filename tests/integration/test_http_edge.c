@@ -15,10 +15,12 @@
  */
 #include <check.h>
 #include <curl/curl.h>
+#include <dirent.h>
 #include <libpq-fe.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -525,6 +527,75 @@ START_TEST(a_burst_of_128_ready_connections_is_answered)
 }
 END_TEST
 
+/* How many epoll threads ramexd runs: libmicrohttpd names them MHD-... */
+static int epoll_threads(pid_t pid)
+{
+	char path[320];
+	int n = 0;
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	ck_assert_ptr_nonnull(d);
+	for (struct dirent *e; (e = readdir(d));) {
+		char comm[64] = "";
+		snprintf(path, sizeof path, "/proc/%d/task/%s/comm", (int)pid,
+		         e->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(comm, sizeof comm, f) && !strncmp(comm, "MHD-", 4))
+			n++;
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+static bool log_has(const char *log, const char *needle)
+{
+	char line[2048];
+	bool found = false;
+	FILE *f = fopen(log, "r");
+	ck_assert_ptr_nonnull(f);
+	while (!found && fgets(line, sizeof line, f))
+		found = strstr(line, needle) != NULL;
+	fclose(f);
+	return found;
+}
+
+/* By default one epoll thread a core, or one per 125 connections when that
+ * is more, without a word in the log; a number set by hand that is too few
+ * for max_connections is raised, and the log says so. */
+START_TEST(epoll_threads_follow_cores_and_connections)
+{
+	static const struct {
+		const char *flags;
+		int set, need; /* http_threads given (0: none); 125 a thread */
+		bool logged;
+	} cases[] = {
+	    {"--max_connections=100", 0, 1, false},
+	    {"--max_connections=600", 0, 5, false},
+	    {"--http_threads=1 --max_connections=300", 1, 3, true},
+	    {"--http_threads=3 --max_connections=100", 3, 1, false},
+	};
+	int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct rxh h;
+		int want = cases[i].set ? cases[i].set : cores;
+		if (want < cases[i].need)
+			want = cases[i].need;
+		rxh_start(&h, "ramex_t_edge_threads", cases[i].flags);
+		ck_assert_msg(epoll_threads(h.pid) == want,
+		              "%s: %d epoll threads, want %d", cases[i].flags,
+		              epoll_threads(h.pid), want);
+		ck_assert_msg(log_has(h.log, "more epoll threads") ==
+		                  cases[i].logged,
+		              "%s: log says \"more epoll threads\": %d",
+		              cases[i].flags, !cases[i].logged);
+		rxh_stop(&h);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	curl_global_init(CURL_GLOBAL_ALL);
@@ -537,6 +608,7 @@ int main(void)
 	tcase_add_test(tc, batch_places_checks_and_replays);
 	tcase_add_test(tc, max_connections_holds_across_threads);
 	tcase_add_test(tc, a_burst_of_128_ready_connections_is_answered);
+	tcase_add_test(tc, epoll_threads_follow_cores_and_connections);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
