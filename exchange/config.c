@@ -40,7 +40,7 @@ static const struct setting settings[] = {
     I("connection_timeout_s", connection_timeout_s, 1, 3600, "30",
       "an idle or slow connection is closed after this many seconds"),
     I("http_threads", http_threads, 0, 64, "0",
-      "epoll threads serving the HTTP connections; 0: one per core, or "
+      "threads serving the HTTP connections; 0: one per core, or "
       "max_connections/125 when that is more (at least that many run)"),
     I("http_workers", http_workers, 1, 256, "8",
       "threads for the requests that wait for PostgreSQL (every one but "

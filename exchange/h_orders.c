@@ -80,7 +80,7 @@ static void on_answer(struct writer_cmd *c, void *rq)
 	http_resume(rq);
 }
 
-/* On an epoll thread again: reply with the answer. */
+/* On an HTTP thread again: reply with the answer. */
 static void reply(struct http_req *rq, void *arg)
 {
 	struct writer_cmd *c = arg;

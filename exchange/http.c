@@ -7,7 +7,12 @@
  * frees the state. A reply is made exactly once; a handler that forgets to
  * reply is a bug and answers 500.
  *
- * The daemon runs a few epoll threads (http_threads) that never block. A
+ * The daemon runs a few HTTP threads (http_threads) that never block, each
+ * polling its connections with poll(2). Not epoll: libmicrohttpd takes a
+ * suspended connection out of its epoll set and puts it back on resume,
+ * two epoll_ctl calls for every order that waits for its batch, which cost
+ * more than polling a thread's few connections (docs/ARCHITECTURE.md,
+ * round eight). A
  * request leaves them in one of two ways, and its connection is suspended
  * meanwhile, holding no thread:
  *   - to a worker thread (http_workers), for a handler that may block
@@ -16,7 +21,7 @@
  *   - by http_defer, for an inline handler whose answer comes from another
  *     thread (the writer's group commit).
  * A reply is built wherever the handler runs and kept in the request; only
- * an epoll thread hands it to libmicrohttpd (MHD_queue_response must be
+ * an HTTP thread hands it to libmicrohttpd (MHD_queue_response must be
  * called from the access handler), after MHD_resume_connection.
  *
  * rq->state says who resumes the connection. RUNNING: a thread is in the
@@ -55,15 +60,14 @@
 #define HTTP_TARGET_MAX     2048
 #define HTTP_CONN_MEMORY    (8 * 1024)
 /*
- * The most connections one epoll thread holds. libmicrohttpd 0.9.75 takes
- * at most 128 events from each epoll_wait, and when it got exactly 128 it
- * waits again, with the timeout it chose while nothing was ready (up to
- * connection_timeout_s), before it handles them: a thread whose 128
- * connections all sent a request at once answered none of them for 30 s.
- * 125 connections, the listening socket and the thread's wake-up pipe are
- * 127 events at most, so that second wait never comes. A thread at its
- * limit leaves the listening socket to the others; http_start starts as
- * many threads as max_connections needs.
+ * The most connections one HTTP thread holds. A thread polls all of its
+ * connections each time it wakes, so that cost grows with them; 125 keeps
+ * it small. (With epoll, which ramexd used before, 125 connections, the
+ * listening socket and the wake-up pipe also stayed under the 128 events
+ * libmicrohttpd 0.9.75 takes from one epoll_wait: at exactly 128 it waited
+ * again with a stale timeout, up to connection_timeout_s, before handling
+ * any.) A thread at its limit leaves the listening socket to the others;
+ * http_start starts as many threads as max_connections needs.
  */
 #define HTTP_THREAD_CONNS 125
 
@@ -74,13 +78,13 @@ struct http_server {
 	struct http_opts o;
 	int port;
 	atomic_int draining; /* set by http_stop: new requests get 503 */
-	atomic_int conns;    /* open connections, all epoll threads together */
+	atomic_int conns;    /* open connections, all HTTP threads together */
 	atomic_llong refused_log_s; /* when a refusal was last logged */
 	pthread_mutex_t mu;
 	pthread_cond_t work; /* a request was queued, or stopping */
 	pthread_cond_t idle; /* inflight fell to 0 */
 	struct http_req *qhead, *qtail;
-	int inflight; /* requests off the epoll threads, not yet replied */
+	int inflight; /* requests off the HTTP threads, not yet replied */
 	bool stopping;
 	int nworkers;
 	pthread_t *workers;
@@ -103,7 +107,7 @@ struct http_req {
 	char detail_prefix[32]; /* http_problem_prefix */
 	struct timespec t0;
 	struct MHD_Response
-	    *resp;    /* the reply, until an epoll thread queues it */
+	    *resp;    /* the reply, until an HTTP thread queues it */
 	int counted;  /* in srv->inflight */
 	int deferred; /* http_defer: `then` replies */
 	void (*then)(struct http_req *rq, void *arg);
@@ -301,7 +305,7 @@ void http_db_unavailable(struct http_req *rq)
 	             "changed, retry after a few seconds");
 }
 
-/* A streamed reply. Its reader runs on an epoll thread and must not block:
+/* A streamed reply. Its reader runs on an HTTP thread and must not block:
  * with nothing to send it parks the connection (the pattern microhttpd.h
  * gives for a content reader with no data yet), and http_stream_wake,
  * from any thread, resumes it. `state` works as rq->state does. */
@@ -821,7 +825,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	log_warn("libmicrohttpd", "detail=%s", log_quote(q, sizeof q, line));
 }
 
-/* max_connections is ours to enforce, across the epoll threads:
+/* max_connections is ours to enforce, across the HTTP threads:
  * libmicrohttpd splits its own limit evenly among the threads of its
  * pool, but the threads do not take the new connections evenly (whichever
  * wakes first accepts a whole burst), so with its limit one thread turned
@@ -914,14 +918,14 @@ struct http_server *http_start(const struct http_opts *o, char *err,
 			nt = need;
 	}
 	if (need > nt) {
-		log_info("more epoll threads than http_threads",
+		log_info("more HTTP threads than http_threads",
 		         "http_threads=%u threads=%u max_connections=%d "
 		         "why=\"one thread holds at most %d connections\"",
 		         nt, need, o->max_connections, HTTP_THREAD_CONNS);
 		nt = need;
 	}
 	s->d = MHD_start_daemon(
-	    MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+	    MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
 	        MHD_USE_ERROR_LOG,
 	    (uint16_t)o->port, on_accept, s, on_request, s,
 	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR,
@@ -938,7 +942,7 @@ struct http_server *http_start(const struct http_opts *o, char *err,
 	     * need a few hundred bytes, a browser's one or two KiB (bodies are
 	     * collected in rq) */
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
-	    /* one epoll thread is no pool: the option wants 2 or more */
+	    /* one HTTP thread is no pool: the option wants 2 or more */
 	    nt > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, nt,
 	    MHD_OPTION_END);
 	if (!s->d) {

@@ -9,9 +9,9 @@
  * by default: a route that names no role serves nobody), and only then the
  * handler runs. Every error, ours or a handler's, is RFC 9457 problem+json.
  *
- * A few epoll threads serve every connection and never block. A handler
+ * A few HTTP threads serve every connection and never block. A handler
  * runs on a worker thread, where it may block (on PostgreSQL), unless its
- * route is marked HTTP_INLINE: then it runs on the epoll thread and must
+ * route is marked HTTP_INLINE: then it runs on the HTTP thread and must
  * not block; one that waits for another thread (the order handlers wait
  * for the writer's group commit) parks its request with http_defer, and
  * the connection holds no thread meanwhile. The connection limit and the
@@ -42,7 +42,7 @@ struct http_route {
 };
 
 /* The handler never blocks (it may defer, see http_defer): it runs on the
- * epoll thread, saving the hop to a worker. */
+ * HTTP thread, saving the hop to a worker. */
 #define HTTP_INLINE 0x1u
 
 struct http_opts {
@@ -50,7 +50,7 @@ struct http_opts {
 	int port; /* 0: any free port, see http_port */
 	int max_connections;
 	int timeout_s;
-	int threads; /* epoll threads; 0: one per core, or enough */
+	int threads; /* HTTP threads; 0: one per core, or enough */
 	int workers; /* threads for handlers that may block */
 	size_t body_limit;
 	const struct http_route *routes;
@@ -104,7 +104,7 @@ void http_db_unavailable(struct http_req *rq);
 /*
  * Parks the request: the handler returns without replying, and some other
  * thread calls http_resume(rq) once the answer is in; `then` runs on an
- * epoll thread after that and replies (http_reply_*, as a handler does).
+ * HTTP thread after that and replies (http_reply_*, as a handler does).
  * rq stays valid until `then` has run. Only inline routes defer.
  */
 void http_defer(struct http_req *rq,
@@ -113,7 +113,7 @@ void http_defer(struct http_req *rq,
 void http_resume(struct http_req *rq);
 
 /*
- * Streams a reply (Server-Sent Events): `next` is called on an epoll
+ * Streams a reply (Server-Sent Events): `next` is called on an HTTP
  * thread whenever the connection can take more, and must not block; it
  * writes up to `max` bytes into buf and returns how many, 0 when it has
  * nothing now, or -1 to end the stream. After a 0 the stream is parked

@@ -14,7 +14,7 @@
 #define PUBLIC   AUTH_PUBLIC
 #define TRADING  (NODE | TRADER | OPERATOR) /* may place orders */
 #define MARKET   (TRADING | ADMIN)          /* may read market data */
-/* never blocks: runs on the epoll thread (http.h) */
+/* never blocks: runs on the HTTP thread (http.h) */
 #define INLINE HTTP_INLINE
 
 const struct http_route routes_table[] = {

@@ -1,17 +1,17 @@
 /*
  * test_http_edge.c — ramexd's HTTP edge (exchange/http.c) against a real
- * ramexd and PostgreSQL: a few epoll threads, parked connections and a
+ * ramexd and PostgreSQL: a few HTTP threads, parked connections and a
  * pool of workers instead of a thread per connection.
  *
  * What would break if the edge held a thread per waiting request: with one
- * epoll thread and one worker, event streams and orders waiting for their
+ * HTTP thread and one worker, event streams and orders waiting for their
  * batch must still leave room for every other request. What would break if
- * the epoll thread's first look at credentials had side effects: a signed
+ * the HTTP thread's first look at credentials had side effects: a signed
  * request whose key is not cached yet goes to a worker, and its nonce must
  * be used up once, there. And a graceful stop must answer every parked
  * order before the process exits: nothing acknowledged is lost, nothing
  * hangs. max_connections holds for the server as a whole, however its
- * epoll threads share the connections out.
+ * HTTP threads share the connections out.
  */
 #include <check.h>
 #include <curl/curl.h>
@@ -76,7 +76,7 @@ START_TEST(streams_and_waiting_orders_hold_no_thread)
 	static struct rxh_sse s[STREAMS];
 	pthread_t st[STREAMS], pt[PLACERS];
 	struct placer pl[PLACERS];
-	/* one epoll thread and one worker: a thread per stream or per
+	/* one HTTP thread and one worker: a thread per stream or per
 	 * waiting order would leave none for the rest (max_connections
 	 * within what one thread holds, or ramexd starts more) */
 	rxh_start(&h, "ramex_t_edge_threads",
@@ -437,7 +437,7 @@ START_TEST(max_connections_holds_across_threads)
 	struct rxh h;
 	char buf[4096];
 	int fd[MAXC];
-	/* two epoll threads: libmicrohttpd's own limit, split between them,
+	/* two HTTP threads: libmicrohttpd's own limit, split between them,
 	 * turned connections away while the server had room */
 	rxh_start(&h, "ramex_t_edge_maxconn",
 	          "--http_threads=2 --max_connections=8");
@@ -489,14 +489,13 @@ START_TEST(max_connections_holds_across_threads)
 }
 END_TEST
 
-/* libmicrohttpd 0.9.75 takes at most 128 events from each epoll_wait, and
- * when it got exactly 128 it waits again, with the timeout it chose while
- * nothing was ready, before it handles the 128: a thread whose 128
- * connections all sent a request at once sat until the connection timeout
- * (30 s) with every one of them unanswered. ramexd gives no epoll thread
- * that many connections. Here one thread is asked for, the server is
- * stopped while 128 connections each send a request, and every request
- * must be answered once it runs again. */
+/* 128 connections whose requests are all ready at once must all be
+ * answered. With epoll, libmicrohttpd 0.9.75 took at most 128 events from
+ * one epoll_wait and, when it got exactly 128, waited again with a stale
+ * timeout before handling any: every one sat until the connection timeout
+ * (30 s). Here one thread is asked for, the server is stopped while 128
+ * connections each send a request, and every request must be answered
+ * once it runs again. */
 #define BURST 128
 
 START_TEST(a_burst_of_128_ready_connections_is_answered)
@@ -527,8 +526,8 @@ START_TEST(a_burst_of_128_ready_connections_is_answered)
 }
 END_TEST
 
-/* How many epoll threads ramexd runs: libmicrohttpd names them MHD-... */
-static int epoll_threads(pid_t pid)
+/* How many HTTP threads ramexd runs: libmicrohttpd names them MHD-... */
+static int http_threads(pid_t pid)
 {
 	char path[320];
 	int n = 0;
@@ -562,10 +561,10 @@ static bool log_has(const char *log, const char *needle)
 	return found;
 }
 
-/* By default one epoll thread a core, or one per 125 connections when that
+/* By default one HTTP thread a core, or one per 125 connections when that
  * is more, without a word in the log; a number set by hand that is too few
  * for max_connections is raised, and the log says so. */
-START_TEST(epoll_threads_follow_cores_and_connections)
+START_TEST(http_threads_follow_cores_and_connections)
 {
 	static const struct {
 		const char *flags;
@@ -584,12 +583,12 @@ START_TEST(epoll_threads_follow_cores_and_connections)
 		if (want < cases[i].need)
 			want = cases[i].need;
 		rxh_start(&h, "ramex_t_edge_threads", cases[i].flags);
-		ck_assert_msg(epoll_threads(h.pid) == want,
-		              "%s: %d epoll threads, want %d", cases[i].flags,
-		              epoll_threads(h.pid), want);
-		ck_assert_msg(log_has(h.log, "more epoll threads") ==
+		ck_assert_msg(http_threads(h.pid) == want,
+		              "%s: %d HTTP threads, want %d", cases[i].flags,
+		              http_threads(h.pid), want);
+		ck_assert_msg(log_has(h.log, "more HTTP threads") ==
 		                  cases[i].logged,
-		              "%s: log says \"more epoll threads\": %d",
+		              "%s: log says \"more HTTP threads\": %d",
 		              cases[i].flags, !cases[i].logged);
 		rxh_stop(&h);
 	}
@@ -608,7 +607,7 @@ int main(void)
 	tcase_add_test(tc, batch_places_checks_and_replays);
 	tcase_add_test(tc, max_connections_holds_across_threads);
 	tcase_add_test(tc, a_burst_of_128_ready_connections_is_answered);
-	tcase_add_test(tc, epoll_threads_follow_cores_and_connections);
+	tcase_add_test(tc, http_threads_follow_cores_and_connections);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
