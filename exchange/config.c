@@ -51,6 +51,11 @@ static const struct setting settings[] = {
     S("log_level", log_level, "info", "debug, info, warn or error"),
     I("batch_max", batch_max, 1, 65536, "2048",
       "most commands committed in one transaction (group commit)"),
+    I("batch_overlap", batch_overlap, 0, 1, "0",
+      "1: open the next batch on a second connection while one commits "
+      "(for PostgreSQL on cores of its own, or a host that steals CPU); "
+      "0: one batch at a time, larger and cheaper, for ramexd and "
+      "PostgreSQL sharing cores"),
     I("book_capacity", book_capacity, 16, 1 << 24, "100000",
       "most open orders per market (memory is allocated up front)"),
     I("db_pool", db_pool, 1, 64, "4",

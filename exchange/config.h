@@ -24,6 +24,7 @@ struct rx_config {
 	int64_t body_limit; /* bytes; larger bodies get 413 */
 	char log_level[16];
 	int batch_max;     /* commands per group-commit transaction */
+	int batch_overlap; /* 1: two batches under way on two connections */
 	int book_capacity; /* open orders per market */
 	int db_pool;       /* connections for queries */
 	int sse_keepalive_s;

@@ -237,7 +237,8 @@ static int serve(struct app *app)
 		goto out;
 	}
 	struct writer_opts wo = {cfg->db, cfg->batch_max,
-	                         (uint32_t)cfg->book_capacity, app->events};
+	                         (uint32_t)cfg->book_capacity, app->events,
+	                         cfg->batch_overlap != 0};
 	app->writer = writer_start(&wo, err, sizeof err);
 	if (!app->writer) {
 		log_error("cannot start the writer", "err=\"%s\"", err);

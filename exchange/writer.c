@@ -2228,7 +2228,10 @@ static int prepare_stmts(PGconn *c, char *err, size_t errlen)
 }
 
 /*
- * A batch on its way to PostgreSQL. Up to three are under way at once:
+ * A batch on its way to PostgreSQL. Up to three are under way at once
+ * with batch_overlap (writer_opts.overlap), two without it (no batch is
+ * open while one commits; the gathering one grows until the COMMIT is
+ * back, then goes out whole):
  *
  *   committing  its whole transaction is sent, on one of the two writer
  *               connections, and its COMMIT is awaited;
@@ -2910,7 +2913,7 @@ static void *writer_main(void *arg)
 				fail_after(g, db_down(w));
 			complete_batch(w, g);
 			g = NULL;
-		} else if (g->n && !q.of) {
+		} else if (g->n && !q.of && (w->o.overlap || !q.cf)) {
 			if (build_batch(w, g) > 0) {
 				launch(w, &q, g);
 				g = NULL;

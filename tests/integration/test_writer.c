@@ -138,13 +138,39 @@ static void *place_poison(void *arg)
 	return NULL;
 }
 
+/* Both ways of keeping batches under way (batch_overlap): by default one
+ * batch at a time; with overlap the next one opens while one commits. */
+static const char *const overlap_flags[] = {"", "--batch_overlap=1"};
+
+/* The most writer transactions seen open and waiting at once within ms
+ * milliseconds: with batch_overlap, a batch whose INSERTs ran while the one
+ * before it commits waits in its transaction for the rest of it (its
+ * pipeline has no sync yet, so the backend stays 'active', reading). */
+static long max_waiting_batches(const char *conninfo, int ms)
+{
+	PGconn *c = testdb_connect(conninfo);
+	long most = 0;
+	for (int t = 0; t < ms; t += 10) {
+		long n = testdb_scalar(
+		    c, "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+		       "current_database() AND state = 'active' AND "
+		       "wait_event = 'ClientRead' AND backend_xid IS NOT NULL");
+		if (n > most)
+			most = n;
+		usleep(10000);
+	}
+	PQfinish(c);
+	return most;
+}
+
 START_TEST(failed_batch_fails_the_batches_after_it)
 {
 	struct rxh h;
 	struct rxh_world w;
 	pthread_t th[PLACERS];
 	static struct placer pl[PLACERS];
-	rxh_start(&h, "ramex_t_writer_fail", "");
+	bool overlap = _i == 1;
+	rxh_start(&h, "ramex_t_writer_fail", overlap_flags[_i]);
 	rxh_world(&h, &w);
 	/* PostgreSQL refuses one order, after a second: meanwhile the orders
 	 * that keep coming open the next batch and gather the one after */
@@ -163,6 +189,12 @@ START_TEST(failed_batch_fails_the_batches_after_it)
 		pl[i] = (struct placer){.h = &h, .w = &w, .i = i};
 		pthread_create(&th[i], NULL, place_many, &pl[i]);
 	}
+	/* while the poisoned batch sleeps, the orders that came meanwhile
+	 * are open in a second transaction only with batch_overlap */
+	long waiting = max_waiting_batches(h.conninfo, 500);
+	ck_assert_msg(overlap ? waiting >= 1 : waiting == 0,
+	              "batch_overlap %d: %ld batches waited open", overlap,
+	              waiting);
 	pthread_join(pt, NULL);
 	for (int i = 0; i < PLACERS; i++)
 		pthread_join(th[i], NULL);
@@ -398,7 +430,7 @@ START_TEST(mixed_commands_keep_books_and_database_equal)
 	pthread_t th[MIXERS + 1];
 	static struct mixer mx[MIXERS + 1];
 	volatile int stop = 0;
-	rxh_start(&h, "ramex_t_writer_mix", "");
+	rxh_start(&h, "ramex_t_writer_mix", overlap_flags[_i]);
 	rxh_world(&h, &w);
 	for (int i = 0; i <= MIXERS; i++) {
 		mx[i] = (struct mixer){.h = &h, .w = &w, .i = i, .stop = &stop};
@@ -478,9 +510,10 @@ int main(void)
 	Suite *s = suite_create("writer");
 	TCase *tc = tcase_create("writer");
 	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, failed_batch_fails_the_batches_after_it);
+	tcase_add_loop_test(tc, failed_batch_fails_the_batches_after_it, 0, 2);
 	tcase_add_test(tc, gtd_expiry_then_orders_go_on);
-	tcase_add_test(tc, mixed_commands_keep_books_and_database_equal);
+	tcase_add_loop_test(tc, mixed_commands_keep_books_and_database_equal, 0,
+	                    2);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
