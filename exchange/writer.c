@@ -2736,11 +2736,18 @@ struct inflight {
 	struct flight *cf, *of;
 };
 
+static int build_batch(struct writer *w, struct flight *f);
+static void launch(struct writer *w, struct inflight *q, struct flight *f);
+
 /* Waits for the committing batch and answers it, then sends the rest of
  * the open one, which commits next; or, when the committing one failed,
  * rolls the open one back and answers it too. Returns false when a batch
- * failed: what was applied after it must fail as well. */
-static bool advance(struct writer *w, struct inflight *q)
+ * failed: what was applied after it must fail as well.
+ *
+ * *gp, when given, is the gathering batch: if it may go out now (as
+ * writer_main would send it next), it is sent before the answers, so that
+ * PostgreSQL works on it while they go out, and *gp becomes NULL. */
+static bool advance(struct writer *w, struct inflight *q, struct flight **gp)
 {
 	struct flight *c = q->cf, *o = q->of;
 	finish_batch(w, c);
@@ -2749,9 +2756,18 @@ static bool advance(struct writer *w, struct inflight *q)
 	/* the next COMMIT goes out before this batch's answers */
 	if (o && ok)
 		send_batch(o, SEND_CLOSE);
-	complete_batch(w, c);
 	q->cf = o;
 	q->of = NULL;
+	/* and so does the next batch: answering one takes a few µs a
+	 * command, with PostgreSQL idle meanwhile when nothing else is under
+	 * way (docs/ARCHITECTURE.md, round eight) */
+	struct flight *g = gp ? *gp : NULL;
+	if (ok && g && g->n && g->ok && (w->o.overlap || !q->cf) &&
+	    build_batch(w, g) > 0) {
+		launch(w, q, g);
+		*gp = NULL;
+	}
+	complete_batch(w, c);
 	if (o && !ok) {
 		fail_after(o, down);
 		finish_batch(w, o);
@@ -2766,7 +2782,7 @@ static bool drain(struct writer *w, struct inflight *q)
 {
 	bool ok = true;
 	while (q->cf)
-		ok = advance(w, q) && ok;
+		ok = advance(w, q, NULL) && ok;
 	return ok;
 }
 
@@ -2906,8 +2922,10 @@ static void *writer_main(void *arg)
 		/* Lands the committing batch once its answer has come; waits
 		 * up to 1 ms for it when no command came either. */
 		if (q.cf && conn_ready(q.cf->conn, took ? 0 : 1) &&
-		    !advance(w, &q) && g->n)
+		    !advance(w, &q, &g) && g && g->n)
 			fail_after(g, db_down(w));
+		if (!g) /* advance sent it */
+			continue;
 		if (g->n && !g->ok) {
 			if (!drain(w, &q))
 				fail_after(g, db_down(w));
