@@ -914,14 +914,15 @@ struct http_server *http_start(const struct http_opts *o, char *err,
 	if (nt == 0) { /* the default: as many as the cores, or as needed */
 		long cores = sysconf(_SC_NPROCESSORS_ONLN);
 		nt = cores < 1 ? 1 : cores > 64 ? 64 : (unsigned)cores;
-		if (need > nt)
-			nt = need;
 	}
 	if (need > nt) {
-		log_info("more HTTP threads than http_threads",
-		         "http_threads=%u threads=%u max_connections=%d "
-		         "why=\"one thread holds at most %d connections\"",
-		         nt, need, o->max_connections, HTTP_THREAD_CONNS);
+		if (o->threads > 0) /* a number set by hand: say why it grew */
+			log_info("more HTTP threads than http_threads",
+			         "http_threads=%u threads=%u "
+			         "max_connections=%d why=\"one thread holds at "
+			         "most %d connections\"",
+			         nt, need, o->max_connections,
+			         HTTP_THREAD_CONNS);
 		nt = need;
 	}
 	s->d = MHD_start_daemon(

@@ -2739,6 +2739,14 @@ struct inflight {
 static int build_batch(struct writer *w, struct flight *f);
 static void launch(struct writer *w, struct inflight *q, struct flight *f);
 
+/* Whether the gathering batch g may be sent now: nothing is open, and
+ * either nothing commits or batch_overlap lets it open beside that. */
+static bool may_send(const struct writer *w, const struct inflight *q,
+                     const struct flight *g)
+{
+	return g->n && g->ok && !q->of && (w->o.overlap || !q->cf);
+}
+
 /* Waits for the committing batch and answers it, then sends the rest of
  * the open one, which commits next; or, when the committing one failed,
  * rolls the open one back and answers it too. Returns false when a batch
@@ -2762,8 +2770,7 @@ static bool advance(struct writer *w, struct inflight *q, struct flight **gp)
 	 * command, with PostgreSQL idle meanwhile when nothing else is under
 	 * way (docs/ARCHITECTURE.md, round eight) */
 	struct flight *g = gp ? *gp : NULL;
-	if (ok && g && g->n && g->ok && (w->o.overlap || !q->cf) &&
-	    build_batch(w, g) > 0) {
+	if (ok && g && may_send(w, q, g) && build_batch(w, g) > 0) {
 		launch(w, q, g);
 		*gp = NULL;
 	}
@@ -2931,7 +2938,7 @@ static void *writer_main(void *arg)
 				fail_after(g, db_down(w));
 			complete_batch(w, g);
 			g = NULL;
-		} else if (g->n && !q.of && (w->o.overlap || !q.cf)) {
+		} else if (may_send(w, &q, g)) {
 			if (build_batch(w, g) > 0) {
 				launch(w, &q, g);
 				g = NULL;
