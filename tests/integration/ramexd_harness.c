@@ -187,6 +187,18 @@ void rxh_stop(struct rxh *h)
 	}
 }
 
+int rxh_log_count(const struct rxh *h, const char *needle)
+{
+	FILE *f = fopen(h->log, "r");
+	char line[4096];
+	int n = 0;
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof line, f))
+		n += strstr(line, needle) != NULL;
+	fclose(f);
+	return n;
+}
+
 /* --- HTTP ---------------------------------------------------------------- */
 
 struct sink {

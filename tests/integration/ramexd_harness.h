@@ -47,6 +47,8 @@ void rxh_restart(struct rxh *h);
 int rxh_kill(struct rxh *h, int sig);
 /* SIGTERM, wait, done. Safe to call twice. */
 void rxh_stop(struct rxh *h);
+/* How many lines of ramexd's log hold `needle`. */
+int rxh_log_count(const struct rxh *h, const char *needle);
 
 /* One HTTP call. `token` is a bearer token or NULL; `hdr` one extra
  * header line ("Name: value") or NULL. Returns the status. */

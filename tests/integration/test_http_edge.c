@@ -549,18 +549,6 @@ static int http_threads(pid_t pid)
 	return n;
 }
 
-static bool log_has(const char *log, const char *needle)
-{
-	char line[2048];
-	bool found = false;
-	FILE *f = fopen(log, "r");
-	ck_assert_ptr_nonnull(f);
-	while (!found && fgets(line, sizeof line, f))
-		found = strstr(line, needle) != NULL;
-	fclose(f);
-	return found;
-}
-
 /* By default one HTTP thread a core, or one per 125 connections when that
  * is more, without a word in the log; a number set by hand that is too few
  * for max_connections is raised, and the log says so. */
@@ -586,7 +574,7 @@ START_TEST(http_threads_follow_cores_and_connections)
 		ck_assert_msg(http_threads(h.pid) == want,
 		              "%s: %d HTTP threads, want %d", cases[i].flags,
 		              http_threads(h.pid), want);
-		ck_assert_msg(log_has(h.log, "more HTTP threads") ==
+		ck_assert_msg((rxh_log_count(&h, "more HTTP threads") > 0) ==
 		                  cases[i].logged,
 		              "%s: log says \"more HTTP threads\": %d",
 		              cases[i].flags, !cases[i].logged);

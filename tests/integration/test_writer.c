@@ -110,18 +110,6 @@ static void db_side(PGconn *c, const char *side, char *out, size_t n)
 	PQclear(r);
 }
 
-static int log_count(const char *path, const char *needle)
-{
-	FILE *f = fopen(path, "r");
-	char line[4096];
-	int n = 0;
-	ck_assert_ptr_nonnull(f);
-	while (fgets(line, sizeof line, f))
-		n += strstr(line, needle) != NULL;
-	fclose(f);
-	return n;
-}
-
 struct poisoner {
 	struct rxh *h;
 	const struct rxh_world *w;
@@ -173,7 +161,8 @@ START_TEST(failed_batch_fails_the_batches_after_it)
 	rxh_start(&h, "ramex_t_writer_fail", overlap_flags[_i]);
 	rxh_world(&h, &w);
 	/* PostgreSQL refuses one order, after a second: meanwhile the orders
-	 * that keep coming open the next batch and gather the one after */
+	 * that keep coming gather into the next batch (with batch_overlap,
+	 * open it and gather the one after) */
 	sql(&h, "CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS "
 	        "$$ BEGIN IF NEW.client_order_id = 'poison' THEN PERFORM "
 	        "pg_sleep(1); RAISE EXCEPTION 'poisoned order'; END IF; "
@@ -226,7 +215,7 @@ START_TEST(failed_batch_fails_the_batches_after_it)
 	/* the orders that came during the poisoned batch's second were in
 	 * the batches after it, and failed with it */
 	ck_assert_msg(failed > 0, "no order failed with the poisoned batch");
-	ck_assert_int_ge(log_count(h.log, "batch not committed"), 2);
+	ck_assert_int_ge(rxh_log_count(&h, "batch not committed"), 2);
 	/* every trade's orders are there (a trade of a rolled-back batch
 	 * would name an order that is not) */
 	ck_assert_int_eq(
