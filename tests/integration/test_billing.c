@@ -826,6 +826,52 @@ START_TEST(month_sums_are_usage_share)
 }
 END_TEST
 
+/* contracts_dirty queues a contract for billing only when it ends or is
+ * breached after delivery: a new contract (the writer inserts one per
+ * trade) or one that ends undelivered has nothing to bill. (The test sits
+ * in billing_mark_contract, not in a WHEN on the trigger: measured, the
+ * WHEN made the writer's batches cost PostgreSQL more; docs/ARCHITECTURE.) */
+START_TEST(only_delivered_ends_are_queued)
+{
+	struct rxh h;
+	struct rxh_world w;
+	rxh_start(&h, "ramex_t_billing_dirty", "--billing_interval_s=0");
+	rxh_world(&h, &w);
+	PGconn *c = testdb_connect(h.conninfo);
+	int64_t spot = q(c, "SELECT id FROM markets WHERE name = 'spot'", 0);
+	const char *dirty =
+	    "SELECT count(*) FROM billing_dirty WHERE contract_id = $1";
+	int64_t fresh = contract(c, spot, 0, w.op_account, w.node_a, 0, GIB4,
+	                         100000, 0, ms(2025, 1), 0, "pending", 0, 0);
+	int64_t undelivered =
+	    contract(c, spot, 0, w.op_account, w.node_a, 0, GIB4, 100000, 0,
+	             ms(2025, 1), 0, "pending", 0, 0);
+	int64_t born_ended = contract(
+	    c, spot, 0, w.op_account, w.node_a, 0, GIB4, 100000, 0, ms(2025, 1),
+	    ms(2025, 1) + DAY, "ended", ms(2025, 1) + 2 * DAY, 0);
+	ck_assert_int_eq(q(c, dirty, 1, fresh), 0);
+	ck_assert_int_eq(q(c, dirty, 1, undelivered), 0);
+	ck_assert_int_eq(q(c, dirty, 1, born_ended), 1);
+	/* delivered: active, not yet billable */
+	q(c,
+	  "UPDATE contracts SET state = 'active', delivered_ns = $2 "
+	  "WHERE id = $1",
+	  2, fresh, ms(2025, 1) + DAY);
+	ck_assert_int_eq(q(c, dirty, 1, fresh), 0);
+	q(c,
+	  "UPDATE contracts SET state = 'ended', ended_ns = $2 WHERE id = $1",
+	  2, fresh, ms(2025, 1) + 2 * DAY);
+	ck_assert_int_eq(q(c, dirty, 1, fresh), 1);
+	q(c,
+	  "UPDATE contracts SET state = 'breached', ended_ns = $2 "
+	  "WHERE id = $1",
+	  2, undelivered, ms(2025, 1) + 2 * DAY);
+	ck_assert_int_eq(q(c, dirty, 1, undelivered), 0);
+	PQfinish(c);
+	rxh_stop(&h);
+}
+END_TEST
+
 /* The ledger's keys, checked once per statement since schema 0008: a
  * posting of a movement or on an invoice that does not exist, and a
  * movement or billing state of a contract that does not exist, are
@@ -909,6 +955,7 @@ int main(void)
 	tcase_add_test(tc, fee_goes_to_the_exchange);
 	tcase_add_test(tc, month_sums_are_usage_share);
 	tcase_add_test(tc, ledger_keys_are_checked);
+	tcase_add_test(tc, only_delivered_ends_are_queued);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
