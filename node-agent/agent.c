@@ -1401,8 +1401,11 @@ static int start(struct agent *a, char *err, size_t errlen)
 	if (!a->spool)
 		return -1;
 	if (spool_dropped(a->spool))
-		log_warn("dropped a torn record at the end of the spool",
-		         "bytes=%zu", spool_dropped(a->spool));
+		log_warn("dropped the torn tail of the spool (written after "
+		         "its last fsync: unsent reports are metered again, "
+		         "lost acks cost a resend)",
+		         "bytes=%zu records=%d", spool_dropped(a->spool),
+		         spool_dropped_records(a->spool));
 	a->managed = a->cfg.managed_pages;
 	if (!a->managed && !strcmp(a->cfg.backend, "sim"))
 		a->managed = a->cfg.sim_total;
