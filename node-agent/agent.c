@@ -584,6 +584,8 @@ static int lend_serve(struct agent *a, struct held *h, int64_t now_ms)
 		lendsup_arg(c, "--tls-key");
 		lendsup_arg(c, "%s", a->cfg.lend_tls_key);
 	}
+	if (a->cfg.lend_plaintext)
+		lendsup_arg(c, "--plaintext");
 	/* root may lock its memory; a lender must not page for its
 	 * borrower (docs/lending.md, the swap path's headroom) */
 	if (geteuid() == 0)
@@ -650,6 +652,8 @@ static int lend_borrow(struct agent *a, struct held *h, int64_t now_ms)
 		lendsup_arg(c, "--tls-ca");
 		lendsup_arg(c, "%s", a->cfg.lend_tls_ca);
 	}
+	if (a->cfg.lend_plaintext)
+		lendsup_arg(c, "--plaintext");
 	if (!strcmp(a->cfg.lend_borrow_mode, "listen")) {
 		/* NBD on loopback for user space and tests; the port goes
 		 * to lend-nbd-ID.port for whoever connects */
