@@ -3,7 +3,9 @@
 # UBSan and runs each for a bounded time (RAMEX_FUZZ_SECONDS, default 60).
 # fuzz_NAME.srcs, beside the target, lists the project sources it links
 # (one path per line, from the repository root). Corpora and crash files are
-# kept under var/fuzz/NAME/.
+# kept under var/fuzz/NAME/; tests/fuzz/seeds/NAME/, where it exists, holds a
+# few valid inputs to start from (a fuzzer seldom guesses a protocol's
+# magic words alone).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${RAMEX_FUZZ_SECONDS:-60}
@@ -18,9 +20,11 @@ for f in tests/fuzz/fuzz_*.c; do
   mkdir -p "var/fuzz/$name/corpus"
   clang -std=c11 -g -O1 -D_GNU_SOURCE -I. -fsanitize=fuzzer,address,undefined \
     $(pkg-config --cflags jansson libpq 2>/dev/null) \
-    -o "$bin" "$f" "${srcs[@]}" $(pkg-config --libs jansson libcrypto 2>/dev/null) -lm
+    -o "$bin" "$f" "${srcs[@]}" $(pkg-config --libs jansson libssl libcrypto 2>/dev/null) -lpthread -lm
+  seeds=()
+  [[ -d tests/fuzz/seeds/$name ]] && seeds=("$PWD/tests/fuzz/seeds/$name")
   echo "== $name for ${secs}s"
-  if ! (cd "var/fuzz/$name" && ./"$name" -max_total_time="$secs" -print_final_stats=1 corpus 2>&1 | tail -n 12); then
+  if ! (cd "var/fuzz/$name" && ./"$name" -max_total_time="$secs" -print_final_stats=1 corpus "${seeds[@]}" 2>&1 | tail -n 12); then
     echo "fuzz: $name found a failure; the input is under var/fuzz/$name/"; status=1
   fi
 done
