@@ -152,7 +152,8 @@ static int market_id(struct http_req *rq, char out[24])
 		handlers_db_error(rq, c, err);
 	else if (PQntuples(r) == 0)
 		http_problem(rq, 404, "not-found", "no such market",
-		             "there is no market named %.32s", pv[0]);
+		             "there is no market named %.*s",
+		             in_utf8_cut(pv[0], 32), pv[0]);
 	else {
 		snprintf(out, 24, "%s", PQgetvalue(r, 0, 0));
 		rc = 0;

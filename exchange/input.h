@@ -40,4 +40,21 @@ int in_qenum(struct http_req *rq, const char *name, const char *const *allowed,
 /* Strict decimal int64; 0 on success. */
 int in_parse_i64(const char *s, int64_t *out);
 
+/*
+ * UTF-8 (RFC 3629: shortest forms, no surrogates, nothing above U+10FFFF).
+ * Whatever ramexd sends is valid UTF-8, or the JSON it is put in cannot be
+ * made: request targets are checked with in_utf8_valid at the edge, text is
+ * cut with in_utf8_cut, and text of unknown origin (a library's message)
+ * goes through in_utf8_clean.
+ */
+bool in_utf8_valid(const char *s, size_t n);
+/* The longest prefix of s (a C string) of at most max bytes that ends on
+ * a character boundary, for "%.*s". */
+int in_utf8_cut(const char *s, size_t max);
+/* Copies n bytes of src into dst (cap >= 4) as valid UTF-8, always
+ * NUL-terminated: each byte that does not begin a valid character (and a
+ * NUL) becomes U+FFFD, and the copy stops before a character that would
+ * not fit. Returns the length written. */
+size_t in_utf8_clean(char *dst, size_t cap, const char *src, size_t n);
+
 #endif
