@@ -210,8 +210,7 @@ void h_usage_post(struct http_req *rq)
 		http_db_unavailable(rq);
 		break;
 	default:
-		http_problem(rq, 500, "internal", "usage ingest failed", "%s",
-		             err);
+		handlers_internal(rq, "the reports could not be stored", err);
 		break;
 	}
 out:

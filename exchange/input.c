@@ -95,6 +95,27 @@ static void bad(struct http_req *rq, const char *key, const char *why)
 	             why);
 }
 
+/* Absent or null: 0 when absent and optional; -1 after replying when
+ * required, or null; 1 when there is a value. */
+static int present(struct http_req *rq, json_t *v, const char *key,
+                   bool required, const char *what)
+{
+	char why[160];
+	if (v && !json_is_null(v))
+		return 1;
+	if (!v && !required)
+		return 0;
+	if (!v)
+		snprintf(why, sizeof why, "is required: %s", what);
+	else
+		snprintf(why, sizeof why, "must be %s, not null%s", what,
+		         required ? ""
+		                  : " (leave the field out to take its "
+		                    "default)");
+	bad(rq, key, why);
+	return -1;
+}
+
 int in_known(struct http_req *rq, json_t *o, const char *const *known)
 {
 	const char *k;
@@ -127,12 +148,9 @@ int in_int(struct http_req *rq, json_t *o, const char *key, bool required,
 {
 	json_t *v = json_object_get(o, key);
 	char why[160];
-	if (!v || json_is_null(v)) {
-		if (!required)
-			return 0;
-		bad(rq, key, "is required");
-		return -1;
-	}
+	int p = present(rq, v, key, required, "an integer");
+	if (p <= 0)
+		return p;
 	if (!json_is_integer(v)) {
 		bad(rq, key,
 		    "must be an integer (JSON number without fraction)");
@@ -154,12 +172,9 @@ int in_str(struct http_req *rq, json_t *o, const char *key, bool required,
 {
 	json_t *v = json_object_get(o, key);
 	char why[160];
-	if (!v || json_is_null(v)) {
-		if (!required)
-			return 0;
-		bad(rq, key, "is required");
-		return -1;
-	}
+	int p = present(rq, v, key, required, "a string");
+	if (p <= 0)
+		return p;
 	if (!json_is_string(v)) {
 		bad(rq, key, "must be a string");
 		return -1;
@@ -188,13 +203,40 @@ int in_str(struct http_req *rq, json_t *o, const char *key, bool required,
 int in_bool(struct http_req *rq, json_t *o, const char *key, bool *out)
 {
 	json_t *v = json_object_get(o, key);
-	if (!v || json_is_null(v))
-		return 0;
+	int p = present(rq, v, key, false, "true or false");
+	if (p <= 0)
+		return p;
 	if (!json_is_boolean(v)) {
 		bad(rq, key, "must be true or false");
 		return -1;
 	}
 	*out = json_is_true(v);
+	return 1;
+}
+
+int in_name(struct http_req *rq, json_t *o, const char *key, char *out,
+            size_t outlen)
+{
+	static const char rule[] =
+	    "must be 1 to 63 characters of a-z 0-9 . _ -, starting with a "
+	    "letter or digit";
+	char buf[64];
+	int p = in_str(rq, o, key, true, false, buf, sizeof buf);
+	if (p <= 0)
+		return p < 0 ? -1 : 0;
+	for (size_t i = 0; buf[i]; i++) {
+		char c = buf[i];
+		bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+		if (!alnum && (i == 0 || (c != '.' && c != '_' && c != '-'))) {
+			bad(rq, key, rule);
+			return -1;
+		}
+	}
+	if (strlen(buf) >= outlen) {
+		bad(rq, key, rule);
+		return -1;
+	}
+	memcpy(out, buf, strlen(buf) + 1);
 	return 1;
 }
 

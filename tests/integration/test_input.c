@@ -366,6 +366,223 @@ START_TEST(targets_that_are_not_utf8_are_refused)
 }
 END_TEST
 
+
+/* --- the database's refusals, in the exchange's words ---------------------- */
+
+struct expect {
+	const char *path, *body;
+	long status;
+	const char *field; /* the detail names it */
+};
+
+static void expect_all(struct rxh *h, const char *token,
+                       const struct expect *x, int n)
+{
+	for (int i = 0; i < n; i++) {
+		struct ans a;
+		char what[300];
+		snprintf(what, sizeof what, "POST %s %s", x[i].path, x[i].body);
+		send_raw(h, "POST", x[i].path, token, x[i].body,
+		         strlen(x[i].body), &a);
+		check_problem(what, a.status, a.ctype, a.body, a.len);
+		ck_assert_msg(a.status == x[i].status, "%s: %ld, not %ld: %s",
+		              what, a.status, x[i].status, a.body);
+		if (x[i].field) {
+			char name[80];
+			snprintf(name, sizeof name, "%s:", x[i].field);
+			ck_assert_msg(strstr(a.body, name),
+			              "%s: the detail does not name %s: %s",
+			              what, x[i].field, a.body);
+		}
+		free(a.body);
+	}
+}
+
+START_TEST(database_refusals_are_in_our_words)
+{
+	struct rxh h;
+	struct rxh_world w;
+	rxh_start(&h, "ramex_t_input_db", "");
+	rxh_world(&h, &w);
+	char node_hx[128];
+	snprintf(node_hx, sizeof node_hx, "{\"name\":\"HX\",\"team_id\":%lld}",
+	         (long long)w.team);
+	const struct expect x[] = {
+	    /* the schema's name rule, checked at the edge */
+	    {"/v1/nodes", node_hx, 400, "name"},
+	    {"/v1/teams", "{\"name\":\"HX\"}", 400, "name"},
+	    {"/v1/teams", "{\"name\":\"-x\"}", 400, "name"},
+	    {"/v1/accounts", "{\"name\":\"Op\",\"kind\":\"operator\"}", 400,
+	     "name"},
+	    /* unique and foreign keys, found by the database */
+	    {"/v1/teams", "{\"name\":\"blue\"}", 409, "name"},
+	    {"/v1/accounts", "{\"name\":\"node-a\",\"kind\":\"operator\"}",
+	     409, "name"},
+	    {"/v1/accounts",
+	     "{\"name\":\"op9\",\"kind\":\"operator\",\"team_id\":999999}", 422,
+	     "team_id"},
+	    {"/v1/tokens",
+	     "{\"name\":\"t\",\"role\":\"trader\",\"team_id\":999999}", 422,
+	     "team_id"},
+	    {"/v1/tokens",
+	     "{\"name\":\"t\",\"role\":\"finance\",\"account_id\":999999}",
+	     422, "account_id"},
+	};
+	expect_all(&h, h.admin, x, (int)(sizeof x / sizeof x[0]));
+
+	/* a query that fails inside the exchange: a 500 that says so, with
+	 * PostgreSQL's text in the log only */
+	testdb_run(h.conninfo, "ALTER TABLE teams RENAME TO teams_gone");
+	struct ans a;
+	send_raw(&h, "GET", "/v1/teams", h.admin, NULL, 0, &a);
+	ck_assert_msg(a.status == 500, "%ld %s", a.status, a.body);
+	ck_assert_msg(!pg_words(a.body), "PostgreSQL's words: %s", a.body);
+	ck_assert_msg(strstr(a.body, "\"detail\""), "%s", a.body);
+	free(a.body);
+	send_raw(&h, "POST", "/v1/teams", h.admin, "{\"name\":\"green\"}", 16,
+	         &a);
+	ck_assert_msg(a.status == 500 && !pg_words(a.body), "%ld %s",
+	              a.status, a.body);
+	free(a.body);
+	testdb_run(h.conninfo, "ALTER TABLE teams_gone RENAME TO teams");
+	ck_assert_int_ge(rxh_log_count(&h, "teams"), 1);
+	rxh_stop(&h);
+}
+END_TEST
+
+/* --- null and ranges ------------------------------------------------------- */
+
+START_TEST(null_and_out_of_range_values_are_400)
+{
+	struct rxh h;
+	struct rxh_world w;
+	rxh_start(&h, "ramex_t_input_null", "");
+	rxh_world(&h, &w);
+	char o[6][256];
+	const char *fields[] = {"tif", "stp", "post_only", "account_id",
+	                        "expires_ns", "client_order_id"};
+	for (int i = 0; i < 6; i++)
+		snprintf(o[i], sizeof o[i],
+		         "{\"market\":\"spot\",\"account_id\":%lld,\"side\":"
+		         "\"sell\",\"pages\":256,\"price\":100000,\"%s\":"
+		         "null}",
+		         (long long)w.node_a, fields[i]);
+	/* account_id twice is a duplicate key: put the null one alone */
+	snprintf(o[3], sizeof o[3],
+	         "{\"market\":\"spot\",\"side\":\"sell\",\"pages\":256,"
+	         "\"price\":100000,\"account_id\":null}");
+	const struct expect orders[] = {
+	    {"/v1/orders", o[0], 400, "tif"},
+	    {"/v1/orders", o[1], 400, "stp"},
+	    {"/v1/orders", o[2], 400, "post_only"},
+	    {"/v1/orders", o[3], 400, "account_id"},
+	    {"/v1/orders", o[4], 400, "expires_ns"},
+	    {"/v1/orders", o[5], 400, "client_order_id"},
+	    {"/v1/orders",
+	     "{\"market\":\"spot\",\"side\":\"sell\",\"pages\":"
+	     "9223372036854775807,\"price\":100000}",
+	     400, "pages"},
+	    {"/v1/orders",
+	     "{\"market\":\"spot\",\"side\":\"sell\",\"pages\":256,\"price\":"
+	     "9223372036854775807}",
+	     400, "price"},
+	    {"/v1/orders",
+	     "{\"market\":\"spot\",\"side\":\"sell\",\"pages\":256,\"price\":"
+	     "1000,\"tif\":\"gtd\",\"expires_ns\":9223372036854775807}",
+	     400, "expires_ns"},
+	    {"/v1/orders/1/reduce", "{\"remaining\":9223372036854775807}", 400,
+	     "remaining"},
+	    {"/v1/contracts/1/end", "{\"note\":null}", 400, "note"},
+	};
+	expect_all(&h, w.trader_token, orders,
+	           (int)(sizeof orders / sizeof orders[0]));
+	const struct expect admin[] = {
+	    {"/v1/billing/run", "{\"as_of_ns\":null}", 400, "as_of_ns"},
+	    {"/v1/billing/run", "{\"as_of_ns\":9223372036854775807}", 400,
+	     "as_of_ns"},
+	    {"/v1/teams", "{\"name\":null}", 400, "name"},
+	    {"/v1/accounts",
+	     "{\"name\":\"x1\",\"kind\":\"exchange\",\"team_id\":null}", 400,
+	     "team_id"},
+	};
+	expect_all(&h, h.admin, admin, (int)(sizeof admin / sizeof admin[0]));
+#define MKT(name, extra)                                                       \
+	"{\"name\":\"" name "\",\"tick\":1000,\"lot\":256,\"min_pages\":256,"  \
+	"\"max_pages\":1048576,\"price_min\":0,\"notice_period_s\":3600,"      \
+	"\"delivery_deadline_s\":600," extra "}"
+	const struct expect markets[] = {
+	    {"/v1/markets",
+	     MKT("perm-2031", "\"price_max\":1000000,\"breach_penalty\":1001000"),
+	     400, "breach_penalty"},
+	    {"/v1/markets",
+	     MKT("perm-2032",
+	         "\"price_max\":9223372036854775807,\"breach_penalty\":0"),
+	     400, "price_max"},
+	    {"/v1/markets",
+	     MKT("perm-2033",
+	         "\"price_max\":1000000,\"breach_penalty\":9223372036854775807"),
+	     400, "breach_penalty"},
+	};
+	expect_all(&h, w.op_token, markets,
+	           (int)(sizeof markets / sizeof markets[0]));
+	/* nothing of it was kept */
+	ck_assert_int_eq(testdb_scalar_at(h.conninfo,
+	                                  "SELECT count(*) FROM orders"),
+	                 0);
+	ck_assert_int_eq(
+	    testdb_scalar_at(h.conninfo, "SELECT count(*) FROM markets WHERE "
+	                                 "name LIKE 'perm-203%'"),
+	    0);
+	rxh_stop(&h);
+}
+END_TEST
+
+/* Every integer a request carries (a body's field, a path or query
+ * parameter, a header) has a minimum and a maximum in api/openapi.yaml.
+ * (UsageReport's fields are held to theirs by the usage checks.) */
+START_TEST(openapi_integers_have_ranges)
+{
+	FILE *f = fopen("api/openapi.yaml", "r");
+	char line[2048], schema[64] = "";
+	int checked = 0, in_schemas = 0;
+	static const char *const requests[] = {
+	    "NewTeam", "NewAccount",   "NewNode",  "NewToken",
+	    "NewMarket", "NewOrder",   "MoveNote", "LendEndpoint", NULL};
+	ck_assert_msg(f, "api/openapi.yaml not found (run from the repo root)");
+	while (fgets(line, sizeof line, f)) {
+		line[strcspn(line, "\n")] = 0;
+		if (strcmp(line, "  schemas:") == 0)
+			in_schemas = 1;
+		if (in_schemas && strncmp(line, "    ", 4) == 0 &&
+		    line[4] != ' ')
+			snprintf(schema, sizeof schema, "%.*s",
+			         (int)strcspn(line + 4, ":"), line + 4);
+		int request = 0;
+		for (const char *const *r = requests; *r && in_schemas; r++)
+			request |= strcmp(*r, schema) == 0;
+		/* parameters and inline request bodies carry "in:" or sit
+		 * under requestBody/properties outside components/schemas */
+		int param = strstr(line, " in: query") ||
+		            strstr(line, " in: path") ||
+		            strstr(line, " in: header");
+		int inline_body = !in_schemas && (strstr(line, "requestBody:") ||
+		                                  strstr(line, "properties: {"));
+		if (!strstr(line, "type: integer") ||
+		    !(request || param || inline_body))
+			continue;
+		if (strstr(line, "enum:"))
+			continue;
+		ck_assert_msg(strstr(line, "minimum:") && strstr(line, "maximum:"),
+		              "api/openapi.yaml: an integer without its range "
+		              "(%s): %s",
+		              schema[0] ? schema : "path", line);
+		checked++;
+	}
+	fclose(f);
+	ck_assert_int_gt(checked, 30);
+}
+END_TEST
+
 int main(void)
 {
 	curl_global_init(CURL_GLOBAL_ALL);
@@ -375,6 +592,9 @@ int main(void)
 	tcase_add_test(tc, json_test_suite_gets_4xx_in_utf8);
 	tcase_add_test(tc, long_keys_are_cut_on_character_boundaries);
 	tcase_add_test(tc, targets_that_are_not_utf8_are_refused);
+	tcase_add_test(tc, database_refusals_are_in_our_words);
+	tcase_add_test(tc, null_and_out_of_range_values_are_400);
+	tcase_add_test(tc, openapi_integers_have_ranges);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
