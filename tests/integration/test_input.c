@@ -583,6 +583,111 @@ START_TEST(openapi_integers_have_ranges)
 }
 END_TEST
 
+
+/* The range of field `field` as api/openapi.yaml gives it, in schema
+ * `schema` (NULL: the first line that gives `field:` an integer range). */
+static void yaml_range(const char *schema, const char *field, long long *min,
+                       long long *max)
+{
+	FILE *f = fopen("api/openapi.yaml", "r");
+	char line[2048], want[96], head[96];
+	int in = schema == NULL;
+	ck_assert_ptr_nonnull(f);
+	snprintf(want, sizeof want, "%s: {type: integer, minimum: ", field);
+	snprintf(head, sizeof head, "    %s:", schema ? schema : "");
+	while (fgets(line, sizeof line, f)) {
+		if (schema && strncmp(line, "    ", 4) == 0 && line[4] != ' ')
+			in = strncmp(line, head, strlen(head)) == 0;
+		const char *p = strstr(line, want);
+		if (!in || !p)
+			continue;
+		p += strlen(want);
+		*min = strtoll(p, NULL, 10);
+		const char *m = strstr(p, "maximum: ");
+		ck_assert_msg(m, "%s.%s has no maximum", schema, field);
+		*max = strtoll(m + 9, NULL, 10);
+		fclose(f);
+		return;
+	}
+	fclose(f);
+	ck_abort_msg("%s.%s not found in api/openapi.yaml", schema, field);
+}
+
+/* Each integer field just outside the range api/openapi.yaml gives it is a
+ * 400 that names the field and that range: the documentation and the edge
+ * hold the same numbers. */
+START_TEST(ranges_are_the_documented_ones)
+{
+	struct rxh h;
+	struct rxh_world w;
+	rxh_start(&h, "ramex_t_input_ranges", "");
+	rxh_world(&h, &w);
+	static const char market[] =
+	    "{\"name\":\"perm-2040\",\"tick\":1,\"lot\":1,\"min_pages\":1,"
+	    "\"max_pages\":1,\"price_min\":0,\"price_max\":1000,"
+	    "\"notice_period_s\":0,\"breach_penalty\":0,"
+	    "\"delivery_deadline_s\":1}";
+	static const char order[] =
+	    "{\"market\":\"spot\",\"side\":\"sell\",\"pages\":256,\"price\":"
+	    "1000,\"tif\":\"gtd\",\"expires_ns\":1}";
+	const struct {
+		const char *path, *base, *schema, *field;
+		int who; /* 0 admin, 1 operator, 2 trader */
+	} cases[] = {
+	    {"/v1/markets", market, "NewMarket", "tick", 1},
+	    {"/v1/markets", market, "NewMarket", "lot", 1},
+	    {"/v1/markets", market, "NewMarket", "min_pages", 1},
+	    {"/v1/markets", market, "NewMarket", "max_pages", 1},
+	    {"/v1/markets", market, "NewMarket", "price_min", 1},
+	    {"/v1/markets", market, "NewMarket", "price_max", 1},
+	    {"/v1/markets", market, "NewMarket", "notice_period_s", 1},
+	    {"/v1/markets", market, "NewMarket", "breach_penalty", 1},
+	    {"/v1/markets", market, "NewMarket", "delivery_deadline_s", 1},
+	    {"/v1/orders", order, "NewOrder", "pages", 2},
+	    {"/v1/orders", order, "NewOrder", "price", 2},
+	    {"/v1/orders", order, "NewOrder", "expires_ns", 2},
+	    {"/v1/orders", order, "NewOrder", "account_id", 2},
+	    {"/v1/orders/1/reduce", "{\"remaining\":1}", NULL, "remaining", 2},
+	    {"/v1/billing/run", "{\"as_of_ns\":1}", NULL, "as_of_ns", 0},
+	    {"/v1/tokens", "{\"name\":\"t\",\"role\":\"trader\",\"team_id\":1}",
+	     "NewToken", "team_id", 0},
+	    {"/v1/nodes", "{\"name\":\"n9\",\"team_id\":1}", "NewNode",
+	     "team_id", 0},
+	};
+	const char *tokens[] = {h.admin, w.op_token, w.trader_token};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		long long min, max;
+		yaml_range(cases[i].schema, cases[i].field, &min, &max);
+		char range[80];
+		snprintf(range, sizeof range, "between %lld and %lld", min,
+		         max);
+		for (int k = 0; k < 2; k++) {
+			if (k && max == INT64_MAX)
+				continue; /* 2^63 is no int64: bad JSON, 400 */
+			long long v = k ? max + 1 : min - 1;
+			json_t *b = json_loads(cases[i].base, 0, NULL);
+			json_object_set_new(b, cases[i].field,
+			                    json_integer((json_int_t)v));
+			char *body = json_dumps(b, JSON_COMPACT);
+			json_decref(b);
+			struct ans a;
+			send_raw(&h, "POST", cases[i].path,
+			         tokens[cases[i].who], body, strlen(body), &a);
+			check_problem(body, a.status, a.ctype, a.body, a.len);
+			ck_assert_msg(a.status == 400 &&
+			                  strstr(a.body, cases[i].field) &&
+			                  strstr(a.body, range),
+			              "%s %s: %ld %s (want 400, %s)",
+			              cases[i].path, body, a.status, a.body,
+			              range);
+			free(a.body);
+			free(body);
+		}
+	}
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	curl_global_init(CURL_GLOBAL_ALL);
@@ -595,6 +700,7 @@ int main(void)
 	tcase_add_test(tc, database_refusals_are_in_our_words);
 	tcase_add_test(tc, null_and_out_of_range_values_are_400);
 	tcase_add_test(tc, openapi_integers_have_ranges);
+	tcase_add_test(tc, ranges_are_the_documented_ones);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
