@@ -254,6 +254,13 @@ START_TEST(json_test_suite_gets_4xx_in_utf8)
 	rxh_world(&h, &w);
 	int nt = json_routes(&h, &w, t, 32);
 	ck_assert_int_ge(nt, 16);
+	static const char rows_sql[] =
+	    "SELECT (SELECT count(*) FROM teams) + (SELECT count(*) FROM "
+	    "accounts) * 10 + (SELECT count(*) FROM api_tokens) * 100 + "
+	    "(SELECT count(*) FROM node_keys) * 1000 + (SELECT count(*) FROM "
+	    "markets) * 10000 + (SELECT count(*) FROM orders) * 100000 + "
+	    "(SELECT count(*) FROM usage_reports) * 1000000";
+	long rows = testdb_scalar_at(h.conninfo, rows_sql);
 	DIR *d = opendir(SUITE_DIR);
 	ck_assert_msg(d, "%s not found (run from the repo root)", SUITE_DIR);
 	struct dirent *e;
@@ -294,6 +301,8 @@ START_TEST(json_test_suite_gets_4xx_in_utf8)
 	}
 	closedir(d);
 	ck_assert_int_gt(files, 200);
+	/* and none of it changed anything */
+	ck_assert_int_eq(testdb_scalar_at(h.conninfo, rows_sql), rows);
 	rxh_stop(&h);
 }
 END_TEST
