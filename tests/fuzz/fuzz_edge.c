@@ -78,9 +78,8 @@ int auth_authenticate(struct auth *a, struct http_req *rq,
 {
 	(void)a, (void)may_block;
 	const char *h = http_header(rq, "Authorization");
-	unsigned role = h && strncmp(h, "Bearer ", 7) == 0
-	                    ? auth_role_parse(h + 7)
-	                    : 0;
+	unsigned role =
+	    h && strncmp(h, "Bearer ", 7) == 0 ? auth_role_parse(h + 7) : 0;
 	if (!role) {
 		*status = 401;
 		snprintf(why, whylen, "send Authorization: Bearer ROLE");
@@ -338,7 +337,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-/* --- reading the answer ----------------------------------------------------- */
+/* --- reading the answer -----------------------------------------------------
+ */
 
 static int read_all(int fd, char *buf, size_t cap, size_t *len)
 {
@@ -381,8 +381,8 @@ static size_t check_answer(const char *r, size_t len, int head)
 		die("a 5xx other than 503", hdr);
 	/* a HEAD's answer has a Content-Length but no body: the next answer
 	 * follows at once (no body of ours starts like an answer) */
-	if (head || (blen > 0 && len - hl >= 7 &&
-	             strncmp(r + hl, "HTTP/1.", 7) == 0))
+	if (head ||
+	    (blen > 0 && len - hl >= 7 && strncmp(r + hl, "HTTP/1.", 7) == 0))
 		head = 1, blen = 0;
 	if (hl + blen > len)
 		return 0; /* cut short: the server closed mid-answer */
@@ -407,7 +407,8 @@ static size_t check_answer(const char *r, size_t len, int head)
 				die("a problem without a detail", body);
 			if (json_integer_value(json_object_get(j, "status")) !=
 			    status)
-				die("a problem whose status is not the answer's",
+				die("a problem whose status is not the "
+				    "answer's",
 				    body);
 		}
 		json_decref(j);

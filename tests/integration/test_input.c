@@ -30,7 +30,8 @@
 
 #define SUITE_DIR "tests/integration/fixtures/JSONTestSuite/test_parsing"
 
-/* --- checking answers ------------------------------------------------------ */
+/* --- checking answers ------------------------------------------------------
+ */
 
 /* RFC 3629, written apart from ramexd's own check: shortest forms only, no
  * surrogates, nothing above U+10FFFF. */
@@ -69,10 +70,17 @@ static bool utf8_ok(const unsigned char *s, size_t n)
 /* Text PostgreSQL puts in its errors: none of it may reach a client. */
 static const char *pg_words(const char *body)
 {
-	static const char *const words[] = {
-	    "violates", "constraint", "duplicate key", "ERROR:", "DETAIL:",
-	    "SQLSTATE", "relation \"", "syntax error at", "invalid input",
-	    "out of range for type", NULL};
+	static const char *const words[] = {"violates",
+	                                    "constraint",
+	                                    "duplicate key",
+	                                    "ERROR:",
+	                                    "DETAIL:",
+	                                    "SQLSTATE",
+	                                    "relation \"",
+	                                    "syntax error at",
+	                                    "invalid input",
+	                                    "out of range for type",
+	                                    NULL};
 	for (const char *const *w = words; *w; w++)
 		if (strstr(body, *w))
 			return *w;
@@ -147,8 +155,8 @@ static long send_raw(struct rxh *h, const char *method, const char *path,
 static void check_problem(const char *what, long status, const char *ctype,
                           const char *body, size_t len)
 {
-	ck_assert_msg(status >= 200 && status < 500, "%s: %ld %s", what,
-	              status, body);
+	ck_assert_msg(status >= 200 && status < 500, "%s: %ld %s", what, status,
+	              body);
 	ck_assert_msg(utf8_ok((const unsigned char *)body, len),
 	              "%s: the answer is not valid UTF-8", what);
 	const char *pg = pg_words(body);
@@ -159,15 +167,14 @@ static void check_problem(const char *what, long status, const char *ctype,
 	              "%s: %ld with content type %s", what, status, ctype);
 	json_error_t e;
 	json_t *j = json_loadb(body, len, 0, &e);
-	ck_assert_msg(j && json_is_object(j), "%s: not a JSON object: %s",
-	              what, body);
+	ck_assert_msg(j && json_is_object(j), "%s: not a JSON object: %s", what,
+	              body);
 	const char *detail = json_string_value(json_object_get(j, "detail"));
 	ck_assert_msg(detail && *detail, "%s: no detail: %s", what, body);
-	ck_assert_msg(json_integer_value(json_object_get(j, "status")) ==
-	                  status,
-	              "%s: status %ld, in the body %lld", what, status,
-	              (long long)json_integer_value(
-	                  json_object_get(j, "status")));
+	ck_assert_msg(
+	    json_integer_value(json_object_get(j, "status")) == status,
+	    "%s: status %ld, in the body %lld", what, status,
+	    (long long)json_integer_value(json_object_get(j, "status")));
 	json_decref(j);
 }
 
@@ -351,16 +358,15 @@ START_TEST(targets_that_are_not_utf8_are_refused)
 {
 	struct rxh h;
 	struct rxh_world w;
-	static const char *const gets[] = {
-	    "/v1/markets/%FF",
-	    "/v1/markets/%C3",
-	    "/v1/markets/spot%ED%A0%80/trades",
-	    "/v1/orders?market=%FF",
-	    "/v1/orders?market=%C3%28",
-	    "/v1/contracts?market=%F0%9F%8C",
-	    "/v1/orders?%FF=1",
-	    "/v1/nothing/%FF%FE",
-	    NULL};
+	static const char *const gets[] = {"/v1/markets/%FF",
+	                                   "/v1/markets/%C3",
+	                                   "/v1/markets/spot%ED%A0%80/trades",
+	                                   "/v1/orders?market=%FF",
+	                                   "/v1/orders?market=%C3%28",
+	                                   "/v1/contracts?market=%F0%9F%8C",
+	                                   "/v1/orders?%FF=1",
+	                                   "/v1/nothing/%FF%FE",
+	                                   NULL};
 	rxh_start(&h, "ramex_t_input_target", "");
 	rxh_world(&h, &w);
 	for (const char *const *g = gets; *g; g++) {
@@ -375,8 +381,8 @@ START_TEST(targets_that_are_not_utf8_are_refused)
 }
 END_TEST
 
-
-/* --- the database's refusals, in the exchange's words ---------------------- */
+/* --- the database's refusals, in the exchange's words ----------------------
+ */
 
 struct expect {
 	const char *path, *body;
@@ -384,8 +390,8 @@ struct expect {
 	const char *field; /* the detail names it */
 };
 
-static void expect_all(struct rxh *h, const char *token,
-                       const struct expect *x, int n)
+static void expect_all(struct rxh *h, const char *token, const struct expect *x,
+                       int n)
 {
 	for (int i = 0; i < n; i++) {
 		struct ans a;
@@ -425,8 +431,8 @@ START_TEST(database_refusals_are_in_our_words)
 	     "name"},
 	    /* unique and foreign keys, found by the database */
 	    {"/v1/teams", "{\"name\":\"blue\"}", 409, "name"},
-	    {"/v1/accounts", "{\"name\":\"node-a\",\"kind\":\"operator\"}",
-	     409, "name"},
+	    {"/v1/accounts", "{\"name\":\"node-a\",\"kind\":\"operator\"}", 409,
+	     "name"},
 	    {"/v1/accounts",
 	     "{\"name\":\"op9\",\"kind\":\"operator\",\"team_id\":999999}", 422,
 	     "team_id"},
@@ -434,8 +440,8 @@ START_TEST(database_refusals_are_in_our_words)
 	     "{\"name\":\"t\",\"role\":\"trader\",\"team_id\":999999}", 422,
 	     "team_id"},
 	    {"/v1/tokens",
-	     "{\"name\":\"t\",\"role\":\"finance\",\"account_id\":999999}",
-	     422, "account_id"},
+	     "{\"name\":\"t\",\"role\":\"finance\",\"account_id\":999999}", 422,
+	     "account_id"},
 	};
 	expect_all(&h, h.admin, x, (int)(sizeof x / sizeof x[0]));
 
@@ -450,8 +456,8 @@ START_TEST(database_refusals_are_in_our_words)
 	free(a.body);
 	send_raw(&h, "POST", "/v1/teams", h.admin, "{\"name\":\"green\"}", 16,
 	         &a);
-	ck_assert_msg(a.status == 500 && !pg_words(a.body), "%ld %s",
-	              a.status, a.body);
+	ck_assert_msg(a.status == 500 && !pg_words(a.body), "%ld %s", a.status,
+	              a.body);
 	free(a.body);
 	testdb_run(h.conninfo, "ALTER TABLE teams_gone RENAME TO teams");
 	ck_assert_int_ge(rxh_log_count(&h, "teams"), 1);
@@ -459,7 +465,8 @@ START_TEST(database_refusals_are_in_our_words)
 }
 END_TEST
 
-/* --- null and ranges ------------------------------------------------------- */
+/* --- null and ranges -------------------------------------------------------
+ */
 
 START_TEST(null_and_out_of_range_values_are_400)
 {
@@ -468,8 +475,8 @@ START_TEST(null_and_out_of_range_values_are_400)
 	rxh_start(&h, "ramex_t_input_null", "");
 	rxh_world(&h, &w);
 	char o[6][256];
-	const char *fields[] = {"tif", "stp", "post_only", "account_id",
-	                        "expires_ns", "client_order_id"};
+	const char *fields[] = {"tif",        "stp",        "post_only",
+	                        "account_id", "expires_ns", "client_order_id"};
 	for (int i = 0; i < 6; i++)
 		snprintf(o[i], sizeof o[i],
 		         "{\"market\":\"spot\",\"account_id\":%lld,\"side\":"
@@ -521,27 +528,27 @@ START_TEST(null_and_out_of_range_values_are_400)
 	"\"delivery_deadline_s\":600," extra "}"
 	const struct expect markets[] = {
 	    {"/v1/markets",
-	     MKT("perm-2031", "\"price_max\":1000000,\"breach_penalty\":1001000"),
+	     MKT("perm-2031",
+	         "\"price_max\":1000000,\"breach_penalty\":1001000"),
 	     400, "breach_penalty"},
 	    {"/v1/markets",
 	     MKT("perm-2032",
 	         "\"price_max\":9223372036854775807,\"breach_penalty\":0"),
 	     400, "price_max"},
 	    {"/v1/markets",
-	     MKT("perm-2033",
-	         "\"price_max\":1000000,\"breach_penalty\":9223372036854775807"),
+	     MKT("perm-2033", "\"price_max\":1000000,\"breach_penalty\":"
+	                      "9223372036854775807"),
 	     400, "breach_penalty"},
 	};
 	expect_all(&h, w.op_token, markets,
 	           (int)(sizeof markets / sizeof markets[0]));
 	/* nothing of it was kept */
-	ck_assert_int_eq(testdb_scalar_at(h.conninfo,
-	                                  "SELECT count(*) FROM orders"),
-	                 0);
 	ck_assert_int_eq(
-	    testdb_scalar_at(h.conninfo, "SELECT count(*) FROM markets WHERE "
-	                                 "name LIKE 'perm-203%'"),
-	    0);
+	    testdb_scalar_at(h.conninfo, "SELECT count(*) FROM orders"), 0);
+	ck_assert_int_eq(testdb_scalar_at(h.conninfo,
+	                                  "SELECT count(*) FROM markets WHERE "
+	                                  "name LIKE 'perm-203%'"),
+	                 0);
 	rxh_stop(&h);
 }
 END_TEST
@@ -555,8 +562,8 @@ START_TEST(openapi_integers_have_ranges)
 	char line[2048], schema[64] = "";
 	int checked = 0, in_schemas = 0;
 	static const char *const requests[] = {
-	    "NewTeam", "NewAccount",   "NewNode",  "NewToken",
-	    "NewMarket", "NewOrder",   "MoveNote", "LendEndpoint", NULL};
+	    "NewTeam",  "NewAccount", "NewNode",      "NewToken", "NewMarket",
+	    "NewOrder", "MoveNote",   "LendEndpoint", NULL};
 	ck_assert_msg(f, "api/openapi.yaml not found (run from the repo root)");
 	while (fgets(line, sizeof line, f)) {
 		line[strcspn(line, "\n")] = 0;
@@ -574,14 +581,16 @@ START_TEST(openapi_integers_have_ranges)
 		int param = strstr(line, " in: query") ||
 		            strstr(line, " in: path") ||
 		            strstr(line, " in: header");
-		int inline_body = !in_schemas && (strstr(line, "requestBody:") ||
-		                                  strstr(line, "properties: {"));
+		int inline_body =
+		    !in_schemas && (strstr(line, "requestBody:") ||
+		                    strstr(line, "properties: {"));
 		if (!strstr(line, "type: integer") ||
 		    !(request || param || inline_body))
 			continue;
 		if (strstr(line, "enum:"))
 			continue;
-		ck_assert_msg(strstr(line, "minimum:") && strstr(line, "maximum:"),
+		ck_assert_msg(strstr(line, "minimum:") &&
+		                  strstr(line, "maximum:"),
 		              "api/openapi.yaml: an integer without its range "
 		              "(%s): %s",
 		              schema[0] ? schema : "path", line);
@@ -591,7 +600,6 @@ START_TEST(openapi_integers_have_ranges)
 	ck_assert_int_gt(checked, 30);
 }
 END_TEST
-
 
 /* The range of field `field` as api/openapi.yaml gives it, in schema
  * `schema` (NULL: the first line that gives `field:` an integer range). */
@@ -683,12 +691,11 @@ START_TEST(ranges_are_the_documented_ones)
 			send_raw(&h, "POST", cases[i].path,
 			         tokens[cases[i].who], body, strlen(body), &a);
 			check_problem(body, a.status, a.ctype, a.body, a.len);
-			ck_assert_msg(a.status == 400 &&
-			                  strstr(a.body, cases[i].field) &&
-			                  strstr(a.body, range),
-			              "%s %s: %ld %s (want 400, %s)",
-			              cases[i].path, body, a.status, a.body,
-			              range);
+			ck_assert_msg(
+			    a.status == 400 && strstr(a.body, cases[i].field) &&
+			        strstr(a.body, range),
+			    "%s %s: %ld %s (want 400, %s)", cases[i].path, body,
+			    a.status, a.body, range);
 			free(a.body);
 			free(body);
 		}
