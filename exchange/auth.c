@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/log.h"
 #include "common/sign.h"
 #include "exchange/db.h"
 #include "exchange/http.h"
@@ -221,7 +222,7 @@ out:
 static int bearer(struct auth *a, const char *token, struct auth_principal *out,
                   int *status, char *why, size_t whylen, int may_block)
 {
-	char sha[65], err[256];
+	char sha[65], err[256], q[320];
 	if (strncmp(token, AUTH_TOKEN_PREFIX, 3) != 0 ||
 	    strlen(token) != AUTH_TOKEN_LEN) {
 		snprintf(
@@ -257,7 +258,12 @@ static int bearer(struct auth *a, const char *token, struct auth_principal *out,
 	db_release(a->pool, c);
 	if (!r) {
 		*status = broken ? 503 : 500;
-		snprintf(why, whylen, "could not check the token: %s", err);
+		/* PostgreSQL's text is for the log, not for the caller */
+		log_error("credential lookup failed", "what=token err=%s",
+		          log_quote(q, sizeof q, err));
+		snprintf(why, whylen,
+		         "the exchange could not check the token (a query "
+		         "failed; its log says why); retry later");
 		return -1;
 	}
 	memset(out, 0, sizeof *out);
@@ -285,7 +291,7 @@ static int signature(struct auth *a, struct http_req *rq, const char *key_id,
                      struct auth_principal *out, int *status, char *why,
                      size_t whylen, int may_block)
 {
-	char secret[80] = "", err[256];
+	char secret[80] = "", err[256], q[320];
 	const char *ts = http_header(rq, SIGN_HDR_TIMESTAMP);
 	const char *nonce = http_header(rq, SIGN_HDR_NONCE);
 	const char *sig = http_header(rq, SIGN_HDR_SIGNATURE);
@@ -331,8 +337,12 @@ static int signature(struct auth *a, struct http_req *rq, const char *key_id,
 		db_release(a->pool, c);
 		if (!r) {
 			*status = broken ? 503 : 500;
-			snprintf(why, whylen, "could not check the key: %s",
-			         err);
+			log_error("credential lookup failed",
+			          "what=key err=%s",
+			          log_quote(q, sizeof q, err));
+			snprintf(why, whylen,
+			         "the exchange could not check the key (a "
+			         "query failed; its log says why); retry later");
 			return -1;
 		}
 		memset(out, 0, sizeof *out);

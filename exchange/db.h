@@ -46,6 +46,20 @@ PGresult *db_exec_state(PGconn *c, ExecStatusType want, const char *sql, int n,
                         const char *const *params, char *err, size_t errlen,
                         char state[6]);
 
+/* Why a statement failed: its SQLSTATE ("" when the connection broke
+ * first), the constraint it broke (when one did), and PostgreSQL's text.
+ * The text is for the log only; a client gets the exchange's own words
+ * (handlers_db_refused). */
+struct db_fail {
+	char state[6];
+	char constraint[64];
+	char text[512];
+};
+
+/* db_exec, telling why a failure failed. */
+PGresult *db_exec_fail(PGconn *c, ExecStatusType want, const char *sql, int n,
+                       const char *const *params, struct db_fail *f);
+
 /* True when the connection itself is broken (not a mere SQL error). */
 bool db_broken(PGconn *c);
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "common/money.h"
 #include "exchange/app.h"
 #include "exchange/billing.h"
@@ -731,7 +732,8 @@ void h_billing_run(struct http_req *rq)
 		if (!(b = http_body_object(rq)))
 			return;
 		if (in_known(rq, b, known) < 0 ||
-		    in_int(rq, b, "as_of_ns", false, 1, INT64_MAX, &as_of) < 0)
+		    in_int(rq, b, "as_of_ns", false, 1, IN_TIME_NS_MAX, &as_of) <
+		        0)
 			goto out;
 	}
 	struct billing_result res;
@@ -741,11 +743,16 @@ void h_billing_run(struct http_req *rq)
 		http_problem(rq, 409, "billing-refused", "billing run refused",
 		             "%s", err);
 	} else if (rc < 0) {
+		/* err may hold PostgreSQL's text: the log has it */
+		char q[BILLING_MSG_MAX + 64];
+		log_warn("billing run failed", "api=1 err=%s",
+		         log_quote(q, sizeof q, err));
 		http_add_header(rq, "Retry-After", "5");
 		http_problem(rq, 503, "billing-failed", "billing run failed",
-		             "%s; what committed before stays billed, and the "
-		             "next run goes on from there",
-		             err);
+		             "the billing run stopped part-way (its log line "
+		             "\"billing run failed\" says why); what committed "
+		             "before stays billed, and the next run goes on "
+		             "from there");
 	} else {
 		json_t *o = json_object();
 		json_object_set_new(o, "run_id", json_integer(res.run_id));

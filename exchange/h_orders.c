@@ -133,14 +133,15 @@ static int order_parse(struct http_req *rq, json_t *b, struct writer_cmd *c)
 	if (in_known(rq, b, known) < 0 ||
 	    in_str(rq, b, "market", true, true, c->market, sizeof c->market) <
 	        0 ||
-	    in_int(rq, b, "account_id", false, 1, INT64_MAX, &account) < 0 ||
+	    in_int(rq, b, "account_id", false, 1, IN_ID_MAX, &account) < 0 ||
 	    in_str(rq, b, "side", true, true, side, sizeof side) < 0 ||
-	    in_int(rq, b, "pages", true, 1, INT64_MAX, &c->pages) < 0 ||
-	    in_int(rq, b, "price", true, 0, INT64_MAX, &c->price) < 0 ||
+	    in_int(rq, b, "pages", true, 1, IN_PAGES_MAX, &c->pages) < 0 ||
+	    in_int(rq, b, "price", true, 0, IN_PRICE_MAX, &c->price) < 0 ||
 	    in_str(rq, b, "tif", false, true, tif, sizeof tif) < 0 ||
 	    in_str(rq, b, "stp", false, true, stp, sizeof stp) < 0 ||
 	    in_bool(rq, b, "post_only", &c->post_only) < 0 ||
-	    in_int(rq, b, "expires_ns", false, 1, INT64_MAX, &expires) < 0 ||
+	    in_int(rq, b, "expires_ns", false, 1, IN_TIME_NS_MAX, &expires) <
+	        0 ||
 	    in_str(rq, b, "client_order_id", false, true, c->client_order_id,
 	           sizeof c->client_order_id) < 0)
 		return -1;
@@ -317,7 +318,7 @@ void h_order_reduce(struct http_req *rq)
 	if (!(b = http_body_object(rq)))
 		return;
 	if (cmd_init(rq, &c, WR_REDUCE) < 0 || in_known(rq, b, known) < 0 ||
-	    in_int(rq, b, "remaining", true, 1, INT64_MAX, &c.pages) < 0)
+	    in_int(rq, b, "remaining", true, 1, IN_PAGES_MAX, &c.pages) < 0)
 		goto out;
 	c.order_id = (uint64_t)id;
 	submit_reply(rq, &c);

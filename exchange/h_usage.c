@@ -65,12 +65,12 @@ static int read_report(struct http_req *rq, size_t i, json_t *o,
 			k++;
 		if (k == NFIELDS) {
 			http_problem(rq, 400, "invalid-field", "invalid field",
-			             "reports[%zu].%.64s: unknown field; a "
+			             "reports[%zu].%.*s: unknown field; a "
 			             "report has epoch, seq, contract_id, "
 			             "period_start_ns, period_end_ns, "
 			             "page_seconds, kmod_page_seconds and "
 			             "kmod_pages",
-			             i, key);
+			             i, in_utf8_cut(key, 64), key);
 			return -1;
 		}
 	}
@@ -210,8 +210,7 @@ void h_usage_post(struct http_req *rq)
 		http_db_unavailable(rq);
 		break;
 	default:
-		http_problem(rq, 500, "internal", "usage ingest failed", "%s",
-		             err);
+		handlers_internal(rq, "the reports could not be stored", err);
 		break;
 	}
 out:

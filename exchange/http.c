@@ -51,6 +51,7 @@
 
 #include "common/log.h"
 #include "exchange/auth.h"
+#include "exchange/input.h"
 #include "exchange/metrics.h"
 
 #define HTTP_MAX_PARAMS     4
@@ -104,6 +105,7 @@ struct http_req {
 	int nparams;
 	int nhdr;
 	int authed;
+	int not_utf8; /* the path or a query parameter is not UTF-8 */
 	char detail_prefix[32]; /* http_problem_prefix */
 	struct timespec t0;
 	struct MHD_Response
@@ -234,15 +236,22 @@ void http_reply_raw(struct http_req *rq, int status, const char *ctype,
 static void reply_dump(struct http_req *rq, int status, const char *ctype,
                        json_t *body)
 {
-	char *s = json_dumps(body, JSON_COMPACT);
+	char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
 	json_decref(body);
 	if (!s) {
-		/* Out of memory: say so without allocating. */
-		static const char oom[] =
+		/* No body (a json_pack that failed) or out of memory: say so
+		 * without allocating, and never without a detail. */
+		static const char fail[] =
 		    "{\"type\":\"urn:ramex:problem:internal\",\"title\":"
-		    "\"internal error\",\"status\":500}";
-		http_reply_raw(rq, 500, "application/problem+json", oom,
-		               sizeof oom - 1);
+		    "\"answer not built\",\"status\":500,\"detail\":\"the "
+		    "exchange could not build the answer to this request (out "
+		    "of memory, or a bug in ramexd); what the request changed "
+		    "is unknown: read it back, or retry with the same "
+		    "Idempotency-Key\"}";
+		log_error("answer not built", "status=%d path=%s", status,
+		          rq->path);
+		http_reply_raw(rq, 500, "application/problem+json", fail,
+		               sizeof fail - 1);
 		return;
 	}
 	struct MHD_Response *r = MHD_create_response_from_buffer(
@@ -255,23 +264,45 @@ void http_reply_json(struct http_req *rq, int status, json_t *body)
 	reply_dump(rq, status, "application/json", body);
 }
 
+/*
+ * The detail and the instance are made valid UTF-8 here, whatever they
+ * quote (a key of the body, a query value, a header, a library's message):
+ * jansson refuses a string that is not, and the answer would be lost. A
+ * detail longer than its buffer is cut on a character boundary.
+ */
 void http_problem(struct http_req *rq, int status, const char *slug,
                   const char *title, const char *fmt, ...)
 {
-	char detail[1024], type[96];
+	char raw[1024], detail[1024], inst[HTTP_TARGET_MAX], type[96];
 	va_list ap;
 	size_t k = strlen(rq->detail_prefix);
-	memcpy(detail, rq->detail_prefix, k + 1);
+	memcpy(raw, rq->detail_prefix, k + 1);
 	va_start(ap, fmt);
-	vsnprintf(detail + k, sizeof detail - k, fmt, ap);
+	int n = vsnprintf(raw + k, sizeof raw - k, fmt, ap);
 	va_end(ap);
+	size_t len = strlen(raw);
+	if (n > 0 && (size_t)n >= sizeof raw - k)
+		len = (size_t)in_utf8_cut(raw, len);
+	in_utf8_clean(detail, sizeof detail, raw, len);
+	in_utf8_clean(inst, sizeof inst, rq->path, strlen(rq->path));
 	snprintf(type, sizeof type, "urn:ramex:problem:%s", slug);
 	json_t *p =
 	    json_pack("{s:s, s:s, s:i, s:s, s:s}", "type", type, "title", title,
-	              "status", status, "detail", detail, "instance", rq->path);
+	              "status", status, "detail", detail, "instance", inst);
 	if (status >= 500)
 		log_warn("request failed", "status=%d path=%s type=%s", status,
-		         rq->path, slug);
+		         inst, slug);
+	if (!p) { /* out of memory: the same problem, without allocating */
+		char s[512];
+		snprintf(s, sizeof s,
+		         "{\"type\":\"%s\",\"title\":\"%s\",\"status\":%d,"
+		         "\"detail\":\"the exchange ran short of memory while "
+		         "writing this answer\"}",
+		         type, title, status);
+		http_reply_raw(rq, status, "application/problem+json", s,
+		               strlen(s));
+		return;
+	}
 	reply_dump(rq, status, "application/problem+json", p);
 }
 
@@ -459,6 +490,31 @@ static int too_deep(const char *s, size_t n)
 	return 0;
 }
 
+/* jansson's error, in our words: its own text may quote the body's bytes,
+ * cut anywhere (even inside a character), so it is only added cleaned. */
+static const char *json_why(const json_error_t *e)
+{
+	switch (json_error_code(e)) {
+	case json_error_invalid_utf8:
+		return "the body is not valid UTF-8";
+	case json_error_premature_end_of_input:
+		return "the body ends inside a JSON value";
+	case json_error_end_of_input_expected:
+		return "there is more after the JSON value";
+	case json_error_null_character:
+	case json_error_null_byte_in_key:
+		return "a string holds \\u0000, which no ramex field takes";
+	case json_error_duplicate_key:
+		return "an object has the same key twice";
+	case json_error_numeric_overflow:
+		return "a number does not fit in 64 bits";
+	case json_error_stack_overflow:
+		return "the body nests too deeply";
+	default:
+		return "the body is not valid JSON";
+	}
+}
+
 json_t *http_body_object(struct http_req *rq)
 {
 	json_error_t e;
@@ -476,10 +532,11 @@ json_t *http_body_object(struct http_req *rq)
 	}
 	json_t *j = json_loadb(rq->body, rq->len, JSON_REJECT_DUPLICATES, &e);
 	if (!j) {
+		char text[sizeof e.text * 3];
+		in_utf8_clean(text, sizeof text, e.text, strlen(e.text));
 		http_problem(rq, 400, "bad-json", "malformed JSON",
-		             "the body is not valid JSON: %s at line %d column "
-		             "%d",
-		             e.text, e.line, e.column);
+		             "%s (%s), at line %d column %d, byte %d",
+		             json_why(&e), text, e.line, e.column, e.position);
 		return NULL;
 	}
 	if (!json_is_object(j)) {
@@ -499,6 +556,9 @@ static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind,
 	struct http_req *rq = cls;
 	size_t n = strlen(rq->target);
 	(void)kind;
+	if (!in_utf8_valid(key, strlen(key)) ||
+	    (value && !in_utf8_valid(value, strlen(value))))
+		rq->not_utf8 = 1;
 	snprintf(rq->target + n, sizeof rq->target - n, "%c%s%s%s",
 	         strchr(rq->target, '?') ? '&' : '?', key, value ? "=" : "",
 	         value ? value : "");
@@ -511,6 +571,19 @@ static int route(struct http_req *rq)
 	const struct http_opts *o = &rq->srv->o;
 	char allow[128] = "";
 	int path_known = 0;
+
+	/* Every name and value of ramex is UTF-8 (most are ASCII): a target
+	 * that is not, once percent-decoded, is refused here, before a
+	 * handler quotes it or hands it to PostgreSQL (which refuses it as
+	 * an "invalid byte sequence"). */
+	if (rq->not_utf8 || !in_utf8_valid(rq->path, strlen(rq->path))) {
+		http_problem(rq, 400, "invalid-target",
+		             "request target not UTF-8",
+		             "the path or the query string holds bytes that are "
+		             "not UTF-8 once percent-decoded (such as %%FF); "
+		             "ramex paths and parameters are UTF-8");
+		return -1;
+	}
 
 	for (size_t i = 0; i < o->nroutes; i++) {
 		const struct http_route *r = &o->routes[i];

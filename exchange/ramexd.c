@@ -178,7 +178,7 @@ static int cmd_token(const struct rx_config *cfg, const struct args *a)
 		return 1;
 	int64_t id =
 	    handlers_token_create((struct pg_conn *)c, a->name, a->role, team,
-	                          account, token, err, sizeof err);
+	                          account, token, err, sizeof err, NULL);
 	PQfinish(c);
 	if (id < 0) {
 		fprintf(stderr, "ramexd token create: %s\n", err);

@@ -60,6 +60,12 @@ $(call integration_test,test_ramexd_api,tests/integration/test_ramexd_api.c \
   $(RAMEXD_HARNESS) $(RAMEXD_TEST_LIB),libcurl $(RAMEXD_PKGS))
 $(BUILD)/san/bin/test_ramexd_api: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_ramexd_api: | $(BUILD)/san/bin/ramexd
+# Hostile input at the edge: JSONTestSuite on every JSON route, bytes that
+# are not UTF-8, database refusals, null and out-of-range values.
+$(call integration_test,test_input,tests/integration/test_input.c \
+  $(RAMEXD_HARNESS) $(RAMEXD_TEST_LIB),libcurl $(RAMEXD_PKGS))
+$(BUILD)/san/bin/test_input: | $(BUILD)/san/bin/ramexd
+$(BUILD)/bin/test_input: | $(BUILD)/san/bin/ramexd
 
 # The load generator of bench/20-ramexd.sh.
 $(call program,loadgen,bench/loadgen.c,libpq)

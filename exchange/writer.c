@@ -1478,13 +1478,14 @@ static void create_market(struct writer *w, struct writer_cmd *c)
 		pv[i] = args[i];
 	if (!perm)
 		pv[2] = NULL;
-	PGresult *r = db_exec(
+	struct db_fail f;
+	PGresult *r = db_exec_fail(
 	    w->lconn, PGRES_TUPLES_OK,
 	    "INSERT INTO markets (name, product, term_end, tick, lot, "
 	    "min_pages, max_pages, price_min, price_max, notice_period_s, "
 	    "breach_penalty, delivery_deadline_s) VALUES ($1, $2, $3, $4, $5, "
 	    "$6, $7, $8, $9, $10, $11, $12) RETURNING " MARKET_COLS,
-	    12, pv, err, sizeof err);
+	    12, pv, &f);
 	if (!r) {
 		if (db_broken(w->lconn)) {
 			c->retry_after = true;
@@ -1492,7 +1493,23 @@ static void create_market(struct writer *w, struct writer_cmd *c)
 			         "database unavailable",
 			         "the market was not created; retry later");
 		} else {
-			fail_cmd(c, 422, "invalid", "invalid market", err);
+			/* PostgreSQL's text is for the log: the edge checked
+			 * every field, so a rule of the schema that still
+			 * refuses is named, not quoted */
+			char q[600];
+			bool rule = f.state[0] == '2' &&
+			            (f.state[1] == '2' || f.state[1] == '3');
+			log_error("market not created",
+			          "name=%s state=%s constraint=%s err=%s",
+			          s->name, f.state, f.constraint,
+			          log_quote(q, sizeof q, f.text));
+			snprintf(err, sizeof err,
+			         "the database refused the market (rule %s of "
+			         "the schema); the exchange's log says more",
+			         f.constraint[0] ? f.constraint : "-");
+			fail_cmd(c, rule ? 422 : 500,
+			         rule ? "invalid" : "internal",
+			         "market not created", err);
 		}
 		return;
 	}
