@@ -286,7 +286,8 @@ void h_usage_list(struct http_req *rq)
 	    c, PGRES_TUPLES_OK,
 	    "SELECT node_id, epoch, seq, contract_id, side, period_start_ns, "
 	    "period_end_ns, page_seconds, kmod_page_seconds, kmod_pages, "
-	    "received_at::text FROM usage_reports u WHERE ($1::bigint IS NULL "
+	    "delivered_ns, billable_ps, received_at::text FROM usage_reports u "
+	    "WHERE ($1::bigint IS NULL "
 	    "OR u.node_id = $1) AND ($2::bigint IS NULL OR u.node_id IN "
 	    "(SELECT id FROM accounts WHERE team_id = $2)) AND ($3::bigint IS "
 	    "NULL OR u.contract_id = $3) AND ($4::bigint IS NULL OR u.node_id "
