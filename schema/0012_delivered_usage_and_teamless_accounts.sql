@@ -1,4 +1,4 @@
--- Issue 25.
+-- Issue 25, two repairs.
 --
 -- 1. What a usage report bills (docs/money.md, "What a report bills"). A
 -- report is admitted with its period a little off the contract's delivery
@@ -71,3 +71,14 @@ INSERT INTO billing_dirty (contract_id)
 ALTER TABLE usage_reports ALTER COLUMN delivered_ns DROP DEFAULT,
                           ALTER COLUMN billable_ps DROP DEFAULT;
 
+-- 2. Only nodes belong to a team. A team's traders act for its accounts, so
+-- an operator account with a team_id let that team's trader end the
+-- operator's contracts. ramexd never made one on purpose: the team of an
+-- operator or exchange account meant nothing else, so it is cleared, and
+-- so is the team of every token but a trader's, which nothing read.
+UPDATE accounts SET team_id = NULL WHERE kind <> 'node' AND team_id IS NOT NULL;
+ALTER TABLE accounts ADD CONSTRAINT accounts_team_is_a_nodes
+    CHECK (kind = 'node' OR team_id IS NULL);
+UPDATE api_tokens SET team_id = NULL WHERE role <> 'trader' AND team_id IS NOT NULL;
+ALTER TABLE api_tokens ADD CONSTRAINT api_tokens_team_is_a_traders
+    CHECK (role = 'trader' OR team_id IS NULL);
