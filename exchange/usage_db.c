@@ -173,7 +173,7 @@ static void keep_conflicts(PGconn *c, int64_t node, const char *principal,
 	json_t *all = json_array();
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (items[i].verdict != USAGE_CONFLICT)
+		if (items[i].verdict != USAGE_CONFLICT || items[i].invalid)
 			continue;
 		json_array_append(all, bodies[i]);
 		if (k++ < 10)
@@ -579,20 +579,14 @@ enum usage_db_status usage_db_ingest(PGconn *c, int64_t node,
 		batch[i] = items[i].r;
 	usage_classify_batch(batch, n, sp, order, verdicts);
 	free(batch);
+	/* a conflicting report is judged like a new one first: only a
+	 * plausible one (its contract, the node's, sane values) is kept as
+	 * evidence in usage_conflicts, garbage is refused as invalid */
 	for (size_t i = 0; i < n; i++) {
 		struct usage_db_item *it = &items[i];
 		it->verdict = verdicts[i];
 		it->invalid = false;
 		it->err[0] = 0;
-		if (it->verdict == USAGE_CONFLICT) {
-			nconf++;
-			snprintf(
-			    it->err, sizeof it->err,
-			    "number (epoch %lld, seq %lld) was already used "
-			    "for another report; start a new epoch",
-			    (long long)it->r.epoch, (long long)it->r.seq);
-			continue;
-		}
 		if (it->verdict == USAGE_DUPLICATE) {
 			ndup++;
 			continue;
@@ -609,10 +603,18 @@ enum usage_db_status usage_db_ingest(PGconn *c, int64_t node,
 		                       sizeof it->err) < 0) {
 			it->invalid = true;
 		}
-		if (it->invalid)
+		if (it->invalid) {
 			nbad++;
-		else
+		} else if (it->verdict == USAGE_CONFLICT) {
+			nconf++;
+			snprintf(
+			    it->err, sizeof it->err,
+			    "number (epoch %lld, seq %lld) was already used "
+			    "for another report; start a new epoch",
+			    (long long)it->r.epoch, (long long)it->r.seq);
+		} else {
 			order[nnew++] = i;
+		}
 	}
 
 	/* the neighbours in period order: stored, and within the batch */

@@ -36,7 +36,9 @@ struct usage_db_item {
 enum usage_db_status {
 	USAGE_DB_OK = 0,      /* stored: the new ones counted */
 	USAGE_DB_CONFLICT,    /* a number reused with another body: nothing
-	                         stored but the conflicts (usage_conflicts) */
+	                         stored but the conflicts (usage_conflicts),
+	                         and of those only the ones that are valid
+	                         reports (the others are `invalid` items) */
 	USAGE_DB_INVALID,     /* some report is invalid: nothing stored */
 	USAGE_DB_UNAVAILABLE, /* the connection broke */
 	USAGE_DB_FAILED,      /* a query failed: err says why */

@@ -37,6 +37,15 @@
  * the two agents sample their counters at slightly different instants. */
 #define USAGE_DIFF_SECONDS 60
 #define USAGE_DIFF_RATIO   100
+/* The ranges of a report's integers (api/openapi.yaml, UsageReport), checked
+ * where a report comes in. Numbers and ids stay below 2^53, so a JSON reader
+ * that keeps numbers as doubles (a browser) reads them exactly and n + 1
+ * never overflows; instants lie in the calendar of common/money.h
+ * (1970-2200); page-second counters stay at or below 2^62, so that the sum of
+ * two never overflows an int64. */
+#define USAGE_NUMBER_MAX  INT64_C(9007199254740991) /* 2^53 - 1 */
+#define USAGE_TIME_MAX    INT64_C(7289654400000000000) /* 2201-01-01 */
+#define USAGE_COUNTER_MAX INT64_C(4611686018427387904) /* 2^62 */
 /* How far past the lowest missing number the tracker sees; see usage_seq. */
 #define USAGE_SEQ_WINDOW 1024
 

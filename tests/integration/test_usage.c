@@ -522,6 +522,102 @@ START_TEST(only_delivered_time_bills)
 }
 END_TEST
 
+/* Issue 25, item 7 (usage): 2^63 - 1 was accepted for epoch, seq and
+ * kmod_page_seconds, and a report answered 409 was kept in
+ * usage_conflicts unchecked (a 2^63 - 1 contract id, another node's
+ * contract). */
+START_TEST(ranges_and_conflicts_are_checked)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	struct batch b = {0};
+	int64_t d, d3;
+	rxh_start(&h, "ramex_t_usage_ranges", "");
+	rxh_world(&h, &w);
+	int64_t c1 = contract(&h, w.trader_token, w.node_a, w.op_token,
+	                      w.op_account, w.key_a, w.secret_a, &d);
+	int64_t c3 = contract(&h, w.trader_token, w.node_b, w.op_token,
+	                      w.op_account, w.key_b, w.secret_b, &d3);
+	/* every integer at its bounds' wrong side: 400, naming the field */
+	static const struct {
+		const char *field;
+		const char *value;
+	} out[] = {
+	    {"epoch", "9223372036854775807"},
+	    {"epoch", "9007199254740992"},
+	    {"seq", "9223372036854775807"},
+	    {"contract_id", "9223372036854775807"},
+	    {"period_start_ns", "-1"},
+	    {"period_end_ns", "7289654400000000001"},
+	    {"page_seconds", "4611686018427387905"},
+	    {"kmod_page_seconds", "9223372036854775807"},
+	    {"kmod_pages", "9007199254740992"},
+	};
+	for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) {
+		char report[512], body[600];
+		snprintf(report, sizeof report,
+		         "{\"epoch\":1,\"seq\":1,\"contract_id\":%lld,"
+		         "\"period_start_ns\":%lld,\"period_end_ns\":%lld,"
+		         "\"page_seconds\":1,\"kmod_page_seconds\":1,"
+		         "\"kmod_pages\":1}",
+		         (long long)c1, (long long)d, (long long)(d + SEC));
+		/* replace the field's value */
+		char *at = strstr(report, out[i].field);
+		ck_assert_ptr_nonnull(at);
+		at += strlen(out[i].field) + 2;
+		char *end = at + strcspn(at, ",}");
+		snprintf(body, sizeof body, "{\"reports\":[%.*s%s%s]}",
+		         (int)(at - report), report, out[i].value, end);
+		ck_assert_msg(rxh_call_signed(&h, "POST", "/v1/usage", w.key_a,
+		                              w.secret_a, body, 0, NULL,
+		                              &r) == 400,
+		              "%s: %ld %s", body, r.status, r.body);
+		char want[64];
+		snprintf(want, sizeof want, "reports[0].%s", out[i].field);
+		ck_assert_msg(strstr(r.body, want) && strstr(r.body, " to "),
+		              "%s", r.body);
+		rxh_resp_free(&r);
+	}
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM usage_reports"), 0);
+
+	/* one report counted, then its number reused */
+	add(&b, 1, 1, c1, d, d + SEC, 200, 200, 256);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 200);
+	rxh_resp_free(&r);
+	/* ... with garbage: refused as invalid, not kept */
+	add(&b, 1, 1, 9007199254740991LL, d, d + SEC, 200, 200, 256);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 422);
+	ck_assert_msg(strstr(r.body, "no contract"), "%s", r.body);
+	rxh_resp_free(&r);
+	add(&b, 1, 1, c3, d3, d3 + SEC, 200, 200, 256);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 422);
+	ck_assert_msg(strstr(r.body, "not a party"), "%s", r.body);
+	rxh_resp_free(&r);
+	add(&b, 1, 1, c1, d, d + SEC, 257 * 1000, 257 * 1000, 256);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 422);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM usage_conflicts"), 0);
+	/* ... with a plausible other body: 409, kept as evidence */
+	add(&b, 1, 1, c1, d, d + SEC, 199, 200, 256);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 409);
+	rxh_resp_free(&r);
+	/* ... both in one batch: 409, only the plausible one kept */
+	add(&b, 1, 1, c1, d, d + SEC, 198, 200, 256);
+	add(&b, 1, 1, c3, d3, d3 + SEC, 200, 200, 256);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 409);
+	ck_assert_msg(strstr(r.body, "not a party"), "%s", r.body);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM usage_conflicts"), 2);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM usage_conflicts "
+	                           "WHERE (body ->> 'contract_id')::bigint <> "
+	                           "(SELECT min(contract_id) FROM "
+	                           "usage_reports)"),
+	                 0);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("usage");
@@ -530,6 +626,7 @@ int main(void)
 	tcase_add_test(tc, counted_retried_conflicting_invalid);
 	tcase_add_test(tc, order_gaps_lend_many_nodes_late);
 	tcase_add_test(tc, only_delivered_time_bills);
+	tcase_add_test(tc, ranges_and_conflicts_are_checked);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
