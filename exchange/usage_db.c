@@ -105,8 +105,9 @@ static const char *sql_totals =
 
 static const char *sql_totals_put =
     "INSERT INTO usage_totals (contract_id, side, reported_ps, "
-    "delivered_ns, billable_ps) SELECT * FROM unnest($1::bigint[], "
-    "$2::text[], $3::bigint[], $4::bigint[], $5::bigint[]) ON CONFLICT "
+    "delivered_ns, billable_ps, pages) SELECT * FROM unnest($1::bigint[], "
+    "$2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[]) "
+    "ON CONFLICT "
     "(contract_id, side) DO UPDATE SET reported_ps = EXCLUDED.reported_ps, "
     "delivered_ns = EXCLUDED.delivered_ns, billable_ps = "
     "EXCLUDED.billable_ps";
@@ -342,7 +343,7 @@ static enum usage_db_status count_totals(PGconn *c, struct usage_db_item *items,
                                          size_t errlen)
 {
 	enum usage_db_status st = USAGE_DB_FAILED;
-	struct pgarr a[5];
+	struct pgarr a[6];
 	memset(a, 0, sizeof a);
 	PGresult *r = NULL;
 	/* tot[2k + side] for contract cs[k]; touched: to write back */
@@ -415,13 +416,14 @@ static enum usage_db_status count_totals(PGconn *c, struct usage_db_item *items,
 			pgarr_i64(&a[2], tot[ti].reported);
 			pgarr_i64(&a[3], tot[ti].delivered);
 			pgarr_i64(&a[4], tot[ti].billable);
+			pgarr_i64(&a[5], cs[ti / 2].pages);
 		}
-		const char *pv[5];
-		if (pgarr_params(a, 5, pv) < 0) {
+		const char *pv[6];
+		if (pgarr_params(a, 6, pv) < 0) {
 			st = failed(c, err, errlen, "out of memory");
 			goto out;
 		}
-		r = db_exec(c, PGRES_COMMAND_OK, sql_totals_put, 5, pv, err,
+		r = db_exec(c, PGRES_COMMAND_OK, sql_totals_put, 6, pv, err,
 		            errlen);
 		if (!r) {
 			st = failed(c, err, errlen, err);
@@ -431,7 +433,7 @@ static enum usage_db_status count_totals(PGconn *c, struct usage_db_item *items,
 	st = USAGE_DB_OK;
 out:
 	PQclear(r);
-	for (int k = 0; k < 5; k++)
+	for (int k = 0; k < 6; k++)
 		pgarr_free(&a[k]);
 	free(tot);
 	free(touched);

@@ -13,10 +13,13 @@ ALTER TABLE usage_reports
 CREATE TABLE usage_totals (
     contract_id  bigint NOT NULL,
     side         text NOT NULL CHECK (side IN ('seller', 'buyer')),
+    pages        bigint NOT NULL CHECK (pages > 0), -- the contract's
     reported_ps  bigint NOT NULL CHECK (reported_ps >= 0),
     delivered_ns bigint NOT NULL CHECK (delivered_ns >= 0),
     billable_ps  bigint NOT NULL CHECK (billable_ps BETWEEN 0 AND reported_ps),
-    PRIMARY KEY (contract_id, side)
+    PRIMARY KEY (contract_id, side),
+    -- the invariant, in page-nanoseconds: never more than was delivered
+    CHECK (billable_ps::numeric * 1000000000 <= pages::numeric * delivered_ns)
 );
 
 -- The reports stored before: counted again in the order they arrived, by
@@ -49,7 +52,7 @@ WITH k AS (
     WINDOW w AS (PARTITION BY contract_id, side
                  ORDER BY received_at, node_id, epoch, seq)
 )
-SELECT node_id, epoch, seq, contract_id, side, page_seconds, dns, b,
+SELECT node_id, epoch, seq, contract_id, side, pages, page_seconds, dns, b,
        (b - coalesce(lag(b) OVER (PARTITION BY contract_id, side
                                   ORDER BY received_at, node_id, epoch, seq),
                      0))::bigint AS billable
@@ -59,8 +62,8 @@ UPDATE usage_reports u SET delivered_ns = x.dns, billable_ps = x.billable
   FROM usage_recount x
  WHERE (u.node_id, u.epoch, u.seq) = (x.node_id, x.epoch, x.seq);
 
-INSERT INTO usage_totals (contract_id, side, reported_ps, delivered_ns, billable_ps)
-    SELECT contract_id, side, sum(page_seconds), sum(dns), max(b)
+INSERT INTO usage_totals (contract_id, side, pages, reported_ps, delivered_ns, billable_ps)
+    SELECT contract_id, side, max(pages), sum(page_seconds), sum(dns), max(b)
     FROM usage_recount GROUP BY contract_id, side;
 
 INSERT INTO billing_dirty (contract_id)

@@ -178,6 +178,11 @@ START_TEST(schema_0012_recounts_usage_and_clears_teams)
 	PGresult *r = PQexec(c, "UPDATE accounts SET team_id = 1 WHERE id = 2");
 	ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "23514");
 	PQclear(r);
+	/* the database holds the invariant too: one page-second more than
+	 * 256 pages x 2.003 s is refused */
+	r = PQexec(c, "UPDATE usage_totals SET billable_ps = 513");
+	ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "23514");
+	PQclear(r);
 	r = PQexec(c, "INSERT INTO usage_reports (node_id, epoch, seq, "
 	              "contract_id, side, period_start_ns, period_end_ns, "
 	              "page_seconds, kmod_page_seconds, kmod_pages, body_hash) "
