@@ -4,8 +4,10 @@
  *
  * The rules are exchange/core/usage.h (pure): this module loads what they
  * need — the contracts, the stored reports with the same numbers, the
- * stored neighbours of each report in period order — judges every report,
- * and stores the new ones with ONE multi-row INSERT (unnest of arrays), so
+ * stored neighbours of each report in period order, the contract sides'
+ * totals (usage_totals) — judges every report, counts what each bills
+ * (usage_total_add: only time inside the delivery span), and stores the
+ * new ones with ONE multi-row INSERT (unnest of arrays), so
  * a batch of 1000 costs a handful of round trips, not a thousand. A node's
  * batches are serialised by a lock on its account row, and the reports of
  * one contract by a lock on the contract row (taken in id order), so two
