@@ -198,8 +198,9 @@ int usage_total_add(struct usage_total *t, rx_pages pages, rx_time_ns span_ns,
 	i128 del = (i128)t->delivered + dns;
 	if (del > span_ns)
 		return fail(err, errlen,
-		            "the reports cover %lld ns of a delivery span of "
-		            "%lld ns; the same time cannot bill twice",
+		            "reports cover %lld ns of a %lld ns delivery "
+		            "span: the same time cannot bill twice (or the "
+		            "clock went back; retry later)",
 		            (long long)(del > INT64_MAX ? INT64_MAX : del),
 		            (long long)span_ns);
 	if (rep > INT64_MAX)
