@@ -85,7 +85,7 @@ void h_team_list(struct http_req *rq)
 void h_account_create(struct http_req *rq)
 {
 	static const char *const known[] = {"name", "kind", "team_id", NULL};
-	char name[64], kind[16], team[24] = "";
+	char name[64], kind[16];
 	int64_t team_id = 0;
 	json_t *b = http_body_object(rq);
 	if (!b)
@@ -101,9 +101,16 @@ void h_account_create(struct http_req *rq)
 		             "with POST /v1/nodes");
 		goto out;
 	}
-	if (team_id)
-		snprintf(team, sizeof team, "%lld", (long long)team_id);
-	const char *pv[] = {name, kind, team_id ? team : NULL};
+	/* a team's traders act for its accounts: only nodes belong to one
+	 * (schema 0012 says so too) */
+	if (team_id) {
+		http_problem(rq, 400, "invalid-field", "invalid field",
+		             "team_id: %s accounts belong to no team; only "
+		             "nodes do (create them with POST /v1/nodes)",
+		             kind);
+		goto out;
+	}
+	const char *pv[] = {name, kind, NULL};
 	exec_reply(rq, 201,
 	           "INSERT INTO accounts (name, kind, team_id) VALUES ($1, $2, "
 	           "$3) RETURNING id, name, kind, team_id",
@@ -292,6 +299,13 @@ int64_t handlers_token_create(struct pg_conn *conn, const char *name,
 	}
 	if (r_bit == AUTH_TRADER && !team) {
 		snprintf(err, errlen, "a trader token needs team_id");
+		return -1;
+	}
+	if (r_bit != AUTH_TRADER && team) {
+		snprintf(err, errlen,
+		         "only a trader token belongs to a team; a %s token "
+		         "takes no team_id",
+		         role);
 		return -1;
 	}
 	if (r_bit == AUTH_OPERATOR && !account) {

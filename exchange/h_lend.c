@@ -127,8 +127,9 @@ static int load_party(struct http_req *rq, PGconn *c, const char *ids,
 	PGresult *r =
 	    db_exec(c, PGRES_TUPLES_OK,
 	            "SELECT c.delivery = 'lend', c.state, "
-	            "c.seller_id = $2::bigint OR sa.team_id = $3::bigint, "
-	            "c.buyer_id = $2::bigint OR ba.team_id = $3::bigint "
+	            "c.seller_id = $2::bigint OR (sa.kind = 'node' AND "
+	            "sa.team_id = $3::bigint), c.buyer_id = $2::bigint OR "
+	            "(ba.kind = 'node' AND ba.team_id = $3::bigint) "
 	            "FROM contracts c JOIN accounts sa ON sa.id = c.seller_id "
 	            "JOIN accounts ba ON ba.id = c.buyer_id WHERE c.id = $1",
 	            3, pv, err, sizeof err);

@@ -1228,11 +1228,6 @@ static int c_accounts_create(struct ctx *x, struct opts *o)
 	if (!kind)
 		return usage_error("--kind is required (operator or exchange)");
 	json_t *b = json_pack("{s:s,s:s}", "name", o->pos[0], "kind", kind);
-	int rc = int_opt(o, "--team", b, "team_id", 0);
-	if (rc) {
-		json_decref(b);
-		return rc;
-	}
 	return call_show(x, "POST", "/v1/accounts", b, NULL);
 }
 
@@ -1365,7 +1360,6 @@ static const char *const o_ilist[] = {"--account", "--month",  "--status",
 static const char *const o_output[] = {"--output", NULL};
 static const char *const o_uexport[] = {"--from", "--to", "--output", NULL};
 static const char *const o_summary[] = {"--from", "--to", "--by", NULL};
-static const char *const o_kind_team[] = {"--kind", "--team", NULL};
 static const char *const o_kind[] = {"--kind", NULL};
 static const char *const o_team[] = {"--team", NULL};
 static const char *const o_token[] = {"--role", "--team", "--account", NULL};
@@ -1464,8 +1458,8 @@ static const struct cmd cmds[] = {
     {"teams", "list", "teams list", "list teams (admin, finance)", none, none,
      0, c_teams_list},
     {"accounts", "create",
-     "accounts create NAME --kind operator|exchange [--team ID]",
-     "create an account (admin)", o_kind_team, none, 1, c_accounts_create},
+     "accounts create NAME --kind operator|exchange",
+     "create an account (admin; nodes: nodes create)", o_kind, none, 1, c_accounts_create},
     {"accounts", "list", "accounts list [--kind K]", "list accounts", o_kind,
      none, 0, c_accounts_list},
     {"nodes", "create", "nodes create NAME --team ID",

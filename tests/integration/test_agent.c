@@ -204,7 +204,11 @@ static int64_t invoiced(struct rxh *h, int64_t buyer, int64_t id, int64_t *ps)
 
 /* Runs billing and checks every contract's charge: the page-seconds
  * billed (the seller's for offline; the lower side's for lend) × price /
- * 31 536 000, rounded down, with the remainder carried (docs/money.md). */
+ * 31 536 000, rounded down, with the remainder carried (docs/money.md).
+ * What bills of a side's reports is their time inside the delivery span
+ * (billable_ps): the agent meters from taking the pages, a moment before
+ * ramexd stamps the delivery, to giving them back, a moment after the
+ * contract ends; that is checked to be all it loses. */
 static void check_billing(struct rxh *h)
 {
 	struct rxh_resp r;
@@ -216,9 +220,31 @@ static void check_billing(struct rxh *h)
 	PGconn *c = db(h);
 	PGresult *k = PQexec(
 	    c, "SELECT c.id, c.buyer_id, c.price, c.delivery, "
-	       "coalesce((SELECT sum(page_seconds) FROM usage_reports u WHERE "
+	       "coalesce((SELECT sum(billable_ps) FROM usage_reports u WHERE "
 	       "u.contract_id = c.id AND u.side = 'seller'), 0), "
-	       "(SELECT sum(page_seconds) FROM usage_reports u WHERE "
+	       "(SELECT sum(billable_ps) FROM usage_reports u WHERE "
+	       "u.contract_id = c.id AND u.side = 'buyer') FROM contracts c "
+	       "ORDER BY c.id");
+	ck_assert_int_eq(PQresultStatus(k), PGRES_TUPLES_OK);
+	/* per side: billable <= reported, the invariant, and an honest
+	 * agent loses less than 2 s of its pages (the moments above) plus
+	 * the page-second its last carry holds */
+	ck_assert_int_eq(
+	    agh_q(c,
+	          "SELECT count(*) FROM usage_totals t JOIN contracts c ON "
+	          "c.id = t.contract_id WHERE t.billable_ps > t.reported_ps OR "
+	          "t.billable_ps::numeric * 1000000000 > c.pages::numeric * "
+	          "(CASE WHEN c.ended_ns > 0 THEN c.ended_ns ELSE "
+	          "(extract(epoch FROM clock_timestamp()) * 1e9)::bigint END "
+	          "- c.delivered_ns) OR t.reported_ps - t.billable_ps > "
+	          "c.pages * 2 + 1"),
+	    0);
+	PQclear(k);
+	k = PQexec(
+	    c, "SELECT c.id, c.buyer_id, c.price, c.delivery, "
+	       "coalesce((SELECT sum(billable_ps) FROM usage_reports u WHERE "
+	       "u.contract_id = c.id AND u.side = 'seller'), 0), "
+	       "(SELECT sum(billable_ps) FROM usage_reports u WHERE "
 	       "u.contract_id = c.id AND u.side = 'buyer') FROM contracts c "
 	       "ORDER BY c.id");
 	ck_assert_int_eq(PQresultStatus(k), PGRES_TUPLES_OK);

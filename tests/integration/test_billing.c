@@ -126,8 +126,9 @@ static void report(PGconn *c, int64_t nodeid, int64_t id, int buyer_side,
 	q(c,
 	  "INSERT INTO usage_reports (node_id, epoch, seq, contract_id, side, "
 	  "period_start_ns, period_end_ns, page_seconds, kmod_page_seconds, "
-	  "kmod_pages, body_hash) VALUES ($1, 1, $2, $3, CASE WHEN $4 = 1 "
-	  "THEN 'buyer' ELSE 'seller' END, $5, $6, $7, $7, 0, $2)",
+	  "kmod_pages, body_hash, delivered_ns, billable_ps) VALUES ($1, 1, "
+	  "$2, $3, CASE WHEN $4 = 1 THEN 'buyer' ELSE 'seller' END, $5, $6, "
+	  "$7, $7, 0, $2, $6::bigint - $5::bigint, $7)",
 	  7, nodeid, seq_no, id, (int64_t)buyer_side, from, to, ps);
 }
 

@@ -433,8 +433,11 @@ START_TEST(database_refusals_are_in_our_words)
 	    {"/v1/teams", "{\"name\":\"blue\"}", 409, "name"},
 	    {"/v1/accounts", "{\"name\":\"node-a\",\"kind\":\"operator\"}", 409,
 	     "name"},
+	    {"/v1/nodes", "{\"name\":\"n9\",\"team_id\":999999}", 422,
+	     "team_id"},
+	    /* and an operator belongs to no team at all */
 	    {"/v1/accounts",
-	     "{\"name\":\"op9\",\"kind\":\"operator\",\"team_id\":999999}", 422,
+	     "{\"name\":\"op9\",\"kind\":\"operator\",\"team_id\":999999}", 400,
 	     "team_id"},
 	    {"/v1/tokens",
 	     "{\"name\":\"t\",\"role\":\"trader\",\"team_id\":999999}", 422,
@@ -555,7 +558,7 @@ END_TEST
 
 /* Every integer a request carries (a body's field, a path or query
  * parameter, a header) has a minimum and a maximum in api/openapi.yaml.
- * (UsageReport's fields are held to theirs by the usage checks.) */
+ */
 START_TEST(openapi_integers_have_ranges)
 {
 	FILE *f = fopen("api/openapi.yaml", "r");
@@ -563,7 +566,7 @@ START_TEST(openapi_integers_have_ranges)
 	int checked = 0, in_schemas = 0;
 	static const char *const requests[] = {
 	    "NewTeam",  "NewAccount", "NewNode",      "NewToken", "NewMarket",
-	    "NewOrder", "MoveNote",   "LendEndpoint", NULL};
+	    "NewOrder", "MoveNote",   "LendEndpoint", "UsageReport", NULL};
 	ck_assert_msg(f, "api/openapi.yaml not found (run from the repo root)");
 	while (fgets(line, sizeof line, f)) {
 		line[strcspn(line, "\n")] = 0;

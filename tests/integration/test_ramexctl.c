@@ -523,8 +523,9 @@ START_TEST(contracts_and_billing)
 	sql(&h,
 	    "INSERT INTO usage_reports (node_id, epoch, seq, contract_id, "
 	    "side, period_start_ns, period_end_ns, page_seconds, "
-	    "kmod_page_seconds, kmod_pages, body_hash) VALUES ($1, 1, 1, $2, "
-	    "'seller', $3, $4, $5, $5, 262144, 1)",
+	    "kmod_page_seconds, kmod_pages, body_hash, delivered_ns, "
+	    "billable_ps) VALUES ($1, 1, 1, $2, 'seller', $3, $4, $5, $5, "
+	    "262144, 1, $4::bigint - $3::bigint, $5)",
 	    5, pv2);
 
 	/* the report as ramexd counts it */
@@ -667,8 +668,9 @@ START_TEST(contracts_and_billing)
 	sql(&h,
 	    "INSERT INTO usage_reports (node_id, epoch, seq, contract_id, "
 	    "side, period_start_ns, period_end_ns, page_seconds, "
-	    "kmod_page_seconds, kmod_pages, body_hash) VALUES ($1, 1, 3, $2, "
-	    "'seller', $3, $3::bigint + 1000000000, 0, 0, 262144, 3)",
+	    "kmod_page_seconds, kmod_pages, body_hash, delivered_ns, "
+	    "billable_ps) VALUES ($1, 1, 3, $2, 'seller', $3, $3::bigint + "
+	    "1000000000, 0, 0, 262144, 3, 1000000000, 0)",
 	    3, pv4);
 	ctl(&r, w.finance_token, "--json", "usage", "gaps", "--node", node);
 	ck_assert_msg(r.rc == 0 && r.json, "gaps: %d %s", r.rc, r.err);
