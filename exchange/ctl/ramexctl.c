@@ -643,8 +643,9 @@ static int c_candles(struct ctx *x, struct opts *o)
 }
 
 static const char *const order_cols[] = {
-    "id",    "market", "account_id", "side", "price",
-    "pages", "filled", "status",     "tif",  NULL};
+    "id",     "market", "account_name",   "side",   "price",
+    "pages",  "filled", "status",         "reason", "placed_by_name",
+    "cancelled_by_name", NULL};
 
 /* A signed offset like "+90s", "-15m", "+2h", "-7d" (at most 100 years)
  * as ns since the epoch: now plus or minus it. -1 when it is not one. */
@@ -763,10 +764,15 @@ fail:
 static int c_orders_cancel(struct ctx *x, struct opts *o)
 {
 	char p[256];
+	const char *note = opt(o, "--note");
 	if (path1(p, sizeof p, "/v1/orders/%s", o->pos[0]))
 		return CTL_USAGE;
-	json_t *j = NULL;
-	int rc = call(x, "DELETE", p, NULL, &j);
+	if (note && (strlen(note) == 0 || strlen(note) > 200))
+		return usage_error("--note has %zu characters; 1 to 200",
+		                   strlen(note));
+	json_t *j = NULL, *b = note ? json_pack("{s:s}", "note", note) : NULL;
+	int rc = call(x, "DELETE", p, b, &j);
+	json_decref(b);
 	if (rc)
 		return rc;
 	if (x->json)
@@ -1266,6 +1272,79 @@ static int show_secret(struct ctx *x, const char *path, json_t *b)
 	return CTL_OK;
 }
 
+static const char *const node_cols[] = {
+    "id",     "name", "team_name", "trading_paused", "trading_paused_by_name",
+    "trading_paused_at", "trading_pause_note", NULL};
+
+static int c_nodes_list(struct ctx *x, struct opts *o)
+{
+	(void)o;
+	return call_show(x, "GET", "/v1/nodes", NULL, node_cols);
+}
+
+/* A node by id or by name (GET /v1/nodes lists the ones the caller may
+ * trade for); 0 with *id set, else an exit code after saying why. */
+static int node_id(struct ctx *x, const char *arg, char *id, size_t len)
+{
+	int64_t v;
+	json_t *j = NULL, *n;
+	size_t i;
+	if (ctl_units_parse_int(arg, &v) == 0 && v > 0) {
+		snprintf(id, len, "%lld", (long long)v);
+		return 0;
+	}
+	int rc = call(x, "GET", "/v1/nodes", NULL, &j);
+	if (rc)
+		return rc;
+	rc = CTL_REFUSED;
+	json_array_foreach(json_object_get(j, "items"), i, n)
+	{
+		const char *name = json_string_value(json_object_get(n, "name"));
+		if (name && !strcmp(name, arg)) {
+			snprintf(id, len, "%lld",
+			         (long long)json_integer_value(
+			             json_object_get(n, "id")));
+			rc = 0;
+			break;
+		}
+	}
+	json_decref(j);
+	if (rc)
+		fprintf(stderr,
+		        "error: no node named \"%s\" that you may see (%s "
+		        "nodes list shows them)\n",
+		        arg, prog);
+	return rc;
+}
+
+static int node_move(struct ctx *x, struct opts *o, const char *verb)
+{
+	char p[256], id[24];
+	const char *note = opt(o, "--note");
+	if (!segment_ok(o->pos[0]))
+		return usage_error("\"%s\" is not a node name or id",
+		                   o->pos[0]);
+	if (note && (strlen(note) == 0 || strlen(note) > 200))
+		return usage_error("--note has %zu characters; 1 to 200",
+		                   strlen(note));
+	int rc = node_id(x, o->pos[0], id, sizeof id);
+	if (rc)
+		return rc;
+	snprintf(p, sizeof p, "/v1/nodes/%s/%s", id, verb);
+	return call_show(x, "POST", p,
+	                 note ? json_pack("{s:s}", "note", note) : NULL, NULL);
+}
+
+static int c_nodes_pause(struct ctx *x, struct opts *o)
+{
+	return node_move(x, o, "pause");
+}
+
+static int c_nodes_resume(struct ctx *x, struct opts *o)
+{
+	return node_move(x, o, "resume");
+}
+
 static int c_nodes_create(struct ctx *x, struct opts *o)
 {
 	json_t *b = json_pack("{s:s}", "name", o->pos[0]);
@@ -1394,8 +1473,10 @@ static const struct cmd cmds[] = {
      "gtc|ioc|fok|gtd] [--expires T|+Nh] [--post-only] [--stp POLICY] "
      "[--client-order-id ID] [--account ID]",
      "place a limit order", o_place, o_post_only, 0, c_orders_place},
-    {"orders", "cancel", "orders cancel ID", "cancel an order", none, none, 1,
-     c_orders_cancel},
+    {"orders", "cancel", "orders cancel ID [--note TEXT]",
+     "cancel an order; the note (why) is kept with it beside who cancelled "
+     "it",
+     o_note, none, 1, c_orders_cancel},
     {"orders", "reduce", "orders reduce ID --pages N",
      "reduce what remains of an order, keeping its priority", o_pages, none, 1,
      c_orders_reduce},
@@ -1468,6 +1549,18 @@ static const struct cmd cmds[] = {
      "create an account (admin)", o_kind_team, none, 1, c_accounts_create},
     {"accounts", "list", "accounts list [--kind K]", "list accounts", o_kind,
      none, 0, c_accounts_list},
+    {"nodes", "list", "nodes list",
+     "the nodes you may see, by team and name, and whether a person paused "
+     "their automation",
+     none, none, 0, c_nodes_list},
+    {"nodes", "pause", "nodes pause NODE [--note TEXT]",
+     "pause a node's automation (NODE: name or id; trader, admin): its "
+     "agent keeps delivering and metering, withdraws its own quotes and "
+     "places none; people's orders stand",
+     o_note, none, 1, c_nodes_pause},
+    {"nodes", "resume", "nodes resume NODE",
+     "resume a node's automation (trader, admin)", none, none, 1,
+     c_nodes_resume},
     {"nodes", "create", "nodes create NAME --team ID",
      "create a node and its first key; prints the secret once (admin)", o_team,
      none, 1, c_nodes_create},
