@@ -59,6 +59,8 @@ test('times in UTC', () => {
 	assert.equal(fmt.time('2026-12-03T09:24:16.5Z'), '2026-12-03 09:24:16 UTC');
 	assert.equal(fmt.time(1796290000000000000n), '2026-12-03 09:26:40 UTC');
 	assert.equal(fmt.time('not a time'), 'not a time');
+	assert.equal(fmt.shortTime(1796290000000000000n), '12-03 09:26:40');
+	assert.equal(fmt.shortTime('not a time'), 'not a time');
 });
 
 test('price input is exact or refused with a reason', () => {

@@ -1,4 +1,6 @@
-// billing.js — the finance dashboard: spend, revenue, page-years bought and
+// billing.js — the billing page for every customer (the server filters by
+// role: finance and admin see every account, the operator its own, a
+// trader its team's nodes): spend, revenue, page-years bought and
 // sold and offline credits per account or team and month
 // (GET /v1/billing/summary), the invoices of a month range, one invoice
 // with its lines, and its FOCUS-style CSV (GET /v1/invoices/{id}/export),
@@ -13,7 +15,7 @@ import uPlot from '../vendor/uPlot.esm.js';
 import {all, api, el, fillRows, mountSession, raw, roleProblem, say} from './api.js';
 import * as fmt from './fmt.js';
 
-const ROLES = ['finance', 'admin'];
+const ROLES = ['trader', 'operator', 'finance', 'admin'];
 const $ = id => document.getElementById(id);
 const banner = $('banner');
 let plot = null;
@@ -294,8 +296,14 @@ async function start(principal)
 	$('b-show').disabled = !!why;
 	if (why) {
 		say(banner, why, principal ? 'error' : 'warn');
+		$('b-scope').textContent = '';
 		return;
 	}
+	// whose bill this is: the server shows each role its own
+	const whose = principal.role === 'operator' ? `the invoices of ${principal.account_name || 'your account'}`
+	              : principal.role === 'trader' ? `the invoices of team ${principal.team_name || principal.team_id}'s nodes`
+	              : 'every account\'s invoices';
+	$('b-scope').textContent = `You see ${whose}.`;
 	await show();
 }
 

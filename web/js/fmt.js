@@ -145,6 +145,15 @@ export function time(t)
 	return d.toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC');
 }
 
+// The same instant for a table cell: "12-06 19:06:13" (UTC, no year and
+// no zone, which the column header and the cell's tooltip, time(t), give).
+export function shortTime(t)
+{
+	const full = time(t);
+	const m = /^\d{4}-(\d\d-\d\d \d\d:\d\d:\d\d) UTC$/.exec(full);
+	return m ? m[1] : full;
+}
+
 // ---- parsing what a person types ----
 //
 // Each parser returns {ok: true, value} or {ok: false, error} with a sentence

@@ -11,7 +11,7 @@ import {api, el, fillRows, mountSession, roleProblem, say} from './api.js';
 import {openEvents} from './events.js';
 import * as fmt from './fmt.js';
 
-const ROLES = ['node', 'trader', 'operator', 'admin'];
+const ROLES = ['node', 'trader', 'operator', 'finance', 'admin'];
 const POLL_MS = 15000;
 
 const $ = id => document.getElementById(id);
@@ -266,12 +266,17 @@ async function start(principal)
 		sel.value = want;
 	showInfo();
 	await refresh();
-	stream = openEvents(ev => {
-		if (ev.event === 'fill' && ev.data && ev.data.market && ev.data.market !== current())
-			return;
-		if (ev.event === 'fill' || ev.event === 'order' || ev.event === 'overflow')
-			soon();
-	}, setLive);
+	// finance reads the market but has no event stream (it is for those who
+	// trade and the admin): the poll keeps its page fresh
+	if (principal.role === 'finance')
+		setLive('down', `refreshed every ${POLL_MS / 1000} s`);
+	else
+		stream = openEvents(ev => {
+			if (ev.event === 'fill' && ev.data && ev.data.market && ev.data.market !== current())
+				return;
+			if (ev.event === 'fill' || ev.event === 'order' || ev.event === 'overflow')
+				soon();
+		}, setLive);
 	poll = setInterval(refresh, POLL_MS);
 }
 
