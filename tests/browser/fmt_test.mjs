@@ -86,3 +86,17 @@ test('quantity input in pages or whole-page GiB', () => {
 	assert.match(fmt.parseQuantity('0', 'pages').error, /above zero/);
 	assert.match(fmt.parseQuantity('x', 'GiB').error, /plain decimal/);
 });
+
+test('amount: cents from a cent up, two significant digits under it, exact on request', () => {
+	assert.equal(fmt.amount(104857600000n), '$104.86');
+	assert.equal(fmt.amount(10000000n), '$0.01');
+	assert.equal(fmt.amount(0n), '$0.00');
+	assert.equal(fmt.amount(4123456n), '$0.0041');
+	assert.equal(fmt.amount(4150000n), '$0.0042');   // halves away from zero
+	assert.equal(fmt.amount(-4150000n), '-$0.0042');
+	assert.equal(fmt.amount(123n), '$0.00000012');
+	assert.equal(fmt.amount(7n), '$0.000000007');
+	assert.equal(fmt.amount(9960000n), '$0.01');     // rounds up into cents
+	assert.equal(fmt.amount(4123456n, true), '$0.004123456');
+	assert.equal(fmt.amount(-104857600000n, true), '-$104.857600000');
+});

@@ -473,6 +473,21 @@ async function main()
 		                                 .replace('"period_end_ns":0', `"period_end_ns":${endNs}`);
 		const u = await signed(W.nodeB, 'POST', '/v1/usage', text);
 		assert(u.status === 200, `POST /v1/usage answered ${u.status}: ${u.text.slice(0, 300)}`);
+		// billed now, and again after a second report of the same
+		// contract (the module's counter is cumulative): two invoice lines
+		// of the exchange (one a run), which the page shows as one line
+		// for the contract's month, the two report lines a click away
+		const run1 = await call(ADMIN, 'POST', '/v1/billing/run', {});
+		assert([200, 201, 202].includes(run1.status), `POST /v1/billing/run answered ${run1.status}`);
+		await new Promise(r => setTimeout(r, 1100));
+		const end2 = BigInt(Date.now() - 50) * 1000000n;
+		const ps2 = 262144n * ((end2 - endNs) / 1000000000n);
+		const text2 = JSON.stringify({reports: [{epoch: 1, seq: 2, contract_id: cid, period_start_ns: 0, period_end_ns: 0,
+		                                         page_seconds: Number(ps2), kmod_page_seconds: Number(ps + ps2), kmod_pages: 262144}]})
+		                  .replace('"period_start_ns":0', `"period_start_ns":${endNs}`)
+		                  .replace('"period_end_ns":0', `"period_end_ns":${end2}`);
+		const u2 = await signed(W.nodeB, 'POST', '/v1/usage', text2);
+		assert(u2.status === 200, `the second report answered ${u2.status}: ${u2.text.slice(0, 300)}`);
 		const run = await call(ADMIN, 'POST', '/v1/billing/run', {});
 		assert(run.status === 200 || run.status === 201 || run.status === 202,
 		       `POST /v1/billing/run answered ${run.status}: ${run.text.slice(0, 200)} (is billing in this ramexd?)`);
@@ -489,8 +504,27 @@ async function main()
 		await page.waitForFunction(id => document.querySelector('#invoice-head').textContent.includes(`invoice ${id}`), first, {timeout: WAIT});
 		assert(/total -?\$0\.0[1-9]/.test(await textOf(page, '#invoice-head')),
 		       `the invoice head "${await textOf(page, '#invoice-head')}" lacks the cents`);
-		const lines = await page.$$('#lines tbody tr');
+		const lines = await page.$$('#lines tbody tr[data-line]');
 		assert(lines.length >= 1 && !/no lines/.test(await textOf(page, '#lines tbody')), 'the invoice shows no lines');
+		// one line per contract and month, its reports a click away
+		const head = await textOf(page, '#invoice-head');
+		assert(/due \d{4}-\d\d-\d\d/.test(head) && /draft|final/.test(head), `the invoice head "${head}" lacks due date or status`);
+		const cids = await page.$$eval('#lines tbody tr[data-line]', trs => trs.map(t => t.children[0].textContent));
+		assert(new Set(cids).size === cids.length, `contracts repeat in the lines: ${cids.join(', ')}`);
+		await page.click('#lines tbody tr[data-line] button[aria-expanded]');
+		const detail = await page.$$('#lines tbody tr[data-detail]:not([hidden])');
+		assert(detail.length === 2, `${detail.length} report lines opened, want 2`);
+		// the lines visibly add up: exact amounts, to the nanodollar
+		await page.check('#b-exact');
+		await page.waitForFunction(() => /\$\d+\.\d{9}/.test(document.querySelector('#invoice-head').textContent), null, {timeout: WAIT});
+		const total = /total (-?\$[\d,.]+)/.exec(await textOf(page, '#invoice-head'))[1];
+		const foot = (await textOf(page, '#lines tfoot')).trim();
+		assert(foot.includes(total), `the lines' total "${foot}" is not the invoice's ${total}`);
+		await shot(page, 'billing-exact');
+		await page.uncheck('#b-exact');
+		await page.emulateMedia({media: 'print'});
+		await shot(page, 'billing-invoice-print');
+		await page.emulateMedia({media: 'screen'});
 		const [dl] = await Promise.all([page.waitForEvent('download', {timeout: WAIT}), page.click('#csv')]);
 		assert(new RegExp(`invoice-${first}\\b.*\\.csv$`).test(dl.suggestedFilename()), `file name ${dl.suggestedFilename()}`);
 		const path = join(OUT, dl.suggestedFilename());

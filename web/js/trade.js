@@ -508,9 +508,12 @@ function stop()
 		$(t).tBodies[0].replaceChildren();
 }
 
+let generation = 0; // a sign out or in ends what an earlier start was doing
+
 async function start(principal)
 {
 	stop();
+	const gen = ++generation;
 	me = principal;
 	const why = roleProblem(principal, ROLES, 'trade');
 	const readOnly = principal && !TRADING.includes(principal.role);
@@ -540,8 +543,14 @@ async function start(principal)
 	} catch (e) {
 		say(banner, `could not list the markets: ${e.message}`);
 	}
+	if (gen !== generation)
+		return;
 	await loadNodes();
+	if (gen !== generation)
+		return;
 	await Promise.all([loadOrders(), loadHistory(), loadContracts()]);
+	if (gen !== generation)
+		return;
 	stream = openEvents(ev => {
 		if (ev.event === 'fill' && ev.data && ev.data.trade_id) {
 			addFill(ev.data);
