@@ -183,13 +183,38 @@ static void fmt_time(int64_t ns, char *buf, size_t len)
 		snprintf(buf, len, "%lld", (long long)ns);
 }
 
+/* PostgreSQL's text of a timestamptz in UTC ("2026-12-06 19:00:00+00",
+ * maybe with a fraction) as RFC 3339 ("2026-12-06T19:00:00Z"), as every
+ * other time ramexctl shows; 0 when s is not one. */
+static int iso_time(const char *s, char *buf, size_t len)
+{
+	int y, mo, d, h, mi, se, n = 0;
+	if (sscanf(s, "%4d-%2d-%2d %2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &se,
+	           &n) != 6 ||
+	    n != 19)
+		return 0;
+	const char *t = s + 19;
+	if (*t == '.')
+		for (t++; *t >= '0' && *t <= '9'; t++)
+			;
+	if (strcmp(t, "+00") && strcmp(t, "+00:00"))
+		return 0;
+	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02dZ", y, mo, d, h, mi,
+	         se);
+	return 1;
+}
+
 static void show_value(const char *key, json_t *v, char *buf, size_t len)
 {
 	enum kind k = field_kind(key);
 	if (json_is_integer(v) && k == K_PRICE)
 		ctl_units_fmt_price(json_integer_value(v), buf, len);
 	else if (json_is_integer(v) && k == K_MONEY)
-		ctl_units_fmt_money(json_integer_value(v), buf, len);
+		/* the web's rule: cents, under a cent two significant digits;
+		 * --json has the exact n$ */
+		ctl_units_fmt_amount(json_integer_value(v), 0, buf, len);
+	else if (json_is_string(v) && iso_time(json_string_value(v), buf, len))
+		;
 	else if (json_is_integer(v) && k == K_PAGES)
 		ctl_units_fmt_pages(json_integer_value(v), buf, len);
 	else if (json_is_integer(v) && k == K_TIME)
@@ -831,8 +856,8 @@ static int c_orders_show(struct ctx *x, struct opts *o)
 }
 
 static const char *const contract_cols[] = {
-    "id",    "market", "buyer_id", "seller_id",  "delivery",
-    "pages", "price",  "state",    "deliver_by", NULL};
+    "id",    "market", "buyer_name", "seller_name", "delivery",
+    "pages", "price",  "state",      "deliver_by",  NULL};
 static const char *const transition_cols[] = {
     "at_ns", "from_state", "to_state", "event", "actor", "why", NULL};
 
@@ -1604,6 +1629,38 @@ static void help(FILE *f, const char *group)
 	        "win over ~/.config/ramex/ctl.conf (lines \"url = ...\", "
 	        "\"token = ...\").\n"
 	        "The default URL is http://127.0.0.1:8080.\n\n"
+	        "columns (the server's field names; --json shows them exact):\n"
+	        "  id, *_id          ids; *_name, account, team: names\n"
+	        "  price, tick, unit_price, price_min/max, open/high/low/close,\n"
+	        "                    breach_penalty: $ per page-year, exact\n"
+	        "  amount, total, spend, revenue, fees, offline_credits, ...:\n"
+	        "                    money to the cent (halves away from zero);\n"
+	        "                    under a cent, two significant digits "
+	        "($0.0041)\n"
+	        "  pages, remaining, filled, lot, min/max_pages, volume: pages of\n"
+	        "                    4096 bytes, with the size (GiB to two "
+	        "decimals,\n"
+	        "                    halves away from zero; MiB, KiB below 0.01 "
+	        "GiB)\n"
+	        "  *_ns, *_at, deliver_by, term_end: UTC times, RFC 3339 to the\n"
+	        "                    second (recall_notice_ns is a duration)\n"
+	        "  page_seconds, *_page_years: usage (a page-year is one page "
+	        "for\n"
+	        "                    365 days)\n"
+	        "  status, state, reason: an order's or contract's state and why;\n"
+	        "                    cancelled_by/_name and cancel_note: who "
+	        "cancelled\n"
+	        "                    an order and the note they gave\n"
+	        "  placed_by, placed_by_name, by_agent: who placed an order (a\n"
+	        "                    node's agent, node:KEY, or a person's "
+	        "token, tok:ID)\n"
+	        "  trading_paused*: a person paused the node's automation\n"
+	        "  payable_cents, cents_in, cents_out: what a final invoice "
+	        "charges\n"
+	        "                    in whole cents and the sub-cent carries; "
+	        "\"-\"\n"
+	        "                    (null) while it is a draft\n"
+	        "  -                 no value (null) or not yet (a time of 0)\n\n"
 	        "exit codes:\n"
 	        "  0  done\n"
 	        "  1  the server refused the request (4xx, e.g. a validation "

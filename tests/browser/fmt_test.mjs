@@ -4,6 +4,8 @@
 import assert from 'node:assert/strict';
 import {test} from 'node:test';
 
+import {readFileSync} from 'node:fs';
+
 import * as fmt from '../../web/js/fmt.js';
 
 test('brief worked examples to the cent', () => {
@@ -99,4 +101,22 @@ test('amount: cents from a cent up, two significant digits under it, exact on re
 	assert.equal(fmt.amount(9960000n), '$0.01');     // rounds up into cents
 	assert.equal(fmt.amount(4123456n, true), '$0.004123456');
 	assert.equal(fmt.amount(-104857600000n, true), '-$104.857600000');
+});
+
+// The table ramexctl is checked against too (test_ramexctl_units): one
+// rounding rule for the web and the command line.
+test('the same text as ramexctl: tests/unit/fixtures/units.tsv', () => {
+	const url = new URL('../unit/fixtures/units.tsv', import.meta.url);
+	const fns = {money: fmt.money, price: fmt.price, bytes: fmt.bytes, amount: v => fmt.amount(v),
+	             amount_exact: v => fmt.amount(v, true)};
+	let n = 0;
+	for (const line of readFileSync(url, 'utf8').split('\n')) {
+		if (!line || line.startsWith('#'))
+			continue;
+		const [fn, v, want] = line.split('\t');
+		assert.ok(fns[fn], `unknown function ${fn}`);
+		assert.equal(fns[fn](BigInt(v)), want, `${fn}(${v})`);
+		n++;
+	}
+	assert.ok(n >= 30, `${n} lines`);
 });

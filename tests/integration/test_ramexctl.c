@@ -228,6 +228,9 @@ START_TEST(trade_flow)
 	ck_assert_int_eq(r.rc, 0);
 	ck_assert_ptr_nonnull(strstr(r.out, "perm-2028"));
 	ck_assert_ptr_nonnull(strstr(r.out, "0.50 GiB"));
+	/* deliver_by in RFC 3339, not PostgreSQL's text */
+	ck_assert_msg(!strstr(r.out, "+00") && strstr(r.out, "Z\n"),
+	              "times: %s", r.out);
 	run_free(&r);
 	ctl(&r, w.trader_token, "contracts", "show", id);
 	ck_assert_msg(r.rc == 0, "contract show: %s", r.err);
