@@ -302,6 +302,11 @@ async function main()
 			const tr = document.querySelector('#book tr[data-side="bid"][data-price="100000"]');
 			return tr && tr.textContent.includes('131,072');
 		}, null, {timeout: WAIT});
+		// above the book: last price, spread, 24 h volume
+		await marketPage.waitForFunction(() => document.querySelector('#s-last').textContent === '$0.0001', null, {timeout: WAIT});
+		const vol = await textOf(marketPage, '#s-volume');
+		assert(vol === '0.50 GiB', `24 h volume "${vol}"`);
+		assert(/—/.test(await textOf(marketPage, '#s-spread')), 'a spread without an ask');
 		await shot(tradePage, 'trade-fill');
 		await shot(marketPage, 'market-fill');
 		noErrors(tradePage, 'trade');
@@ -377,6 +382,28 @@ async function main()
 		const o = await must(W.trader, 'GET', `/v1/orders/${W.bidId}`);
 		assert(o.status === 'cancelled', `the order is ${o.status}`);
 		noErrors(page, 'trade cancel');
+	});
+
+	await test('market: a book level\'s price opens the Trade form filled with it', async () => {
+		const page = await newPage('market-click');
+		const ask = await must(W.trader, 'POST', '/v1/orders', {market: 'spot', account_id: W.nodeA.account.id, side: 'sell', pages: 256, price: 7000000});
+		const bid = await must(W.trader, 'POST', '/v1/orders', {market: 'spot', account_id: W.nodeB.account.id, side: 'buy', pages: 256, price: 1000});
+		await page.goto(`${URL_}/web/market.html?market=spot`);
+		await signIn(page, W.trader);
+		await page.waitForSelector('#book tr[data-side="ask"][data-price="7000000"] a', {timeout: WAIT});
+		const sp = await textOf(page, '#s-spread');
+		assert(sp.startsWith('$'), `spread "${sp}" with a bid and an ask`);
+		await Promise.all([page.waitForNavigation({timeout: WAIT}), page.click('#book tr[data-side="ask"][data-price="7000000"] a')]);
+		await page.waitForSelector('#o-market option[value="spot"]', {state: 'attached', timeout: WAIT});
+		assert(await page.inputValue('#o-price') === '0.007', `price field "${await page.inputValue('#o-price')}"`);
+		assert(await page.isChecked('#o-buy'), 'an ask opens a buy');
+		assert(/7,000,000 n\$\/page-year/.test(await textOf(page, '#o-price-hint')), 'the price hint');
+		assert(sp === '$0.006999', `spread "${sp}"`);
+		// out of the way of the tests that follow
+		for (const o of [ask, bid])
+			await must(W.trader, 'DELETE', `/v1/orders/${o.order.id}`);
+		noErrors(page, 'market click');
+		await page.close();
 	});
 
 	await test('market: the perm market shows its term', async () => {

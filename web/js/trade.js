@@ -537,7 +537,10 @@ async function start(principal)
 		sel.replaceChildren(...markets.map(m => el('option', {value: m.name}, m.name)));
 		if (markets.some(m => m.name === keep))
 			sel.value = keep;
+		if (markets.some(m => m.name === wanted.get('market')))
+			sel.value = wanted.get('market');
 		syncMarket();
+		readForm(true);
 		if (!markets.length)
 			say(banner, 'there are no markets yet; an operator creates them', 'warn');
 	} catch (e) {
@@ -587,6 +590,14 @@ setInterval(() => {
 	soon('history', loadHistory);
 	soon('nodes', loadNodes);
 }, POLL_MS);
+
+// From a book level on the Market page: ?market=M&side=buy|sell&price=$
+// fills the form (the market once the markets are listed)
+const wanted = new URLSearchParams(location.search);
+if (['buy', 'sell'].includes(wanted.get('side')))
+	$(wanted.get('side') === 'buy' ? 'o-buy' : 'o-sell').checked = true;
+if (wanted.get('price'))
+	$('o-price').value = wanted.get('price');
 
 syncSide();
 syncTif();
