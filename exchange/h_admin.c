@@ -47,17 +47,6 @@ static void exec_reply(struct http_req *rq, int ok, const char *sql, int n,
 	PQclear(r);
 }
 
-void h_whoami(struct http_req *rq)
-{
-	const struct auth_principal *p = http_principal(rq);
-	http_reply_json(rq, 200,
-	                json_pack("{s:s,s:s,s:I,s:I,s:I}", "role",
-	                          auth_role_name(p->role), "name", p->name,
-	                          "id", (json_int_t)p->id, "account_id",
-	                          (json_int_t)p->account_id, "team_id",
-	                          (json_int_t)p->team_id));
-}
-
 void h_team_create(struct http_req *rq)
 {
 	static const char *const known[] = {"name", NULL};

@@ -536,7 +536,9 @@ void h_billing_summary(struct http_req *rq)
 	    "p.movement_id JOIN contracts c ON c.id = p.contract_id JOIN "
 	    "accounts a ON a.id = p.account_id LEFT JOIN teams t ON t.id = "
 	    "a.team_id WHERE p.year * 12 + p.month - 1 BETWEEN $1::int AND "
-	    "$2::int GROUP BY 1, 2, 3%s ORDER BY 1, 2, 3",
+	    "$2::int AND ($3::bigint IS NULL OR p.account_id = $3) AND "
+	    "($4::bigint IS NULL OR a.team_id = $4) GROUP BY 1, 2, 3%s "
+	    "ORDER BY 1, 2, 3",
 	    team ? "t.name AS team" : "p.account_id, a.name AS account",
 	    team ? "" : ", 4");
 	PGconn *c = db_acquire(a->pool);
@@ -544,8 +546,12 @@ void h_billing_summary(struct http_req *rq)
 		http_db_unavailable(rq);
 		return;
 	}
-	const char *pv[] = {from, to};
-	PGresult *r = db_exec(c, PGRES_TUPLES_OK, sql, 2, pv, err, sizeof err);
+	/* each customer its own: the operator its account, a trader its
+	 * team's nodes; finance and admin everything */
+	char acct[24], tm[24];
+	handlers_scope(rq, 0, acct, tm);
+	const char *pv[] = {from, to, nz(acct), nz(tm)};
+	PGresult *r = db_exec(c, PGRES_TUPLES_OK, sql, 4, pv, err, sizeof err);
 	if (!r) {
 		handlers_db_error(rq, c, err);
 		db_release(a->pool, c);

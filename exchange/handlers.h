@@ -3,6 +3,7 @@
  *
  *   h_system.c    health, readiness, metrics
  *   h_admin.c     teams, accounts, nodes and their keys, tokens (admin)
+ *   h_nodes.c     who am I; nodes by name, pausing a node's automation
  *   h_market.c    markets, book depth, trades, candles
  *   h_orders.c    place, cancel, reduce, get and list orders
  *   h_contracts.c get and list contracts, their moves and transitions
@@ -39,6 +40,9 @@ void h_token_create(struct http_req *rq);
 void h_token_list(struct http_req *rq);
 void h_token_revoke(struct http_req *rq);
 void h_whoami(struct http_req *rq);
+void h_node_list(struct http_req *rq);
+void h_node_pause(struct http_req *rq);
+void h_node_resume(struct http_req *rq);
 
 void h_market_list(struct http_req *rq);
 void h_market_create(struct http_req *rq);

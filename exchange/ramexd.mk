@@ -10,7 +10,8 @@ $(call unit_test,test_pgarr,tests/unit/test_pgarr.c exchange/pgarr.c)
 # we link it as it is.
 RAMEXD_LIB := exchange/config.c exchange/http.c exchange/auth.c exchange/db.c \
   exchange/events.c exchange/metrics.c exchange/writer.c exchange/input.c \
-  exchange/routes.c exchange/h_system.c exchange/h_admin.c exchange/h_market.c \
+  exchange/routes.c exchange/h_system.c exchange/h_admin.c exchange/h_nodes.c \
+  exchange/h_market.c \
   exchange/h_orders.c exchange/h_events.c exchange/core/book.c $(KEYFILTER_SRC) \
   exchange/contracts.c exchange/h_contracts.c exchange/h_usage.c \
   exchange/usage_db.c exchange/h_lend.c \

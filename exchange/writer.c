@@ -71,6 +71,10 @@ struct orow {
 	const char *placed_reason;
 	char coid[65];
 	char placed_by[48];
+	/* cancelled by a person or an agent (WR_CANCEL): its scope and note,
+	 * pointing into the command, which lives until its batch is answered;
+	 * NULL otherwise (0014_people.sql) */
+	const char *cancelled_by, *cancel_note;
 };
 
 struct trow {
@@ -780,6 +784,10 @@ static void order_closed(struct writer *w, struct batch *b, uint64_t id,
 	sb_ks(&t, "status", status);
 	sb_ki(&t, "remaining", left);
 	sb_ks(&t, "reason", reason);
+	if (row->cancelled_by) {
+		sb_ks(&t, "cancelled_by", row->cancelled_by);
+		sb_ks(&t, "cancel_note", row->cancel_note);
+	}
 	sb_s(&t, "}");
 	publish_later(w, b, "order", account, 0, t.p, t.n);
 	free(t.p);
@@ -819,19 +827,33 @@ static void cols_take(struct colset *cs, int n, char **out)
 	cs->rows = 0;
 }
 
+static void orow_upd(struct colset *upd, const struct orow *r,
+                     int64_t filled_add)
+{
+	col_i(upd, 0, (int64_t)r->id);
+	col_i(upd, 1, r->remaining);
+	col_i(upd, 2, filled_add);
+	col_s(upd, 3, r->status);
+	col_s(upd, 4, r->reason);
+	col_i(upd, 5, r->updated);
+	col_s(upd, 6, r->cancelled_by);
+	col_s(upd, 7, r->cancel_note);
+	upd->rows++;
+}
+
 static void orow_cols(struct colset *ins, struct colset *upd,
                       const struct orow *r)
 {
 	if (!r->is_new) {
-		col_i(upd, 0, (int64_t)r->id);
-		col_i(upd, 1, r->remaining);
-		col_i(upd, 2, r->filled);
-		col_s(upd, 3, r->status);
-		col_s(upd, 4, r->reason);
-		col_i(upd, 5, r->updated);
-		upd->rows++;
+		orow_upd(upd, r, r->filled);
 		return;
 	}
+	/* placed and cancelled by someone in the same batch (rare): who and
+	 * why go in by an update after the insert, in the same transaction,
+	 * so that the insert, every order's statement, carries no column
+	 * for them */
+	if (r->cancelled_by)
+		orow_upd(upd, r, 0);
 	col_i(ins, 0, (int64_t)r->id);
 	col_i(ins, 1, r->market_id);
 	col_i(ins, 2, r->account_id);
@@ -1352,6 +1374,11 @@ static void apply_change(struct writer *w, struct batch *b,
 			if (ev->id == c->order_id)
 				status = "expired";
 		} else if (ev->kind == BOOK_EV_CANCELLED) {
+			if (ev->id == c->order_id) {
+				struct orow *row = order_row(b, ev->id, now);
+				row->cancelled_by = c->p_scope;
+				row->cancel_note = c->note[0] ? c->note : NULL;
+			}
 			order_closed(w, b, ev->id, ev->account, ev->pages,
 			             "cancelled", book_cancel_name(ev->cancel),
 			             now);
@@ -2178,11 +2205,13 @@ static const struct wstmt {
     {"w_upd_orders",
      "UPDATE orders o SET remaining = u.remaining, filled = o.filled + "
      "u.filled_add, status = u.status, reason = coalesce(u.reason, "
-     "o.reason), updated_ns = u.updated_ns FROM unnest($1::bigint[], "
-     "$2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::bigint[]) AS "
-     "u(id, remaining, filled_add, status, reason, updated_ns) WHERE o.id = "
-     "u.id",
-     6},
+     "o.reason), updated_ns = u.updated_ns, cancelled_by = "
+     "coalesce(u.cancelled_by, o.cancelled_by), cancel_note = "
+     "coalesce(u.cancel_note, o.cancel_note) FROM unnest($1::bigint[], "
+     "$2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::bigint[], "
+     "$7::text[], $8::text[]) AS u(id, remaining, filled_add, status, "
+     "reason, updated_ns, cancelled_by, cancel_note) WHERE o.id = u.id",
+     8},
     {"w_ins_trades",
      "INSERT INTO trades (id, market_id, seq, taker_order_id, "
      "maker_order_id, buyer_id, seller_id, taker_side, price, pages, ts_ns, "

@@ -91,6 +91,9 @@ struct writer_cmd {
 	char client_order_id[65];
 	/* WR_CANCEL, WR_REDUCE */
 	uint64_t order_id;
+	/* WR_CANCEL: why, in the canceller's words ("" = none), kept with
+	 * the order beside who cancelled it (p_scope) */
+	char note[201];
 	/* WR_DEPTH */
 	int depth;
 	/* WR_MARKET */

@@ -75,6 +75,14 @@ struct agent {
 	struct spool *spool;
 	struct sample_idle *idle;
 	int64_t account;
+	/* this agent's principal as orders record it (node:KEY): the orders
+	 * it placed are its quotes; the account's other orders are a
+	 * person's, which it plans around and never cancels */
+	char scope[48]; /* key ids are nk_ and 16 hex digits */
+	/* a person paused this node's automation (GET /v1/whoami): deliver
+	 * and meter, withdraw our quotes, place nothing */
+	int paused;
+	struct strategy_others others;
 	rx_pages managed;
 	struct wsest_estimate e;
 	struct strategy_view view;
@@ -376,6 +384,7 @@ static void send_reports(struct agent *a)
 
 struct held;
 static struct held *find_held(struct agent *a, int64_t id);
+static int whoami(struct agent *a, char *err, size_t errlen);
 static void lend_adjust(struct held *h, struct meter_period *p);
 
 static void cut_all(struct agent *a, rx_time_ns t)
@@ -980,6 +989,12 @@ static void reconcile(struct agent *a, rx_time_ns t)
 	if (list_contracts(a, "pending_delivery", t) < 0 ||
 	    list_contracts(a, "active", t) < 0)
 		return; /* without the whole picture, change nothing */
+	/* whether a person paused us: read with the contracts, so on every
+	 * event (an "automation" event among them) and every poll_s */
+	char err[512];
+	if (whoami(a, err, sizeof err) < 0)
+		log_warn("could not read the automation state", "err=%s",
+		         log_quote((char[600]){0}, 600, err));
 	a->n_reconciles++;
 	a->last_list_ms = events_now_ms();
 	for (int i = 0; i < a->nheld;) {
@@ -1045,6 +1060,20 @@ static void sync_losses(struct agent *a, rx_time_ns t)
 
 /* ---- market ---- */
 
+/* A person paused or resumed this node's automation (GET /v1/whoami). */
+static void set_paused(struct agent *a, int paused, const char *note)
+{
+	if (paused == a->paused)
+		return;
+	a->paused = paused;
+	if (paused)
+		log_warn("automation paused by a person: delivering and "
+		         "metering, not trading",
+		         "note=%s", log_quote((char[300]){0}, 300, note));
+	else
+		log_info("automation resumed", NULL);
+}
+
 static void refresh_market(struct agent *a)
 {
 	struct client_resp r;
@@ -1056,13 +1085,31 @@ static void refresh_market(struct agent *a)
 	    r.status == 200) {
 		json_t *o;
 		size_t i;
+		memset(&a->others, 0, sizeof a->others);
 		json_array_foreach(json_object_get(r.json, "items"), i, o)
 		{
 			const char *m =
 			    json_string_value(json_object_get(o, "market"));
 			const char *side =
 			    json_string_value(json_object_get(o, "side"));
-			if (!m || !side || a->nquotes == STRATEGY_MAX_QUOTES)
+			const char *by =
+			    json_string_value(json_object_get(o, "placed_by"));
+			if (!m || !side)
+				continue;
+			if (by && strcmp(by, a->scope)) {
+				/* a person's: it stands, we plan around it */
+				enum strategy_product p =
+				    strncmp(m, "perm-", 5) ? STRATEGY_SPOT
+				                           : STRATEGY_PERM;
+				rx_pages n = json_integer_value(
+				    json_object_get(o, "remaining"));
+				if (!strcmp(side, "buy"))
+					a->others.buy[p] += n;
+				else
+					a->others.sell[p] += n;
+				continue;
+			}
+			if (a->nquotes == STRATEGY_MAX_QUOTES)
 				continue;
 			struct strategy_quote *q = &a->quotes[a->nquotes++];
 			q->id = (uint64_t)json_integer_value(
@@ -1107,11 +1154,13 @@ static void act(struct agent *a, const struct strategy_action *x, rx_time_ns t)
 	switch (x->kind) {
 	case STRATEGY_CANCEL:
 		snprintf(path, sizeof path, "/v1/orders/%" PRIu64, x->id);
-		if (call(a, "DELETE", path, NULL, NULL, &r) == 0) {
+		json_t *note = json_pack("{s:s}", "note", x->reason);
+		if (call(a, "DELETE", path, note, NULL, &r) == 0) {
 			a->n_cancels++;
 			log_info("cancelled", "order=%" PRIu64 " why=%s", x->id,
 			         log_quote((char[200]){0}, 200, x->reason));
 		}
+		json_decref(note);
 		client_resp_clear(&r);
 		break;
 	case STRATEGY_PLACE: {
@@ -1181,6 +1230,7 @@ static void decide(struct agent *a, rx_time_ns t)
 	                            .total = a->managed,
 	                            .quotes = a->quotes,
 	                            .nquotes = a->nquotes,
+	                            .others = a->others,
 	                            .contracts = ks,
 	                            .ncontracts = nk};
 	memcpy(in.top, a->top, sizeof in.top);
@@ -1190,11 +1240,24 @@ static void decide(struct agent *a, rx_time_ns t)
 		          log_quote((char[300]){0}, 300, why));
 		return;
 	}
+	if (a->paused) {
+		/* A person took over: withdraw what we placed, place nothing.
+		 * Recalls and releases still run: the workload comes first. */
+		for (int i = 0; i < a->nquotes && a->reachable; i++)
+			act(a,
+			    &(struct strategy_action){
+			        .kind = STRATEGY_CANCEL,
+			        .id = a->quotes[i].id,
+			        .reason = "automation paused by a person"},
+			    t);
+		a->nquotes = 0;
+	}
 	for (int i = 0; i < n; i++) {
 		/* Without the exchange only the local half of a recall can
 		 * run; orders wait for the next round. */
-		if (!a->reachable && (acts[i].kind == STRATEGY_PLACE ||
-		                      acts[i].kind == STRATEGY_CANCEL))
+		if ((!a->reachable || a->paused) &&
+		    (acts[i].kind == STRATEGY_PLACE ||
+		     acts[i].kind == STRATEGY_CANCEL))
 			continue;
 		act(a, &acts[i], t);
 	}
@@ -1279,6 +1342,13 @@ static void write_status(struct agent *a)
 	        (long long)held_of(a, EXEC_OFFLINE),
 	        (long long)held_of(a, EXEC_LEND),
 	        (long long)held_of(a, EXEC_BORROW), (long long)a->n_errors);
+	/* a person paused the automation; what people's orders hold open */
+	fprintf(f,
+	        "ramex_agent_paused %d\n"
+	        "ramex_agent_others_buy_pages %lld\n"
+	        "ramex_agent_others_sell_pages %lld\n",
+	        a->paused, (long long)a->view.others_buy,
+	        (long long)a->view.others_sell);
 	for (int i = 0; i < meter_count(a->meter); i++)
 		fprintf(
 		    f, "ramex_agent_contract_pages{contract=\"%s\"} %lld\n",
@@ -1318,6 +1388,13 @@ static void write_status(struct agent *a)
 
 /* ---- start and stop ---- */
 
+/* Called before whoami: the principal an exchange without a "scope" in
+ * its whoami records (0002_markets_orders.sql: node:KEY). */
+static void default_scope(struct agent *a)
+{
+	snprintf(a->scope, sizeof a->scope, "node:%.40s", a->cfg.key_id);
+}
+
 /* Learns this node's account. 0 when known; -1 with err when the
  * exchange refused the key (a configuration error: stop); 0 with the
  * account still unknown when the exchange cannot be reached (ask again). */
@@ -1336,6 +1413,14 @@ static int whoami(struct agent *a, char *err, size_t errlen)
 		return -1;
 	}
 	a->account = json_integer_value(json_object_get(r.json, "account_id"));
+	const char *scope =
+	    json_string_value(json_object_get(r.json, "scope"));
+	/* an exchange without it: our key is our principal (default_scope) */
+	if (scope)
+		snprintf(a->scope, sizeof a->scope, "%s", scope);
+	set_paused(a, json_is_true(json_object_get(r.json, "trading_paused")),
+	           json_string_value(
+	               json_object_get(r.json, "trading_pause_note")));
 	client_resp_clear(&r);
 	return 0;
 }
@@ -1377,6 +1462,7 @@ static int start(struct agent *a, char *err, size_t errlen)
 	memset(secret, 0, sizeof secret);
 	if (!a->cl)
 		return -1;
+	default_scope(a);
 	if (!strcmp(a->cfg.backend, "sim"))
 		a->ex = exec_sim_new(a->cfg.sim_total, a->cfg.sim_usage);
 	else if (!strcmp(a->cfg.backend, "cgroup"))

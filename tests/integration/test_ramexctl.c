@@ -134,6 +134,35 @@ START_TEST(trade_flow)
 	ctl(&r, w.trader_token, "whoami");
 	ck_assert_msg(r.rc == 0, "whoami: %d %s", r.rc, r.err);
 	ck_assert_ptr_nonnull(strstr(r.out, "trader"));
+	/* by name: the trader's team */
+	ck_assert_msg(strstr(r.out, "team_name"), "%s", r.out);
+	run_free(&r);
+
+	/* the team's nodes by name; pause and resume one by its name */
+	ctl(&r, w.trader_token, "nodes", "list");
+	ck_assert_msg(r.rc == 0 && strstr(r.out, "node-a") &&
+	                  !strstr(r.out, "node-c"),
+	              "nodes list: %d %s %s", r.rc, r.out, r.err);
+	run_free(&r);
+	ctl(&r, w.trader_token, "nodes", "pause", "node-a", "--note",
+	    "hand trading");
+	ck_assert_msg(r.rc == 0 && strstr(r.out, "hand trading"),
+	              "pause: %d %s %s", r.rc, r.out, r.err);
+	run_free(&r);
+	ctl_env(&r, NULL, "--url", url, "--token", w.trader_token, "--json",
+	        "nodes", "list", NULL);
+	ck_assert(r.json);
+	ck_assert(json_is_true(json_object_get(
+	    json_array_get(json_object_get(r.json, "items"), 0),
+	    "trading_paused")));
+	run_free(&r);
+	ctl(&r, w.trader_token, "nodes", "resume", acct);
+	ck_assert_msg(r.rc == 0, "resume: %d %s", r.rc, r.err);
+	run_free(&r);
+	/* another team's node is not found, by name or id */
+	ctl(&r, w.trader_token, "nodes", "pause", "node-c");
+	ck_assert_msg(r.rc == 1 && strstr(r.err, "nodes list"),
+	              "pause node-c: %d %s", r.rc, r.err);
 	run_free(&r);
 
 	/* a market through the CLI: lot as a size, tick in dollars */
@@ -199,6 +228,9 @@ START_TEST(trade_flow)
 	ck_assert_int_eq(r.rc, 0);
 	ck_assert_ptr_nonnull(strstr(r.out, "perm-2028"));
 	ck_assert_ptr_nonnull(strstr(r.out, "0.50 GiB"));
+	/* deliver_by in RFC 3339, not PostgreSQL's text */
+	ck_assert_msg(!strstr(r.out, "+00") && strstr(r.out, "Z\n"),
+	              "times: %s", r.out);
 	run_free(&r);
 	ctl(&r, w.trader_token, "contracts", "show", id);
 	ck_assert_msg(r.rc == 0, "contract show: %s", r.err);
@@ -223,7 +255,7 @@ START_TEST(trade_flow)
 	ctl(&r, w.op_token, "orders", "reduce", id, "--pages", "256MiB");
 	ck_assert_msg(r.rc == 0, "reduce: %d %s", r.rc, r.err);
 	run_free(&r);
-	ctl(&r, w.op_token, "orders", "cancel", id);
+	ctl(&r, w.op_token, "orders", "cancel", id, "--note", "bid too high");
 	ck_assert_msg(r.rc == 0, "cancel: %d %s", r.rc, r.err);
 	run_free(&r);
 	ctl_env(&r, NULL, "--url", url, "--token", w.op_token, "--json",
@@ -231,6 +263,15 @@ START_TEST(trade_flow)
 	ck_assert_msg(r.rc == 0 && r.json, "show: %s", r.err);
 	ck_assert_str_eq(json_string_value(json_object_get(r.json, "status")),
 	                 "cancelled");
+	ck_assert_str_eq(
+	    json_string_value(json_object_get(r.json, "cancel_note")),
+	    "bid too high");
+	run_free(&r);
+	/* the list says who placed and who cancelled it */
+	ctl(&r, w.op_token, "orders", "list", "--market", "perm-2028");
+	ck_assert_msg(r.rc == 0 && strstr(r.out, "placed_by_name") &&
+	                  strstr(r.out, "(operator)"),
+	              "orders list: %s", r.out);
 	run_free(&r);
 	/* cancelling twice is refused by the server: exit 1 */
 	ctl(&r, w.op_token, "orders", "cancel", id);
