@@ -50,6 +50,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "common/sign.h"
 #include "exchange/auth.h"
 #include "exchange/metrics.h"
 
@@ -57,7 +58,7 @@
 #define HTTP_MAX_PARAM_LEN  128
 #define HTTP_MAX_HEADERS    6
 #define HTTP_JSON_MAX_DEPTH 16 /* our bodies are two levels deep */
-#define HTTP_TARGET_MAX     2048
+#define HTTP_MAX_QUERY      16 /* query parameters, at most */
 #define HTTP_CONN_MEMORY    (8 * 1024)
 /*
  * The most connections one HTTP thread holds. A thread polls all of its
@@ -97,11 +98,15 @@ struct http_req {
 	char *body;
 	size_t len, cap;
 	int too_big;
+	int too_long; /* the target is longer than SIGN_TARGET_MAX */
+	const char *bad_target; /* why the target cannot be read, or NULL */
+	int fresh;    /* made by on_uri, not set up by on_request yet */
 	int replied;
 	int status;
 	int route_idx;
 	const struct http_route *route;
 	int nparams;
+	int nquery;
 	int nhdr;
 	int authed;
 	char detail_prefix[32]; /* http_problem_prefix */
@@ -117,8 +122,10 @@ struct http_req {
 	/* Below: read only up to nparams, nhdr or authed, or written before
 	 * they are read; not zeroed for each request (they are 8 KiB). */
 	struct auth_principal principal;
-	char path[HTTP_TARGET_MAX];
-	char target[HTTP_TARGET_MAX];
+	char path[SIGN_TARGET_MAX + 1];   /* decoded, without the query */
+	char target[SIGN_TARGET_MAX + 1]; /* as sent: what is signed */
+	char qbuf[SIGN_TARGET_MAX + 1];   /* decoded names and values */
+	const char *qname[HTTP_MAX_QUERY], *qval[HTTP_MAX_QUERY];
 	char pname[HTTP_MAX_PARAMS][32];
 	char pval[HTTP_MAX_PARAMS][HTTP_MAX_PARAM_LEN];
 	char hname[HTTP_MAX_HEADERS][32];
@@ -415,8 +422,10 @@ const char *http_param(struct http_req *rq, const char *name)
 
 const char *http_query(struct http_req *rq, const char *name)
 {
-	return MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND,
-	                                   name);
+	for (int i = 0; i < rq->nquery; i++)
+		if (strcmp(rq->qname[i], name) == 0)
+			return rq->qval[i];
+	return NULL;
 }
 
 const char *http_header(struct http_req *rq, const char *name)
@@ -493,16 +502,122 @@ json_t *http_body_object(struct http_req *rq)
 
 /* --- the request's life ---------------------------------------------- */
 
-static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind,
-                                     const char *key, const char *value)
+static int hexval(char c)
 {
-	struct http_req *rq = cls;
-	size_t n = strlen(rq->target);
-	(void)kind;
-	snprintf(rq->target + n, sizeof rq->target - n, "%c%s%s%s",
-	         strchr(rq->target, '?') ? '&' : '?', key, value ? "=" : "",
-	         value ? value : "");
-	return MHD_YES;
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+	                              : -1;
+}
+
+/* Percent-decodes src[0..n) into out (NUL-terminated). In the query
+ * (`query`), '+' is a space, as HTML forms send it; in the path an encoded
+ * '/' is refused, since it would make one segment look like two. Returns
+ * the length, or -1 with *why set: a bad escape, or a control character
+ * (%00 included), which no name or value of ours contains and which C
+ * strings would cut short. */
+static long pct_decode(const char *src, size_t n, char *out, int query,
+                       const char **why)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)src[i];
+		if (c == '%') {
+			int hi = i + 2 < n ? hexval(src[i + 1]) : -1;
+			int lo = hi >= 0 ? hexval(src[i + 2]) : -1;
+			if (hi < 0 || lo < 0) {
+				*why = "a '%' in the target is not followed by "
+				       "two hex digits";
+				return -1;
+			}
+			c = (unsigned char)(hi * 16 + lo);
+			i += 2;
+			if (c == '/' && !query) {
+				*why = "the path encodes a '/' (%2F); no path "
+				       "segment of ramex contains one";
+				return -1;
+			}
+		} else if (c == '+' && query) {
+			c = ' ';
+		}
+		if (c < 0x20 || c == 0x7f) {
+			*why = "the target encodes a control character (such "
+			       "as %00); no name or value of ramex has one";
+			return -1;
+		}
+		out[o++] = (char)c;
+	}
+	out[o] = 0;
+	return (long)o;
+}
+
+/* Reads rq->target, as sent, into the path and the query parameters the
+ * handlers see: what they act on is what was signed, and nothing a
+ * signature does not cover (libmicrohttpd's own decoding of the URL is not
+ * used). Sets rq->bad_target when the target cannot be read one way. */
+static void parse_target(struct http_req *rq)
+{
+	const char *t = rq->target, *why = NULL;
+	for (const char *c = t; *c; c++)
+		if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7f) {
+			rq->bad_target = "the target has a byte that is not "
+			                 "printable ASCII; percent-encode it";
+			return;
+		}
+	const char *q = strchr(t, '?');
+	size_t plen = q ? (size_t)(q - t) : strlen(t);
+	if (pct_decode(t, plen, rq->path, 0, &why) < 0) {
+		rq->bad_target = why;
+		return;
+	}
+	if (!q)
+		return;
+	char *o = rq->qbuf;
+	const char *p = q + 1;
+	while (*p) {
+		const char *amp = strchr(p, '&');
+		size_t n = amp ? (size_t)(amp - p) : strlen(p);
+		const char *eq = memchr(p, '=', n);
+		size_t kl = eq ? (size_t)(eq - p) : n;
+		if (n == 0 || kl == 0) {
+			rq->bad_target = "the query has an empty parameter "
+			                 "(\"&&\", \"&=\" or a trailing '&')";
+			return;
+		}
+		if (rq->nquery >= HTTP_MAX_QUERY) {
+			rq->bad_target = "the query has more than 16 parameters";
+			return;
+		}
+		long l = pct_decode(p, kl, o, 1, &why);
+		if (l < 0) {
+			rq->bad_target = why;
+			return;
+		}
+		const char *name = o;
+		o += l + 1;
+		l = eq ? pct_decode(eq + 1, n - kl - 1, o, 1, &why)
+		       : (*o = 0, 0);
+		if (l < 0) {
+			rq->bad_target = why;
+			return;
+		}
+		for (int i = 0; i < rq->nquery; i++)
+			if (strcmp(rq->qname[i], name) == 0) {
+				rq->bad_target =
+				    "a query parameter is given twice; send "
+				    "each once";
+				return;
+			}
+		rq->qname[rq->nquery] = name;
+		rq->qval[rq->nquery++] = o;
+		o += l + 1;
+		p += n + (amp ? 1 : 0);
+		if (amp && !*p) {
+			rq->bad_target = "the query has an empty parameter "
+			                 "(\"&&\", \"&=\" or a trailing '&')";
+			return;
+		}
+	}
 }
 
 /* Matches the route; replies 404, 405 or 413 and returns -1 when none. */
@@ -511,6 +626,21 @@ static int route(struct http_req *rq)
 	const struct http_opts *o = &rq->srv->o;
 	char allow[128] = "";
 	int path_known = 0;
+
+	if (rq->too_long) {
+		http_problem(rq, 414, "target-too-long",
+		             "request target too long",
+		             "the target (path and query) is longer than %d "
+		             "bytes, the most that is signed and read; send "
+		             "fewer or shorter query parameters",
+		             SIGN_TARGET_MAX);
+		return -1;
+	}
+	if (rq->bad_target) {
+		http_problem(rq, 400, "bad-target", "malformed request target",
+		             "%s", rq->bad_target);
+		return -1;
+	}
 
 	for (size_t i = 0; i < o->nroutes; i++) {
 		const struct http_route *r = &o->routes[i];
@@ -732,6 +862,31 @@ static void start(struct http_req *rq)
 		MHD_resume_connection(rq->conn); /* answered meanwhile */
 }
 
+/* libmicrohttpd's URI log callback: the only place that sees the target
+ * as it came, before libmicrohttpd decodes it. What it returns becomes the
+ * request's state (*req_cls) in on_request. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	(void)cls, (void)conn;
+	struct http_req *rq = malloc(sizeof *rq);
+	if (!rq)
+		return NULL;
+	memset(rq, 0, offsetof(struct http_req, principal));
+	rq->fresh = 1;
+	rq->method = ""; /* until on_request: the request may end before */
+	rq->route_idx = -1;
+	rq->path[0] = 0;
+	clock_gettime(CLOCK_MONOTONIC, &rq->t0);
+	size_t n = strlen(uri);
+	if (n > SIGN_TARGET_MAX) {
+		rq->too_long = 1;
+		rq->target[0] = 0;
+	} else {
+		memcpy(rq->target, uri, n + 1);
+	}
+	return rq;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                   const char *url, const char *method,
                                   const char *version, const char *upload_data,
@@ -741,22 +896,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 	struct http_req *rq = *req_cls;
 	(void)version;
 
-	if (!rq) {
-		rq = malloc(sizeof *rq);
-		if (!rq)
-			return MHD_NO;
-		memset(rq, 0, offsetof(struct http_req, principal));
+	(void)url; /* decoded by libmicrohttpd: rq->target is what was sent */
+	if (!rq) /* on_uri could not allocate */
+		return MHD_NO;
+	if (rq->fresh) {
+		rq->fresh = 0;
 		rq->srv = srv;
 		rq->conn = conn;
 		rq->method = method;
 		rq->route_idx = -1;
 		atomic_init(&rq->state, RQ_RUNNING);
-		clock_gettime(CLOCK_MONOTONIC, &rq->t0);
-		snprintf(rq->path, sizeof rq->path, "%s", url);
-		snprintf(rq->target, sizeof rq->target, "%s", url);
-		MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND,
-		                          collect_query, rq);
-		*req_cls = rq;
+		if (!rq->too_long)
+			parse_target(rq);
+		if (rq->too_long || rq->bad_target)
+			rq->path[0] = 0; /* nothing of it is read or logged */
 		const char *cl = MHD_lookup_connection_value(
 		    conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl && strtoull(cl, NULL, 10) > srv->o.body_limit)
@@ -937,6 +1090,7 @@ struct http_server *http_start(const struct http_opts *o, char *err,
 	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->timeout_s,
 	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+	    MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
 	    MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
 	    /* a connection's memory, zeroed for each request: the default
 	     * 32 KiB costs a memset of 32 KiB per order; our requests' heads
