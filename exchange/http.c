@@ -961,9 +961,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 		rq->resp = NULL;
 	}
 	flush(rq); /* (uncounts it) */
-	metrics_http(rq->route_idx, rq->status, elapsed_ns(&rq->t0));
-	log_debug("request", "method=%s path=%s status=%d", rq->method,
-	          rq->path, rq->status);
+	if (!rq->fresh) { /* (fresh: it ended before its headers were in) */
+		metrics_http(rq->route_idx, rq->status, elapsed_ns(&rq->t0));
+		log_debug("request", "method=%s path=%s status=%d", rq->method,
+		          rq->path, rq->status);
+	}
 	free(rq->body);
 	free(rq);
 	*req_cls = NULL;
