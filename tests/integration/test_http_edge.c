@@ -684,6 +684,26 @@ START_TEST(signature_covers_the_target_as_sent)
 	edge2[2047] = 'y';
 	ck_assert_int_eq(signed_as(&h, &w, edge, edge2, &r), 401);
 	rxh_resp_free(&r);
+	/* targets that do not decode one way: 400 problem+json, before any
+	 * credentials are looked at; and %XX that decodes to bytes that are
+	 * no UTF-8 reaches the handler as bytes (no credentials here: 401) */
+	const char *bad[] = {"/v1/whoami?%",       "/v1/whoami?a=%4",
+	                     "/v1/whoami?a=%zz",   "/v1/whoami?&",
+	                     "/v1/whoami?=1",      "/v1/who%ami",
+	                     "/v1/whoami?a=1&&b=2", "/v1/whoami?a=1&",
+	                     "/v1/whoami?a=%7f",   "/v1/whoami?a=%0a"};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		ck_assert_msg(rxh_call(&h, "GET", bad[i], NULL, NULL, NULL,
+		                       &r) == 400,
+		              "%s: %ld", bad[i], r.status);
+		ck_assert_msg(is_problem(&r, "urn:ramex:problem:bad-target"),
+		              "%s: %s", bad[i], r.body);
+		rxh_resp_free(&r);
+	}
+	ck_assert_int_eq(rxh_call(&h, "GET", "/v1/whoami?a=%C3%28+b", NULL,
+	                          NULL, NULL, &r),
+	                 401);
+	rxh_resp_free(&r);
 	/* a bearer token's request is held to the same limit */
 	ck_assert_int_eq(rxh_call(&h, "GET", big, w.trader_token, NULL, NULL,
 	                          &r),
