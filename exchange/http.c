@@ -124,7 +124,9 @@ struct http_req {
 	struct auth_principal principal;
 	char path[SIGN_TARGET_MAX + 1];   /* decoded, without the query */
 	char target[SIGN_TARGET_MAX + 1]; /* as sent: what is signed */
-	char qbuf[SIGN_TARGET_MAX + 1];   /* decoded names and values */
+	/* decoded names and values: no longer than the query, but a name
+	 * without '=' takes two NULs for its one '&' */
+	char qbuf[SIGN_TARGET_MAX + 2 * HTTP_MAX_QUERY + 2];
 	const char *qname[HTTP_MAX_QUERY], *qval[HTTP_MAX_QUERY];
 	char pname[HTTP_MAX_PARAMS][32];
 	char pval[HTTP_MAX_PARAMS][HTTP_MAX_PARAM_LEN];
@@ -588,6 +590,8 @@ static void parse_target(struct http_req *rq)
 			rq->bad_target = "the query has more than 16 parameters";
 			return;
 		}
+		/* room for this name and value (decoding only shortens) */
+		assert((size_t)(o - rq->qbuf) + n + 2 <= sizeof rq->qbuf);
 		long l = pct_decode(p, kl, o, 1, &why);
 		if (l < 0) {
 			rq->bad_target = why;

@@ -704,6 +704,23 @@ START_TEST(signature_covers_the_target_as_sent)
 	                          NULL, NULL, &r),
 	                 401);
 	rxh_resp_free(&r);
+	/* 16 parameters without '=' fill the longest target: decoded, each
+	 * takes two bytes more than its name (a NUL, an empty value's NUL) */
+	char many[2049] = "/v1/contracts?";
+	size_t ml = strlen(many);
+	for (int i = 0; i < 16; i++) {
+		size_t len = i < 15 ? 125 : 2048 - ml; /* 16 names, 2048 bytes */
+		memset(many + ml, 'a' + i, len);
+		ml += len;
+		if (i < 15)
+			many[ml++] = '&';
+	}
+	many[ml] = 0;
+	ck_assert_int_eq((int)ml, 2048);
+	ck_assert_int_eq(rxh_call(&h, "GET", many, w.trader_token, NULL, NULL,
+	                          &r),
+	                 200);
+	rxh_resp_free(&r);
 	/* a bearer token's request is held to the same limit */
 	ck_assert_int_eq(rxh_call(&h, "GET", big, w.trader_token, NULL, NULL,
 	                          &r),
