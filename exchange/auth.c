@@ -583,9 +583,10 @@ static int signature(struct auth *a, struct http_req *rq, const char *key_id,
 	if (t <= fence) {
 		snprintf(why, whylen,
 		         "an earlier exchange process took requests of this key "
-		         "signed up to %lld s ahead of its clock, so this one "
-		         "(as early) cannot be told from a replay; sign it again "
-		         "with the current time",
+		         "signed ahead of its clock, up to %lld s from now, and "
+		         "their nonces are gone with it: until then a timestamp "
+		         "cannot be told from a replay; sign again after that "
+		         "and set the node's clock right (NTP)",
 		         (long long)(fence - now));
 		return -1;
 	}

@@ -16,8 +16,9 @@
  * two fences cover that. A timestamp before this process started is
  * refused (the agent signs again). And a timestamp more than
  * AUTH_FUTURE_S ahead of our clock is taken only after the key's
- * node_keys.signed_until records it (rounded up by AUTH_FENCE_STEP_S, so a
- * node whose clock runs ahead costs one UPDATE a minute); a process
+ * node_keys.signed_until records it (AUTH_FENCE_STEP_S further, so a
+ * node whose clock runs ahead costs one UPDATE per that many seconds, and
+ * after a restart is refused for at most that long); a process
  * refuses, per key, any timestamp up to the signed_until it found at
  * start. What is left is a replay within AUTH_FUTURE_S of a restart.
  *
@@ -48,7 +49,7 @@
 
 #define AUTH_CACHE_S      5
 #define AUTH_FUTURE_S     5  /* ahead of our clock without a record */
-#define AUTH_FENCE_STEP_S 60 /* a record covers this much more */
+#define AUTH_FENCE_STEP_S 10 /* a record covers this much more */
 #define AUTH_TOKEN_PREFIX "rx_"
 #define AUTH_TOKEN_LEN    67 /* "rx_" + 64 hex digits = 256 random bits */
 

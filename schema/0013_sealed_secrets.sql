@@ -13,7 +13,7 @@ ALTER TABLE node_keys
     ADD CONSTRAINT node_keys_has_secret
         CHECK (secret IS NOT NULL OR secret_sealed IS NOT NULL),
     -- Unix seconds: the latest timestamp ahead of the exchange's clock
-    -- that a ramexd took from this key, rounded up (exchange/auth.h). A
+    -- that a ramexd took from this key, 10 s further (exchange/auth.h). A
     -- restarted ramexd refuses timestamps up to it, since the nonces the
     -- one before took are gone with it.
     ADD COLUMN signed_until bigint NOT NULL DEFAULT 0;

@@ -770,26 +770,39 @@ START_TEST(timestamp_window_both_ways_digits_only)
 		rxh_resp_free(&r);
 	}
 
-	/* taken 200 s ahead, then ramexd dies: the replay is refused */
+	/* key b: taken 200 s ahead, then ramexd dies: the replay is
+	 * refused (key a's +299 above fenced it past the window) */
 	const char *nonce = "fence0123456789abcdef";
-	ck_assert_int_eq(signed_at(&h, &w, now + 200, NULL, nonce, &r), 200);
+	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/whoami", w.key_b,
+	                                 w.secret_b, NULL, now + 200, nonce,
+	                                 &r),
+	                 200);
 	rxh_resp_free(&r);
 	PGconn *c = PQconnectdb(h.conninfo);
 	char q[160];
 	snprintf(q, sizeof q,
 	         "SELECT signed_until FROM node_keys WHERE key_id = '%s'",
-	         w.key_a);
+	         w.key_b);
 	ck_assert_int_ge(testdb_scalar(c, q), now + 200);
 	PQfinish(c);
 	rxh_kill(&h, SIGKILL);
 	rxh_restart(&h);
-	ck_assert_int_eq(signed_at(&h, &w, now + 200, NULL, nonce, &r), 401);
+	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/whoami", w.key_b,
+	                                 w.secret_b, NULL, now + 200, nonce,
+	                                 &r),
+	                 401);
 	ck_assert_msg(strstr(r.body, "earlier exchange process"), "%s",
 	              r.body);
 	rxh_resp_free(&r);
-	/* ... while node b, whose clock is right, is not held up */
+	/* the fence is 10 s past what was taken: node b, still ahead, is
+	 * let in again once its clock passes it */
 	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/whoami", w.key_b,
-	                                 w.secret_b, NULL, 0, NULL, &r),
+	                                 w.secret_b, NULL, now + 211, NULL, &r),
+	                 200);
+	rxh_resp_free(&r);
+	/* ... and node c, whose clock is right, is not held up at all */
+	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/whoami", w.key_c,
+	                                 w.secret_c, NULL, 0, NULL, &r),
 	                 200);
 	rxh_resp_free(&r);
 	rxh_stop(&h);
