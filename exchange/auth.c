@@ -14,12 +14,19 @@
 #include "common/sign.h"
 #include "exchange/db.h"
 #include "exchange/http.h"
+#include "exchange/metrics.h"
 #include "exchange/seal.h"
 
 #define CACHE_SLOTS   4096
 #define NEG_SLOTS     4096
 #define NONCE_BUCKETS 65536
 #define KEY_BUCKETS   1024
+/* How stale the set of known credentials may be before a miss reads what
+ * was created since (one query a second at most, however many misses). */
+#define KNOWN_REFRESH_S 1
+/* A refresh reads what was created since the last one, less this much:
+ * a key inserted by a transaction that commits later is still seen. */
+#define KNOWN_OVERLAP_S 60
 
 struct cached {
 	char key[72]; /* token sha256 or node key id; "" when empty */
@@ -52,6 +59,14 @@ struct neg {
 	int64_t until;
 };
 
+/* Every node key id and token SHA-256 the database holds (revoked ones
+ * too, until a restart): a credential not in it is unknown without a
+ * query. Open addressing; grows at half full. */
+struct idset {
+	char **slot;
+	size_t cap, n;
+};
+
 struct auth {
 	struct db_pool *pool;
 	int64_t started;
@@ -67,6 +82,10 @@ struct auth {
 	struct nonce *nonces[NONCE_BUCKETS];
 	unsigned sweep; /* the next bucket swept of expired nonces */
 	struct keyst *keys[KEY_BUCKETS];
+	struct idset known;        /* under mu */
+	int64_t known_at;          /* mono_s of the last refresh; under mu */
+	char known_since[40];      /* the database's clock then; under refresh_mu */
+	pthread_mutex_t refresh_mu; /* one refresh at a time */
 };
 
 static uint64_t hash(const char *s)
@@ -95,6 +114,7 @@ struct auth *auth_new(struct db_pool *pool, int64_t started,
 	a->seal = seal;
 	a->nonce_per_key = nonce_per_key;
 	pthread_mutex_init(&a->mu, NULL);
+	pthread_mutex_init(&a->refresh_mu, NULL);
 	return a;
 }
 
@@ -118,7 +138,11 @@ void auth_free(struct auth *a)
 			k = next;
 		}
 	}
+	for (size_t i = 0; i < a->known.cap; i++)
+		free(a->known.slot[i]);
+	free(a->known.slot);
 	pthread_mutex_destroy(&a->mu);
+	pthread_mutex_destroy(&a->refresh_mu);
 	OPENSSL_cleanse(a->cache, sizeof a->cache);
 	free(a);
 }
@@ -212,6 +236,118 @@ static void cache_put(struct auth *a, uint64_t gen, const char *key,
 	c->p = *p;
 	snprintf(c->secret, sizeof c->secret, "%s", secret ? secret : "");
 	pthread_mutex_unlock(&a->mu);
+}
+
+static int idset_has(const struct idset *s, const char *id)
+{
+	if (!s->cap)
+		return 0;
+	for (size_t i = hash(id) & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
+		if (!s->slot[i])
+			return 0;
+		if (strcmp(s->slot[i], id) == 0)
+			return 1;
+	}
+}
+
+/* Adds id; 0, or -1 when out of memory. */
+static int idset_add(struct idset *s, const char *id)
+{
+	if (idset_has(s, id))
+		return 0;
+	if (2 * (s->n + 1) > s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 1024;
+		char **slot = calloc(cap, sizeof *slot);
+		if (!slot)
+			return -1;
+		for (size_t i = 0; i < s->cap; i++) {
+			if (!s->slot[i])
+				continue;
+			size_t j = hash(s->slot[i]) & (cap - 1);
+			while (slot[j])
+				j = (j + 1) & (cap - 1);
+			slot[j] = s->slot[i];
+		}
+		free(s->slot);
+		s->slot = slot;
+		s->cap = cap;
+	}
+	char *copy = strdup(id);
+	if (!copy)
+		return -1;
+	size_t i = hash(id) & (s->cap - 1);
+	while (s->slot[i])
+		i = (i + 1) & (s->cap - 1);
+	s->slot[i] = copy;
+	s->n++;
+	return 0;
+}
+
+/* Reads the credentials created since the last refresh (all of them the
+ * first time) into a->known. 0, or -1 when the database is away. */
+static int known_refresh(struct auth *a, PGconn *c)
+{
+	char err[256];
+	pthread_mutex_lock(&a->refresh_mu);
+	const char *params[] = {a->known_since[0] ? a->known_since : NULL};
+	char q[512];
+	snprintf(q, sizeof q,
+	         "SELECT statement_timestamp()::text, NULL UNION ALL "
+	         "SELECT NULL, key_id FROM node_keys WHERE $1::timestamptz IS "
+	         "NULL OR created_at >= $1::timestamptz - interval '%d s' "
+	         "UNION ALL SELECT NULL, sha256 FROM api_tokens WHERE "
+	         "$1::timestamptz IS NULL OR created_at >= $1::timestamptz - "
+	         "interval '%d s'",
+	         KNOWN_OVERLAP_S, KNOWN_OVERLAP_S);
+	metrics_auth_query();
+	PGresult *r = db_exec(c, PGRES_TUPLES_OK, q, 1, params, err, sizeof err);
+	if (!r) {
+		pthread_mutex_unlock(&a->refresh_mu);
+		return -1;
+	}
+	int rc = 0;
+	pthread_mutex_lock(&a->mu);
+	for (int i = 0; i < PQntuples(r); i++) {
+		if (!PQgetisnull(r, i, 0))
+			snprintf(a->known_since, sizeof a->known_since, "%s",
+			         PQgetvalue(r, i, 0));
+		else if (idset_add(&a->known, PQgetvalue(r, i, 1)) < 0)
+			rc = -1;
+	}
+	if (rc == 0)
+		a->known_at = mono_s();
+	pthread_mutex_unlock(&a->mu);
+	pthread_mutex_unlock(&a->refresh_mu);
+	PQclear(r);
+	return rc;
+}
+
+/* Whether credential `id` (a key id, a token's SHA-256) may exist: 1 yes
+ * (look it up), 0 no (unknown, no query made), -2 when that needs the
+ * database and !may_block, -1 when the database is away. */
+static int known(struct auth *a, const char *id, int may_block)
+{
+	pthread_mutex_lock(&a->mu);
+	int has = idset_has(&a->known, id);
+	int fresh = a->known_at && mono_s() - a->known_at < KNOWN_REFRESH_S;
+	pthread_mutex_unlock(&a->mu);
+	if (has)
+		return 1;
+	if (fresh)
+		return 0;
+	if (!may_block)
+		return -2;
+	PGconn *c = db_acquire(a->pool);
+	if (!c)
+		return -1;
+	int rc = known_refresh(a, c);
+	db_release(a->pool, c);
+	if (rc < 0)
+		return -1;
+	pthread_mutex_lock(&a->mu);
+	has = idset_has(&a->known, id);
+	pthread_mutex_unlock(&a->mu);
+	return has;
 }
 
 /* 1 when `key` was found unknown less than AUTH_CACHE_S ago. */
@@ -351,6 +487,20 @@ static int bearer(struct auth *a, const char *token, struct auth_principal *out,
 		snprintf(why, whylen, "unknown or revoked token");
 		return -1;
 	}
+	int k = known(a, sha, may_block);
+	if (k == -2)
+		return -2;
+	if (k < 0) {
+		*status = 503;
+		snprintf(why, whylen,
+		         "the exchange cannot reach PostgreSQL to check the "
+		         "token; retry after a few seconds");
+		return -1;
+	}
+	if (k == 0) { /* (not cached: the set is as cheap) */
+		snprintf(why, whylen, "unknown or revoked token");
+		return -1;
+	}
 	if (!may_block)
 		return -2;
 	PGconn *c = db_acquire(a->pool);
@@ -362,6 +512,7 @@ static int bearer(struct auth *a, const char *token, struct auth_principal *out,
 		return -1;
 	}
 	const char *params[] = {sha};
+	metrics_auth_query();
 	PGresult *r = db_exec(c, PGRES_TUPLES_OK,
 	                      "SELECT id, name, role, coalesce(team_id, 0), "
 	                      "coalesce(account_id, 0) FROM api_tokens "
@@ -417,6 +568,7 @@ static int key_lookup(struct auth *a, const char *key_id,
 		return -1;
 	}
 	const char *params[] = {key_id};
+	metrics_auth_query();
 	PGresult *r = db_exec(
 	    c, PGRES_TUPLES_OK,
 	    "SELECT k.account_id, k.secret, k.secret_sealed, a.name, "
@@ -541,6 +693,21 @@ static int signature(struct auth *a, struct http_req *rq, const char *key_id,
 			         key_id);
 			return -1;
 		}
+		int k = known(a, key_id, may_block);
+		if (k == -2)
+			return -2;
+		if (k < 0) {
+			*status = 503;
+			snprintf(why, whylen,
+			         "the exchange cannot reach PostgreSQL to check "
+			         "the key; retry after a few seconds");
+			return -1;
+		}
+		if (k == 0) {
+			snprintf(why, whylen, "unknown or revoked node key %s",
+			         key_id);
+			return -1;
+		}
 		if (!may_block)
 			return -2;
 		if (key_lookup(a, key_id, out, secret, sizeof secret,
@@ -624,6 +791,11 @@ static int signature(struct auth *a, struct http_req *rq, const char *key_id,
 
 int auth_load_fences(struct auth *a, PGconn *c, char *err, size_t errlen)
 {
+	if (known_refresh(a, c) < 0) {
+		snprintf(err, errlen,
+		         "could not read the node keys and tokens");
+		return -1;
+	}
 	char now[24];
 	snprintf(now, sizeof now, "%lld", (long long)time(NULL));
 	const char *params[] = {now};
@@ -776,6 +948,8 @@ void auth_known(struct auth *a, const char *key)
 	struct neg *n = &a->neg[hash(key) % NEG_SLOTS];
 	if (strcmp(n->key, key) == 0)
 		n->key[0] = 0;
+	if (idset_add(&a->known, key) < 0)
+		a->known_at = 0; /* out of memory: the next miss reads again */
 	pthread_mutex_unlock(&a->mu);
 }
 

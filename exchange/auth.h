@@ -23,13 +23,17 @@
  * start. What is left is a replay within AUTH_FUTURE_S of a restart.
  *
  * Credentials found in the database are cached for AUTH_CACHE_S seconds;
- * unknown ones too, apart (a negative cache, so that made-up key ids or
- * tokens neither query PostgreSQL again nor push a valid entry out). A
+ * ones it says are unknown or revoked too, apart (a negative cache, so
+ * that they neither query PostgreSQL again nor push a valid entry out). A
  * credential must have its shape (rx_ + 64 hex, nk_ + 16 hex) before it
- * is looked up at all. A revocation through this process (auth_forget_*)
- * and a creation (auth_known) take effect at once; one through another
- * ramexd sharing the database within AUTH_CACHE_S. The module owns the
- * caches, the nonce sets and the sealing of secrets at rest.
+ * is looked up at all, and be in the set of every key id and token hash
+ * the database holds, read at start and, on a miss, for what was created
+ * since (at most once a KNOWN_REFRESH_S): made-up credentials, each new,
+ * cost no query each. A revocation through this process (auth_forget_*)
+ * and a creation (auth_known) take effect at once; a revocation through
+ * another ramexd sharing the database within AUTH_CACHE_S, a creation
+ * within a second. The module owns the caches, the set, the nonce sets
+ * and the sealing of secrets at rest.
  */
 #ifndef RAMEX_AUTH_H
 #define RAMEX_AUTH_H
