@@ -53,12 +53,12 @@
 #include "common/sign.h"
 #include "exchange/auth.h"
 #include "exchange/metrics.h"
+#include "exchange/target.h"
 
 #define HTTP_MAX_PARAMS     4
 #define HTTP_MAX_PARAM_LEN  128
 #define HTTP_MAX_HEADERS    6
 #define HTTP_JSON_MAX_DEPTH 16 /* our bodies are two levels deep */
-#define HTTP_MAX_QUERY      16 /* query parameters, at most */
 #define HTTP_CONN_MEMORY    (8 * 1024)
 /*
  * The most connections one HTTP thread holds. A thread polls all of its
@@ -106,7 +106,6 @@ struct http_req {
 	int route_idx;
 	const struct http_route *route;
 	int nparams;
-	int nquery;
 	int nhdr;
 	int authed;
 	char detail_prefix[32]; /* http_problem_prefix */
@@ -122,12 +121,8 @@ struct http_req {
 	/* Below: read only up to nparams, nhdr or authed, or written before
 	 * they are read; not zeroed for each request (they are 8 KiB). */
 	struct auth_principal principal;
-	char path[SIGN_TARGET_MAX + 1];   /* decoded, without the query */
 	char target[SIGN_TARGET_MAX + 1]; /* as sent: what is signed */
-	/* decoded names and values: no longer than the query, but a name
-	 * without '=' takes two NULs for its one '&' */
-	char qbuf[SIGN_TARGET_MAX + 2 * HTTP_MAX_QUERY + 2];
-	const char *qname[HTTP_MAX_QUERY], *qval[HTTP_MAX_QUERY];
+	struct target tg; /* read from target: what the handlers see */
 	char pname[HTTP_MAX_PARAMS][32];
 	char pval[HTTP_MAX_PARAMS][HTTP_MAX_PARAM_LEN];
 	char hname[HTTP_MAX_HEADERS][32];
@@ -277,10 +272,11 @@ void http_problem(struct http_req *rq, int status, const char *slug,
 	snprintf(type, sizeof type, "urn:ramex:problem:%s", slug);
 	json_t *p =
 	    json_pack("{s:s, s:s, s:i, s:s, s:s}", "type", type, "title", title,
-	              "status", status, "detail", detail, "instance", rq->path);
+	              "status", status, "detail", detail, "instance",
+	              rq->tg.path);
 	if (status >= 500)
 		log_warn("request failed", "status=%d path=%s type=%s", status,
-		         rq->path, slug);
+		         rq->tg.path, slug);
 	reply_dump(rq, status, "application/problem+json", p);
 }
 
@@ -298,7 +294,7 @@ void http_add_header(struct http_req *rq, const char *name, const char *value)
 	    strlen(name) >= sizeof rq->hname[0] ||
 	    strlen(value) >= sizeof rq->hval[0]) {
 		log_warn("reply header dropped", "name=%s path=%s", name,
-		         rq->path);
+		         rq->tg.path);
 		return;
 	}
 	snprintf(rq->hname[rq->nhdr], sizeof rq->hname[0], "%s", name);
@@ -403,7 +399,7 @@ const char *http_method(struct http_req *rq)
 }
 const char *http_path(struct http_req *rq)
 {
-	return rq->path;
+	return rq->tg.path;
 }
 const char *http_target(struct http_req *rq)
 {
@@ -424,10 +420,7 @@ const char *http_param(struct http_req *rq, const char *name)
 
 const char *http_query(struct http_req *rq, const char *name)
 {
-	for (int i = 0; i < rq->nquery; i++)
-		if (strcmp(rq->qname[i], name) == 0)
-			return rq->qval[i];
-	return NULL;
+	return target_query(&rq->tg, name);
 }
 
 const char *http_header(struct http_req *rq, const char *name)
@@ -504,126 +497,6 @@ json_t *http_body_object(struct http_req *rq)
 
 /* --- the request's life ---------------------------------------------- */
 
-static int hexval(char c)
-{
-	return c >= '0' && c <= '9'   ? c - '0'
-	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
-	                              : -1;
-}
-
-/* Percent-decodes src[0..n) into out (NUL-terminated). In the query
- * (`query`), '+' is a space, as HTML forms send it; in the path an encoded
- * '/' is refused, since it would make one segment look like two. Returns
- * the length, or -1 with *why set: a bad escape, or a control character
- * (%00 included), which no name or value of ours contains and which C
- * strings would cut short. */
-static long pct_decode(const char *src, size_t n, char *out, int query,
-                       const char **why)
-{
-	size_t o = 0;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)src[i];
-		if (c == '%') {
-			int hi = i + 2 < n ? hexval(src[i + 1]) : -1;
-			int lo = hi >= 0 ? hexval(src[i + 2]) : -1;
-			if (hi < 0 || lo < 0) {
-				*why = "a '%' in the target is not followed by "
-				       "two hex digits";
-				return -1;
-			}
-			c = (unsigned char)(hi * 16 + lo);
-			i += 2;
-			if (c == '/' && !query) {
-				*why = "the path encodes a '/' (%2F); no path "
-				       "segment of ramex contains one";
-				return -1;
-			}
-		} else if (c == '+' && query) {
-			c = ' ';
-		}
-		if (c < 0x20 || c == 0x7f) {
-			*why = "the target encodes a control character (such "
-			       "as %00); no name or value of ramex has one";
-			return -1;
-		}
-		out[o++] = (char)c;
-	}
-	out[o] = 0;
-	return (long)o;
-}
-
-/* Reads rq->target, as sent, into the path and the query parameters the
- * handlers see: what they act on is what was signed, and nothing a
- * signature does not cover (libmicrohttpd's own decoding of the URL is not
- * used). Sets rq->bad_target when the target cannot be read one way. */
-static void parse_target(struct http_req *rq)
-{
-	const char *t = rq->target, *why = NULL;
-	for (const char *c = t; *c; c++)
-		if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7f) {
-			rq->bad_target = "the target has a byte that is not "
-			                 "printable ASCII; percent-encode it";
-			return;
-		}
-	const char *q = strchr(t, '?');
-	size_t plen = q ? (size_t)(q - t) : strlen(t);
-	if (pct_decode(t, plen, rq->path, 0, &why) < 0) {
-		rq->bad_target = why;
-		return;
-	}
-	if (!q)
-		return;
-	char *o = rq->qbuf;
-	const char *p = q + 1;
-	while (*p) {
-		const char *amp = strchr(p, '&');
-		size_t n = amp ? (size_t)(amp - p) : strlen(p);
-		const char *eq = memchr(p, '=', n);
-		size_t kl = eq ? (size_t)(eq - p) : n;
-		if (n == 0 || kl == 0) {
-			rq->bad_target = "the query has an empty parameter "
-			                 "(\"&&\", \"&=\" or a trailing '&')";
-			return;
-		}
-		if (rq->nquery >= HTTP_MAX_QUERY) {
-			rq->bad_target = "the query has more than 16 parameters";
-			return;
-		}
-		/* room for this name and value (decoding only shortens) */
-		assert((size_t)(o - rq->qbuf) + n + 2 <= sizeof rq->qbuf);
-		long l = pct_decode(p, kl, o, 1, &why);
-		if (l < 0) {
-			rq->bad_target = why;
-			return;
-		}
-		const char *name = o;
-		o += l + 1;
-		l = eq ? pct_decode(eq + 1, n - kl - 1, o, 1, &why)
-		       : (*o = 0, 0);
-		if (l < 0) {
-			rq->bad_target = why;
-			return;
-		}
-		for (int i = 0; i < rq->nquery; i++)
-			if (strcmp(rq->qname[i], name) == 0) {
-				rq->bad_target =
-				    "a query parameter is given twice; send "
-				    "each once";
-				return;
-			}
-		rq->qname[rq->nquery] = name;
-		rq->qval[rq->nquery++] = o;
-		o += l + 1;
-		p += n + (amp ? 1 : 0);
-		if (amp && !*p) {
-			rq->bad_target = "the query has an empty parameter "
-			                 "(\"&&\", \"&=\" or a trailing '&')";
-			return;
-		}
-	}
-}
-
 /* Matches the route; replies 404, 405 or 413 and returns -1 when none. */
 static int route(struct http_req *rq)
 {
@@ -648,7 +521,7 @@ static int route(struct http_req *rq)
 
 	for (size_t i = 0; i < o->nroutes; i++) {
 		const struct http_route *r = &o->routes[i];
-		if (!match(r->pattern, rq->path, NULL))
+		if (!match(r->pattern, rq->tg.path, NULL))
 			continue;
 		path_known = 1;
 		if (strcmp(r->method, rq->method) != 0) {
@@ -659,7 +532,7 @@ static int route(struct http_req *rq)
 		}
 		rq->route = r;
 		rq->route_idx = (int)i;
-		match(r->pattern, rq->path, rq);
+		match(r->pattern, rq->tg.path, rq);
 		break;
 	}
 	if (!rq->route) {
@@ -668,12 +541,12 @@ static int route(struct http_req *rq)
 			http_problem(rq, 405, "method-not-allowed",
 			             "method not allowed",
 			             "%s is not served on %s; use %s",
-			             rq->method, rq->path, allow);
+			             rq->method, rq->tg.path, allow);
 		} else {
 			http_problem(rq, 404, "not-found", "no such route",
 			             "nothing is served at %s; see "
 			             "/v1/openapi.yaml for the routes",
-			             rq->path);
+			             rq->tg.path);
 		}
 		return -1;
 	}
@@ -879,7 +752,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	rq->fresh = 1;
 	rq->method = ""; /* until on_request: the request may end before */
 	rq->route_idx = -1;
-	rq->path[0] = 0;
+	rq->tg.path[0] = 0;
+	rq->tg.nquery = 0;
 	clock_gettime(CLOCK_MONOTONIC, &rq->t0);
 	size_t n = strlen(uri);
 	if (n > SIGN_TARGET_MAX) {
@@ -910,10 +784,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		rq->method = method;
 		rq->route_idx = -1;
 		atomic_init(&rq->state, RQ_RUNNING);
-		if (!rq->too_long)
-			parse_target(rq);
-		if (rq->too_long || rq->bad_target)
-			rq->path[0] = 0; /* nothing of it is read or logged */
+		rq->tg.nquery = 0;
+		if (!rq->too_long && target_parse(rq->target, &rq->tg,
+		                                  &rq->bad_target) < 0)
+			rq->tg.path[0] = 0; /* nothing of it is read or logged */
 		const char *cl = MHD_lookup_connection_value(
 		    conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl && strtoull(cl, NULL, 10) > srv->o.body_limit)
@@ -968,7 +842,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 	if (!rq->fresh) { /* (fresh: it ended before its headers were in) */
 		metrics_http(rq->route_idx, rq->status, elapsed_ns(&rq->t0));
 		log_debug("request", "method=%s path=%s status=%d", rq->method,
-		          rq->path, rq->status);
+		          rq->tg.path, rq->status);
 	}
 	free(rq->body);
 	free(rq);
