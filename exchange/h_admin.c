@@ -5,12 +5,14 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/sign.h"
 #include "exchange/app.h"
 #include "exchange/auth.h"
 #include "exchange/db.h"
 #include "exchange/handlers.h"
 #include "exchange/http.h"
 #include "exchange/input.h"
+#include "exchange/seal.h"
 
 /* Runs one statement with the pool and replies with its rows (status
  * `ok`): 409 on a unique violation, 422 on a foreign key or check, in the
@@ -135,16 +137,27 @@ static json_t *new_key(struct http_req *rq, PGconn *c, const char *account,
 		             "could not draw random bytes for the key");
 		return NULL;
 	}
-	const char *pv[] = {key_id, account, secret};
+	/* only sealed in the database: a dump or a replica cannot sign */
+	struct app *a = http_app(rq);
+	char sealed[SEAL_TEXT_MAX], aad[40];
+	snprintf(aad, sizeof aad, "node_key:%s", key_id);
+	if (seal_seal(a->seal, secret, aad, sealed) < 0) {
+		http_problem(rq, 500, "internal", "could not seal the secret",
+		             "the exchange could not seal the new key's secret "
+		             "(OpenSSL failed); retry");
+		return NULL;
+	}
+	const char *pv[] = {key_id, account, sealed};
 	PGresult *r = db_exec_fail(c, PGRES_COMMAND_OK,
 	                           "INSERT INTO node_keys (key_id, account_id, "
-	                           "secret) VALUES ($1, $2, $3)",
+	                           "secret_sealed) VALUES ($1, $2, $3)",
 	                           3, pv, &f);
 	if (!r) {
 		handlers_db_refused(rq, c, &f);
 		return NULL;
 	}
 	PQclear(r);
+	auth_known(a->auth, key_id);
 	json_t *ans = json_pack("{s:s,s:s,s:s}", "key_id", key_id, "secret",
 	                        secret, "note",
 	                        "the secret is shown only now; give it to the "
@@ -366,6 +379,9 @@ void h_token_create(struct http_req *rq)
 		http_problem(rq, 422, "invalid", "token not created", "%s",
 		             err);
 	} else {
+		char sha[65];
+		sign_sha256_hex(token, strlen(token), sha);
+		auth_known(a->auth, sha);
 		log_info("token created", "id=%lld role=%s", (long long)id,
 		         role);
 		http_reply_json(rq, 201,

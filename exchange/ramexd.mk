@@ -4,11 +4,14 @@
 SIGN_SRC := common/sign.c
 
 $(call unit_test,test_sign,tests/unit/test_sign.c $(SIGN_SRC),libcrypto)
+$(call unit_test,test_seal,tests/unit/test_seal.c exchange/seal.c,libcrypto)
+$(call unit_test,test_target,tests/unit/test_target.c exchange/target.c)
 $(call unit_test,test_pgarr,tests/unit/test_pgarr.c exchange/pgarr.c)
 
 # ramexd. The matching engine (exchange/core/book.c) belongs to the core;
 # we link it as it is.
 RAMEXD_LIB := exchange/config.c exchange/http.c exchange/auth.c exchange/db.c \
+  exchange/seal.c exchange/target.c \
   exchange/events.c exchange/metrics.c exchange/writer.c exchange/input.c \
   exchange/routes.c exchange/h_system.c exchange/h_admin.c exchange/h_nodes.c \
   exchange/h_market.c \

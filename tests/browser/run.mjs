@@ -669,7 +669,10 @@ async function signed(node, method, path, text)
 	const ts = Math.floor(Date.now() / 1000);
 	const nonce = randomBytes(16).toString('hex');
 	const bodyHash = createHash('sha256').update(text).digest('hex');
-	const msg = `RAMEX-HMAC-SHA256\n${method}\n${path}\n${ts}\n${nonce}\n${bodyHash}`;
+	// the canonical request: the path and the query as sent, split at the first '?'
+	const q = path.indexOf('?');
+	const [p, query] = q < 0 ? [path, ''] : [path.slice(0, q), path.slice(q + 1)];
+	const msg = `RAMEX-HMAC-SHA256-2\n${method}\n${p}\n${query}\n${ts}\n${nonce}\n${bodyHash}`;
 	const sig = createHmac('sha256', node.secret).update(msg).digest('hex');
 	const res = await fetch(URL_ + path, {
 		method,
