@@ -134,9 +134,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			size_t got = 0;
 			for (int k = 0; k < 64; k++) {
 				err[0] = 0;
-				int rc = http1_stream_read(c, on_chunk, &got,
-				                           200, err,
-				                           sizeof err);
+				int rc = http1_stream_read(
+				    c, on_chunk, &got, 200, err, sizeof err);
 				if (rc < 0) {
 					if (!err[0])
 						die("a stream ended without "

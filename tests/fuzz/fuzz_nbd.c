@@ -99,9 +99,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static uint8_t buf[4 * LEND_NBD_BLOCK];
 	int sv[2];
 	char err[256];
-	struct lend_nbd_export e = {.name = "ramex",
-	                            .size = sizeof disk,
-	                            .tflags = LEND_NBD_TFLAGS};
+	struct lend_nbd_export e = {
+	    .name = "ramex", .size = sizeof disk, .tflags = LEND_NBD_TFLAGS};
 	struct lend_nbd_backend b = {.read = be_read,
 	                             .write = be_write,
 	                             .flush = be_flush,
@@ -111,9 +110,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * zeroes, NBD_OPT_EXPORT_NAME "ramex") comes first, so that most
 	 * inputs reach the request loop; the rest of the input follows. */
 	static const uint8_t hello[] = {
-	    0, 0, 0, 3,                                    /* client flags */
-	    'I', 'H', 'A', 'V', 'E', 'O', 'P', 'T', 0, 0, 0, 1, /* option */
-	    0, 0, 0, 5, 'r', 'a', 'm', 'e', 'x'};
+	    0,   0,   0,   3, /* client flags */
+	    'I', 'H', 'A', 'V', 'E', 'O', 'P', 'T', 0,  0, 0, 1, /* option */
+	    0,   0,   0,   5,   'r', 'a', 'm', 'e', 'x'};
 	uint8_t *in = malloc(sizeof hello + size + 1);
 	size_t n = 0;
 	if (!in)

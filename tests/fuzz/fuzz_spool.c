@@ -73,8 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case 0:
 		case 1:
 			memset(&r, 0, sizeof r);
-			snprintf(r.contract, sizeof r.contract, "c%u",
-			         op >> 4);
+			snprintf(r.contract, sizeof r.contract, "c%u", op >> 4);
 			r.start = (int64_t)appended * 60;
 			r.end = r.start + 60;
 			r.page_seconds = op;
@@ -84,9 +83,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			max_seq = r.seq;
 			break;
 		case 2:
-			if (appended &&
-			    spool_ack(s, 1 + (op >> 2) % appended, err,
-			              sizeof err) < 0)
+			if (appended && spool_ack(s, 1 + (op >> 2) % appended,
+			                          err, sizeof err) < 0)
 				die(err);
 			continue; /* not synced */
 		case 3:
