@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/log.h"
 #include "common/sign.h"
 #include "exchange/db.h"
 #include "exchange/http.h"
@@ -248,16 +249,25 @@ static int bearer(struct auth *a, const char *token, struct auth_principal *out,
 		return -1;
 	}
 	const char *params[] = {sha};
-	PGresult *r = db_exec(c, PGRES_TUPLES_OK,
-	                      "SELECT id, name, role, coalesce(team_id, 0), "
-	                      "coalesce(account_id, 0) FROM api_tokens "
-	                      "WHERE sha256 = $1 AND revoked_at IS NULL",
-	                      1, params, err, sizeof err);
-	int broken = !r && db_broken(c);
+	char state[6];
+	PGresult *r = db_exec_state(
+	    c, PGRES_TUPLES_OK,
+	    "SELECT id, name, role, coalesce(team_id, 0), "
+	    "coalesce(account_id, 0) FROM api_tokens "
+	    "WHERE sha256 = $1 AND revoked_at IS NULL",
+	    1, params, err, sizeof err, state);
+	/* PostgreSQL going away (a closed connection, an admin shutdown)
+	 * is a 503, whatever libpq's state says yet */
+	int lost = !r && (db_broken(c) || db_state_lost(state));
 	db_release(a->pool, c);
 	if (!r) {
-		*status = broken ? 503 : 500;
-		snprintf(why, whylen, "could not check the token: %s", err);
+		*status = lost ? 503 : 500;
+		log_error("token lookup failed", "err=\"%s\"", err);
+		snprintf(why, whylen,
+		         lost ? "the exchange cannot reach PostgreSQL to check "
+		                "the token; retry after a few seconds"
+		              : "could not check the token; the exchange's "
+		                "log says why");
 		return -1;
 	}
 	memset(out, 0, sizeof *out);
@@ -320,19 +330,25 @@ static int signature(struct auth *a, struct http_req *rq, const char *key_id,
 			return -1;
 		}
 		const char *params[] = {key_id};
-		PGresult *r = db_exec(
+		char state[6];
+		PGresult *r = db_exec_state(
 		    c, PGRES_TUPLES_OK,
 		    "SELECT k.account_id, k.secret, a.name, "
 		    "coalesce(a.team_id, 0) FROM node_keys k JOIN accounts a "
 		    "ON a.id = k.account_id WHERE k.key_id = $1 AND "
 		    "k.revoked_at IS NULL AND a.kind = 'node'",
-		    1, params, err, sizeof err);
-		int broken = !r && db_broken(c);
+		    1, params, err, sizeof err, state);
+		int lost = !r && (db_broken(c) || db_state_lost(state));
 		db_release(a->pool, c);
 		if (!r) {
-			*status = broken ? 503 : 500;
-			snprintf(why, whylen, "could not check the key: %s",
-			         err);
+			*status = lost ? 503 : 500;
+			log_error("node key lookup failed", "err=\"%s\"", err);
+			snprintf(why, whylen,
+			         lost ? "the exchange cannot reach PostgreSQL "
+			                "to check the key; retry after a few "
+			                "seconds"
+			              : "could not check the key; the "
+			                "exchange's log says why");
 			return -1;
 		}
 		memset(out, 0, sizeof *out);
