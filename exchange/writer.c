@@ -186,6 +186,15 @@ struct writer {
 	int64_t retry_at;
 	int backoff_ms;
 	bool lookup_lost; /* the last failed lookup lost lconn */
+	/* the backend of each writer connection (pid, backend_start), and
+	 * those of connections given up: such a backend may still run, and
+	 * commit, the batch it was sent, after the connection is gone; it is
+	 * ended before the books are rebuilt (end_gone_backends) */
+	struct backend {
+		int pid;
+		char start[40];
+	} be[2], gone[8];
+	int ngone;
 	struct pgpipe_fault fault; /* RAMEX_WRITER_FAULT (pgpipe.h), tests */
 	uint64_t nbatch;           /* batches sent, for the fault hook */
 	struct market m[WRITER_MAX_MARKETS];
@@ -535,21 +544,100 @@ static int prepare_stmts(PGconn *c, char *err, size_t errlen);
 static int prepare_lookups(PGconn *c, char *err, size_t errlen);
 static int tune_session(PGconn *c, char *err, size_t errlen);
 
+/* Gives up writer connection i (which may be NULL), noting its backend. */
+static void forget_conn(struct writer *w, int i)
+{
+	if (!w->conn[i])
+		return;
+	if (w->be[i].pid) {
+		if (w->ngone == (int)(sizeof w->gone / sizeof w->gone[0])) {
+			memmove(w->gone, w->gone + 1,
+			        sizeof w->gone - sizeof w->gone[0]);
+			w->ngone--;
+		}
+		w->gone[w->ngone++] = w->be[i];
+	}
+	memset(&w->be[i], 0, sizeof w->be[i]);
+	PQfinish(w->conn[i]);
+	w->conn[i] = NULL;
+}
+
 static int connect_db(struct writer *w, int i, char *err, size_t errlen)
 {
 	PGconn **c = &w->conn[i];
-	if (*c)
-		PQfinish(*c);
+	forget_conn(w, i);
 	*c = db_connect(w->conninfo, err, errlen);
 	if (!*c)
 		return -1;
+	PGresult *r = NULL;
 	if (db_check_durable(*c, err, errlen) < 0 ||
 	    tune_session(*c, err, errlen) < 0 ||
-	    prepare_stmts(*c, err, errlen) < 0) {
+	    prepare_stmts(*c, err, errlen) < 0 ||
+	    !(r = db_exec(*c, PGRES_TUPLES_OK,
+	                  "SELECT pg_backend_pid(), backend_start::text FROM "
+	                  "pg_stat_activity WHERE pid = pg_backend_pid()",
+	                  0, NULL, err, errlen))) {
 		PQfinish(*c);
 		*c = NULL;
 		return -1;
 	}
+	if (PQntuples(r) == 1) {
+		w->be[i].pid = (int)db_int(r, 0, 0);
+		snprintf(w->be[i].start, sizeof w->be[i].start, "%s",
+		         PQgetvalue(r, 0, 1));
+	}
+	PQclear(r);
+	return 0;
+}
+
+/* Waits until the backends of the connections given up are gone: up to
+ * 2 s for each to finish by itself (it runs what it was sent, then reads
+ * the end of its connection and exits), then ends it (waiting up to 10 s
+ * more). A connection lost after its batch was sent leaves a backend that
+ * may still be running that batch, and commit it: books rebuilt before
+ * then would miss it, and the next batch would reuse its ids (a unique
+ * violation, all of that batch refused). -1 when c failed. */
+static int end_gone_backends(struct writer *w, PGconn *c, char *err,
+                             size_t errlen)
+{
+	for (int k = 0; k < w->ngone; k++) {
+		char pid[16];
+		snprintf(pid, sizeof pid, "%d", w->gone[k].pid);
+		const char *pv[] = {pid, w->gone[k].start};
+		char state[6];
+		PGresult *r = NULL;
+		for (int t = 0; t < 200; t++) {
+			r = db_exec_state(c, PGRES_TUPLES_OK,
+			                  "SELECT 1 FROM pg_stat_activity WHERE "
+			                  "pid = $1::int AND backend_start = "
+			                  "$2::timestamptz",
+			                  2, pv, err, errlen, state);
+			if (!r || PQntuples(r) == 0)
+				break; /* gone (or c failed) */
+			PQclear(r);
+			r = NULL;
+			nanosleep(&(struct timespec){0, 10 * 1000000}, NULL);
+		}
+		if (!r && (db_broken(c) || db_state_lost(state)))
+			return -1;
+		PQclear(r);
+		r = db_exec_state(
+		    c, PGRES_TUPLES_OK,
+		    "SELECT pg_terminate_backend(pid, 10000) FROM "
+		    "pg_stat_activity WHERE pid = $1::int AND backend_start = "
+		    "$2::timestamptz",
+		    2, pv, err, errlen, state);
+		if (!r && (db_broken(c) || db_state_lost(state)))
+			return -1;
+		if (!r) /* not allowed to: the rebuild may race it */
+			log_warn("could not end a lost connection's backend",
+			         "pid=%s err=\"%s\"", pid, err);
+		else if (PQntuples(r) == 1)
+			log_info("ended a lost connection's backend", "pid=%s",
+			         pid);
+		PQclear(r);
+	}
+	w->ngone = 0;
 	return 0;
 }
 
@@ -2404,10 +2492,8 @@ static void free_params(struct flight *f, int part)
 static void drop_conn(struct writer *w, struct flight *f)
 {
 	for (int i = 0; i < 2; i++)
-		if (w->conn[i] && w->conn[i] == f->conn) {
-			PQfinish(w->conn[i]);
-			w->conn[i] = NULL;
-		}
+		if (w->conn[i] && w->conn[i] == f->conn)
+			forget_conn(w, i);
 	f->conn = NULL;
 	f->piped = false;
 }
@@ -2795,12 +2881,11 @@ static bool db_usable(struct writer *w)
 		log_info("database reconnected", NULL);
 		w->need_rebuild = true;
 	}
+	if (w->ngone && end_gone_backends(w, w->conn[0], err, sizeof err) < 0)
+		return db_unusable(w, err);
 	if (w->need_rebuild && load_all(w, err, sizeof err) < 0) {
 		log_error("could not rebuild the books", "err=\"%s\"", err);
-		if (!db_broken(w->conn[0])) { /* not a connection problem */
-			PQfinish(w->conn[0]);
-			w->conn[0] = NULL;
-		}
+		forget_conn(w, 0); /* made again, whatever the problem */
 		return db_unusable(w, err);
 	}
 	w->backoff_ms = 0;

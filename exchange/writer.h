@@ -29,8 +29,11 @@
  *      events (events.h), then sends the next batch.
  *
  * When a batch fails, nothing of it is acknowledged (503 when PostgreSQL is
- * away), nor of the batch applied after it; the books are rebuilt from the
- * database before the next batch. So the books run at most one batch ahead
+ * away, 500 when it refused the batch), nor of the batch applied after it;
+ * the books are rebuilt from the database before the next batch. When the
+ * connection was lost after the batch's COMMIT went out and before its
+ * answer came, the batch may have committed: it is answered 503
+ * outcome-unknown, and a retry with the same key finds out which. So the books run at most one batch ahead
  * of what is committed, and nothing of that batch is answered or shown
  * (depth reads wait for it) before its COMMIT. writer_start rebuilds every
  * book from the open orders in the database the same way.
