@@ -59,7 +59,7 @@ $(BUILD)/bin/test_writer: | $(BUILD)/san/bin/ramexd
 # PostgreSQL stopped under load: every answer 503 of the right type, no
 # spin, /readyz, outcome-unknown orders resolved by a retry.
 $(call integration_test,test_outage,tests/integration/test_outage.c \
-  $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
+  exchange/pgpipe.c $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
 $(BUILD)/san/bin/test_outage: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_outage: | $(BUILD)/san/bin/ramexd
 RAMEXD_TEST_LIB := $(filter-out common/sign.c,$(RAMEXD_LIB))

@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "exchange/pgpipe.h"
 #include "tests/integration/ramexd_harness.h"
 #include "tests/integration/testdb.h"
 
@@ -69,13 +70,22 @@ static void pg_start(void)
 	const char *host = getenv("PGHOST"), *port = getenv("PGPORT");
 	char args[768];
 	ck_assert_msg(port, "PGPORT unset");
-	/* as scripts/pg.sh starts it */
-	snprintf(args, sizeof args,
-	         "-l %s/log -w -t 60 -o \"-k %s -c listen_addresses=127.0.0.1 "
-	         "-p %s -c max_connections=200\" start",
-	         host, host, port);
-	if (!pg_running())
-		ck_assert_int_eq(pg_ctl(args), 0);
+	if (pg_running())
+		return;
+	/* as scripts/pg.sh starts it; but while it was stopped, another
+	 * program on this machine may have taken its TCP port (as the local
+	 * end of a connection): then it serves its unix socket only, which
+	 * is what the tests use (PGHOST is its directory) */
+	for (int tries = 0; tries < 4; tries++) {
+		snprintf(args, sizeof args,
+		         "-l %s/log -w -t 60 -o \"-k %s -c listen_addresses=%s "
+		         "-p %s -c max_connections=200\" start",
+		         host, host, tries < 3 ? "127.0.0.1" : "''", port);
+		if (pg_ctl(args) == 0)
+			return;
+		usleep(500000);
+	}
+	ck_abort_msg("could not start PostgreSQL again; see %s/log", host);
 }
 
 static int64_t mono_ms(void)
@@ -581,6 +591,72 @@ START_TEST(readyz_sees_a_writer_that_makes_no_progress)
 }
 END_TEST
 
+/* The reader of a pipeline (exchange/pgpipe.c) against PostgreSQL itself:
+ * the results in order and the sync; past the sync, where PQgetResult
+ * answers NULL forever on a good connection (the writer's old loop waited
+ * there for a sync and spun), it returns at once saying nothing more will
+ * come; and on a connection that broke under it (the fault hook's
+ * shutdown), the same. */
+START_TEST(pipeline_reader_never_loops)
+{
+	pg_start();
+	PGconn *c = testdb_connect(testdb_create("ramex_t_outage_pipe"));
+	ck_assert(PQenterPipelineMode(c));
+	ck_assert(PQsendQueryParams(c, "SELECT 1", 0, NULL, NULL, NULL, NULL,
+	                            0));
+	ck_assert(PQsendQueryParams(c, "SELECT 2", 0, NULL, NULL, NULL, NULL,
+	                            0));
+	ck_assert(PQpipelineSync(c));
+	bool lost = false;
+	for (int i = 1; i <= 2; i++) {
+		PGresult *r = pgpipe_result(c, &lost);
+		ck_assert_ptr_nonnull(r);
+		ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+		ck_assert_int_eq(atoi(PQgetvalue(r, 0, 0)), i);
+		PQclear(r);
+	}
+	PGresult *r = pgpipe_result(c, &lost);
+	ck_assert_int_eq(PQresultStatus(r), PGRES_PIPELINE_SYNC);
+	PQclear(r);
+	ck_assert(!lost);
+	/* past the sync: nothing will come; PQgetResult says NULL forever */
+	ck_assert_ptr_null(PQgetResult(c));
+	ck_assert_ptr_null(PQgetResult(c));
+	int64_t t0 = mono_ms();
+	ck_assert_ptr_null(pgpipe_result(c, &lost));
+	ck_assert(lost);
+	ck_assert_int_lt(mono_ms() - t0, 1000);
+	ck_assert(PQexitPipelineMode(c));
+
+	/* a connection broken under libpq, results still to come */
+	ck_assert(PQenterPipelineMode(c));
+	ck_assert(PQsendQueryParams(c, "SELECT pg_sleep(0.2)", 0, NULL, NULL,
+	                            NULL, NULL, 0));
+	ck_assert(PQpipelineSync(c));
+	struct pgpipe_fault f;
+	ck_assert_int_eq(pgpipe_fault_parse(&f, "result:1"), 0);
+	ck_assert(pgpipe_fault_hit(&f, PGPIPE_RESULT, 7, c));
+	lost = false;
+	t0 = mono_ms();
+	ck_assert_ptr_null(pgpipe_result(c, &lost));
+	ck_assert(lost);
+	ck_assert_int_lt(mono_ms() - t0, 5000);
+	ck_assert(!pgpipe_alive(c));
+	PQfinish(c);
+
+	/* the hook's setting: STEP:N, nothing else */
+	const char *bad[] = {"close", "close:", "close:0", "close:-1",
+	                     "shut:3", "close:2x", ":4"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		ck_assert_msg(pgpipe_fault_parse(&f, bad[i]) < 0, "%s", bad[i]);
+	ck_assert_int_eq(pgpipe_fault_parse(&f, NULL), 0);
+	ck_assert_int_eq(f.step, PGPIPE_NONE);
+	ck_assert_int_eq(pgpipe_fault_parse(&f, "idle:3"), 0);
+	ck_assert(f.step == PGPIPE_IDLE && f.every == 3);
+	ck_assert(!pgpipe_fault_hit(&f, PGPIPE_IDLE, 4, NULL));
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("outage");
@@ -592,6 +668,10 @@ int main(void)
 	tc = tcase_create("steps");
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, broken_connection_at_each_step, 0, 8);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("pipe");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, pipeline_reader_never_loops);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("stall");
 	tcase_set_timeout(tc, 120);
