@@ -144,7 +144,8 @@ void writer_submit(struct writer *w, struct writer_cmd *c);
 void writer_submit_async(struct writer *w, struct writer_cmd *c,
                          void (*on_done)(struct writer_cmd *c, void *arg),
                          void *arg);
-/* Whether the last batch reached PostgreSQL (for /readyz). */
+/* For /readyz: whether the writer reaches PostgreSQL, and makes progress:
+ * false too when commands wait and no batch has landed for 5 s. */
 bool writer_ready(struct writer *w);
 /* Refuses new commands (503), finishes those queued, joins the thread. */
 void writer_stop(struct writer *w);

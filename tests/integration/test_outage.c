@@ -409,8 +409,14 @@ static void outage(struct rxh *h, const struct rxh_world *w, const char *tag,
 		bool got = false;
 		for (int k = base[i]; k < pl[i].n && !got; k++)
 			got = pl[i].r[k].status == 201;
-		ck_assert_msg(got, "placer %d placed no order after the outage",
-		              i);
+		const struct rec *last = pl[i].n ? &pl[i].r[pl[i].n - 1] : NULL;
+		ck_assert_msg(got,
+		              "placer %d placed no order after the outage (%d "
+		              "answers after it; the last %s: %ld %s in %lld "
+		              "ms)",
+		              i, pl[i].n - base[i], last ? last->coid : "-",
+		              last ? last->status : 0, last ? last->type : "",
+		              last ? (long long)last->took_ms : 0LL);
 	}
 	check_answers(h, w, pl, t);
 }
@@ -425,8 +431,10 @@ START_TEST(immediate_stops_under_load)
 	struct rxh h;
 	struct rxh_world w;
 	struct tally t = {0};
+	char db[64];
+	snprintf(db, sizeof db, "ramex_t_outage%d", _i);
 	pg_start();
-	rxh_start(&h, "ramex_t_outage", overlap_flags[_i]);
+	rxh_start(&h, db, overlap_flags[_i]);
 	rxh_world(&h, &w);
 	for (int round = 0; round < 6; round++) {
 		char tag[16];
