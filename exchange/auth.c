@@ -513,21 +513,26 @@ static int bearer(struct auth *a, const char *token, struct auth_principal *out,
 	}
 	const char *params[] = {sha};
 	metrics_auth_query();
-	PGresult *r = db_exec(c, PGRES_TUPLES_OK,
-	                      "SELECT id, name, role, coalesce(team_id, 0), "
-	                      "coalesce(account_id, 0) FROM api_tokens "
-	                      "WHERE sha256 = $1 AND revoked_at IS NULL",
-	                      1, params, err, sizeof err);
-	int broken = !r && db_broken(c);
+	char state[6];
+	PGresult *r = db_exec_state(c, PGRES_TUPLES_OK,
+	                            "SELECT id, name, role, coalesce(team_id, "
+	                            "0), coalesce(account_id, 0) FROM "
+	                            "api_tokens WHERE sha256 = $1 AND "
+	                            "revoked_at IS NULL",
+	                            1, params, err, sizeof err, state);
+	/* PostgreSQL going away (a closed connection, an admin shutdown)
+	 * is a 503, whatever libpq's state says yet; anything else is ours */
+	int lost = !r && (db_broken(c) || db_state_lost(state));
 	db_release(a->pool, c);
 	if (!r) {
-		*status = 503;
-		if (!broken)
-			log_warn("token lookup failed", "err=%s",
-			         log_quote(q, sizeof q, err));
+		*status = lost ? 503 : 500;
+		log_warn("token lookup failed", "err=%s",
+		         log_quote(q, sizeof q, err));
 		snprintf(why, whylen,
-		         "the exchange could not check the token in "
-		         "PostgreSQL; retry after a few seconds");
+		         lost ? "the exchange could not reach PostgreSQL to "
+		                "check the token; retry after a few seconds"
+		              : "could not check the token; the exchange's "
+		                "log says why");
 		return -1;
 	}
 	memset(out, 0, sizeof *out);
@@ -570,23 +575,25 @@ static int key_lookup(struct auth *a, const char *key_id,
 	}
 	const char *params[] = {key_id};
 	metrics_auth_query();
-	PGresult *r = db_exec(
+	char state[6];
+	PGresult *r = db_exec_state(
 	    c, PGRES_TUPLES_OK,
 	    "SELECT k.account_id, k.secret, k.secret_sealed, a.name, "
 	    "coalesce(a.team_id, 0), k.signed_until FROM node_keys k JOIN "
 	    "accounts a ON a.id = k.account_id WHERE k.key_id = $1 AND "
 	    "k.revoked_at IS NULL AND a.kind = 'node'",
-	    1, params, err, sizeof err);
-	int broken = !r && db_broken(c);
+	    1, params, err, sizeof err, state);
+	int lost = !r && (db_broken(c) || db_state_lost(state));
 	db_release(a->pool, c);
 	if (!r) {
-		*status = 503;
-		if (!broken)
-			log_warn("node key lookup failed", "err=%s",
-			         log_quote(q, sizeof q, err));
+		*status = lost ? 503 : 500;
+		log_warn("node key lookup failed", "err=%s",
+		         log_quote(q, sizeof q, err));
 		snprintf(why, whylen,
-		         "the exchange could not check the key in PostgreSQL; "
-		         "retry after a few seconds");
+		         lost ? "the exchange could not reach PostgreSQL to "
+		                "check the key; retry after a few seconds"
+		              : "could not check the key; the exchange's log "
+		                "says why");
 		return -1;
 	}
 	memset(out, 0, sizeof *out);

@@ -138,6 +138,20 @@ bool db_broken(PGconn *c)
 	return !c || PQstatus(c) != CONNECTION_OK;
 }
 
+bool db_state_lost(const char *s)
+{
+	if (!s || !s[0])
+		return true;
+	return strncmp(s, "08", 2) == 0 || strncmp(s, "57", 2) == 0 ||
+	       strncmp(s, "53", 2) == 0;
+}
+
+bool db_result_lost(PGconn *c, const PGresult *r)
+{
+	return db_broken(c) || !r ||
+	       db_state_lost(PQresultErrorField(r, PG_DIAG_SQLSTATE));
+}
+
 int64_t db_int(const PGresult *r, int row, int col)
 {
 	return PQgetisnull(r, row, col)

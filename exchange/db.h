@@ -62,6 +62,16 @@ PGresult *db_exec_fail(PGconn *c, ExecStatusType want, const char *sql, int n,
 
 /* True when the connection itself is broken (not a mere SQL error). */
 bool db_broken(PGconn *c);
+/* Whether a failure with this SQLSTATE means PostgreSQL went away rather
+ * than a fault of the statement: class 08 (connection exception), 57
+ * (operator intervention: admin or crash shutdown, cannot connect now) and
+ * 53 (insufficient resources), or no SQLSTATE at all (NULL or "": an error
+ * libpq made itself, e.g. "server closed the connection"). Such a failure
+ * answers 503, any other 500. */
+bool db_state_lost(const char *sqlstate);
+/* The same for a failed result r of c (r may be NULL): true when c is
+ * broken or r's SQLSTATE says so. */
+bool db_result_lost(PGconn *c, const PGresult *r);
 
 int64_t db_int(const PGresult *r, int row, int col);
 

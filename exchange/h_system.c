@@ -18,8 +18,8 @@ void h_healthz(struct http_req *rq)
 	http_reply_json(rq, 200, json_pack("{s:s}", "status", "ok"));
 }
 
-/* Ready = not stopping, and both the writer and a pooled connection can
- * reach PostgreSQL right now. */
+/* Ready = not stopping, the writer reaches PostgreSQL and makes progress
+ * (writer_ready), and a pooled connection reaches it right now. */
 void h_readyz(struct http_req *rq)
 {
 	struct app *a = http_app(rq);
@@ -27,7 +27,8 @@ void h_readyz(struct http_req *rq)
 	if (a->stopping)
 		why = "the exchange is shutting down";
 	else if (!writer_ready(a->writer))
-		why = "the writer cannot reach PostgreSQL";
+		why = "the writer cannot reach PostgreSQL, or commands wait "
+		      "and it has landed no batch for 5 s";
 	if (!why) {
 		PGconn *c = db_acquire(a->pool);
 		if (!c) {

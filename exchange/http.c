@@ -653,12 +653,15 @@ static int authorize(struct http_req *rq, int may_block)
 				                "Bearer realm=\"ramex\"");
 			if (status == 503)
 				http_add_header(rq, "Retry-After", "2");
+			/* the type always says what the status says */
 			http_problem(rq, status,
 			             status == 401   ? "unauthenticated"
 			             : status == 503 ? "database-unavailable"
-			                             : "forbidden",
-			             status == 401 ? "authentication failed"
-			                           : "request refused",
+			             : status == 403 ? "forbidden"
+			                             : "internal",
+			             status == 401   ? "authentication failed"
+			             : status >= 500 ? "could not authenticate"
+			                             : "request refused",
 			             "%s", why);
 			return -1;
 		}

@@ -12,7 +12,8 @@ $(call unit_test,test_pgarr,tests/unit/test_pgarr.c exchange/pgarr.c)
 # we link it as it is.
 RAMEXD_LIB := exchange/config.c exchange/http.c exchange/auth.c exchange/db.c \
   exchange/seal.c exchange/target.c \
-  exchange/events.c exchange/metrics.c exchange/writer.c exchange/input.c \
+  exchange/events.c exchange/metrics.c exchange/writer.c exchange/pgpipe.c \
+  exchange/input.c \
   exchange/routes.c exchange/h_system.c exchange/h_admin.c exchange/h_nodes.c \
   exchange/h_market.c \
   exchange/h_orders.c exchange/h_events.c exchange/core/book.c $(KEYFILTER_SRC) \
@@ -59,6 +60,12 @@ $(call integration_test,test_writer,tests/integration/test_writer.c \
   $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
 $(BUILD)/san/bin/test_writer: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_writer: | $(BUILD)/san/bin/ramexd
+# PostgreSQL stopped under load: every answer 503 of the right type, no
+# spin, /readyz, outcome-unknown orders resolved by a retry.
+$(call integration_test,test_outage,tests/integration/test_outage.c \
+  exchange/pgpipe.c $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
+$(BUILD)/san/bin/test_outage: | $(BUILD)/san/bin/ramexd
+$(BUILD)/bin/test_outage: | $(BUILD)/san/bin/ramexd
 RAMEXD_TEST_LIB := $(filter-out common/sign.c,$(RAMEXD_LIB))
 $(call integration_test,test_ramexd_api,tests/integration/test_ramexd_api.c \
   $(RAMEXD_HARNESS) $(RAMEXD_TEST_LIB),libcurl $(RAMEXD_PKGS))

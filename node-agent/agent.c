@@ -33,6 +33,7 @@
 #include <inttypes.h>
 #include <libgen.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,13 @@ struct agent {
 	struct strategy_top top[STRATEGY_NPRODUCTS];
 	int reachable;
 	uint64_t order_seq;
+	/* An order whose fate is not known: no answer came, or a 503 (the
+	 * exchange could not reach PostgreSQL, or lost it while committing
+	 * the order: outcome-unknown). It is sent again with the same
+	 * Idempotency-Key and client_order_id before anything new is
+	 * placed, so that it is placed at most once (docs/operations.md). */
+	json_t *pending;
+	char pending_key[64];
 	/* counters for the status file */
 	int64_t n_samples, n_orders, n_cancels, n_recalls, n_deliveries;
 	int64_t n_reports, n_acked, n_send_fail, n_errors, n_set_aside;
@@ -1146,6 +1154,55 @@ static void refresh_market(struct agent *a)
 	}
 }
 
+/* Sends order b under key idem; true when its fate is known (placed or
+ * refused), false when it must be sent again with the same key. */
+static bool place_order(struct agent *a, json_t *b, const char *idem,
+                        const char *why)
+{
+	struct client_resp r;
+	bool known = false;
+	if (call(a, "POST", "/v1/orders", b, idem, &r) == 0) {
+		known = r.status != 503;
+		if (r.status == 201) {
+			a->n_orders++;
+			log_info(
+			    "placed",
+			    "side=%s market=%s pages=%lld price=%lld key=%s "
+			    "why=%s",
+			    json_string_value(json_object_get(b, "side")),
+			    json_string_value(json_object_get(b, "market")),
+			    (long long)json_integer_value(
+				json_object_get(b, "pages")),
+			    (long long)json_integer_value(
+				json_object_get(b, "price")),
+			    idem, log_quote((char[200]){0}, 200, why));
+		} else if (known) {
+			log_warn("order refused", "status=%ld detail=%s",
+			         r.status,
+			         log_quote((char[300]){0}, 300, r.detail));
+		} else {
+			log_warn("order not known to be placed; sending it "
+			         "again with the same key",
+			         "key=%s detail=%s", idem,
+			         log_quote((char[300]){0}, 300, r.detail));
+		}
+	}
+	client_resp_clear(&r);
+	return known;
+}
+
+/* The order in doubt first: true when there is none (any more). */
+static bool settle_pending(struct agent *a)
+{
+	if (!a->pending)
+		return true;
+	if (!place_order(a, a->pending, a->pending_key, "retry"))
+		return false;
+	json_decref(a->pending);
+	a->pending = NULL;
+	return true;
+}
+
 static void act(struct agent *a, const struct strategy_action *x, rx_time_ns t)
 {
 	struct client_resp r;
@@ -1154,8 +1211,12 @@ static void act(struct agent *a, const struct strategy_action *x, rx_time_ns t)
 	switch (x->kind) {
 	case STRATEGY_CANCEL:
 		snprintf(path, sizeof path, "/v1/orders/%" PRIu64, x->id);
+		/* a cancel lost on its way back is sent again under the
+		 * same key the next time the strategy asks for it */
+		snprintf(idem, sizeof idem, "agent-%" PRIu64 "-c%" PRIu64,
+		         spool_epoch(a->spool), x->id);
 		json_t *note = json_pack("{s:s}", "note", x->reason);
-		if (call(a, "DELETE", path, note, NULL, &r) == 0) {
+		if (call(a, "DELETE", path, note, idem, &r) == 0) {
 			a->n_cancels++;
 			log_info("cancelled", "order=%" PRIu64 " why=%s", x->id,
 			         log_quote((char[200]){0}, 200, x->reason));
@@ -1164,6 +1225,8 @@ static void act(struct agent *a, const struct strategy_action *x, rx_time_ns t)
 		client_resp_clear(&r);
 		break;
 	case STRATEGY_PLACE: {
+		if (!settle_pending(a))
+			break;
 		snprintf(idem, sizeof idem, "agent-%" PRIu64 "-%" PRIu64,
 		         spool_epoch(a->spool), ++a->order_seq);
 		json_t *b = json_pack("{s:s,s:s,s:I,s:I,s:s,s:s}", "market",
@@ -1173,26 +1236,13 @@ static void act(struct agent *a, const struct strategy_action *x, rx_time_ns t)
 		                      (json_int_t)x->price, "tif",
 		                      x->tif == STRATEGY_IOC ? "ioc" : "gtc",
 		                      "client_order_id", idem);
-		if (call(a, "POST", "/v1/orders", b, idem, &r) == 0) {
-			if (r.status == 201) {
-				a->n_orders++;
-				log_info(
-				    "placed",
-				    "side=%s market=%s pages=%lld "
-				    "price=%lld why=%s",
-				    x->side == STRATEGY_SELL ? "sell" : "buy",
-				    market_of(a, x->product),
-				    (long long)x->pages, (long long)x->price,
-				    log_quote((char[200]){0}, 200, x->reason));
-			} else {
-				log_warn(
-				    "order refused", "status=%ld detail=%s",
-				    r.status,
-				    log_quote((char[300]){0}, 300, r.detail));
-			}
+		if (!place_order(a, b, idem, x->reason)) {
+			a->pending = b;
+			snprintf(a->pending_key, sizeof a->pending_key, "%s",
+			         idem);
+			break;
 		}
 		json_decref(b);
-		client_resp_clear(&r);
 		break;
 	}
 	case STRATEGY_RECALL:
@@ -1240,6 +1290,8 @@ static void decide(struct agent *a, rx_time_ns t)
 		          log_quote((char[300]){0}, 300, why));
 		return;
 	}
+	/* an order in doubt is settled before any new one goes out */
+	settle_pending(a);
 	if (a->paused) {
 		/* A person took over: withdraw what we placed, place nothing.
 		 * Recalls and releases still run: the workload comes first. */
@@ -1693,6 +1745,7 @@ int main(int argc, char **argv)
 	}
 	shutdown_agent(&a);
 	events_free(a.ev);
+	json_decref(a.pending);
 	client_free(a.cl);
 	exec_close(a.ex);
 	wsest_free(a.est);

@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 #include <time.h>
 
 #define MAX_OPTS 24
@@ -721,6 +723,36 @@ static int parse_expiry(const char *s, int64_t *ns)
 	return parse_offset(s, ns);
 }
 
+/* A key for a write that has none: "ctl-" and 24 random hex digits. */
+static void fresh_key(char out[32])
+{
+	unsigned char r[12];
+	if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+		/* no randomness: time and pid are still unique enough for
+		 * one person's commands */
+		snprintf(out, 32, "ctl-%llx-%x", (long long)time(NULL),
+		         (unsigned)getpid());
+		return;
+	}
+	memcpy(out, "ctl-", 4);
+	for (int k = 0; k < 12; k++)
+		snprintf(out + 4 + 2 * k, 3, "%02x", r[k]);
+}
+
+/* A write sent under `key` got no answer, or a 5xx (the exchange lost
+ * PostgreSQL: outcome-unknown or database-unavailable): the same command
+ * with the same key tells what became of it, and never does it twice. */
+static void retry_hint(int rc, const char *what, const char *opt_name,
+                       const char *key)
+{
+	if (rc == CTL_UNREACHABLE)
+		fprintf(stderr,
+		        "hint: the %s may or may not have been carried out; "
+		        "run the same command again with %s %s to learn "
+		        "which (it is never carried out twice)\n",
+		        what, opt_name, key);
+}
+
 static int c_orders_place(struct ctx *x, struct opts *o)
 {
 	json_t *b = json_object(), *j = NULL;
@@ -762,10 +794,21 @@ static int c_orders_place(struct ctx *x, struct opts *o)
 		json_object_set_new(b, "stp", json_string(opt(o, "--stp")));
 	if (opt(o, "--post-only"))
 		json_object_set_new(b, "post_only", json_true());
+	/* always a client order id, sent as the Idempotency-Key too: after
+	 * a lost answer or a 503 the same command with it tells whether the
+	 * order was placed (docs/operations.md, "Outages and retries") */
+	char key[32];
 	if (opt(o, "--client-order-id"))
-		json_object_set_new(b, "client_order_id",
-		                    json_string(opt(o, "--client-order-id")));
+		snprintf(key, sizeof key, "%.31s", opt(o, "--client-order-id"));
+	else
+		fresh_key(key);
+	const char *coid =
+	    opt(o, "--client-order-id") ? opt(o, "--client-order-id") : key;
+	json_object_set_new(b, "client_order_id", json_string(coid));
+	x->http.idem_key = coid;
 	rc = call(x, "POST", "/v1/orders", b, &j);
+	x->http.idem_key = NULL;
+	retry_hint(rc, "order", "--client-order-id", coid);
 	if (rc)
 		goto fail;
 	if (x->json) {
@@ -796,8 +839,15 @@ static int c_orders_cancel(struct ctx *x, struct opts *o)
 		return usage_error("--note has %zu characters; 1 to 200",
 		                   strlen(note));
 	json_t *j = NULL, *b = note ? json_pack("{s:s}", "note", note) : NULL;
+	char key[32];
+	const char *k = opt(o, "--idempotency-key");
+	if (!k)
+		fresh_key(key), k = key;
+	x->http.idem_key = k;
 	int rc = call(x, "DELETE", p, b, &j);
+	x->http.idem_key = NULL;
 	json_decref(b);
+	retry_hint(rc, "cancel", "--idempotency-key", k);
 	if (rc)
 		return rc;
 	if (x->json)
@@ -821,7 +871,14 @@ static int c_orders_reduce(struct ctx *x, struct opts *o)
 		return CTL_USAGE;
 	}
 	json_t *j = NULL;
+	char key[32];
+	const char *k = opt(o, "--idempotency-key");
+	if (!k)
+		fresh_key(key), k = key;
+	x->http.idem_key = k;
 	rc = call(x, "POST", p, b, &j);
+	x->http.idem_key = NULL;
+	retry_hint(rc, "reduce", "--idempotency-key", k);
 	json_decref(b);
 	if (rc)
 		return rc;
@@ -1449,12 +1506,13 @@ static const char *const o_place[] = {
     "--market",  "--side", "--pages",           "--price",   "--tif",
     "--expires", "--stp",  "--client-order-id", "--account", NULL};
 static const char *const o_post_only[] = {"--post-only", NULL};
-static const char *const o_pages[] = {"--pages", NULL};
+static const char *const o_pages[] = {"--pages", "--idempotency-key", NULL};
 static const char *const o_olist[] = {
     "--market", "--status", "--side", "--account", "--limit", "--before", NULL};
 static const char *const o_clist[] = {
     "--state", "--market", "--role", "--account", "--limit", "--before", NULL};
 static const char *const o_note[] = {"--note", NULL};
+static const char *const o_cnote[] = {"--note", "--idempotency-key", NULL};
 static const char *const o_ulist[] = {"--contract", "--node", "--epoch",
                                       "--from",     "--to",   "--limit",
                                       "--after",    NULL};
@@ -1492,11 +1550,11 @@ static const struct cmd cmds[] = {
      "gtc|ioc|fok|gtd] [--expires T|+Nh] [--post-only] [--stp POLICY] "
      "[--client-order-id ID] [--account ID]",
      "place a limit order", o_place, o_post_only, 0, c_orders_place},
-    {"orders", "cancel", "orders cancel ID [--note TEXT]",
+    {"orders", "cancel", "orders cancel ID [--note TEXT] [--idempotency-key K]",
      "cancel an order; the note (why) is kept with it beside who cancelled "
      "it",
-     o_note, none, 1, c_orders_cancel},
-    {"orders", "reduce", "orders reduce ID --pages N",
+     o_cnote, none, 1, c_orders_cancel},
+    {"orders", "reduce", "orders reduce ID --pages N [--idempotency-key K]",
      "reduce what remains of an order, keeping its priority", o_pages, none, 1,
      c_orders_reduce},
     {"orders", "list",

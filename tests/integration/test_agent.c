@@ -732,6 +732,71 @@ START_TEST(help_is_complete)
 }
 END_TEST
 
+/* The key of the first order A's log says was in doubt ("" when none),
+ * and whether a later line says that key was placed. */
+static int doubt_then_placed(const struct agh_agent *a, char *key, size_t len)
+{
+	FILE *f = fopen(a->log, "r");
+	char line[2048];
+	int placed = 0;
+	key[0] = 0;
+	while (f && fgets(line, sizeof line, f)) {
+		const char *k = strstr(line, " key=");
+		if (!k)
+			continue;
+		char this[80];
+		if (sscanf(k, " key=%79s", this) != 1)
+			continue;
+		if (!key[0] && strstr(line, "msg=\"order not known to be placed"))
+			snprintf(key, len, "%s", this);
+		else if (key[0] && strstr(line, "msg=\"placed\"") &&
+		         strcmp(this, key) == 0)
+			placed = 1;
+	}
+	if (f)
+		fclose(f);
+	return placed;
+}
+
+/* The exchange loses its connection to PostgreSQL right after every
+ * batch's COMMIT goes out (the writer's fault hook), so A's sale is
+ * answered 503 outcome-unknown, though it was placed and traded. A must
+ * send the same order again under the same key, before placing anything
+ * new, and learn that it was placed: never place it twice. */
+START_TEST(order_in_doubt_is_retried_with_its_key)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct agh_agent A;
+	char key[80];
+
+	setup(&h, &w, "agent_doubt");
+	operator_bid(&h, &w, 8192);
+	rxh_stop(&h);
+	setenv("RAMEX_WRITER_FAULT", "close:1", 1);
+	rxh_restart(&h);
+	unsetenv("RAMEX_WRITER_FAULT");
+	agent_init(&A, "doubt", "a", w.node_a, w.key_a, w.secret_a, &h, 65536,
+	           8192, seller_flags);
+	agh_start(&A);
+	AGH_WAIT_FOR(doubt_then_placed(&A, key, sizeof key),
+	             "A did not learn what became of its order in doubt (%s); "
+	             "see %s",
+	             key[0] ? key : "none seen", A.log);
+	PGconn *c = db(&h);
+	ck_assert_int_eq(agh_q(c,
+	                       "SELECT count(*) FROM orders WHERE "
+	                       "client_order_id = '%s'",
+	                       key),
+	                 1);
+	/* it traded once with the operator's bid: one contract */
+	ck_assert_int_eq(agh_q(c, "SELECT count(*) FROM contracts"), 1);
+	PQfinish(c);
+	ck_assert_int_eq(agh_signal(&A, SIGTERM), 0);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("agent");
@@ -741,6 +806,7 @@ int main(void)
 	tcase_add_test(t, trade_deliver_recall_report);
 	tcase_add_test(t, people_and_the_agent);
 	tcase_add_test(t, exchange_outage);
+	tcase_add_test(t, order_in_doubt_is_retried_with_its_key);
 	tcase_add_test(t, agent_crash);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);

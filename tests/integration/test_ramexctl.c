@@ -335,6 +335,53 @@ START_TEST(exit_codes)
 	ck_assert_ptr_nonnull(strstr(r.err, "could not reach"));
 	run_free(&r);
 
+	/* an order always carries a client order id (made when none is
+	 * given), and one whose answer did not come says how to learn what
+	 * became of it: the same command with that id */
+	ctl_env(&r, NULL, "--url", "http://127.0.0.1:1", "--token", "x",
+	        "orders", "place", "--market", "spot", "--side", "buy",
+	        "--pages", "256", "--price", "1000", NULL);
+	ck_assert_msg(r.rc == 3, "unreachable order: %d %s", r.rc, r.err);
+	const char *hint = strstr(r.err, "--client-order-id ctl-");
+	ck_assert_msg(hint, "no retry hint: %s", r.err);
+	char coid[64];
+	ck_assert_int_eq(sscanf(hint, "--client-order-id %63s", coid), 1);
+	run_free(&r);
+	ctl_env(&r, NULL, "--url", "http://127.0.0.1:1", "--token", "x",
+	        "orders", "cancel", "7", NULL);
+	ck_assert_msg(r.rc == 3 && strstr(r.err, "--idempotency-key ctl-"),
+	              "unreachable cancel: %d %s", r.rc, r.err);
+	run_free(&r);
+	/* the retry with it places the order once; another retry is the
+	 * first answer again */
+	int64_t first = 0;
+	for (int k = 0; k < 2; k++) {
+		ctl(&r, w.trader_token, "--json", "orders", "place",
+		    "--market", "spot", "--side", "buy", "--pages", "256",
+		    "--price", "1000", "--account", acct, "--client-order-id",
+		    coid);
+		ck_assert_msg(r.rc == 0, "retry %d: %d %s", k, r.rc, r.err);
+		json_t *ord = json_object_get(r.json, "order");
+		ck_assert_str_eq(
+		    json_string_value(json_object_get(ord, "client_order_id")),
+		    coid);
+		int64_t id = json_integer_value(json_object_get(ord, "id"));
+		if (k == 0)
+			first = id;
+		ck_assert_int_eq(id, first);
+		run_free(&r);
+	}
+	/* without --client-order-id, one is made */
+	ctl(&r, w.trader_token, "--json", "orders", "place", "--market", "spot",
+	    "--side", "buy", "--pages", "256", "--price", "1000", "--account",
+	    acct);
+	ck_assert_msg(r.rc == 0, "%d %s", r.rc, r.err);
+	const char *made = json_string_value(json_object_get(
+	    json_object_get(r.json, "order"), "client_order_id"));
+	ck_assert_msg(made && strncmp(made, "ctl-", 4) == 0,
+	              "client_order_id %s", made ? made : "(none)");
+	run_free(&r);
+
 	/* usage errors: exit 2, before any request */
 	const char *bad[][8] = {
 	    {"frobnicate", NULL},
