@@ -25,6 +25,7 @@
 #include "node-agent/events.h"
 #include "node-agent/exec.h"
 #include "node-agent/lendsup.h"
+#include "node-agent/mglru.h"
 #include "node-agent/sample.h"
 #include "node-agent/spool.h"
 
@@ -74,6 +75,13 @@ struct agent {
 	struct meter *meter;
 	struct spool *spool;
 	struct sample_idle *idle;
+	/* MGLRU: on when the kernel has it and its file reads; the memcg
+	 * path lru_gen prints for our cgroup (NULL: the whole machine). */
+	int mglru_on;
+	char memcg[CONFIG_STR];
+	char *mglru_buf;
+	struct mglru_view *mg;
+	enum wsest_source source; /* the last estimate's, for the log */
 	int64_t account;
 	rx_pages managed;
 	struct wsest_estimate e;
@@ -175,6 +183,33 @@ static void sim_read_usage(struct agent *a)
 	fclose(f);
 }
 
+#define AGENT_LRU_GEN_MAX (1 << 20) /* lru_gen of ~2000 memcgs */
+
+/* Reads the generations; when the youngest is half a window old, ages them
+ * and reads again, so that the histogram has the walk just made. */
+static int mglru_sample(struct agent *a, struct wsest_sample *s, char *err,
+                        size_t errlen)
+{
+	const char *memcg = a->memcg[0] ? a->memcg : NULL;
+	int64_t half_ms = a->cfg.est.window_ns / 2000000;
+
+	if (sample_read_file(a->cfg.mglru_file, a->mglru_buf, AGENT_LRU_GEN_MAX,
+	                     err, errlen) < 0 ||
+	    mglru_parse(a->mglru_buf, memcg, 1000, a->mg, err, errlen) < 0)
+		return -1;
+	int aged = mglru_age(a->cfg.mglru_file, a->mg, half_ms, err, errlen);
+	if (aged < 0)
+		return -1;
+	if (aged > 0 &&
+	    (sample_read_file(a->cfg.mglru_file, a->mglru_buf,
+	                      AGENT_LRU_GEN_MAX, err, errlen) < 0 ||
+	     mglru_parse(a->mglru_buf, memcg, 1000, a->mg, err, errlen) < 0))
+		return -1;
+	s->gens = a->mg->gens;
+	s->has_gens = 1;
+	return 0;
+}
+
 static int take_sample(struct agent *a, rx_time_ns t, struct wsest_sample *s)
 {
 	char err[512];
@@ -199,7 +234,13 @@ static int take_sample(struct agent *a, rx_time_ns t, struct wsest_sample *s)
 			          log_quote((char[600]){0}, 600, err));
 			return -1;
 		}
-		if (a->idle &&
+		if (a->mglru_on && mglru_sample(a, s, err, sizeof err) < 0) {
+			log_warn("MGLRU generations unreadable; working set "
+			         "from the other sources from now on",
+			         "err=%s", log_quote((char[600]){0}, 600, err));
+			a->mglru_on = 0;
+		}
+		if (!s->has_gens && a->idle &&
 		    sample_idle_scan(a->idle, &s->idle, err, sizeof err) == 0 &&
 		    s->idle.sampled > 0)
 			s->has_idle = 1;
@@ -208,6 +249,11 @@ static int take_sample(struct agent *a, rx_time_ns t, struct wsest_sample *s)
 		log_error("estimator refused a sample", "why=%s",
 		          log_quote((char[300]){0}, 300, why));
 		return -1;
+	}
+	if (a->e.source != a->source && a->e.source != WSEST_NONE) {
+		log_info("working-set source", "ramex_agent_wss_source=%s",
+		         wsest_source_name(a->e.source));
+		a->source = a->e.source;
 	}
 	a->n_samples++;
 	return 0;
@@ -1156,7 +1202,7 @@ static void act(struct agent *a, const struct strategy_action *x, rx_time_ns t)
 	}
 }
 
-static void decide(struct agent *a, rx_time_ns t)
+static void decide(struct agent *a, rx_time_ns t, int known)
 {
 	static struct strategy_action acts[STRATEGY_MAX_ACTIONS];
 	static struct strategy_contract ks[STRATEGY_MAX_CONTRACTS];
@@ -1186,7 +1232,7 @@ static void decide(struct agent *a, rx_time_ns t)
 		          log_quote((char[300]){0}, 300, why));
 		return;
 	}
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < n && known; i++) {
 		/* Without the exchange only the local half of a recall can
 		 * run; orders wait for the next round. */
 		if (!a->reachable && (acts[i].kind == STRATEGY_PLACE ||
@@ -1224,6 +1270,7 @@ static void write_status(struct agent *a)
 	        "# ramex-agent status (Prometheus text format)\n"
 	        "ramex_agent_wss_pages %lld\n"
 	        "ramex_agent_wss_err_pages %lld\n"
+	        "ramex_agent_wss_source{source=\"%s\"} 1\n"
 	        "ramex_agent_resident_pages %lld\n"
 	        "ramex_agent_dydx_us_per_page_year %lld\n"
 	        "ramex_agent_stall_ppm %lld\n"
@@ -1257,9 +1304,9 @@ static void write_status(struct agent *a)
 	        "ramex_agent_borrowed_held_pages %lld\n"
 	        "ramex_agent_errors_total %lld\n",
 	        (long long)a->e.wss, (long long)a->e.wss_err,
-	        (long long)a->e.resident, (long long)a->e.dydx,
-	        (long long)a->e.stall_ppm, a->e.pressure, a->e.stable,
-	        (long long)a->view.need, (long long)a->view.sold,
+	        wsest_source_name(a->e.source), (long long)a->e.resident,
+	        (long long)a->e.dydx, (long long)a->e.stall_ppm, a->e.pressure,
+	        a->e.stable, (long long)a->view.need, (long long)a->view.sold,
 	        (long long)a->view.borrowed, (long long)a->view.spare,
 	        (long long)a->view.ask[STRATEGY_SPOT],
 	        (long long)a->view.ask[STRATEGY_PERM], (long long)a->view.bid,
@@ -1360,6 +1407,49 @@ static void learn_market(struct agent *a)
 	client_resp_clear(&r);
 }
 
+/* MGLRU as the working-set source: switched on if allowed, the cgroup's
+ * path as lru_gen prints it found, and one read that parses. Any failure is
+ * logged and leaves the other sources. */
+static void mglru_start(struct agent *a)
+{
+	char err[512], mounts[16384];
+	int on = mglru_enable(MGLRU_ENABLED_FILE, a->cfg.mglru_enable, err,
+	                      sizeof err);
+	if (on <= 0)
+		goto off;
+	if (!strcmp(a->cfg.backend, "cgroup")) {
+		if (sample_read_file("/proc/mounts", mounts, sizeof mounts, err,
+		                     sizeof err) < 0)
+			goto off;
+		if (mglru_memcg_path(mounts, a->cfg.cgroup, a->memcg,
+		                     sizeof a->memcg) < 0) {
+			snprintf(err, sizeof err,
+			         "%s is under no cgroup2 mount in /proc/mounts",
+			         a->cfg.cgroup);
+			goto off;
+		}
+	}
+	a->mglru_buf = malloc(AGENT_LRU_GEN_MAX);
+	a->mg = malloc(sizeof *a->mg);
+	if (!a->mglru_buf || !a->mg) {
+		snprintf(err, sizeof err, "out of memory");
+		goto off;
+	}
+	if (sample_read_file(a->cfg.mglru_file, a->mglru_buf, AGENT_LRU_GEN_MAX,
+	                     err, sizeof err) < 0 ||
+	    mglru_parse(a->mglru_buf, a->memcg[0] ? a->memcg : NULL, 1000,
+	                a->mg, err, sizeof err) < 0)
+		goto off;
+	a->mglru_on = 1;
+	log_info("MGLRU generations found", "file=%s memcg=%s lruvecs=%d",
+	         a->cfg.mglru_file, a->memcg[0] ? a->memcg : "(all)",
+	         a->mg->nlv);
+	return;
+off:
+	log_info("no MGLRU working-set source", "why=%s",
+	         log_quote((char[600]){0}, 600, err));
+}
+
 static int start(struct agent *a, char *err, size_t errlen)
 {
 	char secret[256];
@@ -1416,7 +1506,10 @@ static int start(struct agent *a, char *err, size_t errlen)
 			return -1;
 		a->managed = m.total;
 	}
-	if (strcmp(a->cfg.backend, "sim") && a->cfg.idle_sampling) {
+	if (strcmp(a->cfg.backend, "sim") && a->cfg.mglru)
+		mglru_start(a);
+	if (strcmp(a->cfg.backend, "sim") && a->cfg.idle_sampling &&
+	    !a->mglru_on) {
 		char e2[512];
 		a->idle = sample_idle_new(
 		    SAMPLE_PAGE_IDLE_BITMAP, 0, (uint64_t)a->managed * 5 / 4,
@@ -1567,8 +1660,9 @@ int main(int argc, char **argv)
 			lend_tick(&a);
 		if (known && a.reachable)
 			refresh_market(&a);
-		if (known)
-			decide(&a, t);
+		/* The view (need, spare) is the node's own: kept current,
+		 * and in the status file, even before the exchange answers. */
+		decide(&a, t, known);
 		if (events_now_ms() - last_report >= a.cfg.report_s * 1000) {
 			cut_all(&a, now_ns());
 			last_report =
@@ -1606,5 +1700,7 @@ int main(int argc, char **argv)
 	meter_free(a.meter);
 	spool_close(a.spool);
 	sample_idle_free(a.idle);
+	free(a.mglru_buf);
+	free(a.mg);
 	return 0;
 }

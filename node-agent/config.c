@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum type { T_STR, T_I64, T_INT, T_BOOL };
 
@@ -85,6 +86,15 @@ static const struct setting settings[] = {
       "sample idle pages through /sys/kernel/mm/page_idle/bitmap"),
     I("idle_stride", idle_stride, 1, 64, 1 << 20,
       "sample every n-th page frame (>= 64)"),
+    B("mglru", mglru,
+      "measure the working set from MGLRU generations (aged by the agent "
+      "every half window) where the kernel has them; preferred over "
+      "idle_sampling"),
+    B("mglru_enable", mglru_enable,
+      "switch MGLRU on (/sys/kernel/mm/lru_gen/enabled) when it is off "
+      "(default: on when run as root)"),
+    S("mglru_file", mglru_file,
+      "MGLRU's generations file (debugfs must be mounted)"),
     S("lend_listen", lend_listen,
       "HOST:PORT this node's lend page servers bind (port 0: a free one "
       "per contract; empty: this node does not serve lend contracts)"),
@@ -188,6 +198,9 @@ void config_default(struct agent_config *c)
 	c->poll_s = 60;
 	c->idle_sampling = 1;
 	c->idle_stride = 257; /* odd: no aliasing with huge-page alignment */
+	c->mglru = 1;
+	c->mglru_enable = geteuid() == 0;
+	strcpy(c->mglru_file, "/sys/kernel/debug/lru_gen");
 	strcpy(c->lend_borrow_mode, "attach");
 	strcpy(c->lend_nbd_device, "/dev/nbd0");
 	wsest_config_default(&c->est);

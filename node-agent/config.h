@@ -45,6 +45,9 @@ struct agent_config {
 	int64_t poll_s;      /* contract listing interval with events up */
 	int idle_sampling;   /* use page_idle/bitmap when present */
 	int64_t idle_stride; /* sample every n-th page frame */
+	int mglru;           /* use MGLRU generations when present */
+	int mglru_enable;    /* switch MGLRU on when it is off (root) */
+	char mglru_file[CONFIG_STR]; /* debugfs lru_gen */
 	/* lend contracts' data path (lendsup.h, docs/lending.md) */
 	char lend_listen[CONFIG_STR];    /* HOST:PORT; "" = serve no lends */
 	char lend_advertise[CONFIG_STR]; /* HOST[:PORT] for the exchange */

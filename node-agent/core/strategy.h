@@ -114,6 +114,7 @@ struct strategy_view {
 	rx_pages spare;                   /* kept − need, may be negative */
 	rx_price ask[STRATEGY_NPRODUCTS]; /* 0 = not offering */
 	rx_price bid;                     /* 0 = not bidding */
+	enum wsest_source source;         /* what `need` was measured from */
 };
 
 void strategy_config_default(struct strategy_config *c);
