@@ -191,7 +191,14 @@ static int mglru_sample(struct agent *a, struct wsest_sample *s, char *err,
                         size_t errlen)
 {
 	const char *memcg = a->memcg[0] ? a->memcg : NULL;
-	int64_t half_ms = a->cfg.est.window_ns / 2000000;
+	/* Aged at most half a window apart, the generation holding the pages
+	 * the last walk found accessed is never older than the window: its
+	 * pages are wholly in the working set. Samples come every sample_s,
+	 * so age a sample early rather than late. */
+	int64_t half_ms =
+	    a->cfg.est.window_ns / 2000000 - a->cfg.sample_s * 1000;
+	if (half_ms < 1000)
+		half_ms = 1000;
 
 	if (sample_read_file(a->cfg.mglru_file, a->mglru_buf, AGENT_LRU_GEN_MAX,
 	                     err, errlen) < 0 ||
@@ -1441,6 +1448,15 @@ static void mglru_start(struct agent *a)
 	                a->mg, err, sizeof err) < 0)
 		goto off;
 	a->mglru_on = 1;
+	/* Aged every half window less a sample, the oldest generation must
+	 * still lie past the window (three agings), or its pages count as
+	 * uncertain and the error bar takes in every cold page. */
+	if (a->cfg.sample_s * 6000000000 > a->cfg.est.window_ns)
+		log_warn("sample_s is over a sixth of window_s: the MGLRU "
+		         "error bar will at times take in cold pages",
+		         "sample_s=%lld window_s=%lld",
+		         (long long)a->cfg.sample_s,
+		         (long long)(a->cfg.est.window_ns / 1000000000));
 	log_info("MGLRU generations found", "file=%s memcg=%s lruvecs=%d",
 	         a->cfg.mglru_file, a->memcg[0] ? a->memcg : "(all)",
 	         a->mg->nlv);

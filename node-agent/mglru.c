@@ -232,24 +232,27 @@ static int write_str(const char *path, const char *s, char *err, size_t errlen)
 int mglru_age(const char *debug_file, const struct mglru_view *v,
               int64_t interval_ms, char *err, size_t errlen)
 {
-	int aged = 0, fd = -1;
+	int aged = 0;
 
 	for (int i = 0; i < v->nlv; i++) {
 		const struct mglru_lruvec *l = &v->lv[i];
 		char cmd[96];
 		if (l->youngest_age_ms < interval_ms)
 			continue;
-		if (fd < 0 &&
-		    (fd = open(debug_file, O_WRONLY | O_CLOEXEC)) < 0) {
+		int n = snprintf(cmd, sizeof cmd,
+		                 "+ %" PRId64 " %d %" PRIu64 " 1 1\n",
+		                 l->memcg_id, l->node, l->max_seq);
+		/* One command an open: debugfs files do not seek, and one
+		 * refused command fails the whole write it is in. */
+		int fd = open(debug_file, O_WRONLY | O_CLOEXEC);
+		if (fd < 0) {
 			errf(err, errlen, "could not open %s: %s", debug_file,
 			     strerror(errno));
 			return -1;
 		}
-		int n = snprintf(cmd, sizeof cmd,
-		                 "+ %" PRId64 " %d %" PRIu64 " 1 1\n",
-		                 l->memcg_id, l->node, l->max_seq);
-		/* One command a write, each from the file's start. */
-		ssize_t w = pwrite(fd, cmd, (size_t)n, 0);
+		ssize_t w = write(fd, cmd, (size_t)n);
+		int e = errno;
+		close(fd);
 		if (w == n) {
 			aged++;
 			continue;
@@ -257,15 +260,12 @@ int mglru_age(const char *debug_file, const struct mglru_view *v,
 		/* EINVAL: the memcg went away, or the kernel's own reclaim
 		 * made a generation since the read; the next sample tries
 		 * again. */
-		if (w < 0 && errno == EINVAL)
+		if (w < 0 && e == EINVAL)
 			continue;
 		errf(err, errlen, "could not write \"%.*s\" to %s: %s", n - 1,
-		     cmd, debug_file, w < 0 ? strerror(errno) : "short write");
-		close(fd);
+		     cmd, debug_file, w < 0 ? strerror(e) : "short write");
 		return -1;
 	}
-	if (fd >= 0)
-		close(fd);
 	return aged;
 }
 

@@ -191,8 +191,9 @@ START_TEST(aging_commands)
 	size_t n = fread(buf, 1, sizeof buf - 1, f);
 	fclose(f);
 	buf[n] = 0;
-	/* each command is its own write at offset 0 of a regular file: the
-	 * last one is what stays (the kernel's file takes them one by one) */
+	/* each command is its own open and write, at offset 0 of a regular
+	 * file: the last one is what stays (the kernel takes each as it
+	 * comes) */
 	ck_assert_str_eq(buf, "+ 3 0 2 1 1\n");
 	ck_assert_int_eq(mglru_age(path, &v, 7000, err, sizeof err), 0);
 	unlink(path);
