@@ -60,10 +60,10 @@ SH
       ;;
       knee) cat <<SH
 mkdir /sys/fs/cgroup/knee
-for l in 128 80 72 68 64 60 56; do
+for l in 128 96 80 72 68 66 64 62 60; do
   echo \${l}M >/sys/fs/cgroup/knee/memory.max
   echo "WSS-KNEE-LIMIT mib=\$l"
-  timeout 60 sh -c 'echo \$\$ >/sys/fs/cgroup/knee/cgroup.procs; exec /wss_workload knee 64 20'
+  timeout 60 sh -c 'echo \$\$ >/sys/fs/cgroup/knee/cgroup.procs; exec /wss_workload knee 64 40'
 done
 echo max >/sys/fs/cgroup/knee/memory.max
 wss_agent knee $W --backend=cgroup --cgroup=/sys/fs/cgroup/knee --cgroup_pages=65536 --margin_pct=5 --margin_min_pages=256

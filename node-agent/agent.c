@@ -82,6 +82,11 @@ struct agent {
 	char *mglru_buf;
 	struct mglru_view *mg;
 	enum wsest_source source; /* the last estimate's, for the log */
+	/* Active probing (cgroup backend, memory.reclaim present). */
+	int probe_on;
+	struct probe probe;
+	rx_pages probed_pending; /* taken since the last sample */
+	int64_t n_probes, probed_total;
 	int64_t account;
 	rx_pages managed;
 	struct wsest_estimate e;
@@ -191,15 +196,10 @@ static int mglru_sample(struct agent *a, struct wsest_sample *s, char *err,
                         size_t errlen)
 {
 	const char *memcg = a->memcg[0] ? a->memcg : NULL;
-	/* Aged at most half a window apart, the generation holding the pages
-	 * the last walk found accessed is never older than the window: its
-	 * pages are wholly in the working set. Samples come every sample_s,
-	 * so age a sample early rather than late. */
-	int64_t half_ms =
-	    a->cfg.est.window_ns / 2000000 - a->cfg.sample_s * 1000;
-	if (half_ms < 1000)
-		half_ms = 1000;
-
+	/* Aged every half window (at the first sample after), the oldest
+	 * generation, which older ones are merged into, lies a window back
+	 * or more, so that its pages are known not to be working. */
+	int64_t half_ms = a->cfg.est.window_ns / 2000000;
 	if (sample_read_file(a->cfg.mglru_file, a->mglru_buf, AGENT_LRU_GEN_MAX,
 	                     err, errlen) < 0 ||
 	    mglru_parse(a->mglru_buf, memcg, 1000, a->mg, err, errlen) < 0)
@@ -241,6 +241,8 @@ static int take_sample(struct agent *a, rx_time_ns t, struct wsest_sample *s)
 			          log_quote((char[600]){0}, 600, err));
 			return -1;
 		}
+		s->probed = a->probed_pending;
+		a->probed_pending = 0;
 		if (a->mglru_on && mglru_sample(a, s, err, sizeof err) < 0) {
 			log_warn("MGLRU generations unreadable; working set "
 			         "from the other sources from now on",
@@ -264,6 +266,32 @@ static int take_sample(struct agent *a, rx_time_ns t, struct wsest_sample *s)
 	}
 	a->n_samples++;
 	return 0;
+}
+
+/* Takes the next probe's pages away (probe.h decides how many); the next
+ * sample carries what memory.current fell by, so that the estimator sees
+ * the refaults that follow against it. */
+static void probe_tick(struct agent *a)
+{
+	char err[512];
+	rx_pages want, taken;
+
+	if (!a->probe_on)
+		return;
+	want = probe_next(&a->cfg.prb, &a->probe, &a->e);
+	if (want <= 0)
+		return;
+	if (sample_reclaim(a->cfg.cgroup, want, &taken, err, sizeof err) < 0) {
+		log_warn("probing stopped", "err=%s",
+		         log_quote((char[600]){0}, 600, err));
+		a->probe_on = 0;
+		return;
+	}
+	log_debug("probe", "asked_pages=%lld taken_pages=%lld stall_ppm=%lld",
+	          (long long)want, (long long)taken, (long long)a->e.stall_ppm);
+	a->probed_pending += taken;
+	a->probed_total += taken;
+	a->n_probes++;
 }
 
 /* ---- reports ---- */
@@ -1280,6 +1308,9 @@ static void write_status(struct agent *a)
 	        "ramex_agent_wss_source{source=\"%s\"} 1\n"
 	        "ramex_agent_resident_pages %lld\n"
 	        "ramex_agent_dydx_us_per_page_year %lld\n"
+	        "ramex_agent_probe_dydx_us_per_page_year %lld\n"
+	        "ramex_agent_probes_total %lld\n"
+	        "ramex_agent_probed_pages_total %lld\n"
 	        "ramex_agent_stall_ppm %lld\n"
 	        "ramex_agent_pressure %d\n"
 	        "ramex_agent_stable %d\n"
@@ -1312,8 +1343,10 @@ static void write_status(struct agent *a)
 	        "ramex_agent_errors_total %lld\n",
 	        (long long)a->e.wss, (long long)a->e.wss_err,
 	        wsest_source_name(a->e.source), (long long)a->e.resident,
-	        (long long)a->e.dydx, (long long)a->e.stall_ppm, a->e.pressure,
-	        a->e.stable, (long long)a->view.need, (long long)a->view.sold,
+	        (long long)a->e.dydx, (long long)a->e.probe_dydx,
+	        (long long)a->n_probes, (long long)a->probed_total,
+	        (long long)a->e.stall_ppm, a->e.pressure, a->e.stable,
+	        (long long)a->view.need, (long long)a->view.sold,
 	        (long long)a->view.borrowed, (long long)a->view.spare,
 	        (long long)a->view.ask[STRATEGY_SPOT],
 	        (long long)a->view.ask[STRATEGY_PERM], (long long)a->view.bid,
@@ -1448,15 +1481,6 @@ static void mglru_start(struct agent *a)
 	                a->mg, err, sizeof err) < 0)
 		goto off;
 	a->mglru_on = 1;
-	/* Aged every half window less a sample, the oldest generation must
-	 * still lie past the window (three agings), or its pages count as
-	 * uncertain and the error bar takes in every cold page. */
-	if (a->cfg.sample_s * 6000000000 > a->cfg.est.window_ns)
-		log_warn("sample_s is over a sixth of window_s: the MGLRU "
-		         "error bar will at times take in cold pages",
-		         "sample_s=%lld window_s=%lld",
-		         (long long)a->cfg.sample_s,
-		         (long long)(a->cfg.est.window_ns / 1000000000));
 	log_info("MGLRU generations found", "file=%s memcg=%s lruvecs=%d",
 	         a->cfg.mglru_file, a->memcg[0] ? a->memcg : "(all)",
 	         a->mg->nlv);
@@ -1524,6 +1548,21 @@ static int start(struct agent *a, char *err, size_t errlen)
 	}
 	if (strcmp(a->cfg.backend, "sim") && a->cfg.mglru)
 		mglru_start(a);
+	if (!strcmp(a->cfg.backend, "cgroup") && a->cfg.probe) {
+		char rp[CONFIG_STR + 32];
+		snprintf(rp, sizeof rp, "%s/memory.reclaim", a->cfg.cgroup);
+		a->probe_on = access(rp, W_OK) == 0;
+		if (a->probe_on)
+			log_info("probing through memory.reclaim",
+			         "ceiling_ppm=%lld step_pct=%d",
+			         (long long)a->cfg.prb.ceiling_ppm,
+			         a->cfg.prb.step_pct);
+		else
+			log_info("no probing",
+			         "why=%s is not writable "
+			         "(kernel older than 5.19?)",
+			         rp);
+	}
 	if (strcmp(a->cfg.backend, "sim") && a->cfg.idle_sampling &&
 	    !a->mglru_on) {
 		char e2[512];
@@ -1679,6 +1718,7 @@ int main(int argc, char **argv)
 		/* The view (need, spare) is the node's own: kept current,
 		 * and in the status file, even before the exchange answers. */
 		decide(&a, t, known);
+		probe_tick(&a);
 		if (events_now_ms() - last_report >= a.cfg.report_s * 1000) {
 			cut_all(&a, now_ns());
 			last_report =

@@ -11,6 +11,7 @@
 #ifndef RAMEX_AGENT_CONFIG_H
 #define RAMEX_AGENT_CONFIG_H
 
+#include "node-agent/core/probe.h"
 #include "node-agent/core/strategy.h"
 #include "node-agent/core/wsest.h"
 
@@ -59,6 +60,8 @@ struct agent_config {
 	char lend_tls_ca[CONFIG_STR]; /* borrower: TLS, trusting this CA */
 	struct wsest_config est;
 	struct strategy_config strat;
+	int probe; /* active probing through memory.reclaim */
+	struct probe_config prb;
 };
 
 /* Fills `c` with the defaults. */

@@ -27,6 +27,8 @@ struct wsest {
 	double base_n[WSEST_AGE_BUCKETS];
 	int pressure;
 	int stable_run;
+	int have_probe;
+	double probe_rate; /* refaults a second per probed page, smoothed */
 };
 
 void wsest_config_default(struct wsest_config *c)
@@ -222,40 +224,42 @@ static int check_gens(const struct wsest_gens *g, const char **why)
 	return 0;
 }
 
-/* Fine estimate from MGLRU generations. A bin wholly younger than the window
- * is working, one wholly older is not; of a bin the window cuts, the share
- * the window covers is taken (pages spread evenly over its idle range) and
- * the rest is uncertain either way. The oldest generation's range is open:
- * whatever of it the window covers is uncertain. Counts are exact, so the
- * error is only that of the cut bins. */
+/* Fine estimate from MGLRU generations. A page's generation says when an
+ * aging walk last saw it accessed: the bin's idle_min is that walk's age.
+ * The working set is every page some walk saw accessed within the window
+ * (Denning's, at the walks' resolution: a page touched since the last walk
+ * is counted from the next one on, and one no longer touched leaves it
+ * once the walk that last saw it is a window old). A walk every half
+ * window keeps the oldest, open generation (older ones merged into it)
+ * past the window; when it is not, its pages may or may not be working,
+ * and they are the error. lo and hi bound the working set as the bins'
+ * ranges allow. */
 static double gens_estimate(struct wsest *w, const struct wsest_sample *s,
                             double *var, double *lo, double *hi,
                             struct wsest_estimate *e)
 {
 	const struct wsest_gens *g = &s->gens;
-	double tau = (double)w->cfg.window_ns / 1e6, in = 0;
+	double tau = (double)w->cfg.window_ns / 1e6, in = 0, unsure = 0;
 	int order[WSEST_GEN_BINS], n = g->nbins;
 
 	*lo = 0;
 	*hi = 0;
 	for (int i = 0; i < n; i++) {
 		const struct wsest_gen_bin *b = &g->bin[i];
-		double mn = (double)b->idle_min_ms, p = (double)b->pages;
-		if (b->idle_max_ms != WSEST_GEN_OPEN &&
-		    (double)b->idle_max_ms <= tau) {
+		double p = (double)b->pages;
+		if ((double)b->idle_min_ms < tau) {
 			in += p;
-			*lo += p;
 			*hi += p;
-		} else if (mn < tau) {
-			*hi += p;
-			if (b->idle_max_ms != WSEST_GEN_OPEN)
-				in += p * (tau - mn) /
-				      ((double)b->idle_max_ms - mn);
+			if (b->idle_max_ms != WSEST_GEN_OPEN &&
+			    (double)b->idle_max_ms <= tau)
+				*lo += p;
+			if (b->idle_max_ms == WSEST_GEN_OPEN)
+				unsure += p;
 		}
 		order[i] = i;
 	}
-	/* The uncertain pages' range taken as ±2σ. */
-	*var = ((*hi - *lo) / 4) * ((*hi - *lo) / 4);
+	/* The open bin's pages taken as ±2σ. */
+	*var = (unsure / 4) * (unsure / 4);
 
 	/* The curve: bins hottest first. A page last touched t ago is
 	 * touched about 1/t times a second (the rate's maximum likelihood
@@ -334,7 +338,8 @@ int wsest_update(struct wsest *w, const struct wsest_sample *s,
                  struct wsest_estimate *e, const char **why)
 {
 	memset(e, 0, sizeof *e);
-	if (s->active < 0 || s->inactive < 0 || s->unevictable < 0) {
+	if (s->active < 0 || s->inactive < 0 || s->unevictable < 0 ||
+	    s->probed < 0) {
 		*why = "negative list size in sample";
 		return -1;
 	}
@@ -417,10 +422,7 @@ int wsest_update(struct wsest *w, const struct wsest_sample *s,
 		w->wss_var = (1 - alpha) * (w->wss_var + alpha * d * d);
 	}
 
-	/* The generations are a count, not a sample: the estimate's swing
-	 * over time is the workload changing, not an error of it. */
-	double var_time = e->source == WSEST_MGLRU ? 0 : w->wss_var;
-	double err = sqrt(4 * var_samp + 4 * var_time + def_half * def_half);
+	double err = sqrt(4 * var_samp + 4 * w->wss_var + def_half * def_half);
 	e->wss = (rx_pages)llround(w->wss);
 	e->wss_err = (rx_pages)llround(ceil(err));
 	e->deficit = (rx_pages)llround(def_half);
@@ -439,6 +441,21 @@ int wsest_update(struct wsest *w, const struct wsest_sample *s,
 	e->stable = w->stable_run >= w->cfg.stable_samples;
 
 	e->dydx = e->resident > 0 ? wsest_value_at(e, e->resident - 1) : 0;
+	if (s->probed > 0) {
+		/* The probe took the coldest pages: each refault of the
+		 * interval is one of them, or a working page it pushed out. */
+		double r = refault_rate / (double)s->probed;
+		w->probe_rate =
+		    w->have_probe ? w->probe_rate + alpha * (r - w->probe_rate)
+		                  : r;
+		w->have_probe = 1;
+		e->probed = s->probed;
+	}
+	if (w->have_probe) {
+		e->probe_dydx = value_of(w->probe_rate, w->cost_ns);
+		if (e->probe_dydx > e->dydx)
+			e->dydx = e->probe_dydx;
+	}
 	e->dydx_above = e->dydx;
 	if (def_half >= 1) {
 		/* Each missing page is needed (refault_rate / missing) times a

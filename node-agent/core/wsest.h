@@ -82,6 +82,9 @@ struct wsest_sample {
 	/* Added fields: zero means absent. */
 	int has_gens; /* MGLRU generations were read for this sample */
 	struct wsest_gens gens;
+	/* Pages active probing (memory.reclaim) took away since the previous
+	 * sample: their refaults in this interval are dy/dx at the margin. */
+	rx_pages probed;
 };
 
 enum wsest_source {
@@ -122,6 +125,11 @@ struct wsest_estimate {
 	struct wsest_point curve[WSEST_AGE_BUCKETS];
 	/* Added fields: zero means absent. */
 	rx_pages wss_lo, wss_hi; /* the bounds the histogram allows */
+	/* dy/dx measured by probing: refaults per probed page, as stall µs
+	 * per page-year (smoothed over probes; 0 until a probe). dydx is at
+	 * least this once measured. */
+	int64_t probe_dydx;
+	rx_pages probed; /* pages the probe of this interval took away */
 };
 
 struct wsest;

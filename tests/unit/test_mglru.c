@@ -9,6 +9,7 @@
 
 #include <check.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +227,96 @@ START_TEST(enable_file)
 }
 END_TEST
 
+/*
+ * A trace recorded in the guest (bench/60-wss.sh, case cg: 600 MiB touched
+ * once, then hot sets of 150, 300 and 50 MiB in a cgroup without a limit;
+ * the agent aging every 10 s for a 20 s window and probing): per sample
+ * (every 2 to 4 s, as the bench's monitor read them) the cgroup's
+ * lru_gen section, its refault counters, PSI some total and unevictable
+ * pages. Replayed through mglru_parse and wsest_update, the estimate must
+ * meet the bench's goal in every phase once the window and one aging have
+ * passed since the phase began: within 10 % of the hot set, or the hot set
+ * inside an error bar no wider than 15 % of it.
+ */
+START_TEST(recorded_trace)
+{
+	static char text[1 << 16];
+	struct wsest_config c;
+	struct wsest_estimate e;
+	const char *why = NULL, *p;
+	double phase_t = 0, hot_mib = 0;
+	int checked = 0, phases = 0;
+
+	wsest_config_default(&c);
+	c.window_ns = INT64_C(20000000000);
+	struct wsest *w = wsest_new(&c, &why);
+	ck_assert(w);
+	p = fixture("trace-cg.txt");
+	while (*p) {
+		const char *nl = strchr(p, '\n');
+		const char *end = nl ? nl + 1 : p + strlen(p);
+		double t, hot;
+		unsigned long long ref, psi, unev;
+		if (sscanf(p, "end %lf", &t) == 1)
+			break; /* the workload is gone */
+		if (sscanf(p, "phase %lf %lf", &t, &hot) == 2) {
+			phase_t = t;
+			hot_mib = hot;
+			phases++;
+		} else if (sscanf(p, "sample %lf %llu %llu %llu", &t, &ref,
+		                  &psi, &unev) == 4) {
+			/* the lru_gen lines up to the next record */
+			const char *q = end;
+			size_t n = 0;
+			while (*q && strncmp(q, "sample ", 7) &&
+			       strncmp(q, "phase ", 6) &&
+			       strncmp(q, "end ", 4)) {
+				const char *l = strchr(q, '\n');
+				size_t len =
+				    l ? (size_t)(l - q) + 1 : strlen(q);
+				memcpy(text + n, q, len);
+				n += len;
+				q += len;
+			}
+			text[n] = 0;
+			ck_assert_msg(mglru_parse(text, "/cg", 1000, &v, err,
+			                          sizeof err) == 0,
+			              "t=%.1f: %s", t, err);
+			struct wsest_sample smp;
+			memset(&smp, 0, sizeof smp);
+			smp.t = (rx_time_ns)(t * 1e9);
+			smp.refaults = ref;
+			smp.psi_some_us = psi;
+			smp.unevictable = (rx_pages)unev;
+			smp.active = v.pages;
+			smp.has_gens = 1;
+			smp.gens = v.gens;
+			ck_assert_msg(wsest_update(w, &smp, &e, &why) == 0,
+			              "t=%.1f: %s", t, why);
+			if (phases > 1 && t >= phase_t + 40) {
+				double truth = hot_mib * 256,
+				       d = fabs((double)e.wss - truth);
+				ck_assert_int_eq(e.source, WSEST_MGLRU);
+				ck_assert_msg(
+				    d <= 0.10 * truth ||
+				        (d <= (double)e.wss_err &&
+				         (double)e.wss_err <= 0.15 * truth),
+				    "t=%.1f hot %.0f MiB: estimate %.1f ± %.1f "
+				    "MiB",
+				    t, hot_mib, (double)e.wss / 256,
+				    (double)e.wss_err / 256);
+				checked++;
+			}
+			end = q;
+		}
+		p = end;
+	}
+	ck_assert_int_ge(phases, 4);
+	ck_assert_int_ge(checked, 10);
+	wsest_free(w);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("mglru");
@@ -237,6 +328,7 @@ int main(void)
 	tcase_add_test(tc, memcg_path);
 	tcase_add_test(tc, aging_commands);
 	tcase_add_test(tc, enable_file);
+	tcase_add_test(tc, recorded_trace);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -601,6 +601,46 @@ START_TEST(mglru_bad_bins)
 }
 END_TEST
 
+/* Probing: pages taken away whose refaults follow measure dy/dx at the
+ * margin; an interval without a probe keeps the last measurement. */
+START_TEST(probe_measures_dydx)
+{
+	struct wsest *w = new_est();
+	struct wsest_sample smp;
+	struct wsest_estimate e;
+	const char *why = NULL;
+
+	memset(&smp, 0, sizeof smp);
+	smp.active = 100000;
+	smp.t = DT_NS;
+	ck_assert(wsest_update(w, &smp, &e, &why) == 0);
+	smp.t += DT_NS;
+	ck_assert(wsest_update(w, &smp, &e, &why) == 0);
+	ck_assert_int_eq(e.probe_dydx, 0);
+	int64_t before = e.dydx;
+	/* 1000 pages taken, 100 refaults in the 10 s after: each taken page
+	 * is wanted 0.01 times a second */
+	smp.t += DT_NS;
+	smp.probed = 1000;
+	smp.refaults = 100;
+	ck_assert(wsest_update(w, &smp, &e, &why) == 0);
+	ck_assert_int_eq(e.probed, 1000);
+	ck_assert_int_eq(e.probe_dydx,
+	                 (int64_t)(0.01 * RX_SECONDS_PER_YEAR * 50000 / 1000));
+	ck_assert_int_ge(e.dydx, e.probe_dydx);
+	ck_assert_int_ge(e.dydx, before);
+	smp.t += DT_NS;
+	smp.probed = 0;
+	ck_assert(wsest_update(w, &smp, &e, &why) == 0);
+	ck_assert_int_eq(e.probed, 0);
+	ck_assert_int_gt(e.probe_dydx, 0);
+	smp.t += DT_NS;
+	smp.probed = -1;
+	ck_assert(wsest_update(w, &smp, &e, &why) == -1);
+	wsest_free(w);
+}
+END_TEST
+
 START_TEST(bad_config)
 {
 	struct wsest_config c;
@@ -636,6 +676,7 @@ int main(void)
 	tcase_add_test(tc, mglru_follows_phases);
 	tcase_add_test(tc, mglru_mixed_heat);
 	tcase_add_test(tc, mglru_bad_bins);
+	tcase_add_test(tc, probe_measures_dydx);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
