@@ -37,9 +37,9 @@ wss_monitor() {
       awk -v n="$name" -v t="$(cut -d' ' -f1 /proc/uptime)" '
         /^ramex_agent_wss_pages /{w=$2} /^ramex_agent_wss_err_pages /{e=$2}
         /^ramex_agent_need_pages /{d=$2} /^ramex_agent_stall_ppm /{s=$2}
-        /^ramex_agent_resident_pages /{r=$2}
+        /^ramex_agent_resident_pages /{r=$2} /^ramex_agent_probed_pages_total /{pr=$2}
         /^ramex_agent_wss_source/{split($1,a,"\""); src=a[2]}
-        END{printf "WSS-STAT case=%s t=%s wss=%d err=%d need=%d resident=%d stall_ppm=%d source=%s\n", n,t,w,e,d,r,s,src}' /tmp/$name.status
+        END{printf "WSS-STAT case=%s t=%s wss=%d err=%d need=%d resident=%d stall_ppm=%d source=%s probed=%d\n", n,t,w,e,d,r,s,src,pr}' /tmp/$name.status
     fi
     if [ -n "$cg" ] && [ -n "$WSS_TRACE" ]; then
       echo "WSS-TRACE t=$(cut -d' ' -f1 /proc/uptime) $(grep -E '^(unevictable|workingset_refault_anon|workingset_refault_file) ' $cg/memory.stat | tr '\n' ' ') $(head -1 $cg/memory.pressure)"
