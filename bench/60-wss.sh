@@ -44,7 +44,7 @@ insmod /lib/modules/ramex.ko
 wss_agent $c $W --backend=kmod
 sleep 6; wss_monitor $c & MON=\$!
 echo "WSS-BASE case=$c kb=\$(awk '/^(Unevictable|AnonPages|Mapped):/{s+=\$2} END{print s}' /proc/meminfo)"
-/wss_workload phases $phases
+WSS_TRUTH_WINDOW_S=$W /wss_workload phases $phases
 wss_stop \$MON \$AGENT; rmmod ramex
 SH
       ;;
@@ -56,7 +56,7 @@ mkdir /sys/fs/cgroup/$c; echo $lim >/sys/fs/cgroup/$c/memory.max
 echo "WSS-BASE case=$c kb=0"
 wss_agent $c $W --backend=cgroup --cgroup=/sys/fs/cgroup/$c --cgroup_pages=$pages $probe
 sleep 6; WSS_TRACE=1 wss_monitor $c /sys/fs/cgroup/$c & MON=\$!
-sh -c 'echo \$\$ >/sys/fs/cgroup/$c/cgroup.procs; exec /wss_workload phases $phases'
+sh -c 'echo \$\$ >/sys/fs/cgroup/$c/cgroup.procs; export WSS_TRUTH_WINDOW_S=$W; exec /wss_workload phases $phases'
 wss_stop \$MON \$AGENT
 SH
       ;;

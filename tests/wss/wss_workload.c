@@ -13,7 +13,10 @@
  *     refaults what LRU evicted just before).
  *
  * Prints "WSS-PHASE t=SECONDS hot=MIB" (t: CLOCK_BOOTTIME, as /proc/uptime)
- * at every phase change and "WSS-KNEE hot=MIB seconds=S" at the end.
+ * at every phase change, "WSS-TRUTH t=SECONDS pages=N" every 2 s when
+ * WSS_TRUTH_WINDOW_S is set (the pages it wrote within that window: a
+ * workload slowed down by refaults touches fewer than its hot set), and
+ * "WSS-KNEE hot=MIB seconds=S" at the end of the knee.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -45,15 +48,67 @@ static char *alloc(long bytes)
 	return p;
 }
 
+/* The Denning truth, as the workload itself knows it: when each page was
+ * last written (a clock read every 64 pages), and every 2 s how many were
+ * written within the window (WSS_TRUTH_WINDOW_S; unset: not reported). */
+static float *stamp;
+static long npages;
+static double window, next_report;
+
+static void truth_init(long pages, double w)
+{
+	window = w;
+	if (w <= 0)
+		return;
+	npages = pages;
+	stamp = calloc((size_t)pages, sizeof *stamp);
+	if (!stamp) {
+		perror("calloc");
+		exit(1);
+	}
+	for (long i = 0; i < pages; i++)
+		stamp[i] = -1e9f;
+}
+
+static void truth_report(void)
+{
+	double t = now();
+	long n = 0;
+
+	if (window <= 0 || t < next_report)
+		return;
+	next_report = t + 2;
+	for (long i = 0; i < npages; i++)
+		n += stamp[i] >= (float)(t - window);
+	printf("WSS-TRUTH t=%.1f pages=%ld\n", t, n);
+	fflush(stdout);
+}
+
+static void touch(char *p, long bytes)
+{
+	float t = (float)now();
+	for (long i = 0, k = 0; i < bytes; i += PAGE, k++) {
+		p[i]++;
+		if (window > 0) {
+			if (!(k & 63)) {
+				t = (float)now();
+				truth_report();
+			}
+			stamp[k] = t;
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 5 && !strcmp(argv[1], "phases") && argc % 2 == 1) {
 		long total = atol(argv[2]) << 20;
 		char *p = alloc(total);
+		const char *w = getenv("WSS_TRUTH_WINDOW_S");
+		truth_init(total / PAGE, w ? atof(w) : 0);
 		printf("WSS-PHASE t=%.1f hot=%ld\n", now(), total >> 20);
 		fflush(stdout);
-		for (long i = 0; i < total; i += PAGE)
-			p[i] = 1;
+		touch(p, total);
 		for (int a = 3; a + 1 < argc; a += 2) {
 			long hot = atol(argv[a]) << 20;
 			if (hot > total)
@@ -63,11 +118,11 @@ int main(int argc, char **argv)
 			fflush(stdout);
 			while (now() < end) {
 				double t0 = now(), d;
-				for (long i = 0; i < hot; i += PAGE)
-					p[i]++;
+				touch(p, hot);
 				d = now() - t0;
 				if (d < 1)
 					usleep((useconds_t)((1 - d) * 1e6));
+				truth_report();
 			}
 		}
 		printf("WSS-PHASE t=%.1f end\n", now());
