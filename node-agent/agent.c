@@ -25,6 +25,7 @@
 #include "node-agent/events.h"
 #include "node-agent/exec.h"
 #include "node-agent/lendsup.h"
+#include "node-agent/mglru.h"
 #include "node-agent/sample.h"
 #include "node-agent/spool.h"
 
@@ -75,6 +76,18 @@ struct agent {
 	struct meter *meter;
 	struct spool *spool;
 	struct sample_idle *idle;
+	/* MGLRU: on when the kernel has it and its file reads; the memcg
+	 * path lru_gen prints for our cgroup (NULL: the whole machine). */
+	int mglru_on;
+	char memcg[CONFIG_STR];
+	char *mglru_buf;
+	struct mglru_view *mg;
+	enum wsest_source source; /* the last estimate's, for the log */
+	/* Active probing (cgroup backend, memory.reclaim present). */
+	int probe_on;
+	struct probe probe;
+	rx_pages probed_pending; /* taken since the last sample */
+	int64_t n_probes, probed_total;
 	int64_t account;
 	/* this agent's principal as orders record it (node:KEY): the orders
 	 * it placed are its quotes; the account's other orders are a
@@ -191,6 +204,35 @@ static void sim_read_usage(struct agent *a)
 	fclose(f);
 }
 
+#define AGENT_LRU_GEN_MAX (1 << 20) /* lru_gen of ~2000 memcgs */
+
+/* Reads the generations; when the youngest is half a window old, ages them
+ * and reads again, so that the histogram has the walk just made. */
+static int mglru_sample(struct agent *a, struct wsest_sample *s, char *err,
+                        size_t errlen)
+{
+	const char *memcg = a->memcg[0] ? a->memcg : NULL;
+	/* Aged every half window (at the first sample after), the oldest
+	 * generation, which older ones are merged into, lies a window back
+	 * or more, so that its pages are known not to be working. */
+	int64_t half_ms = a->cfg.est.window_ns / 2000000;
+	if (sample_read_file(a->cfg.mglru_file, a->mglru_buf, AGENT_LRU_GEN_MAX,
+	                     err, errlen) < 0 ||
+	    mglru_parse(a->mglru_buf, memcg, 1000, a->mg, err, errlen) < 0)
+		return -1;
+	int aged = mglru_age(a->cfg.mglru_file, a->mg, half_ms, err, errlen);
+	if (aged < 0)
+		return -1;
+	if (aged > 0 &&
+	    (sample_read_file(a->cfg.mglru_file, a->mglru_buf,
+	                      AGENT_LRU_GEN_MAX, err, errlen) < 0 ||
+	     mglru_parse(a->mglru_buf, memcg, 1000, a->mg, err, errlen) < 0))
+		return -1;
+	s->gens = a->mg->gens;
+	s->has_gens = 1;
+	return 0;
+}
+
 static int take_sample(struct agent *a, rx_time_ns t, struct wsest_sample *s)
 {
 	char err[512];
@@ -215,7 +257,15 @@ static int take_sample(struct agent *a, rx_time_ns t, struct wsest_sample *s)
 			          log_quote((char[600]){0}, 600, err));
 			return -1;
 		}
-		if (a->idle &&
+		s->probed = a->probed_pending;
+		a->probed_pending = 0;
+		if (a->mglru_on && mglru_sample(a, s, err, sizeof err) < 0) {
+			log_warn("MGLRU generations unreadable; working set "
+			         "from the other sources from now on",
+			         "err=%s", log_quote((char[600]){0}, 600, err));
+			a->mglru_on = 0;
+		}
+		if (!s->has_gens && a->idle &&
 		    sample_idle_scan(a->idle, &s->idle, err, sizeof err) == 0 &&
 		    s->idle.sampled > 0)
 			s->has_idle = 1;
@@ -225,8 +275,39 @@ static int take_sample(struct agent *a, rx_time_ns t, struct wsest_sample *s)
 		          log_quote((char[300]){0}, 300, why));
 		return -1;
 	}
+	if (a->e.source != a->source && a->e.source != WSEST_NONE) {
+		log_info("working-set source", "ramex_agent_wss_source=%s",
+		         wsest_source_name(a->e.source));
+		a->source = a->e.source;
+	}
 	a->n_samples++;
 	return 0;
+}
+
+/* Takes the next probe's pages away (probe.h decides how many); the next
+ * sample carries what memory.current fell by, so that the estimator sees
+ * the refaults that follow against it. */
+static void probe_tick(struct agent *a)
+{
+	char err[512];
+	rx_pages want, taken;
+
+	if (!a->probe_on)
+		return;
+	want = probe_next(&a->cfg.prb, &a->probe, &a->e);
+	if (want <= 0)
+		return;
+	if (sample_reclaim(a->cfg.cgroup, want, &taken, err, sizeof err) < 0) {
+		log_warn("probing stopped", "err=%s",
+		         log_quote((char[600]){0}, 600, err));
+		a->probe_on = 0;
+		return;
+	}
+	log_debug("probe", "asked_pages=%lld taken_pages=%lld stall_ppm=%lld",
+	          (long long)want, (long long)taken, (long long)a->e.stall_ppm);
+	a->probed_pending += taken;
+	a->probed_total += taken;
+	a->n_probes++;
 }
 
 /* ---- reports ---- */
@@ -1259,7 +1340,7 @@ static void act(struct agent *a, const struct strategy_action *x, rx_time_ns t)
 	}
 }
 
-static void decide(struct agent *a, rx_time_ns t)
+static void decide(struct agent *a, rx_time_ns t, int known)
 {
 	static struct strategy_action acts[STRATEGY_MAX_ACTIONS];
 	static struct strategy_contract ks[STRATEGY_MAX_CONTRACTS];
@@ -1290,6 +1371,9 @@ static void decide(struct agent *a, rx_time_ns t)
 		          log_quote((char[300]){0}, 300, why));
 		return;
 	}
+	if (!known)
+		return; /* the view (need) is up to date; acting waits until
+		         * the exchange has said who this node is */
 	/* an order in doubt is settled before any new one goes out */
 	settle_pending(a);
 	if (a->paused) {
@@ -1343,8 +1427,12 @@ static void write_status(struct agent *a)
 	        "# ramex-agent status (Prometheus text format)\n"
 	        "ramex_agent_wss_pages %lld\n"
 	        "ramex_agent_wss_err_pages %lld\n"
+	        "ramex_agent_wss_source{source=\"%s\"} 1\n"
 	        "ramex_agent_resident_pages %lld\n"
 	        "ramex_agent_dydx_us_per_page_year %lld\n"
+	        "ramex_agent_probe_dydx_us_per_page_year %lld\n"
+	        "ramex_agent_probes_total %lld\n"
+	        "ramex_agent_probed_pages_total %lld\n"
 	        "ramex_agent_stall_ppm %lld\n"
 	        "ramex_agent_pressure %d\n"
 	        "ramex_agent_stable %d\n"
@@ -1376,7 +1464,9 @@ static void write_status(struct agent *a)
 	        "ramex_agent_borrowed_held_pages %lld\n"
 	        "ramex_agent_errors_total %lld\n",
 	        (long long)a->e.wss, (long long)a->e.wss_err,
-	        (long long)a->e.resident, (long long)a->e.dydx,
+	        wsest_source_name(a->e.source), (long long)a->e.resident,
+	        (long long)a->e.dydx, (long long)a->e.probe_dydx,
+	        (long long)a->n_probes, (long long)a->probed_total,
 	        (long long)a->e.stall_ppm, a->e.pressure, a->e.stable,
 	        (long long)a->view.need, (long long)a->view.sold,
 	        (long long)a->view.borrowed, (long long)a->view.spare,
@@ -1501,6 +1591,49 @@ static void learn_market(struct agent *a)
 	client_resp_clear(&r);
 }
 
+/* MGLRU as the working-set source: switched on if allowed, the cgroup's
+ * path as lru_gen prints it found, and one read that parses. Any failure is
+ * logged and leaves the other sources. */
+static void mglru_start(struct agent *a)
+{
+	char err[512], mounts[16384];
+	int on = mglru_enable(MGLRU_ENABLED_FILE, a->cfg.mglru_enable, err,
+	                      sizeof err);
+	if (on <= 0)
+		goto off;
+	if (!strcmp(a->cfg.backend, "cgroup")) {
+		if (sample_read_file("/proc/mounts", mounts, sizeof mounts, err,
+		                     sizeof err) < 0)
+			goto off;
+		if (mglru_memcg_path(mounts, a->cfg.cgroup, a->memcg,
+		                     sizeof a->memcg) < 0) {
+			snprintf(err, sizeof err,
+			         "%s is under no cgroup2 mount in /proc/mounts",
+			         a->cfg.cgroup);
+			goto off;
+		}
+	}
+	a->mglru_buf = malloc(AGENT_LRU_GEN_MAX);
+	a->mg = malloc(sizeof *a->mg);
+	if (!a->mglru_buf || !a->mg) {
+		snprintf(err, sizeof err, "out of memory");
+		goto off;
+	}
+	if (sample_read_file(a->cfg.mglru_file, a->mglru_buf, AGENT_LRU_GEN_MAX,
+	                     err, sizeof err) < 0 ||
+	    mglru_parse(a->mglru_buf, a->memcg[0] ? a->memcg : NULL, 1000,
+	                a->mg, err, sizeof err) < 0)
+		goto off;
+	a->mglru_on = 1;
+	log_info("MGLRU generations found", "file=%s memcg=%s lruvecs=%d",
+	         a->cfg.mglru_file, a->memcg[0] ? a->memcg : "(all)",
+	         a->mg->nlv);
+	return;
+off:
+	log_info("no MGLRU working-set source", "why=%s",
+	         log_quote((char[600]){0}, 600, err));
+}
+
 static int start(struct agent *a, char *err, size_t errlen)
 {
 	char secret[256];
@@ -1561,7 +1694,25 @@ static int start(struct agent *a, char *err, size_t errlen)
 			return -1;
 		a->managed = m.total;
 	}
-	if (strcmp(a->cfg.backend, "sim") && a->cfg.idle_sampling) {
+	if (strcmp(a->cfg.backend, "sim") && a->cfg.mglru)
+		mglru_start(a);
+	if (!strcmp(a->cfg.backend, "cgroup") && a->cfg.probe) {
+		char rp[CONFIG_STR + 32];
+		snprintf(rp, sizeof rp, "%s/memory.reclaim", a->cfg.cgroup);
+		a->probe_on = access(rp, W_OK) == 0;
+		if (a->probe_on)
+			log_info("probing through memory.reclaim",
+			         "ceiling_ppm=%lld step_pct=%d",
+			         (long long)a->cfg.prb.ceiling_ppm,
+			         a->cfg.prb.step_pct);
+		else
+			log_info("no probing",
+			         "why=%s is not writable "
+			         "(kernel older than 5.19?)",
+			         rp);
+	}
+	if (strcmp(a->cfg.backend, "sim") && a->cfg.idle_sampling &&
+	    !a->mglru_on) {
 		char e2[512];
 		a->idle = sample_idle_new(
 		    SAMPLE_PAGE_IDLE_BITMAP, 0, (uint64_t)a->managed * 5 / 4,
@@ -1712,8 +1863,10 @@ int main(int argc, char **argv)
 			lend_tick(&a);
 		if (known && a.reachable)
 			refresh_market(&a);
-		if (known)
-			decide(&a, t);
+		/* The view (need, spare) is the node's own: kept current,
+		 * and in the status file, even before the exchange answers. */
+		decide(&a, t, known);
+		probe_tick(&a);
 		if (events_now_ms() - last_report >= a.cfg.report_s * 1000) {
 			cut_all(&a, now_ns());
 			last_report =
@@ -1752,5 +1905,7 @@ int main(int argc, char **argv)
 	meter_free(a.meter);
 	spool_close(a.spool);
 	sample_idle_free(a.idle);
+	free(a.mglru_buf);
+	free(a.mg);
 	return 0;
 }

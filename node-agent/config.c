@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum type { T_STR, T_I64, T_INT, T_BOOL };
 
@@ -85,6 +86,29 @@ static const struct setting settings[] = {
       "sample idle pages through /sys/kernel/mm/page_idle/bitmap"),
     I("idle_stride", idle_stride, 1, 64, 1 << 20,
       "sample every n-th page frame (>= 64)"),
+    B("mglru", mglru,
+      "measure the working set from MGLRU generations (aged by the agent "
+      "every half window) where the kernel has them; preferred over "
+      "idle_sampling"),
+    B("mglru_enable", mglru_enable,
+      "switch MGLRU on (/sys/kernel/mm/lru_gen/enabled) when it is off "
+      "(default: on when run as root)"),
+    S("mglru_file", mglru_file,
+      "MGLRU's generations file (debugfs must be mounted)"),
+    B("probe", probe,
+      "cgroup backend: probe actively (Senpai/TMO), taking a share of the "
+      "cold pages away through memory.reclaim and measuring dy/dx by the "
+      "refaults that follow"),
+    I("probe_ceiling_ppm", prb.ceiling_ppm, 1, 1, 1000000,
+      "no probe while PSI some (ppm of time) is at half of this or more; "
+      "after one, none for probe_backoff_samples"),
+    N("probe_step_pct", prb.step_pct, 1, 100,
+      "share of the cold pages (resident beyond working set + error) one "
+      "probe takes"),
+    I("probe_step_max_pages", prb.step_max, 1, 1, YEAR_PAGES,
+      "the most one probe takes"),
+    N("probe_backoff_samples", prb.backoff_samples, 0, 100000,
+      "samples without probing after a stall near the ceiling"),
     S("lend_listen", lend_listen,
       "HOST:PORT this node's lend page servers bind (port 0: a free one "
       "per contract; empty: this node does not serve lend contracts)"),
@@ -191,10 +215,15 @@ void config_default(struct agent_config *c)
 	c->poll_s = 60;
 	c->idle_sampling = 1;
 	c->idle_stride = 257; /* odd: no aliasing with huge-page alignment */
+	c->mglru = 1;
+	c->mglru_enable = geteuid() == 0;
+	strcpy(c->mglru_file, "/sys/kernel/debug/lru_gen");
 	strcpy(c->lend_borrow_mode, "attach");
 	strcpy(c->lend_nbd_device, "/dev/nbd0");
 	wsest_config_default(&c->est);
 	strategy_config_default(&c->strat);
+	probe_config_default(&c->prb);
+	c->probe = 1;
 }
 
 static const struct setting *lookup(const char *key, size_t len)
@@ -444,6 +473,10 @@ int config_check(const struct agent_config *c, char *err, size_t errlen)
 		return -1;
 	}
 	wsest_free(w);
+	if ((why = probe_config_check(&c->prb))) {
+		errf(err, errlen, "%s", why);
+		return -1;
+	}
 	if ((why = strategy_config_check(&c->strat))) {
 		errf(err, errlen, "strategy: %s", why);
 		return -1;

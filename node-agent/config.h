@@ -11,6 +11,7 @@
 #ifndef RAMEX_AGENT_CONFIG_H
 #define RAMEX_AGENT_CONFIG_H
 
+#include "node-agent/core/probe.h"
 #include "node-agent/core/strategy.h"
 #include "node-agent/core/wsest.h"
 
@@ -45,6 +46,9 @@ struct agent_config {
 	int64_t poll_s;      /* contract listing interval with events up */
 	int idle_sampling;   /* use page_idle/bitmap when present */
 	int64_t idle_stride; /* sample every n-th page frame */
+	int mglru;           /* use MGLRU generations when present */
+	int mglru_enable;    /* switch MGLRU on when it is off (root) */
+	char mglru_file[CONFIG_STR]; /* debugfs lru_gen */
 	/* lend contracts' data path (lendsup.h, docs/lending.md) */
 	char lend_listen[CONFIG_STR];    /* HOST:PORT; "" = serve no lends */
 	char lend_advertise[CONFIG_STR]; /* HOST[:PORT] for the exchange */
@@ -57,6 +61,8 @@ struct agent_config {
 	int lend_plaintext; /* allow plain TCP off loopback (both ends) */
 	struct wsest_config est;
 	struct strategy_config strat;
+	int probe; /* active probing through memory.reclaim */
+	struct probe_config prb;
 };
 
 /* Fills `c` with the defaults. */

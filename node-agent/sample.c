@@ -501,3 +501,61 @@ int sample_idle_scan(struct sample_idle *si, struct wsest_idle *out, char *err,
 	out->population = out->sampled * (int64_t)si->stride;
 	return 0;
 }
+
+static int read_current(const char *dir, int64_t *out, char *err, size_t errlen)
+{
+	char buf[64];
+	uint64_t v;
+	const char *rest;
+
+	if (read_in(dir, "memory.current", buf, sizeof buf, err, errlen) < 0)
+		return -1;
+	if (parse_u64(buf, &rest, &v) < 0 || v > INT64_MAX) {
+		errf(err, errlen, "%s/memory.current: not a byte count", dir);
+		return -1;
+	}
+	*out = (int64_t)v;
+	return 0;
+}
+
+int sample_reclaim(const char *dir, rx_pages pages, rx_pages *taken, char *err,
+                   size_t errlen)
+{
+	char path[PATH_MAX], num[32];
+	int64_t before, after;
+	int fd, n;
+	ssize_t w;
+
+	*taken = 0;
+	if (pages <= 0)
+		return 0;
+	if (read_current(dir, &before, err, errlen) < 0)
+		return -1;
+	if (snprintf(path, sizeof path, "%s/memory.reclaim", dir) >=
+	    (int)sizeof path) {
+		errf(err, errlen, "path too long: %s/memory.reclaim", dir);
+		return -1;
+	}
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0) {
+		errf(err, errlen,
+		     "could not open %s: %s (memory.reclaim needs kernel 5.19 "
+		     "or later)",
+		     path, strerror(errno));
+		return -1;
+	}
+	n = snprintf(num, sizeof num, "%lld\n",
+	             (long long)pages * RX_PAGE_SIZE);
+	w = write(fd, num, (size_t)n);
+	int e = errno;
+	close(fd);
+	if (w < 0 && e != EAGAIN) {
+		errf(err, errlen, "could not write %s: %s", path, strerror(e));
+		return -1;
+	}
+	if (read_current(dir, &after, err, errlen) < 0)
+		return -1;
+	*taken =
+	    before > after ? (rx_pages)((before - after) / RX_PAGE_SIZE) : 0;
+	return 0;
+}

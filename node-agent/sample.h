@@ -66,6 +66,13 @@ int sample_take(const struct sample_source *src, rx_time_ns t,
                 struct wsest_sample *out, struct sample_mem *mem, char *err,
                 size_t errlen);
 
+/* Active probing's edge: asks the kernel to reclaim `pages` from cgroup v2
+ * directory `dir` (memory.reclaim, kernel 5.19+) and sets *taken to the
+ * pages memory.current fell by. A reclaim that fell short (EAGAIN) is not
+ * an error: *taken says how much it got. Returns 0 or -1 with err. */
+int sample_reclaim(const char *dir, rx_pages pages, rx_pages *taken, char *err,
+                   size_t errlen);
+
 /* Reads a whole small file into buf (NUL-terminated). */
 int sample_read_file(const char *path, char *buf, size_t len, char *err,
                      size_t errlen);

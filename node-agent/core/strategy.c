@@ -311,6 +311,7 @@ int strategy_decide(const struct strategy_config *c,
 		v->others_sell += in->others.sell[p];
 	}
 	v->kept = in->total - v->sold + v->borrowed;
+	v->source = e->source;
 	if (e->source == WSEST_NONE)
 		return 0; /* nothing measured yet: change nothing */
 

@@ -125,6 +125,7 @@ struct strategy_view {
 	rx_price ask[STRATEGY_NPRODUCTS]; /* 0 = not offering */
 	rx_price bid;                     /* 0 = not bidding */
 	rx_pages others_buy, others_sell; /* open in people's orders */
+	enum wsest_source source;         /* what `need` was measured from */
 };
 
 void strategy_config_default(struct strategy_config *c);

@@ -27,6 +27,8 @@ struct wsest {
 	double base_n[WSEST_AGE_BUCKETS];
 	int pressure;
 	int stable_run;
+	int have_probe;
+	double probe_rate; /* refaults a second per probed page, smoothed */
 };
 
 void wsest_config_default(struct wsest_config *c)
@@ -202,6 +204,113 @@ static double idle_estimate(struct wsest *w, const struct wsest_sample *s,
 	return (double)in_ws * scale;
 }
 
+static int check_gens(const struct wsest_gens *g, const char **why)
+{
+	if (g->nbins < 1 || g->nbins > WSEST_GEN_BINS || g->walk_age_ms < 0) {
+		*why = "generation sample: 1..32 bins and a walk age of 0 or "
+		       "more are needed";
+		return -1;
+	}
+	for (int i = 0; i < g->nbins; i++) {
+		const struct wsest_gen_bin *b = &g->bin[i];
+		if (b->pages < 0 || b->idle_min_ms < 0 ||
+		    b->idle_max_ms < b->idle_min_ms) {
+			*why =
+			    "generation sample: a bin with negative pages or "
+			    "an idle range that ends before it starts";
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Fine estimate from MGLRU generations. A page's generation says when an
+ * aging walk last saw it accessed: the bin's idle_min is that walk's age.
+ * The working set is every page some walk saw accessed within the window
+ * (Denning's, at the walks' resolution: a page touched since the last walk
+ * is counted from the next one on, and one no longer touched leaves it
+ * once the walk that last saw it is a window old). A walk every half
+ * window keeps the oldest, open generation (older ones merged into it)
+ * past the window; when it is not, its pages may or may not be working,
+ * and they are the error. lo and hi bound the working set as the bins'
+ * ranges allow. */
+static double gens_estimate(struct wsest *w, const struct wsest_sample *s,
+                            double *var, double *lo, double *hi,
+                            struct wsest_estimate *e)
+{
+	const struct wsest_gens *g = &s->gens;
+	double tau = (double)w->cfg.window_ns / 1e6, in = 0, unsure = 0;
+	int order[WSEST_GEN_BINS], n = g->nbins;
+
+	*lo = 0;
+	*hi = 0;
+	for (int i = 0; i < n; i++) {
+		const struct wsest_gen_bin *b = &g->bin[i];
+		double p = (double)b->pages;
+		if ((double)b->idle_min_ms < tau) {
+			in += p;
+			*hi += p;
+			if (b->idle_max_ms != WSEST_GEN_OPEN &&
+			    (double)b->idle_max_ms <= tau)
+				*lo += p;
+			if (b->idle_max_ms == WSEST_GEN_OPEN)
+				unsure += p;
+		}
+		order[i] = i;
+	}
+	/* The open bin's pages taken as ±2σ. */
+	*var = (unsure / 4) * (unsure / 4);
+
+	/* The curve: bins hottest first. A page last touched t ago is
+	 * touched about 1/t times a second (the rate's maximum likelihood
+	 * for a Poisson page); within a bin, t is at most its idle_max,
+	 * and never under the walk's own age (the histogram's resolution). */
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0; j--) {
+			const struct wsest_gen_bin *a = &g->bin[order[j - 1]],
+			                           *b = &g->bin[order[j]];
+			if (a->idle_min_ms < b->idle_min_ms ||
+			    (a->idle_min_ms == b->idle_min_ms &&
+			     a->idle_max_ms <= b->idle_max_ms))
+				break;
+			int t = order[j];
+			order[j] = order[j - 1];
+			order[j - 1] = t;
+		}
+	double floor_ms = g->walk_age_ms > 1000 ? (double)g->walk_age_ms : 1000;
+	int64_t cum = 0, last = INT64_MAX;
+	int np = 0;
+	for (int i = 0; i < n; i++) {
+		const struct wsest_gen_bin *b = &g->bin[order[i]];
+		double t = b->idle_max_ms == WSEST_GEN_OPEN
+		               ? 2 * (double)b->idle_min_ms
+		               : (double)b->idle_max_ms;
+		if (t < floor_ms)
+			t = floor_ms;
+		int64_t v = value_of(1000 / t, w->cost_ns);
+		if (v > last)
+			v = last; /* colder bins are never worth more */
+		if (b->pages == 0)
+			continue;
+		if (np < WSEST_AGE_BUCKETS && (np == 0 || v < last)) {
+			e->curve[np].size = cum;
+			e->curve[np].value = v;
+			np++;
+		} else if (np == WSEST_AGE_BUCKETS) {
+			e->curve[np - 1].value = v; /* pool the coldest tail */
+		}
+		last = v;
+		cum += b->pages;
+	}
+	if (np == 0) {
+		e->curve[0].size = 0;
+		e->curve[0].value = 0;
+		np = 1;
+	}
+	e->npoints = np;
+	return in;
+}
+
 /* Coarse estimate from list sizes: the active list is working, half the
  * inactive list is, give or take the other half. */
 static double lru_estimate(struct wsest *w, const struct wsest_sample *s,
@@ -229,11 +338,14 @@ int wsest_update(struct wsest *w, const struct wsest_sample *s,
                  struct wsest_estimate *e, const char **why)
 {
 	memset(e, 0, sizeof *e);
-	if (s->active < 0 || s->inactive < 0 || s->unevictable < 0) {
+	if (s->active < 0 || s->inactive < 0 || s->unevictable < 0 ||
+	    s->probed < 0) {
 		*why = "negative list size in sample";
 		return -1;
 	}
 	if (s->has_idle && check_idle(&s->idle, why) < 0)
+		return -1;
+	if (s->has_gens && check_gens(&s->gens, why) < 0)
 		return -1;
 	if (!w->have_prev) {
 		w->prev = *s;
@@ -281,8 +393,17 @@ int wsest_update(struct wsest *w, const struct wsest_sample *s,
 	 * resident: each such page touched in the interval refaulted at least
 	 * once. Take the middle of [0, bound] and its half-width as error. */
 	double def_half = dref / 2;
-	double var_samp, raw;
-	if (s->has_idle && w->prev.has_idle) {
+	double var_samp, raw, lo = 0, hi = 0, keep = alpha;
+	if (s->has_gens) {
+		/* The generations already integrate over the window: a
+		 * further average would only add lag. */
+		e->source = WSEST_MGLRU;
+		raw = gens_estimate(w, s, &var_samp, &lo, &hi, e);
+		raw += (double)s->unevictable;
+		lo += (double)s->unevictable;
+		hi += (double)s->unevictable;
+		keep = 1;
+	} else if (s->has_idle && w->prev.has_idle) {
 		e->source = WSEST_IDLE;
 		raw = idle_estimate(w, s, dt_s, &var_samp, e);
 	} else {
@@ -297,7 +418,7 @@ int wsest_update(struct wsest *w, const struct wsest_sample *s,
 		w->have_est = 1;
 	} else {
 		double d = raw - w->wss;
-		w->wss += alpha * d;
+		w->wss += keep * d;
 		w->wss_var = (1 - alpha) * (w->wss_var + alpha * d * d);
 	}
 
@@ -305,6 +426,10 @@ int wsest_update(struct wsest *w, const struct wsest_sample *s,
 	e->wss = (rx_pages)llround(w->wss);
 	e->wss_err = (rx_pages)llround(ceil(err));
 	e->deficit = (rx_pages)llround(def_half);
+	if (e->source == WSEST_MGLRU) {
+		e->wss_lo = (rx_pages)llround(lo);
+		e->wss_hi = (rx_pages)llround(hi + 2 * def_half);
+	}
 
 	double drift = w->wss > 0 ? fabs(raw - w->wss) / w->wss : 1;
 	double rel = w->wss > 0 ? err / w->wss : 1;
@@ -316,6 +441,21 @@ int wsest_update(struct wsest *w, const struct wsest_sample *s,
 	e->stable = w->stable_run >= w->cfg.stable_samples;
 
 	e->dydx = e->resident > 0 ? wsest_value_at(e, e->resident - 1) : 0;
+	if (s->probed > 0) {
+		/* The probe took the coldest pages: each refault of the
+		 * interval is one of them, or a working page it pushed out. */
+		double r = refault_rate / (double)s->probed;
+		w->probe_rate =
+		    w->have_probe ? w->probe_rate + alpha * (r - w->probe_rate)
+		                  : r;
+		w->have_probe = 1;
+		e->probed = s->probed;
+	}
+	if (w->have_probe) {
+		e->probe_dydx = value_of(w->probe_rate, w->cost_ns);
+		if (e->probe_dydx > e->dydx)
+			e->dydx = e->probe_dydx;
+	}
 	e->dydx_above = e->dydx;
 	if (def_half >= 1) {
 		/* Each missing page is needed (refault_rate / missing) times a
@@ -328,6 +468,21 @@ int wsest_update(struct wsest *w, const struct wsest_sample *s,
 	assert(e->wss >= 0 && e->wss_err >= 0);
 	w->prev = *s;
 	return 0;
+}
+
+const char *wsest_source_name(enum wsest_source s)
+{
+	switch (s) {
+	case WSEST_LRU:
+		return "lru";
+	case WSEST_IDLE:
+		return "page_idle";
+	case WSEST_MGLRU:
+		return "mglru";
+	case WSEST_NONE:
+		break;
+	}
+	return "none";
 }
 
 int64_t wsest_value_at(const struct wsest_estimate *e, rx_pages x)

@@ -45,6 +45,28 @@ struct wsest_idle {
 	int64_t reuse[WSEST_AGE_BUCKETS];
 };
 
+/* Page-age bins from the kernel's multi-generational LRU (MGLRU): every
+ * generation of every memcg and node the sample covers is one bin. A page in
+ * a generation was last seen accessed (by the aging walk that moved it there)
+ * between idle_min_ms and idle_max_ms ago; idle_max_ms is WSEST_GEN_OPEN for
+ * the oldest generation, into which older ones are merged. Pages counted,
+ * unlike page_idle's, are every page on the LRU, not a sample. */
+#define WSEST_GEN_BINS 32
+#define WSEST_GEN_OPEN INT64_MAX
+
+struct wsest_gen_bin {
+	int64_t idle_min_ms, idle_max_ms;
+	int64_t pages;
+};
+
+struct wsest_gens {
+	int nbins;
+	struct wsest_gen_bin bin[WSEST_GEN_BINS];
+	/* The age of the youngest generation made by the aging walk: pages
+	 * touched since are not yet seen, so the histogram is that stale. */
+	int64_t walk_age_ms;
+};
+
 /* One sample. Counters are cumulative since boot (or cgroup creation). */
 struct wsest_sample {
 	rx_time_ns t;
@@ -57,13 +79,23 @@ struct wsest_sample {
 	rx_pages unevictable; /* counts as working: it cannot be reclaimed */
 	int has_idle;         /* idle-page tracking ran for this sample */
 	struct wsest_idle idle;
+	/* Added fields: zero means absent. */
+	int has_gens; /* MGLRU generations were read for this sample */
+	struct wsest_gens gens;
+	/* Pages active probing (memory.reclaim) took away since the previous
+	 * sample: their refaults in this interval are dy/dx at the margin. */
+	rx_pages probed;
 };
 
 enum wsest_source {
 	WSEST_NONE = 0, /* fewer than two samples yet */
 	WSEST_LRU,      /* from active/inactive list sizes only (coarse) */
 	WSEST_IDLE,     /* from idle-page ages (fine) */
+	WSEST_MGLRU,    /* from MGLRU generations and their ages (fine) */
 };
+
+/* The source's name as the status file and the log say it. */
+const char *wsest_source_name(enum wsest_source s);
 
 /* One point of the marginal-value curve: at memory sizes from `size` up to
  * the next point's size, one more page saves `value` microseconds of stall
@@ -91,6 +123,13 @@ struct wsest_estimate {
 	int stable;            /* steady enough to sell for the long term */
 	int npoints;
 	struct wsest_point curve[WSEST_AGE_BUCKETS];
+	/* Added fields: zero means absent. */
+	rx_pages wss_lo, wss_hi; /* the bounds the histogram allows */
+	/* dy/dx measured by probing: refaults per probed page, as stall µs
+	 * per page-year (smoothed over probes; 0 until a probe). dydx is at
+	 * least this once measured. */
+	int64_t probe_dydx;
+	rx_pages probed; /* pages the probe of this interval took away */
 };
 
 struct wsest;

@@ -83,6 +83,13 @@ START_TEST(offers_the_spare_on_spot)
 	/* 10 s of stall a page-year at 1 µ$/s is 10000 n$, plus 365 n$ of
 	 * moving cost, is under the 50000 floor. */
 	ck_assert_int_eq(r.a[0].price, cfg.spot_floor);
+	ck_assert_int_eq(r.v.source, WSEST_IDLE);
+
+	/* The view names the source need came from, whichever it is. */
+	e.source = WSEST_MGLRU;
+	r = decide(&e, NULL, 0, NULL, 0, 0, 0);
+	ck_assert_int_eq(r.v.source, WSEST_MGLRU);
+	ck_assert_int_eq(r.v.need, 230000);
 }
 END_TEST
 

@@ -395,6 +395,252 @@ START_TEST(bad_samples)
 }
 END_TEST
 
+/*
+ * MGLRU, modelled as the kernel keeps it: at most 4 generations; the agent
+ * ages every `aging` intervals, when the walk moves every page touched
+ * since the last walk into the youngest generation, a new (empty) youngest
+ * is made and, with 4 already, the two oldest merge. Each page's last touch
+ * is known to the model, so the truth is exact; the estimator sees only
+ * generation sizes and ages, as the agent's edge (mglru.c) gives them.
+ */
+#define MG_GENS 4
+
+struct mg {
+	struct sim *s;
+	int *gen;     /* sequence number of each page's generation */
+	int *touched; /* since the last walk */
+	int max_seq, min_seq;
+	int born[64]; /* tick each generation was made (by seq % 64) */
+	int aging;    /* intervals between walks */
+};
+
+static struct mg *mg_new(int n, int aging)
+{
+	struct mg *m = calloc(1, sizeof *m);
+	m->s = sim_new(n);
+	m->gen = calloc((size_t)n, sizeof *m->gen);
+	m->touched = calloc((size_t)n, sizeof *m->touched);
+	m->max_seq = MG_GENS - 1;
+	m->aging = aging;
+	return m;
+}
+
+static void mg_free(struct mg *m)
+{
+	sim_free(m->s);
+	free(m->gen);
+	free(m->touched);
+	free(m);
+}
+
+static void mg_step(struct mg *m, struct wsest_sample *out, int64_t dt_ms)
+{
+	struct sim *s = m->s;
+	memset(out, 0, sizeof *out);
+	s->tick++;
+	for (int i = 0; i < s->n; i++)
+		if (s->q[i] > 0 && rnd(s) < s->q[i]) {
+			s->last[i] = s->tick;
+			m->touched[i] = 1;
+		}
+	if (s->tick % m->aging == 0) {
+		for (int i = 0; i < s->n; i++) {
+			if (m->touched[i])
+				m->gen[i] = m->max_seq;
+			m->touched[i] = 0;
+		}
+		m->max_seq++;
+		m->born[m->max_seq % 64] = s->tick;
+		if (m->max_seq - m->min_seq + 1 > MG_GENS) {
+			m->min_seq++;
+			for (int i = 0; i < s->n; i++)
+				if (m->gen[i] < m->min_seq)
+					m->gen[i] = m->min_seq;
+		}
+	}
+	/* Bins as mglru.c makes them: youngest [0, its age), each older one
+	 * from the next younger one's age to its own, the oldest open. */
+	int64_t cnt[MG_GENS] = {0};
+	for (int i = 0; i < s->n; i++) {
+		int g = m->gen[i] < m->min_seq ? m->min_seq : m->gen[i];
+		cnt[m->max_seq - g]++;
+	}
+	int ng = m->max_seq - m->min_seq + 1;
+	out->has_gens = 1;
+	out->gens.nbins = ng;
+	for (int k = 0; k < ng; k++) {
+		int seq = m->max_seq - k;
+		int64_t age = (int64_t)(s->tick - m->born[seq % 64]) * dt_ms;
+		out->gens.bin[k].idle_min_ms =
+		    k == 0
+		        ? 0
+		        : (int64_t)(s->tick - m->born[(seq + 1) % 64]) * dt_ms;
+		out->gens.bin[k].idle_max_ms =
+		    k == ng - 1 ? WSEST_GEN_OPEN : age;
+		out->gens.bin[k].pages = cnt[k];
+		if (k == 0)
+			out->gens.walk_age_ms = age;
+	}
+	out->t = (rx_time_ns)s->tick * DT_NS;
+	out->active = s->n;
+	out->psi_some_us = s->psi_us;
+	out->refaults = s->refaults;
+}
+
+static void mg_feed(struct wsest *w, struct mg *m, struct wsest_estimate *e)
+{
+	struct wsest_sample smp;
+	const char *why = NULL;
+	mg_step(m, &smp, DT_NS / 1000000);
+	ck_assert_msg(wsest_update(w, &smp, e, &why) == 0, "update: %s", why);
+	ck_assert(e->source == WSEST_MGLRU || e->source == WSEST_NONE);
+}
+
+/* Hot set 20 %, then 50 %, then 5 % of the pages, each phase touched every
+ * interval; cold pages never. Aged every 3 intervals (30 s, half the 60 s
+ * window): by the end of each phase the estimate is within 10 % and the
+ * truth within its error bar; a growth is seen within one aging. */
+START_TEST(mglru_follows_phases)
+{
+	struct mg *m = mg_new(100000, 3);
+	struct wsest *w = new_est();
+	struct wsest_estimate e;
+	static const int hot[] = {20000, 50000, 5000};
+
+	sim_set(m->s, 0, 100000, 1.0); /* everything touched once */
+	mg_feed(w, m, &e);
+	for (int p = 0; p < 3; p++) {
+		sim_set(m->s, 0, 100000, 0);
+		sim_set(m->s, 0, hot[p], 1.0);
+		int seen = 0;
+		for (int t = 1; t <= 15; t++) {
+			mg_feed(w, m, &e);
+			int64_t truth = sim_truth(m->s);
+			if (!seen && llabs(e.wss - hot[p]) * 10 <= hot[p])
+				seen = t;
+			if (t >= 12)
+				assert_within(&e, truth, t);
+		}
+		/* growth: one walk (≤3 intervals); shrink: the window (6)
+		 * plus one walk */
+		ck_assert_msg(seen && seen <= (p == 1 ? 4 : 10),
+		              "phase %d: within 10 %% after %d intervals", p,
+		              seen);
+		ck_assert(e.wss_lo <= hot[p] && hot[p] <= e.wss_hi);
+	}
+	wsest_free(w);
+	mg_free(m);
+}
+END_TEST
+
+/* Pages touched with mixed probabilities: some every interval, some every
+ * few, some rarely. The window cuts generations; the error bar must hold
+ * the truth, and dy/dx falls from the hottest pages to the coldest. */
+START_TEST(mglru_mixed_heat)
+{
+	struct mg *m = mg_new(100000, 3);
+	struct wsest *w = new_est();
+	struct wsest_estimate e;
+	int held = 0, n = 0;
+
+	sim_set(m->s, 0, 20000, 1.0);
+	sim_set(m->s, 20000, 40000, 0.3);
+	sim_set(m->s, 40000, 60000, 0.02);
+	for (int t = 1; t <= 60; t++) {
+		mg_feed(w, m, &e);
+		if (t < 12)
+			continue;
+		int64_t truth = sim_truth(m->s), unseen = 0;
+		/* Touched since the last walk after a window's idleness: the
+		 * histogram cannot know them until the next walk (a lag of at
+		 * most one aging interval, which the bar does not cover). */
+		for (int i = 0; i < m->s->n; i++)
+			unseen += m->touched[i] && m->gen[i] < m->max_seq - 2;
+		n++;
+		held += llabs(e.wss - truth) <= e.wss_err + unseen;
+		ck_assert_msg(llabs(e.wss - truth) * 100 <= truth * 15,
+		              "t %d: estimate %lld truth %lld", t,
+		              (long long)e.wss, (long long)truth);
+	}
+	ck_assert_msg(held * 10 >= n * 9, "truth inside the bar %d of %d", held,
+	              n);
+	ck_assert(e.npoints >= 2);
+	for (int i = 1; i < e.npoints; i++) {
+		ck_assert(e.curve[i].size > e.curve[i - 1].size);
+		ck_assert(e.curve[i].value <= e.curve[i - 1].value);
+	}
+	ck_assert(e.curve[0].value > e.curve[e.npoints - 1].value);
+	wsest_free(w);
+	mg_free(m);
+}
+END_TEST
+
+START_TEST(mglru_bad_bins)
+{
+	struct wsest *w = new_est();
+	struct wsest_sample smp;
+	struct wsest_estimate e;
+	const char *why = NULL;
+
+	memset(&smp, 0, sizeof smp);
+	smp.t = 1;
+	smp.has_gens = 1;
+	ck_assert(wsest_update(w, &smp, &e, &why) == -1);
+	ck_assert(strstr(why, "bins"));
+	smp.gens.nbins = 1;
+	smp.gens.bin[0] = (struct wsest_gen_bin){5000, 1000, 10};
+	ck_assert(wsest_update(w, &smp, &e, &why) == -1);
+	ck_assert(strstr(why, "ends before"));
+	smp.gens.bin[0] = (struct wsest_gen_bin){0, 1000, -1};
+	ck_assert(wsest_update(w, &smp, &e, &why) == -1);
+	smp.gens.nbins = WSEST_GEN_BINS + 1;
+	ck_assert(wsest_update(w, &smp, &e, &why) == -1);
+	ck_assert_str_eq(wsest_source_name(WSEST_MGLRU), "mglru");
+	ck_assert_str_eq(wsest_source_name(WSEST_NONE), "none");
+	wsest_free(w);
+}
+END_TEST
+
+/* Probing: pages taken away whose refaults follow measure dy/dx at the
+ * margin; an interval without a probe keeps the last measurement. */
+START_TEST(probe_measures_dydx)
+{
+	struct wsest *w = new_est();
+	struct wsest_sample smp;
+	struct wsest_estimate e;
+	const char *why = NULL;
+
+	memset(&smp, 0, sizeof smp);
+	smp.active = 100000;
+	smp.t = DT_NS;
+	ck_assert(wsest_update(w, &smp, &e, &why) == 0);
+	smp.t += DT_NS;
+	ck_assert(wsest_update(w, &smp, &e, &why) == 0);
+	ck_assert_int_eq(e.probe_dydx, 0);
+	int64_t before = e.dydx;
+	/* 1000 pages taken, 100 refaults in the 10 s after: each taken page
+	 * is wanted 0.01 times a second */
+	smp.t += DT_NS;
+	smp.probed = 1000;
+	smp.refaults = 100;
+	ck_assert(wsest_update(w, &smp, &e, &why) == 0);
+	ck_assert_int_eq(e.probed, 1000);
+	ck_assert_int_eq(e.probe_dydx,
+	                 (int64_t)(0.01 * RX_SECONDS_PER_YEAR * 50000 / 1000));
+	ck_assert_int_ge(e.dydx, e.probe_dydx);
+	ck_assert_int_ge(e.dydx, before);
+	smp.t += DT_NS;
+	smp.probed = 0;
+	ck_assert(wsest_update(w, &smp, &e, &why) == 0);
+	ck_assert_int_eq(e.probed, 0);
+	ck_assert_int_gt(e.probe_dydx, 0);
+	smp.t += DT_NS;
+	smp.probed = -1;
+	ck_assert(wsest_update(w, &smp, &e, &why) == -1);
+	wsest_free(w);
+}
+END_TEST
+
 START_TEST(bad_config)
 {
 	struct wsest_config c;
@@ -427,6 +673,10 @@ int main(void)
 	tcase_add_test(tc, lru_fallback);
 	tcase_add_test(tc, bad_samples);
 	tcase_add_test(tc, bad_config);
+	tcase_add_test(tc, mglru_follows_phases);
+	tcase_add_test(tc, mglru_mixed_heat);
+	tcase_add_test(tc, mglru_bad_bins);
+	tcase_add_test(tc, probe_measures_dydx);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,338 @@
+/*
+ * test_mglru.c — MGLRU's lru_gen text to page-age bins (node-agent/mglru.c)
+ * on fixtures recorded in the Debian 6.1 guest (tests/unit/fixtures/agent/
+ * lru_gen/; in recorded.txt memcgs 1 and 2 are as the kernel printed them,
+ * 3 and 4 were added by hand to try the prefix match), the aging commands
+ * written, and a recorded trace replayed through the estimator.
+ */
+#include "node-agent/mglru.h"
+
+#include <check.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FIX "tests/unit/fixtures/agent/lru_gen"
+
+static char buf[1 << 20], err[512];
+static struct mglru_view v;
+
+static const char *fixture(const char *name)
+{
+	char path[512];
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof path, FIX "/%s", name);
+	f = fopen(path, "r");
+	ck_assert_msg(f, "%s", path);
+	n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	return buf;
+}
+
+static int64_t bin_pages(int64_t mn, int64_t mx)
+{
+	for (int i = 0; i < v.gens.nbins; i++)
+		if (v.gens.bin[i].idle_min_ms == mn &&
+		    v.gens.bin[i].idle_max_ms == mx)
+			return v.gens.bin[i].pages;
+	return -1;
+}
+
+START_TEST(one_memcg)
+{
+	ck_assert_int_eq(
+	    mglru_parse(fixture("recorded.txt"), "/w", 0, &v, err, sizeof err),
+	    0);
+	/* /w and /w/sub, not /wx */
+	ck_assert_int_eq(v.nlv, 2);
+	ck_assert_int_eq(v.lv[0].memcg_id, 2);
+	ck_assert_int_eq(v.lv[0].node, 0);
+	ck_assert_int_eq(v.lv[0].max_seq, 8);
+	ck_assert_int_eq(v.lv[0].youngest_age_ms, 2016);
+	ck_assert_int_eq(v.lv[1].memcg_id, 3);
+	ck_assert_int_eq(v.pages, 38329 + 12884 + 400 + 60);
+	/* the hot set: seen by the walk that made generation 8 */
+	ck_assert_int_eq(bin_pages(4088, 6164), -1); /* empty: no bin */
+	ck_assert_int_eq(bin_pages(2016, 4088), 12884);
+	ck_assert_int_eq(bin_pages(6164, WSEST_GEN_OPEN), 38329);
+	/* /w/sub: youngest generation from 0, oldest open */
+	ck_assert_int_eq(bin_pages(0, 2016), 60);
+	ck_assert_int_eq(bin_pages(2016, WSEST_GEN_OPEN), 400);
+	ck_assert_int_eq(v.gens.walk_age_ms, 2016);
+	/* a trailing slash names the same memcg */
+	ck_assert_int_eq(
+	    mglru_parse(fixture("recorded.txt"), "/w/", 0, &v, err, sizeof err),
+	    0);
+	ck_assert_int_eq(v.nlv, 2);
+}
+END_TEST
+
+START_TEST(whole_machine_merges)
+{
+	int64_t sum = 0;
+
+	ck_assert_int_eq(mglru_parse(fixture("recorded.txt"), NULL, 1100, &v,
+	                             err, sizeof err),
+	                 0);
+	ck_assert_int_eq(v.nlv, 4);
+	for (int i = 0; i < v.gens.nbins; i++)
+		sum += v.gens.bin[i].pages;
+	ck_assert_int_eq(sum, v.pages);
+	ck_assert_int_eq(v.pages, 680 + 51729 + 38329 + 12884 + 460 + 1000);
+	/* /w/sub's [0, 2016) and /wx's [0, 1000) lie within 1.1 s: one bin */
+	ck_assert_int_eq(bin_pages(0, 2016), 61);
+	ck_assert_int_eq(v.gens.walk_age_ms, 1000);
+	/* Fewer bins than the estimator holds: the rest merge into unions,
+	 * which still hold every page. */
+	ck_assert_int_le(v.gens.nbins, WSEST_GEN_BINS);
+}
+END_TEST
+
+START_TEST(too_many_lruvecs_merge)
+{
+	char *p = buf;
+	int64_t sum = 0;
+
+	/* 40 memcgs whose generations have ages far apart: more bins than
+	 * the estimator takes; the nearest are merged into their union. */
+	for (int m = 0; m < 40; m++)
+		p += sprintf(p,
+		             "memcg %5d /m%d\n node     0\n"
+		             " %10d %10d %10d %10d \n %10d %10d %10d %10d \n",
+		             m + 1, m, 1, 100000 + m * 3000, 10, 0, 2,
+		             1000 + m * 1500, 5, 1);
+	ck_assert_int_eq(mglru_parse(buf, NULL, 0, &v, err, sizeof err), 0);
+	ck_assert_int_eq(v.gens.nbins, WSEST_GEN_BINS);
+	for (int i = 0; i < v.gens.nbins; i++) {
+		sum += v.gens.bin[i].pages;
+		ck_assert(v.gens.bin[i].idle_max_ms >=
+		          v.gens.bin[i].idle_min_ms);
+	}
+	ck_assert_int_eq(sum, 40 * 16);
+	ck_assert_int_eq(v.nlv, 40);
+}
+END_TEST
+
+START_TEST(bad_text)
+{
+	ck_assert_int_eq(
+	    mglru_parse(fixture("bad.txt"), NULL, 0, &v, err, sizeof err), -1);
+	ck_assert_msg(strstr(err, "cannot parse") && strstr(err, "garbage"),
+	              "%s", err);
+	ck_assert_int_eq(mglru_parse(fixture("recorded.txt"), "/nope", 0, &v,
+	                             err, sizeof err),
+	                 -1);
+	ck_assert_msg(strstr(err, "no memcg /nope"), "%s", err);
+	/* a generation line before any node line */
+	ck_assert_int_eq(
+	    mglru_parse("memcg 1 /\n 1 2 3 4\n", NULL, 0, &v, err, sizeof err),
+	    -1);
+	/* a racy negative size printed unsigned counts as nothing */
+	ck_assert_int_eq(mglru_parse("memcg 1 /\n node 0\n 1 5 "
+	                             "18446744073709551615 7\n",
+	                             NULL, 0, &v, err, sizeof err),
+	                 0);
+	ck_assert_int_eq(v.pages, 7);
+	/* an empty LRU is one empty open bin, not an error */
+	ck_assert_int_eq(
+	    mglru_parse("memcg 1 /\n node 0\n", NULL, 0, &v, err, sizeof err),
+	    0);
+	ck_assert_int_eq(v.gens.nbins, 1);
+	ck_assert_int_eq(v.gens.bin[0].pages, 0);
+}
+END_TEST
+
+START_TEST(memcg_path)
+{
+	char out[256];
+	const char *m = fixture("mounts.txt");
+	char mounts[1024];
+
+	snprintf(mounts, sizeof mounts, "%s", m);
+	ck_assert_int_eq(
+	    mglru_memcg_path(mounts, "/sys/fs/cgroup/w", out, sizeof out), 0);
+	ck_assert_str_eq(out, "/w");
+	ck_assert_int_eq(
+	    mglru_memcg_path(mounts, "/sys/fs/cgroup/a/b/", out, sizeof out),
+	    0);
+	ck_assert_str_eq(out, "/a/b");
+	ck_assert_int_eq(
+	    mglru_memcg_path(mounts, "/sys/fs/cgroup", out, sizeof out), 0);
+	ck_assert_str_eq(out, "/");
+	ck_assert_int_eq(
+	    mglru_memcg_path(mounts, "/mnt/cg2/x", out, sizeof out), 0);
+	ck_assert_str_eq(out, "/x");
+	/* a sibling whose name only starts like the mount point */
+	ck_assert_int_eq(
+	    mglru_memcg_path(mounts, "/sys/fs/cgroupx/w", out, sizeof out), -1);
+	ck_assert_int_eq(mglru_memcg_path(mounts, "/tmp/w", out, sizeof out),
+	                 -1);
+}
+END_TEST
+
+START_TEST(aging_commands)
+{
+	char path[] = "/tmp/ramex-test-lru_gen-XXXXXX";
+	int fd = mkstemp(path);
+	ck_assert(fd >= 0);
+	close(fd);
+
+	ck_assert_int_eq(
+	    mglru_parse(fixture("recorded.txt"), NULL, 0, &v, err, sizeof err),
+	    0);
+	/* youngest ages: / 6652, /w 2016, /w/sub 2016, /wx 1000 */
+	ck_assert_int_eq(mglru_age(path, &v, 2000, err, sizeof err), 3);
+	FILE *f = fopen(path, "r");
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	/* each command is its own open and write, at offset 0 of a regular
+	 * file: the last one is what stays (the kernel takes each as it
+	 * comes) */
+	ck_assert_str_eq(buf, "+ 3 0 2 1 1\n");
+	ck_assert_int_eq(mglru_age(path, &v, 7000, err, sizeof err), 0);
+	unlink(path);
+	ck_assert_int_eq(
+	    mglru_age("/nonexistent/lru_gen", &v, 0, err, sizeof err), -1);
+	ck_assert_msg(strstr(err, "could not open"), "%s", err);
+}
+END_TEST
+
+START_TEST(enable_file)
+{
+	char path[] = "/tmp/ramex-test-enabled-XXXXXX";
+	int fd = mkstemp(path);
+	ck_assert(fd >= 0);
+	ck_assert(write(fd, "0x0000\n", 7) == 7);
+	close(fd);
+
+	ck_assert_int_eq(mglru_enable(path, 0, err, sizeof err), 0);
+	ck_assert_msg(strstr(err, "mglru_enable is off"), "%s", err);
+	ck_assert_int_eq(mglru_enable(path, 1, err, sizeof err), 1);
+	FILE *f = fopen(path, "r");
+	size_t n = fread(buf, 1, 16, f);
+	fclose(f);
+	buf[n] = 0;
+	ck_assert(!strncmp(buf, "y\n", 2));
+	unlink(path);
+	ck_assert_int_eq(
+	    mglru_enable("/nonexistent/enabled", 1, err, sizeof err), -1);
+	ck_assert_msg(strstr(err, "CONFIG_LRU_GEN"), "%s", err);
+}
+END_TEST
+
+/*
+ * A trace recorded in the guest (bench/60-wss.sh, case cg: 600 MiB touched
+ * once, then hot sets of 150, 300 and 50 MiB in a cgroup without a limit;
+ * the agent aging every 10 s for a 20 s window and probing): per sample
+ * (every 2 to 4 s, as the bench's monitor read them) the cgroup's
+ * lru_gen section, its refault counters, PSI some total and unevictable
+ * pages. Replayed through mglru_parse and wsest_update, the estimate must
+ * meet the bench's goal in every phase once the window and one aging have
+ * passed since the phase began: within 10 % of the hot set, or the hot set
+ * inside an error bar no wider than 15 % of it.
+ */
+START_TEST(recorded_trace)
+{
+	static char text[1 << 16];
+	struct wsest_config c;
+	struct wsest_estimate e;
+	const char *why = NULL, *p;
+	double phase_t = 0, hot_mib = 0;
+	int checked = 0, phases = 0;
+
+	wsest_config_default(&c);
+	c.window_ns = INT64_C(20000000000);
+	struct wsest *w = wsest_new(&c, &why);
+	ck_assert(w);
+	p = fixture("trace-cg.txt");
+	while (*p) {
+		const char *nl = strchr(p, '\n');
+		const char *end = nl ? nl + 1 : p + strlen(p);
+		double t, hot;
+		unsigned long long ref, psi, unev;
+		if (sscanf(p, "end %lf", &t) == 1)
+			break; /* the workload is gone */
+		if (sscanf(p, "phase %lf %lf", &t, &hot) == 2) {
+			phase_t = t;
+			hot_mib = hot;
+			phases++;
+		} else if (sscanf(p, "sample %lf %llu %llu %llu", &t, &ref,
+		                  &psi, &unev) == 4) {
+			/* the lru_gen lines up to the next record */
+			const char *q = end;
+			size_t n = 0;
+			while (*q && strncmp(q, "sample ", 7) &&
+			       strncmp(q, "phase ", 6) &&
+			       strncmp(q, "end ", 4)) {
+				const char *l = strchr(q, '\n');
+				size_t len =
+				    l ? (size_t)(l - q) + 1 : strlen(q);
+				memcpy(text + n, q, len);
+				n += len;
+				q += len;
+			}
+			text[n] = 0;
+			ck_assert_msg(mglru_parse(text, "/cg", 1000, &v, err,
+			                          sizeof err) == 0,
+			              "t=%.1f: %s", t, err);
+			struct wsest_sample smp;
+			memset(&smp, 0, sizeof smp);
+			smp.t = (rx_time_ns)(t * 1e9);
+			smp.refaults = ref;
+			smp.psi_some_us = psi;
+			smp.unevictable = (rx_pages)unev;
+			smp.active = v.pages;
+			smp.has_gens = 1;
+			smp.gens = v.gens;
+			ck_assert_msg(wsest_update(w, &smp, &e, &why) == 0,
+			              "t=%.1f: %s", t, why);
+			if (phases > 1 && t >= phase_t + 40) {
+				double truth = hot_mib * 256,
+				       d = fabs((double)e.wss - truth);
+				ck_assert_int_eq(e.source, WSEST_MGLRU);
+				ck_assert_msg(
+				    d <= 0.10 * truth ||
+				        (d <= (double)e.wss_err &&
+				         (double)e.wss_err <= 0.15 * truth),
+				    "t=%.1f hot %.0f MiB: estimate %.1f ± %.1f "
+				    "MiB",
+				    t, hot_mib, (double)e.wss / 256,
+				    (double)e.wss_err / 256);
+				checked++;
+			}
+			end = q;
+		}
+		p = end;
+	}
+	ck_assert_int_ge(phases, 4);
+	ck_assert_int_ge(checked, 10);
+	wsest_free(w);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("mglru");
+	TCase *tc = tcase_create("core");
+	tcase_add_test(tc, one_memcg);
+	tcase_add_test(tc, whole_machine_merges);
+	tcase_add_test(tc, too_many_lruvecs_merge);
+	tcase_add_test(tc, bad_text);
+	tcase_add_test(tc, memcg_path);
+	tcase_add_test(tc, aging_commands);
+	tcase_add_test(tc, enable_file);
+	tcase_add_test(tc, recorded_trace);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int nf = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return nf ? 1 : 0;
+}
