@@ -460,7 +460,8 @@ static int serve_nbd(struct lend_bridge *b)
 	                               .first = first,
 	                               .npages = npages,
 	                               .pending = 1};
-	b->slots_used++;
+	if (++b->slots_used > b->slots_peak)
+		b->slots_peak = b->slots_used;
 	if (q.type == LEND_NBD_CMD_WRITE &&
 	    lend_nbd_read_data(b->fd, page_at(b, first), q.len) < 0) {
 		snprintf(b->err, sizeof b->err,

@@ -75,6 +75,7 @@ struct lend_bridge {
 	int used_count;
 	struct lend_bridge_slot slot[LEND_BRIDGE_SLOTS];
 	int slots_used;
+	int slots_peak; /* most NBD requests in flight at once */
 	int nbd_broken; /* a reply could not be sent: the NBD side is gone */
 	int fd;           /* NBD stream, server end */
 	int dev_fd;       /* /dev/nbdX when attached, else -1 */
