@@ -6,6 +6,7 @@
 #include <openssl/rand.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
@@ -95,6 +96,11 @@ int lend_client_connect(struct lend_client *c, const char *host, int port,
 		goto fail;
 	}
 	c->pages = (int64_t)w.pages;
+	c->rb = malloc(LEND_CLIENT_RBUF);
+	if (!c->rb) {
+		snprintf(c->err, sizeof c->err, "could not allocate a buffer");
+		goto fail;
+	}
 	if (lend_meter_init(&c->meter, contract, LEND_METER_BORROWER, c->pages,
 	                    lend_now_ms()) < 0) {
 		snprintf(c->err, sizeof c->err, "could not allocate the meter");
@@ -109,6 +115,8 @@ int lend_client_connect(struct lend_client *c, const char *host, int port,
 	c->next_handle = 1;
 	return 0;
 fail:
+	free(c->rb);
+	c->rb = NULL;
 	lend_conn_close(&c->conn);
 	return -1;
 }
@@ -168,6 +176,14 @@ static int read_iov(struct lend_client *c, const struct iovec *iov,
 	for (int i = 0; i < iovcnt; i++) {
 		uint8_t *p = iov[i].iov_base;
 		size_t n = iov[i].iov_len;
+		size_t have = c->rb_len - c->rb_off;
+		if (have > 0) {
+			size_t k = have < n ? have : n;
+			memcpy(p, c->rb + c->rb_off, k);
+			c->rb_off += k;
+			p += k;
+			n -= k;
+		}
 		while (n > 0) {
 			ssize_t r = lend_conn_read_some(&c->conn, p, n);
 			if (r < 0)
@@ -198,12 +214,13 @@ static int skip(struct lend_client *c, size_t n)
 	return 0;
 }
 
-/* Handles one whole reply header in c->rh. Returns 0 or -1 (lost). */
+/* Handles the reply whose header is next in c->rb. Returns 0 or -1. */
 static int take_reply(struct lend_client *c)
 {
 	struct lend_hdr r;
-	c->rh_len = 0;
-	if (lend_hdr_decode(c->rh, 1, &r) < 0) {
+	int bad = lend_hdr_decode(c->rb + c->rb_off, 1, &r) < 0;
+	c->rb_off += LEND_HDR_LEN;
+	if (bad) {
 		snprintf(c->conn.err, sizeof c->conn.err, "bad reply magic");
 		return lose(c, "the lender broke the protocol");
 	}
@@ -273,18 +290,23 @@ int lend_client_pump(struct lend_client *c, int wait_ms)
 	if (wait_ms != 0 && wait_fd(c, POLLIN, wait_ms) < 0)
 		return lose(c, "could not wait for the lender");
 	for (;;) {
-		ssize_t r = lend_conn_read_some(&c->conn, c->rh + c->rh_len,
-		                                LEND_HDR_LEN - c->rh_len);
+		if (c->rb_len - c->rb_off >= LEND_HDR_LEN) {
+			if (take_reply(c) < 0)
+				return -1;
+			taken++;
+			continue;
+		}
+		/* keep a partial header, make room behind it */
+		memmove(c->rb, c->rb + c->rb_off, c->rb_len - c->rb_off);
+		c->rb_len -= c->rb_off;
+		c->rb_off = 0;
+		ssize_t r = lend_conn_read_some(&c->conn, c->rb + c->rb_len,
+		                                LEND_CLIENT_RBUF - c->rb_len);
 		if (r < 0)
 			return lose(c, "no reply from the lender");
 		if (r == 0)
 			return taken;
-		c->rh_len += (size_t)r;
-		if (c->rh_len < LEND_HDR_LEN)
-			continue;
-		if (take_reply(c) < 0)
-			return -1;
-		taken++;
+		c->rb_len += (size_t)r;
 	}
 }
 
@@ -522,5 +544,7 @@ void lend_client_close(struct lend_client *c)
 	}
 	lend_conn_close(&c->conn);
 	lend_meter_free(&c->meter);
+	free(c->rb);
+	c->rb = NULL;
 	c->lost = 1;
 }

@@ -34,6 +34,7 @@
 #define LEND_CLIENT_SLOTS  256                /* requests in flight */
 #define LEND_CLIENT_CHUNK  64 /* pages per request when a call splits */
 #define LEND_E_LOST        0x100 /* completion: the link failed (not wire) */
+#define LEND_CLIENT_RBUF   (64u << 10) /* replies read ahead */
 
 /* Called once per submitted request: error is LEND_OK, the lender's
  * refusal (enum lend_err), or LEND_E_LOST. */
@@ -68,8 +69,10 @@ struct lend_client {
 	struct lend_client_req req[LEND_CLIENT_SLOTS]; /* by handle % SLOTS */
 	int inflight;                 /* requests in flight */
 	int64_t inflight_pages;       /* their pages, <= LEND_CLIENT_WINDOW */
-	uint8_t rh[LEND_HDR_LEN];     /* a reply header arriving */
-	size_t rh_len;
+	/* replies read ahead: one recv takes many small ones; a long
+	 * payload's rest goes straight where it belongs */
+	uint8_t *rb;
+	size_t rb_off, rb_len;
 	char err[240];
 };
 

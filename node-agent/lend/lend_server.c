@@ -374,16 +374,32 @@ static int in_ready(struct lend_server *s)
 {
 	if (s->ib_len > s->ib_off || lend_conn_pending(&s->conn) > 0)
 		return 1;
-	struct pollfd p = {.fd = s->conn.fd, .events = POLLIN};
-	return poll(&p, 1, 0) > 0;
+	if (s->conn.ssl) {
+		struct pollfd p = {.fd = s->conn.fd, .events = POLLIN};
+		return poll(&p, 1, 0) > 0;
+	}
+	/* plain TCP: one recv both asks and reads ahead */
+	s->ib_off = s->ib_len = 0;
+	ssize_t r = recv(s->conn.fd, s->ib, LEND_SERVER_IBUF, MSG_DONTWAIT);
+	if (r > 0) {
+		s->ib_len = (size_t)r;
+		return 1;
+	}
+	/* the end of the stream or an error: let the next read say so */
+	return r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
 }
 
 /* Reads more into the read-ahead buffer, blocking; the replies held back
  * go first, since the borrower may wait for them before it sends more. */
 static int in_fill(struct lend_server *s)
 {
-	if (!in_ready(s) && out_flush(s) < 0)
+	size_t had = s->ib_len - s->ib_off;
+	if (in_ready(s)) {
+		if (s->ib_len - s->ib_off > had)
+			return 0; /* in_ready read ahead */
+	} else if (out_flush(s) < 0) {
 		return -1;
+	}
 	if (s->ib_off == s->ib_len)
 		s->ib_off = s->ib_len = 0;
 	if (s->ib_off > 0 && s->ib_len == LEND_SERVER_IBUF) {
@@ -437,8 +453,12 @@ static int in_read(struct lend_server *s, void *dst, size_t n)
 			continue;
 		}
 		if (n >= LEND_PAGE_SIZE && lend_conn_pending(&s->conn) == 0) {
-			if (!in_ready(s) && out_flush(s) < 0)
+			if (in_ready(s)) {
+				if (s->ib_len > s->ib_off)
+					continue; /* it read ahead: take that */
+			} else if (out_flush(s) < 0) {
 				return -1;
+			}
 			return lend_conn_read(&s->conn, p, n);
 		}
 		if (in_fill(s) < 0)
