@@ -16,6 +16,11 @@
  *   --stream-mib M   writes M MiB in order in --bs byte requests, then
  *                    reads them back:  PATH_NAME stream-write mib_s=..
  *   and always       --ops random 4 KiB reads:  PATH_NAME randread-qdN ..
+ *   --recall-pid PID (with --lender) writes --pages pages, sends the
+ *                    lender PID SIGUSR1 (its recall) and times the notice's
+ *                    arrival, every page read back into this process's
+ *                    memory, and RELEASE answered (the lender has freed
+ *                    the pages by then):  PATH_NAME recall ..
  * Measures only; never judges.
  */
 #include <errno.h>
@@ -310,6 +315,53 @@ out:
 	return q->failed || q->received != q->ops ? -1 : 0;
 }
 
+/* A recall of every page: notice, pages back, lender's pages freed. */
+static int recall(struct target *t, const char *name, int64_t pages, pid_t pid)
+{
+	struct lend_client *c = &t->c;
+	size_t len = (size_t)pages * 4096;
+	uint8_t *b = aligned_alloc(4096, len);
+	if (!b)
+		return -1;
+	memset(b, 0x77, len);
+	if (lend_client_write(c, 0, (uint32_t)pages, b) < 0) {
+		fprintf(stderr, "bench: %s recall: %s\n", name, c->err);
+		free(b);
+		return -1;
+	}
+	memset(b, 0, len);
+	int64_t t_sig = now_ns();
+	if (kill(pid, SIGUSR1) < 0) {
+		perror("bench: kill");
+		free(b);
+		return -1;
+	}
+	while (!c->notice)
+		if (lend_client_pump(c, 1000) < 0 || now_ns() - t_sig > 10e9) {
+			fprintf(stderr, "bench: %s recall: no notice\n", name);
+			free(b);
+			return -1;
+		}
+	int64_t t0 = now_ns();
+	int rc = lend_client_read(c, 0, (uint32_t)pages, b);
+	int64_t t1 = now_ns();
+	if (rc == 0)
+		rc = lend_client_release(c);
+	int64_t t2 = now_ns();
+	if (rc < 0 || b[0] != 0x77 || b[len - 1] != 0x77) {
+		fprintf(stderr, "bench: %s recall failed: %s\n", name, c->err);
+		free(b);
+		return -1;
+	}
+	printf("%-12s %-15s pages=%lld signal_to_notice_ms=%.1f "
+	       "pages_back_ms=%.1f release_ms=%.1f notice_to_freed_ms=%.1f\n",
+	       name, "recall", (long long)pages, (double)(t0 - t_sig) / 1e6,
+	       (double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6,
+	       (double)(t2 - t0) / 1e6);
+	free(b);
+	return 0;
+}
+
 /* One run with qd requests in flight; prints one line. */
 static int qrun(struct target *t, const char *name, const char *what,
                 int write, int qd, int64_t ops, uint32_t bs, int64_t pages,
@@ -331,7 +383,16 @@ static int qrun(struct target *t, const char *name, const char *what,
 	q.free_slots = malloc((size_t)qd * sizeof *q.free_slots);
 	if (!q.bufs || !q.lat || !q.start || !q.free_slots)
 		return -1;
-	memset(q.bufs, 0x5a, (size_t)qd * bs);
+	/* pages like a program's: half random, half zeros (about 2:1 for a
+	 * compressor; zram would store constant pages for nothing) */
+	for (size_t i = 0; i < (size_t)qd * bs; i += 8) {
+		q.x ^= q.x << 13;
+		q.x ^= q.x >> 7;
+		q.x ^= q.x << 17;
+		uint64_t v = i % 4096 < 2048 ? q.x : 0;
+		memcpy(q.bufs + i, &v, 8);
+	}
+	q.x = 88172645463325252u;
 	for (int i = 0; i < qd; i++)
 		q.free_slots[q.nfree++] = qd - 1 - i;
 	int64_t t0 = now_ns();
@@ -364,7 +425,7 @@ int main(int argc, char **argv)
 	const char *lender = NULL, *secret_file = NULL, *ca = NULL;
 	const char *nbd_unix = NULL, *dev = NULL, *name = "bench";
 	int64_t pages = 1024, ops = 2000, contract = 0, qd = 1, stream_mib = 0;
-	int64_t bs = 512 * 1024;
+	int64_t bs = 512 * 1024, recall_pid = 0;
 	char host[256], err[256];
 	int port;
 	struct target t = {.fd = -1};
@@ -395,6 +456,8 @@ int main(int argc, char **argv)
 			lend_args_int(v, 1, 128, &qd);
 		else if (!strcmp(a, "--stream-mib"))
 			lend_args_int(v, 1, 1 << 20, &stream_mib);
+		else if (!strcmp(a, "--recall-pid"))
+			lend_args_int(v, 1, INT32_MAX, &recall_pid);
 		else if (!strcmp(a, "--bs"))
 			lend_args_int(v, 4096, 1 << 20, &bs);
 		else {
@@ -458,7 +521,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	int rc;
-	if (qd > 1) {
+	if (recall_pid && t.mode == M_LEND) {
+		rc = recall(&t, name, pages, (pid_t)recall_pid) < 0;
+	} else if (qd > 1) {
 		char what[32];
 		bs -= bs % 4096;
 		rc = 0;
