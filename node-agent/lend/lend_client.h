@@ -6,8 +6,8 @@
  * lend_client_submit sends a request without waiting for its reply, and
  * the replies, read whenever they arrive (lend_client_pump), are matched to
  * their requests by handle, in whatever order they come. At most
- * LEND_CLIENT_WINDOW pages are in flight, so that after a lost link the
- * lender's meter is at most one request's worth ahead of the borrower's
+ * LEND_WINDOW_PAGES pages are in flight, so that after a lost link the
+ * lender's meter is at most that far ahead of the borrower's
  * (lend_meter_reconcile). The synchronous calls (read, write, ...) are
  * built on the same machinery and pipeline their own pieces.
  *
@@ -30,7 +30,7 @@
 #include "node-agent/lend/lend_meter.h"
 #include "node-agent/lend/lend_proto.h"
 
-#define LEND_CLIENT_WINDOW LEND_MAX_REQ_PAGES /* pages in flight */
+#define LEND_CLIENT_WINDOW LEND_WINDOW_PAGES /* pages in flight */
 #define LEND_CLIENT_SLOTS  256                /* requests in flight */
 #define LEND_CLIENT_CHUNK  64 /* pages per request when a call splits */
 #define LEND_E_LOST        0x100 /* completion: the link failed (not wire) */
