@@ -474,7 +474,9 @@ static int serve_nbd(struct lend_bridge *b)
 		return -1;
 	}
 	uint64_t page = q.off / LEND_PAGE_SIZE;
-	uint32_t left = q.len / LEND_PAGE_SIZE;
+	/* a FLUSH is one request of no pages, whatever its length says */
+	uint32_t left =
+	    q.type == LEND_NBD_CMD_FLUSH ? 0 : q.len / LEND_PAGE_SIZE;
 	uint16_t type = q.type == LEND_NBD_CMD_READ    ? LEND_READ
 	                : q.type == LEND_NBD_CMD_WRITE ? LEND_WRITE
 	                : q.type == LEND_NBD_CMD_TRIM  ? LEND_TRIM

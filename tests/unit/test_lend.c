@@ -857,6 +857,11 @@ START_TEST(nbd_through_bridge_to_lender)
 	                                     NULL, NULL, &e),
 	                 0);
 	ck_assert_uint_eq(e, 0);
+	/* a FLUSH's length means nothing: still one flush, and success */
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_FLUSH, 3, 0,
+	                                     1 << 20, NULL, NULL, &e),
+	                 0);
+	ck_assert_uint_eq(e, 0);
 	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_TRIM, 4, 8192,
 	                                     4096, NULL, NULL, &e),
 	                 0);
