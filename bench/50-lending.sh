@@ -15,9 +15,20 @@
 #   guest-vda the guest's local virtio disk, O_DIRECT (local swap)
 #   guest-lend the lend protocol from a process to a lender in the guest
 #
+# Then, on the host, with many requests in flight (the kernel's nbd driver
+# keeps up to 128 per device): streaming MiB/s in 512 KiB requests (8 in
+# flight) written and read back, 4 KiB random reads at queue depth 32 with
+# p50/p99, and a recall of the whole contract through the protocol (notice
+# -> every page back in the borrower's memory -> RELEASE answered, the
+# lender's pages freed). Beside them the local alternatives: a file on disk
+# with O_DIRECT (32 threads), and zram when the kernel has it.
+# /proc/loadavg is printed beside each figure: the machine is shared.
+#
 # Every server binds 127.0.0.1 and is stopped when the script ends; every
 # step runs under `timeout`.
 #   RAMEX_BENCH_OPS (20000)  RAMEX_BENCH_GUEST (1; 0 skips the qemu part)
+#   RAMEX_BENCH_STREAM_MIB (1024: the contract of the in-flight runs and
+#   the recall, held in locked memory by the lender)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BDIR=${RAMEX_BUILD:-$ROOT/build} # absolute; guest.sh wants BUILD relative
@@ -42,14 +53,16 @@ od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$work/secret"
 
 # one lender per contract: a contract has one borrower at a time
 port=
-lender() { # contract; sets port (not in a subshell: pids must stay ours)
+lpid=
+lender() { # contract [pages]; sets port and lpid (not in a subshell: pids must stay ours)
   rm -f "$work/port$1"
   "$BIN/ramex-lend-server" --contract "$1" --secret-file "$work/secret" \
-    --pages $PAGES --listen 127.0.0.1:0 --port-file "$work/port$1" \
+    --pages "${2:-$PAGES}" --listen 127.0.0.1:0 --port-file "$work/port$1" \
     --store anon --mlock >/dev/null 2>"$work/lender$1.log" &
+  lpid=$!
   pids+=($!)
   local i=0
-  while [[ ! -s $work/port$1 ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)); done
+  while [[ ! -s $work/port$1 ]] && ((i < 300)); do sleep 0.1; i=$((i + 1)); done
   [[ -s $work/port$1 ]] || { echo "lending bench: lender $1 did not start"; cat "$work/lender$1.log"; exit 1; }
   port=$(cat "$work/port$1")
 }
@@ -73,6 +86,67 @@ truncate -s $((PAGES * 4096)) "$work/data.img"
 timeout 300 "$BIN/ramex-lend-bench" --blockdev "$work/data.img" --pages $PAGES \
   --ops "$OPS" --name file | sed 's/^/  /'
 echo "  (file: $(df -T "$work" | awk 'NR == 2 { print $2 }') on the build dir; O_DIRECT)"
+
+# ---- many requests in flight ------------------------------------------
+SMIB=${RAMEX_BENCH_STREAM_MIB:-1024}
+SPAGES=$((SMIB * 256))
+load() { echo "  (load: $(cut -d' ' -f1-3 /proc/loadavg))"; }
+echo "host: many in flight; stream = $SMIB MiB in 512 KiB requests, 8 in flight; randread = $OPS random 4 KiB reads, 32 in flight"
+lender 3 $SPAGES
+load
+timeout 300 "$BIN/ramex-lend-bench" --lender 127.0.0.1:$port --contract 3 \
+  --secret-file "$work/secret" --pages $SPAGES --ops "$OPS" --qd 8 \
+  --stream-mib "$SMIB" --name lend-qd | sed 's/^/  /'
+load
+timeout 300 "$BIN/ramex-lend-bench" --lender 127.0.0.1:$port --contract 3 \
+  --secret-file "$work/secret" --pages $SPAGES --ops "$OPS" --qd 32 \
+  --name lend-qd | sed 's/^/  /'
+lender 4 $SPAGES
+"$BIN/ramex-lend-nbd" --lender 127.0.0.1:$port --contract 4 \
+  --secret-file "$work/secret" --listen-unix "$work/nbd4.sock" \
+  >/dev/null 2>"$work/bridge4.log" &
+pids+=($!)
+i=0; while [[ ! -S $work/nbd4.sock ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)); done
+load
+timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4.sock" --pages $SPAGES \
+  --ops "$OPS" --qd 8 --stream-mib "$SMIB" --name nbd-qd | sed 's/^/  /'
+"$BIN/ramex-lend-nbd" --lender 127.0.0.1:$port --contract 4 \
+  --secret-file "$work/secret" --listen-unix "$work/nbd4b.sock" \
+  >/dev/null 2>"$work/bridge4b.log" &
+pids+=($!)
+i=0; while [[ ! -S $work/nbd4b.sock ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)); done
+load
+timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4b.sock" --pages $SPAGES \
+  --ops "$OPS" --qd 32 --name nbd-qd | sed 's/^/  /'
+lender 5 $SPAGES
+load
+timeout 300 "$BIN/ramex-lend-bench" --lender 127.0.0.1:$port --contract 5 \
+  --secret-file "$work/secret" --pages $SPAGES --recall-pid "$lpid" \
+  --name lend | sed 's/^/  /'
+truncate -s $((SPAGES * 4096)) "$work/data.img"
+load
+timeout 300 "$BIN/ramex-lend-bench" --blockdev "$work/data.img" --pages $SPAGES \
+  --ops "$OPS" --qd 8 --stream-mib "$SMIB" --name file-qd | sed 's/^/  /'
+load
+timeout 300 "$BIN/ramex-lend-bench" --blockdev "$work/data.img" --pages $SPAGES \
+  --ops "$OPS" --qd 32 --name file-qd | sed 's/^/  /'
+rm -f "$work/data.img"
+# zram: compressed swap in the borrower's own RAM, the other local choice
+if [[ -e /sys/block/zram0 ]] || modprobe zram num_devices=1 2>/dev/null; then
+  if [[ -w /sys/block/zram0/disksize ]] && ! grep -q zram0 /proc/swaps &&
+    echo "${SMIB}M" >/sys/block/zram0/disksize 2>/dev/null; then
+    load
+    timeout 300 "$BIN/ramex-lend-bench" --blockdev /dev/zram0 --pages $SPAGES \
+      --ops "$OPS" --qd 8 --stream-mib "$SMIB" --name zram-qd | sed 's/^/  /'
+    timeout 300 "$BIN/ramex-lend-bench" --blockdev /dev/zram0 --pages $SPAGES \
+      --ops "$OPS" --qd 32 --name zram-qd | sed 's/^/  /'
+    echo 1 >/sys/block/zram0/reset 2>/dev/null
+  else
+    echo "  zram: /dev/zram0 is in use or cannot be sized here; not measured"
+  fi
+else
+  echo "  zram: not available (modprobe zram: $(modprobe zram 2>&1 | head -1))"
+fi
 
 [[ ${RAMEX_BENCH_GUEST:-1} == 0 ]] && exit 0
 . "$ROOT/tests/lending/guest.sh"

@@ -10,10 +10,23 @@
  * For each it writes then reads --ops random 4 KiB pages of the first
  * --pages pages, one at a time, and prints one line per direction:
  *   PATH_NAME write p50_us=.. p99_us=.. ops_s=.. mib_s=..
+ * With --qd N (N > 1) it keeps N requests in flight instead (the NBD socket
+ * driven by a sender and a receiver thread, as the kernel's nbd driver
+ * does; N threads on a file; N lend requests through lend_client_submit):
+ *   --stream-mib M   writes M MiB in order in --bs byte requests, then
+ *                    reads them back:  PATH_NAME stream-write mib_s=..
+ *   and always       --ops random 4 KiB reads:  PATH_NAME randread-qdN ..
+ *   --recall-pid PID (with --lender) writes --pages pages, sends the
+ *                    lender PID SIGUSR1 (its recall) and times the notice's
+ *                    arrival, every page read back into this process's
+ *                    memory, and RELEASE answered (the lender has freed
+ *                    the pages by then):  PATH_NAME recall ..
  * Measures only; never judges.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,11 +119,313 @@ static int run(struct target *t, const char *name, int write, int64_t pages,
 	return 0;
 }
 
+/* ---- many requests in flight ------------------------------------- */
+
+struct qrun {
+	struct target *t;
+	int write, qd;
+	int64_t ops;      /* requests */
+	uint32_t bs;      /* bytes per request */
+	int64_t pages;    /* random: within these; stream: from page 0 */
+	int random;
+	uint8_t *bufs;    /* qd buffers of bs bytes */
+	int64_t *lat, *start;
+	/* NBD: the sender takes free slots, the receiver gives them back */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int *free_slots, nfree;
+	int64_t received;
+	int failed;
+	/* file: the next request to issue */
+	int64_t next;
+	uint64_t x;
+};
+
+static uint64_t q_page(struct qrun *q, int64_t i)
+{
+	if (!q->random)
+		return (uint64_t)i * (q->bs / 4096) % (uint64_t)q->pages;
+	q->x ^= q->x << 13;
+	q->x ^= q->x >> 7;
+	q->x ^= q->x << 17;
+	return q->x % (uint64_t)q->pages;
+}
+
+static int rd_full(int fd, void *b, size_t n)
+{
+	uint8_t *p = b;
+	while (n > 0) {
+		ssize_t r = read(fd, p, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static void *nbd_receiver(void *arg)
+{
+	struct qrun *q = arg;
+	uint8_t r[16];
+	for (int64_t i = 0; i < q->ops; i++) {
+		if (rd_full(q->t->fd, r, sizeof r) < 0)
+			goto fail;
+		uint32_t err = (uint32_t)r[4] << 24 | r[5] << 16 | r[6] << 8 |
+		               r[7];
+		int slot = r[15] | r[14] << 8;
+		if (err || slot >= q->qd)
+			goto fail;
+		if (!q->write &&
+		    rd_full(q->t->fd, q->bufs + (size_t)slot * q->bs, q->bs) <
+		        0)
+			goto fail;
+		int64_t now = now_ns();
+		pthread_mutex_lock(&q->mu);
+		q->lat[q->received++] = now - q->start[slot];
+		q->free_slots[q->nfree++] = slot;
+		pthread_cond_signal(&q->cv);
+		pthread_mutex_unlock(&q->mu);
+	}
+	return NULL;
+fail:
+	pthread_mutex_lock(&q->mu);
+	q->failed = 1;
+	pthread_cond_signal(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+	return NULL;
+}
+
+static int q_nbd(struct qrun *q)
+{
+	pthread_t rt;
+	uint8_t h[28];
+	if (pthread_create(&rt, NULL, nbd_receiver, q) != 0)
+		return -1;
+	for (int64_t i = 0; i < q->ops; i++) {
+		pthread_mutex_lock(&q->mu);
+		while (q->nfree == 0 && !q->failed)
+			pthread_cond_wait(&q->cv, &q->mu);
+		int slot = q->failed ? -1 : q->free_slots[--q->nfree];
+		pthread_mutex_unlock(&q->mu);
+		if (slot < 0)
+			break;
+		uint64_t off = q_page(q, i) * 4096;
+		uint8_t *b = q->bufs + (size_t)slot * q->bs;
+		memset(h, 0, sizeof h);
+		h[0] = 0x25, h[1] = 0x60, h[2] = 0x95, h[3] = 0x13;
+		h[7] = q->write ? LEND_NBD_CMD_WRITE : LEND_NBD_CMD_READ;
+		h[14] = (uint8_t)(slot >> 8), h[15] = (uint8_t)slot;
+		for (int k = 0; k < 8; k++)
+			h[16 + k] = (uint8_t)(off >> (56 - 8 * k));
+		for (int k = 0; k < 4; k++)
+			h[24 + k] = (uint8_t)(q->bs >> (24 - 8 * k));
+		q->start[slot] = now_ns();
+		if (write(q->t->fd, h, sizeof h) != sizeof h)
+			break;
+		if (q->write) {
+			memset(b, (int)(i & 0xff), 64);
+			size_t done = 0;
+			while (done < q->bs) {
+				ssize_t w = write(q->t->fd, b + done, q->bs - done);
+				if (w <= 0)
+					break;
+				done += (size_t)w;
+			}
+		}
+	}
+	pthread_join(rt, NULL);
+	return q->failed || q->received != q->ops ? -1 : 0;
+}
+
+static void *file_worker(void *arg)
+{
+	struct qrun *q = arg;
+	uint8_t *b = NULL;
+	pthread_mutex_lock(&q->mu);
+	b = q->bufs + (size_t)q->nfree++ * q->bs; /* this thread's buffer */
+	pthread_mutex_unlock(&q->mu);
+	for (;;) {
+		pthread_mutex_lock(&q->mu);
+		int64_t i = q->failed ? q->ops : q->next++;
+		uint64_t page = i < q->ops ? q_page(q, i) : 0;
+		pthread_mutex_unlock(&q->mu);
+		if (i >= q->ops)
+			return NULL;
+		int64_t s = now_ns();
+		ssize_t n = q->write ? pwrite(q->t->fd, b, q->bs,
+		                              (off_t)page * 4096)
+		                     : pread(q->t->fd, b, q->bs,
+		                             (off_t)page * 4096);
+		int64_t e = now_ns();
+		pthread_mutex_lock(&q->mu);
+		if (n != (ssize_t)q->bs)
+			q->failed = 1;
+		q->lat[q->received++] = e - s;
+		pthread_mutex_unlock(&q->mu);
+	}
+}
+
+static int q_file(struct qrun *q)
+{
+	pthread_t th[256];
+	q->nfree = 0;
+	for (int i = 0; i < q->qd; i++)
+		if (pthread_create(&th[i], NULL, file_worker, q) != 0)
+			return -1;
+	for (int i = 0; i < q->qd; i++)
+		pthread_join(th[i], NULL);
+	return q->failed ? -1 : 0;
+}
+
+static void lend_done(void *arg, uint64_t tag, uint32_t error)
+{
+	struct qrun *q = arg;
+	if (error)
+		q->failed = 1;
+	q->lat[q->received++] = now_ns() - q->start[tag];
+	q->free_slots[q->nfree++] = (int)tag;
+}
+
+static int q_lend(struct qrun *q)
+{
+	struct lend_client *c = &q->t->c;
+	struct iovec *v = calloc((size_t)q->qd, sizeof *v);
+	if (!v)
+		return -1;
+	for (int64_t i = 0; i < q->ops && !q->failed; i++) {
+		while (q->nfree == 0)
+			if (lend_client_pump(c, -1) < 0)
+				goto out;
+		int slot = q->free_slots[--q->nfree];
+		v[slot] = (struct iovec){q->bufs + (size_t)slot * q->bs, q->bs};
+		q->start[slot] = now_ns();
+		if (lend_client_submit(c, q->write ? LEND_WRITE : LEND_READ,
+		                       q_page(q, i), q->bs / 4096, &v[slot], 1,
+		                       lend_done, q, (uint64_t)slot) < 0)
+			goto out;
+	}
+	while (q->received < q->ops && !q->failed)
+		if (lend_client_pump(c, -1) < 0)
+			break;
+out:
+	free(v);
+	return q->failed || q->received != q->ops ? -1 : 0;
+}
+
+/* A recall of every page: notice, pages back, lender's pages freed. */
+static int recall(struct target *t, const char *name, int64_t pages, pid_t pid)
+{
+	struct lend_client *c = &t->c;
+	size_t len = (size_t)pages * 4096;
+	uint8_t *b = aligned_alloc(4096, len);
+	if (!b)
+		return -1;
+	memset(b, 0x77, len);
+	if (lend_client_write(c, 0, (uint32_t)pages, b) < 0) {
+		fprintf(stderr, "bench: %s recall: %s\n", name, c->err);
+		free(b);
+		return -1;
+	}
+	memset(b, 0, len);
+	int64_t t_sig = now_ns();
+	if (kill(pid, SIGUSR1) < 0) {
+		perror("bench: kill");
+		free(b);
+		return -1;
+	}
+	while (!c->notice)
+		if (lend_client_pump(c, 1000) < 0 || now_ns() - t_sig > 10e9) {
+			fprintf(stderr, "bench: %s recall: no notice\n", name);
+			free(b);
+			return -1;
+		}
+	int64_t t0 = now_ns();
+	int rc = lend_client_read(c, 0, (uint32_t)pages, b);
+	int64_t t1 = now_ns();
+	if (rc == 0)
+		rc = lend_client_release(c);
+	int64_t t2 = now_ns();
+	if (rc < 0 || b[0] != 0x77 || b[len - 1] != 0x77) {
+		fprintf(stderr, "bench: %s recall failed: %s\n", name, c->err);
+		free(b);
+		return -1;
+	}
+	printf("%-12s %-15s pages=%lld signal_to_notice_ms=%.1f "
+	       "pages_back_ms=%.1f release_ms=%.1f notice_to_freed_ms=%.1f\n",
+	       name, "recall", (long long)pages, (double)(t0 - t_sig) / 1e6,
+	       (double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6,
+	       (double)(t2 - t0) / 1e6);
+	free(b);
+	return 0;
+}
+
+/* One run with qd requests in flight; prints one line. */
+static int qrun(struct target *t, const char *name, const char *what,
+                int write, int qd, int64_t ops, uint32_t bs, int64_t pages,
+                int random)
+{
+	struct qrun q = {.t = t,
+	                 .write = write,
+	                 .qd = qd,
+	                 .ops = ops,
+	                 .bs = bs,
+	                 .pages = pages,
+	                 .random = random,
+	                 .x = 88172645463325252u,
+	                 .mu = PTHREAD_MUTEX_INITIALIZER,
+	                 .cv = PTHREAD_COND_INITIALIZER};
+	q.bufs = aligned_alloc(4096, (size_t)qd * bs);
+	q.lat = malloc((size_t)ops * sizeof *q.lat);
+	q.start = calloc((size_t)qd, sizeof *q.start);
+	q.free_slots = malloc((size_t)qd * sizeof *q.free_slots);
+	if (!q.bufs || !q.lat || !q.start || !q.free_slots)
+		return -1;
+	/* pages like a program's: half random, half zeros (about 2:1 for a
+	 * compressor; zram would store constant pages for nothing) */
+	for (size_t i = 0; i < (size_t)qd * bs; i += 8) {
+		q.x ^= q.x << 13;
+		q.x ^= q.x >> 7;
+		q.x ^= q.x << 17;
+		uint64_t v = i % 4096 < 2048 ? q.x : 0;
+		memcpy(q.bufs + i, &v, 8);
+	}
+	q.x = 88172645463325252u;
+	for (int i = 0; i < qd; i++)
+		q.free_slots[q.nfree++] = qd - 1 - i;
+	int64_t t0 = now_ns();
+	int rc = t->mode == M_NBD    ? q_nbd(&q)
+	         : t->mode == M_DEV  ? q_file(&q)
+	                             : q_lend(&q);
+	int64_t total = now_ns() - t0;
+	if (rc < 0) {
+		fprintf(stderr, "bench: %s %s failed after %" PRId64 " of %"
+		                PRId64 " requests\n",
+		        name, what, q.received, ops);
+	} else {
+		double secs = (double)total / 1e9;
+		qsort(q.lat, (size_t)ops, sizeof *q.lat, cmp64);
+		printf("%-12s %-15s p50_us=%.1f p99_us=%.1f ops_s=%.0f "
+		       "mib_s=%.1f\n",
+		       name, what, (double)q.lat[ops / 2] / 1e3,
+		       (double)q.lat[ops * 99 / 100] / 1e3, (double)ops / secs,
+		       (double)ops * bs / secs / 1048576);
+	}
+	free(q.bufs);
+	free(q.lat);
+	free(q.start);
+	free(q.free_slots);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	const char *lender = NULL, *secret_file = NULL, *ca = NULL;
 	const char *nbd_unix = NULL, *dev = NULL, *name = "bench";
-	int64_t pages = 1024, ops = 2000, contract = 0;
+	int64_t pages = 1024, ops = 2000, contract = 0, qd = 1, stream_mib = 0;
+	int64_t bs = 512 * 1024, recall_pid = 0;
 	char host[256], err[256];
 	int port;
 	struct target t = {.fd = -1};
@@ -137,6 +452,14 @@ int main(int argc, char **argv)
 			lend_args_int(v, 100, 100000000, &ops);
 		else if (!strcmp(a, "--name"))
 			name = v;
+		else if (!strcmp(a, "--qd"))
+			lend_args_int(v, 1, 128, &qd);
+		else if (!strcmp(a, "--stream-mib"))
+			lend_args_int(v, 1, 1 << 20, &stream_mib);
+		else if (!strcmp(a, "--recall-pid"))
+			lend_args_int(v, 1, INT32_MAX, &recall_pid);
+		else if (!strcmp(a, "--bs"))
+			lend_args_int(v, 4096, 1 << 20, &bs);
 		else {
 			fprintf(stderr, "bench: unknown option %s\n", a);
 			return 2;
@@ -197,8 +520,28 @@ int main(int argc, char **argv)
 		                "--blockdev\n");
 		return 2;
 	}
-	int rc = run(&t, name, 1, pages, ops, buf) < 0 ||
-	         run(&t, name, 0, pages, ops, buf) < 0;
+	int rc;
+	if (recall_pid && t.mode == M_LEND) {
+		rc = recall(&t, name, pages, (pid_t)recall_pid) < 0;
+	} else if (qd > 1) {
+		char what[32];
+		bs -= bs % 4096;
+		rc = 0;
+		if (stream_mib) {
+			int64_t n = stream_mib * 1048576 / bs;
+			if (n * (bs / 4096) > pages)
+				n = pages / (bs / 4096);
+			rc |= qrun(&t, name, "stream-write", 1, (int)qd, n,
+			           (uint32_t)bs, pages, 0) < 0;
+			rc |= qrun(&t, name, "stream-read", 0, (int)qd, n,
+			           (uint32_t)bs, pages, 0) < 0;
+		}
+		snprintf(what, sizeof what, "randread-qd%d", (int)qd);
+		rc |= qrun(&t, name, what, 0, (int)qd, ops, 4096, pages, 1) < 0;
+	} else {
+		rc = run(&t, name, 1, pages, ops, buf) < 0 ||
+		     run(&t, name, 0, pages, ops, buf) < 0;
+	}
 	if (t.mode == M_LEND)
 		lend_client_close(&t.c);
 	if (t.mode == M_NBD) {

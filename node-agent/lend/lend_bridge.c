@@ -1,6 +1,7 @@
 /* lend_bridge.c — NBD export over a lend contract (see the header). */
 #include "node-agent/lend/lend_bridge.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/nbd.h>
@@ -17,37 +18,6 @@
 #include "node-agent/lend/lend_mem.h"
 #include "node-agent/lend/lend_server.h" /* lend_now_ms */
 
-static int be_read(void *ctx, uint64_t off, uint32_t len, void *buf)
-{
-	struct lend_client *c = ctx;
-	if (lend_client_read(c, off / LEND_PAGE_SIZE, len / LEND_PAGE_SIZE,
-	                     buf) < 0)
-		return EIO;
-	return 0;
-}
-
-static int be_write(void *ctx, uint64_t off, uint32_t len, const void *buf)
-{
-	struct lend_client *c = ctx;
-	if (lend_client_write(c, off / LEND_PAGE_SIZE, len / LEND_PAGE_SIZE,
-	                      buf) < 0)
-		return EIO;
-	return 0;
-}
-
-static int be_flush(void *ctx)
-{
-	return lend_client_flush(ctx) < 0 ? EIO : 0;
-}
-
-static int be_trim(void *ctx, uint64_t off, uint32_t len)
-{
-	struct lend_client *c = ctx;
-	if (lend_client_trim(c, off / LEND_PAGE_SIZE, len / LEND_PAGE_SIZE) < 0)
-		return EIO;
-	return 0;
-}
-
 int lend_bridge_init(struct lend_bridge *b, struct lend_client *client,
                      const char *export_name)
 {
@@ -59,7 +29,7 @@ int lend_bridge_init(struct lend_bridge *b, struct lend_client *client,
 	b->exp.name = export_name;
 	b->exp.size = (uint64_t)client->pages * LEND_PAGE_SIZE;
 	b->exp.tflags = LEND_NBD_TFLAGS;
-	b->buf = malloc(LEND_BRIDGE_BUF);
+	b->buf = aligned_alloc(LEND_PAGE_SIZE, LEND_BRIDGE_BUF);
 	if (!b->buf || pipe2(b->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
 		snprintf(b->err, sizeof b->err,
 		         "could not allocate the bridge: %s", strerror(errno));
@@ -273,6 +243,272 @@ static void tick(struct lend_bridge *b)
 	}
 }
 
+/* ---- NBD requests in flight --------------------------------------- */
+
+/* Takes n contiguous free pages of the staging buffer: the first, or -1. */
+static int pages_take(struct lend_bridge *b, int n)
+{
+	for (int i = 0, run = 0; i < (int)LEND_BRIDGE_PAGES; i++) {
+		if (b->used_pages[i / 64] >> (i % 64) & 1) {
+			run = 0;
+			continue;
+		}
+		if (++run < n)
+			continue;
+		int first = i - n + 1;
+		for (int j = first; j <= i; j++)
+			b->used_pages[j / 64] |= UINT64_C(1) << (j % 64);
+		b->used_count += n;
+		return first;
+	}
+	return -1;
+}
+
+static void pages_give(struct lend_bridge *b, int first, int n)
+{
+	for (int j = first; j < first + n; j++) {
+		assert(b->used_pages[j / 64] >> (j % 64) & 1);
+		b->used_pages[j / 64] &= ~(UINT64_C(1) << (j % 64));
+	}
+	b->used_count -= n;
+}
+
+static uint8_t *page_at(struct lend_bridge *b, int i)
+{
+	return b->buf + (size_t)i * LEND_PAGE_SIZE;
+}
+
+static void reply(struct lend_bridge *b, uint32_t error, uint64_t handle,
+                  const struct iovec *iov, int iovcnt)
+{
+	if (error)
+		b->st.errors++;
+	if (!b->nbd_broken &&
+	    lend_nbd_reply(b->fd, error, handle, iov, iovcnt) < 0) {
+		snprintf(b->err, sizeof b->err,
+		         "the NBD client closed the connection");
+		b->nbd_broken = 1;
+	}
+}
+
+/* The last piece of a slot was answered: reply and free it. */
+static void slot_finish(struct lend_bridge *b, struct lend_bridge_slot *s)
+{
+	struct iovec v = {page_at(b, s->first), s->len};
+	int data = s->type == LEND_NBD_CMD_READ && s->error == 0;
+	reply(b, s->error, s->handle, data ? &v : NULL, data);
+	if (s->npages)
+		pages_give(b, s->first, s->npages);
+	s->used = 0;
+	b->slots_used--;
+}
+
+static void piece_done(void *arg, uint64_t tag, uint32_t error)
+{
+	struct lend_bridge *b = arg;
+	struct lend_bridge_slot *s = &b->slot[tag];
+	assert(s->used && s->pending > 0);
+	if (error != LEND_OK)
+		s->error = EIO; /* refused or lost: the data is not there */
+	if (--s->pending == 0)
+		slot_finish(b, s);
+}
+
+/* Waits for replies until `cond` holds or the lender is lost. */
+#define PUMP_UNTIL(b, cond)                                                    \
+	while (!(cond) && !(b)->client->lost)                                  \
+	(void)lend_client_pump((b)->client, -1)
+
+/*
+ * A READ or WRITE longer than the staging buffer: served alone, after
+ * everything in flight, through the whole buffer in pieces (the reply's
+ * data must follow its header unbroken). Returns 0, or -1 when the NBD
+ * connection must end.
+ */
+static int serve_long(struct lend_bridge *b, const struct lend_nbd_req *q)
+{
+	struct lend_client *c = b->client;
+	uint64_t page = q->off / LEND_PAGE_SIZE;
+	uint32_t done = 0, rc = 0;
+	PUMP_UNTIL(b, c->inflight == 0);
+	assert(b->used_count == 0 || c->lost);
+	while (done < q->len) {
+		uint32_t n = q->len - done < LEND_BRIDGE_BUF
+		                 ? q->len - done
+		                 : LEND_BRIDGE_BUF;
+		uint32_t pages = n / LEND_PAGE_SIZE;
+		if (q->type == LEND_NBD_CMD_WRITE) {
+			if (lend_nbd_read_data(b->fd, b->buf, n) < 0) {
+				snprintf(b->err, sizeof b->err,
+				         "the NBD client closed the connection "
+				         "inside a write's payload");
+				return -1;
+			}
+			/* keep reading after a failure: the payload is part
+			 * of the stream */
+			if (rc == 0 && lend_client_write(c, page, pages,
+			                                 b->buf) < 0)
+				rc = EIO;
+		} else {
+			if (lend_client_read(c, page, pages, b->buf) < 0) {
+				if (done == 0) {
+					reply(b, EIO, q->handle, NULL, 0);
+					return b->nbd_broken ? -1 : 0;
+				}
+				/* the header said success: only closing
+				 * the connection can tell the client now */
+				snprintf(b->err, sizeof b->err,
+				         "a read failed halfway: %.200s", c->err);
+				return -1;
+			}
+			struct iovec v = {b->buf, n};
+			if (done == 0)
+				reply(b, 0, q->handle, &v, 1);
+			else if (!b->nbd_broken &&
+			         lend_nbd_reply_data(b->fd, &v, 1) < 0)
+				b->nbd_broken = 1;
+			if (b->nbd_broken)
+				return -1;
+		}
+		done += n;
+		page += pages;
+	}
+	if (q->type == LEND_NBD_CMD_WRITE)
+		reply(b, rc, q->handle, NULL, 0);
+	return b->nbd_broken ? -1 : 0;
+}
+
+/*
+ * Reads one NBD request and sends it on without waiting for the lender.
+ * Returns 0, 1 on NBD_CMD_DISC, -1 when the NBD connection must end.
+ */
+static int serve_nbd(struct lend_bridge *b)
+{
+	struct lend_client *c = b->client;
+	struct lend_nbd_req q;
+	if (lend_nbd_read_req(b->fd, &q, b->err, sizeof b->err) < 0)
+		return -1;
+	if (q.type == LEND_NBD_CMD_DISC)
+		return 1;
+	int rc = lend_nbd_req_check(&b->exp, &q);
+	switch (q.type) {
+	case LEND_NBD_CMD_READ: b->st.reads++; break;
+	case LEND_NBD_CMD_WRITE: b->st.writes++; break;
+	case LEND_NBD_CMD_FLUSH: b->st.flushes++; break;
+	case LEND_NBD_CMD_TRIM: b->st.trims++; break;
+	}
+	if (rc < 0) {
+		snprintf(b->err, sizeof b->err, "an NBD write of %u bytes",
+		         q.len);
+		return -1;
+	}
+	if (rc == 0 && c->lost)
+		rc = EIO; /* at once: a lost lender never makes anyone wait */
+	if (rc == 0 && q.type == LEND_NBD_CMD_TRIM && q.len == 0)
+		rc = -2; /* nothing to do: success */
+	if (rc != 0) {
+		if (q.type == LEND_NBD_CMD_WRITE &&
+		    lend_nbd_skip(b->fd, b->buf, LEND_PAGE_SIZE, q.len) < 0) {
+			snprintf(b->err, sizeof b->err,
+			         "the NBD client closed the connection inside "
+			         "a write's payload");
+			return -1;
+		}
+		reply(b, rc == -2 ? 0 : (uint32_t)rc, q.handle, NULL, 0);
+		return b->nbd_broken ? -1 : 0;
+	}
+	int data = q.type == LEND_NBD_CMD_READ || q.type == LEND_NBD_CMD_WRITE;
+	if (data && q.len > LEND_BRIDGE_BUF)
+		return serve_long(b, &q);
+
+	/* a slot, and room in the staging buffer: wait for replies that
+	 * free some (the loop does not read the NBD socket without a slot,
+	 * but the pages may be short) */
+	int npages = data ? (int)(q.len / LEND_PAGE_SIZE) : 0, first = -1;
+	for (;;) {
+		if (b->slots_used < LEND_BRIDGE_SLOTS) {
+			if (!npages) {
+				first = 0;
+				break;
+			}
+			if ((first = pages_take(b, npages)) >= 0)
+				break;
+		}
+		if (c->lost)
+			break;
+		/* slots and pages are held only by requests in flight */
+		assert(c->inflight > 0);
+		(void)lend_client_pump(c, -1);
+	}
+	if (c->lost) {
+		if (npages && first >= 0)
+			pages_give(b, first, npages);
+		if (q.type == LEND_NBD_CMD_WRITE &&
+		    lend_nbd_skip(b->fd, b->buf, LEND_PAGE_SIZE, q.len) < 0)
+			return -1;
+		reply(b, EIO, q.handle, NULL, 0);
+		return b->nbd_broken ? -1 : 0;
+	}
+	int idx = 0;
+	while (b->slot[idx].used)
+		idx++;
+	struct lend_bridge_slot *s = &b->slot[idx];
+	*s = (struct lend_bridge_slot){.used = 1,
+	                               .type = q.type,
+	                               .handle = q.handle,
+	                               .len = q.len,
+	                               .first = first,
+	                               .npages = npages,
+	                               .pending = 1};
+	if (++b->slots_used > b->slots_peak)
+		b->slots_peak = b->slots_used;
+	if (q.type == LEND_NBD_CMD_WRITE &&
+	    lend_nbd_read_data(b->fd, page_at(b, first), q.len) < 0) {
+		snprintf(b->err, sizeof b->err,
+		         "the NBD client closed the connection inside a "
+		         "write's payload");
+		s->error = EIO;
+		b->nbd_broken = 1; /* no reply can reach it */
+		if (--s->pending == 0)
+			slot_finish(b, s);
+		return -1;
+	}
+	uint64_t page = q.off / LEND_PAGE_SIZE;
+	/* a FLUSH is one request of no pages, whatever its length says */
+	uint32_t left =
+	    q.type == LEND_NBD_CMD_FLUSH ? 0 : q.len / LEND_PAGE_SIZE;
+	uint16_t type = q.type == LEND_NBD_CMD_READ    ? LEND_READ
+	                : q.type == LEND_NBD_CMD_WRITE ? LEND_WRITE
+	                : q.type == LEND_NBD_CMD_TRIM  ? LEND_TRIM
+	                                               : LEND_FLUSH;
+	int np = 0, at = first;
+	do {
+		uint32_t n = type == LEND_TRIM ? LEND_MAX_REQ_PAGES
+		                               : LEND_CLIENT_CHUNK;
+		n = left < n ? left : n;
+		struct iovec *v = NULL;
+		if (data) {
+			assert(np < (int)LEND_BRIDGE_PIECES);
+			v = &s->piece[np++];
+			*v = (struct iovec){page_at(b, at),
+			                    (size_t)n * LEND_PAGE_SIZE};
+			at += (int)n;
+		}
+		s->pending++;
+		if (lend_client_submit(c, type, page, n, v, v ? 1 : 0,
+		                       piece_done, b, (uint64_t)idx) < 0) {
+			s->pending--;
+			s->error = EIO;
+			break;
+		}
+		page += n;
+		left -= n;
+	} while (left > 0);
+	if (--s->pending == 0)
+		slot_finish(b, s);
+	return b->nbd_broken ? -1 : 0;
+}
+
 enum lend_bridge_end lend_bridge_run(struct lend_bridge *b)
 {
 	struct lend_client *c = b->client;
@@ -299,8 +535,11 @@ enum lend_bridge_end lend_bridge_run(struct lend_bridge *b)
 			(void)lend_client_poll(c);
 		if (c->notice && !b->evacuating)
 			evacuate(b, "the lender recalled its pages");
+		/* no slot free: leave the NBD requests waiting in the
+		 * socket until a reply frees one */
 		struct pollfd p[3] = {
-		    {.fd = b->fd, .events = POLLIN},
+		    {.fd = b->slots_used < LEND_BRIDGE_SLOTS ? b->fd : -1,
+		     .events = POLLIN},
 		    {.fd = b->wake[0], .events = POLLIN},
 		    {.fd = c->lost ? -1 : c->conn.fd, .events = POLLIN}};
 		int n = poll(p, 3, (int)(next_tick - now));
@@ -352,18 +591,13 @@ enum lend_bridge_end lend_bridge_run(struct lend_bridge *b)
 		if (done)
 			break;
 		if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-			int rc = lend_nbd_serve_one(
-			    b->fd, &b->exp,
-			    &(struct lend_nbd_backend){.ctx = c,
-			                               .read = be_read,
-			                               .write = be_write,
-			                               .flush = be_flush,
-			                               .trim = be_trim},
-			    b->buf, LEND_BRIDGE_BUF, &b->st, b->err,
-			    sizeof b->err);
-			if (rc == 1)
-				break;
-			if (rc < 0) {
+			int rc = serve_nbd(b);
+			if (rc != 0) {
+				/* what is in flight is answered first (NBD:
+				 * a DISC comes after the last request) */
+				PUMP_UNTIL(b, c->inflight == 0);
+				if (rc == 1 && !b->nbd_broken)
+					break;
 				log_warn("NBD connection ended", "why=\"%s\"",
 				         b->err);
 				if (end == LEND_BRIDGE_DISC)

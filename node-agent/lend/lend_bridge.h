@@ -9,6 +9,18 @@
  * threads at most: one blocked in NBD_DO_IT while the kernel uses
  * /dev/nbdX, one running swapoff(2) to move the pages back.
  *
+ * Many requests in flight: the kernel's nbd driver sends requests with
+ * distinct handles without waiting for replies. The bridge reads each one
+ * as it comes, stages a WRITE's data (or room for a READ's) in a 2 MiB
+ * buffer, and sends it on as lend requests without waiting
+ * (lend_client_submit); each reply completes its piece, and the NBD reply
+ * goes out, header and data in one writev, as soon as the last piece of
+ * its request is answered: in the order the lender answers, not the order
+ * the requests came. A request longer than the staging buffer (the kernel
+ * sends at most 1.25 MiB unless told otherwise) waits for everything in
+ * flight and is then served alone, in pieces. Lender lost: every request
+ * in flight and every later one is answered EIO.
+ *
  * Recall (docs/lending.md): on the lender's NOTICE the bridge calls
  * swapoff(2) on the device in a helper thread while it keeps serving the
  * reads that swapoff causes; the kernel moves every page back into memory,
@@ -27,7 +39,24 @@
 #include "node-agent/lend/lend_client.h"
 #include "node-agent/lend/lend_nbd.h"
 
-#define LEND_BRIDGE_BUF (1u << 20) /* staging buffer: one lend request */
+#define LEND_BRIDGE_BUF   (2u << 20) /* staging: NBD requests in flight */
+#define LEND_BRIDGE_PAGES (LEND_BRIDGE_BUF / LEND_PAGE_SIZE)
+#define LEND_BRIDGE_SLOTS 128 /* NBD requests in flight (nbd.ko's depth) */
+#define LEND_BRIDGE_PIECES                                                     \
+	(LEND_BRIDGE_PAGES / LEND_CLIENT_CHUNK) /* lend requests per slot */
+
+/* One NBD request in flight: its pages in the staging buffer, and the
+ * lend requests it became (pieces of LEND_CLIENT_CHUNK pages). */
+struct lend_bridge_slot {
+	int used;
+	uint16_t type;
+	uint64_t handle; /* the NBD client's */
+	uint32_t len;
+	int first, npages; /* in the staging buffer */
+	int pending;       /* pieces unanswered (+1 while submitting) */
+	uint32_t error;    /* errno for the NBD reply, 0 = success */
+	struct iovec piece[LEND_BRIDGE_PIECES];
+};
 
 enum lend_bridge_end {
 	LEND_BRIDGE_DISC,     /* the NBD client disconnected */
@@ -41,7 +70,13 @@ struct lend_bridge {
 	struct lend_client *client;
 	struct lend_nbd_export exp;
 	struct lend_nbd_stats st;
-	uint8_t *buf;
+	uint8_t *buf;                /* staging buffer, LEND_BRIDGE_BUF */
+	uint64_t used_pages[LEND_BRIDGE_PAGES / 64]; /* its pages taken */
+	int used_count;
+	struct lend_bridge_slot slot[LEND_BRIDGE_SLOTS];
+	int slots_used;
+	int slots_peak; /* most NBD requests in flight at once */
+	int nbd_broken; /* a reply could not be sent: the NBD side is gone */
 	int fd;           /* NBD stream, server end */
 	int dev_fd;       /* /dev/nbdX when attached, else -1 */
 	const char *swap; /* device to swapoff on recall/loss, or NULL */

@@ -1,25 +1,31 @@
 /* lend_client.c — the borrower's connection to its lender (see header). */
 #include "node-agent/lend/lend_client.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <openssl/rand.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
 #include "node-agent/lend/lend_server.h" /* lend_now_ms */
 
+static void fail_all(struct lend_client *c);
+
 static int lose(struct lend_client *c, const char *what)
 {
 	if (!c->lost)
 		log_error("borrower lost its lender",
-		          "contract=%llu why=\"%s: %s\"",
-		          (unsigned long long)c->contract, what, c->conn.err);
+		          "contract=%llu why=\"%s: %s\" in_flight=%d",
+		          (unsigned long long)c->contract, what, c->conn.err,
+		          c->inflight);
 	snprintf(c->err, sizeof c->err, "%s: %s", what, c->conn.err);
 	c->lost = 1;
 	c->meter.r.lost = 1;
 	lend_conn_close(&c->conn);
+	fail_all(c);
 	return -1;
 }
 
@@ -90,16 +96,27 @@ int lend_client_connect(struct lend_client *c, const char *host, int port,
 		goto fail;
 	}
 	c->pages = (int64_t)w.pages;
+	c->rb = malloc(LEND_CLIENT_RBUF);
+	if (!c->rb) {
+		snprintf(c->err, sizeof c->err, "could not allocate a buffer");
+		goto fail;
+	}
 	if (lend_meter_init(&c->meter, contract, LEND_METER_BORROWER, c->pages,
 	                    lend_now_ms()) < 0) {
 		snprintf(c->err, sizeof c->err, "could not allocate the meter");
 		goto fail;
 	}
 	lend_conn_set_timeout(&c->conn, 0);
+	if (lend_conn_set_nonblock(&c->conn, 1) < 0) {
+		snprintf(c->err, sizeof c->err, "%s", c->conn.err);
+		goto fail;
+	}
 	c->lost = 0;
 	c->next_handle = 1;
 	return 0;
 fail:
+	free(c->rb);
+	c->rb = NULL;
 	lend_conn_close(&c->conn);
 	return -1;
 }
@@ -116,88 +133,332 @@ static void take_notice(struct lend_client *c, const struct lend_hdr *h)
 	c->notice_at_ms = lend_now_ms();
 }
 
-/* Reads frames until the reply to `handle`; notices in between are kept. */
-static int read_reply(struct lend_client *c, uint64_t handle,
-                      struct lend_hdr *r)
+/* Every request in flight completes with LEND_E_LOST (the link failed).
+ * Slots are freed before the callbacks run, so a callback sees a client
+ * with nothing in flight. */
+static void fail_all(struct lend_client *c)
 {
-	uint8_t b[LEND_HDR_LEN];
-	for (;;) {
-		if (lend_conn_read(&c->conn, b, sizeof b) < 0)
-			return lose(c, "no reply from the lender");
-		if (lend_hdr_decode(b, 1, r) < 0) {
+	for (int i = 0; i < LEND_CLIENT_SLOTS; i++) {
+		struct lend_client_req q = c->req[i];
+		if (!q.handle)
+			continue;
+		c->req[i].handle = 0;
+		c->inflight--;
+		c->inflight_pages -= q.count;
+		if (q.done)
+			q.done(q.arg, q.tag, LEND_E_LOST);
+	}
+	assert(c->inflight == 0 && c->inflight_pages == 0);
+}
+
+/* Waits until the connection is readable (or writable too). Returns 0,
+ * or -1 when poll failed or wait_ms passed (0 is returned then too: the
+ * caller just retries). */
+static int wait_fd(struct lend_client *c, short events, int wait_ms)
+{
+	if (events & POLLIN && lend_conn_pending(&c->conn) > 0)
+		return 0;
+	struct pollfd p = {.fd = c->conn.fd, .events = events};
+	int n = poll(&p, 1, wait_ms);
+	if (n < 0 && errno != EINTR) {
+		snprintf(c->conn.err, sizeof c->conn.err, "poll: %s",
+		         strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Reads exactly the bytes of iov, waiting as needed: the lender writes
+ * each reply whole, so once its header is here the rest is on its way. */
+static int read_iov(struct lend_client *c, const struct iovec *iov,
+                    int iovcnt)
+{
+	for (int i = 0; i < iovcnt; i++) {
+		uint8_t *p = iov[i].iov_base;
+		size_t n = iov[i].iov_len;
+		size_t have = c->rb_len - c->rb_off;
+		if (have > 0) {
+			size_t k = have < n ? have : n;
+			memcpy(p, c->rb + c->rb_off, k);
+			c->rb_off += k;
+			p += k;
+			n -= k;
+		}
+		while (n > 0) {
+			ssize_t r = lend_conn_read_some(&c->conn, p, n);
+			if (r < 0)
+				return -1;
+			if (r == 0) {
+				if (wait_fd(c, POLLIN, -1) < 0)
+					return -1;
+				continue;
+			}
+			p += r;
+			n -= (size_t)r;
+		}
+	}
+	return 0;
+}
+
+/* Skips payload bytes nobody asked for a place for. */
+static int skip(struct lend_client *c, size_t n)
+{
+	uint8_t junk[4096];
+	while (n > 0) {
+		size_t k = n < sizeof junk ? n : sizeof junk;
+		struct iovec v = {junk, k};
+		if (read_iov(c, &v, 1) < 0)
+			return -1;
+		n -= k;
+	}
+	return 0;
+}
+
+/* Handles the reply whose header is next in c->rb. Returns 0 or -1. */
+static int take_reply(struct lend_client *c)
+{
+	struct lend_hdr r;
+	int bad = lend_hdr_decode(c->rb + c->rb_off, 1, &r) < 0;
+	c->rb_off += LEND_HDR_LEN;
+	if (bad) {
+		snprintf(c->conn.err, sizeof c->conn.err, "bad reply magic");
+		return lose(c, "the lender broke the protocol");
+	}
+	if (r.type == LEND_NOTICE) {
+		take_notice(c, &r);
+		return 0;
+	}
+	struct lend_client_req *slot = &c->req[r.handle % LEND_CLIENT_SLOTS];
+	if (r.handle == 0 || slot->handle != r.handle || slot->type != r.type) {
+		snprintf(c->conn.err, sizeof c->conn.err,
+		         "a reply of type %u to handle %llu, which is not in "
+		         "flight",
+		         r.type, (unsigned long long)r.handle);
+		return lose(c, "the lender broke the protocol");
+	}
+	struct lend_client_req q = *slot;
+	if (r.error == LEND_OK && q.type == LEND_READ &&
+	    read_iov(c, q.iov, q.iovcnt) < 0)
+		return lose(c, "the lender's data did not arrive");
+	if (r.error == LEND_OK && q.type == LEND_METER) {
+		if (r.extra != LEND_METER_WIRE) {
 			snprintf(c->conn.err, sizeof c->conn.err,
-			         "bad reply magic");
+			         "meter of %llu bytes",
+			         (unsigned long long)r.extra);
 			return lose(c, "the lender broke the protocol");
 		}
-		if (r->type == LEND_NOTICE) {
-			take_notice(c, r);
+		if ((q.iov ? read_iov(c, q.iov, q.iovcnt)
+		           : skip(c, LEND_METER_WIRE)) < 0)
+			return lose(c, "the lender's meter did not arrive");
+	}
+	slot->handle = 0;
+	c->inflight--;
+	c->inflight_pages -= q.count;
+	if (r.error == LEND_OK) {
+		int64_t now = lend_now_ms();
+		if (q.type == LEND_READ)
+			lend_meter_read(&c->meter, q.count, now);
+		else if (q.type == LEND_WRITE)
+			lend_meter_write(&c->meter, q.page, q.count, now);
+		else if (q.type == LEND_TRIM)
+			lend_meter_trim(&c->meter, q.page, q.count, now);
+		else if (q.type == LEND_RELEASE) {
+			lend_meter_release(&c->meter, now);
+			c->released = 1;
+		}
+	} else {
+		c->last_error = r.error;
+	}
+	if (q.done)
+		q.done(q.arg, q.tag, r.error);
+	/* the lender closes after a refused WRITE: its payload could not
+	 * be told from the next request */
+	if (r.error != LEND_OK && q.type == LEND_WRITE) {
+		snprintf(c->conn.err, sizeof c->conn.err,
+		         "the lender refused a write: %s",
+		         lend_err_str(r.error));
+		return lose(c, "the lender closed the stream");
+	}
+	return 0;
+}
+
+int lend_client_pump(struct lend_client *c, int wait_ms)
+{
+	int taken = 0;
+	if (c->lost)
+		return -1;
+	if (wait_ms != 0 && wait_fd(c, POLLIN, wait_ms) < 0)
+		return lose(c, "could not wait for the lender");
+	for (;;) {
+		if (c->rb_len - c->rb_off >= LEND_HDR_LEN) {
+			if (take_reply(c) < 0)
+				return -1;
+			taken++;
 			continue;
 		}
-		if (r->handle != handle) {
-			snprintf(c->conn.err, sizeof c->conn.err,
-			         "reply to %llu while waiting for %llu",
-			         (unsigned long long)r->handle,
-			         (unsigned long long)handle);
-			return lose(c, "the lender broke the protocol");
-		}
-		return 0;
+		/* keep a partial header, make room behind it */
+		memmove(c->rb, c->rb + c->rb_off, c->rb_len - c->rb_off);
+		c->rb_len -= c->rb_off;
+		c->rb_off = 0;
+		ssize_t r = lend_conn_read_some(&c->conn, c->rb + c->rb_len,
+		                                LEND_CLIENT_RBUF - c->rb_len);
+		if (r < 0)
+			return lose(c, "no reply from the lender");
+		if (r == 0)
+			return taken;
+		c->rb_len += (size_t)r;
 	}
 }
 
-/* One request of at most LEND_MAX_REQ_PAGES pages. */
-static int request(struct lend_client *c, uint16_t type, uint64_t page,
-                   uint32_t count, const void *out, void *in,
-                   struct lend_hdr *r)
+/* Sends every byte of iov; while the socket is full, reads replies, so
+ * that the lender, blocked on sending them, can read on. */
+static int send_iov(struct lend_client *c, struct iovec *iov, int iovcnt)
 {
+	while (iovcnt > 0) {
+		if (iov->iov_len == 0) {
+			iov++, iovcnt--;
+			continue;
+		}
+		ssize_t w = lend_conn_writev_some(&c->conn, iov, iovcnt);
+		if (w < 0)
+			return lose(c, "could not send to the lender");
+		if (w == 0) {
+			if (wait_fd(c, POLLIN | POLLOUT, -1) < 0 ||
+			    lend_client_pump(c, 0) < 0)
+				return lose(c, "could not send to the lender");
+			continue;
+		}
+		size_t left = (size_t)w;
+		while (iovcnt > 0 && left >= iov->iov_len) {
+			left -= iov->iov_len;
+			iov++, iovcnt--;
+		}
+		if (iovcnt > 0) {
+			iov->iov_base = (uint8_t *)iov->iov_base + left;
+			iov->iov_len -= left;
+		}
+	}
+	return 0;
+}
+
+int lend_client_submit(struct lend_client *c, uint16_t type, uint64_t page,
+                       uint32_t count, const struct iovec *iov, int iovcnt,
+                       lend_client_done_fn done, void *arg, uint64_t tag)
+{
+	assert(count <= LEND_MAX_REQ_PAGES && iovcnt >= 0 && iovcnt < 1024);
+	for (;;) {
+		if (c->lost) {
+			snprintf(c->err, sizeof c->err,
+			         "the lender is lost; its pages cannot be "
+			         "reached");
+			return -1;
+		}
+		if (c->inflight < LEND_CLIENT_SLOTS &&
+		    c->inflight_pages + count <= LEND_CLIENT_WINDOW &&
+		    !c->req[c->next_handle % LEND_CLIENT_SLOTS].handle)
+			break;
+		/* nothing in flight leaves every slot free and the whole
+		 * window open: waiting could never end */
+		assert(c->inflight > 0);
+		(void)lend_client_pump(c, -1);
+	}
+	uint64_t h = c->next_handle++;
+	if (c->next_handle == 0)
+		c->next_handle = 1;
+	struct lend_client_req *q = &c->req[h % LEND_CLIENT_SLOTS];
+	*q = (struct lend_client_req){.handle = h,
+	                              .type = type,
+	                              .page = page,
+	                              .count = count,
+	                              .iov = iov,
+	                              .iovcnt = iovcnt,
+	                              .done = done,
+	                              .arg = arg,
+	                              .tag = tag};
+	c->inflight++;
+	c->inflight_pages += count;
 	uint8_t b[LEND_HDR_LEN];
-	struct lend_hdr q = {.type = type,
-	                     .handle = c->next_handle++,
-	                     .page = page,
-	                     .count = count};
-	if (c->lost) {
-		snprintf(c->err, sizeof c->err,
-		         "the lender is lost; its pages cannot be reached");
+	struct lend_hdr hd = {
+	    .type = type, .handle = h, .page = page, .count = count};
+	lend_hdr_encode(&hd, 0, b);
+	struct iovec v[1 + 1024];
+	int n = 1;
+	v[0] = (struct iovec){b, sizeof b};
+	if (type == LEND_WRITE)
+		for (int i = 0; i < iovcnt; i++)
+			v[n++] = iov[i];
+	/* lost while sending: fail_all completed it, like every other */
+	(void)send_iov(c, v, n);
+	return 0;
+}
+
+/* A synchronous call's pieces, all in flight together. */
+struct sync {
+	int left;
+	uint32_t error; /* the first piece that failed */
+};
+
+static void sync_done(void *arg, uint64_t tag, uint32_t error)
+{
+	(void)tag;
+	struct sync *s = arg;
+	s->left--;
+	if (error != LEND_OK && s->error == LEND_OK)
+		s->error = error;
+}
+
+static int sync_wait(struct lend_client *c, struct sync *s)
+{
+	while (s->left > 0)
+		if (lend_client_pump(c, -1) < 0)
+			break;
+	if (s->left > 0 || s->error == LEND_E_LOST) {
+		if (!c->lost)
+			(void)lose(c, "the link failed");
 		return -1;
 	}
-	lend_hdr_encode(&q, 0, b);
-	if (lend_conn_write(&c->conn, b, sizeof b) < 0)
-		return lose(c, "could not send to the lender");
-	if (out &&
-	    lend_conn_write(&c->conn, out, (size_t)count * LEND_PAGE_SIZE) < 0)
-		return lose(c, "could not send to the lender");
-	if (read_reply(c, q.handle, r) < 0)
-		return -1;
-	if (r->error != LEND_OK) {
-		c->last_error = r->error;
+	if (s->error != LEND_OK) {
+		c->last_error = s->error;
 		snprintf(c->err, sizeof c->err, "the lender refused: %s",
-		         lend_err_str(r->error));
-		/* the lender closes after a refused WRITE */
-		if (type == LEND_WRITE)
-			return lose(c, c->err);
+		         lend_err_str(s->error));
 		return -1;
 	}
-	if (in &&
-	    lend_conn_read(&c->conn, in, (size_t)count * LEND_PAGE_SIZE) < 0)
-		return lose(c, "the lender's data did not arrive");
 	return 0;
 }
 
 static int paged(struct lend_client *c, uint16_t type, uint64_t page,
                  uint32_t count, const uint8_t *out, uint8_t *in)
 {
-	struct lend_hdr r;
+	enum { MAXP = 64 };
+	struct sync s = {0};
+	struct iovec v[MAXP];
+	int nv = 0;
+	if (c->lost) {
+		snprintf(c->err, sizeof c->err,
+		         "the lender is lost; its pages cannot be reached");
+		return -1;
+	}
 	while (count > 0) {
 		uint32_t n =
-		    count < LEND_MAX_REQ_PAGES ? count : LEND_MAX_REQ_PAGES;
-		if (request(c, type, page, n, out, in, &r) < 0)
-			return -1;
-		int64_t now = lend_now_ms();
-		if (type == LEND_READ)
-			lend_meter_read(&c->meter, n, now);
-		else if (type == LEND_WRITE)
-			lend_meter_write(&c->meter, page, n, now);
-		else
-			lend_meter_trim(&c->meter, page, n, now);
+		    count < LEND_CLIENT_CHUNK ? count : LEND_CLIENT_CHUNK;
+		uint8_t *p = out ? (uint8_t *)out : in;
+		/* the iovecs must live until the replies: wait for the
+		 * pieces so far when the array is full */
+		if (nv == MAXP) {
+			if (sync_wait(c, &s) < 0)
+				return -1;
+			nv = 0;
+		}
+		v[nv] = (struct iovec){p, p ? (size_t)n * LEND_PAGE_SIZE : 0};
+		s.left++;
+		if (lend_client_submit(c, type, page, n, p ? &v[nv] : NULL,
+		                       p ? 1 : 0, sync_done, &s, 0) < 0) {
+			s.left--;
+			if (s.error == LEND_OK)
+				s.error = LEND_E_LOST;
+			break;
+		}
+		nv++;
 		page += n;
 		count -= n;
 		if (out)
@@ -205,7 +466,7 @@ static int paged(struct lend_client *c, uint16_t type, uint64_t page,
 		if (in)
 			in += (size_t)n * LEND_PAGE_SIZE;
 	}
-	return 0;
+	return sync_wait(c, &s);
 }
 
 int lend_client_read(struct lend_client *c, uint64_t page, uint32_t count,
@@ -225,60 +486,43 @@ int lend_client_trim(struct lend_client *c, uint64_t page, uint32_t count)
 	return paged(c, LEND_TRIM, page, count, NULL, NULL);
 }
 
+/* One request without pages, waited for. */
+static int simple(struct lend_client *c, uint16_t type, void *in, size_t len)
+{
+	struct sync s = {.left = 1};
+	struct iovec v = {in, len};
+	if (lend_client_submit(c, type, 0, 0, in ? &v : NULL, in ? 1 : 0,
+	                       sync_done, &s, 0) < 0)
+		return -1;
+	return sync_wait(c, &s);
+}
+
 int lend_client_flush(struct lend_client *c)
 {
-	struct lend_hdr r;
-	return request(c, LEND_FLUSH, 0, 0, NULL, NULL, &r);
+	return simple(c, LEND_FLUSH, NULL, 0);
 }
 
 int lend_client_lender_meter(struct lend_client *c,
                              struct lend_meter_report *rep)
 {
-	struct lend_hdr r;
 	uint8_t m[LEND_METER_WIRE];
-	if (request(c, LEND_METER, 0, 0, NULL, NULL, &r) < 0)
+	if (simple(c, LEND_METER, m, sizeof m) < 0)
 		return -1;
-	if (r.extra != LEND_METER_WIRE) {
-		snprintf(c->conn.err, sizeof c->conn.err, "meter of %llu bytes",
-		         (unsigned long long)r.extra);
-		return lose(c, "the lender broke the protocol");
-	}
-	if (lend_conn_read(&c->conn, m, sizeof m) < 0)
-		return lose(c, "the lender's meter did not arrive");
 	lend_meter_decode(m, rep);
 	return 0;
 }
 
 int lend_client_release(struct lend_client *c)
 {
-	struct lend_hdr r;
-	if (request(c, LEND_RELEASE, 0, 0, NULL, NULL, &r) < 0)
-		return -1;
-	lend_meter_release(&c->meter, lend_now_ms());
-	c->released = 1;
-	return 0;
+	return simple(c, LEND_RELEASE, NULL, 0);
 }
 
 int lend_client_poll(struct lend_client *c)
 {
-	uint8_t b[LEND_HDR_LEN];
-	struct lend_hdr h;
-	if (c->lost)
+	int before = c->notice;
+	if (lend_client_pump(c, 0) < 0)
 		return -1;
-	if (lend_conn_pending(&c->conn) == 0) {
-		struct pollfd p = {.fd = c->conn.fd, .events = POLLIN};
-		if (poll(&p, 1, 0) <= 0)
-			return 0;
-	}
-	if (lend_conn_read(&c->conn, b, sizeof b) < 0)
-		return lose(c, "the lender closed the connection");
-	if (lend_hdr_decode(b, 1, &h) < 0 || h.type != LEND_NOTICE) {
-		snprintf(c->conn.err, sizeof c->conn.err,
-		         "an unasked-for frame of type %u", h.type);
-		return lose(c, "the lender broke the protocol");
-	}
-	take_notice(c, &h);
-	return 1;
+	return c->notice && !before;
 }
 
 struct lend_meter_report lend_client_report(struct lend_client *c)
@@ -293,10 +537,14 @@ void lend_client_close(struct lend_client *c)
 		struct lend_hdr q = {.type = LEND_BYE,
 		                     .handle = c->next_handle++};
 		lend_hdr_encode(&q, 0, b);
-		/* best effort: the lender treats a close like a BYE */
-		(void)lend_conn_write(&c->conn, b, sizeof b);
+		/* best effort, without waiting: the lender treats a close
+		 * like a BYE */
+		struct iovec v = {b, sizeof b};
+		(void)lend_conn_writev_some(&c->conn, &v, 1);
 	}
 	lend_conn_close(&c->conn);
 	lend_meter_free(&c->meter);
+	free(c->rb);
+	c->rb = NULL;
 	c->lost = 1;
 }

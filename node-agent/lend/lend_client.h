@@ -2,10 +2,21 @@
  * lend_client.h — the borrower's side of one lend contract.
  *
  * Connects to the lender, proves it holds the contract secret and checks
- * that the lender does too, then reads and writes pages synchronously (one
- * request in flight). Owns the connection, the borrower's meter and what it
- * heard from the lender: a recall notice may arrive between any two
- * replies. Once the connection fails the client is "lost" for good: the
+ * that the lender does too, then moves pages with many requests in flight:
+ * lend_client_submit sends a request without waiting for its reply, and
+ * the replies, read whenever they arrive (lend_client_pump), are matched to
+ * their requests by handle, in whatever order they come. At most
+ * LEND_WINDOW_PAGES pages are in flight, so that after a lost link the
+ * lender's meter is at most that far ahead of the borrower's
+ * (lend_meter_reconcile). The synchronous calls (read, write, ...) are
+ * built on the same machinery and pipeline their own pieces.
+ *
+ * Owns the connection (non-blocking once authenticated: it sends and
+ * reads replies in the same loop, so neither direction can fill up and
+ * stall the other), the table of requests in flight, the borrower's meter
+ * and what it heard from the lender: a recall notice may arrive between
+ * any two replies. Once the connection fails the client is "lost" for
+ * good, and every request in flight completes with LEND_E_LOST: the
  * lender's memory may be gone, so no later answer could be trusted to hold
  * the data written before (docs/lending.md, failure semantics).
  */
@@ -13,10 +24,35 @@
 #define RAMEX_LEND_CLIENT_H
 
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "node-agent/lend/lend_conn.h"
 #include "node-agent/lend/lend_meter.h"
 #include "node-agent/lend/lend_proto.h"
+
+#define LEND_CLIENT_WINDOW LEND_WINDOW_PAGES /* pages in flight */
+#define LEND_CLIENT_SLOTS  256                /* requests in flight */
+#define LEND_CLIENT_CHUNK  64 /* pages per request when a call splits */
+#define LEND_E_LOST        0x100 /* completion: the link failed (not wire) */
+#define LEND_CLIENT_RBUF   (64u << 10) /* replies read ahead */
+
+/* Called once per submitted request: error is LEND_OK, the lender's
+ * refusal (enum lend_err), or LEND_E_LOST. */
+typedef void (*lend_client_done_fn)(void *arg, uint64_t tag, uint32_t error);
+
+/* One request in flight. */
+struct lend_client_req {
+	uint64_t handle; /* 0: the slot is free */
+	uint16_t type;
+	uint64_t page;
+	uint32_t count;
+	const struct iovec *iov; /* READ: where the data goes; METER: too */
+	int iovcnt;
+	struct iovec one; /* iov when the caller gave one buffer */
+	lend_client_done_fn done;
+	void *arg;
+	uint64_t tag;
+};
 
 struct lend_client {
 	struct lend_conn conn;
@@ -30,6 +66,13 @@ struct lend_client {
 	int64_t notice_at_ms; /* when it arrived (lend_now_ms) */
 	uint32_t last_error;  /* enum lend_err of the last refused request */
 	struct lend_meter meter;
+	struct lend_client_req req[LEND_CLIENT_SLOTS]; /* by handle % SLOTS */
+	int inflight;                 /* requests in flight */
+	int64_t inflight_pages;       /* their pages, <= LEND_CLIENT_WINDOW */
+	/* replies read ahead: one recv takes many small ones; a long
+	 * payload's rest goes straight where it belongs */
+	uint8_t *rb;
+	size_t rb_off, rb_len;
 	char err[240];
 };
 
@@ -42,8 +85,30 @@ int lend_client_connect(struct lend_client *c, const char *host, int port,
                         SSL_CTX *tls, uint64_t contract,
                         const uint8_t secret[LEND_SECRET_LEN], int timeout_ms);
 
-/* count may exceed LEND_MAX_REQ_PAGES: the call splits it. Each returns
- * 0, or -1 with c->err (and c->last_error when the lender refused). */
+/*
+ * Sends one request (count <= LEND_MAX_REQ_PAGES; 0 for FLUSH, METER,
+ * RELEASE) and returns without its reply. iov: a WRITE's data, or where a
+ * READ's pages (or METER's LEND_METER_WIRE bytes) go; it must stay valid
+ * until done is called. Waits, reading replies meanwhile, while the window
+ * or the table is full. Returns 0 when the request is in flight (done is
+ * then called exactly once, maybe before this returns), or -1 when the
+ * lender is lost (done is not called).
+ */
+int lend_client_submit(struct lend_client *c, uint16_t type, uint64_t page,
+                       uint32_t count, const struct iovec *iov, int iovcnt,
+                       lend_client_done_fn done, void *arg, uint64_t tag);
+/*
+ * Reads every reply (and notice) that has arrived and completes its
+ * request; with wait_ms != 0 first waits up to wait_ms (-1: until one
+ * frame) for something to arrive. Returns the frames taken, or -1 when the
+ * link failed (every request in flight then completed with LEND_E_LOST).
+ */
+int lend_client_pump(struct lend_client *c, int wait_ms);
+
+/* count may exceed LEND_MAX_REQ_PAGES: the call splits it (pieces of
+ * LEND_CLIENT_CHUNK pages, in flight together) and waits for all. Each
+ * returns 0, or -1 with c->err (and c->last_error when the lender
+ * refused). */
 int lend_client_read(struct lend_client *c, uint64_t page, uint32_t count,
                      void *buf);
 int lend_client_write(struct lend_client *c, uint64_t page, uint32_t count,
@@ -56,9 +121,9 @@ int lend_client_lender_meter(struct lend_client *c,
 /* The borrower has moved its pages back: the lender may free them. */
 int lend_client_release(struct lend_client *c);
 
-/* Reads a frame that arrived while no request was outstanding (a NOTICE).
+/* Reads the frames that have arrived (lend_client_pump without waiting).
  * Call when the fd is readable or lend_conn_pending > 0. Returns 1 when a
- * notice was read, 0 when nothing was waiting, -1 when the link failed. */
+ * notice was read, 0 when none was, -1 when the link failed. */
 int lend_client_poll(struct lend_client *c);
 
 /* The borrower's meter now. */

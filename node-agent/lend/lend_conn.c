@@ -3,6 +3,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -263,6 +265,113 @@ int lend_conn_write(struct lend_conn *c, const void *buf, size_t n)
 		}
 		p += w;
 		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int lend_conn_set_nonblock(struct lend_conn *c, int on)
+{
+	int fl = fcntl(c->fd, F_GETFL);
+	if (fl < 0 ||
+	    fcntl(c->fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK) < 0) {
+		snprintf(c->err, sizeof c->err, "fcntl: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+ssize_t lend_conn_read_some(struct lend_conn *c, void *buf, size_t n)
+{
+	if (c->ssl) {
+		size_t got = 0;
+		if (SSL_read_ex(c->ssl, buf, n, &got) == 1)
+			return (ssize_t)got;
+		int e = SSL_get_error(c->ssl, 0);
+		ERR_clear_error();
+		if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+			return 0;
+		snprintf(c->err, sizeof c->err, "%s",
+		         e == SSL_ERROR_ZERO_RETURN
+		             ? "the peer closed the connection"
+		             : "TLS read failed");
+		return -1;
+	}
+	for (;;) {
+		ssize_t r = recv(c->fd, buf, n, 0);
+		if (r > 0)
+			return r;
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		snprintf(c->err, sizeof c->err, "%s",
+		         r == 0 ? "the peer closed the connection"
+		                : strerror(errno));
+		return -1;
+	}
+}
+
+ssize_t lend_conn_writev_some(struct lend_conn *c, const struct iovec *iov,
+                              int iovcnt)
+{
+	if (c->ssl) {
+		/* one buffer at a time: OpenSSL has no writev, and a write
+		 * that wants a retry must see the same buffer again */
+		while (iovcnt > 0 && iov->iov_len == 0)
+			iov++, iovcnt--;
+		if (iovcnt == 0)
+			return 0;
+		size_t put = 0;
+		if (SSL_write_ex(c->ssl, iov->iov_base, iov->iov_len, &put) == 1)
+			return (ssize_t)put;
+		int e = SSL_get_error(c->ssl, 0);
+		ERR_clear_error();
+		if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+			return 0;
+		snprintf(c->err, sizeof c->err, "TLS write failed");
+		return -1;
+	}
+	struct msghdr m = {.msg_iov = (struct iovec *)iov,
+	                   .msg_iovlen = (size_t)(iovcnt < IOV_MAX ? iovcnt
+	                                                           : IOV_MAX)};
+	for (;;) {
+		ssize_t w = sendmsg(c->fd, &m, MSG_NOSIGNAL);
+		if (w >= 0)
+			return w;
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		snprintf(c->err, sizeof c->err, "%s", strerror(errno));
+		return -1;
+	}
+}
+
+int lend_conn_writev(struct lend_conn *c, struct iovec *iov, int iovcnt)
+{
+	while (iovcnt > 0) {
+		if (iov->iov_len == 0) {
+			iov++, iovcnt--;
+			continue;
+		}
+		ssize_t w = lend_conn_writev_some(c, iov, iovcnt);
+		if (w < 0)
+			return -1;
+		if (w == 0) {
+			/* a blocking socket does not say EAGAIN unless its
+			 * SO_SNDTIMEO passed */
+			snprintf(c->err, sizeof c->err, "write timed out");
+			return -1;
+		}
+		size_t left = (size_t)w;
+		while (iovcnt > 0 && left >= iov->iov_len) {
+			left -= iov->iov_len;
+			iov++, iovcnt--;
+		}
+		if (iovcnt > 0) {
+			iov->iov_base = (uint8_t *)iov->iov_base + left;
+			iov->iov_len -= left;
+		}
 	}
 	return 0;
 }

@@ -14,6 +14,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #include "node-agent/lend/lend_proto.h"
 
@@ -56,6 +58,20 @@ int lend_conn_open(struct lend_conn *c, int fd, SSL_CTX *ctx, int is_server,
 /* Exactly n bytes. Return 0, or -1 on error or end of stream (c->err). */
 int lend_conn_read(struct lend_conn *c, void *buf, size_t n);
 int lend_conn_write(struct lend_conn *c, const void *buf, size_t n);
+/*
+ * Non-blocking use, for a connection with many requests in flight (a peer
+ * that both sends and receives must never block on one direction while
+ * the other fills up). After lend_conn_set_nonblock(c, 1), only these move
+ * bytes: each moves what it can now and returns the bytes moved, 0 when it
+ * would block, or -1 on an error or the end of the stream (c->err). A TLS
+ * write that returned 0 must be repeated with the same first buffer.
+ */
+int lend_conn_set_nonblock(struct lend_conn *c, int on);
+ssize_t lend_conn_read_some(struct lend_conn *c, void *buf, size_t n);
+ssize_t lend_conn_writev_some(struct lend_conn *c, const struct iovec *iov,
+                              int iovcnt);
+/* Blocking writev of everything (the socket is blocking). Returns 0 or -1. */
+int lend_conn_writev(struct lend_conn *c, struct iovec *iov, int iovcnt);
 /* Bytes already decrypted and waiting (TLS); 0 for plain TCP. */
 int lend_conn_pending(const struct lend_conn *c);
 /* Changes the stall timeout after the handshake (0 = none). */

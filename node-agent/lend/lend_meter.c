@@ -187,10 +187,10 @@ static int64_t max64(int64_t a, int64_t b)
 	return a > b ? a : b;
 }
 
-/* lender ahead of borrower by at most one lost reply */
+/* lender ahead of borrower by at most the replies lost in flight */
 static int count_ok(int64_t lender, int64_t borrower)
 {
-	return lender >= borrower && lender - borrower <= LEND_MAX_REQ_PAGES;
+	return lender >= borrower && lender - borrower <= LEND_WINDOW_PAGES;
 }
 
 static int seconds_ok(int64_t a, int64_t b, int64_t pages)

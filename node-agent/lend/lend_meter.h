@@ -85,8 +85,8 @@ struct lend_recon_result {
 
 /*
  * The exchange's rule. Counts must agree, except that the lender may be
- * ahead by one request (LEND_MAX_REQ_PAGES pages) whose reply was lost with
- * the connection. Page-seconds must agree within the slack above. Either
+ * ahead by the requests in flight (at most LEND_WINDOW_PAGES pages) whose
+ * replies were lost with the connection. Page-seconds must agree within the slack above. Either
  * way both sides are settled on the smaller figure, so no side is paid for
  * what the other did not see; a dispute is also flagged for a person.
  */

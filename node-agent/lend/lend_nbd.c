@@ -231,13 +231,10 @@ static int drain(int fd, uint8_t *buf, size_t buflen, uint32_t len)
 	return 0;
 }
 
-int lend_nbd_serve_one(int fd, const struct lend_nbd_export *e,
-                       const struct lend_nbd_backend *b, uint8_t *buf,
-                       size_t buflen, struct lend_nbd_stats *st, char *err,
-                       size_t errlen)
+int lend_nbd_read_req(int fd, struct lend_nbd_req *q, char *err,
+                      size_t errlen)
 {
 	uint8_t h[28];
-	assert(buflen >= LEND_NBD_BLOCK && buflen % LEND_NBD_BLOCK == 0);
 	if (rd(fd, h, sizeof h) < 0) {
 		snprintf(err, errlen, "the NBD client closed the connection");
 		return -1;
@@ -246,22 +243,111 @@ int lend_nbd_serve_one(int fd, const struct lend_nbd_export *e,
 		snprintf(err, errlen, "an NBD request with a bad magic");
 		return -1;
 	}
-	uint16_t type = get16(h + 6);
-	uint64_t handle = get64(h + 8), off = get64(h + 16);
-	uint32_t len = get32(h + 24);
-	int bad = off % LEND_NBD_BLOCK || len % LEND_NBD_BLOCK ||
-	          off > e->size || len > e->size - off;
-	int rc = 0;
+	q->flags = get16(h + 4);
+	q->type = get16(h + 6);
+	q->handle = get64(h + 8);
+	q->off = get64(h + 16);
+	q->len = get32(h + 24);
+	return 0;
+}
+
+int lend_nbd_req_check(const struct lend_nbd_export *e,
+                       const struct lend_nbd_req *q)
+{
+	int bad = q->off % LEND_NBD_BLOCK || q->len % LEND_NBD_BLOCK ||
+	          q->off > e->size || q->len > e->size - q->off;
+	switch (q->type) {
+	case LEND_NBD_CMD_READ:
+		return bad || q->len == 0 || q->len > LEND_NBD_MAX_REQ ? EINVAL
+		                                                       : 0;
+	case LEND_NBD_CMD_WRITE:
+		if (q->len > LEND_NBD_MAX_REQ)
+			return -1;
+		return bad ? EINVAL : 0;
+	case LEND_NBD_CMD_TRIM:
+		return bad ? EINVAL : 0;
+	case LEND_NBD_CMD_FLUSH:
+		return 0;
+	}
+	return EINVAL;
+}
+
+int lend_nbd_read_data(int fd, void *buf, size_t n)
+{
+	return rd(fd, buf, n);
+}
+
+int lend_nbd_reply(int fd, uint32_t error, uint64_t handle,
+                   const struct iovec *iov, int iovcnt)
+{
+	uint8_t r[16];
+	struct iovec v[8];
+	int n = 1;
+	put32(r, REP_MAGIC);
+	put32(r + 4, error);
+	put64(r + 8, handle);
+	v[0] = (struct iovec){r, sizeof r};
+	assert(iovcnt >= 0 && iovcnt < 8);
+	for (int i = 0; i < iovcnt; i++)
+		v[n++] = iov[i];
+	/* one sendmsg; the rest with wr when the socket took only a part */
+	struct msghdr m = {.msg_iov = v, .msg_iovlen = (size_t)n};
+	ssize_t w;
+	do {
+		w = sendmsg(fd, &m, MSG_NOSIGNAL);
+		if (w < 0 && errno == ENOTSOCK)
+			w = writev(fd, v, n);
+	} while (w < 0 && errno == EINTR);
+	if (w < 0)
+		return -1;
+	size_t done = (size_t)w;
+	for (int i = 0; i < n; i++) {
+		if (done >= v[i].iov_len) {
+			done -= v[i].iov_len;
+			continue;
+		}
+		if (wr(fd, (uint8_t *)v[i].iov_base + done,
+		       v[i].iov_len - done) < 0)
+			return -1;
+		done = 0;
+	}
+	return 0;
+}
+
+int lend_nbd_reply_data(int fd, const struct iovec *iov, int iovcnt)
+{
+	for (int i = 0; i < iovcnt; i++)
+		if (wr(fd, iov[i].iov_base, iov[i].iov_len) < 0)
+			return -1;
+	return 0;
+}
+
+int lend_nbd_skip(int fd, uint8_t *buf, size_t buflen, uint32_t len)
+{
+	return drain(fd, buf, buflen, len);
+}
+
+int lend_nbd_serve_one(int fd, const struct lend_nbd_export *e,
+                       const struct lend_nbd_backend *b, uint8_t *buf,
+                       size_t buflen, struct lend_nbd_stats *st, char *err,
+                       size_t errlen)
+{
+	struct lend_nbd_req q;
+	assert(buflen >= LEND_NBD_BLOCK && buflen % LEND_NBD_BLOCK == 0);
+	if (lend_nbd_read_req(fd, &q, err, errlen) < 0)
+		return -1;
+	uint16_t type = q.type;
+	uint64_t handle = q.handle, off = q.off;
+	uint32_t len = q.len;
+	int rc = type == LEND_NBD_CMD_DISC ? 0 : lend_nbd_req_check(e, &q);
 
 	switch (type) {
 	case LEND_NBD_CMD_DISC:
 		return 1;
 	case LEND_NBD_CMD_READ:
 		st->reads++;
-		if (bad || len == 0 || len > LEND_NBD_MAX_REQ) {
-			rc = EINVAL;
+		if (rc != 0)
 			break;
-		}
 		for (uint32_t done = 0; done < len;) {
 			uint32_t n =
 			    len - done < buflen ? len - done : (uint32_t)buflen;
@@ -290,18 +376,17 @@ int lend_nbd_serve_one(int fd, const struct lend_nbd_export *e,
 		break;
 	case LEND_NBD_CMD_WRITE:
 		st->writes++;
-		if (len > LEND_NBD_MAX_REQ) {
+		if (rc < 0) {
 			snprintf(err, errlen, "an NBD write of %u bytes", len);
 			return -1;
 		}
-		if (bad) {
+		if (rc != 0) {
 			if (drain(fd, buf, buflen, len) < 0) {
 				snprintf(err, errlen,
 				         "the NBD client closed the connection "
 				         "inside a write's payload");
 				return -1;
 			}
-			rc = EINVAL;
 			break;
 		}
 		for (uint32_t done = 0; done < len;) {
@@ -326,7 +411,8 @@ int lend_nbd_serve_one(int fd, const struct lend_nbd_export *e,
 		break;
 	case LEND_NBD_CMD_TRIM:
 		st->trims++;
-		rc = bad ? EINVAL : (len ? b->trim(b->ctx, off, len) : 0);
+		if (rc == 0 && len)
+			rc = b->trim(b->ctx, off, len);
 		break;
 	default:
 		rc = EINVAL;

@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #define LEND_NBD_BLOCK   4096
 #define LEND_NBD_MAX_REQ (32u << 20) /* longest request accepted */
@@ -77,6 +78,43 @@ int lend_nbd_serve_one(int fd, const struct lend_nbd_export *e,
                        const struct lend_nbd_backend *b, uint8_t *buf,
                        size_t buflen, struct lend_nbd_stats *st, char *err,
                        size_t errlen);
+
+/*
+ * The pieces of the transmission phase, for a server that keeps many
+ * requests in flight (lend_bridge): the kernel's nbd driver sends requests
+ * with distinct handles on one socket without waiting, and takes the
+ * replies in any order.
+ */
+struct lend_nbd_req {
+	uint16_t flags, type;
+	uint64_t handle, off;
+	uint32_t len;
+};
+/* Reads one request header. Returns 0, or -1 with err set (the client
+ * closed, or a bad magic). */
+int lend_nbd_read_req(int fd, struct lend_nbd_req *q, char *err,
+                      size_t errlen);
+/*
+ * Checks a READ, WRITE, FLUSH or TRIM against the export: 0, EINVAL
+ * (unaligned, outside, an empty or too long READ, an unknown type: answer
+ * with it; a WRITE's payload must still be read and dropped), or -1 for a
+ * WRITE longer than LEND_NBD_MAX_REQ (drop the connection: nobody reads
+ * that much to throw it away).
+ */
+int lend_nbd_req_check(const struct lend_nbd_export *e,
+                       const struct lend_nbd_req *q);
+/* Reads exactly n bytes of a WRITE's payload. Returns 0 or -1. */
+int lend_nbd_read_data(int fd, void *buf, size_t n);
+/* Reads and drops len bytes through buf. Returns 0 or -1. */
+int lend_nbd_skip(int fd, uint8_t *buf, size_t buflen, uint32_t len);
+/* A simple reply and, for a successful READ, its data, with one writev.
+ * Returns 0 or -1 when the client is gone. */
+int lend_nbd_reply(int fd, uint32_t error, uint64_t handle,
+                   const struct iovec *iov, int iovcnt);
+
+/* More of a READ reply's data, after lend_nbd_reply sent the first part.
+ * Returns 0 or -1. */
+int lend_nbd_reply_data(int fd, const struct iovec *iov, int iovcnt);
 
 /* Client handshake with NBD_OPT_GO for `name`. Returns 0 with the export's
  * size and transmission flags, or -1 with err set. */

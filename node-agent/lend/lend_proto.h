@@ -43,6 +43,10 @@
 #define LEND_WELCOME_LEN   48
 #define LEND_HDR_LEN       32
 #define LEND_MAX_REQ_PAGES 256 /* 1 MiB per request bounds every buffer */
+/* A borrower keeps at most this many pages in flight (requests sent, not
+ * yet answered): after a lost link the lender's meter is at most this far
+ * ahead of the borrower's (lend_meter_reconcile). */
+#define LEND_WINDOW_PAGES (4 * LEND_MAX_REQ_PAGES)
 #define LEND_MAX_PAGES     (INT64_C(1) << 28) /* 1 TiB per contract */
 #define LEND_REQ_MAGIC     0x524d5251u        /* "RMRQ" */
 #define LEND_REP_MAGIC     0x524d5250u        /* "RMRP" */

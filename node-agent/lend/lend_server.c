@@ -4,10 +4,13 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <openssl/rand.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -60,6 +63,11 @@ int lend_server_open(struct lend_server *s, const struct lend_server_config *c,
 	if (lend_meter_init(&s->meter, c->contract, LEND_METER_LENDER, c->pages,
 	                    lend_now_ms()) < 0) {
 		snprintf(err, errlen, "could not allocate the meter");
+		goto fail;
+	}
+	s->ib = malloc(LEND_SERVER_IBUF);
+	if (!s->ib) {
+		snprintf(err, errlen, "could not allocate the input buffer");
 		goto fail;
 	}
 	if (pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) < 0 ||
@@ -115,10 +123,14 @@ static int send_notice(struct lend_server *s)
 	return send_reply(&s->conn, &n);
 }
 
+static int out_flush(struct lend_server *s);
+
 static void drop_conn(struct lend_server *s, const char *why)
 {
 	if (s->conn.fd < 0)
 		return;
+	(void)out_flush(s); /* e.g. the reply to a BYE or a refusal */
+	s->ib_off = s->ib_len = 0;
 	log_info("borrower connection closed", "contract=%llu why=\"%s\"",
 	         (unsigned long long)s->cfg.contract, why);
 	lend_conn_close(&s->conn);
@@ -329,14 +341,140 @@ static void free_pages(struct lend_server *s, const char *why)
 	         (unsigned long long)s->cfg.contract, why);
 }
 
+/* Sends the replies held back. Returns 0, or -1 (c->err). */
+static int out_flush(struct lend_server *s)
+{
+	int rc = 0;
+	if (s->ov_n > 0 && s->conn.fd >= 0) {
+		rc = lend_conn_writev(&s->conn, s->ov, s->ov_n);
+		s->batches++;
+		s->batched_replies += s->oh_n;
+	}
+	s->ov_n = s->oh_n = 0;
+	s->out_reads = 0;
+	return rc;
+}
+
+/* Holds back a reply, and its payload (may be NULL). Returns 0 or -1. */
+static int out_reply(struct lend_server *s, const struct lend_hdr *h,
+                     const void *data, size_t len)
+{
+	if (s->oh_n == LEND_SERVER_BATCH && out_flush(s) < 0)
+		return -1;
+	lend_hdr_encode(h, 1, s->oh[s->oh_n]);
+	s->ov[s->ov_n++] = (struct iovec){s->oh[s->oh_n++], LEND_HDR_LEN};
+	if (len)
+		s->ov[s->ov_n++] = (struct iovec){(void *)data, len};
+	return 0;
+}
+
+/* Whether a request's bytes are here already (read ahead, decrypted, or
+ * in the socket), so that serving it cannot block. */
+static int in_ready(struct lend_server *s)
+{
+	if (s->ib_len > s->ib_off || lend_conn_pending(&s->conn) > 0)
+		return 1;
+	if (s->conn.ssl) {
+		struct pollfd p = {.fd = s->conn.fd, .events = POLLIN};
+		return poll(&p, 1, 0) > 0;
+	}
+	/* plain TCP: one recv both asks and reads ahead */
+	s->ib_off = s->ib_len = 0;
+	ssize_t r = recv(s->conn.fd, s->ib, LEND_SERVER_IBUF, MSG_DONTWAIT);
+	if (r > 0) {
+		s->ib_len = (size_t)r;
+		return 1;
+	}
+	/* the end of the stream or an error: let the next read say so */
+	return r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* Reads more into the read-ahead buffer, blocking; the replies held back
+ * go first, since the borrower may wait for them before it sends more. */
+static int in_fill(struct lend_server *s)
+{
+	size_t had = s->ib_len - s->ib_off;
+	if (in_ready(s)) {
+		if (s->ib_len - s->ib_off > had)
+			return 0; /* in_ready read ahead */
+	} else if (out_flush(s) < 0) {
+		return -1;
+	}
+	if (s->ib_off == s->ib_len)
+		s->ib_off = s->ib_len = 0;
+	if (s->ib_off > 0 && s->ib_len == LEND_SERVER_IBUF) {
+		memmove(s->ib, s->ib + s->ib_off, s->ib_len - s->ib_off);
+		s->ib_len -= s->ib_off;
+		s->ib_off = 0;
+	}
+	for (;;) {
+		size_t room = LEND_SERVER_IBUF - s->ib_len;
+		ssize_t r;
+		if (s->conn.ssl) {
+			size_t got = 0;
+			if (SSL_read_ex(s->conn.ssl, s->ib + s->ib_len, room,
+			                &got) != 1) {
+				snprintf(s->conn.err, sizeof s->conn.err,
+				         "the borrower closed the connection");
+				ERR_clear_error();
+				return -1;
+			}
+			r = (ssize_t)got;
+		} else {
+			r = recv(s->conn.fd, s->ib + s->ib_len, room, 0);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0) {
+				snprintf(s->conn.err, sizeof s->conn.err, "%s",
+				         r == 0 ? "the borrower closed the "
+				                  "connection"
+				                : strerror(errno));
+				return -1;
+			}
+		}
+		s->ib_len += (size_t)r;
+		return 0;
+	}
+}
+
+/* Exactly n bytes of the stream into dst: what was read ahead first; a
+ * long rest goes straight into dst (a WRITE's pages: no copy). */
+static int in_read(struct lend_server *s, void *dst, size_t n)
+{
+	uint8_t *p = dst;
+	while (n > 0) {
+		size_t have = s->ib_len - s->ib_off;
+		if (have > 0) {
+			size_t k = have < n ? have : n;
+			memcpy(p, s->ib + s->ib_off, k);
+			s->ib_off += k;
+			p += k;
+			n -= k;
+			continue;
+		}
+		if (n >= LEND_PAGE_SIZE && lend_conn_pending(&s->conn) == 0) {
+			if (in_ready(s)) {
+				if (s->ib_len > s->ib_off)
+					continue; /* it read ahead: take that */
+			} else if (out_flush(s) < 0) {
+				return -1;
+			}
+			return lend_conn_read(&s->conn, p, n);
+		}
+		if (in_fill(s) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* Serves one request. Returns 0, or -1 when the connection must close. */
-static int serve(struct lend_server *s)
+static int serve_one(struct lend_server *s)
 {
 	struct lend_conn *c = &s->conn;
 	uint8_t b[LEND_HDR_LEN];
 	struct lend_hdr q, r;
 
-	if (lend_conn_read(c, b, sizeof b) < 0)
+	if (in_read(s, b, sizeof b) < 0)
 		return -1;
 	if (lend_hdr_decode(b, 0, &q) < 0) {
 		snprintf(c->err, sizeof c->err, "a request with a bad magic");
@@ -351,57 +489,76 @@ static int serve(struct lend_server *s)
 		r.error = LEND_E_RELEASED;
 	if (r.error != LEND_OK) {
 		/* the stream cannot be trusted after a bad WRITE header */
-		(void)send_reply(c, &r);
+		if (out_reply(s, &r, NULL, 0) < 0)
+			return -1;
 		snprintf(c->err, sizeof c->err, "refused a request: %s",
 		         lend_err_str(r.error));
 		return q.type == LEND_WRITE ? -1 : 0;
 	}
+	/* a pending READ reply points into the store: send it before the
+	 * pages change or go */
+	if (s->out_reads &&
+	    (q.type == LEND_WRITE || q.type == LEND_TRIM ||
+	     q.type == LEND_RELEASE) &&
+	    out_flush(s) < 0)
+		return -1;
 	int64_t now = lend_now_ms();
 	size_t len = (size_t)q.count * LEND_PAGE_SIZE;
 	switch (q.type) {
 	case LEND_READ:
 		lend_meter_read(&s->meter, q.count, now);
-		if (send_reply(c, &r) < 0 ||
-		    lend_conn_write(c,
-		                    lend_store_page(&s->store, (int64_t)q.page),
-		                    len) < 0)
-			return -1;
-		return 0;
+		s->out_reads = 1;
+		return out_reply(s, &r,
+		                 lend_store_page(&s->store, (int64_t)q.page),
+		                 len);
 	case LEND_WRITE:
-		/* straight into the held pages: no copy, no buffer */
-		if (lend_conn_read(c,
-		                   lend_store_page(&s->store, (int64_t)q.page),
-		                   len) < 0)
+		/* straight into the held pages */
+		if (in_read(s, lend_store_page(&s->store, (int64_t)q.page),
+		            len) < 0)
 			return -1;
 		lend_meter_write(&s->meter, q.page, q.count, now);
-		return send_reply(c, &r);
+		return out_reply(s, &r, NULL, 0);
 	case LEND_TRIM:
 		lend_store_zero(&s->store, (int64_t)q.page, q.count);
 		lend_meter_trim(&s->meter, q.page, q.count, now);
-		return send_reply(c, &r);
+		return out_reply(s, &r, NULL, 0);
 	case LEND_FLUSH:
-		return send_reply(c, &r);
+		return out_reply(s, &r, NULL, 0);
 	case LEND_METER: {
-		uint8_t m[LEND_METER_WIRE];
 		struct lend_meter_report rep = lend_server_report(s);
-		lend_meter_encode(&rep, m);
-		r.extra = LEND_METER_WIRE;
-		if (send_reply(c, &r) < 0)
+		/* one meter buffer: send what holds it first */
+		if (out_flush(s) < 0)
 			return -1;
-		return lend_conn_write(c, m, sizeof m);
+		lend_meter_encode(&rep, s->om);
+		r.extra = LEND_METER_WIRE;
+		return out_reply(s, &r, s->om, LEND_METER_WIRE);
 	}
 	case LEND_RELEASE:
 		free_pages(s, s->recalling ? "the borrower released them "
 		                             "after the recall notice"
 		                           : "the borrower released them");
-		return send_reply(c, &r);
+		return out_reply(s, &r, NULL, 0);
 	case LEND_BYE:
-		(void)send_reply(c, &r);
+		(void)out_reply(s, &r, NULL, 0);
 		snprintf(c->err, sizeof c->err, "the borrower said goodbye");
 		return -1;
 	}
 	assert(0 && "lend_hdr_check let an unknown type through");
 	return -1;
+}
+
+/* Serves the requests that have arrived, a batch at a time, and sends
+ * their replies. Returns 0, or -1 when the connection must close. */
+static int serve(struct lend_server *s)
+{
+	/* bounded, so that a borrower streaming without pause does not
+	 * keep the loop from a recall, a stop or a handshake */
+	int n = 0;
+	do {
+		if (serve_one(s) < 0)
+			return -1;
+	} while (++n < 4 * LEND_SERVER_BATCH && in_ready(s));
+	return out_flush(s);
 }
 
 static void tick(struct lend_server *s)
@@ -433,7 +590,8 @@ enum lend_server_end lend_server_run(struct lend_server *s)
 			end = LEND_END_RELEASED;
 			break;
 		}
-		if (s->conn.fd >= 0 && lend_conn_pending(&s->conn) > 0) {
+		if (s->conn.fd >= 0 && (lend_conn_pending(&s->conn) > 0 ||
+		                        s->ib_len > s->ib_off)) {
 			if (serve(s) < 0)
 				drop_conn(s, s->conn.err);
 			continue;
@@ -520,4 +678,6 @@ void lend_server_close(struct lend_server *s)
 	s->lfd = s->wake[0] = s->wake[1] = s->done[0] = s->done[1] = -1;
 	lend_store_release(&s->store);
 	lend_meter_free(&s->meter);
+	free(s->ib);
+	s->ib = NULL;
 }

@@ -17,6 +17,12 @@
  *
  * lend_server_run() polls the listener, the borrower's connection and two
  * pipes on one thread, which alone serves requests and owns the state.
+ * Requests are served in the order they arrive, in batches: the loop reads
+ * ahead whatever requests are waiting (up to LEND_SERVER_BATCH), then sends
+ * all their replies with one writev, a READ's pages straight from the
+ * store. It never waits for more input while it holds replies, and it
+ * sends the replies before it changes pages that a pending READ reply
+ * points at (a WRITE, TRIM or RELEASE after it).
  * Each new connection's handshake (TLS, HELLO, AUTH, WELCOME) runs on a
  * thread of its own, so that a peer that sends its AUTH one byte at a time
  * stalls nobody: at most LEND_HANDSHAKES handshakes at once (more are
@@ -33,6 +39,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "node-agent/lend/lend_conn.h"
 #include "node-agent/lend/lend_meter.h"
@@ -65,6 +72,8 @@ enum lend_server_end {
 };
 
 #define LEND_HANDSHAKES 8 /* handshakes under way at once */
+#define LEND_SERVER_BATCH 64        /* replies sent with one writev */
+#define LEND_SERVER_IBUF  (64u << 10) /* requests read ahead */
 
 /* One handshake under way, on its own thread. */
 struct lend_handshake {
@@ -91,6 +100,18 @@ struct lend_server {
 	int64_t handshakes_timed_out; /* cut at the overall deadline */
 	int done[2];                 /* handshake threads report here */
 	struct lend_handshake hs[LEND_HANDSHAKES];
+	/* the borrower's requests, read ahead: headers and small payloads
+	 * come out of here; the bulk of a WRITE goes straight to the store */
+	uint8_t *ib;
+	size_t ib_off, ib_len;
+	/* replies not yet sent: headers here, READ data straight from the
+	 * store (no copy), all sent with one writev */
+	uint8_t oh[LEND_SERVER_BATCH][LEND_HDR_LEN];
+	uint8_t om[LEND_METER_WIRE]; /* a METER reply's payload */
+	struct iovec ov[2 * LEND_SERVER_BATCH];
+	int oh_n, ov_n;
+	int out_reads; /* the batch points into the store */
+	int64_t batches, batched_replies; /* for the log and tests */
 	char err[200];
 };
 

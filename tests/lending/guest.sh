@@ -52,6 +52,10 @@ lend_guest_build() { # dir kver mode
     _lend_copy_bin "$BIN/$m" "$r" || return 1
   done
   for m in nbd virtio_blk virtio_pci; do _lend_mod_add "$kver" "$m" || return 1; done
+  # the bench compares lent pages with zram, the local compressed swap
+  if [[ $3 == bench ]] && modinfo -k "$kver" -n zram >/dev/null 2>&1; then
+    _lend_mod_add "$kver" zram || return 1
+  fi
   for m in $mods; do cp "$(modinfo -k "$kver" -n "$m")" "$r/lib/modules/$m.ko" || return 1; done
   echo "$mods" >"$r/lib/modules/order"
   if [[ -f $ROOT/${BUILD:-build}/kmod/ramex.ko ]] &&

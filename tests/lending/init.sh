@@ -106,6 +106,19 @@ if [ "$MODE" = bench ]; then
   # the same 4 KiB O_DIRECT random I/O on both block devices
   ramex-lend-bench --blockdev /dev/nbd0 --pages $PAGES --ops 3000 --name guest-nbd
   ramex-lend-bench --blockdev /dev/vda --pages $PAGES --ops 3000 --name guest-vda
+  # many requests in flight through the kernel's nbd driver (32 threads of
+  # O_DIRECT), beside the local disk and zram the same way
+  ramex-lend-bench --blockdev /dev/nbd0 --pages $PAGES --ops 3000 --qd 32 \
+    --stream-mib 32 --name guest-nbd
+  ramex-lend-bench --blockdev /dev/vda --pages $PAGES --ops 3000 --qd 32 \
+    --stream-mib 32 --name guest-vda
+  if [ -e /sys/block/zram0 ] && echo 64M >/sys/block/zram0/disksize; then
+    ramex-lend-bench --blockdev /dev/zram0 --pages $PAGES --ops 3000 --name guest-zram
+    ramex-lend-bench --blockdev /dev/zram0 --pages $PAGES --ops 3000 --qd 32 \
+      --stream-mib 32 --name guest-zram
+  else
+    echo "guest-zram not available"
+  fi
   kill -TERM $BRIDGE; wait $BRIDGE; kill -TERM $LENDER; wait $LENDER
   # the lend protocol alone, from a process: a contract has one borrower,
   # so a second lender

@@ -211,10 +211,10 @@ START_TEST(reconcile_rules)
 	struct lend_meter_report b = rep(LEND_METER_BORROWER, 500, 49900);
 	ck_assert_int_eq(lend_meter_reconcile(&l, &b, &out), LEND_RECON_AGREE);
 	ck_assert_int_eq(out.used_page_s, 49900);
-	/* lender ahead by one lost reply: still agreed */
-	l.page_writes = 500 + LEND_MAX_REQ_PAGES;
+	/* lender ahead by the replies lost in flight: still agreed */
+	l.page_writes = 500 + LEND_WINDOW_PAGES;
 	ck_assert_int_eq(lend_meter_reconcile(&l, &b, &out), LEND_RECON_AGREE);
-	l.page_writes = 501 + LEND_MAX_REQ_PAGES;
+	l.page_writes = 501 + LEND_WINDOW_PAGES;
 	ck_assert_int_eq(lend_meter_reconcile(&l, &b, &out),
 	                 LEND_RECON_DISPUTE);
 	ck_assert_ptr_nonnull(strstr(out.why, "writes"));
@@ -306,6 +306,60 @@ static void data_round_trip(struct lend_client *c)
 	free(r);
 }
 
+static void count_done(void *arg, uint64_t tag, uint32_t error)
+{
+	(void)tag;
+	int *left = arg;
+	ck_assert_uint_eq(error, LEND_OK);
+	(*left)--;
+}
+
+/* READs and WRITEs of 64 pages in flight together, rounds of them: the
+ * lender's read data fills the borrower's socket while the borrower still
+ * sends write data, and neither may wait for the other. Uses pages
+ * 0..511. */
+static void reads_and_writes_in_flight(struct lend_client *c)
+{
+	enum { P = 64, N = 4, ROUNDS = 4 };
+	uint8_t *src = malloc(N * P * LEND_PAGE_SIZE),
+	        *dst = malloc(N * P * LEND_PAGE_SIZE),
+	        *w = malloc(N * P * LEND_PAGE_SIZE);
+	/* a small send buffer: the borrower's sends stop short while the
+	 * lender's read data comes back (a receive buffer shrunk after the
+	 * connection only stalls TCP itself) */
+	int small = 16 * 1024;
+	setsockopt(c->conn.fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+	fill(src, N * P, 3);
+	fill(w, N * P, 4);
+	ck_assert_int_eq(lend_client_write(c, 0, N * P, src), 0);
+	for (int round = 0; round < ROUNDS; round++) {
+		struct iovec rv[N], wv[N];
+		int left = 2 * N;
+		memset(dst, 0, N * P * LEND_PAGE_SIZE);
+		for (int i = 0; i < N; i++) {
+			size_t off = (size_t)i * P * LEND_PAGE_SIZE;
+			rv[i] = (struct iovec){dst + off, P * LEND_PAGE_SIZE};
+			wv[i] = (struct iovec){w + off, P * LEND_PAGE_SIZE};
+			ck_assert_int_eq(
+			    lend_client_submit(c, LEND_READ, (uint64_t)i * P, P,
+			                       &rv[i], 1, count_done, &left, 0),
+			    0);
+			ck_assert_int_eq(lend_client_submit(
+			                     c, LEND_WRITE, (uint64_t)(N + i) * P,
+			                     P, &wv[i], 1, count_done, &left, 0),
+			                 0);
+		}
+		while (left > 0)
+			ck_assert_int_ge(lend_client_pump(c, -1), 0);
+		ck_assert_mem_eq(dst, src, N * P * LEND_PAGE_SIZE);
+	}
+	ck_assert_int_eq(lend_client_read(c, N * P, N * P, dst), 0);
+	ck_assert_mem_eq(dst, w, N * P * LEND_PAGE_SIZE);
+	free(src);
+	free(dst);
+	free(w);
+}
+
 START_TEST(plain_round_trip_and_meters_agree)
 {
 	struct srv x;
@@ -315,6 +369,7 @@ START_TEST(plain_round_trip_and_meters_agree)
 	                                  secret_a, 2000) == 0,
 	              "%s", c.err);
 	ck_assert_int_eq(c.pages, 512);
+	reads_and_writes_in_flight(&c);
 	data_round_trip(&c);
 	/* outside the contract: refused, connection kept */
 	uint8_t page[LEND_PAGE_SIZE];
@@ -325,8 +380,10 @@ START_TEST(plain_round_trip_and_meters_agree)
 	struct lend_recon_result out;
 	ck_assert_int_eq(lend_client_lender_meter(&c, &l), 0);
 	ck_assert_int_eq(l.role, LEND_METER_LENDER);
-	ck_assert_int_eq(l.page_writes, 300);
-	ck_assert_int_eq(l.pages_in_use, 299);
+	/* 256 + 4 rounds x 256 in flight, then 300; every page of the 512
+	 * written, one trimmed */
+	ck_assert_int_eq(l.page_writes, 256 + 4 * 256 + 300);
+	ck_assert_int_eq(l.pages_in_use, 511);
 	ck_assert_int_eq(b.page_writes, l.page_writes);
 	ck_assert_int_eq(b.page_reads, l.page_reads);
 	ck_assert_int_eq(b.pages_in_use, l.pages_in_use);
@@ -694,6 +751,7 @@ START_TEST(tls_round_trip_and_refusals)
 	              "%s", c.err);
 	ck_assert_ptr_nonnull(c.conn.ssl);
 	ck_assert_int_eq(c.conn.binding, 1);
+	reads_and_writes_in_flight(&c);
 	data_round_trip(&c);
 	lend_client_close(&c);
 	/* TLS does not replace the contract secret */
@@ -857,6 +915,11 @@ START_TEST(nbd_through_bridge_to_lender)
 	                                     NULL, NULL, &e),
 	                 0);
 	ck_assert_uint_eq(e, 0);
+	/* a FLUSH's length means nothing: still one flush, and success */
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_FLUSH, 3, 0,
+	                                     1 << 20, NULL, NULL, &e),
+	                 0);
+	ck_assert_uint_eq(e, 0);
 	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_TRIM, 4, 8192,
 	                                     4096, NULL, NULL, &e),
 	                 0);
@@ -1000,6 +1063,320 @@ START_TEST(nbd_handshake_options)
 }
 END_TEST
 
+/* ---- many requests in flight ------------------------------------- */
+
+/* A scripted lender that knows the secret: it reads `nreq` requests, then
+ * answers them as `mode` says. The pages of a READ reply are filled with
+ * the page number, so that a reply matched to the wrong request shows. */
+enum fake_mode { FAKE_REVERSE, FAKE_BAD_HANDLE, FAKE_CLOSE };
+struct fake {
+	int lfd, port, nreq, got;
+	enum fake_mode mode;
+	pthread_t thr;
+};
+
+static void fake_reply(int fd, const struct lend_hdr *q, uint64_t handle)
+{
+	uint8_t b[LEND_HDR_LEN];
+	struct lend_hdr r = {.type = q->type, .handle = handle,
+	                     .count = q->count};
+	lend_hdr_encode(&r, 1, b);
+	ck_assert_int_eq(write(fd, b, sizeof b), (ssize_t)sizeof b);
+	for (uint32_t i = 0; q->type == LEND_READ && i < q->count; i++) {
+		uint8_t page[LEND_PAGE_SIZE];
+		memset(page, (int)((q->page + i) & 0xff), sizeof page);
+		ck_assert_int_eq(write(fd, page, sizeof page),
+		                 (ssize_t)sizeof page);
+	}
+}
+
+static void *fake_main(void *arg)
+{
+	struct fake *f = arg;
+	int fd = accept(f->lfd, NULL, NULL);
+	uint8_t b[LEND_AUTH_LEN];
+	struct lend_hello h = {.version = LEND_VERSION};
+	struct lend_auth a;
+	struct lend_welcome w = {.status = LEND_OK, .pages = 4096};
+	struct lend_hdr q[64];
+	memset(h.server_nonce, 0x11, LEND_NONCE_LEN);
+	lend_hello_encode(&h, b);
+	ck_assert_int_eq(write(fd, b, LEND_HELLO_LEN), LEND_HELLO_LEN);
+	ck_assert_int_eq(read_full(fd, b, LEND_AUTH_LEN), 0);
+	ck_assert_int_eq(lend_auth_decode(b, &a), 0);
+	lend_mac(LEND_LENDER, secret_a, a.contract, h.server_nonce,
+	         a.client_nonce, NULL, w.mac);
+	lend_welcome_encode(&w, b);
+	ck_assert_int_eq(write(fd, b, LEND_WELCOME_LEN), LEND_WELCOME_LEN);
+	/* every request is read before any is answered: they were all in
+	 * flight at once */
+	for (f->got = 0; f->got < f->nreq; f->got++) {
+		ck_assert_int_eq(read_full(fd, b, LEND_HDR_LEN), 0);
+		ck_assert_int_eq(lend_hdr_decode(b, 0, &q[f->got]), 0);
+		ck_assert_uint_eq(q[f->got].type, LEND_READ);
+	}
+	if (f->mode == FAKE_REVERSE)
+		for (int i = f->nreq - 1; i >= 0; i--)
+			fake_reply(fd, &q[i], q[i].handle);
+	if (f->mode == FAKE_BAD_HANDLE) {
+		fake_reply(fd, &q[0], q[0].handle);
+		fake_reply(fd, &q[1], 987654321);
+	}
+	/* FAKE_CLOSE: the lender dies with every request unanswered; else
+	 * it stays until the borrower hangs up */
+	if (f->mode != FAKE_CLOSE)
+		while (read(fd, b, sizeof b) > 0)
+			;
+	close(fd);
+	return NULL;
+}
+
+static void fake_start(struct fake *f, enum fake_mode mode, int nreq)
+{
+	char err[200];
+	f->mode = mode;
+	f->nreq = nreq;
+	f->lfd = lend_tcp_listen("127.0.0.1", 0, &f->port, err, sizeof err);
+	ck_assert_int_ge(f->lfd, 0);
+	pthread_create(&f->thr, NULL, fake_main, f);
+}
+
+static void fake_join(struct fake *f)
+{
+	pthread_join(f->thr, NULL);
+	close(f->lfd);
+}
+
+struct done_log {
+	int n;
+	uint64_t tag[64];
+	uint32_t err[64];
+};
+
+static void log_done(void *arg, uint64_t tag, uint32_t error)
+{
+	struct done_log *d = arg;
+	d->tag[d->n] = tag;
+	d->err[d->n++] = error;
+}
+
+START_TEST(client_matches_replies_to_handles)
+{
+	enum { N = 8 };
+	struct fake f;
+	struct lend_client c;
+	struct done_log d = {0};
+	static uint8_t buf[N][2 * LEND_PAGE_SIZE];
+	struct iovec v[N];
+	fake_start(&f, FAKE_REVERSE, N);
+	ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", f.port, NULL, 7,
+	                                     secret_a, 2000),
+	                 0);
+	/* N requests sent before any reply is read */
+	for (int i = 0; i < N; i++) {
+		v[i] = (struct iovec){buf[i], sizeof buf[i]};
+		ck_assert_int_eq(lend_client_submit(&c, LEND_READ, 10 * i + 1,
+		                                    2, &v[i], 1, log_done, &d,
+		                                    (uint64_t)i),
+		                 0);
+	}
+	ck_assert_int_eq(c.inflight, N);
+	ck_assert_int_eq(c.inflight_pages, 2 * N);
+	while (d.n < N)
+		ck_assert_int_ge(lend_client_pump(&c, -1), 0);
+	/* answered last to first; each request got its own pages */
+	for (int i = 0; i < N; i++) {
+		ck_assert_uint_eq(d.tag[i], N - 1 - i);
+		ck_assert_uint_eq(d.err[i], LEND_OK);
+		ck_assert_int_eq(buf[i][0], 10 * i + 1);
+		ck_assert_int_eq(buf[i][LEND_PAGE_SIZE], 10 * i + 2);
+	}
+	ck_assert_int_eq(c.inflight, 0);
+	ck_assert_int_eq(lend_client_report(&c).page_reads, 2 * N);
+	lend_client_close(&c);
+	fake_join(&f);
+}
+END_TEST
+
+START_TEST(reply_to_no_request_loses_the_lender)
+{
+	enum { N = 4 };
+	struct fake f;
+	struct lend_client c;
+	struct done_log d = {0};
+	static uint8_t buf[N][LEND_PAGE_SIZE];
+	struct iovec v[N];
+	fake_start(&f, FAKE_BAD_HANDLE, N);
+	ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", f.port, NULL, 7,
+	                                     secret_a, 2000),
+	                 0);
+	for (int i = 0; i < N; i++) {
+		v[i] = (struct iovec){buf[i], sizeof buf[i]};
+		ck_assert_int_eq(lend_client_submit(&c, LEND_READ, (uint64_t)i,
+		                                    1, &v[i], 1, log_done, &d,
+		                                    (uint64_t)i),
+		                 0);
+	}
+	while (!c.lost)
+		(void)lend_client_pump(&c, -1);
+	/* the first was answered; the reply to handle 987654321 broke the
+	 * link, and every other request failed with it, once each */
+	ck_assert_int_eq(d.n, N);
+	ck_assert_uint_eq(d.tag[0], 0);
+	ck_assert_uint_eq(d.err[0], LEND_OK);
+	for (int i = 1; i < N; i++)
+		ck_assert_uint_eq(d.err[i], LEND_E_LOST);
+	ck_assert_ptr_nonnull(strstr(c.err, "not in flight"));
+	ck_assert_int_eq(c.inflight, 0);
+	ck_assert_int_eq(lend_client_report(&c).lost, 1);
+	ck_assert_int_eq(lend_client_submit(&c, LEND_READ, 0, 1, &v[0], 1,
+	                                    log_done, &d, 0),
+	                 -1);
+	ck_assert_int_eq(d.n, N);
+	lend_client_close(&c);
+	fake_join(&f);
+}
+END_TEST
+
+/* Sends an NBD request without waiting for its reply. */
+static void nbd_send(int fd, uint16_t type, uint64_t handle, uint64_t off,
+                     uint32_t len, const void *data)
+{
+	uint8_t h[28] = {0x25, 0x60, 0x95, 0x13};
+	h[6] = (uint8_t)(type >> 8), h[7] = (uint8_t)type;
+	for (int k = 0; k < 8; k++) {
+		h[8 + k] = (uint8_t)(handle >> (56 - 8 * k));
+		h[16 + k] = (uint8_t)(off >> (56 - 8 * k));
+	}
+	for (int k = 0; k < 4; k++)
+		h[24 + k] = (uint8_t)(len >> (24 - 8 * k));
+	ck_assert_int_eq(write(fd, h, sizeof h), (ssize_t)sizeof h);
+	if (data) {
+		const uint8_t *p = data;
+		for (uint32_t done = 0; done < len;) {
+			ssize_t w = write(fd, p + done, len - done);
+			ck_assert_int_gt(w, 0);
+			done += (uint32_t)w;
+		}
+	}
+}
+
+/* Reads one NBD simple reply: its handle, and error. */
+static uint64_t nbd_recv(int fd, uint32_t *error)
+{
+	uint8_t r[16];
+	uint64_t h = 0;
+	ck_assert_int_eq(read_full(fd, r, sizeof r), 0);
+	ck_assert_int_eq(r[0], 0x67);
+	*error = (uint32_t)r[4] << 24 | r[5] << 16 | r[6] << 8 | r[7];
+	for (int k = 8; k < 16; k++)
+		h = h << 8 | r[k];
+	return h;
+}
+
+START_TEST(nbd_many_requests_in_flight)
+{
+	enum { N = 48 };
+	struct srv x;
+	struct br y;
+	char err[200];
+	uint64_t size;
+	uint16_t fl;
+	uint32_t e;
+	static uint8_t w[N][64 * 1024], r[64 * 1024];
+	int seen[2 * N] = {0};
+
+	srv_start(&x, 7, secret_a, 2048, NULL, 1000);
+	int fd = br_start(&y, x.s.port);
+	ck_assert_int_eq(
+	    lend_nbd_client_handshake(fd, "", &size, &fl, err, sizeof err), 0);
+	/* writes of 4 to 64 KiB, all sent before any reply is read; request
+	 * i at page 16 i */
+	for (int i = 0; i < N; i++) {
+		uint32_t len = (uint32_t)(1 + i % 16) * 4096;
+		fill(w[i], len / 4096, (unsigned)i);
+		nbd_send(fd, LEND_NBD_CMD_WRITE, 1000 + i, (uint64_t)i * 65536,
+		         len, w[i]);
+	}
+	for (int i = 0; i < N; i++) {
+		uint64_t h = nbd_recv(fd, &e);
+		ck_assert_uint_eq(e, 0);
+		ck_assert(h >= 1000 && h < 1000 + N && !seen[h - 1000]);
+		seen[h - 1000] = 1;
+	}
+	/* and read back the same way: each reply carries its own data */
+	for (int i = 0; i < N; i++)
+		nbd_send(fd, LEND_NBD_CMD_READ, 2000 + i, (uint64_t)i * 65536,
+		         (uint32_t)(1 + i % 16) * 4096, NULL);
+	for (int i = 0; i < N; i++) {
+		uint64_t h = nbd_recv(fd, &e);
+		ck_assert_uint_eq(e, 0);
+		ck_assert(h >= 2000 && h < 2000 + N && !seen[N + h - 2000]);
+		seen[N + h - 2000] = 1;
+		uint32_t len = (uint32_t)(1 + (h - 2000) % 16) * 4096;
+		ck_assert_int_eq(read_full(fd, r, len), 0);
+		ck_assert_mem_eq(r, w[h - 2000], len);
+	}
+	/* the bridge really kept several in flight */
+	ck_assert_int_gt(y.b.slots_peak, 1);
+	struct lend_meter_report l = lend_server_report(&x.s);
+	struct lend_meter_report b = lend_client_report(&y.c);
+	struct lend_recon_result out;
+	ck_assert_int_eq(b.page_writes, l.page_writes);
+	ck_assert_int_eq(b.page_reads, l.page_reads);
+	ck_assert_int_eq(b.page_reads, b.page_writes);
+	ck_assert_int_eq(lend_meter_reconcile(&l, &b, &out), LEND_RECON_AGREE);
+	lend_nbd_client_cmd(fd, LEND_NBD_CMD_DISC, 9, 0, 0, NULL, NULL, &e);
+	ck_assert_int_eq(br_join(&y), LEND_BRIDGE_DISC);
+	close(fd);
+	lend_client_close(&y.c);
+	srv_join(&x, 1);
+	lend_server_close(&x.s);
+}
+END_TEST
+
+START_TEST(nbd_lender_lost_mid_flight_fails_all)
+{
+	enum { N = 16 };
+	struct fake f;
+	struct br y;
+	char err[200];
+	uint64_t size;
+	uint16_t fl;
+	uint32_t e;
+	int seen[N] = {0};
+	uint8_t p[4096] = {0};
+
+	/* the lender takes N reads and dies without answering any */
+	fake_start(&f, FAKE_CLOSE, N);
+	int fd = br_start(&y, f.port);
+	ck_assert_int_eq(
+	    lend_nbd_client_handshake(fd, "", &size, &fl, err, sizeof err), 0);
+	for (int i = 0; i < N; i++)
+		nbd_send(fd, LEND_NBD_CMD_READ, 100 + i, (uint64_t)i * 4096,
+		         4096, NULL);
+	/* every one of them is answered, with EIO, and no data follows */
+	for (int i = 0; i < N; i++) {
+		uint64_t h = nbd_recv(fd, &e);
+		ck_assert_uint_eq(e, EIO);
+		ck_assert(h >= 100 && h < 100 + N && !seen[h - 100]);
+		seen[h - 100] = 1;
+	}
+	ck_assert_int_eq(f.got, N);
+	/* and so is every later one, at once */
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE, 200, 0,
+	                                     4096, p, NULL, &e),
+	                 0);
+	ck_assert_uint_eq(e, EIO);
+	lend_nbd_client_cmd(fd, LEND_NBD_CMD_DISC, 201, 0, 0, NULL, NULL, &e);
+	ck_assert_int_eq(br_join(&y), LEND_BRIDGE_LOST);
+	ck_assert_int_eq(lend_client_report(&y.c).lost, 1);
+	close(fd);
+	lend_client_close(&y.c);
+	fake_join(&f);
+}
+END_TEST
+
 START_TEST(hostport_forms)
 {
 	char host[64];
@@ -1065,6 +1442,10 @@ static Suite *suite(void)
 	tcase_add_test(t, nbd_through_bridge_to_lender);
 	tcase_add_test(t, nbd_lender_vanishes_gives_eio);
 	tcase_add_test(t, nbd_handshake_options);
+	tcase_add_test(t, client_matches_replies_to_handles);
+	tcase_add_test(t, reply_to_no_request_loses_the_lender);
+	tcase_add_test(t, nbd_many_requests_in_flight);
+	tcase_add_test(t, nbd_lender_lost_mid_flight_fails_all);
 	suite_add_tcase(s, t);
 	t = tcase_create("tls");
 	tcase_set_timeout(t, 30);
