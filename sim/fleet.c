@@ -32,10 +32,11 @@ struct fl_contract {
 	rx_pages todo_back; /* still to bring back (after its end) */
 	rx_pages data_in;   /* lend: the buyer's pages on the lender */
 	rx_pages todo_in, todo_away; /* lend: to move there, and back */
-	int recalled, released, closed;
+	int recalled, released, closed, watched;
 	rx_time_ns moved_at; /* all moved: delivered (and moved in) */
 	/* metering and billing */
 	rx_pagesec ps, ps_reported;
+	rx_time_ns metered_to; /* ps counts the delivery up to here */
 	rx_time_ns reported_to;
 	int64_t seq;
 	int month_y, month_m;
@@ -65,6 +66,7 @@ struct fl_machine {
 	int *ks; /* contract indices where it is a party, oldest first */
 	int nks, capks;
 	int64_t report_seq;
+	int moves; /* some contract of its has pages to move */
 };
 
 struct fleet {
@@ -78,6 +80,8 @@ struct fleet {
 	int nk, capk;
 	int *live; /* contracts not yet closed, oldest first */
 	int nlive, caplive;
+	int *watch; /* contracts with a deadline or an end to see to */
+	int nwatch, capwatch;
 	struct strategy_quote opq[4096];
 	int nop, op_want;
 	struct contract_market market;
@@ -124,6 +128,7 @@ void fleet_config_default(struct fleet_config *c)
 	c->strat.max_order = c->max_order;
 	c->strat.perm_market[0] = 0; /* spot only: see docs/economics.md */
 	c->chart_s = 600;
+	c->stall_value_per_gib = 4400;
 }
 
 const char *fleet_policy_name(enum fleet_policy p)
@@ -214,6 +219,41 @@ static void add_party(struct fl_machine *m, int k)
 	m->ks[m->nks++] = k;
 }
 
+static void push(int **a, int *n, int *cap, int v)
+{
+	if (*n == *cap) {
+		*cap = *cap ? *cap * 2 : 1024;
+		*a = realloc(*a, (size_t)*cap * sizeof **a);
+		if (!*a)
+			abort();
+	}
+	(*a)[(*n)++] = v;
+}
+
+/* Something is due on contract k (delivery, notice, an end): watch it. */
+static void watch(struct fleet *f, struct fl_contract *x)
+{
+	if (x->watched)
+		return;
+	x->watched = 1;
+	push(&f->watch, &f->nwatch, &f->capwatch, (int)(x - f->k));
+}
+
+/* The agent's meter: page-seconds delivered up to `upto` (the pages out
+ * stay the same between two calls; every change of them calls it first). */
+static void accrue(struct fl_contract *x, rx_time_ns upto)
+{
+	rx_time_ns from = x->metered_to, to = upto;
+	if (x->k.delivered_at && from < x->k.delivered_at)
+		from = x->k.delivered_at;
+	if (x->k.ended_at && to > x->k.ended_at)
+		to = x->k.ended_at;
+	if (x->k.delivered_at && x->placed > 0 && to > from)
+		x->ps += (rx_pagesec)((__int128)x->placed * (to - from) / NS);
+	if (upto > x->metered_to)
+		x->metered_to = upto;
+}
+
 static void open_contract(struct fleet *f, const struct book_event *ev)
 {
 	int64_t buyer = ev->side == BOOK_BUY ? ev->account : ev->maker_account;
@@ -255,17 +295,13 @@ static void open_contract(struct fleet *f, const struct book_event *ev)
 	                                  .delivery = x->k.delivery,
 	                                  .price = x->k.price,
 	                                  .fee_bps = f->c->fee_bps};
-	if (f->nlive == f->caplive) {
-		f->caplive = f->caplive ? f->caplive * 2 : 1024;
-		f->live = realloc(f->live, (size_t)f->caplive * sizeof *f->live);
-		if (!f->live)
-			abort();
-	}
-	f->live[f->nlive++] = f->nk;
+	push(&f->live, &f->nlive, &f->caplive, f->nk);
 	add_party(s, f->nk);
+	s->moves = 1;
 	if (b)
 		add_party(b, f->nk);
 	f->nk++;
+	watch(f, x);
 	f->r->contracts++;
 	if (x->k.delivery == CONTRACT_LEND)
 		f->r->lend_contracts++;
@@ -383,8 +419,10 @@ static void post(struct fleet *f, const struct invoice_movement *mv)
 static void report(struct fleet *f, struct fl_contract *x, rx_time_ns to)
 {
 	rx_time_ns from = x->reported_to;
-	rx_pagesec ps = x->ps - x->ps_reported;
 	char err[USAGE_MSG_MAX];
+
+	accrue(x, to);
+	rx_pagesec ps = x->ps - x->ps_reported;
 
 	if (!x->k.delivered_at)
 		return;
@@ -467,14 +505,18 @@ static void move_machine(struct fleet *f, struct fl_machine *m, double dt)
 	const struct fleet_rates *rt = &f->c->rates;
 	double kb = dt, lb = dt;
 	rx_time_ns t0 = f->now;
-	int w = 0;
+	int w = 0, more = 0;
 
+	if (!m->moves)
+		return;
 	for (int i = 0; i < m->nks; i++)
 		if (!f->k[m->ks[i]].closed)
 			m->ks[w++] = m->ks[i];
 	m->nks = w;
 	for (int i = 0; i < m->nks; i++) {
 		struct fl_contract *x = &f->k[m->ks[i]];
+		if (x->seller == m->idx && (x->todo_back || x->todo_out))
+			accrue(x, t0);
 		if (x->seller == m->idx) {
 			if (x->todo_back > 0) {
 				rx_pages n = take(&kb, x->todo_back, rt->online);
@@ -518,9 +560,10 @@ static void move_machine(struct fleet *f, struct fl_machine *m, double dt)
 					if (apply(f, x, CONTRACT_EV_DELIVERED,
 					          CONTRACT_BY_SELLER, at) < 0)
 						f->r->bad_core++;
-					if (x->k.delivery == CONTRACT_LEND)
+					if (x->k.delivery == CONTRACT_LEND) {
 						x->todo_in = x->k.pages;
-					else
+						f->m[x->buyer].moves = 1;
+					} else
 						x->moved_at = at;
 				}
 			}
@@ -542,7 +585,11 @@ static void move_machine(struct fleet *f, struct fl_machine *m, double dt)
 				moved(f, n);
 			}
 		}
+		if ((x->seller == m->idx && (x->todo_back || x->todo_out)) ||
+		    (x->buyer == m->idx && (x->todo_in || x->todo_away)))
+			more = 1;
 	}
+	m->moves = more;
 }
 
 /* ---- one agent's decision ---- */
@@ -553,10 +600,12 @@ static struct fl_contract *find_contract(struct fleet *f, uint64_t id)
 }
 
 /* The buyer moves its data back from the lender (release or recall). */
-static void vacate(struct fl_contract *x)
+static void vacate(struct fleet *f, struct fl_contract *x)
 {
 	x->todo_away = x->data_in;
 	x->todo_in = 0;
+	f->m[x->buyer].moves = 1;
+	watch(f, x);
 }
 
 static void decide(struct fleet *f, struct fl_machine *m,
@@ -567,23 +616,30 @@ static void decide(struct fleet *f, struct fl_machine *m,
 	struct strategy_view v;
 	const char *why;
 	int nk = 0;
+	rx_pages total = m->installed;
 
-	for (int i = 0; i < m->nks && nk < STRATEGY_MAX_CONTRACTS; i++) {
+	for (int i = 0; i < m->nks; i++) {
 		struct fl_contract *x = &f->k[m->ks[i]];
 		if (x->k.state != CONTRACT_PENDING_DELIVERY &&
 		    x->k.state != CONTRACT_ACTIVE)
 			continue;
-		if (x->seller == m->idx && !x->recalled)
-			ks[nk++] = (struct strategy_contract){
-			    (uint64_t)x->k.id, STRATEGY_SPOT, STRATEGY_SELL,
-			    x->k.pages};
-		else if (x->buyer == m->idx && !x->released)
-			ks[nk++] = (struct strategy_contract){
-			    (uint64_t)x->k.id, STRATEGY_SPOT, STRATEGY_BUY,
-			    x->k.pages};
+		int sell = x->seller == m->idx && !x->recalled;
+		int buy = x->buyer == m->idx && !x->released;
+		if (!sell && !buy)
+			continue;
+		if (nk == STRATEGY_MAX_CONTRACTS) {
+			/* More contracts than the strategy takes: the oldest
+			 * are listed, the rest only shrink (or grow) the
+			 * pages it manages. */
+			total += sell ? -x->k.pages : x->k.pages;
+			continue;
+		}
+		ks[nk++] = (struct strategy_contract){
+		    (uint64_t)x->k.id, STRATEGY_SPOT,
+		    sell ? STRATEGY_SELL : STRATEGY_BUY, x->k.pages};
 	}
 	struct strategy_input in = {.est = e,
-	                            .total = m->installed,
+	                            .total = total,
 	                            .quotes = m->quotes,
 	                            .nquotes = m->nquotes,
 	                            .contracts = ks,
@@ -593,7 +649,11 @@ static void decide(struct fleet *f, struct fl_machine *m,
 		in.top[STRATEGY_SPOT].best_bid = 0;
 	if (!book_best_ask(f->book, &in.top[STRATEGY_SPOT].best_ask, &p))
 		in.top[STRATEGY_SPOT].best_ask = 0;
-	int n = strategy_decide(&f->c->strat, &in, acts, &v, &why);
+	struct strategy_config sc = f->c->strat;
+	if (f->c->stall_value_per_gib > 0)
+		sc.stall_value = f->c->stall_value_per_gib *
+		                 (m->installed / 262144);
+	int n = strategy_decide(&sc, &in, acts, &v, &why);
 	if (n < 0) {
 		f->r->bad_core++;
 		return;
@@ -625,10 +685,12 @@ static void decide(struct fleet *f, struct fl_machine *m,
 			x->recalled = 1;
 			f->r->recalls++;
 			if (x->k.delivery == CONTRACT_LEND) {
-				vacate(x);
+				vacate(f, x);
 			} else {
 				x->todo_back += x->placed;
 				x->todo_out = 0;
+				m->moves = 1;
+				watch(f, x);
 			}
 			break;
 		case STRATEGY_RELEASE:
@@ -637,7 +699,7 @@ static void decide(struct fleet *f, struct fl_machine *m,
 				break;
 			x->released = 1;
 			f->r->releases++;
-			vacate(x);
+			vacate(f, x);
 			if (x->k.state == CONTRACT_PENDING_DELIVERY) {
 				/* Nothing moved yet: end it now. */
 				apply(f, x, CONTRACT_EV_BUYER_END,
@@ -747,17 +809,25 @@ static void end_contract(struct fleet *f, struct fl_contract *x)
 	x->todo_in = x->todo_away = 0;
 	x->todo_out = 0;
 	x->todo_back = x->placed;
-	(void)s;
+	s->moves = 1;
 }
 
 static void deadlines(struct fleet *f, rx_time_ns upto)
 {
-	for (int i = 0; i < f->nlive; i++) {
-		struct fl_contract *x = &f->k[f->live[i]];
+	int w = 0;
+	for (int i = 0; i < f->nwatch; i++) {
+		struct fl_contract *x = &f->k[f->watch[i]];
+		if (x->closed || (x->k.state == CONTRACT_ACTIVE &&
+		                  !x->recalled && !x->released))
+			x->watched = 0; /* nothing due any more */
+		else
+			f->watch[w++] = f->watch[i];
+	}
+	f->nwatch = w;
+	for (int i = 0; i < f->nwatch; i++) {
+		struct fl_contract *x = &f->k[f->watch[i]];
 		enum contract_event ev;
 		rx_time_ns at;
-		if (x->closed)
-			continue;
 		if (x->k.state == CONTRACT_ENDED ||
 		    x->k.state == CONTRACT_BREACHED) {
 			/* Final report once the pages are back. */
@@ -810,30 +880,14 @@ static void deadlines(struct fleet *f, rx_time_ns upto)
 	}
 }
 
-/* Metering: page-seconds each contract delivered in [t, t + dt). */
-static void meter(struct fleet *f, rx_time_ns t, rx_time_ns t1)
+/* Drops closed contracts from the live list. */
+static void compact_live(struct fleet *f)
 {
 	int w = 0;
-	for (int i = 0; i < f->nlive; i++) {
-		struct fl_contract *x = &f->k[f->live[i]];
-		if (!x->closed)
+	for (int i = 0; i < f->nlive; i++)
+		if (!f->k[f->live[i]].closed)
 			f->live[w++] = f->live[i];
-	}
 	f->nlive = w;
-	for (int i = 0; i < f->nlive; i++) {
-		struct fl_contract *x = &f->k[f->live[i]];
-		rx_time_ns from, to;
-		if (x->closed || x->placed == 0 ||
-		    !contract_delivery_span(&x->k, t1, &from, &to))
-			continue;
-		if (from < t)
-			from = t;
-		if (to > t1)
-			to = t1;
-		if (to > from)
-			x->ps += (rx_pagesec)((__int128)x->placed * (to - from) /
-			                      NS);
-	}
 }
 
 static void operator_bids(struct fleet *f)
@@ -1016,7 +1070,7 @@ int fleet_run(const struct fleet_config *c, struct fleet_result *r, char *err,
 			}
 			for (int i = 0; i < f->n; i++)
 				move_machine(f, &f->m[i], dt);
-			meter(f, t, t1);
+			compact_live(f);
 			if ((step + 1) % (c->report_s / c->dt_s) == 0)
 				for (int i = 0; i < f->nlive; i++) {
 					struct fl_contract *x =
@@ -1103,6 +1157,7 @@ out:
 	free(f->m);
 	free(f->k);
 	free(f->live);
+	free(f->watch);
 	free(f->dur);
 	free(f->mv);
 	if (f->book)

@@ -60,6 +60,9 @@ struct fleet_config {
 	rx_price operator_price; /* the operator's standing bid */
 	int64_t report_s;        /* agents report usage this often */
 	struct strategy_config strat;
+	/* n$ a second of stall costs, per GiB of the machine: what the
+	 * machine costs while it waits (0: the strategy's own default). */
+	int64_t stall_value_per_gib;
 	int64_t chart_s; /* one timeline point every chart_s */
 	/* Called for every machine after every step when set (tests). */
 	void (*probe)(void *ctx, const struct fleet_probe *p);
