@@ -67,6 +67,11 @@ struct fl_machine {
 	int nks, capks;
 	int64_t report_seq;
 	int moves; /* some contract of its has pages to move */
+	/* The contracts as the strategy sees them, rebuilt when one of them
+	 * changes (dirty), not every step. */
+	struct strategy_contract sk[STRATEGY_MAX_CONTRACTS];
+	int nsk, dirty;
+	rx_pages sk_total;
 };
 
 struct fleet {
@@ -128,7 +133,7 @@ void fleet_config_default(struct fleet_config *c)
 	c->strat.max_order = c->max_order;
 	c->strat.perm_market[0] = 0; /* spot only: see docs/economics.md */
 	c->chart_s = 600;
-	c->stall_value_per_gib = 4400;
+	c->stall_value_per_gib = 20000;
 }
 
 const char *fleet_policy_name(enum fleet_policy p)
@@ -298,8 +303,11 @@ static void open_contract(struct fleet *f, const struct book_event *ev)
 	push(&f->live, &f->nlive, &f->caplive, f->nk);
 	add_party(s, f->nk);
 	s->moves = 1;
-	if (b)
+	s->dirty = 1;
+	if (b) {
 		add_party(b, f->nk);
+		b->dirty = 1;
+	}
 	f->nk++;
 	watch(f, x);
 	f->r->contracts++;
@@ -386,9 +394,19 @@ static int apply(struct fleet *f, struct fl_contract *x, enum contract_event ev,
 		cmd.actor_account = x->k.seller;
 	else if (who == CONTRACT_BY_BUYER)
 		cmd.actor_account = x->k.buyer;
-	if (contract_apply(&x->k, &cmd, &tr, msg) == CONTRACT_REJ_NONE)
+	enum contract_reject rj = contract_apply(&x->k, &cmd, &tr, msg);
+	if (rj == CONTRACT_REJ_NONE) {
+		f->m[x->seller].dirty = 1;
+		if (x->buyer >= 0)
+			f->m[x->buyer].dirty = 1;
 		return 0;
-	f->r->refused++;
+	}
+	/* A recall of a contract still being delivered is the one refusal
+	 * an agent meets in practice: the strategy cannot see the state. */
+	if (ev == CONTRACT_EV_RECALL && x->k.state == CONTRACT_PENDING_DELIVERY)
+		f->r->recall_refused++;
+	else
+		f->r->refused++;
 	return -1;
 }
 
@@ -608,13 +626,9 @@ static void vacate(struct fleet *f, struct fl_contract *x)
 	watch(f, x);
 }
 
-static void decide(struct fleet *f, struct fl_machine *m,
-                   const struct wsest_estimate *e)
+/* The live contracts of m as its strategy sees them. */
+static void list_contracts(struct fleet *f, struct fl_machine *m)
 {
-	static __thread struct strategy_action acts[STRATEGY_MAX_ACTIONS];
-	struct strategy_contract ks[STRATEGY_MAX_CONTRACTS];
-	struct strategy_view v;
-	const char *why;
 	int nk = 0;
 	rx_pages total = m->installed;
 
@@ -634,16 +648,31 @@ static void decide(struct fleet *f, struct fl_machine *m,
 			total += sell ? -x->k.pages : x->k.pages;
 			continue;
 		}
-		ks[nk++] = (struct strategy_contract){
+		m->sk[nk++] = (struct strategy_contract){
 		    (uint64_t)x->k.id, STRATEGY_SPOT,
 		    sell ? STRATEGY_SELL : STRATEGY_BUY, x->k.pages};
 	}
+	m->nsk = nk;
+	m->sk_total = total;
+}
+
+static void decide(struct fleet *f, struct fl_machine *m,
+                   const struct wsest_estimate *e)
+{
+	static __thread struct strategy_action acts[STRATEGY_MAX_ACTIONS];
+	struct strategy_view v;
+	const char *why;
+
+	if (m->dirty) {
+		list_contracts(f, m);
+		m->dirty = 0;
+	}
 	struct strategy_input in = {.est = e,
-	                            .total = total,
+	                            .total = m->sk_total,
 	                            .quotes = m->quotes,
 	                            .nquotes = m->nquotes,
-	                            .contracts = ks,
-	                            .ncontracts = nk};
+	                            .contracts = m->sk,
+	                            .ncontracts = m->nsk};
 	rx_pages p;
 	if (!book_best_bid(f->book, &in.top[STRATEGY_SPOT].best_bid, &p))
 		in.top[STRATEGY_SPOT].best_bid = 0;
@@ -683,6 +712,7 @@ static void decide(struct fleet *f, struct fl_machine *m,
 			          f->now) < 0)
 				break;
 			x->recalled = 1;
+			m->dirty = 1;
 			f->r->recalls++;
 			if (x->k.delivery == CONTRACT_LEND) {
 				vacate(f, x);
@@ -698,6 +728,7 @@ static void decide(struct fleet *f, struct fl_machine *m,
 			if (!x || x->released || x->buyer != m->idx)
 				break;
 			x->released = 1;
+			m->dirty = 1;
 			f->r->releases++;
 			vacate(f, x);
 			if (x->k.state == CONTRACT_PENDING_DELIVERY) {
@@ -1020,6 +1051,7 @@ int fleet_run(const struct fleet_config *c, struct fleet_result *r, char *err,
 		        ph, (double)c->dt_s);
 		m->limit = m->installed;
 		m->resident = m->installed;
+		m->dirty = 1;
 		if (c->policy == FLEET_MARKET) {
 			m->est = wsest_new(&wc, &why);
 			if (!m->est) {
@@ -1070,7 +1102,8 @@ int fleet_run(const struct fleet_config *c, struct fleet_result *r, char *err,
 			}
 			for (int i = 0; i < f->n; i++)
 				move_machine(f, &f->m[i], dt);
-			compact_live(f);
+			if ((step + 1) % (c->report_s / c->dt_s) == 0)
+				compact_live(f);
 			if ((step + 1) % (c->report_s / c->dt_s) == 0)
 				for (int i = 0; i < f->nlive; i++) {
 					struct fl_contract *x =

@@ -96,6 +96,7 @@ struct fleet_result {
 	/* invariants broken (the checks count; 0 is right) */
 	int64_t bad_balance, bad_billing, bad_core;
 	int64_t refused; /* contract commands the state machine refused */
+	int64_t recall_refused; /* recalls of contracts not yet delivered */
 	struct fleet_point *timeline;
 	int npoints;
 	double cpu_s; /* filled by the caller */

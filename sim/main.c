@@ -25,6 +25,8 @@ static void usage(FILE *o)
 	        "(all)\n"
 	        "  --step S        seconds per step, dividing 3600 (30)\n"
 	        "  --threads T     threads for the workloads (2)\n"
+	        "  --stall-value N n$ a second of stall costs an agent, per "
+	        "GiB of its machine (20000)\n"
 	        "  --json FILE     write the JSON summary there\n"
 	        "  --svg FILE      write the chart there\n"
 	        "Prints the figures table on stdout and its speed on stderr.\n"
@@ -81,6 +83,8 @@ int main(int argc, char **argv)
 			c.dt_s = (int64_t)d;
 		else if (!strcmp(a, "--threads") && num(v, 1, 64, &d) == 0)
 			c.threads = (int)d;
+		else if (!strcmp(a, "--stall-value") && num(v, 1, 1e12, &d) == 0)
+			c.stall_value_per_gib = (int64_t)d;
 		else if (!strcmp(a, "--json"))
 			json = v;
 		else if (!strcmp(a, "--svg"))

@@ -386,11 +386,19 @@ int strategy_decide(const struct strategy_config *c,
 	v->spare = v->kept - v->need;
 
 	if (v->spare < 0 || e->pressure) {
-		/* Under pressure the estimate is too low by definition: ask
-		 * for at least one lot more. */
+		/* Under pressure the estimate is too low by definition, and
+		 * it follows a burst only by its smoothing: ask for the
+		 * margin's worth more at once, or for all the refaults say
+		 * may be missing (twice the deficit), whichever is more. */
 		rx_pages short_by = v->spare < 0 ? -v->spare : 0;
-		if (e->pressure && short_by < c->lot)
-			short_by = c->lot;
+		if (e->pressure) {
+			rx_pages more = margin > 2 * e->deficit ? margin
+			                                        : 2 * e->deficit;
+			if (more < c->lot)
+				more = c->lot;
+			if (short_by < more)
+				short_by = more;
+		}
 		cover_shortfall(c, in, &o, short_by, v);
 	} else {
 		offer_spare(c, in, &o, v->spare, v);

@@ -7,7 +7,9 @@
  * actions that bring the market position to what the node needs: keep a
  * safety margin above the working set, offer the rest on spot (and a share
  * on perm when the estimate is stable), and when the workload is short of
- * memory cancel offers, recall sold contracts whole (spot first, then perm,
+ * memory cancel offers (under PSI pressure asking for at least the margin
+ * or all the refaults say may be missing, as the smoothed estimate lags a
+ * burst), recall sold contracts whole (spot first, then perm,
  * which breaches; the one that covers the shortfall with the least excess
  * first) and bid for the remainder. Prices are the marginal value of a
  * page at the size the node would keep plus the cost of moving it, within
