@@ -47,7 +47,9 @@ struct fl_contract {
 struct fl_machine {
 	int idx;
 	int64_t account;
-	struct rng rng;
+	/* Two streams: the workload's (the same under every policy, so all
+	 * policies see the same fleet) and the kernel's sampling noise. */
+	struct rng rng, noise;
 	struct wl_params wp;
 	struct wl_state ws;
 	struct wl_now now;
@@ -756,8 +758,9 @@ static void sense_one(struct fleet *f, struct fl_machine *m, double t_s)
 
 	wl_at(&m->wp, &m->ws, &m->rng, t_s, &m->now);
 	double mem = (double)m->resident;
-	wl_step(&m->wp, &m->ws, &m->rng, &c->costs, &m->now, mem,
-	        (double)m->borrowed, dt, &m->st, &m->sample);
+	wl_step(&m->wp, &m->ws, &m->noise, &c->costs, &m->now, mem,
+	        (double)m->borrowed, dt, &m->st,
+	        c->policy == FLEET_MARKET ? &m->sample : NULL);
 	m->sample.t = f->now;
 	m->stall_s += m->st.stall_s;
 	if (c->policy == FLEET_MARKET) {
@@ -1038,6 +1041,8 @@ int fleet_run(const struct fleet_config *c, struct fleet_result *r, char *err,
 		m->idx = i;
 		m->account = ACCT_NODE0 + i;
 		rng_seed(&m->rng, c->seed, (uint64_t)i + 1);
+		rng_seed(&m->noise, c->seed ^ UINT64_C(0x5eed5eed5eed5eed),
+		         (uint64_t)i + 1);
 		int w = (int)(rng_unit(&m->rng) * 100), s = 0;
 		while (s < 6 && w >= weight[s])
 			w -= weight[s++];

@@ -99,17 +99,22 @@ void wl_at(const struct wl_params *p, struct wl_state *s, struct rng *r,
 		now->ws += now->size[i] * p->in_ws[i];
 }
 
-/* Irwin-Hall: a cheap, deterministic near-normal draw. */
+/* Irwin-Hall: the sum of four 16-bit uniforms from one draw, a cheap,
+ * deterministic near-normal (mean 0, variance 1). */
 static double noise(struct rng *r)
 {
-	return (rng_unit(r) + rng_unit(r) + rng_unit(r) + rng_unit(r) - 2) *
-	       1.7320508075688772;
+	uint64_t x = rng_next(r);
+	double s = (double)(x & 0xffff) + (double)((x >> 16) & 0xffff) +
+	           (double)((x >> 32) & 0xffff) + (double)(x >> 48);
+	return (s / 65536.0 - 2) * 1.7320508075688772;
 }
 
 static int64_t clamp_count(double x, int64_t hi)
 {
-	int64_t v = (int64_t)llround(x);
-	return v < 0 ? 0 : v > hi ? hi : v;
+	if (x < 0.5)
+		return 0;
+	int64_t v = (int64_t)(x + 0.5);
+	return v > hi ? hi : v;
 }
 
 void wl_step(const struct wl_params *p, struct wl_state *s, struct rng *r,
@@ -155,6 +160,8 @@ void wl_step(const struct wl_params *p, struct wl_state *s, struct rng *r,
 	s->frac_refault = rf - (double)whole;
 	s->refaults += whole;
 
+	if (!sample)
+		return; /* no agent reads it: the counters are all */
 	memset(sample, 0, sizeof *sample);
 	sample->psi_some_us = s->psi_some_us;
 	sample->psi_full_us = s->psi_full_us;

@@ -102,7 +102,8 @@ void wl_at(const struct wl_params *p, struct wl_state *s, struct rng *r,
            double t, struct wl_now *now);
 
 /* One interval of dt_s ending at t with `mem` local pages for the workload
- * and `remote` borrowed pages: advances the counters in s, fills out and
+ * and `remote` borrowed pages (r: the sampling noise's own stream, apart
+ * from the workload's): advances the counters in s, fills out and
  * the sample the agent reads (sample->t is set by the caller). */
 void wl_step(const struct wl_params *p, struct wl_state *s, struct rng *r,
              const struct wl_costs *c, const struct wl_now *now, double mem,
