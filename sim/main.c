@@ -26,7 +26,7 @@ static void usage(FILE *o)
 	        "  --step S        seconds per step, dividing 3600 (30)\n"
 	        "  --threads T     threads for the workloads (2)\n"
 	        "  --stall-value N n$ a second of stall costs an agent, per "
-	        "GiB of its machine (20000)\n"
+	        "GiB of its machine (20000; 0: the strategy's own stall_value)\n"
 	        "  --json FILE     write the JSON summary there\n"
 	        "  --svg FILE      write the chart there\n"
 	        "Prints the figures table on stdout and its speed on stderr.\n"
@@ -83,7 +83,7 @@ int main(int argc, char **argv)
 			c.dt_s = (int64_t)d;
 		else if (!strcmp(a, "--threads") && num(v, 1, 64, &d) == 0)
 			c.threads = (int)d;
-		else if (!strcmp(a, "--stall-value") && num(v, 1, 1e12, &d) == 0)
+		else if (!strcmp(a, "--stall-value") && num(v, 0, 1e12, &d) == 0)
 			c.stall_value_per_gib = (int64_t)d;
 		else if (!strcmp(a, "--json"))
 			json = v;
