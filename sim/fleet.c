@@ -136,6 +136,7 @@ void fleet_config_default(struct fleet_config *c)
 	c->strat.perm_market[0] = 0; /* spot only: see docs/economics.md */
 	c->chart_s = 600;
 	c->stall_value_per_gib = 20000;
+	c->pressure_ppm = 5000;
 }
 
 const char *fleet_policy_name(enum fleet_policy p)
@@ -1036,6 +1037,10 @@ int fleet_run(const struct fleet_config *c, struct fleet_result *r, char *err,
 		group_phase[i] = rng_range(&g, 0, 86400);
 	struct wsest_config wc;
 	wsest_config_default(&wc);
+	if (c->pressure_ppm > 0) {
+		wc.pressure_ppm = c->pressure_ppm;
+		wc.unpressure_ppm = c->pressure_ppm / 5;
+	}
 	for (int i = 0; i < f->n; i++) {
 		struct fl_machine *m = &f->m[i];
 		m->idx = i;

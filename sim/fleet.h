@@ -63,6 +63,9 @@ struct fleet_config {
 	/* n$ a second of stall costs, per GiB of the machine: what the
 	 * machine costs while it waits (0: the strategy's own default). */
 	int64_t stall_value_per_gib;
+	/* The estimator's PSI pressure threshold, ppm of time (0: its own
+	 * default); pressure ends at a fifth of it. */
+	int64_t pressure_ppm;
 	int64_t chart_s; /* one timeline point every chart_s */
 	/* Called for every machine after every step when set (tests). */
 	void (*probe)(void *ctx, const struct fleet_probe *p);

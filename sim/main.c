@@ -27,6 +27,9 @@ static void usage(FILE *o)
 	        "  --threads T     threads for the workloads (2)\n"
 	        "  --stall-value N n$ a second of stall costs an agent, per "
 	        "GiB of its machine (20000; 0: the strategy's own stall_value)\n"
+	        "  --tmo-target P  tmo's PSI some target, %% of time (0.05)\n"
+	        "  --pressure P    the agents' PSI pressure threshold, %% of "
+	        "time (0.5; 0: the estimator's default, 10)\n"
 	        "  --json FILE     write the JSON summary there\n"
 	        "  --svg FILE      write the chart there\n"
 	        "Prints the figures table on stdout and its speed on stderr.\n"
@@ -83,6 +86,10 @@ int main(int argc, char **argv)
 			c.dt_s = (int64_t)d;
 		else if (!strcmp(a, "--threads") && num(v, 1, 64, &d) == 0)
 			c.threads = (int)d;
+		else if (!strcmp(a, "--pressure") && num(v, 0, 100, &d) == 0)
+			c.pressure_ppm = (int64_t)(d * 10000);
+		else if (!strcmp(a, "--tmo-target") && num(v, 0.0001, 50, &d) == 0)
+			c.tmo_target = d / 100;
 		else if (!strcmp(a, "--stall-value") && num(v, 0, 1e12, &d) == 0)
 			c.stall_value_per_gib = (int64_t)d;
 		else if (!strcmp(a, "--json"))
