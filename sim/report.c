@@ -182,8 +182,14 @@ void report_svg(FILE *out, const struct fleet_config *c,
 		for (int j = 0; j < r[i].npoints; j++)
 			if (r[i].timeline[j].installed > ymax)
 				ymax = r[i].timeline[j].installed;
-	ymax *= 1.05;
 	double tib = GIB_PAGES * 1024;
+	/* Round the axis up to a step of 1, 2 or 5 × 10^k TiB, 4 to 8 steps. */
+	static const double mant[] = {1, 2, 5};
+	double step = 1e-3, top = ymax * 1.02 / tib;
+	for (int i = 0; top / step > 8; i++)
+		step = mant[i % 3] * pow(10, i / 3 - 2);
+	int nticks = (int)ceil(top / step);
+	ymax = nticks * step * tib;
 	fprintf(out,
 	        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
 	        "height=\"%.0f\" font-family=\"sans-serif\" font-size=\"12\">\n"
@@ -215,13 +221,13 @@ void report_svg(FILE *out, const struct fleet_config *c,
 		        "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" "
 		        "fill=\"none\" stroke=\"#ccc\"/>\n",
 		        x0, y0 - 6, fleet_policy_name(r[i].policy), x0, y0, pw, ph);
-		for (int k = 0; k <= 4; k++) {
-			double v = ymax * k / 4, y = y0 + ph - ph * k / 4;
+		for (int k = 0; k <= nticks; k++) {
+			double v = step * k, y = y0 + ph - ph * k / nticks;
 			fprintf(out,
-			        "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">%.0f"
+			        "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">%g"
 			        "</text><line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" "
 			        "y2=\"%.0f\" stroke=\"#eee\"/>\n",
-			        x0 - 4, y + 4, v / tib, x0, y, x0 + pw, y);
+			        x0 - 4, y + 4, v, x0, y, x0 + pw, y);
 		}
 		for (int d = 0; d <= (int)c->days; d++) {
 			double x = x0 + pw * d * 86400 / tmax;
