@@ -770,7 +770,8 @@ static void sense_one(struct fleet *f, struct fl_machine *m, double t_s)
 		if (wsest_update(m->est, &m->sample, &e, &why) == 0)
 			m->e = e;
 	} else if (c->policy == FLEET_ORACLE) {
-		wl_oracle(&m->wp, &c->costs, &m->now, &m->st, mem, dt, &m->e);
+		wl_oracle(&m->wp, &c->costs, &m->now, &m->st, mem, dt,
+		          c->pressure_ppm > 0 ? c->pressure_ppm : 100000, &m->e);
 	}
 }
 

@@ -221,7 +221,8 @@ void wl_step(const struct wl_params *p, struct wl_state *s, struct rng *r,
 
 void wl_oracle(const struct wl_params *p, const struct wl_costs *c,
                const struct wl_now *now, const struct wl_step *st,
-               double mem, double dt_s, struct wsest_estimate *e)
+               double mem, double dt_s, int64_t pressure_ppm,
+               struct wsest_estimate *e)
 {
 	double start = 0, missing = 0;
 	int n = 0;
@@ -242,11 +243,9 @@ void wl_oracle(const struct wl_params *p, const struct wl_costs *c,
 		} else if (e->dydx_above == 0) {
 			e->dydx_above = (int64_t)llround(v);
 		}
-		double in_ws = now->size[i] * p->in_ws[i];
 		double over = start + now->size[i] - mem;
 		if (over > 0)
 			missing += fmin(over, now->size[i]) * p->in_ws[i];
-		(void)in_ws;
 		start += now->size[i];
 	}
 	if (n == 0) {
@@ -262,6 +261,6 @@ void wl_oracle(const struct wl_params *p, const struct wl_costs *c,
 	e->dydx = e->resident > 0 ? wsest_value_at(e, e->resident - 1) : 0;
 	if (e->dydx_above < e->dydx)
 		e->dydx_above = e->dydx;
-	e->pressure = e->stall_ppm >= 100000;
+	e->pressure = e->stall_ppm >= pressure_ppm;
 	e->stable = 1;
 }

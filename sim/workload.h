@@ -110,9 +110,11 @@ void wl_step(const struct wl_params *p, struct wl_state *s, struct rng *r,
              double remote, double dt_s, struct wl_step *out,
              struct wsest_sample *sample);
 
-/* The estimate an agent with perfect knowledge would have: the oracle. */
+/* The estimate an agent with perfect knowledge would have: the oracle
+ * (pressure: the true stall at or over pressure_ppm of the interval). */
 void wl_oracle(const struct wl_params *p, const struct wl_costs *c,
                const struct wl_now *now, const struct wl_step *st,
-               double mem, double dt_s, struct wsest_estimate *e);
+               double mem, double dt_s, int64_t pressure_ppm,
+               struct wsest_estimate *e);
 
 #endif
