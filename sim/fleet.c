@@ -134,6 +134,7 @@ void fleet_config_default(struct fleet_config *c)
 	c->strat.lot = c->lot;
 	c->strat.max_order = c->max_order;
 	c->strat.perm_market[0] = 0; /* spot only: see docs/economics.md */
+	c->strat.min_offer = 65536;  /* 256 MiB: data-center machines */
 	c->chart_s = 600;
 	c->stall_value_per_gib = 20000;
 	c->pressure_ppm = 5000;

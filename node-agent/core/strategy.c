@@ -26,7 +26,7 @@ void strategy_config_default(struct strategy_config *c)
 	c->requote_qty_pct = 10;
 	c->breach_perm = 1;
 	c->sell_band_pct = 5;
-	c->min_offer = 65536; /* 256 MiB */
+	c->min_offer = 4096; /* 16 MiB */
 }
 
 const char *strategy_config_check(const struct strategy_config *c)

@@ -396,17 +396,24 @@ START_TEST(band_keeps_small_spares)
 	strategy_config_default(&cfg);
 	struct wsest_estimate e = est(200000, 10000, 10000000, 0, 0);
 	struct run r = decide(&e, NULL, 0, NULL, 0, 0, 0);
-	/* band = max(5 % of 200000, 65536) = 65536: keep 32768 of it */
+	/* band = max(5 % of 200000, 4096) = 10000: keep 5000 of it */
 	ck_assert_int_eq(r.n, 1);
-	ck_assert_int_eq(r.a[0].pages, (TOTAL - 230000 - 32768) / 256 * 256);
+	ck_assert_int_eq(r.a[0].pages, (TOTAL - 230000 - 5000) / 256 * 256);
 
-	/* Sold all but 50000 spare pages: under the band, nothing to do. */
+	/* Sold all but 8000 spare pages: under the band, nothing to do. */
 	struct strategy_contract k = {.id = 1,
 	                              .product = STRATEGY_SPOT,
 	                              .side = STRATEGY_SELL,
-	                              .pages = TOTAL - 230000 - 50000};
+	                              .pages = TOTAL - 230000 - 8000};
 	r = decide(&e, NULL, 0, &k, 1, 0, 0);
-	ck_assert_int_eq(r.v.spare, 50000);
+	ck_assert_int_eq(r.v.spare, 8000);
+	ck_assert_int_eq(r.n, 0);
+
+	/* A small machine: the least band is min_offer. */
+	e = est(20000, 1000, 10000000, 0, 0);
+	k.pages = TOTAL - 20000 - 1000 - 16384 - 4000;
+	r = decide(&e, NULL, 0, &k, 1, 0, 0);
+	ck_assert_int_eq(r.v.spare, 4000);
 	ck_assert_int_eq(r.n, 0);
 }
 END_TEST
