@@ -23,6 +23,8 @@ static void setup(void)
 	 * band_keeps_small_spares for it). */
 	cfg.sell_band_pct = 0;
 	cfg.min_offer = 0;
+	/* Prices below are worked out at 1 µ$ a stall-second. */
+	cfg.stall_value = 1000;
 	ck_assert_ptr_null(strategy_config_check(&cfg));
 }
 
@@ -394,6 +396,7 @@ END_TEST
 START_TEST(band_keeps_small_spares)
 {
 	strategy_config_default(&cfg);
+	cfg.stall_value = 1000;
 	struct wsest_estimate e = est(200000, 10000, 10000000, 0, 0);
 	struct run r = decide(&e, NULL, 0, NULL, 0, 0, 0);
 	/* band = max(5 % of 200000, 4096) = 10000: keep 5000 of it */
