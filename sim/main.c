@@ -27,6 +27,8 @@ static void usage(FILE *o)
 	        "  --threads T     threads for the workloads (2)\n"
 	        "  --stall-value N n$ a second of stall costs an agent, per "
 	        "GiB of its machine (20000; 0: the strategy's own stall_value)\n"
+	        "  --agent-stall-value N  instead, N n$ a second on every "
+	        "machine\n"
 	        "  --tmo-target P  tmo's PSI some target, %% of time (0.05)\n"
 	        "  --pressure P    the agents' PSI pressure threshold, %% of "
 	        "time (0.5; 0: the estimator's default, 10)\n"
@@ -101,7 +103,11 @@ int main(int argc, char **argv)
 			c.pressure_ppm = (int64_t)(d * 10000);
 		else if (!strcmp(a, "--tmo-target") && num(v, 0.0001, 50, &d) == 0)
 			c.tmo_target = d / 100;
-		else if (!strcmp(a, "--stall-value") && num(v, 0, 1e12, &d) == 0)
+		else if (!strcmp(a, "--agent-stall-value") &&
+		         num(v, 0, 1e15, &d) == 0) {
+			c.strat.stall_value = (int64_t)d;
+			c.stall_value_per_gib = 0;
+		} else if (!strcmp(a, "--stall-value") && num(v, 0, 1e12, &d) == 0)
 			c.stall_value_per_gib = (int64_t)d;
 		else if (!strcmp(a, "--json"))
 			json = v;
