@@ -89,8 +89,13 @@ bench: deps
 fuzz: deps
 	@BUILD="$(BUILD)" bash tests/fuzz/run.sh
 
+# Quiet: a line per step; the compiler's lines go to var/demo-build.log
+# (its last lines are shown when the build fails).
 demo: deps
-	@$(MAKE) --no-print-directory -j$(JOBS) all
+	@mkdir -p var
+	@echo "demo: building ramexd, the agents, ramexctl and the pages (log: var/demo-build.log)"
+	@$(MAKE) --no-print-directory -j$(JOBS) all >var/demo-build.log 2>&1 || \
+	  { tail -n 30 var/demo-build.log; echo "demo: the build failed; the whole log is var/demo-build.log"; exit 1; }
 	@BUILD="$(BUILD)" bash scripts/demo.sh
 
 # FLEET_ARGS: more ramex-fleet options (e.g. --machines 10000 --seed 2).

@@ -57,17 +57,19 @@ INSERT INTO contracts (id, trade_id, market_id, buyer_id, seller_id, delivery, p
 -- one, a little short of full delivery so that amounts carry.
 INSERT INTO usage_reports (node_id, epoch, seq, contract_id, side, period_start_ns,
                            period_end_ns, page_seconds, kmod_page_seconds, kmod_pages,
-                           body_hash)
+                           body_hash, delivered_ns, billable_ps)
     SELECT seller, 1, k * :days + d + 1, id, 'seller',
            :t0 + d * 86400000000000, :t0 + (d + 1) * 86400000000000,
-           pages * 86400 - (id % 97), pages * 86400 * (d + 1), pages, id * 1000 + d
+           pages * 86400 - (id % 97), pages * 86400 * (d + 1), pages, id * 1000 + d,
+           86400000000000, pages * 86400 - (id % 97)
     FROM gen CROSS JOIN generate_series(0, :days - 1) d;
 INSERT INTO usage_reports (node_id, epoch, seq, contract_id, side, period_start_ns,
                            period_end_ns, page_seconds, kmod_page_seconds, kmod_pages,
-                           body_hash)
+                           body_hash, delivered_ns, billable_ps)
     SELECT buyer, 1, 1000 + d + 1, id, 'buyer',
            :t0 + d * 86400000000000, :t0 + (d + 1) * 86400000000000,
-           pages * 86400 - (id % 89), pages * 86400 * (d + 1), pages, -(id * 1000 + d)
+           pages * 86400 - (id % 89), pages * 86400 * (d + 1), pages, -(id * 1000 + d),
+           86400000000000, pages * 86400 - (id % 89)
     FROM gen CROSS JOIN generate_series(0, :days - 1) d WHERE k = 3;
 COMMIT;
 ANALYZE;

@@ -66,16 +66,36 @@ static int text_ok(const char *s)
 	return 1;
 }
 
+int sign_parse_timestamp(const char *text, int64_t *out)
+{
+	int64_t v = 0;
+	size_t n = text ? strlen(text) : 0;
+	if (n == 0 || n > SIGN_TS_DIGITS || (n > 1 && text[0] == '0'))
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (text[i] < '0' || text[i] > '9')
+			return -1;
+		v = v * 10 + (text[i] - '0');
+	}
+	*out = v;
+	return 0;
+}
+
 int sign_canonical(const struct sign_request *r, char *out, size_t outlen)
 {
 	char body_hex[SIGN_HEX_LEN + 1];
 	if (!text_ok(r->method) || !text_ok(r->path) || !nonce_ok(r->nonce) ||
+	    strlen(r->path) > SIGN_TARGET_MAX || r->timestamp < 0 ||
 	    (r->body_len && !r->body))
 		return -1;
+	const char *q = strchr(r->path, '?');
+	int plen = q ? (int)(q - r->path) : (int)strlen(r->path);
 	sign_sha256_hex(r->body, r->body_len, body_hex);
 	int n = snprintf(out, outlen,
-	                 "RAMEX-HMAC-SHA256\n%s\n%s\n%" PRId64 "\n%s\n%s",
-	                 r->method, r->path, r->timestamp, r->nonce, body_hex);
+	                 "RAMEX-HMAC-SHA256-2\n%s\n%.*s\n%s\n%" PRId64
+	                 "\n%s\n%s",
+	                 r->method, plen, r->path, q ? q + 1 : "",
+	                 r->timestamp, r->nonce, body_hex);
 	if (n < 0 || (size_t)n >= outlen)
 		return -1;
 	return n;
@@ -84,7 +104,8 @@ int sign_canonical(const struct sign_request *r, char *out, size_t outlen)
 static int mac(const char *secret, const struct sign_request *r,
                unsigned char d[32])
 {
-	char canon[4096];
+	/* the longest target, a method, the nonce and the hashes */
+	char canon[SIGN_TARGET_MAX + 512];
 	unsigned int dlen = 32;
 	int n = sign_canonical(r, canon, sizeof canon);
 	if (n < 0 || !secret || !*secret)
@@ -125,8 +146,8 @@ enum sign_result sign_verify(const char *secret, const struct sign_request *r,
 	}
 	if (r->timestamp < now - max_skew || r->timestamp > now + max_skew) {
 		*why =
-		    "the timestamp is more than 300 s away from the server's "
-		    "clock; check the node's clock (NTP)";
+		    "the timestamp is more than 300 s before or after the "
+		    "server's clock; check the node's clock (NTP)";
 		return SIGN_STALE;
 	}
 	if (mac(secret, r, d) < 0) {
@@ -137,8 +158,9 @@ enum sign_result sign_verify(const char *secret, const struct sign_request *r,
 	if (CRYPTO_memcmp(want, sig_hex, SIGN_HEX_LEN) != 0) {
 		*why =
 		    "the signature does not match; check the node secret and "
-		    "that method, path, timestamp, nonce and body are signed "
-		    "as sent";
+		    "that method, path, query, timestamp, nonce and body are "
+		    "signed as sent (the target with its percent-encoding, "
+		    "not decoded)";
 		return SIGN_MISMATCH;
 	}
 	*why = "";

@@ -15,6 +15,7 @@ struct events;
 struct auth;
 struct contracts_timer;
 struct billing;
+struct seal_keys;
 
 struct app {
 	struct rx_config cfg;
@@ -22,6 +23,7 @@ struct app {
 	struct writer *writer;
 	struct events *events;
 	struct auth *auth;
+	struct seal_keys *seal; /* seals node and lend secrets (seal.h) */
 	struct contracts_timer *contracts; /* the contract deadline timer */
 	struct billing *billing; /* the billing job (billing.h) */
 	int stopping;           /* set at SIGTERM: /readyz answers 503 */

@@ -4,21 +4,41 @@
  *
  * A person sends `Authorization: Bearer rx_<64 hex>`; only the token's
  * SHA-256 is stored (api_tokens). A node agent signs each request with its
- * per-node secret (common/sign.h): the timestamp must be within ±300 s of
- * ours and after this ramexd started, and a nonce is accepted once — the
- * nonces seen in the last 600 s are kept in memory, and the start-time fence
- * covers the ones an earlier process saw: a timestamp before this process
- * started is refused (the agent signs again), and one more than
- * AUTH_FUTURE_S ahead of our clock too, since an earlier process that took
- * it could not have told us its nonce. Credentials found in the database
- * are cached for AUTH_CACHE_S seconds; a revocation through this process
- * (auth_forget_*) takes effect at once, one through another ramexd sharing
- * the database within AUTH_CACHE_S. The module owns the cache and the nonce
- * set.
+ * per-node secret (common/sign.h), which PostgreSQL keeps only sealed
+ * (seal.h): ramexd opens it on a cache miss and keeps it in memory for
+ * AUTH_CACHE_S.
+ *
+ * Replays. A signed timestamp must be within ±300 s of our clock, either
+ * way, and a nonce is accepted once: each is remembered until its
+ * timestamp leaves the window, at most nonce_per_key of them per node key
+ * (a busy key is told 429; other keys are not affected). Nonces live in
+ * memory, so a restarted process cannot know what the one before it took;
+ * two fences cover that. A timestamp before this process started is
+ * refused (the agent signs again). And a timestamp more than
+ * AUTH_FUTURE_S ahead of our clock is taken only after the key's
+ * node_keys.signed_until records it (AUTH_FENCE_STEP_S further, so a
+ * node whose clock runs ahead costs one UPDATE per that many seconds, and
+ * after a restart is refused for at most that long); a process
+ * refuses, per key, any timestamp up to the signed_until it found at
+ * start. What is left is a replay within AUTH_FUTURE_S of a restart.
+ *
+ * Credentials found in the database are cached for AUTH_CACHE_S seconds;
+ * ones it says are unknown or revoked too, apart (a negative cache, so
+ * that they neither query PostgreSQL again nor push a valid entry out). A
+ * credential must have its shape (rx_ + 64 hex, nk_ + 16 hex) before it
+ * is looked up at all, and be in the set of every key id and token hash
+ * the database holds, read at start and, on a miss, for what was created
+ * since (at most once a KNOWN_REFRESH_S): made-up credentials, each new,
+ * cost no query each. A revocation through this process (auth_forget_*)
+ * and a creation (auth_known) take effect at once; a revocation through
+ * another ramexd sharing the database within AUTH_CACHE_S, a creation
+ * within a second. The module owns the caches, the set, the nonce sets
+ * and the sealing of secrets at rest.
  */
 #ifndef RAMEX_AUTH_H
 #define RAMEX_AUTH_H
 
+#include <libpq-fe.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,13 +52,14 @@
 #define AUTH_PUBLIC    0x100u /* no credentials needed (health, metrics) */
 
 #define AUTH_CACHE_S      5
-#define AUTH_FUTURE_S     5 /* how far ahead a signed timestamp may be */
-#define AUTH_NONCE_MAX    (1 << 20) /* nonces remembered at once */
+#define AUTH_FUTURE_S     5  /* ahead of our clock without a record */
+#define AUTH_FENCE_STEP_S 10 /* a record covers this much more */
 #define AUTH_TOKEN_PREFIX "rx_"
 #define AUTH_TOKEN_LEN    67 /* "rx_" + 64 hex digits = 256 random bits */
 
 struct http_req;
 struct db_pool;
+struct seal_keys;
 
 struct auth_principal {
 	unsigned role; /* one AUTH_* bit */
@@ -52,8 +73,21 @@ struct auth_principal {
 };
 
 struct auth;
-/* `started` is this process's start time in Unix seconds (the fence). */
-struct auth *auth_new(struct db_pool *pool, int64_t started);
+/* `started` is this process's start time in Unix seconds (the fence);
+ * `seal` opens the node secrets and must outlive the auth. */
+struct auth *auth_new(struct db_pool *pool, int64_t started,
+                      const struct seal_keys *seal, long nonce_per_key);
+
+/* At start, before serving: reads the keys' signed_until left by earlier
+ * processes (the second fence). Returns how many keys have one, or -1. */
+int auth_load_fences(struct auth *a, PGconn *c, char *err, size_t errlen);
+
+/* At start: seals, in one transaction, every node and lend secret still in
+ * plaintext (rows from before schema 0013) or sealed under a key that is
+ * no longer the first of the key file (a rotation). Returns how many were
+ * sealed, or -1 with err. */
+int auth_seal_at_rest(PGconn *c, const struct seal_keys *k, char *err,
+                      size_t errlen);
 void auth_free(struct auth *a);
 
 /* Authenticates rq. Returns 0 with *out filled, or -1 with *status (401,
@@ -70,6 +104,9 @@ int auth_authenticate(struct auth *a, struct http_req *rq,
  * Call after the revocation committed. */
 void auth_forget_token(struct auth *a, int64_t token_id);
 void auth_forget_node_key(struct auth *a, const char *key_id);
+/* A credential was just made (a node key id, or a token's SHA-256 hex):
+ * drops it from the negative cache, so that it works at once. */
+void auth_known(struct auth *a, const char *key);
 
 const char *auth_role_name(unsigned role);
 /* "trader" -> AUTH_TRADER; 0 for an unknown name. */

@@ -337,7 +337,7 @@ static int usage_by_month(PGconn *db, const char *ids, const char *asof,
 	 * and those that cross a month boundary whole (cross = true) */
 	static const char *sql =
 	    "WITH r AS MATERIALIZED (SELECT contract_id, side = 'buyer' AS b, "
-	    "period_start_ns AS s, period_end_ns AS e, page_seconds AS ps, "
+	    "period_start_ns AS s, period_end_ns AS e, billable_ps AS ps, "
 	    "width_bucket(period_start_ns, $3::bigint[]) AS sk, "
 	    "width_bucket(period_end_ns - 1, $3::bigint[]) AS ek FROM "
 	    "usage_reports WHERE contract_id = ANY($1::bigint[]) AND "
@@ -402,7 +402,7 @@ static int load_usage(PGconn *db, const char *ids, rx_time_ns as_of,
                       struct batch *b, char *err, size_t errlen)
 {
 	static const char *sql =
-	    "SELECT contract_id, side = 'buyer', sum(page_seconds) FILTER "
+	    "SELECT contract_id, side = 'buyer', sum(billable_ps) FILTER "
 	    "(WHERE period_start_ns < $2::bigint)::bigint, "
 	    "min(period_start_ns) "
 	    "FILTER (WHERE period_start_ns < $2::bigint), max(period_end_ns) "

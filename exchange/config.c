@@ -64,6 +64,13 @@ static const struct setting settings[] = {
       "seconds between keep-alive comments on /v1/events"),
     I("sse_max_clients", sse_max_clients, 1, 10000, "256",
       "most event-stream subscribers at once"),
+    S("seal_key_file", seal_key_file, "",
+      "file of the keys that seal node and lend secrets in PostgreSQL "
+      "(AES-256-GCM; docs/operations.md, \"Sealing key\"); empty: a "
+      "built-in demo key, which protects nothing"),
+    I("nonce_per_key", nonce_per_key, 16, 1 << 24, "262144",
+      "signed requests one node key may make in 600 s (the nonces "
+      "remembered for it); more get 429"),
     S("port_file", port_file, "",
       "when set, ramexd writes the port it listens on there once ready"),
     I("contract_tick_ms", contract_tick_ms, 10, 60000, "1000",

@@ -29,6 +29,8 @@ struct rx_config {
 	int db_pool;       /* connections for queries */
 	int sse_keepalive_s;
 	int sse_max_clients;
+	char seal_key_file[512]; /* seal.h; "" = the demo key */
+	int nonce_per_key;       /* nonces remembered per node key */
 	char port_file[512];  /* when set, the bound port is written there */
 	char web_root[512];   /* the web pages (build/web); "" serves none */
 	int contract_tick_ms; /* the contract deadline timer's period */

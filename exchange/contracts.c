@@ -188,11 +188,14 @@ static json_t *view(PGconn *c, const char *ids, json_t *transition, char *err,
 	return o;
 }
 
+/* The parties' teams, as a trader sees them: only a node is its team's
+ * (0 for any other kind, whatever a row from before schema 0012 says). */
 static const char *sql_lock =
-    "SELECT " CONTRACTS_LOAD_COLS ", coalesce(b.team_id, 0), "
-    "coalesce(s.team_id, 0) FROM contracts c JOIN accounts b ON b.id = "
-    "c.buyer_id JOIN accounts s ON s.id = c.seller_id WHERE c.id = $1 FOR "
-    "UPDATE OF c";
+    "SELECT " CONTRACTS_LOAD_COLS ", CASE WHEN b.kind = 'node' THEN "
+    "coalesce(b.team_id, 0) ELSE 0 END, CASE WHEN s.kind = 'node' THEN "
+    "coalesce(s.team_id, 0) ELSE 0 END FROM contracts c JOIN accounts b ON "
+    "b.id = c.buyer_id JOIN accounts s ON s.id = c.seller_id WHERE c.id = "
+    "$1 FOR UPDATE OF c";
 
 static const char *sql_last =
     CONTRACTS_TRANSITION_VIEW "WHERE contract_id = $1 ORDER BY id DESC "

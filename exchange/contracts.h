@@ -42,7 +42,9 @@ struct events;
 	"c.breach_penalty, c.notice_period_s, c.recall_notice_ns, "            \
 	"c.created_ns, c.deliver_by_ns, c.term_end_ns, c.delivered_ns, "       \
 	"c.notice_end_ns, c.ended_ns, c.changed_ns, c.deliver_by::text, "      \
-	"c.term_end::text, c.created_at::text, c.updated_at::text FROM "       \
+	"c.term_end::text, c.created_at::text, c.updated_at::text, (SELECT "  \
+	"name FROM accounts WHERE id = c.buyer_id) AS buyer_name, (SELECT "    \
+	"name FROM accounts WHERE id = c.seller_id) AS seller_name FROM "      \
 	"contracts c JOIN markets m ON m.id = c.market_id "
 
 /* The public view of a transition (columns of contract_transitions). */

@@ -24,8 +24,11 @@ PGconn *db_connect(const char *conninfo, char *err, size_t errlen)
 		PQfinish(c);
 		return NULL;
 	}
+	/* UTF-8 both ways, whatever the database's encoding: what ramexd
+	 * sends is UTF-8 (the edge checks it), and what it answers must be */
 	PGresult *r = PQexec(c, "SET client_min_messages = warning; "
 	                        "SET synchronous_commit = on; "
+	                        "SET client_encoding = 'UTF8'; "
 	                        "SET TIME ZONE 'UTC'");
 	int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
 	PQclear(r);
@@ -114,9 +117,39 @@ PGresult *db_exec_state(PGconn *c, ExecStatusType want, const char *sql, int n,
 	return r;
 }
 
+PGresult *db_exec_fail(PGconn *c, ExecStatusType want, const char *sql, int n,
+                       const char *const *params, struct db_fail *f)
+{
+	PGresult *r = PQexecParams(c, sql, n, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) == want)
+		return r;
+	const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+	const char *cn = PQresultErrorField(r, PG_DIAG_CONSTRAINT_NAME);
+	snprintf(f->state, sizeof f->state, "%s", st ? st : "");
+	snprintf(f->constraint, sizeof f->constraint, "%s", cn ? cn : "");
+	snprintf(f->text, sizeof f->text, "%s", PQerrorMessage(c));
+	chomp(f->text);
+	PQclear(r);
+	return NULL;
+}
+
 bool db_broken(PGconn *c)
 {
 	return !c || PQstatus(c) != CONNECTION_OK;
+}
+
+bool db_state_lost(const char *s)
+{
+	if (!s || !s[0])
+		return true;
+	return strncmp(s, "08", 2) == 0 || strncmp(s, "57", 2) == 0 ||
+	       strncmp(s, "53", 2) == 0;
+}
+
+bool db_result_lost(PGconn *c, const PGresult *r)
+{
+	return db_broken(c) || !r ||
+	       db_state_lost(PQresultErrorField(r, PG_DIAG_SQLSTATE));
 }
 
 int64_t db_int(const PGresult *r, int row, int col)

@@ -46,8 +46,32 @@ PGresult *db_exec_state(PGconn *c, ExecStatusType want, const char *sql, int n,
                         const char *const *params, char *err, size_t errlen,
                         char state[6]);
 
+/* Why a statement failed: its SQLSTATE ("" when the connection broke
+ * first), the constraint it broke (when one did), and PostgreSQL's text.
+ * The text is for the log only; a client gets the exchange's own words
+ * (handlers_db_refused). */
+struct db_fail {
+	char state[6];
+	char constraint[64];
+	char text[512];
+};
+
+/* db_exec, telling why a failure failed. */
+PGresult *db_exec_fail(PGconn *c, ExecStatusType want, const char *sql, int n,
+                       const char *const *params, struct db_fail *f);
+
 /* True when the connection itself is broken (not a mere SQL error). */
 bool db_broken(PGconn *c);
+/* Whether a failure with this SQLSTATE means PostgreSQL went away rather
+ * than a fault of the statement: class 08 (connection exception), 57
+ * (operator intervention: admin or crash shutdown, cannot connect now) and
+ * 53 (insufficient resources), or no SQLSTATE at all (NULL or "": an error
+ * libpq made itself, e.g. "server closed the connection"). Such a failure
+ * answers 503, any other 500. */
+bool db_state_lost(const char *sqlstate);
+/* The same for a failed result r of c (r may be NULL): true when c is
+ * broken or r's SQLSTATE says so. */
+bool db_result_lost(PGconn *c, const PGresult *r);
 
 int64_t db_int(const PGresult *r, int row, int col);
 

@@ -5,36 +5,31 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/sign.h"
 #include "exchange/app.h"
 #include "exchange/auth.h"
 #include "exchange/db.h"
 #include "exchange/handlers.h"
 #include "exchange/http.h"
 #include "exchange/input.h"
+#include "exchange/seal.h"
 
 /* Runs one statement with the pool and replies with its rows (status
- * `ok`): 409 on a unique violation, 422 on a foreign key or check. */
+ * `ok`): 409 on a unique violation, 422 on a foreign key or check, in the
+ * exchange's words (handlers_db_refused). */
 static void exec_reply(struct http_req *rq, int ok, const char *sql, int n,
                        const char *const *pv, int single)
 {
 	struct app *a = http_app(rq);
-	char err[512], st[6];
+	struct db_fail f;
 	PGconn *c = db_acquire(a->pool);
 	if (!c) {
 		http_db_unavailable(rq);
 		return;
 	}
-	PGresult *r =
-	    db_exec_state(c, PGRES_TUPLES_OK, sql, n, pv, err, sizeof err, st);
+	PGresult *r = db_exec_fail(c, PGRES_TUPLES_OK, sql, n, pv, &f);
 	if (!r) {
-		if (strcmp(st, "23505") == 0)
-			http_problem(rq, 409, "conflict", "already exists",
-			             "%s", err);
-		else if (strncmp(st, "23", 2) == 0 || strncmp(st, "22", 2) == 0)
-			http_problem(rq, 422, "invalid",
-			             "refused by the database", "%s", err);
-		else
-			handlers_db_error(rq, c, err);
+		handlers_db_refused(rq, c, &f);
 		db_release(a->pool, c);
 		return;
 	}
@@ -54,17 +49,6 @@ static void exec_reply(struct http_req *rq, int ok, const char *sql, int n,
 	PQclear(r);
 }
 
-void h_whoami(struct http_req *rq)
-{
-	const struct auth_principal *p = http_principal(rq);
-	http_reply_json(rq, 200,
-	                json_pack("{s:s,s:s,s:I,s:I,s:I}", "role",
-	                          auth_role_name(p->role), "name", p->name,
-	                          "id", (json_int_t)p->id, "account_id",
-	                          (json_int_t)p->account_id, "team_id",
-	                          (json_int_t)p->team_id));
-}
-
 void h_team_create(struct http_req *rq)
 {
 	static const char *const known[] = {"name", NULL};
@@ -73,7 +57,7 @@ void h_team_create(struct http_req *rq)
 	if (!b)
 		return;
 	if (in_known(rq, b, known) < 0 ||
-	    in_str(rq, b, "name", true, true, name, sizeof name) < 0)
+	    in_name(rq, b, "name", name, sizeof name) < 0)
 		goto out;
 	const char *pv[] = {name};
 	exec_reply(rq, 201,
@@ -92,15 +76,15 @@ void h_team_list(struct http_req *rq)
 void h_account_create(struct http_req *rq)
 {
 	static const char *const known[] = {"name", "kind", "team_id", NULL};
-	char name[64], kind[16], team[24] = "";
+	char name[64], kind[16];
 	int64_t team_id = 0;
 	json_t *b = http_body_object(rq);
 	if (!b)
 		return;
 	if (in_known(rq, b, known) < 0 ||
-	    in_str(rq, b, "name", true, true, name, sizeof name) < 0 ||
+	    in_name(rq, b, "name", name, sizeof name) < 0 ||
 	    in_str(rq, b, "kind", true, true, kind, sizeof kind) < 0 ||
-	    in_int(rq, b, "team_id", false, 1, INT64_MAX, &team_id) < 0)
+	    in_int(rq, b, "team_id", false, 1, IN_ID_MAX, &team_id) < 0)
 		goto out;
 	if (strcmp(kind, "operator") && strcmp(kind, "exchange")) {
 		http_problem(rq, 400, "invalid-field", "invalid field",
@@ -108,9 +92,16 @@ void h_account_create(struct http_req *rq)
 		             "with POST /v1/nodes");
 		goto out;
 	}
-	if (team_id)
-		snprintf(team, sizeof team, "%lld", (long long)team_id);
-	const char *pv[] = {name, kind, team_id ? team : NULL};
+	/* a team's traders act for its accounts: only nodes belong to one
+	 * (schema 0012 says so too) */
+	if (team_id) {
+		http_problem(rq, 400, "invalid-field", "invalid field",
+		             "team_id: %s accounts belong to no team; only "
+		             "nodes do (create them with POST /v1/nodes)",
+		             kind);
+		goto out;
+	}
+	const char *pv[] = {name, kind, NULL};
 	exec_reply(rq, 201,
 	           "INSERT INTO accounts (name, kind, team_id) VALUES ($1, $2, "
 	           "$3) RETURNING id, name, kind, team_id",
@@ -139,22 +130,34 @@ void h_account_list(struct http_req *rq)
 static json_t *new_key(struct http_req *rq, PGconn *c, const char *account,
                        json_t *acct)
 {
-	char key_id[20], secret[69], err[512];
+	char key_id[20], secret[69];
+	struct db_fail f;
 	if (auth_node_key_new(key_id, secret) < 0) {
 		http_problem(rq, 500, "internal", "no randomness",
 		             "could not draw random bytes for the key");
 		return NULL;
 	}
-	const char *pv[] = {key_id, account, secret};
-	PGresult *r = db_exec(c, PGRES_COMMAND_OK,
-	                      "INSERT INTO node_keys (key_id, account_id, "
-	                      "secret) VALUES ($1, $2, $3)",
-	                      3, pv, err, sizeof err);
+	/* only sealed in the database: a dump or a replica cannot sign */
+	struct app *a = http_app(rq);
+	char sealed[SEAL_TEXT_MAX], aad[40];
+	snprintf(aad, sizeof aad, "node_key:%s", key_id);
+	if (seal_seal(a->seal, secret, aad, sealed) < 0) {
+		http_problem(rq, 500, "internal", "could not seal the secret",
+		             "the exchange could not seal the new key's secret "
+		             "(OpenSSL failed); retry");
+		return NULL;
+	}
+	const char *pv[] = {key_id, account, sealed};
+	PGresult *r = db_exec_fail(c, PGRES_COMMAND_OK,
+	                           "INSERT INTO node_keys (key_id, account_id, "
+	                           "secret_sealed) VALUES ($1, $2, $3)",
+	                           3, pv, &f);
 	if (!r) {
-		handlers_db_error(rq, c, err);
+		handlers_db_refused(rq, c, &f);
 		return NULL;
 	}
 	PQclear(r);
+	auth_known(a->auth, key_id);
 	json_t *ans = json_pack("{s:s,s:s,s:s}", "key_id", key_id, "secret",
 	                        secret, "note",
 	                        "the secret is shown only now; give it to the "
@@ -168,14 +171,15 @@ void h_node_create(struct http_req *rq)
 {
 	static const char *const known[] = {"name", "team_id", NULL};
 	struct app *a = http_app(rq);
-	char name[64], team[24], err[512], st[6];
+	char name[64], team[24], err[512];
+	struct db_fail f;
 	int64_t team_id = 0;
 	json_t *b = http_body_object(rq);
 	if (!b)
 		return;
 	if (in_known(rq, b, known) < 0 ||
-	    in_str(rq, b, "name", true, true, name, sizeof name) < 0 ||
-	    in_int(rq, b, "team_id", true, 1, INT64_MAX, &team_id) < 0)
+	    in_name(rq, b, "name", name, sizeof name) < 0 ||
+	    in_int(rq, b, "team_id", true, 1, IN_ID_MAX, &team_id) < 0)
 		goto out;
 	snprintf(team, sizeof team, "%lld", (long long)team_id);
 	PGconn *c = db_acquire(a->pool);
@@ -186,23 +190,23 @@ void h_node_create(struct http_req *rq)
 	/* account and key in one transaction: no node without a key */
 	PQclear(PQexec(c, "BEGIN"));
 	const char *pv[] = {name, team};
-	PGresult *r = db_exec_state(
+	PGresult *r = db_exec_fail(
 	    c, PGRES_TUPLES_OK,
 	    "INSERT INTO accounts (name, kind, team_id) VALUES ($1, 'node', "
 	    "$2) RETURNING id, name, kind, team_id",
-	    2, pv, err, sizeof err, st);
+	    2, pv, &f);
 	if (!r) {
 		PQclear(PQexec(c, "ROLLBACK"));
-		if (strcmp(st, "23505") == 0)
+		if (strcmp(f.state, "23505") == 0)
 			http_problem(rq, 409, "conflict", "already exists",
 			             "an account named %s exists already",
 			             name);
-		else if (strcmp(st, "23503") == 0)
+		else if (strcmp(f.state, "23503") == 0)
 			http_problem(rq, 422, "invalid", "no such team",
-			             "there is no team %lld",
+			             "team_id: there is no team %lld",
 			             (long long)team_id);
 		else
-			handlers_db_error(rq, c, err);
+			handlers_db_refused(rq, c, &f);
 		db_release(a->pool, c);
 		goto out;
 	}
@@ -278,10 +282,15 @@ void h_node_key_revoke(struct http_req *rq)
 
 int64_t handlers_token_create(struct pg_conn *conn, const char *name,
                               const char *role, int64_t team, int64_t account,
-                              char token[68], char *err, size_t errlen)
+                              char token[68], char *err, size_t errlen,
+                              struct db_fail *f)
 {
 	PGconn *c = (PGconn *)conn;
-	char sha[65], ts[24], as[24], st[6];
+	char sha[65], ts[24], as[24];
+	struct db_fail own;
+	if (!f)
+		f = &own;
+	f->state[0] = 0;
 	unsigned r_bit = auth_role_parse(role);
 	if (!r_bit || r_bit == AUTH_NODE) {
 		snprintf(
@@ -292,6 +301,13 @@ int64_t handlers_token_create(struct pg_conn *conn, const char *name,
 	}
 	if (r_bit == AUTH_TRADER && !team) {
 		snprintf(err, errlen, "a trader token needs team_id");
+		return -1;
+	}
+	if (r_bit != AUTH_TRADER && team) {
+		snprintf(err, errlen,
+		         "only a trader token belongs to a team; a %s token "
+		         "takes no team_id",
+		         role);
 		return -1;
 	}
 	if (r_bit == AUTH_OPERATOR && !account) {
@@ -310,15 +326,17 @@ int64_t handlers_token_create(struct pg_conn *conn, const char *name,
 	snprintf(prefix, sizeof prefix, "%.10s", token);
 	const char *pv[] = {name, role,  team ? ts : NULL, account ? as : NULL,
 	                    sha,  prefix};
-	PGresult *r = db_exec_state(
+	PGresult *r = db_exec_fail(
 	    c, PGRES_TUPLES_OK,
 	    "INSERT INTO api_tokens (name, role, team_id, account_id, sha256, "
 	    "prefix) SELECT $1, $2, $3, $4, $5, $6 WHERE $2 <> 'operator' OR "
 	    "EXISTS (SELECT 1 FROM accounts WHERE id = $4::bigint AND kind = "
 	    "'operator') RETURNING id",
-	    6, pv, err, errlen, st);
-	if (!r)
-		return -1;
+	    6, pv, f);
+	if (!r) {
+		snprintf(err, errlen, "%s", f->text);
+		return -2;
+	}
 	if (PQntuples(r) == 0) {
 		PQclear(r);
 		snprintf(err, errlen, "account %lld is not an operator account",
@@ -336,6 +354,7 @@ void h_token_create(struct http_req *rq)
 	                                    "account_id", NULL};
 	struct app *a = http_app(rq);
 	char name[65], role[16], token[68], err[512];
+	struct db_fail f;
 	int64_t team = 0, account = 0;
 	json_t *b = http_body_object(rq);
 	if (!b)
@@ -343,8 +362,8 @@ void h_token_create(struct http_req *rq)
 	if (in_known(rq, b, known) < 0 ||
 	    in_str(rq, b, "name", true, false, name, sizeof name) < 0 ||
 	    in_str(rq, b, "role", true, true, role, sizeof role) < 0 ||
-	    in_int(rq, b, "team_id", false, 1, INT64_MAX, &team) < 0 ||
-	    in_int(rq, b, "account_id", false, 1, INT64_MAX, &account) < 0)
+	    in_int(rq, b, "team_id", false, 1, IN_ID_MAX, &team) < 0 ||
+	    in_int(rq, b, "account_id", false, 1, IN_ID_MAX, &account) < 0)
 		goto out;
 	PGconn *c = db_acquire(a->pool);
 	if (!c) {
@@ -353,14 +372,16 @@ void h_token_create(struct http_req *rq)
 	}
 	int64_t id =
 	    handlers_token_create((struct pg_conn *)c, name, role, team,
-	                          account, token, err, sizeof err);
-	if (id < 0) {
-		if (db_broken(c))
-			http_db_unavailable(rq);
-		else
-			http_problem(rq, 422, "invalid", "token not created",
-			             "%s", err);
+	                          account, token, err, sizeof err, &f);
+	if (id == -2) {
+		handlers_db_refused(rq, c, &f);
+	} else if (id < 0) {
+		http_problem(rq, 422, "invalid", "token not created", "%s",
+		             err);
 	} else {
+		char sha[65];
+		sign_sha256_hex(token, strlen(token), sha);
+		auth_known(a->auth, sha);
 		log_info("token created", "id=%lld role=%s", (long long)id,
 		         role);
 		http_reply_json(rq, 201,

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "common/money.h"
 #include "exchange/app.h"
 #include "exchange/billing.h"
@@ -535,7 +536,9 @@ void h_billing_summary(struct http_req *rq)
 	    "p.movement_id JOIN contracts c ON c.id = p.contract_id JOIN "
 	    "accounts a ON a.id = p.account_id LEFT JOIN teams t ON t.id = "
 	    "a.team_id WHERE p.year * 12 + p.month - 1 BETWEEN $1::int AND "
-	    "$2::int GROUP BY 1, 2, 3%s ORDER BY 1, 2, 3",
+	    "$2::int AND ($3::bigint IS NULL OR p.account_id = $3) AND "
+	    "($4::bigint IS NULL OR a.team_id = $4) GROUP BY 1, 2, 3%s "
+	    "ORDER BY 1, 2, 3",
 	    team ? "t.name AS team" : "p.account_id, a.name AS account",
 	    team ? "" : ", 4");
 	PGconn *c = db_acquire(a->pool);
@@ -543,8 +546,12 @@ void h_billing_summary(struct http_req *rq)
 		http_db_unavailable(rq);
 		return;
 	}
-	const char *pv[] = {from, to};
-	PGresult *r = db_exec(c, PGRES_TUPLES_OK, sql, 2, pv, err, sizeof err);
+	/* each customer its own: the operator its account, a trader its
+	 * team's nodes; finance and admin everything */
+	char acct[24], tm[24];
+	handlers_scope(rq, 0, acct, tm);
+	const char *pv[] = {from, to, nz(acct), nz(tm)};
+	PGresult *r = db_exec(c, PGRES_TUPLES_OK, sql, 4, pv, err, sizeof err);
 	if (!r) {
 		handlers_db_error(rq, c, err);
 		db_release(a->pool, c);
@@ -731,7 +738,8 @@ void h_billing_run(struct http_req *rq)
 		if (!(b = http_body_object(rq)))
 			return;
 		if (in_known(rq, b, known) < 0 ||
-		    in_int(rq, b, "as_of_ns", false, 1, INT64_MAX, &as_of) < 0)
+		    in_int(rq, b, "as_of_ns", false, 1, IN_TIME_NS_MAX, &as_of) <
+		        0)
 			goto out;
 	}
 	struct billing_result res;
@@ -741,11 +749,16 @@ void h_billing_run(struct http_req *rq)
 		http_problem(rq, 409, "billing-refused", "billing run refused",
 		             "%s", err);
 	} else if (rc < 0) {
+		/* err may hold PostgreSQL's text: the log has it */
+		char q[BILLING_MSG_MAX + 64];
+		log_warn("billing run failed", "api=1 err=%s",
+		         log_quote(q, sizeof q, err));
 		http_add_header(rq, "Retry-After", "5");
 		http_problem(rq, 503, "billing-failed", "billing run failed",
-		             "%s; what committed before stays billed, and the "
-		             "next run goes on from there",
-		             err);
+		             "the billing run stopped part-way (its log line "
+		             "\"billing run failed\" says why); what committed "
+		             "before stays billed, and the next run goes on "
+		             "from there");
 	} else {
 		json_t *o = json_object();
 		json_object_set_new(o, "run_id", json_integer(res.run_id));

@@ -185,8 +185,7 @@ static void move(struct http_req *rq, enum contract_event event,
 		http_db_unavailable(rq);
 		break;
 	default:
-		http_problem(rq, 500, "internal", "contract move failed", "%s",
-		             res.msg);
+		handlers_internal(rq, "the contract move failed", res.msg);
 		break;
 	}
 	json_decref(res.body);

@@ -17,14 +17,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
 #include <openssl/rand.h>
 
+#include "common/log.h"
 #include "exchange/app.h"
 #include "exchange/auth.h"
 #include "exchange/db.h"
 #include "exchange/handlers.h"
 #include "exchange/http.h"
 #include "exchange/input.h"
+#include "exchange/seal.h"
 
 #define LEND_ENDPOINT_MAX 255
 
@@ -127,8 +130,9 @@ static int load_party(struct http_req *rq, PGconn *c, const char *ids,
 	PGresult *r =
 	    db_exec(c, PGRES_TUPLES_OK,
 	            "SELECT c.delivery = 'lend', c.state, "
-	            "c.seller_id = $2::bigint OR sa.team_id = $3::bigint, "
-	            "c.buyer_id = $2::bigint OR ba.team_id = $3::bigint "
+	            "c.seller_id = $2::bigint OR (sa.kind = 'node' AND "
+	            "sa.team_id = $3::bigint), c.buyer_id = $2::bigint OR "
+	            "(ba.kind = 'node' AND ba.team_id = $3::bigint) "
 	            "FROM contracts c JOIN accounts sa ON sa.id = c.seller_id "
 	            "JOIN accounts ba ON ba.id = c.buyer_id WHERE c.id = $1",
 	            3, pv, err, sizeof err);
@@ -164,13 +168,34 @@ static int load_party(struct http_req *rq, PGconn *c, const char *ids,
 	return 0;
 }
 
+/* r: endpoint, secret (plaintext, rows from before 0013), created_at,
+ * updated_at, secret_sealed. */
 static void reply_session(struct http_req *rq, const char *ids, PGresult *r)
 {
+	struct app *a = http_app(rq);
+	char secret[128], aad[40];
+	snprintf(aad, sizeof aad, "lend:%s", ids);
+	if (PQgetisnull(r, 0, 4)) {
+		snprintf(secret, sizeof secret, "%s", PQgetvalue(r, 0, 1));
+	} else if (seal_open(a->seal, PQgetvalue(r, 0, 4), aad, secret,
+	                     sizeof secret) < 0) {
+		log_error("a lend secret does not open",
+		          "contract=%s hint=\"%s\"", ids,
+		          "its sealing key is not in seal_key_file, or the row "
+		          "was changed or copied from another");
+		http_problem(rq, 500, "internal", "secret unavailable",
+		             "the exchange cannot open contract %s's lend "
+		             "secret (its sealing key is missing from the "
+		             "exchange's seal_key_file); tell the operator",
+		             ids);
+		return;
+	}
 	json_t *o = json_pack(
 	    "{s:I, s:s, s:s, s:s, s:s}", "contract_id",
 	    (json_int_t)strtoll(ids, NULL, 10), "endpoint", PQgetvalue(r, 0, 0),
-	    "secret", PQgetvalue(r, 0, 1), "created_at", PQgetvalue(r, 0, 2),
+	    "secret", secret, "created_at", PQgetvalue(r, 0, 2),
 	    "updated_at", PQgetvalue(r, 0, 3));
+	OPENSSL_cleanse(secret, sizeof secret);
 	if (!o) {
 		http_problem(rq, 500, "internal", "reply failed",
 		             "could not build the reply; retry");
@@ -242,16 +267,27 @@ void h_contract_lend_register(struct http_req *rq)
 	}
 	for (size_t i = 0; i < sizeof raw; i++)
 		snprintf(hex + 2 * i, 3, "%02x", raw[i]);
-	const char *pv[] = {ids, endpoint, hex};
-	PGresult *r = db_exec(
-	    c, PGRES_TUPLES_OK,
-	    "INSERT INTO lend_sessions (contract_id, endpoint, secret) "
-	    "VALUES ($1, $2, $3) ON CONFLICT (contract_id) DO UPDATE SET "
-	    "endpoint = EXCLUDED.endpoint, updated_at = now() RETURNING "
-	    "endpoint, secret, created_at::text, updated_at::text",
-	    3, pv, err, sizeof err);
+	/* only sealed in the database (seal.h) */
+	char sealed[SEAL_TEXT_MAX], aad[40];
+	snprintf(aad, sizeof aad, "lend:%s", ids);
+	int sealed_rc = seal_seal(a->seal, hex, aad, sealed);
 	OPENSSL_cleanse(raw, sizeof raw);
 	OPENSSL_cleanse(hex, sizeof hex);
+	if (sealed_rc < 0) {
+		http_problem(rq, 500, "internal", "could not seal the secret",
+		             "the exchange could not seal the contract's "
+		             "secret (OpenSSL failed); retry");
+		goto out;
+	}
+	const char *pv[] = {ids, endpoint, sealed};
+	PGresult *r = db_exec(
+	    c, PGRES_TUPLES_OK,
+	    "INSERT INTO lend_sessions (contract_id, endpoint, secret_sealed) "
+	    "VALUES ($1, $2, $3) ON CONFLICT (contract_id) DO UPDATE SET "
+	    "endpoint = EXCLUDED.endpoint, updated_at = now() RETURNING "
+	    "endpoint, secret, created_at::text, updated_at::text, "
+	    "secret_sealed",
+	    3, pv, err, sizeof err);
 	if (!r) {
 		handlers_db_error(rq, c, err);
 		goto out;
@@ -283,8 +319,8 @@ void h_contract_lend_get(struct http_req *rq)
 	const char *pv[] = {ids};
 	PGresult *r = db_exec(c, PGRES_TUPLES_OK,
 	                      "SELECT endpoint, secret, created_at::text, "
-	                      "updated_at::text FROM lend_sessions WHERE "
-	                      "contract_id = $1",
+	                      "updated_at::text, secret_sealed FROM "
+	                      "lend_sessions WHERE contract_id = $1",
 	                      1, pv, err, sizeof err);
 	if (!r) {
 		handlers_db_error(rq, c, err);

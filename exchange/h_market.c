@@ -66,29 +66,38 @@ void h_market_create(struct http_req *rq)
 	memset(&c, 0, sizeof c);
 	c.kind = WR_MARKET;
 	struct writer_market_spec *s = &c.spec;
-	int64_t year_s = INT64_C(31536000);
 	json_t *b = http_body_object(rq);
 	if (!b)
 		return;
 	if (in_known(rq, b, known) < 0 ||
 	    in_str(rq, b, "name", true, true, s->name, sizeof s->name) < 0 ||
-	    in_int(rq, b, "tick", true, 1, INT64_MAX, &s->p.tick) < 0 ||
-	    in_int(rq, b, "lot", true, 1, INT64_MAX, &s->p.lot) < 0 ||
-	    in_int(rq, b, "min_pages", true, 1, INT64_MAX, &s->p.min_pages) <
-	        0 ||
-	    in_int(rq, b, "max_pages", true, 1, INT64_MAX, &s->p.max_pages) <
-	        0 ||
-	    in_int(rq, b, "price_min", true, 0, INT64_MAX, &s->p.price_min) <
-	        0 ||
-	    in_int(rq, b, "price_max", true, 0, INT64_MAX, &s->p.price_max) <
-	        0 ||
-	    in_int(rq, b, "notice_period_s", true, 0, year_s,
+	    in_int(rq, b, "tick", true, 1, IN_PRICE_MAX, &s->p.tick) < 0 ||
+	    in_int(rq, b, "lot", true, 1, IN_PAGES_MAX, &s->p.lot) < 0 ||
+	    in_int(rq, b, "min_pages", true, 1, IN_PAGES_MAX,
+	           &s->p.min_pages) < 0 ||
+	    in_int(rq, b, "max_pages", true, 1, IN_PAGES_MAX,
+	           &s->p.max_pages) < 0 ||
+	    in_int(rq, b, "price_min", true, 0, IN_PRICE_MAX,
+	           &s->p.price_min) < 0 ||
+	    in_int(rq, b, "price_max", true, 0, IN_PRICE_MAX,
+	           &s->p.price_max) < 0 ||
+	    in_int(rq, b, "notice_period_s", true, 0, IN_YEAR_S,
 	           &s->notice_period_s) < 0 ||
-	    in_int(rq, b, "breach_penalty", true, 0, INT64_MAX,
+	    in_int(rq, b, "breach_penalty", true, 0, IN_PRICE_MAX,
 	           &s->breach_penalty) < 0 ||
-	    in_int(rq, b, "delivery_deadline_s", true, 1, year_s,
+	    in_int(rq, b, "delivery_deadline_s", true, 1, IN_YEAR_S,
 	           &s->delivery_deadline_s) < 0)
 		goto out;
+	/* the penalty comes off a breached contract's price, which is at
+	 * most price_max: more would pay the buyer to be breached */
+	if (s->breach_penalty > s->p.price_max) {
+		http_problem(rq, 400, "invalid-field", "invalid field",
+		             "breach_penalty: must be at most price_max (%lld "
+		             "n$/page-year); it comes off a breached "
+		             "contract's price",
+		             (long long)s->p.price_max);
+		goto out;
+	}
 	if (!market_name_ok(s->name)) {
 		http_problem(
 		    rq, 400, "invalid-field", "invalid field",
@@ -152,7 +161,8 @@ static int market_id(struct http_req *rq, char out[24])
 		handlers_db_error(rq, c, err);
 	else if (PQntuples(r) == 0)
 		http_problem(rq, 404, "not-found", "no such market",
-		             "there is no market named %.32s", pv[0]);
+		             "there is no market named %.*s",
+		             in_utf8_cut(pv[0], 32), pv[0]);
 	else {
 		snprintf(out, 24, "%s", PQgetvalue(r, 0, 0));
 		rc = 0;

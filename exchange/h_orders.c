@@ -133,14 +133,15 @@ static int order_parse(struct http_req *rq, json_t *b, struct writer_cmd *c)
 	if (in_known(rq, b, known) < 0 ||
 	    in_str(rq, b, "market", true, true, c->market, sizeof c->market) <
 	        0 ||
-	    in_int(rq, b, "account_id", false, 1, INT64_MAX, &account) < 0 ||
+	    in_int(rq, b, "account_id", false, 1, IN_ID_MAX, &account) < 0 ||
 	    in_str(rq, b, "side", true, true, side, sizeof side) < 0 ||
-	    in_int(rq, b, "pages", true, 1, INT64_MAX, &c->pages) < 0 ||
-	    in_int(rq, b, "price", true, 0, INT64_MAX, &c->price) < 0 ||
+	    in_int(rq, b, "pages", true, 1, IN_PAGES_MAX, &c->pages) < 0 ||
+	    in_int(rq, b, "price", true, 0, IN_PRICE_MAX, &c->price) < 0 ||
 	    in_str(rq, b, "tif", false, true, tif, sizeof tif) < 0 ||
 	    in_str(rq, b, "stp", false, true, stp, sizeof stp) < 0 ||
 	    in_bool(rq, b, "post_only", &c->post_only) < 0 ||
-	    in_int(rq, b, "expires_ns", false, 1, INT64_MAX, &expires) < 0 ||
+	    in_int(rq, b, "expires_ns", false, 1, IN_TIME_NS_MAX, &expires) <
+	        0 ||
 	    in_str(rq, b, "client_order_id", false, true, c->client_order_id,
 	           sizeof c->client_order_id) < 0)
 		return -1;
@@ -296,14 +297,30 @@ out:
 	json_decref(b);
 }
 
+/* An optional body {"note": "why"}: kept with the order beside who
+ * cancelled it, for the person who placed it to read. */
 void h_order_cancel(struct http_req *rq)
 {
+	static const char *const known[] = {"note", NULL};
 	struct writer_cmd c;
 	int64_t id;
+	size_t blen = 0;
+	json_t *b = NULL;
 	if (in_pid(rq, "id", &id) < 0 || cmd_init(rq, &c, WR_CANCEL) < 0)
 		return;
+	http_body(rq, &blen);
+	if (blen > 0) {
+		if (!(b = http_body_object(rq)))
+			return;
+		if (in_known(rq, b, known) < 0 ||
+		    in_str(rq, b, "note", false, false, c.note,
+		           sizeof c.note) < 0)
+			goto out;
+	}
 	c.order_id = (uint64_t)id;
 	submit_reply(rq, &c);
+out:
+	json_decref(b);
 }
 
 void h_order_reduce(struct http_req *rq)
@@ -317,7 +334,7 @@ void h_order_reduce(struct http_req *rq)
 	if (!(b = http_body_object(rq)))
 		return;
 	if (cmd_init(rq, &c, WR_REDUCE) < 0 || in_known(rq, b, known) < 0 ||
-	    in_int(rq, b, "remaining", true, 1, INT64_MAX, &c.pages) < 0)
+	    in_int(rq, b, "remaining", true, 1, IN_PAGES_MAX, &c.pages) < 0)
 		goto out;
 	c.order_id = (uint64_t)id;
 	submit_reply(rq, &c);
@@ -332,11 +349,26 @@ static void rows(struct http_req *rq, const char *sql, int n,
 	               "there is no such object that you may see");
 }
 
+/* Who placed and who cancelled an order: the principal (tok:ID for a
+ * person's token, node:KEY for a node's agent) and its name as a person
+ * reads it: the token's name and role, or "agent of NODE". */
+#define WHO_NAME(col)                                                          \
+	"CASE WHEN " col " LIKE 'tok:%' THEN (SELECT t.name || ' (' || "       \
+	"t.role || ')' FROM api_tokens t WHERE t.id::text = substr(" col       \
+	", 5)) WHEN " col " LIKE 'node:%' THEN (SELECT 'agent of ' || "         \
+	"na.name FROM node_keys k JOIN accounts na ON na.id = k.account_id "   \
+	"WHERE k.key_id = substr(" col ", 6)) END"
+
 #define ORDER_SELECT                                                           \
-	"SELECT o.id, m.name AS market, o.account_id, o.side, o.tif, o.stp, "  \
+	"SELECT o.id, m.name AS market, o.account_id, oa.name AS "             \
+	"account_name, o.side, o.tif, o.stp, "                                 \
 	"o.post_only, o.price, o.pages, o.remaining, o.filled, o.status, "     \
 	"o.reason, o.client_order_id, o.expires_ns, o.created_ns, "            \
-	"o.updated_ns FROM orders o JOIN markets m ON m.id = o.market_id "     \
+	"o.updated_ns, o.placed_by, " WHO_NAME("o.placed_by")                  \
+	" AS placed_by_name, o.placed_by LIKE 'node:%' AS by_agent, "          \
+	"o.cancelled_by, " WHO_NAME("o.cancelled_by") " AS cancelled_by_name, " \
+	"o.cancel_note FROM orders o JOIN markets m ON m.id = o.market_id "    \
+	"JOIN accounts oa ON oa.id = o.account_id "                            \
 	"WHERE ($1::bigint IS NULL OR o.account_id = $1) AND ($2::bigint IS "  \
 	"NULL OR o.account_id IN (SELECT id FROM accounts WHERE team_id = "    \
 	"$2)) "

@@ -1,8 +1,10 @@
 /* h_system.c — health, readiness and metrics; see handlers.h. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "exchange/app.h"
 #include "exchange/auth.h"
 #include "exchange/db.h"
@@ -16,8 +18,8 @@ void h_healthz(struct http_req *rq)
 	http_reply_json(rq, 200, json_pack("{s:s}", "status", "ok"));
 }
 
-/* Ready = not stopping, and both the writer and a pooled connection can
- * reach PostgreSQL right now. */
+/* Ready = not stopping, the writer reaches PostgreSQL and makes progress
+ * (writer_ready), and a pooled connection reaches it right now. */
 void h_readyz(struct http_req *rq)
 {
 	struct app *a = http_app(rq);
@@ -25,7 +27,8 @@ void h_readyz(struct http_req *rq)
 	if (a->stopping)
 		why = "the exchange is shutting down";
 	else if (!writer_ready(a->writer))
-		why = "the writer cannot reach PostgreSQL";
+		why = "the writer cannot reach PostgreSQL, or commands wait "
+		      "and it has landed no batch for 5 s";
 	if (!why) {
 		PGconn *c = db_acquire(a->pool);
 		if (!c) {
@@ -84,12 +87,106 @@ void handlers_scope(struct http_req *rq, int all_for_operator, char account[24],
 	}
 }
 
+void handlers_internal(struct http_req *rq, const char *what, const char *err)
+{
+	char qw[200], qp[300], qe[600];
+	log_error("request failed inside the exchange",
+	          "what=%s path=%s err=%s", log_quote(qw, sizeof qw, what),
+	          log_quote(qp, sizeof qp, http_path(rq)),
+	          log_quote(qe, sizeof qe, err));
+	http_problem(rq, 500, "internal", what,
+	             "the exchange could not carry out this request (%s). "
+	             "The fault is the exchange's, not the request's: its log "
+	             "(\"request failed inside the exchange\") says why",
+	             what);
+}
+
 void handlers_db_error(struct http_req *rq, void *conn, const char *err)
 {
 	if (db_broken(conn))
 		http_db_unavailable(rq);
 	else
-		http_problem(rq, 500, "internal", "query failed", "%s", err);
+		handlers_internal(rq, "a query failed", err);
+}
+
+/* The rules of the schema a request can break, in the exchange's words:
+ * the field and what it must be. A constraint not listed here is still
+ * answered 409 or 422, by its SQLSTATE, with its name (it is ours, in
+ * schema/). */
+#define NAME_RULE                                                              \
+	"must be 1 to 63 characters of a-z 0-9 . _ -, starting with a "       \
+	"letter or digit"
+static const struct {
+	const char *constraint, *field, *rule;
+} db_rules[] = {
+    {"teams_name_key", "name", "a team of this name exists already"},
+    {"teams_name_check", "name", NAME_RULE},
+    {"accounts_name_key", "name",
+     "an account of this name exists already (nodes are accounts too)"},
+    {"accounts_name_check", "name", NAME_RULE},
+    {"accounts_kind_check", "kind", "must be node, operator or exchange"},
+    {"accounts_team_id_fkey", "team_id",
+     "there is no such team (GET /v1/teams lists them)"},
+    {"accounts_check", "team_id", "a node account needs a team"},
+    {"api_tokens_name_check", "name", "must be 1 to 64 characters"},
+    {"api_tokens_role_check", "role",
+     "must be trader, operator, finance or admin"},
+    {"api_tokens_team_id_fkey", "team_id",
+     "there is no such team (GET /v1/teams lists them)"},
+    {"api_tokens_account_id_fkey", "account_id",
+     "there is no such account (GET /v1/accounts lists them)"},
+    {"api_tokens_check", "team_id", "a trader token needs a team"},
+    {"api_tokens_check1", "account_id",
+     "an operator token needs its operator account"},
+    {"node_keys_account_id_fkey", "id", "there is no such node"},
+    {"lend_sessions_endpoint_check", "endpoint",
+     "must be 3 to 255 characters"},
+};
+
+void handlers_db_refused(struct http_req *rq, void *conn,
+                         const struct db_fail *f)
+{
+	char q[600];
+	if (db_broken(conn) || !f->state[0]) {
+		http_db_unavailable(rq);
+		return;
+	}
+	/* class 23: integrity constraints; 22: a value the column cannot
+	 * take (too long, out of range, not UTF-8) */
+	bool unique = strcmp(f->state, "23505") == 0;
+	if (strncmp(f->state, "23", 2) != 0 && strncmp(f->state, "22", 2) != 0) {
+		handlers_db_error(rq, conn, f->text);
+		return;
+	}
+	char qp[300];
+	log_info("request refused by a rule of the schema",
+	         "path=%s state=%s constraint=%s err=%s",
+	         log_quote(qp, sizeof qp, http_path(rq)),
+	         f->state, f->constraint[0] ? f->constraint : "-",
+	         log_quote(q, sizeof q, f->text));
+	for (size_t i = 0; i < sizeof db_rules / sizeof db_rules[0]; i++)
+		if (strcmp(db_rules[i].constraint, f->constraint) == 0) {
+			http_problem(rq, unique ? 409 : 422,
+			             unique ? "conflict" : "invalid",
+			             unique ? "already exists" : "invalid field",
+			             "%s: %s", db_rules[i].field,
+			             db_rules[i].rule);
+			return;
+		}
+	if (unique)
+		http_problem(rq, 409, "conflict", "already exists",
+		             "an object with these unique values exists "
+		             "already (rule %s)",
+		             f->constraint);
+	else if (f->constraint[0])
+		http_problem(rq, 422, "invalid", "invalid field",
+		             "a value breaks the rule %s of the exchange's "
+		             "schema (schema/*.sql); correct it and retry",
+		             f->constraint);
+	else
+		http_problem(rq, 422, "invalid", "invalid field",
+		             "a value is out of the range or the form its field "
+		             "takes; correct it and retry");
 }
 
 void handlers_reply_rows(struct http_req *rq, void *res, int64_t limit,

@@ -27,23 +27,23 @@ static const char *nz(const char *s)
 
 struct field {
 	const char *name;
-	int64_t min;
+	int64_t min, max; /* as api/openapi.yaml's UsageReport says */
 	size_t off;
 };
 
-#define F(n, m, f)                                                             \
+#define F(n, lo, hi, f)                                                        \
 	{                                                                      \
-		n, m, offsetof(struct usage_report, f)                         \
+		n, lo, hi, offsetof(struct usage_report, f)                    \
 	}
 static const struct field fields[] = {
-    F("epoch", 1, epoch),
-    F("seq", 1, seq),
-    F("contract_id", 1, contract_id),
-    F("period_start_ns", 0, period_start),
-    F("period_end_ns", 0, period_end),
-    F("page_seconds", 0, page_seconds),
-    F("kmod_page_seconds", 0, kmod_page_seconds),
-    F("kmod_pages", 0, kmod_pages),
+    F("epoch", 1, USAGE_NUMBER_MAX, epoch),
+    F("seq", 1, USAGE_NUMBER_MAX, seq),
+    F("contract_id", 1, USAGE_NUMBER_MAX, contract_id),
+    F("period_start_ns", 0, USAGE_TIME_MAX - 1, period_start),
+    F("period_end_ns", 1, USAGE_TIME_MAX, period_end),
+    F("page_seconds", 0, USAGE_COUNTER_MAX, page_seconds),
+    F("kmod_page_seconds", 0, USAGE_COUNTER_MAX, kmod_page_seconds),
+    F("kmod_pages", 0, USAGE_NUMBER_MAX, kmod_pages),
 };
 #define NFIELDS (sizeof fields / sizeof fields[0])
 
@@ -65,25 +65,27 @@ static int read_report(struct http_req *rq, size_t i, json_t *o,
 			k++;
 		if (k == NFIELDS) {
 			http_problem(rq, 400, "invalid-field", "invalid field",
-			             "reports[%zu].%.64s: unknown field; a "
+			             "reports[%zu].%.*s: unknown field; a "
 			             "report has epoch, seq, contract_id, "
 			             "period_start_ns, period_end_ns, "
 			             "page_seconds, kmod_page_seconds and "
 			             "kmod_pages",
-			             i, key);
+			             i, in_utf8_cut(key, 64), key);
 			return -1;
 		}
 	}
 	for (size_t k = 0; k < NFIELDS; k++) {
 		v = json_object_get(o, fields[k].name);
 		if (!v || !json_is_integer(v) ||
-		    json_integer_value(v) < fields[k].min) {
+		    json_integer_value(v) < fields[k].min ||
+		    json_integer_value(v) > fields[k].max) {
 			http_problem(rq, 400, "invalid-field", "invalid field",
-			             "reports[%zu].%s: %s, an integer of at "
-			             "least %lld",
+			             "reports[%zu].%s: %s, an integer from "
+			             "%lld to %lld",
 			             i, fields[k].name,
 			             v ? "must be" : "is required",
-			             (long long)fields[k].min);
+			             (long long)fields[k].min,
+			             (long long)fields[k].max);
 			return -1;
 		}
 		*(int64_t *)((char *)r + fields[k].off) = json_integer_value(v);
@@ -117,7 +119,8 @@ static void reply_refused(struct http_req *rq, int status,
 	         "%zu of %zu reports %s, so none was stored; the first: %s. "
 	         "Resend the others alone and set the refused aside",
 	         k, n,
-	         status == 409 ? "reuse a number with another body"
+	         status == 409 ? "reuse a number with another body or are "
+	                         "invalid"
 	                       : "are invalid",
 	         first);
 	json_t *p = json_pack("{s:s,s:s,s:i,s:s,s:s,s:o}", "type",
@@ -210,8 +213,7 @@ void h_usage_post(struct http_req *rq)
 		http_db_unavailable(rq);
 		break;
 	default:
-		http_problem(rq, 500, "internal", "usage ingest failed", "%s",
-		             err);
+		handlers_internal(rq, "the reports could not be stored", err);
 		break;
 	}
 out:
@@ -286,7 +288,8 @@ void h_usage_list(struct http_req *rq)
 	    c, PGRES_TUPLES_OK,
 	    "SELECT node_id, epoch, seq, contract_id, side, period_start_ns, "
 	    "period_end_ns, page_seconds, kmod_page_seconds, kmod_pages, "
-	    "received_at::text FROM usage_reports u WHERE ($1::bigint IS NULL "
+	    "delivered_ns, billable_ps, received_at::text FROM usage_reports u "
+	    "WHERE ($1::bigint IS NULL "
 	    "OR u.node_id = $1) AND ($2::bigint IS NULL OR u.node_id IN "
 	    "(SELECT id FROM accounts WHERE team_id = $2)) AND ($3::bigint IS "
 	    "NULL OR u.contract_id = $3) AND ($4::bigint IS NULL OR u.node_id "

@@ -3,6 +3,7 @@
  *
  *   h_system.c    health, readiness, metrics
  *   h_admin.c     teams, accounts, nodes and their keys, tokens (admin)
+ *   h_nodes.c     who am I; nodes by name, pausing a node's automation
  *   h_market.c    markets, book depth, trades, candles
  *   h_orders.c    place, cancel, reduce, get and list orders
  *   h_contracts.c get and list contracts, their moves and transitions
@@ -39,6 +40,9 @@ void h_token_create(struct http_req *rq);
 void h_token_list(struct http_req *rq);
 void h_token_revoke(struct http_req *rq);
 void h_whoami(struct http_req *rq);
+void h_node_list(struct http_req *rq);
+void h_node_pause(struct http_req *rq);
+void h_node_resume(struct http_req *rq);
 
 void h_market_list(struct http_req *rq);
 void h_market_create(struct http_req *rq);
@@ -88,8 +92,20 @@ void handlers_scope(struct http_req *rq, int all_for_operator, char account[24],
                     char team[24]);
 
 /* Answers a PGresult-less failure: 503 when the connection broke, else
- * 500 with err. */
+ * 500 (handlers_internal). */
 void handlers_db_error(struct http_req *rq, void *conn, const char *err);
+
+/* A fault of the exchange: 500 saying `what` went wrong in the exchange's
+ * words; err (a library's or PostgreSQL's text) goes to the log only. */
+void handlers_internal(struct http_req *rq, const char *what, const char *err);
+
+/* Answers a statement the database refused, in the exchange's words: a
+ * unique violation 409, another integrity rule or a value the column cannot
+ * take 422, each naming the field and its rule; a broken connection 503;
+ * anything else 500. PostgreSQL's text goes to the log only. */
+struct db_fail;
+void handlers_db_refused(struct http_req *rq, void *conn,
+                         const struct db_fail *f);
 
 /* Replies with the JSON array of the rows of a query, as {"items": [...],
  * "next": cursor or null}; `cursor_col` names the id column for paging when
@@ -109,12 +125,15 @@ void handlers_query(struct http_req *rq, const char *sql, int n,
 /*
  * Creates a bearer token for `role` (trader needs team, operator needs an
  * operator account; 0 = none) and writes it into token, shown only now.
- * Returns the token's id, or -1 with a message. Used by POST /v1/tokens
- * and by `ramexd token create`.
+ * Returns the token's id; -1 with a message for a request that breaks a
+ * rule; -2 when the database refused or failed, with PostgreSQL's text in
+ * err and why in *f (NULL: not wanted). Used by POST /v1/tokens and by
+ * `ramexd token create`.
  */
 struct pg_conn;
 int64_t handlers_token_create(struct pg_conn *c, const char *name,
                               const char *role, int64_t team, int64_t account,
-                              char token[68], char *err, size_t errlen);
+                              char token[68], char *err, size_t errlen,
+                              struct db_fail *f);
 
 #endif

@@ -50,14 +50,16 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "common/sign.h"
 #include "exchange/auth.h"
+#include "exchange/input.h"
 #include "exchange/metrics.h"
+#include "exchange/target.h"
 
 #define HTTP_MAX_PARAMS     4
 #define HTTP_MAX_PARAM_LEN  128
 #define HTTP_MAX_HEADERS    6
 #define HTTP_JSON_MAX_DEPTH 16 /* our bodies are two levels deep */
-#define HTTP_TARGET_MAX     2048
 #define HTTP_CONN_MEMORY    (8 * 1024)
 /*
  * The most connections one HTTP thread holds. A thread polls all of its
@@ -97,6 +99,9 @@ struct http_req {
 	char *body;
 	size_t len, cap;
 	int too_big;
+	int too_long; /* the target is longer than SIGN_TARGET_MAX */
+	const char *bad_target; /* why the target cannot be read, or NULL */
+	int fresh;    /* made by on_uri, not set up by on_request yet */
 	int replied;
 	int status;
 	int route_idx;
@@ -117,8 +122,8 @@ struct http_req {
 	/* Below: read only up to nparams, nhdr or authed, or written before
 	 * they are read; not zeroed for each request (they are 8 KiB). */
 	struct auth_principal principal;
-	char path[HTTP_TARGET_MAX];
-	char target[HTTP_TARGET_MAX];
+	char target[SIGN_TARGET_MAX + 1]; /* as sent: what is signed */
+	struct target tg; /* read from target: what the handlers see */
 	char pname[HTTP_MAX_PARAMS][32];
 	char pval[HTTP_MAX_PARAMS][HTTP_MAX_PARAM_LEN];
 	char hname[HTTP_MAX_HEADERS][32];
@@ -234,15 +239,22 @@ void http_reply_raw(struct http_req *rq, int status, const char *ctype,
 static void reply_dump(struct http_req *rq, int status, const char *ctype,
                        json_t *body)
 {
-	char *s = json_dumps(body, JSON_COMPACT);
+	char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
 	json_decref(body);
 	if (!s) {
-		/* Out of memory: say so without allocating. */
-		static const char oom[] =
+		/* No body (a json_pack that failed) or out of memory: say so
+		 * without allocating, and never without a detail. */
+		static const char fail[] =
 		    "{\"type\":\"urn:ramex:problem:internal\",\"title\":"
-		    "\"internal error\",\"status\":500}";
-		http_reply_raw(rq, 500, "application/problem+json", oom,
-		               sizeof oom - 1);
+		    "\"answer not built\",\"status\":500,\"detail\":\"the "
+		    "exchange could not build the answer to this request (out "
+		    "of memory, or a bug in ramexd); what the request changed "
+		    "is unknown: read it back, or retry with the same "
+		    "Idempotency-Key\"}";
+		log_error("answer not built", "status=%d path=%s", status,
+		          rq->tg.path);
+		http_reply_raw(rq, 500, "application/problem+json", fail,
+		               sizeof fail - 1);
 		return;
 	}
 	struct MHD_Response *r = MHD_create_response_from_buffer(
@@ -255,23 +267,45 @@ void http_reply_json(struct http_req *rq, int status, json_t *body)
 	reply_dump(rq, status, "application/json", body);
 }
 
+/*
+ * The detail and the instance are made valid UTF-8 here, whatever they
+ * quote (a key of the body, a query value, a header, a library's message):
+ * jansson refuses a string that is not, and the answer would be lost. A
+ * detail longer than its buffer is cut on a character boundary.
+ */
 void http_problem(struct http_req *rq, int status, const char *slug,
                   const char *title, const char *fmt, ...)
 {
-	char detail[1024], type[96];
+	char raw[1024], detail[1024], inst[SIGN_TARGET_MAX + 1], type[96];
 	va_list ap;
 	size_t k = strlen(rq->detail_prefix);
-	memcpy(detail, rq->detail_prefix, k + 1);
+	memcpy(raw, rq->detail_prefix, k + 1);
 	va_start(ap, fmt);
-	vsnprintf(detail + k, sizeof detail - k, fmt, ap);
+	int n = vsnprintf(raw + k, sizeof raw - k, fmt, ap);
 	va_end(ap);
+	size_t len = strlen(raw);
+	if (n > 0 && (size_t)n >= sizeof raw - k)
+		len = (size_t)in_utf8_cut(raw, len);
+	in_utf8_clean(detail, sizeof detail, raw, len);
+	in_utf8_clean(inst, sizeof inst, rq->tg.path, strlen(rq->tg.path));
 	snprintf(type, sizeof type, "urn:ramex:problem:%s", slug);
 	json_t *p =
 	    json_pack("{s:s, s:s, s:i, s:s, s:s}", "type", type, "title", title,
-	              "status", status, "detail", detail, "instance", rq->path);
+	              "status", status, "detail", detail, "instance", inst);
 	if (status >= 500)
 		log_warn("request failed", "status=%d path=%s type=%s", status,
-		         rq->path, slug);
+		         inst, slug);
+	if (!p) { /* out of memory: the same problem, without allocating */
+		char s[512];
+		snprintf(s, sizeof s,
+		         "{\"type\":\"%s\",\"title\":\"%s\",\"status\":%d,"
+		         "\"detail\":\"the exchange ran short of memory while "
+		         "writing this answer\"}",
+		         type, title, status);
+		http_reply_raw(rq, status, "application/problem+json", s,
+		               strlen(s));
+		return;
+	}
 	reply_dump(rq, status, "application/problem+json", p);
 }
 
@@ -289,7 +323,7 @@ void http_add_header(struct http_req *rq, const char *name, const char *value)
 	    strlen(name) >= sizeof rq->hname[0] ||
 	    strlen(value) >= sizeof rq->hval[0]) {
 		log_warn("reply header dropped", "name=%s path=%s", name,
-		         rq->path);
+		         rq->tg.path);
 		return;
 	}
 	snprintf(rq->hname[rq->nhdr], sizeof rq->hname[0], "%s", name);
@@ -394,7 +428,7 @@ const char *http_method(struct http_req *rq)
 }
 const char *http_path(struct http_req *rq)
 {
-	return rq->path;
+	return rq->tg.path;
 }
 const char *http_target(struct http_req *rq)
 {
@@ -415,8 +449,7 @@ const char *http_param(struct http_req *rq, const char *name)
 
 const char *http_query(struct http_req *rq, const char *name)
 {
-	return MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND,
-	                                   name);
+	return target_query(&rq->tg, name);
 }
 
 const char *http_header(struct http_req *rq, const char *name)
@@ -459,6 +492,31 @@ static int too_deep(const char *s, size_t n)
 	return 0;
 }
 
+/* jansson's error, in our words: its own text may quote the body's bytes,
+ * cut anywhere (even inside a character), so it is only added cleaned. */
+static const char *json_why(const json_error_t *e)
+{
+	switch (json_error_code(e)) {
+	case json_error_invalid_utf8:
+		return "the body is not valid UTF-8";
+	case json_error_premature_end_of_input:
+		return "the body ends inside a JSON value";
+	case json_error_end_of_input_expected:
+		return "there is more after the JSON value";
+	case json_error_null_character:
+	case json_error_null_byte_in_key:
+		return "a string holds \\u0000, which no ramex field takes";
+	case json_error_duplicate_key:
+		return "an object has the same key twice";
+	case json_error_numeric_overflow:
+		return "a number does not fit in 64 bits";
+	case json_error_stack_overflow:
+		return "the body nests too deeply";
+	default:
+		return "the body is not valid JSON";
+	}
+}
+
 json_t *http_body_object(struct http_req *rq)
 {
 	json_error_t e;
@@ -476,10 +534,11 @@ json_t *http_body_object(struct http_req *rq)
 	}
 	json_t *j = json_loadb(rq->body, rq->len, JSON_REJECT_DUPLICATES, &e);
 	if (!j) {
+		char text[sizeof e.text * 3];
+		in_utf8_clean(text, sizeof text, e.text, strlen(e.text));
 		http_problem(rq, 400, "bad-json", "malformed JSON",
-		             "the body is not valid JSON: %s at line %d column "
-		             "%d",
-		             e.text, e.line, e.column);
+		             "%s (%s), at line %d column %d, byte %d",
+		             json_why(&e), text, e.line, e.column, e.position);
 		return NULL;
 	}
 	if (!json_is_object(j)) {
@@ -493,18 +552,6 @@ json_t *http_body_object(struct http_req *rq)
 
 /* --- the request's life ---------------------------------------------- */
 
-static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind,
-                                     const char *key, const char *value)
-{
-	struct http_req *rq = cls;
-	size_t n = strlen(rq->target);
-	(void)kind;
-	snprintf(rq->target + n, sizeof rq->target - n, "%c%s%s%s",
-	         strchr(rq->target, '?') ? '&' : '?', key, value ? "=" : "",
-	         value ? value : "");
-	return MHD_YES;
-}
-
 /* Matches the route; replies 404, 405 or 413 and returns -1 when none. */
 static int route(struct http_req *rq)
 {
@@ -512,9 +559,42 @@ static int route(struct http_req *rq)
 	char allow[128] = "";
 	int path_known = 0;
 
+	if (rq->too_long) {
+		http_problem(rq, 414, "target-too-long",
+		             "request target too long",
+		             "the target (path and query) is longer than %d "
+		             "bytes, the most that is signed and read; send "
+		             "fewer or shorter query parameters",
+		             SIGN_TARGET_MAX);
+		return -1;
+	}
+	if (rq->bad_target) {
+		http_problem(rq, 400, "bad-target", "malformed request target",
+		             "%s", rq->bad_target);
+		return -1;
+	}
+	/* Every name and value of ramex is UTF-8 (most are ASCII): a target
+	 * that is not, once percent-decoded, is refused here, before a
+	 * handler quotes it or hands it to PostgreSQL (which refuses it as
+	 * an "invalid byte sequence"). */
+	int not_utf8 = !in_utf8_valid(rq->tg.path, strlen(rq->tg.path));
+	for (int i = 0; i < rq->tg.nquery && !not_utf8; i++)
+		not_utf8 = !in_utf8_valid(rq->tg.qname[i],
+		                          strlen(rq->tg.qname[i])) ||
+		           !in_utf8_valid(rq->tg.qval[i],
+		                          strlen(rq->tg.qval[i]));
+	if (not_utf8) {
+		http_problem(rq, 400, "invalid-target",
+		             "request target not UTF-8",
+		             "the path or the query string holds bytes that are "
+		             "not UTF-8 once percent-decoded (such as %%FF); "
+		             "ramex paths and parameters are UTF-8");
+		return -1;
+	}
+
 	for (size_t i = 0; i < o->nroutes; i++) {
 		const struct http_route *r = &o->routes[i];
-		if (!match(r->pattern, rq->path, NULL))
+		if (!match(r->pattern, rq->tg.path, NULL))
 			continue;
 		path_known = 1;
 		if (strcmp(r->method, rq->method) != 0) {
@@ -525,7 +605,7 @@ static int route(struct http_req *rq)
 		}
 		rq->route = r;
 		rq->route_idx = (int)i;
-		match(r->pattern, rq->path, rq);
+		match(r->pattern, rq->tg.path, rq);
 		break;
 	}
 	if (!rq->route) {
@@ -534,12 +614,12 @@ static int route(struct http_req *rq)
 			http_problem(rq, 405, "method-not-allowed",
 			             "method not allowed",
 			             "%s is not served on %s; use %s",
-			             rq->method, rq->path, allow);
+			             rq->method, rq->tg.path, allow);
 		} else {
 			http_problem(rq, 404, "not-found", "no such route",
 			             "nothing is served at %s; see "
 			             "/v1/openapi.yaml for the routes",
-			             rq->path);
+			             rq->tg.path);
 		}
 		return -1;
 	}
@@ -573,12 +653,15 @@ static int authorize(struct http_req *rq, int may_block)
 				                "Bearer realm=\"ramex\"");
 			if (status == 503)
 				http_add_header(rq, "Retry-After", "2");
+			/* the type always says what the status says */
 			http_problem(rq, status,
 			             status == 401   ? "unauthenticated"
 			             : status == 503 ? "database-unavailable"
-			                             : "forbidden",
-			             status == 401 ? "authentication failed"
-			                           : "request refused",
+			             : status == 403 ? "forbidden"
+			                             : "internal",
+			             status == 401   ? "authentication failed"
+			             : status >= 500 ? "could not authenticate"
+			                             : "request refused",
 			             "%s", why);
 			return -1;
 		}
@@ -732,6 +815,32 @@ static void start(struct http_req *rq)
 		MHD_resume_connection(rq->conn); /* answered meanwhile */
 }
 
+/* libmicrohttpd's URI log callback: the only place that sees the target
+ * as it came, before libmicrohttpd decodes it. What it returns becomes the
+ * request's state (*req_cls) in on_request. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	(void)cls, (void)conn;
+	struct http_req *rq = malloc(sizeof *rq);
+	if (!rq)
+		return NULL;
+	memset(rq, 0, offsetof(struct http_req, principal));
+	rq->fresh = 1;
+	rq->method = ""; /* until on_request: the request may end before */
+	rq->route_idx = -1;
+	rq->tg.path[0] = 0;
+	rq->tg.nquery = 0;
+	clock_gettime(CLOCK_MONOTONIC, &rq->t0);
+	size_t n = strlen(uri);
+	if (n > SIGN_TARGET_MAX) {
+		rq->too_long = 1;
+		rq->target[0] = 0;
+	} else {
+		memcpy(rq->target, uri, n + 1);
+	}
+	return rq;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                   const char *url, const char *method,
                                   const char *version, const char *upload_data,
@@ -741,22 +850,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 	struct http_req *rq = *req_cls;
 	(void)version;
 
-	if (!rq) {
-		rq = malloc(sizeof *rq);
-		if (!rq)
-			return MHD_NO;
-		memset(rq, 0, offsetof(struct http_req, principal));
+	(void)url; /* decoded by libmicrohttpd: rq->target is what was sent */
+	if (!rq) /* on_uri could not allocate */
+		return MHD_NO;
+	if (rq->fresh) {
+		rq->fresh = 0;
 		rq->srv = srv;
 		rq->conn = conn;
 		rq->method = method;
 		rq->route_idx = -1;
 		atomic_init(&rq->state, RQ_RUNNING);
-		clock_gettime(CLOCK_MONOTONIC, &rq->t0);
-		snprintf(rq->path, sizeof rq->path, "%s", url);
-		snprintf(rq->target, sizeof rq->target, "%s", url);
-		MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND,
-		                          collect_query, rq);
-		*req_cls = rq;
+		rq->tg.nquery = 0;
+		if (!rq->too_long && target_parse(rq->target, &rq->tg,
+		                                  &rq->bad_target) < 0)
+			rq->tg.path[0] = 0; /* nothing of it is read or logged */
 		const char *cl = MHD_lookup_connection_value(
 		    conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl && strtoull(cl, NULL, 10) > srv->o.body_limit)
@@ -808,9 +915,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 		rq->resp = NULL;
 	}
 	flush(rq); /* (uncounts it) */
-	metrics_http(rq->route_idx, rq->status, elapsed_ns(&rq->t0));
-	log_debug("request", "method=%s path=%s status=%d", rq->method,
-	          rq->path, rq->status);
+	if (!rq->fresh) { /* (fresh: it ended before its headers were in) */
+		metrics_http(rq->route_idx, rq->status, elapsed_ns(&rq->t0));
+		log_debug("request", "method=%s path=%s status=%d", rq->method,
+		          rq->tg.path, rq->status);
+	}
 	free(rq->body);
 	free(rq);
 	*req_cls = NULL;
@@ -937,6 +1046,7 @@ struct http_server *http_start(const struct http_opts *o, char *err,
 	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->timeout_s,
 	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+	    MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
 	    MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
 	    /* a connection's memory, zeroed for each request: the default
 	     * 32 KiB costs a memset of 32 KiB per order; our requests' heads

@@ -2,7 +2,11 @@
  * http.h — ramexd's HTTP edge: the libmicrohttpd server, routing through one
  * route table, authentication and the role check, and the replies.
  *
- * Every request goes the same way: the body is collected up to the limit
+ * Every request goes the same way: the target is read from the bytes as
+ * sent (the URI log callback's copy, never libmicrohttpd's decoding), since
+ * they are what a node signs: longer than SIGN_TARGET_MAX is 414, one that
+ * does not decode one way (target.h: %00, an encoded '/', a bad escape, a
+ * repeated query parameter) is 400; the body is collected up to the limit
  * (larger: 413), the path is matched against the route table (no route: 404,
  * wrong method: 405 with Allow), the caller is authenticated unless the route
  * is public (401), its role is checked against the route's roles (403; deny

@@ -20,10 +20,100 @@ int in_parse_i64(const char *s, int64_t *out)
 	return 0;
 }
 
+/* Bytes of the valid character at s (at most n bytes there), 0 when none
+ * begins there. */
+static size_t utf8_char(const unsigned char *s, size_t n)
+{
+	unsigned c = s[0], lo = 0x80, hi = 0xBF;
+	size_t len;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xC2 && c <= 0xDF)
+		len = 2;
+	else if (c >= 0xE0 && c <= 0xEF)
+		len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+	else if (c >= 0xF0 && c <= 0xF4)
+		len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+	else
+		return 0; /* a continuation byte, an overlong lead, or > F4 */
+	if (n < len || s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < len; i++)
+		if (s[i] < 0x80 || s[i] > 0xBF)
+			return 0;
+	return len;
+}
+
+bool in_utf8_valid(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	for (size_t i = 0; i < n;) {
+		size_t k = utf8_char(u + i, n - i);
+		if (k == 0)
+			return false;
+		i += k;
+	}
+	return true;
+}
+
+int in_utf8_cut(const char *s, size_t max)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t n = strnlen(s, max + 4), i = 0;
+	while (i < n) {
+		size_t k = utf8_char(u + i, n - i);
+		if (k == 0)
+			k = 1; /* not ours to repair; in_utf8_clean does */
+		if (i + k > max)
+			break;
+		i += k;
+	}
+	return (int)i;
+}
+
+size_t in_utf8_clean(char *dst, size_t cap, const char *src, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)src;
+	size_t o = 0;
+	for (size_t i = 0; i < n;) {
+		size_t k = u[i] ? utf8_char(u + i, n - i) : 0;
+		const char *piece = k ? src + i : "\xEF\xBF\xBD"; /* U+FFFD */
+		size_t pl = k ? k : 3;
+		if (o + pl + 1 > cap)
+			break;
+		memcpy(dst + o, piece, pl);
+		o += pl;
+		i += k ? k : 1;
+	}
+	dst[o] = 0;
+	return o;
+}
+
 static void bad(struct http_req *rq, const char *key, const char *why)
 {
 	http_problem(rq, 400, "invalid-field", "invalid field", "%s: %s", key,
 	             why);
+}
+
+/* Absent or null: 0 when absent and optional; -1 after replying when
+ * required, or null; 1 when there is a value. */
+static int present(struct http_req *rq, json_t *v, const char *key,
+                   bool required, const char *what)
+{
+	char why[160];
+	if (v && !json_is_null(v))
+		return 1;
+	if (!v && !required)
+		return 0;
+	if (!v)
+		snprintf(why, sizeof why, "is required: %s", what);
+	else
+		snprintf(why, sizeof why, "must be %s, not null%s", what,
+		         required ? ""
+		                  : " (leave the field out to take its "
+		                    "default)");
+	bad(rq, key, why);
+	return -1;
 }
 
 int in_known(struct http_req *rq, json_t *o, const char *const *known)
@@ -44,9 +134,9 @@ int in_known(struct http_req *rq, json_t *o, const char *const *known)
 			}
 			http_problem(
 			    rq, 400, "invalid-field", "unknown field",
-			    "'%.64s' is not a field of this request; the "
+			    "'%.*s' is not a field of this request; the "
 			    "fields are: %s",
-			    k, list);
+			    in_utf8_cut(k, 64), k, list);
 			return -1;
 		}
 	}
@@ -58,12 +148,9 @@ int in_int(struct http_req *rq, json_t *o, const char *key, bool required,
 {
 	json_t *v = json_object_get(o, key);
 	char why[160];
-	if (!v || json_is_null(v)) {
-		if (!required)
-			return 0;
-		bad(rq, key, "is required");
-		return -1;
-	}
+	int p = present(rq, v, key, required, "an integer");
+	if (p <= 0)
+		return p;
 	if (!json_is_integer(v)) {
 		bad(rq, key,
 		    "must be an integer (JSON number without fraction)");
@@ -85,12 +172,9 @@ int in_str(struct http_req *rq, json_t *o, const char *key, bool required,
 {
 	json_t *v = json_object_get(o, key);
 	char why[160];
-	if (!v || json_is_null(v)) {
-		if (!required)
-			return 0;
-		bad(rq, key, "is required");
-		return -1;
-	}
+	int p = present(rq, v, key, required, "a string");
+	if (p <= 0)
+		return p;
 	if (!json_is_string(v)) {
 		bad(rq, key, "must be a string");
 		return -1;
@@ -119,13 +203,40 @@ int in_str(struct http_req *rq, json_t *o, const char *key, bool required,
 int in_bool(struct http_req *rq, json_t *o, const char *key, bool *out)
 {
 	json_t *v = json_object_get(o, key);
-	if (!v || json_is_null(v))
-		return 0;
+	int p = present(rq, v, key, false, "true or false");
+	if (p <= 0)
+		return p;
 	if (!json_is_boolean(v)) {
 		bad(rq, key, "must be true or false");
 		return -1;
 	}
 	*out = json_is_true(v);
+	return 1;
+}
+
+int in_name(struct http_req *rq, json_t *o, const char *key, char *out,
+            size_t outlen)
+{
+	static const char rule[] =
+	    "must be 1 to 63 characters of a-z 0-9 . _ -, starting with a "
+	    "letter or digit";
+	char buf[64];
+	int p = in_str(rq, o, key, true, false, buf, sizeof buf);
+	if (p <= 0)
+		return p < 0 ? -1 : 0;
+	for (size_t i = 0; buf[i]; i++) {
+		char c = buf[i];
+		bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+		if (!alnum && (i == 0 || (c != '.' && c != '_' && c != '-'))) {
+			bad(rq, key, rule);
+			return -1;
+		}
+	}
+	if (strlen(buf) >= outlen) {
+		bad(rq, key, rule);
+		return -1;
+	}
+	memcpy(out, buf, strlen(buf) + 1);
 	return 1;
 }
 
@@ -163,12 +274,17 @@ int in_qenum(struct http_req *rq, const char *name, const char *const *allowed,
 	const char *s = http_query(rq, name);
 	if (!s)
 		return 0;
-	for (const char *const *p = allowed; *p; p++)
+	char list[256] = "";
+	for (const char *const *p = allowed; *p; p++) {
 		if (strcmp(*p, s) == 0) {
 			*out = *p;
 			return 1;
 		}
+		size_t n = strlen(list);
+		snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", *p);
+	}
 	http_problem(rq, 400, "invalid-parameter", "invalid parameter",
-	             "%s may not be '%.32s'", name, s);
+	             "%s may not be '%.*s'; it may be: %s", name,
+	             in_utf8_cut(s, 32), s, list);
 	return -1;
 }

@@ -17,16 +17,37 @@
 
 struct http_req;
 
+/*
+ * The ranges of the API's integers, one place for all handlers; each field
+ * of api/openapi.yaml carries its minimum and maximum from here. A value
+ * outside is a 400 naming the field and the range, and a limit is chosen so
+ * that nothing derived from it (pages x price, ns since 1970) overflows.
+ */
+#define IN_ID_MAX      INT64_MAX                 /* ids are bigint */
+#define IN_PAGES_MAX   (INT64_C(1) << 36)        /* 256 TiB of 4 KiB pages */
+#define IN_PRICE_MAX   INT64_C(1000000000000000) /* n$/page-year: $1 000 000 */
+#define IN_TIME_NS_MAX INT64_C(7258118400000000000) /* 2200-01-01 UTC */
+#define IN_YEAR_S      INT64_C(31536000)
+
 /* 400 when `o` has a key not in the NULL-terminated list `known`. */
 int in_known(struct http_req *rq, json_t *o, const char *const *known);
-/* Integer field in [min, max]; absent: -1 and 400 when required, else 0
- * with *out untouched. Returns 1 when present. */
+/*
+ * The typed fields. Absent: -1 and 400 when required, else 0 with *out
+ * untouched; present: 1. `null` is not absent: no field of the API takes
+ * null (api/openapi.yaml), so it is a 400 that says to leave the field out.
+ */
+/* Integer field in [min, max]. */
 int in_int(struct http_req *rq, json_t *o, const char *key, bool required,
            int64_t min, int64_t max, int64_t *out);
 /* String of 1..maxlen characters from [A-Za-z0-9._:-] when `ident`. */
 int in_str(struct http_req *rq, json_t *o, const char *key, bool required,
            bool ident, char *out, size_t outlen);
 int in_bool(struct http_req *rq, json_t *o, const char *key, bool *out);
+/* A required name of a team or an account, as the schema wants it: 1 to
+ * 63 characters of a-z 0-9 . _ -, the first a letter or digit (out holds
+ * 64 bytes). */
+int in_name(struct http_req *rq, json_t *o, const char *key, char *out,
+            size_t outlen);
 
 /* Query parameter as an integer in [min, max]; absent: 0 (def kept). */
 int in_qint(struct http_req *rq, const char *name, int64_t min, int64_t max,
@@ -39,5 +60,22 @@ int in_qenum(struct http_req *rq, const char *name, const char *const *allowed,
 
 /* Strict decimal int64; 0 on success. */
 int in_parse_i64(const char *s, int64_t *out);
+
+/*
+ * UTF-8 (RFC 3629: shortest forms, no surrogates, nothing above U+10FFFF).
+ * Whatever ramexd sends is valid UTF-8, or the JSON it is put in cannot be
+ * made: request targets are checked with in_utf8_valid at the edge, text is
+ * cut with in_utf8_cut, and text of unknown origin (a library's message)
+ * goes through in_utf8_clean.
+ */
+bool in_utf8_valid(const char *s, size_t n);
+/* The longest prefix of s (a C string) of at most max bytes that ends on
+ * a character boundary, for "%.*s". */
+int in_utf8_cut(const char *s, size_t max);
+/* Copies n bytes of src into dst (cap >= 4) as valid UTF-8, always
+ * NUL-terminated: each byte that does not begin a valid character (and a
+ * NUL) becomes U+FFFD, and the copy stops before a character that would
+ * not fit. Returns the length written. */
+size_t in_utf8_clean(char *dst, size_t cap, const char *src, size_t n);
 
 #endif

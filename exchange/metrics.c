@@ -27,6 +27,7 @@ static int db_up = 1;
 static int sse = 0;
 static int http_conns = 0;
 static uint64_t http_refused;
+static uint64_t auth_queries;
 static uint64_t idem_looked, idem_filtered, kf_keys[2], kf_bytes[2];
 
 #define ADD(v, n) __atomic_fetch_add(&(v), (n), __ATOMIC_RELAXED)
@@ -84,6 +85,11 @@ void metrics_http_connections(int d)
 void metrics_http_refused(void)
 {
 	ADD(http_refused, 1);
+}
+
+void metrics_auth_query(void)
+{
+	ADD(auth_queries, 1);
 }
 
 void metrics_idem_keys(int looked_up, int filtered)
@@ -195,11 +201,16 @@ char *metrics_render(size_t *len)
 	    "# HELP ramex_http_connections_refused_total Connections "
 	    "refused at max_connections.\n"
 	    "# TYPE ramex_http_connections_refused_total counter\n"
-	    "ramex_http_connections_refused_total %llu\n",
+	    "ramex_http_connections_refused_total %llu\n"
+	    "# HELP ramex_auth_queries_total Credential lookups in "
+	    "PostgreSQL (cache misses and reads of the new ones).\n"
+	    "# TYPE ramex_auth_queries_total counter\n"
+	    "ramex_auth_queries_total %llu\n",
 	    (unsigned long long)GET(orders_ok),
 	    (unsigned long long)GET(orders_rej),
 	    (unsigned long long)GET(trades), GET(db_up), GET(sse),
-	    GET(http_conns), (unsigned long long)GET(http_refused));
+	    GET(http_conns), (unsigned long long)GET(http_refused),
+	    (unsigned long long)GET(auth_queries));
 	put(&b,
 	    "# HELP ramex_idem_keys_looked_up_total Idempotency keys and "
 	    "client order ids looked up in PostgreSQL.\n"

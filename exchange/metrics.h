@@ -26,6 +26,8 @@ void metrics_sse_clients(int delta);
 /* An HTTP connection opened (+1) or closed (-1); one refused at the limit. */
 void metrics_http_connections(int delta);
 void metrics_http_refused(void);
+/* A query for credentials (auth.c). */
+void metrics_auth_query(void);
 /* Idempotency keys and client order ids of a batch: looked up in
  * PostgreSQL, or not, since the writer's key filter knew them to be new. */
 void metrics_idem_keys(int looked_up, int filtered);

@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "exchange/app.h"
 #include "exchange/auth.h"
+#include "exchange/seal.h"
 #include "exchange/billing.h"
 #include "exchange/config.h"
 #include "exchange/contracts.h"
@@ -178,7 +179,7 @@ static int cmd_token(const struct rx_config *cfg, const struct args *a)
 		return 1;
 	int64_t id =
 	    handlers_token_create((struct pg_conn *)c, a->name, a->role, team,
-	                          account, token, err, sizeof err);
+	                          account, token, err, sizeof err, NULL);
 	PQfinish(c);
 	if (id < 0) {
 		fprintf(stderr, "ramexd token create: %s\n", err);
@@ -221,7 +222,29 @@ static int serve(struct app *app)
 	PGconn *c = prepare_db(cfg);
 	if (!c)
 		return 1;
-	PQfinish(c);
+	app->seal = seal_load(cfg->seal_key_file, err, sizeof err);
+	if (!app->seal) {
+		log_error("cannot read the sealing keys", "err=\"%s\"", err);
+		PQfinish(c);
+		return 1;
+	}
+	if (seal_is_demo(app->seal))
+		log_warn("secrets sealed with the demo key",
+		         "hint=\"%s\"",
+		         "the demo key is public, so node and lend secrets in "
+		         "PostgreSQL are as good as plaintext; set "
+		         "seal_key_file (docs/operations.md, Sealing key)");
+	int sealed = auth_seal_at_rest(c, app->seal, err, sizeof err);
+	if (sealed < 0) {
+		log_error("cannot seal the secrets in PostgreSQL",
+		          "err=\"%s\"", err);
+		PQfinish(c);
+		seal_free(app->seal);
+		return 1;
+	}
+	if (sealed > 0)
+		log_info("secrets sealed", "rows=%d key=%s", sealed,
+		         seal_current_id(app->seal));
 	if (cfg->web_root[0] && static_root_init(&app->web, cfg->web_root,
 	                                         "/web", err, sizeof err) < 0) {
 		log_error("cannot serve the web pages", "err=\"%s\"", err);
@@ -231,11 +254,20 @@ static int serve(struct app *app)
 	metrics_init(routes_table, routes_count);
 	app->events = events_new(cfg->sse_max_clients, cfg->sse_keepalive_s);
 	app->pool = db_pool_new(cfg->db, cfg->db_pool);
-	app->auth = auth_new(app->pool, (int64_t)time(NULL));
+	app->auth = auth_new(app->pool, (int64_t)time(NULL), app->seal,
+	                     cfg->nonce_per_key);
 	if (!app->events || !app->pool || !app->auth) {
 		log_error("cannot start", "err=\"out of memory\"");
+		PQfinish(c);
 		goto out;
 	}
+	if (auth_load_fences(app->auth, c, err, sizeof err) < 0) {
+		log_error("cannot read the node keys' fences", "err=\"%s\"",
+		          err);
+		PQfinish(c);
+		goto out;
+	}
+	PQfinish(c);
 	struct writer_opts wo = {cfg->db, cfg->batch_max,
 	                         (uint32_t)cfg->book_capacity, app->events,
 	                         cfg->batch_overlap != 0};
@@ -304,6 +336,7 @@ out_writer:
 	writer_stop(app->writer);
 out:
 	auth_free(app->auth);
+	seal_free(app->seal);
 	db_pool_free(app->pool);
 	events_free(app->events);
 	if (rc == 0)

@@ -13,7 +13,7 @@
 #define ADMIN    AUTH_ADMIN
 #define PUBLIC   AUTH_PUBLIC
 #define TRADING  (NODE | TRADER | OPERATOR) /* may place orders */
-#define MARKET   (TRADING | ADMIN)          /* may read market data */
+#define MARKET   (TRADING | FINANCE | ADMIN) /* may read market data */
 /* never blocks: runs on the HTTP thread (http.h) */
 #define INLINE HTTP_INLINE
 
@@ -35,6 +35,12 @@ const struct http_route routes_table[] = {
      "create a node account and its first key", 0},
     {"POST", "/v1/nodes/{id}/keys", h_node_key_create, ADMIN,
      "create another key for a node", 0},
+    {"GET", "/v1/nodes", h_node_list, TRADING | FINANCE | ADMIN,
+     "list the nodes you may see, by name, with their automation state", 0},
+    {"POST", "/v1/nodes/{id}/pause", h_node_pause, TRADER | ADMIN,
+     "pause a node's automation: its agent stops trading", 0},
+    {"POST", "/v1/nodes/{id}/resume", h_node_resume, TRADER | ADMIN,
+     "resume a node's automation", 0},
     {"DELETE", "/v1/keys/{key_id}", h_node_key_revoke, ADMIN,
      "revoke a node key", 0},
     {"POST", "/v1/tokens", h_token_create, ADMIN, "create a bearer token", 0},
@@ -98,7 +104,8 @@ const struct http_route routes_table[] = {
      TRADING | FINANCE | ADMIN, "an invoice as FOCUS-style CSV or JSON", 0},
     {"GET", "/v1/usage/export", h_usage_export, FINANCE | ADMIN,
      "billed usage per contract and month, CSV or JSON", 0},
-    {"GET", "/v1/billing/summary", h_billing_summary, FINANCE | ADMIN,
+    {"GET", "/v1/billing/summary", h_billing_summary,
+     TRADING | FINANCE | ADMIN,
      "spend, revenue and page-years per month and account or team", 0},
     {"GET", "/v1/ledger/check", h_ledger_check, FINANCE | ADMIN,
      "the ledger balances and every invoice equals its postings", 0},

@@ -93,8 +93,24 @@ static const char *sql_lock_node =
 
 static const char *sql_contracts =
     "SELECT id, buyer_id, seller_id, delivery = 'lend', pages, "
-    "delivered_ns, ended_ns FROM contracts WHERE id = ANY ($1::bigint[]) "
-    "ORDER BY id FOR NO KEY UPDATE";
+    "delivered_ns, ended_ns, term_end_ns, CASE WHEN state = 'recalling' "
+    "THEN notice_end_ns ELSE 0 END FROM contracts WHERE id = ANY "
+    "($1::bigint[]) ORDER BY id FOR NO KEY UPDATE";
+
+/* What the contract sides of the batch have counted so far (their rows
+ * are locked with the contracts above). */
+static const char *sql_totals =
+    "SELECT contract_id, side = 'buyer', reported_ps, delivered_ns, "
+    "billable_ps FROM usage_totals WHERE contract_id = ANY ($1::bigint[])";
+
+static const char *sql_totals_put =
+    "INSERT INTO usage_totals (contract_id, side, reported_ps, "
+    "delivered_ns, billable_ps, pages) SELECT * FROM unnest($1::bigint[], "
+    "$2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[]) "
+    "ON CONFLICT "
+    "(contract_id, side) DO UPDATE SET reported_ps = EXCLUDED.reported_ps, "
+    "delivered_ns = EXCLUDED.delivered_ns, billable_ps = "
+    "EXCLUDED.billable_ps";
 
 /* The stored reports with the batch's numbers: per epoch of the batch
  * whose numbers are dense, one range of the primary key ($2 epoch, $3
@@ -126,9 +142,10 @@ static const char *sql_neighbours =
 static const char *sql_insert =
     "INSERT INTO usage_reports (node_id, epoch, seq, contract_id, side, "
     "period_start_ns, period_end_ns, page_seconds, kmod_page_seconds, "
-    "kmod_pages, body_hash) SELECT $1, * FROM unnest($2::bigint[], "
-    "$3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], "
-    "$8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[])";
+    "kmod_pages, body_hash, delivered_ns, billable_ps) SELECT $1, * FROM "
+    "unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::text[], "
+    "$6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], "
+    "$11::bigint[], $12::bigint[], $13::bigint[])";
 
 static const char *sql_conflicts =
     "INSERT INTO usage_conflicts (node_id, epoch, seq, body, principal) "
@@ -157,7 +174,7 @@ static void keep_conflicts(PGconn *c, int64_t node, const char *principal,
 	json_t *all = json_array();
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (items[i].verdict != USAGE_CONFLICT)
+		if (items[i].verdict != USAGE_CONFLICT || items[i].invalid)
 			continue;
 		json_array_append(all, bodies[i]);
 		if (k++ < 10)
@@ -309,6 +326,120 @@ out:
 	return st;
 }
 
+/*
+ * What each new report (items[order[0..nnew)]) bills: its nanoseconds
+ * inside its contract's delivery span at `now` into dns[i], and what it adds
+ * to its contract side's usage_total into billable[i] (docs/money.md, "What
+ * a report bills"). The totals are read from usage_totals and written back.
+ * A report the totals refuse is marked invalid (*nbad).
+ */
+static enum usage_db_status count_totals(PGconn *c, struct usage_db_item *items,
+                                         const enum usage_side *side,
+                                         const size_t *order, size_t nnew,
+                                         const struct usage_contract *cs,
+                                         size_t ncs, int64_t now,
+                                         int64_t *dns, int64_t *billable,
+                                         size_t *nbad, char *err,
+                                         size_t errlen)
+{
+	enum usage_db_status st = USAGE_DB_FAILED;
+	struct pgarr a[6];
+	memset(a, 0, sizeof a);
+	PGresult *r = NULL;
+	/* tot[2k + side] for contract cs[k]; touched: to write back */
+	struct usage_total *tot = calloc(2 * ncs, sizeof *tot);
+	bool *touched = calloc(2 * ncs, sizeof *touched);
+	if (!tot || !touched) {
+		st = failed(c, err, errlen, "out of memory");
+		goto out;
+	}
+	for (size_t k = 0; k < ncs; k++)
+		pgarr_i64(&a[0], cs[k].id);
+	const char *pc[] = {pgarr_text(&a[0])};
+	if (!pc[0]) {
+		st = failed(c, err, errlen, "out of memory");
+		goto out;
+	}
+	r = db_exec(c, PGRES_TUPLES_OK, sql_totals, 1, pc, err, errlen);
+	if (!r) {
+		st = failed(c, err, errlen, err);
+		goto out;
+	}
+	for (int i = 0; i < PQntuples(r); i++) {
+		struct usage_contract key = {.id = val(r, i, 0)};
+		const struct usage_contract *k =
+		    bsearch(&key, cs, ncs, sizeof *cs, cmp_contract);
+		if (!k)
+			continue;
+		struct usage_total *t =
+		    &tot[2 * (size_t)(k - cs) +
+		         (PQgetvalue(r, i, 1)[0] == 't' ? USAGE_BUYER
+		                                        : USAGE_SELLER)];
+		t->reported = val(r, i, 2);
+		t->delivered = val(r, i, 3);
+		t->billable = val(r, i, 4);
+	}
+	PQclear(r);
+	r = NULL;
+	pgarr_free(&a[0]);
+	for (size_t q = 0; q < nnew; q++) {
+		size_t i = order[q];
+		struct usage_db_item *it = &items[i];
+		struct usage_contract key = {.id = it->r.contract_id};
+		const struct usage_contract *k =
+		    bsearch(&key, cs, ncs, sizeof *cs, cmp_contract);
+		rx_time_ns from, to;
+		/* usage_check passed: the contract is there and delivered */
+		if (!k || !usage_span(k, now, &from, &to)) {
+			st = failed(c, err, errlen,
+			            "a checked report lost its contract");
+			goto out;
+		}
+		size_t ti = 2 * (size_t)(k - cs) + side[i];
+		dns[i] = usage_delivered_ns(&it->r, from, to);
+		if (usage_total_add(&tot[ti], k->pages, to - from,
+		                    it->r.page_seconds, dns[i], &billable[i],
+		                    it->err, sizeof it->err) < 0) {
+			it->invalid = true;
+			(*nbad)++;
+			continue;
+		}
+		touched[ti] = true;
+	}
+	if (*nbad == 0) {
+		for (size_t ti = 0; ti < 2 * ncs; ti++) {
+			if (!touched[ti])
+				continue;
+			pgarr_i64(&a[0], cs[ti / 2].id);
+			pgarr_addf(&a[1], "%s",
+			           side_name((enum usage_side)(ti % 2)));
+			pgarr_i64(&a[2], tot[ti].reported);
+			pgarr_i64(&a[3], tot[ti].delivered);
+			pgarr_i64(&a[4], tot[ti].billable);
+			pgarr_i64(&a[5], cs[ti / 2].pages);
+		}
+		const char *pv[6];
+		if (pgarr_params(a, 6, pv) < 0) {
+			st = failed(c, err, errlen, "out of memory");
+			goto out;
+		}
+		r = db_exec(c, PGRES_COMMAND_OK, sql_totals_put, 6, pv, err,
+		            errlen);
+		if (!r) {
+			st = failed(c, err, errlen, err);
+			goto out;
+		}
+	}
+	st = USAGE_DB_OK;
+out:
+	PQclear(r);
+	for (int k = 0; k < 6; k++)
+		pgarr_free(&a[k]);
+	free(tot);
+	free(touched);
+	return st;
+}
+
 enum usage_db_status usage_db_ingest(PGconn *c, int64_t node,
                                      const char *principal,
                                      struct usage_db_item *items, size_t n,
@@ -319,9 +450,11 @@ enum usage_db_status usage_db_ingest(PGconn *c, int64_t node,
 	enum usage_db_status st = USAGE_DB_FAILED;
 	char nodes[24];
 	PGresult *r = NULL;
-	struct pgarr a[11];
+	struct pgarr a[12];
 	memset(a, 0, sizeof a);
 	int64_t *ids = calloc(n, sizeof *ids);
+	int64_t *dns = calloc(n, sizeof *dns);
+	int64_t *billable = calloc(n, sizeof *billable);
 	struct usage_contract *cs = calloc(n, sizeof *cs);
 	struct usage_report *stored = calloc(n, sizeof *stored);
 	const struct usage_report **sp = calloc(n, sizeof *sp);
@@ -330,7 +463,8 @@ enum usage_db_status usage_db_ingest(PGconn *c, int64_t node,
 	size_t *order = calloc(n, sizeof *order);
 	size_t ncs = 0, nnew = 0, ndup = 0, nbad = 0, nconf = 0;
 	*counted = *duplicates = 0;
-	if (!ids || !cs || !stored || !sp || !verdicts || !side || !order) {
+	if (!ids || !dns || !billable || !cs || !stored || !sp || !verdicts ||
+	    !side || !order) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
@@ -373,6 +507,8 @@ enum usage_db_status usage_db_ingest(PGconn *c, int64_t node,
 		k->pages = val(r, i, 4);
 		k->delivered_at = val(r, i, 5);
 		k->ended_at = val(r, i, 6);
+		k->term_end = val(r, i, 7);
+		k->notice_end = val(r, i, 8);
 	}
 	PQclear(r);
 	pgarr_free(&a[0]);
@@ -445,20 +581,14 @@ enum usage_db_status usage_db_ingest(PGconn *c, int64_t node,
 		batch[i] = items[i].r;
 	usage_classify_batch(batch, n, sp, order, verdicts);
 	free(batch);
+	/* a conflicting report is judged like a new one first: only a
+	 * plausible one (its contract, the node's, sane values) is kept as
+	 * evidence in usage_conflicts, garbage is refused as invalid */
 	for (size_t i = 0; i < n; i++) {
 		struct usage_db_item *it = &items[i];
 		it->verdict = verdicts[i];
 		it->invalid = false;
 		it->err[0] = 0;
-		if (it->verdict == USAGE_CONFLICT) {
-			nconf++;
-			snprintf(
-			    it->err, sizeof it->err,
-			    "number (epoch %lld, seq %lld) was already used "
-			    "for another report; start a new epoch",
-			    (long long)it->r.epoch, (long long)it->r.seq);
-			continue;
-		}
 		if (it->verdict == USAGE_DUPLICATE) {
 			ndup++;
 			continue;
@@ -475,10 +605,18 @@ enum usage_db_status usage_db_ingest(PGconn *c, int64_t node,
 		                       sizeof it->err) < 0) {
 			it->invalid = true;
 		}
-		if (it->invalid)
+		if (it->invalid) {
 			nbad++;
-		else
+		} else if (it->verdict == USAGE_CONFLICT) {
+			nconf++;
+			snprintf(
+			    it->err, sizeof it->err,
+			    "number (epoch %lld, seq %lld) was already used "
+			    "for another report; start a new epoch",
+			    (long long)it->r.epoch, (long long)it->r.seq);
+		} else {
 			order[nnew++] = i;
+		}
 	}
 
 	/* the neighbours in period order: stored, and within the batch */
@@ -494,6 +632,13 @@ enum usage_db_status usage_db_ingest(PGconn *c, int64_t node,
 		keep_conflicts(c, node, principal, items, n, bodies, nodes);
 		st = db_broken(c) ? USAGE_DB_UNAVAILABLE : USAGE_DB_CONFLICT;
 		goto out;
+	}
+	/* what each bills, within its contract's delivery span */
+	if (nnew > 0 && nbad == 0) {
+		st = count_totals(c, items, side, order, nnew, cs, ncs, now,
+		                  dns, billable, &nbad, err, errlen);
+		if (st != USAGE_DB_OK)
+			goto out;
 	}
 	if (nbad > 0) {
 		PQclear(PQexec(c, "ROLLBACK"));
@@ -515,13 +660,15 @@ enum usage_db_status usage_db_ingest(PGconn *c, int64_t node,
 			pgarr_i64(&a[7], it->r.kmod_page_seconds);
 			pgarr_i64(&a[8], it->r.kmod_pages);
 			pgarr_i64(&a[9], (int64_t)usage_body_hash(&it->r));
+			pgarr_i64(&a[10], dns[order[k]]);
+			pgarr_i64(&a[11], billable[order[k]]);
 		}
-		const char *pi[11] = {nodes};
-		if (pgarr_params(a, 10, pi + 1) < 0) {
+		const char *pi[13] = {nodes};
+		if (pgarr_params(a, 12, pi + 1) < 0) {
 			st = failed(c, err, errlen, "out of memory");
 			goto out;
 		}
-		r = db_exec(c, PGRES_COMMAND_OK, sql_insert, 11, pi, err,
+		r = db_exec(c, PGRES_COMMAND_OK, sql_insert, 13, pi, err,
 		            errlen);
 		if (!r)
 			goto dbfail;
@@ -540,9 +687,11 @@ enum usage_db_status usage_db_ingest(PGconn *c, int64_t node,
 dbfail:
 	st = failed(c, err, errlen, err);
 out:
-	for (int i = 0; i < 11; i++)
+	for (int i = 0; i < 12; i++)
 		pgarr_free(&a[i]);
 	free(ids);
+	free(dns);
+	free(billable);
 	free(cs);
 	free(stored);
 	free(sp);

@@ -4,8 +4,10 @@
  *
  * The rules are exchange/core/usage.h (pure): this module loads what they
  * need — the contracts, the stored reports with the same numbers, the
- * stored neighbours of each report in period order — judges every report,
- * and stores the new ones with ONE multi-row INSERT (unnest of arrays), so
+ * stored neighbours of each report in period order, the contract sides'
+ * totals (usage_totals) — judges every report, counts what each bills
+ * (usage_total_add: only time inside the delivery span), and stores the
+ * new ones with ONE multi-row INSERT (unnest of arrays), so
  * a batch of 1000 costs a handful of round trips, not a thousand. A node's
  * batches are serialised by a lock on its account row, and the reports of
  * one contract by a lock on the contract row (taken in id order), so two
@@ -36,7 +38,9 @@ struct usage_db_item {
 enum usage_db_status {
 	USAGE_DB_OK = 0,      /* stored: the new ones counted */
 	USAGE_DB_CONFLICT,    /* a number reused with another body: nothing
-	                         stored but the conflicts (usage_conflicts) */
+	                         stored but the conflicts (usage_conflicts),
+	                         and of those only the ones that are valid
+	                         reports (the others are `invalid` items) */
 	USAGE_DB_INVALID,     /* some report is invalid: nothing stored */
 	USAGE_DB_UNAVAILABLE, /* the connection broke */
 	USAGE_DB_FAILED,      /* a query failed: err says why */

@@ -30,9 +30,17 @@
 #include "exchange/events.h"
 #include "exchange/metrics.h"
 #include "exchange/pgarr.h"
+#include "exchange/pgpipe.h"
 
 #define WRITER_MAX_MARKETS 256
 #define WRITER_IDLE_MS     1000 /* GTD expiry and reconnect tick */
+/* /readyz fails when commands wait and the writer has made no progress
+ * for this long (a batch that never lands, a loop that never ends) */
+#define WRITER_STALL_NS INT64_C(5000000000)
+/* reconnecting while PostgreSQL is away: first after this, doubling up
+ * to the most */
+#define WRITER_BACKOFF_MIN_MS 100
+#define WRITER_BACKOFF_MAX_MS 2000
 
 struct market {
 	int64_t id;
@@ -71,6 +79,10 @@ struct orow {
 	const char *placed_reason;
 	char coid[65];
 	char placed_by[48];
+	/* cancelled by a person or an agent (WR_CANCEL): its scope and note,
+	 * pointing into the command, which lives until its batch is answered;
+	 * NULL otherwise (0014_people.sql) */
+	const char *cancelled_by, *cancel_note;
 };
 
 struct trow {
@@ -169,6 +181,26 @@ struct writer {
 	bool accepting, stopping;
 	bool ready;
 	bool need_rebuild;
+	/* progress, for /readyz (atomics): CLOCK_MONOTONIC ns of the last
+	 * batch answered, or of the last turn of the writer's loop with none
+	 * under way; and whether it holds commands not yet answered */
+	int64_t beat;
+	bool inflight;
+	/* reconnecting: not before retry_at (monotonic ns) */
+	int64_t retry_at;
+	int backoff_ms;
+	bool lookup_lost; /* the last failed lookup lost lconn */
+	/* the backend of each writer connection (pid, backend_start), and
+	 * those of connections given up: such a backend may still run, and
+	 * commit, the batch it was sent, after the connection is gone; it is
+	 * ended before the books are rebuilt (end_gone_backends) */
+	struct backend {
+		int pid;
+		char start[40];
+	} be[2], gone[8];
+	int ngone;
+	struct pgpipe_fault fault; /* RAMEX_WRITER_FAULT (pgpipe.h), tests */
+	uint64_t nbatch;           /* batches sent, for the fault hook */
 	struct market m[WRITER_MAX_MARKETS];
 	int nm;
 	struct acct *acct;
@@ -246,6 +278,18 @@ int writer_stp_parse(const char *s, enum book_stp *out)
 }
 
 /* --- helpers ----------------------------------------------------------- */
+
+static int64_t mono_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void beat(struct writer *w)
+{
+	__atomic_store_n(&w->beat, mono_ns(), __ATOMIC_RELAXED);
+}
 
 static rx_time_ns now_ns(void)
 {
@@ -504,21 +548,100 @@ static int prepare_stmts(PGconn *c, char *err, size_t errlen);
 static int prepare_lookups(PGconn *c, char *err, size_t errlen);
 static int tune_session(PGconn *c, char *err, size_t errlen);
 
+/* Gives up writer connection i (which may be NULL), noting its backend. */
+static void forget_conn(struct writer *w, int i)
+{
+	if (!w->conn[i])
+		return;
+	if (w->be[i].pid) {
+		if (w->ngone == (int)(sizeof w->gone / sizeof w->gone[0])) {
+			memmove(w->gone, w->gone + 1,
+			        sizeof w->gone - sizeof w->gone[0]);
+			w->ngone--;
+		}
+		w->gone[w->ngone++] = w->be[i];
+	}
+	memset(&w->be[i], 0, sizeof w->be[i]);
+	PQfinish(w->conn[i]);
+	w->conn[i] = NULL;
+}
+
 static int connect_db(struct writer *w, int i, char *err, size_t errlen)
 {
 	PGconn **c = &w->conn[i];
-	if (*c)
-		PQfinish(*c);
+	forget_conn(w, i);
 	*c = db_connect(w->conninfo, err, errlen);
 	if (!*c)
 		return -1;
+	PGresult *r = NULL;
 	if (db_check_durable(*c, err, errlen) < 0 ||
 	    tune_session(*c, err, errlen) < 0 ||
-	    prepare_stmts(*c, err, errlen) < 0) {
+	    prepare_stmts(*c, err, errlen) < 0 ||
+	    !(r = db_exec(*c, PGRES_TUPLES_OK,
+	                  "SELECT pg_backend_pid(), backend_start::text FROM "
+	                  "pg_stat_activity WHERE pid = pg_backend_pid()",
+	                  0, NULL, err, errlen))) {
 		PQfinish(*c);
 		*c = NULL;
 		return -1;
 	}
+	if (PQntuples(r) == 1) {
+		w->be[i].pid = (int)db_int(r, 0, 0);
+		snprintf(w->be[i].start, sizeof w->be[i].start, "%s",
+		         PQgetvalue(r, 0, 1));
+	}
+	PQclear(r);
+	return 0;
+}
+
+/* Waits until the backends of the connections given up are gone: up to
+ * 2 s for each to finish by itself (it runs what it was sent, then reads
+ * the end of its connection and exits), then ends it (waiting up to 10 s
+ * more). A connection lost after its batch was sent leaves a backend that
+ * may still be running that batch, and commit it: books rebuilt before
+ * then would miss it, and the next batch would reuse its ids (a unique
+ * violation, all of that batch refused). -1 when c failed. */
+static int end_gone_backends(struct writer *w, PGconn *c, char *err,
+                             size_t errlen)
+{
+	for (int k = 0; k < w->ngone; k++) {
+		char pid[16];
+		snprintf(pid, sizeof pid, "%d", w->gone[k].pid);
+		const char *pv[] = {pid, w->gone[k].start};
+		char state[6];
+		PGresult *r = NULL;
+		for (int t = 0; t < 200; t++) {
+			r = db_exec_state(c, PGRES_TUPLES_OK,
+			                  "SELECT 1 FROM pg_stat_activity WHERE "
+			                  "pid = $1::int AND backend_start = "
+			                  "$2::timestamptz",
+			                  2, pv, err, errlen, state);
+			if (!r || PQntuples(r) == 0)
+				break; /* gone (or c failed) */
+			PQclear(r);
+			r = NULL;
+			nanosleep(&(struct timespec){0, 10 * 1000000}, NULL);
+		}
+		if (!r && (db_broken(c) || db_state_lost(state)))
+			return -1;
+		PQclear(r);
+		r = db_exec_state(
+		    c, PGRES_TUPLES_OK,
+		    "SELECT pg_terminate_backend(pid, 10000) FROM "
+		    "pg_stat_activity WHERE pid = $1::int AND backend_start = "
+		    "$2::timestamptz",
+		    2, pv, err, errlen, state);
+		if (!r && (db_broken(c) || db_state_lost(state)))
+			return -1;
+		if (!r) /* not allowed to: the rebuild may race it */
+			log_warn("could not end a lost connection's backend",
+			         "pid=%s err=\"%s\"", pid, err);
+		else if (PQntuples(r) == 1)
+			log_info("ended a lost connection's backend", "pid=%s",
+			         pid);
+		PQclear(r);
+	}
+	w->ngone = 0;
 	return 0;
 }
 
@@ -780,6 +903,10 @@ static void order_closed(struct writer *w, struct batch *b, uint64_t id,
 	sb_ks(&t, "status", status);
 	sb_ki(&t, "remaining", left);
 	sb_ks(&t, "reason", reason);
+	if (row->cancelled_by) {
+		sb_ks(&t, "cancelled_by", row->cancelled_by);
+		sb_ks(&t, "cancel_note", row->cancel_note);
+	}
 	sb_s(&t, "}");
 	publish_later(w, b, "order", account, 0, t.p, t.n);
 	free(t.p);
@@ -819,19 +946,33 @@ static void cols_take(struct colset *cs, int n, char **out)
 	cs->rows = 0;
 }
 
+static void orow_upd(struct colset *upd, const struct orow *r,
+                     int64_t filled_add)
+{
+	col_i(upd, 0, (int64_t)r->id);
+	col_i(upd, 1, r->remaining);
+	col_i(upd, 2, filled_add);
+	col_s(upd, 3, r->status);
+	col_s(upd, 4, r->reason);
+	col_i(upd, 5, r->updated);
+	col_s(upd, 6, r->cancelled_by);
+	col_s(upd, 7, r->cancel_note);
+	upd->rows++;
+}
+
 static void orow_cols(struct colset *ins, struct colset *upd,
                       const struct orow *r)
 {
 	if (!r->is_new) {
-		col_i(upd, 0, (int64_t)r->id);
-		col_i(upd, 1, r->remaining);
-		col_i(upd, 2, r->filled);
-		col_s(upd, 3, r->status);
-		col_s(upd, 4, r->reason);
-		col_i(upd, 5, r->updated);
-		upd->rows++;
+		orow_upd(upd, r, r->filled);
 		return;
 	}
+	/* placed and cancelled by someone in the same batch (rare): who and
+	 * why go in by an update after the insert, in the same transaction,
+	 * so that the insert, every order's statement, carries no column
+	 * for them */
+	if (r->cancelled_by)
+		orow_upd(upd, r, 0);
 	col_i(ins, 0, (int64_t)r->id);
 	col_i(ins, 1, r->market_id);
 	col_i(ins, 2, r->account_id);
@@ -1352,6 +1493,11 @@ static void apply_change(struct writer *w, struct batch *b,
 			if (ev->id == c->order_id)
 				status = "expired";
 		} else if (ev->kind == BOOK_EV_CANCELLED) {
+			if (ev->id == c->order_id) {
+				struct orow *row = order_row(b, ev->id, now);
+				row->cancelled_by = c->p_scope;
+				row->cancel_note = c->note[0] ? c->note : NULL;
+			}
 			order_closed(w, b, ev->id, ev->account, ev->pages,
 			             "cancelled", book_cancel_name(ev->cancel),
 			             now);
@@ -1478,21 +1624,46 @@ static void create_market(struct writer *w, struct writer_cmd *c)
 		pv[i] = args[i];
 	if (!perm)
 		pv[2] = NULL;
-	PGresult *r = db_exec(
+	struct db_fail f;
+	PGresult *r = db_exec_fail(
 	    w->lconn, PGRES_TUPLES_OK,
 	    "INSERT INTO markets (name, product, term_end, tick, lot, "
 	    "min_pages, max_pages, price_min, price_max, notice_period_s, "
 	    "breach_penalty, delivery_deadline_s) VALUES ($1, $2, $3, $4, $5, "
 	    "$6, $7, $8, $9, $10, $11, $12) RETURNING " MARKET_COLS,
-	    12, pv, err, sizeof err);
+	    12, pv, &f);
 	if (!r) {
-		if (db_broken(w->lconn)) {
+		if (db_broken(w->lconn) || db_state_lost(f.state)) {
+			/* the INSERT commits by itself: lost on its way back,
+			 * it may have */
 			c->retry_after = true;
-			fail_cmd(c, 503, "database-unavailable",
-			         "database unavailable",
-			         "the market was not created; retry later");
+			w->need_rebuild = true;
+			PQfinish(w->lconn);
+			w->lconn = NULL;
+			fail_cmd(c, 503, "outcome-unknown", "outcome unknown",
+			         "the connection to PostgreSQL was lost while "
+			         "the market was being created, so it may or "
+			         "may not exist; GET /v1/markets tells which, "
+			         "and creating it again is refused (409) if "
+			         "it does");
 		} else {
-			fail_cmd(c, 422, "invalid", "invalid market", err);
+			/* PostgreSQL's text is for the log: the edge checked
+			 * every field, so a rule of the schema that still
+			 * refuses is named, not quoted */
+			char q[600];
+			bool rule = f.state[0] == '2' &&
+			            (f.state[1] == '2' || f.state[1] == '3');
+			log_error("market not created",
+			          "name=%s state=%s constraint=%s err=%s",
+			          s->name, f.state, f.constraint,
+			          log_quote(q, sizeof q, f.text));
+			snprintf(err, sizeof err,
+			         "the database refused the market (rule %s of "
+			         "the schema); the exchange's log says more",
+			         f.constraint[0] ? f.constraint : "-");
+			fail_cmd(c, rule ? 422 : 500,
+			         rule ? "invalid" : "internal",
+			         "market not created", err);
 		}
 		return;
 	}
@@ -1571,7 +1742,15 @@ static PGresult *lookup(struct writer *w, enum lookup_id id, int n,
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		snprintf(err, errlen, "%s", PQerrorMessage(w->lconn));
 		err[strcspn(err, "\n")] = 0;
+		/* PostgreSQL going away (an admin shutdown's FATAL, a closed
+		 * socket) while libpq may still call the connection good:
+		 * drop it, db_usable makes a new one */
+		w->lookup_lost = db_result_lost(w->lconn, r);
 		PQclear(r);
+		if (w->lookup_lost) {
+			PQfinish(w->lconn);
+			w->lconn = NULL;
+		}
 		return NULL;
 	}
 	return r;
@@ -2161,11 +2340,13 @@ static const struct wstmt {
     {"w_upd_orders",
      "UPDATE orders o SET remaining = u.remaining, filled = o.filled + "
      "u.filled_add, status = u.status, reason = coalesce(u.reason, "
-     "o.reason), updated_ns = u.updated_ns FROM unnest($1::bigint[], "
-     "$2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::bigint[]) AS "
-     "u(id, remaining, filled_add, status, reason, updated_ns) WHERE o.id = "
-     "u.id",
-     6},
+     "o.reason), updated_ns = u.updated_ns, cancelled_by = "
+     "coalesce(u.cancelled_by, o.cancelled_by), cancel_note = "
+     "coalesce(u.cancel_note, o.cancel_note) FROM unnest($1::bigint[], "
+     "$2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::bigint[], "
+     "$7::text[], $8::text[]) AS u(id, remaining, filled_add, status, "
+     "reason, updated_ns, cancelled_by, cancel_note) WHERE o.id = u.id",
+     8},
     {"w_ins_trades",
      "INSERT INTO trades (id, market_id, seq, taker_order_id, "
      "maker_order_id, buyer_id, seller_id, taker_side, price, pages, ts_ns, "
@@ -2261,13 +2442,17 @@ struct flight {
 	struct keyset keys; /* its idempotency keys, held back from others */
 	struct writer_cmd *deferred;
 	PGconn *conn; /* where it is sent; NULL before */
+	uint64_t no;  /* its number among the batches sent, from 1 */
 	bool piped;   /* in pipeline mode on conn: its results are to read */
 	bool synced;  /* its sync was sent */
+	bool commit_sent; /* its COMMIT went to libpq: it may have run */
 	int nsent;    /* statements sent, BEGIN and COMMIT included */
 	char *par[WSTMTS][COLS_MAX]; /* parameters of statements not sent */
 	size_t rows[WSTMTS];
-	bool ok;    /* false: not committed (err says why) */
+	bool ok;    /* false: not committed, or not known to be (err) */
 	bool down;  /* not committed because PostgreSQL is away */
+	bool unknown; /* the connection was lost after its COMMIT was sent
+	               * and before its answer came: it may have committed */
 	bool pause; /* PostgreSQL unusable: wait a little before the next */
 	uint64_t seq[WRITER_MAX_MARKETS]; /* the seqs this batch writes */
 	struct timespec t0;
@@ -2346,14 +2531,60 @@ static void free_params(struct flight *f, int part)
 	}
 }
 
+/* Gives up a writer connection that failed in a way that leaves it
+ * unusable or in doubt (lost, or out of step with its pipeline); db_usable
+ * makes a new one before the next batch. */
+static void drop_conn(struct writer *w, struct flight *f)
+{
+	for (int i = 0; i < 2; i++)
+		if (w->conn[i] && w->conn[i] == f->conn)
+			forget_conn(w, i);
+	f->conn = NULL;
+	f->piped = false;
+}
+
+static void send_stmts(struct flight *f, int part, bool *sent)
+{
+	for (int i = 0; *sent && i < WSTMTS; i++) {
+		if (!f->rows[i] || stmt_part(i) != part)
+			continue;
+		*sent = PQsendQueryPrepared(f->conn, wstmts[i].name,
+		                            wstmts[i].ncol,
+		                            (const char *const *)f->par[i],
+		                            NULL, NULL, 0);
+		f->nsent += *sent;
+	}
+}
+
 /* Sends a part of the built batch on f->conn, in pipeline mode, without
- * waiting for it. Whatever fails leaves f->ok false and f->err set;
- * finish_batch then reads back what was sent and rolls it back. */
-static void send_batch(struct flight *f, int part)
+ * waiting for it: BEGIN and the INSERTs, then the UPDATEs, COMMIT and the
+ * sync. Whatever fails leaves f->ok false and f->err set; finish_batch
+ * then reads back what was sent and rolls it back. Before the COMMIT goes
+ * out, the connection is checked (without blocking): one that PostgreSQL
+ * closed meanwhile is noticed here, while the batch has certainly not been
+ * carried out. */
+static void send_batch(struct writer *w, struct flight *f, int part)
 {
 	PGconn *c = f->conn;
 	bool sent = f->ok;
+	if (!c) {
+		if (f->ok)
+			snprintf(f->err, sizeof f->err,
+			         "no connection to PostgreSQL");
+		f->ok = false;
+		f->down = true;
+		goto out;
+	}
 	if ((part & SEND_OPEN) && sent) {
+		pgpipe_fault_hit(&w->fault, PGPIPE_IDLE, f->no, c);
+		if (!pgpipe_alive(c)) {
+			snprintf(f->err, sizeof f->err,
+			         "the connection was lost before the batch "
+			         "was sent");
+			f->ok = false;
+			f->down = true;
+			goto out;
+		}
 		clock_gettime(CLOCK_MONOTONIC, &f->t0);
 		if (!PQenterPipelineMode(c)) {
 			snprintf(f->err, sizeof f->err,
@@ -2366,19 +2597,25 @@ static void send_batch(struct flight *f, int part)
 		sent =
 		    PQsendQueryParams(c, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
 		f->nsent += sent;
-	}
-	for (int i = 0; sent && i < WSTMTS; i++) {
-		if (!f->rows[i] || !(stmt_part(i) & part))
-			continue;
-		sent = PQsendQueryPrepared(c, wstmts[i].name, wstmts[i].ncol,
-		                           (const char *const *)f->par[i], NULL,
-		                           NULL, 0);
-		f->nsent += sent;
+		send_stmts(f, SEND_OPEN, &sent);
+		pgpipe_fault_hit(&w->fault, PGPIPE_OPEN, f->no, c);
 	}
 	if ((part & SEND_CLOSE) && sent) {
-		sent = PQsendQueryParams(c, "COMMIT", 0, NULL, NULL, NULL, NULL,
-		                         0);
-		f->nsent += sent;
+		if (!pgpipe_alive(c)) {
+			snprintf(f->err, sizeof f->err,
+			         "the connection was lost before the COMMIT "
+			         "was sent");
+			f->ok = false;
+			f->down = true;
+			sent = false;
+		}
+		send_stmts(f, SEND_CLOSE, &sent);
+		if (sent) {
+			sent = PQsendQueryParams(c, "COMMIT", 0, NULL, NULL,
+			                         NULL, NULL, 0);
+			f->nsent += sent;
+			f->commit_sent = sent;
+		}
 	}
 	if (!sent && f->ok) {
 		snprintf(f->err, sizeof f->err, "could not send: %s",
@@ -2394,6 +2631,7 @@ static void send_batch(struct flight *f, int part)
 			         PQerrorMessage(c));
 			f->ok = false;
 		}
+		pgpipe_fault_hit(&w->fault, PGPIPE_CLOSE, f->no, c);
 	} else if (PQflush(c) != 0 && f->ok) {
 		/* in pipeline mode libpq keeps small queries in its buffer:
 		 * the open part must reach PostgreSQL now, to run now */
@@ -2407,12 +2645,20 @@ out:
 }
 
 /* Waits for the results of a sent batch (sending its sync first when it
- * was only opened, as when the batch before it failed): f->ok when it
- * committed. */
+ * was only opened, as when the batch before it failed) and says what
+ * became of it: f->ok when it committed; else f->unknown when it may have
+ * (the connection was lost after its COMMIT went out, before COMMIT's
+ * answer came: PostgreSQL runs a pipeline ahead of the answers it has
+ * sent, so no missing answer proves a statement did not run), else not
+ * committed, f->down when because PostgreSQL went away. A lost connection
+ * is given up; one whose batch failed otherwise is rolled back and kept. */
 static void finish_batch(struct writer *w, struct flight *f)
 {
 	PGconn *c = f->conn;
 	bool ok = f->ok;
+	bool lost = false;      /* the connection went away */
+	bool committed = false; /* COMMIT's own answer came, and was OK */
+	bool refused = false;   /* PostgreSQL answered an error before COMMIT */
 	free_params(f, SEND_OPEN | SEND_CLOSE);
 	if (!f->piped)
 		goto out;
@@ -2423,10 +2669,11 @@ static void finish_batch(struct writer *w, struct flight *f)
 			snprintf(f->err, sizeof f->err, "connection lost: %s",
 			         PQerrorMessage(c));
 		ok = false;
+		lost = true;
 		goto unpipe;
 	}
 	for (int i = 0; i < f->nsent; i++) {
-		PGresult *r = PQgetResult(c);
+		PGresult *r = pgpipe_result(c, &lost);
 		if (!r) {
 			if (ok)
 				snprintf(f->err, sizeof f->err,
@@ -2435,38 +2682,79 @@ static void finish_batch(struct writer *w, struct flight *f)
 			ok = false;
 			break;
 		}
+		if (i == 0)
+			pgpipe_fault_hit(&w->fault, PGPIPE_RESULT, f->no, c);
+		bool is_commit = f->commit_sent && i == f->nsent - 1;
 		ExecStatusType st = PQresultStatus(r);
-		if (st != PGRES_COMMAND_OK && ok) {
-			snprintf(f->err, sizeof f->err, "%s",
-			         st == PGRES_PIPELINE_ABORTED
-			             ? "pipeline aborted"
-			             : PQresultErrorMessage(r));
-			f->err[strcspn(f->err, "\n")] = 0;
+		if (st == PGRES_COMMAND_OK) {
+			committed = is_commit;
+		} else if (st == PGRES_PIPELINE_ABORTED) {
+			/* an error before it said why: nothing after ran */
+			if (ok)
+				snprintf(f->err, sizeof f->err,
+				         "pipeline aborted");
 			ok = false;
+		} else {
+			const char *state =
+			    PQresultErrorField(r, PG_DIAG_SQLSTATE);
+			if (ok) {
+				snprintf(f->err, sizeof f->err, "%s",
+				         PQresultErrorMessage(r));
+				f->err[strcspn(f->err, "\n")] = 0;
+			}
+			ok = false;
+			/* an error PostgreSQL sent for a statement before
+			 * COMMIT: it stopped there (the answers come in
+			 * order), so COMMIT did not run */
+			if (state && state[0] && !is_commit)
+				refused = true;
+			if (db_result_lost(c, r)) {
+				lost = true; /* nothing more will come */
+				PQclear(r);
+				break;
+			}
 		}
 		PQclear(r);
-		while ((r = PQgetResult(c)))
-			PQclear(r); /* the NULL that ends each query */
 	}
-	/* read up to and including the sync */
-	for (;;) {
-		PGresult *r = PQgetResult(c);
-		if (!r) {
-			if (db_broken(c))
-				break;
-			continue;
-		}
+	/* read up to and including the sync; a connection that cannot
+	 * give it is out of step and given up */
+	while (!lost) {
+		PGresult *r = pgpipe_result(c, &lost);
+		if (!r)
+			break;
 		ExecStatusType st = PQresultStatus(r);
 		PQclear(r);
 		if (st == PGRES_PIPELINE_SYNC)
 			break;
 	}
 unpipe:
-	PQexitPipelineMode(c);
-	if (!ok && !db_broken(c))
-		PQclear(PQexec(c, "ROLLBACK")); /* an open one, or a failed */
-	f->piped = false;
+	if (lost) {
+		log_warn("writer connection lost",
+		         "batch=%llu commands=%d commit_sent=%d committed=%d",
+		         (unsigned long long)f->no, f->n, f->commit_sent,
+		         committed);
+		drop_conn(w, f);
+	} else {
+		PQexitPipelineMode(c);
+		f->piped = false;
+		if (!ok) { /* an open one, or a failed */
+			PGresult *r = PQexec(c, "ROLLBACK");
+			bool rolled = PQresultStatus(r) == PGRES_COMMAND_OK;
+			PQclear(r);
+			if (!rolled)
+				drop_conn(w, f);
+		}
+	}
+	if (committed) {
+		/* the answer of its COMMIT came: what was lost after it
+		 * (the sync) changes nothing */
+		ok = true;
+	} else if (!ok && lost) {
+		f->down = true;
+		f->unknown = f->commit_sent && !refused;
+	}
 out:
+	f->err[strcspn(f->err, "\n")] = 0;
 	f->ok = ok;
 	if (ok && f->nsent > 0) {
 		struct timespec t1;
@@ -2500,31 +2788,71 @@ static void answer(struct writer *w, struct writer_cmd **cmds, int n)
 	}
 }
 
-static void fail_all(struct writer_cmd **cmds, int n, bool down,
-                     const char *err)
+/* How a batch that was not acknowledged is answered. */
+enum fail_kind {
+	FAIL_UNAVAILABLE, /* not carried out: PostgreSQL is away (503) */
+	FAIL_UNKNOWN,     /* may have committed: retry to learn (503) */
+	FAIL_INTERNAL,    /* PostgreSQL refused it: a bug (500) */
+};
+
+static enum fail_kind fail_kind_of(const struct flight *f)
+{
+	return f->unknown ? FAIL_UNKNOWN
+	       : f->down  ? FAIL_UNAVAILABLE
+	                  : FAIL_INTERNAL;
+}
+
+static const char *cmd_what(const struct writer_cmd *c)
+{
+	return c->kind == WR_NEW      ? "order"
+	       : c->kind == WR_CANCEL ? "cancel"
+	                              : "reduce";
+}
+
+/* Answers every command of a batch that was not acknowledged, but those
+ * answered from their first answer (replays) and reads. The outcome-unknown
+ * answer is documented in docs/operations.md and api/openapi.yaml. */
+static void fail_all(struct writer_cmd **cmds, int n, enum fail_kind kind)
 {
 	for (int i = 0; i < n; i++) {
-		if (!cmds[i] || (cmds[i]->status && cmds[i]->replayed))
+		struct writer_cmd *c = cmds[i];
+		if (!c || (c->status && c->replayed))
 			continue;
-		if (cmds[i]->kind == WR_DEPTH && cmds[i]->status)
+		if (c->kind == WR_DEPTH && c->status)
 			continue;
-		cmds[i]->replayed = false;
-		cmds[i]->retry_after = down;
-		if (down)
-			fail_cmd(cmds[i], 503, "database-unavailable",
+		c->replayed = false;
+		c->retry_after = kind != FAIL_INTERNAL;
+		if (kind == FAIL_UNAVAILABLE)
+			fail_cmd(c, 503, "database-unavailable",
 			         "database unavailable",
 			         "the exchange could not reach PostgreSQL, so "
 			         "this command was not carried out; retry with "
 			         "the same Idempotency-Key or client_order_id "
 			         "after a few seconds");
-		else
+		else if (kind == FAIL_UNKNOWN && c->kind == WR_NEW)
+			fail_cmd(c, 503, "outcome-unknown", "outcome unknown",
+			         "the connection to PostgreSQL was lost while "
+			         "this order was being committed, so the order "
+			         "may or may not have been placed; retry with "
+			         "the same client_order_id or Idempotency-Key "
+			         "to learn which: the retry answers the placed "
+			         "order, or places it once");
+		else if (kind == FAIL_UNKNOWN)
 			set_answer(
-			    cmds[i], 500,
-			    problem(500, "internal", "not committed",
-			            "the batch holding this command could "
-			            "not be committed (%s); nothing was "
-			            "changed",
-			            err));
+			    c, 503,
+			    problem(503, "outcome-unknown", "outcome unknown",
+			            "the connection to PostgreSQL was lost while "
+			            "this %s was being committed, so it may or "
+			            "may not have been carried out; retry with "
+			            "the same Idempotency-Key to learn which, or "
+			            "read the order",
+			            cmd_what(c)));
+		else
+			fail_cmd(c, 500, "internal", "not committed",
+			         "PostgreSQL refused the batch holding this "
+			         "command, so nothing of it was carried out; "
+			         "this is a bug, and the exchange's log says "
+			         "why (\"batch not committed\")");
 	}
 }
 
@@ -2562,45 +2890,50 @@ static void publish(struct writer *w, struct batch *b)
 	}
 }
 
-/* Only while no batch is in flight: both connections are then idle. */
+/* PostgreSQL cannot be reached: readyz says so, and the next attempt
+ * waits a little longer, up to WRITER_BACKOFF_MAX_MS. */
+static bool db_unusable(struct writer *w, const char *err)
+{
+	if (__atomic_exchange_n(&w->ready, false, __ATOMIC_RELAXED))
+		log_error("database unavailable", "err=\"%s\"", err);
+	metrics_db_up(0);
+	int b = w->backoff_ms ? w->backoff_ms * 2 : WRITER_BACKOFF_MIN_MS;
+	w->backoff_ms = b < WRITER_BACKOFF_MAX_MS ? b : WRITER_BACKOFF_MAX_MS;
+	w->retry_at = mono_ns() + (int64_t)w->backoff_ms * 1000000;
+	return false;
+}
+
+/* Only while no batch is in flight: the connections are then idle, and
+ * one that PostgreSQL closed meanwhile (a shutdown, a restart) is
+ * noticed here without blocking, and made again; after a failure the
+ * books are rebuilt from the database. */
 static bool db_usable(struct writer *w)
 {
 	char err[512];
-	if (db_broken(w->lconn)) {
-		if (connect_lookup(w, err, sizeof err) < 0) {
-			if (__atomic_exchange_n(&w->ready, false,
-			                        __ATOMIC_RELAXED))
-				log_error("database unavailable", "err=\"%s\"",
-				          err);
-			metrics_db_up(0);
-			return false;
-		}
-	}
-	if (!db_broken(w->conn[0]) && !db_broken(w->conn[1]) &&
-	    !w->need_rebuild)
+	bool bad[2] = {!pgpipe_alive(w->conn[0]), !pgpipe_alive(w->conn[1])};
+	bool lbad = !pgpipe_alive(w->lconn);
+	if (!lbad && !bad[0] && !bad[1] && !w->need_rebuild)
 		return true;
+	if (mono_ns() < w->retry_at)
+		return false; /* still backing off */
+	if (lbad && connect_lookup(w, err, sizeof err) < 0)
+		return db_unusable(w, err);
 	for (int i = 0; i < 2; i++) {
-		if (!db_broken(w->conn[i]))
+		if (!bad[i])
 			continue;
-		if (connect_db(w, i, err, sizeof err) < 0) {
-			if (__atomic_exchange_n(&w->ready, false,
-			                        __ATOMIC_RELAXED))
-				log_error("database unavailable", "err=\"%s\"",
-				          err);
-			metrics_db_up(0);
-			return false;
-		}
+		if (connect_db(w, i, err, sizeof err) < 0)
+			return db_unusable(w, err);
 		log_info("database reconnected", NULL);
 		w->need_rebuild = true;
 	}
-	if (load_all(w, err, sizeof err) < 0) {
+	if (w->ngone && end_gone_backends(w, w->conn[0], err, sizeof err) < 0)
+		return db_unusable(w, err);
+	if (w->need_rebuild && load_all(w, err, sizeof err) < 0) {
 		log_error("could not rebuild the books", "err=\"%s\"", err);
-		if (!db_broken(w->conn[0])) { /* not a connection problem */
-			PQfinish(w->conn[0]);
-			w->conn[0] = NULL;
-		}
-		return false;
+		forget_conn(w, 0); /* made again, whatever the problem */
+		return db_unusable(w, err);
 	}
+	w->backoff_ms = 0;
 	__atomic_store_n(&w->ready, true, __ATOMIC_RELAXED);
 	metrics_db_up(1);
 	return true;
@@ -2634,7 +2967,7 @@ static void apply_cmds(struct writer *w, struct flight *f, int from,
 	*tail = def;
 	if (rc < 0) {
 		f->ok = false;
-		f->down = db_broken(w->lconn);
+		f->down = w->lookup_lost || db_broken(w->lconn);
 		return;
 	}
 	rx_time_ns now = now_ns();
@@ -2682,6 +3015,7 @@ static void prepare_batch(struct writer *w, struct flight *f, bool busy,
  * deferred. */
 static void complete_batch(struct writer *w, struct flight *f)
 {
+	beat(w);
 	if (f->ok) {
 		metrics_orders(f->b.accepted, f->b.rejected, f->b.ntrades);
 		answer(w, f->cmds, f->n);
@@ -2690,10 +3024,11 @@ static void complete_batch(struct writer *w, struct flight *f)
 		if (!f->pause)
 			w->need_rebuild = true;
 		if (!f->pause)
-			log_error("batch not committed",
-			          "commands=%d err=\"%s\"", f->n, f->err);
-		fail_all(f->cmds, f->n,
-		         f->down || (f->conn && db_broken(f->conn)), f->err);
+			log_error(f->unknown ? "batch outcome unknown"
+			                     : "batch not committed",
+			          "commands=%d down=%d err=\"%s\"", f->n,
+			          f->down, f->err);
+		fail_all(f->cmds, f->n, fail_kind_of(f));
 		answer(w, f->cmds, f->n);
 	}
 	batch_free(&f->b);
@@ -2760,10 +3095,10 @@ static bool advance(struct writer *w, struct inflight *q, struct flight **gp)
 	struct flight *c = q->cf, *o = q->of;
 	finish_batch(w, c);
 	bool ok = c->ok;
-	bool down = c->down || db_broken(c->conn);
+	bool down = c->down || db_down(w);
 	/* the next COMMIT goes out before this batch's answers */
 	if (o && ok)
-		send_batch(o, SEND_CLOSE);
+		send_batch(w, o, SEND_CLOSE);
 	q->cf = o;
 	q->of = NULL;
 	/* and so does the next batch: answering one takes a few µs a
@@ -2806,11 +3141,12 @@ static void launch(struct writer *w, struct inflight *q, struct flight *f)
 {
 	assert(!q->of);
 	f->conn = q->cf && q->cf->conn == w->conn[0] ? w->conn[1] : w->conn[0];
+	f->no = ++w->nbatch;
 	if (q->cf) {
-		send_batch(f, SEND_OPEN);
+		send_batch(w, f, SEND_OPEN);
 		q->of = f;
 	} else {
-		send_batch(f, SEND_OPEN | SEND_CLOSE);
+		send_batch(w, f, SEND_OPEN | SEND_CLOSE);
 		q->cf = f;
 	}
 }
@@ -2833,11 +3169,14 @@ static void expire_tick(struct writer *w, struct flight *f)
 	}
 	if (f->b.orders.n && build_batch(w, f) > 0) {
 		f->conn = w->conn[0];
-		send_batch(f, SEND_OPEN | SEND_CLOSE);
+		f->no = ++w->nbatch;
+		send_batch(w, f, SEND_OPEN | SEND_CLOSE);
 		finish_batch(w, f);
 		if (!f->ok) {
 			w->need_rebuild = true;
-			log_error("expiry not committed", "err=\"%s\"", f->err);
+			log_error(f->unknown ? "expiry outcome unknown"
+			                     : "expiry not committed",
+			          "err=\"%s\"", f->err);
 		} else {
 			publish(w, &f->b);
 		}
@@ -2885,6 +3224,8 @@ static void *writer_main(void *arg)
 		}
 		bool busy = q.cf != NULL;
 		int from = g->n;
+		if (!busy) /* back at the top, nothing under way: progress */
+			beat(w);
 		pthread_mutex_lock(&w->mu);
 		if (!w->head && !w->stopping && !busy && from == 0) {
 			struct timespec until;
@@ -2906,6 +3247,10 @@ static void *writer_main(void *arg)
 			w->tail = NULL;
 		bool stop = w->stopping && !w->head && g->n == 0 && !busy;
 		pthread_mutex_unlock(&w->mu);
+		/* the writer holds commands: from now on, progress is a
+		 * batch that lands (complete_batch) */
+		__atomic_store_n(&w->inflight, busy || g->n > 0,
+		                 __ATOMIC_RELAXED);
 		if (stop)
 			break;
 		bool took = g->n > from;
@@ -2972,6 +3317,18 @@ struct writer *writer_start(const struct writer_opts *o, char *err,
 	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
 	pthread_cond_init(&w->cv, &a);
 	pthread_condattr_destroy(&a);
+	const char *fault = getenv("RAMEX_WRITER_FAULT");
+	if (pgpipe_fault_parse(&w->fault, fault) < 0) {
+		snprintf(err, errlen,
+		         "RAMEX_WRITER_FAULT must be STEP:N (STEP idle, open, "
+		         "close or result; N >= 1), not '%.40s'",
+		         fault);
+		goto fail;
+	}
+	if (w->fault.step != PGPIPE_NONE)
+		log_warn("writer fault hook on: a test breaks connections",
+		         "RAMEX_WRITER_FAULT=%.40s", fault);
+	beat(w);
 	if (connect_db(w, 0, err, errlen) < 0 ||
 	    connect_db(w, 1, err, errlen) < 0 ||
 	    connect_lookup(w, err, errlen) < 0 || load_all(w, err, errlen) < 0)
@@ -3058,7 +3415,16 @@ void writer_submit_async(struct writer *w, struct writer_cmd *c,
 
 bool writer_ready(struct writer *w)
 {
-	return __atomic_load_n(&w->ready, __ATOMIC_RELAXED);
+	if (!__atomic_load_n(&w->ready, __ATOMIC_RELAXED))
+		return false;
+	if (mono_ns() - __atomic_load_n(&w->beat, __ATOMIC_RELAXED) <
+	    WRITER_STALL_NS)
+		return true;
+	/* no progress for a while: fine only when there is nothing to do */
+	pthread_mutex_lock(&w->mu);
+	bool waiting = w->head != NULL;
+	pthread_mutex_unlock(&w->mu);
+	return !waiting && !__atomic_load_n(&w->inflight, __ATOMIC_RELAXED);
 }
 
 void writer_stop(struct writer *w)

@@ -29,8 +29,11 @@
  *      events (events.h), then sends the next batch.
  *
  * When a batch fails, nothing of it is acknowledged (503 when PostgreSQL is
- * away), nor of the batch applied after it; the books are rebuilt from the
- * database before the next batch. So the books run at most one batch ahead
+ * away, 500 when it refused the batch), nor of the batch applied after it;
+ * the books are rebuilt from the database before the next batch. When the
+ * connection was lost after the batch's COMMIT went out and before its
+ * answer came, the batch may have committed: it is answered 503
+ * outcome-unknown, and a retry with the same key finds out which. So the books run at most one batch ahead
  * of what is committed, and nothing of that batch is answered or shown
  * (depth reads wait for it) before its COMMIT. writer_start rebuilds every
  * book from the open orders in the database the same way.
@@ -91,6 +94,9 @@ struct writer_cmd {
 	char client_order_id[65];
 	/* WR_CANCEL, WR_REDUCE */
 	uint64_t order_id;
+	/* WR_CANCEL: why, in the canceller's words ("" = none), kept with
+	 * the order beside who cancelled it (p_scope) */
+	char note[201];
 	/* WR_DEPTH */
 	int depth;
 	/* WR_MARKET */
@@ -141,7 +147,8 @@ void writer_submit(struct writer *w, struct writer_cmd *c);
 void writer_submit_async(struct writer *w, struct writer_cmd *c,
                          void (*on_done)(struct writer_cmd *c, void *arg),
                          void *arg);
-/* Whether the last batch reached PostgreSQL (for /readyz). */
+/* For /readyz: whether the writer reaches PostgreSQL, and makes progress:
+ * false too when commands wait and no batch has landed for 5 s. */
 bool writer_ready(struct writer *w);
 /* Refuses new commands (503), finishes those queued, joins the thread. */
 void writer_stop(struct writer *w);

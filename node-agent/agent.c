@@ -33,6 +33,7 @@
 #include <inttypes.h>
 #include <libgen.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,14 @@ struct agent {
 	struct spool *spool;
 	struct sample_idle *idle;
 	int64_t account;
+	/* this agent's principal as orders record it (node:KEY): the orders
+	 * it placed are its quotes; the account's other orders are a
+	 * person's, which it plans around and never cancels */
+	char scope[48]; /* key ids are nk_ and 16 hex digits */
+	/* a person paused this node's automation (GET /v1/whoami): deliver
+	 * and meter, withdraw our quotes, place nothing */
+	int paused;
+	struct strategy_others others;
 	rx_pages managed;
 	struct wsest_estimate e;
 	struct strategy_view view;
@@ -85,6 +94,13 @@ struct agent {
 	struct strategy_top top[STRATEGY_NPRODUCTS];
 	int reachable;
 	uint64_t order_seq;
+	/* An order whose fate is not known: no answer came, or a 503 (the
+	 * exchange could not reach PostgreSQL, or lost it while committing
+	 * the order: outcome-unknown). It is sent again with the same
+	 * Idempotency-Key and client_order_id before anything new is
+	 * placed, so that it is placed at most once (docs/operations.md). */
+	json_t *pending;
+	char pending_key[64];
 	/* counters for the status file */
 	int64_t n_samples, n_orders, n_cancels, n_recalls, n_deliveries;
 	int64_t n_reports, n_acked, n_send_fail, n_errors, n_set_aside;
@@ -376,6 +392,7 @@ static void send_reports(struct agent *a)
 
 struct held;
 static struct held *find_held(struct agent *a, int64_t id);
+static int whoami(struct agent *a, char *err, size_t errlen);
 static void lend_adjust(struct held *h, struct meter_period *p);
 
 static void cut_all(struct agent *a, rx_time_ns t)
@@ -584,6 +601,8 @@ static int lend_serve(struct agent *a, struct held *h, int64_t now_ms)
 		lendsup_arg(c, "--tls-key");
 		lendsup_arg(c, "%s", a->cfg.lend_tls_key);
 	}
+	if (a->cfg.lend_plaintext)
+		lendsup_arg(c, "--plaintext");
 	/* root may lock its memory; a lender must not page for its
 	 * borrower (docs/lending.md, the swap path's headroom) */
 	if (geteuid() == 0)
@@ -650,6 +669,8 @@ static int lend_borrow(struct agent *a, struct held *h, int64_t now_ms)
 		lendsup_arg(c, "--tls-ca");
 		lendsup_arg(c, "%s", a->cfg.lend_tls_ca);
 	}
+	if (a->cfg.lend_plaintext)
+		lendsup_arg(c, "--plaintext");
 	if (!strcmp(a->cfg.lend_borrow_mode, "listen")) {
 		/* NBD on loopback for user space and tests; the port goes
 		 * to lend-nbd-ID.port for whoever connects */
@@ -976,6 +997,12 @@ static void reconcile(struct agent *a, rx_time_ns t)
 	if (list_contracts(a, "pending_delivery", t) < 0 ||
 	    list_contracts(a, "active", t) < 0)
 		return; /* without the whole picture, change nothing */
+	/* whether a person paused us: read with the contracts, so on every
+	 * event (an "automation" event among them) and every poll_s */
+	char err[512];
+	if (whoami(a, err, sizeof err) < 0)
+		log_warn("could not read the automation state", "err=%s",
+		         log_quote((char[600]){0}, 600, err));
 	a->n_reconciles++;
 	a->last_list_ms = events_now_ms();
 	for (int i = 0; i < a->nheld;) {
@@ -1041,6 +1068,20 @@ static void sync_losses(struct agent *a, rx_time_ns t)
 
 /* ---- market ---- */
 
+/* A person paused or resumed this node's automation (GET /v1/whoami). */
+static void set_paused(struct agent *a, int paused, const char *note)
+{
+	if (paused == a->paused)
+		return;
+	a->paused = paused;
+	if (paused)
+		log_warn("automation paused by a person: delivering and "
+		         "metering, not trading",
+		         "note=%s", log_quote((char[300]){0}, 300, note));
+	else
+		log_info("automation resumed", NULL);
+}
+
 static void refresh_market(struct agent *a)
 {
 	struct client_resp r;
@@ -1052,13 +1093,31 @@ static void refresh_market(struct agent *a)
 	    r.status == 200) {
 		json_t *o;
 		size_t i;
+		memset(&a->others, 0, sizeof a->others);
 		json_array_foreach(json_object_get(r.json, "items"), i, o)
 		{
 			const char *m =
 			    json_string_value(json_object_get(o, "market"));
 			const char *side =
 			    json_string_value(json_object_get(o, "side"));
-			if (!m || !side || a->nquotes == STRATEGY_MAX_QUOTES)
+			const char *by =
+			    json_string_value(json_object_get(o, "placed_by"));
+			if (!m || !side)
+				continue;
+			if (by && strcmp(by, a->scope)) {
+				/* a person's: it stands, we plan around it */
+				enum strategy_product p =
+				    strncmp(m, "perm-", 5) ? STRATEGY_SPOT
+				                           : STRATEGY_PERM;
+				rx_pages n = json_integer_value(
+				    json_object_get(o, "remaining"));
+				if (!strcmp(side, "buy"))
+					a->others.buy[p] += n;
+				else
+					a->others.sell[p] += n;
+				continue;
+			}
+			if (a->nquotes == STRATEGY_MAX_QUOTES)
 				continue;
 			struct strategy_quote *q = &a->quotes[a->nquotes++];
 			q->id = (uint64_t)json_integer_value(
@@ -1095,6 +1154,55 @@ static void refresh_market(struct agent *a)
 	}
 }
 
+/* Sends order b under key idem; true when its fate is known (placed or
+ * refused), false when it must be sent again with the same key. */
+static bool place_order(struct agent *a, json_t *b, const char *idem,
+                        const char *why)
+{
+	struct client_resp r;
+	bool known = false;
+	if (call(a, "POST", "/v1/orders", b, idem, &r) == 0) {
+		known = r.status != 503;
+		if (r.status == 201) {
+			a->n_orders++;
+			log_info(
+			    "placed",
+			    "side=%s market=%s pages=%lld price=%lld key=%s "
+			    "why=%s",
+			    json_string_value(json_object_get(b, "side")),
+			    json_string_value(json_object_get(b, "market")),
+			    (long long)json_integer_value(
+				json_object_get(b, "pages")),
+			    (long long)json_integer_value(
+				json_object_get(b, "price")),
+			    idem, log_quote((char[200]){0}, 200, why));
+		} else if (known) {
+			log_warn("order refused", "status=%ld detail=%s",
+			         r.status,
+			         log_quote((char[300]){0}, 300, r.detail));
+		} else {
+			log_warn("order not known to be placed; sending it "
+			         "again with the same key",
+			         "key=%s detail=%s", idem,
+			         log_quote((char[300]){0}, 300, r.detail));
+		}
+	}
+	client_resp_clear(&r);
+	return known;
+}
+
+/* The order in doubt first: true when there is none (any more). */
+static bool settle_pending(struct agent *a)
+{
+	if (!a->pending)
+		return true;
+	if (!place_order(a, a->pending, a->pending_key, "retry"))
+		return false;
+	json_decref(a->pending);
+	a->pending = NULL;
+	return true;
+}
+
 static void act(struct agent *a, const struct strategy_action *x, rx_time_ns t)
 {
 	struct client_resp r;
@@ -1103,14 +1211,22 @@ static void act(struct agent *a, const struct strategy_action *x, rx_time_ns t)
 	switch (x->kind) {
 	case STRATEGY_CANCEL:
 		snprintf(path, sizeof path, "/v1/orders/%" PRIu64, x->id);
-		if (call(a, "DELETE", path, NULL, NULL, &r) == 0) {
+		/* a cancel lost on its way back is sent again under the
+		 * same key the next time the strategy asks for it */
+		snprintf(idem, sizeof idem, "agent-%" PRIu64 "-c%" PRIu64,
+		         spool_epoch(a->spool), x->id);
+		json_t *note = json_pack("{s:s}", "note", x->reason);
+		if (call(a, "DELETE", path, note, idem, &r) == 0) {
 			a->n_cancels++;
 			log_info("cancelled", "order=%" PRIu64 " why=%s", x->id,
 			         log_quote((char[200]){0}, 200, x->reason));
 		}
+		json_decref(note);
 		client_resp_clear(&r);
 		break;
 	case STRATEGY_PLACE: {
+		if (!settle_pending(a))
+			break;
 		snprintf(idem, sizeof idem, "agent-%" PRIu64 "-%" PRIu64,
 		         spool_epoch(a->spool), ++a->order_seq);
 		json_t *b = json_pack("{s:s,s:s,s:I,s:I,s:s,s:s}", "market",
@@ -1120,26 +1236,13 @@ static void act(struct agent *a, const struct strategy_action *x, rx_time_ns t)
 		                      (json_int_t)x->price, "tif",
 		                      x->tif == STRATEGY_IOC ? "ioc" : "gtc",
 		                      "client_order_id", idem);
-		if (call(a, "POST", "/v1/orders", b, idem, &r) == 0) {
-			if (r.status == 201) {
-				a->n_orders++;
-				log_info(
-				    "placed",
-				    "side=%s market=%s pages=%lld "
-				    "price=%lld why=%s",
-				    x->side == STRATEGY_SELL ? "sell" : "buy",
-				    market_of(a, x->product),
-				    (long long)x->pages, (long long)x->price,
-				    log_quote((char[200]){0}, 200, x->reason));
-			} else {
-				log_warn(
-				    "order refused", "status=%ld detail=%s",
-				    r.status,
-				    log_quote((char[300]){0}, 300, r.detail));
-			}
+		if (!place_order(a, b, idem, x->reason)) {
+			a->pending = b;
+			snprintf(a->pending_key, sizeof a->pending_key, "%s",
+			         idem);
+			break;
 		}
 		json_decref(b);
-		client_resp_clear(&r);
 		break;
 	}
 	case STRATEGY_RECALL:
@@ -1177,6 +1280,7 @@ static void decide(struct agent *a, rx_time_ns t)
 	                            .total = a->managed,
 	                            .quotes = a->quotes,
 	                            .nquotes = a->nquotes,
+	                            .others = a->others,
 	                            .contracts = ks,
 	                            .ncontracts = nk};
 	memcpy(in.top, a->top, sizeof in.top);
@@ -1186,11 +1290,26 @@ static void decide(struct agent *a, rx_time_ns t)
 		          log_quote((char[300]){0}, 300, why));
 		return;
 	}
+	/* an order in doubt is settled before any new one goes out */
+	settle_pending(a);
+	if (a->paused) {
+		/* A person took over: withdraw what we placed, place nothing.
+		 * Recalls and releases still run: the workload comes first. */
+		for (int i = 0; i < a->nquotes && a->reachable; i++)
+			act(a,
+			    &(struct strategy_action){
+			        .kind = STRATEGY_CANCEL,
+			        .id = a->quotes[i].id,
+			        .reason = "automation paused by a person"},
+			    t);
+		a->nquotes = 0;
+	}
 	for (int i = 0; i < n; i++) {
 		/* Without the exchange only the local half of a recall can
 		 * run; orders wait for the next round. */
-		if (!a->reachable && (acts[i].kind == STRATEGY_PLACE ||
-		                      acts[i].kind == STRATEGY_CANCEL))
+		if ((!a->reachable || a->paused) &&
+		    (acts[i].kind == STRATEGY_PLACE ||
+		     acts[i].kind == STRATEGY_CANCEL))
 			continue;
 		act(a, &acts[i], t);
 	}
@@ -1275,6 +1394,13 @@ static void write_status(struct agent *a)
 	        (long long)held_of(a, EXEC_OFFLINE),
 	        (long long)held_of(a, EXEC_LEND),
 	        (long long)held_of(a, EXEC_BORROW), (long long)a->n_errors);
+	/* a person paused the automation; what people's orders hold open */
+	fprintf(f,
+	        "ramex_agent_paused %d\n"
+	        "ramex_agent_others_buy_pages %lld\n"
+	        "ramex_agent_others_sell_pages %lld\n",
+	        a->paused, (long long)a->view.others_buy,
+	        (long long)a->view.others_sell);
 	for (int i = 0; i < meter_count(a->meter); i++)
 		fprintf(
 		    f, "ramex_agent_contract_pages{contract=\"%s\"} %lld\n",
@@ -1314,6 +1440,13 @@ static void write_status(struct agent *a)
 
 /* ---- start and stop ---- */
 
+/* Called before whoami: the principal an exchange without a "scope" in
+ * its whoami records (0002_markets_orders.sql: node:KEY). */
+static void default_scope(struct agent *a)
+{
+	snprintf(a->scope, sizeof a->scope, "node:%.40s", a->cfg.key_id);
+}
+
 /* Learns this node's account. 0 when known; -1 with err when the
  * exchange refused the key (a configuration error: stop); 0 with the
  * account still unknown when the exchange cannot be reached (ask again). */
@@ -1332,6 +1465,14 @@ static int whoami(struct agent *a, char *err, size_t errlen)
 		return -1;
 	}
 	a->account = json_integer_value(json_object_get(r.json, "account_id"));
+	const char *scope =
+	    json_string_value(json_object_get(r.json, "scope"));
+	/* an exchange without it: our key is our principal (default_scope) */
+	if (scope)
+		snprintf(a->scope, sizeof a->scope, "%s", scope);
+	set_paused(a, json_is_true(json_object_get(r.json, "trading_paused")),
+	           json_string_value(
+	               json_object_get(r.json, "trading_pause_note")));
 	client_resp_clear(&r);
 	return 0;
 }
@@ -1373,6 +1514,7 @@ static int start(struct agent *a, char *err, size_t errlen)
 	memset(secret, 0, sizeof secret);
 	if (!a->cl)
 		return -1;
+	default_scope(a);
 	if (!strcmp(a->cfg.backend, "sim"))
 		a->ex = exec_sim_new(a->cfg.sim_total, a->cfg.sim_usage);
 	else if (!strcmp(a->cfg.backend, "cgroup"))
@@ -1401,8 +1543,11 @@ static int start(struct agent *a, char *err, size_t errlen)
 	if (!a->spool)
 		return -1;
 	if (spool_dropped(a->spool))
-		log_warn("dropped a torn record at the end of the spool",
-		         "bytes=%zu", spool_dropped(a->spool));
+		log_warn("dropped the torn tail of the spool (written after "
+		         "its last fsync: unsent reports are metered again, "
+		         "lost acks cost a resend)",
+		         "bytes=%zu records=%d", spool_dropped(a->spool),
+		         spool_dropped_records(a->spool));
 	a->managed = a->cfg.managed_pages;
 	if (!a->managed && !strcmp(a->cfg.backend, "sim"))
 		a->managed = a->cfg.sim_total;
@@ -1600,6 +1745,7 @@ int main(int argc, char **argv)
 	}
 	shutdown_agent(&a);
 	events_free(a.ev);
+	json_decref(a.pending);
 	client_free(a.cl);
 	exec_close(a.ex);
 	wsest_free(a.est);

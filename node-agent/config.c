@@ -107,6 +107,9 @@ static const struct setting settings[] = {
     S("lend_tls_ca", lend_tls_ca,
       "borrower: CA file (PEM) that lenders' certificates must chain to; "
       "set, the bridge speaks TLS (empty: plain TCP)"),
+    B("lend_plaintext", lend_plaintext,
+      "allow plain TCP for lending off loopback, where pages would cross "
+      "the network in clear (default no: TLS is required there)"),
     I("window_s", est.window_ns, 1000000000, 1, 86400,
       "working-set window: touched within it = working"),
     I("fault_cost_us", est.fault_cost_ns, 1000, 1, 10000,

@@ -54,6 +54,7 @@ struct agent_config {
 	char lend_tls_cert[CONFIG_STR]; /* lender: TLS when cert and key set */
 	char lend_tls_key[CONFIG_STR];
 	char lend_tls_ca[CONFIG_STR]; /* borrower: TLS, trusting this CA */
+	int lend_plaintext; /* allow plain TCP off loopback (both ends) */
 	struct wsest_config est;
 	struct strategy_config strat;
 };

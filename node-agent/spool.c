@@ -62,6 +62,7 @@ struct spool {
 	uint64_t epoch, next_seq;
 	int64_t nrec; /* records in the file */
 	size_t dropped;
+	int dropped_records; /* whole records of the torn tail */
 	struct spool_report *items; /* every report in the file, seq order */
 	int n, cap;
 };
@@ -223,13 +224,47 @@ static int create(struct spool *s, uint64_t epoch, char *err, size_t len)
 	return 0;
 }
 
-/* Reads the file back. A record that fails its checksum is a torn write
- * only when nothing valid follows it; anything else is damage. */
+/* The index of the last record that is known to have gone through an
+ * fsync, from what the valid records prove: a report is appended only
+ * after the synced record before it returned from its fsync, and an ack
+ * or a set-aside is written only after its report was synced and sent.
+ * The newest report itself, and the acks around it (never fsync'd: a lost
+ * ack costs one resend), may have been torn by a power cut. */
+static int64_t synced_end(const struct rec *recs, const unsigned char *ok,
+                          int64_t n)
+{
+	int64_t b = 0, last_synced = 0;
+	for (int64_t i = 1; i < n; i++) {
+		if (!ok[i])
+			continue;
+		uint32_t t = recs[i].type;
+		if (t == REC_REPORT) {
+			if (last_synced > b)
+				b = last_synced;
+		} else if (t == REC_ACK || t == REC_ASIDE) {
+			for (int64_t j = i - 1; j > b; j--)
+				if (ok[j] && recs[j].type == REC_REPORT &&
+				    recs[j].u.r.seq == recs[i].u.a.seq) {
+					b = j;
+					break;
+				}
+		}
+		if (t == REC_REPORT || t == REC_ASIDE)
+			last_synced = i;
+	}
+	return b;
+}
+
+/* Reads the file back. A bad record (its checksum fails) after the part
+ * known to be synced (synced_end) is a torn tail: it and everything behind
+ * it are dropped; none of it was ever sent, or it is acks, which only save
+ * resends. A bad record inside the synced part is damage, which a person
+ * must look at, since guessing there could lose or double money. */
 static int recover(struct spool *s, char *err, size_t len)
 {
 	struct stat st;
 	struct rec r;
-	int64_t nfull;
+	int64_t nfull, first_bad = -1;
 	uint64_t last_seq = 0;
 
 	if (fstat(s->fd, &st) < 0) {
@@ -242,25 +277,48 @@ static int recover(struct spool *s, char *err, size_t len)
 	if (st.st_size < SPOOL_RECORD_SIZE)
 		return 1;
 	nfull = st.st_size / SPOOL_RECORD_SIZE;
+	struct rec *recs = malloc((size_t)nfull * sizeof *recs);
+	unsigned char *ok = malloc((size_t)nfull);
+	if (!recs || !ok) {
+		free(recs);
+		free(ok);
+		errf(err, len, "out of memory reading spool %s", s->path);
+		return -1;
+	}
+	for (int64_t i = 0; i < nfull; i++) {
+		off_t off = (off_t)i * SPOOL_RECORD_SIZE;
+		if (pread(s->fd, &recs[i], sizeof r, off) != (ssize_t)sizeof r) {
+			errf(err, len, "could not read spool %s: %s", s->path,
+			     strerror(errno));
+			free(recs);
+			free(ok);
+			return -1;
+		}
+		ok[i] = (unsigned char)valid(&recs[i]);
+		if (!ok[i] && first_bad < 0)
+			first_bad = i;
+	}
+	int64_t synced = synced_end(recs, ok, nfull);
+	free(recs);
+	free(ok);
+	if (first_bad == 0 || (first_bad > 0 && first_bad <= synced)) {
+		errf(err, len,
+		     "spool %s is damaged at byte %lld (a record that was "
+		     "synced to disk, so not a torn write); move it aside and "
+		     "restart the agent, then reconcile its reports with the "
+		     "exchange",
+		     s->path, (long long)first_bad * SPOOL_RECORD_SIZE);
+		return -1;
+	}
+	if (first_bad > 0) {
+		s->dropped_records = (int)(nfull - first_bad);
+		nfull = first_bad; /* the torn tail */
+	}
 	for (int64_t i = 0; i < nfull; i++) {
 		off_t off = (off_t)i * SPOOL_RECORD_SIZE;
 		if (pread(s->fd, &r, sizeof r, off) != (ssize_t)sizeof r) {
 			errf(err, len, "could not read spool %s: %s", s->path,
 			     strerror(errno));
-			return -1;
-		}
-		if (!valid(&r)) {
-			if (i == nfull - 1 && i > 0) {
-				nfull = i; /* torn last record */
-				break;
-			}
-			errf(
-			    err, len,
-			    "spool %s is damaged at byte %lld (not at its end, "
-			    "so not a torn write); move it aside and restart "
-			    "the agent, then reconcile its reports with the "
-			    "exchange",
-			    s->path, (long long)off);
 			return -1;
 		}
 		if (i == 0 && r.type != REC_HEADER) {
@@ -373,6 +431,11 @@ uint64_t spool_epoch(const struct spool *s)
 size_t spool_dropped(const struct spool *s)
 {
 	return s->dropped;
+}
+
+int spool_dropped_records(const struct spool *s)
+{
+	return s->dropped_records;
 }
 
 int64_t spool_records(const struct spool *s)

@@ -9,9 +9,12 @@
  * the exchange recognises a resent report and counts it once.
  *
  * The file is a sequence of fixed-size, checksummed records (header, report,
- * ack). A crash can only tear the last record; opening the spool drops a torn
- * tail and refuses a file damaged anywhere else, since guessing there could
- * lose or duplicate money. The module owns the file and an in-memory index
+ * ack). Reports are fsync'd, acks are not, so a power cut can tear the
+ * report being appended and any acks written since the last fsync, in any
+ * order. Opening the spool drops such a torn tail (every bad record after
+ * the part the valid records prove was synced, and what follows it) and
+ * refuses a file damaged inside that part, since guessing there could lose
+ * or duplicate money. The module owns the file and an in-memory index
  * of pending reports and of the last report per contract (where metering of
  * that contract resumes after a restart).
  */
@@ -56,8 +59,10 @@ struct spool *spool_open(const char *path, uint64_t new_epoch, char *err,
 void spool_close(struct spool *s);
 
 uint64_t spool_epoch(const struct spool *s);
-/* How many bytes of a torn tail the last open dropped (0 normally). */
+/* How many bytes of a torn tail the last open dropped (0 normally), and
+ * how many whole records they held (a partial one is not counted). */
 size_t spool_dropped(const struct spool *s);
+int spool_dropped_records(const struct spool *s);
 
 /* Numbers `r` (sets epoch and seq), appends it and fsyncs. Returns 0 once
  * the report is durable, -1 with err set otherwise (nothing is numbered). */

@@ -73,7 +73,10 @@ cleanup() {
   say "stopped; logs are in var/demo/"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+# Ctrl-C is how a demo ends: the same summary as a timed run, and exit 0.
+# (ramexd and the agents run in sessions of their own, setsid below, so the
+# terminal's SIGINT does not stop them before the summary asks them.)
+trap 'echo; exit 0' INT TERM
 
 [[ -x $BIN/ramexd ]] || die "$BIN/ramexd is missing: run make"
 command -v node >/dev/null || die "node is missing: run scripts/deps.sh"
@@ -97,7 +100,7 @@ help=$("$BIN/ramexd" --help 2>&1 || true)
 grep -q -- '--web_root' <<<"$help" && flags+=(--web_root="$ROOT/${RAMEX_WEB_DIR:-build/web}")
 # Bill every 10 s, so that invoices accrue while one watches.
 grep -q -- '--billing_interval_s' <<<"$help" && flags+=(--billing_interval_s=10)
-(exec "$BIN/ramexd" --listen="127.0.0.1:$port" --db="$DB" --port_file="$DEMO/port" \
+(exec setsid "$BIN/ramexd" --listen="127.0.0.1:$port" --db="$DB" --port_file="$DEMO/port" \
    "${flags[@]}" >>"$DEMO/ramexd.log" 2>&1) &
 PIDS+=($!)
 for _ in $(seq 1 100); do [[ -s $DEMO/port ]] && break; sleep 0.1; done
@@ -200,7 +203,7 @@ if [[ -x $BIN/ramex-agent ]]; then
       echo "perm_floor = 150000"
       echo "bid_ceiling = 150000"
     } >"$DEMO/$name/agent.conf"
-    (exec "$BIN/ramex-agent" --config="$DEMO/$name/agent.conf" >>"$DEMO/$name/log" 2>&1) &
+    (exec setsid "$BIN/ramex-agent" --config="$DEMO/$name/agent.conf" >>"$DEMO/$name/log" 2>&1) &
     PIDS+=($!)
     say "  $name: $profile workload, $((total / 262144)) GiB machine"
     agents=$((agents + 1))

@@ -136,13 +136,15 @@ int usage_check(const struct usage_report *r, const struct usage_contract *c,
 		            "pages",
 		            (long long)r->kmod_pages, (long long)c->id,
 		            (long long)c->pages);
-	i128 secs = ((i128)r->period_end - r->period_start + NS - 1) / NS;
-	if ((i128)r->page_seconds > secs * c->pages)
+	/* exact, in page-nanoseconds: ceil admits an agent's carried
+	 * remainder, and only that (usage_total_add bounds what bills) */
+	i128 pns = ((i128)r->period_end - r->period_start) * c->pages;
+	if ((i128)r->page_seconds > (pns + NS - 1) / NS)
 		return fail(err, errlen,
 		            "%lld page-seconds is more than %lld pages can "
-		            "deliver in %lld s",
+		            "deliver in %lld ns",
 		            (long long)r->page_seconds, (long long)c->pages,
-		            (long long)secs);
+		            (long long)(r->period_end - r->period_start));
 	if (r->page_seconds > r->kmod_page_seconds)
 		return fail(err, errlen,
 		            "%lld page-seconds is more than the module's own "
@@ -150,6 +152,70 @@ int usage_check(const struct usage_report *r, const struct usage_contract *c,
 		            (long long)r->page_seconds,
 		            (long long)r->kmod_page_seconds);
 	*side = s;
+	return 0;
+}
+
+bool usage_span(const struct usage_contract *c, rx_time_ns now,
+                rx_time_ns *from, rx_time_ns *to)
+{
+	if (c->delivered_at == 0)
+		return false;
+	rx_time_ns end = c->ended_at;
+	if (!end) {
+		end = now;
+		if (c->term_end && c->term_end < end)
+			end = c->term_end;
+		if (c->notice_end && c->notice_end < end)
+			end = c->notice_end;
+	}
+	*from = c->delivered_at;
+	*to = end > c->delivered_at ? end : c->delivered_at;
+	return true;
+}
+
+rx_time_ns usage_delivered_ns(const struct usage_report *r, rx_time_ns from,
+                              rx_time_ns to)
+{
+	rx_time_ns a = r->period_start > from ? r->period_start : from;
+	rx_time_ns b = r->period_end < to ? r->period_end : to;
+	return b > a ? b - a : 0;
+}
+
+rx_pagesec usage_billable(rx_pages pages, rx_pagesec reported,
+                          rx_time_ns delivered)
+{
+	assert(pages >= 0 && reported >= 0 && delivered >= 0);
+	i128 cap = (i128)pages * delivered / NS; /* < 2^63 * 2^63 / 1e9 */
+	return (i128)reported < cap ? reported : (rx_pagesec)cap;
+}
+
+int usage_total_add(struct usage_total *t, rx_pages pages, rx_time_ns span_ns,
+                    rx_pagesec ps, rx_time_ns dns, rx_pagesec *added, char *err,
+                    size_t errlen)
+{
+	assert(ps >= 0 && dns >= 0 && t->reported >= 0 && t->delivered >= 0);
+	i128 rep = (i128)t->reported + ps;
+	i128 del = (i128)t->delivered + dns;
+	if (del > span_ns)
+		return fail(err, errlen,
+		            "reports cover %lld ns of a %lld ns delivery "
+		            "span: the same time cannot bill twice (or the "
+		            "clock went back; retry later)",
+		            (long long)(del > INT64_MAX ? INT64_MAX : del),
+		            (long long)span_ns);
+	if (rep > INT64_MAX)
+		return fail(err, errlen,
+		            "the reports' page-seconds overflow a 64-bit total");
+	rx_pagesec was = t->billable;
+	t->reported = (rx_pagesec)rep;
+	t->delivered = (rx_time_ns)del;
+	t->billable = usage_billable(pages, t->reported, t->delivered);
+	/* the invariant of docs/money.md: billed <= pages x delivered span */
+	assert(t->billable <= t->reported);
+	assert((i128)t->billable * NS <= (i128)pages * t->delivered);
+	assert((i128)t->billable * NS <= (i128)pages * span_ns);
+	assert(t->billable >= was);
+	*added = t->billable - was;
 	return 0;
 }
 

@@ -37,6 +37,15 @@
  * the two agents sample their counters at slightly different instants. */
 #define USAGE_DIFF_SECONDS 60
 #define USAGE_DIFF_RATIO   100
+/* The ranges of a report's integers (api/openapi.yaml, UsageReport), checked
+ * where a report comes in. Numbers and ids stay below 2^53, so a JSON reader
+ * that keeps numbers as doubles (a browser) reads them exactly and n + 1
+ * never overflows; instants lie in the calendar of common/money.h
+ * (1970-2200); page-second counters stay at or below 2^62, so that the sum of
+ * two never overflows an int64. */
+#define USAGE_NUMBER_MAX  INT64_C(9007199254740991) /* 2^53 - 1 */
+#define USAGE_TIME_MAX    INT64_C(7289654400000000000) /* 2201-01-01 */
+#define USAGE_COUNTER_MAX INT64_C(4611686018427387904) /* 2^62 */
 /* How far past the lowest missing number the tracker sees; see usage_seq. */
 #define USAGE_SEQ_WINDOW 1024
 
@@ -64,6 +73,11 @@ struct usage_contract {
 	rx_pages pages;
 	rx_time_ns delivered_at; /* 0: not delivered, nothing to report */
 	rx_time_ns ended_at;     /* 0: still running */
+	/* The instants at which a running contract ends by itself (0: none):
+	 * perm's term end, a recall's notice end. The contract timer ends it
+	 * there even when it ticks a little later, so the delivery span never
+	 * reaches past them. */
+	rx_time_ns term_end, notice_end;
 };
 
 enum usage_verdict {
@@ -88,13 +102,63 @@ uint64_t usage_body_hash(const struct usage_report *r);
  * Checks one report against its contract at `now`: numbering, period,
  * that the node is a party (the buyer only on a lend contract), that the
  * period lies in the delivery span (with USAGE_CLOCK_SLACK), and that
- * page_seconds is possible: at most pages x the period's seconds inside the
- * span, and no more than the module's own cumulative counter. On 0, *side
- * says which side reported; on -1, err says what is wrong.
+ * page_seconds is possible: at most ceil(pages x the period's length in
+ * page-nanoseconds / 1e9) (an agent that carries its sub-second remainder
+ * reports up to that), and no more than the module's own cumulative
+ * counter. Admitting a report is not billing it: what bills is
+ * usage_total_add's. On 0, *side says which side reported; on -1, err
+ * says what is wrong.
  */
 int usage_check(const struct usage_report *r, const struct usage_contract *c,
                 rx_time_ns now, enum usage_side *side, char *err,
                 size_t errlen);
+
+/*
+ * The delivery span of `c` at `now`: [delivered_at, end) with end its
+ * ended_at, else the earliest of now, term_end and notice_end (never
+ * before delivered_at). False when it was not delivered.
+ */
+bool usage_span(const struct usage_contract *c, rx_time_ns now,
+                rx_time_ns *from, rx_time_ns *to);
+
+/* The nanoseconds of r's period that lie inside the span [from, to). */
+rx_time_ns usage_delivered_ns(const struct usage_report *r, rx_time_ns from,
+                              rx_time_ns to);
+
+/*
+ * What one contract side has reported and what of it bills (docs/money.md,
+ * "What a report bills"). Its counted reports never overlap, so the sum of
+ * their delivered nanoseconds is at most the delivery span, and
+ *
+ *     billable = min(reported, floor(pages x delivered / 1e9))
+ *
+ * is at most pages x the span in page-seconds, whatever the reports claim,
+ * in whatever order and with whatever retries they arrive: it is a function
+ * of the set of counted reports. The sub-second part of pages x delivered
+ * is not lost: it stays in the exact total and bills as soon as it makes a
+ * whole page-second.
+ */
+struct usage_total {
+	rx_pagesec reported;  /* sum of the counted reports' page_seconds */
+	rx_time_ns delivered; /* sum of their nanoseconds inside the span */
+	rx_pagesec billable;  /* what bills, as above */
+};
+
+/*
+ * Counts one more report of a contract side of `pages` pages, whose
+ * delivery span is `span_ns` long: `ps` page-seconds claimed, `dns` of its
+ * nanoseconds inside the span. *added gets what it adds to billable (>= 0;
+ * may exceed ps when it completes a page-second clipped from an earlier
+ * report). -1 with err, t unchanged, when the totals would exceed the span
+ * (the periods overlap, or the clock went back) or int64.
+ */
+int usage_total_add(struct usage_total *t, rx_pages pages, rx_time_ns span_ns,
+                    rx_pagesec ps, rx_time_ns dns, rx_pagesec *added, char *err,
+                    size_t errlen);
+
+/* min(reported, floor(pages x delivered / 1e9)), in 128-bit arithmetic. */
+rx_pagesec usage_billable(rx_pages pages, rx_pagesec reported,
+                          rx_time_ns delivered);
 
 /*
  * Checks `r` against its neighbours among the counted reports of the same

@@ -51,7 +51,7 @@ enum ctl_exit ctl_http_call(const struct ctl_http *c, const char *method,
 {
 	struct buf b = {0};
 	struct curl_slist *h = NULL;
-	char url[2048], auth[512], accept[128];
+	char url[2048], auth[512], accept[128], idem[160];
 	CURL *cu = NULL;
 	memset(r, 0, sizeof *r);
 	size_t ul = strlen(c->url);
@@ -76,6 +76,10 @@ enum ctl_exit ctl_http_call(const struct ctl_http *c, const char *method,
 		snprintf(auth, sizeof auth, "Authorization: Bearer %s",
 		         c->token);
 		h = curl_slist_append(h, auth);
+	}
+	if (c->idem_key) {
+		snprintf(idem, sizeof idem, "Idempotency-Key: %s", c->idem_key);
+		h = curl_slist_append(h, idem);
 	}
 	curl_easy_setopt(cu, CURLOPT_URL, url);
 	curl_easy_setopt(cu, CURLOPT_CUSTOMREQUEST, method);

@@ -23,6 +23,7 @@ struct ctl_http {
 	const char *url;    /* base URL, no trailing slash needed */
 	const char *token;  /* bearer token, or NULL */
 	const char *accept; /* Accept header, NULL: application/json */
+	const char *idem_key; /* Idempotency-Key header, NULL: none */
 };
 
 struct ctl_http_resp {

@@ -146,12 +146,87 @@ void ctl_units_fmt_price(int64_t nd, char *buf, size_t len)
 	         (unsigned long long)(m / 1000000000), frac);
 }
 
+/* "1234567" -> "1,234,567" (digits only) */
+static void group(const char *digits, char *out, size_t len)
+{
+	size_t n = strlen(digits), k = 0;
+	for (size_t i = 0; i < n && k + 2 < len; i++) {
+		if (i && (n - i) % 3 == 0)
+			out[k++] = ',';
+		out[k++] = digits[i];
+	}
+	out[k] = 0;
+}
+
+/* n / d rounded to the nearest, halves away from zero (d > 0) */
+static __int128 round_div(__int128 n, __int128 d)
+{
+	__int128 a = n < 0 ? -n : n;
+	__int128 q = (a * 2 + d) / (2 * d);
+	return n < 0 ? -q : q;
+}
+
+/* a count of hundredths as "[-]1,234.56" */
+static void hundredths(__int128 h, char *buf, size_t len)
+{
+	char d[24], g[40];
+	__int128 a = h < 0 ? -h : h;
+	snprintf(d, sizeof d, "%llu", (unsigned long long)(a / 100));
+	group(d, g, sizeof g);
+	snprintf(buf, len, "%s%s.%02u", h < 0 ? "-" : "", g,
+	         (unsigned)(a % 100));
+}
+
+void ctl_units_fmt_bytes(int64_t pages, char *buf, size_t len)
+{
+	__int128 v = pages, a = v < 0 ? -v : v;
+	char h[96], d[24], g[40];
+	if (a >= 262144 / 100) {
+		hundredths(round_div(v * 100, 262144), h, sizeof h);
+		snprintf(buf, len, "%s GiB", h);
+	} else if (a >= 256) {
+		hundredths(round_div(v * 100, 256), h, sizeof h);
+		snprintf(buf, len, "%s MiB", h);
+	} else {
+		snprintf(d, sizeof d, "%lld", (long long)(a * 4));
+		group(d, g, sizeof g);
+		snprintf(buf, len, "%s%s KiB", v < 0 ? "-" : "", g);
+	}
+}
+
 void ctl_units_fmt_pages(int64_t pages, char *buf, size_t len)
 {
-	/* 262144 pages per GiB; hundredths truncated, so a display never
-	 * claims more than is there */
-	int64_t p = pages < 0 ? 0 : pages;
-	int64_t h = p > INT64_MAX / 100 ? p / 262144 * 100 : p * 100 / 262144;
-	snprintf(buf, len, "%lld (%lld.%02lld GiB)", (long long)pages,
-	         (long long)(h / 100), (long long)(h % 100));
+	char b[112];
+	ctl_units_fmt_bytes(pages, b, sizeof b);
+	snprintf(buf, len, "%lld (%s)", (long long)pages, b);
+}
+
+void ctl_units_fmt_amount(int64_t nd, int exact, char *buf, size_t len)
+{
+	uint64_t m = nd < 0 ? (uint64_t)0 - (uint64_t)nd : (uint64_t)nd;
+	const char *sign = nd < 0 ? "-" : "";
+	if (exact) {
+		snprintf(buf, len, "%s$%llu.%09llu", sign,
+		         (unsigned long long)(m / 1000000000),
+		         (unsigned long long)(m % 1000000000));
+		return;
+	}
+	if (m == 0 || m >= 10000000) {
+		ctl_units_fmt_money(nd, buf, len);
+		return;
+	}
+	/* m < 10^7: two significant digits of nine decimals */
+	uint64_t drop = 1;
+	for (uint64_t x = m; x >= 100; x /= 10)
+		drop *= 10;
+	uint64_t r = (m / drop + (m % drop * 2 >= drop)) * drop;
+	if (r >= 10000000) {
+		ctl_units_fmt_money(nd, buf, len);
+		return;
+	}
+	char frac[16];
+	snprintf(frac, sizeof frac, "%09llu", (unsigned long long)r);
+	for (int i = 8; i >= 0 && frac[i] == '0'; i--)
+		frac[i] = 0;
+	snprintf(buf, len, "%s$0.%s", sign, frac);
 }

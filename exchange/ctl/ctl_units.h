@@ -23,8 +23,19 @@ int ctl_units_parse_int(const char *s, int64_t *out);
 void ctl_units_fmt_money(int64_t nanodollars, char *buf, size_t len);
 /* A price in dollars, exact, at least two decimals: "$0.0001", "$1.00". */
 void ctl_units_fmt_price(int64_t nanodollars, char *buf, size_t len);
-/* Pages with their size in GiB to two decimals (truncated):
- * "1048576 (4.00 GiB)". */
+/* Pages as bytes, by the web pages' rule (web/js/fmt.js bytes): GiB to two
+ * decimals from 0.01 GiB up, halves away from zero, then MiB, then whole
+ * KiB, thousands grouped: "4.00 GiB", "1.00 MiB", "1,020 KiB". */
+void ctl_units_fmt_bytes(int64_t pages, char *buf, size_t len);
+/* Pages with their size: "1048576 (4.00 GiB)", "256 (1.00 MiB)". */
 void ctl_units_fmt_pages(int64_t pages, char *buf, size_t len);
+/* Money a person can read at any size (web/js/fmt.js amount): to the cent
+ * from a cent up; under a cent to two significant digits, halves away from
+ * zero ("$0.0041"); exact to the nanodollar when `exact`. */
+void ctl_units_fmt_amount(int64_t nanodollars, int exact, char *buf,
+                          size_t len);
+
+/* Both, ramexctl and the web pages, are checked against the same table:
+ * tests/unit/fixtures/units.tsv. */
 
 #endif

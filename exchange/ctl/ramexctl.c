@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 #include <time.h>
 
 #define MAX_OPTS 24
@@ -183,13 +185,38 @@ static void fmt_time(int64_t ns, char *buf, size_t len)
 		snprintf(buf, len, "%lld", (long long)ns);
 }
 
+/* PostgreSQL's text of a timestamptz in UTC ("2026-12-06 19:00:00+00",
+ * maybe with a fraction) as RFC 3339 ("2026-12-06T19:00:00Z"), as every
+ * other time ramexctl shows; 0 when s is not one. */
+static int iso_time(const char *s, char *buf, size_t len)
+{
+	int y, mo, d, h, mi, se, n = 0;
+	if (sscanf(s, "%4d-%2d-%2d %2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &se,
+	           &n) != 6 ||
+	    n != 19)
+		return 0;
+	const char *t = s + 19;
+	if (*t == '.')
+		for (t++; *t >= '0' && *t <= '9'; t++)
+			;
+	if (strcmp(t, "+00") && strcmp(t, "+00:00"))
+		return 0;
+	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02dZ", y, mo, d, h, mi,
+	         se);
+	return 1;
+}
+
 static void show_value(const char *key, json_t *v, char *buf, size_t len)
 {
 	enum kind k = field_kind(key);
 	if (json_is_integer(v) && k == K_PRICE)
 		ctl_units_fmt_price(json_integer_value(v), buf, len);
 	else if (json_is_integer(v) && k == K_MONEY)
-		ctl_units_fmt_money(json_integer_value(v), buf, len);
+		/* the web's rule: cents, under a cent two significant digits;
+		 * --json has the exact n$ */
+		ctl_units_fmt_amount(json_integer_value(v), 0, buf, len);
+	else if (json_is_string(v) && iso_time(json_string_value(v), buf, len))
+		;
 	else if (json_is_integer(v) && k == K_PAGES)
 		ctl_units_fmt_pages(json_integer_value(v), buf, len);
 	else if (json_is_integer(v) && k == K_TIME)
@@ -643,8 +670,9 @@ static int c_candles(struct ctx *x, struct opts *o)
 }
 
 static const char *const order_cols[] = {
-    "id",    "market", "account_id", "side", "price",
-    "pages", "filled", "status",     "tif",  NULL};
+    "id",     "market", "account_name",   "side",   "price",
+    "pages",  "filled", "status",         "reason", "placed_by_name",
+    "cancelled_by_name", NULL};
 
 /* A signed offset like "+90s", "-15m", "+2h", "-7d" (at most 100 years)
  * as ns since the epoch: now plus or minus it. -1 when it is not one. */
@@ -695,6 +723,36 @@ static int parse_expiry(const char *s, int64_t *ns)
 	return parse_offset(s, ns);
 }
 
+/* A key for a write that has none: "ctl-" and 24 random hex digits. */
+static void fresh_key(char out[32])
+{
+	unsigned char r[12];
+	if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+		/* no randomness: time and pid are still unique enough for
+		 * one person's commands */
+		snprintf(out, 32, "ctl-%llx-%x", (long long)time(NULL),
+		         (unsigned)getpid());
+		return;
+	}
+	memcpy(out, "ctl-", 4);
+	for (int k = 0; k < 12; k++)
+		snprintf(out + 4 + 2 * k, 3, "%02x", r[k]);
+}
+
+/* A write sent under `key` got no answer, or a 5xx (the exchange lost
+ * PostgreSQL: outcome-unknown or database-unavailable): the same command
+ * with the same key tells what became of it, and never does it twice. */
+static void retry_hint(int rc, const char *what, const char *opt_name,
+                       const char *key)
+{
+	if (rc == CTL_UNREACHABLE)
+		fprintf(stderr,
+		        "hint: the %s may or may not have been carried out; "
+		        "run the same command again with %s %s to learn "
+		        "which (it is never carried out twice)\n",
+		        what, opt_name, key);
+}
+
 static int c_orders_place(struct ctx *x, struct opts *o)
 {
 	json_t *b = json_object(), *j = NULL;
@@ -736,10 +794,21 @@ static int c_orders_place(struct ctx *x, struct opts *o)
 		json_object_set_new(b, "stp", json_string(opt(o, "--stp")));
 	if (opt(o, "--post-only"))
 		json_object_set_new(b, "post_only", json_true());
+	/* always a client order id, sent as the Idempotency-Key too: after
+	 * a lost answer or a 503 the same command with it tells whether the
+	 * order was placed (docs/operations.md, "Outages and retries") */
+	char key[32];
 	if (opt(o, "--client-order-id"))
-		json_object_set_new(b, "client_order_id",
-		                    json_string(opt(o, "--client-order-id")));
+		snprintf(key, sizeof key, "%.31s", opt(o, "--client-order-id"));
+	else
+		fresh_key(key);
+	const char *coid =
+	    opt(o, "--client-order-id") ? opt(o, "--client-order-id") : key;
+	json_object_set_new(b, "client_order_id", json_string(coid));
+	x->http.idem_key = coid;
 	rc = call(x, "POST", "/v1/orders", b, &j);
+	x->http.idem_key = NULL;
+	retry_hint(rc, "order", "--client-order-id", coid);
 	if (rc)
 		goto fail;
 	if (x->json) {
@@ -763,10 +832,22 @@ fail:
 static int c_orders_cancel(struct ctx *x, struct opts *o)
 {
 	char p[256];
+	const char *note = opt(o, "--note");
 	if (path1(p, sizeof p, "/v1/orders/%s", o->pos[0]))
 		return CTL_USAGE;
-	json_t *j = NULL;
-	int rc = call(x, "DELETE", p, NULL, &j);
+	if (note && (strlen(note) == 0 || strlen(note) > 200))
+		return usage_error("--note has %zu characters; 1 to 200",
+		                   strlen(note));
+	json_t *j = NULL, *b = note ? json_pack("{s:s}", "note", note) : NULL;
+	char key[32];
+	const char *k = opt(o, "--idempotency-key");
+	if (!k)
+		fresh_key(key), k = key;
+	x->http.idem_key = k;
+	int rc = call(x, "DELETE", p, b, &j);
+	x->http.idem_key = NULL;
+	json_decref(b);
+	retry_hint(rc, "cancel", "--idempotency-key", k);
 	if (rc)
 		return rc;
 	if (x->json)
@@ -790,7 +871,14 @@ static int c_orders_reduce(struct ctx *x, struct opts *o)
 		return CTL_USAGE;
 	}
 	json_t *j = NULL;
+	char key[32];
+	const char *k = opt(o, "--idempotency-key");
+	if (!k)
+		fresh_key(key), k = key;
+	x->http.idem_key = k;
 	rc = call(x, "POST", p, b, &j);
+	x->http.idem_key = NULL;
+	retry_hint(rc, "reduce", "--idempotency-key", k);
 	json_decref(b);
 	if (rc)
 		return rc;
@@ -825,8 +913,8 @@ static int c_orders_show(struct ctx *x, struct opts *o)
 }
 
 static const char *const contract_cols[] = {
-    "id",    "market", "buyer_id", "seller_id",  "delivery",
-    "pages", "price",  "state",    "deliver_by", NULL};
+    "id",    "market", "buyer_name", "seller_name", "delivery",
+    "pages", "price",  "state",      "deliver_by",  NULL};
 static const char *const transition_cols[] = {
     "at_ns", "from_state", "to_state", "event", "actor", "why", NULL};
 
@@ -1228,11 +1316,6 @@ static int c_accounts_create(struct ctx *x, struct opts *o)
 	if (!kind)
 		return usage_error("--kind is required (operator or exchange)");
 	json_t *b = json_pack("{s:s,s:s}", "name", o->pos[0], "kind", kind);
-	int rc = int_opt(o, "--team", b, "team_id", 0);
-	if (rc) {
-		json_decref(b);
-		return rc;
-	}
 	return call_show(x, "POST", "/v1/accounts", b, NULL);
 }
 
@@ -1264,6 +1347,79 @@ static int show_secret(struct ctx *x, const char *path, json_t *b)
 	}
 	json_decref(j);
 	return CTL_OK;
+}
+
+static const char *const node_cols[] = {
+    "id",     "name", "team_name", "trading_paused", "trading_paused_by_name",
+    "trading_paused_at", "trading_pause_note", NULL};
+
+static int c_nodes_list(struct ctx *x, struct opts *o)
+{
+	(void)o;
+	return call_show(x, "GET", "/v1/nodes", NULL, node_cols);
+}
+
+/* A node by id or by name (GET /v1/nodes lists the ones the caller may
+ * trade for); 0 with *id set, else an exit code after saying why. */
+static int node_id(struct ctx *x, const char *arg, char *id, size_t len)
+{
+	int64_t v;
+	json_t *j = NULL, *n;
+	size_t i;
+	if (ctl_units_parse_int(arg, &v) == 0 && v > 0) {
+		snprintf(id, len, "%lld", (long long)v);
+		return 0;
+	}
+	int rc = call(x, "GET", "/v1/nodes", NULL, &j);
+	if (rc)
+		return rc;
+	rc = CTL_REFUSED;
+	json_array_foreach(json_object_get(j, "items"), i, n)
+	{
+		const char *name = json_string_value(json_object_get(n, "name"));
+		if (name && !strcmp(name, arg)) {
+			snprintf(id, len, "%lld",
+			         (long long)json_integer_value(
+			             json_object_get(n, "id")));
+			rc = 0;
+			break;
+		}
+	}
+	json_decref(j);
+	if (rc)
+		fprintf(stderr,
+		        "error: no node named \"%s\" that you may see (%s "
+		        "nodes list shows them)\n",
+		        arg, prog);
+	return rc;
+}
+
+static int node_move(struct ctx *x, struct opts *o, const char *verb)
+{
+	char p[256], id[24];
+	const char *note = opt(o, "--note");
+	if (!segment_ok(o->pos[0]))
+		return usage_error("\"%s\" is not a node name or id",
+		                   o->pos[0]);
+	if (note && (strlen(note) == 0 || strlen(note) > 200))
+		return usage_error("--note has %zu characters; 1 to 200",
+		                   strlen(note));
+	int rc = node_id(x, o->pos[0], id, sizeof id);
+	if (rc)
+		return rc;
+	snprintf(p, sizeof p, "/v1/nodes/%s/%s", id, verb);
+	return call_show(x, "POST", p,
+	                 note ? json_pack("{s:s}", "note", note) : NULL, NULL);
+}
+
+static int c_nodes_pause(struct ctx *x, struct opts *o)
+{
+	return node_move(x, o, "pause");
+}
+
+static int c_nodes_resume(struct ctx *x, struct opts *o)
+{
+	return node_move(x, o, "resume");
 }
 
 static int c_nodes_create(struct ctx *x, struct opts *o)
@@ -1350,12 +1506,13 @@ static const char *const o_place[] = {
     "--market",  "--side", "--pages",           "--price",   "--tif",
     "--expires", "--stp",  "--client-order-id", "--account", NULL};
 static const char *const o_post_only[] = {"--post-only", NULL};
-static const char *const o_pages[] = {"--pages", NULL};
+static const char *const o_pages[] = {"--pages", "--idempotency-key", NULL};
 static const char *const o_olist[] = {
     "--market", "--status", "--side", "--account", "--limit", "--before", NULL};
 static const char *const o_clist[] = {
     "--state", "--market", "--role", "--account", "--limit", "--before", NULL};
 static const char *const o_note[] = {"--note", NULL};
+static const char *const o_cnote[] = {"--note", "--idempotency-key", NULL};
 static const char *const o_ulist[] = {"--contract", "--node", "--epoch",
                                       "--from",     "--to",   "--limit",
                                       "--after",    NULL};
@@ -1365,7 +1522,6 @@ static const char *const o_ilist[] = {"--account", "--month",  "--status",
 static const char *const o_output[] = {"--output", NULL};
 static const char *const o_uexport[] = {"--from", "--to", "--output", NULL};
 static const char *const o_summary[] = {"--from", "--to", "--by", NULL};
-static const char *const o_kind_team[] = {"--kind", "--team", NULL};
 static const char *const o_kind[] = {"--kind", NULL};
 static const char *const o_team[] = {"--team", NULL};
 static const char *const o_token[] = {"--role", "--team", "--account", NULL};
@@ -1394,9 +1550,11 @@ static const struct cmd cmds[] = {
      "gtc|ioc|fok|gtd] [--expires T|+Nh] [--post-only] [--stp POLICY] "
      "[--client-order-id ID] [--account ID]",
      "place a limit order", o_place, o_post_only, 0, c_orders_place},
-    {"orders", "cancel", "orders cancel ID", "cancel an order", none, none, 1,
-     c_orders_cancel},
-    {"orders", "reduce", "orders reduce ID --pages N",
+    {"orders", "cancel", "orders cancel ID [--note TEXT] [--idempotency-key K]",
+     "cancel an order; the note (why) is kept with it beside who cancelled "
+     "it",
+     o_cnote, none, 1, c_orders_cancel},
+    {"orders", "reduce", "orders reduce ID --pages N [--idempotency-key K]",
      "reduce what remains of an order, keeping its priority", o_pages, none, 1,
      c_orders_reduce},
     {"orders", "list",
@@ -1464,10 +1622,22 @@ static const struct cmd cmds[] = {
     {"teams", "list", "teams list", "list teams (admin, finance)", none, none,
      0, c_teams_list},
     {"accounts", "create",
-     "accounts create NAME --kind operator|exchange [--team ID]",
-     "create an account (admin)", o_kind_team, none, 1, c_accounts_create},
+     "accounts create NAME --kind operator|exchange",
+     "create an account (admin; nodes: nodes create)", o_kind, none, 1, c_accounts_create},
     {"accounts", "list", "accounts list [--kind K]", "list accounts", o_kind,
      none, 0, c_accounts_list},
+    {"nodes", "list", "nodes list",
+     "the nodes you may see, by team and name, and whether a person paused "
+     "their automation",
+     none, none, 0, c_nodes_list},
+    {"nodes", "pause", "nodes pause NODE [--note TEXT]",
+     "pause a node's automation (NODE: name or id; trader, admin): its "
+     "agent keeps delivering and metering, withdraws its own quotes and "
+     "places none; people's orders stand",
+     o_note, none, 1, c_nodes_pause},
+    {"nodes", "resume", "nodes resume NODE",
+     "resume a node's automation (trader, admin)", none, none, 1,
+     c_nodes_resume},
     {"nodes", "create", "nodes create NAME --team ID",
      "create a node and its first key; prints the secret once (admin)", o_team,
      none, 1, c_nodes_create},
@@ -1511,6 +1681,38 @@ static void help(FILE *f, const char *group)
 	        "win over ~/.config/ramex/ctl.conf (lines \"url = ...\", "
 	        "\"token = ...\").\n"
 	        "The default URL is http://127.0.0.1:8080.\n\n"
+	        "columns (the server's field names; --json shows them exact):\n"
+	        "  id, *_id          ids; *_name, account, team: names\n"
+	        "  price, tick, unit_price, price_min/max, open/high/low/close,\n"
+	        "                    breach_penalty: $ per page-year, exact\n"
+	        "  amount, total, spend, revenue, fees, offline_credits, ...:\n"
+	        "                    money to the cent (halves away from zero);\n"
+	        "                    under a cent, two significant digits "
+	        "($0.0041)\n"
+	        "  pages, remaining, filled, lot, min/max_pages, volume: pages of\n"
+	        "                    4096 bytes, with the size (GiB to two "
+	        "decimals,\n"
+	        "                    halves away from zero; MiB, KiB below 0.01 "
+	        "GiB)\n"
+	        "  *_ns, *_at, deliver_by, term_end: UTC times, RFC 3339 to the\n"
+	        "                    second (recall_notice_ns is a duration)\n"
+	        "  page_seconds, *_page_years: usage (a page-year is one page "
+	        "for\n"
+	        "                    365 days)\n"
+	        "  status, state, reason: an order's or contract's state and why;\n"
+	        "                    cancelled_by/_name and cancel_note: who "
+	        "cancelled\n"
+	        "                    an order and the note they gave\n"
+	        "  placed_by, placed_by_name, by_agent: who placed an order (a\n"
+	        "                    node's agent, node:KEY, or a person's "
+	        "token, tok:ID)\n"
+	        "  trading_paused*: a person paused the node's automation\n"
+	        "  payable_cents, cents_in, cents_out: what a final invoice "
+	        "charges\n"
+	        "                    in whole cents and the sub-cent carries; "
+	        "\"-\"\n"
+	        "                    (null) while it is a draft\n"
+	        "  -                 no value (null) or not yet (a time of 0)\n\n"
 	        "exit codes:\n"
 	        "  0  done\n"
 	        "  1  the server refused the request (4xx, e.g. a validation "

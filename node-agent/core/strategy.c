@@ -213,6 +213,8 @@ static void cover_shortfall(const struct strategy_config *c,
 		}
 	}
 
+	/* a person's open bids for this node cover their part */
+	left = left > v->others_buy ? left - v->others_buy : 0;
 	rx_pages want = round_up(left, c->lot);
 	if (c->max_order > 0 && want > c->max_order)
 		want = round_down(c->max_order, c->lot);
@@ -282,6 +284,8 @@ static void offer_spare(const struct strategy_config *c,
 		converge(c, in, o, p, STRATEGY_BUY, 0, 0, STRATEGY_GTC,
 		         "no longer short");
 
+	/* a person's open offers for this node take their part */
+	spare = spare > v->others_sell ? spare - v->others_sell : 0;
 	/* Keep the pages the best bid does not pay for: walk up the curve
 	 * from the need to the first size whose page is worth less than the
 	 * bid, and offer only above it. Without a bid, offer from the need. */
@@ -378,6 +382,14 @@ int strategy_decide(const struct strategy_config *c,
 			v->sold += k->pages;
 		else
 			v->borrowed += k->pages;
+	}
+	for (int p = 0; p < STRATEGY_NPRODUCTS; p++) {
+		if (in->others.buy[p] < 0 || in->others.sell[p] < 0) {
+			*why = "negative pages in a person's order";
+			return -1;
+		}
+		v->others_buy += in->others.buy[p];
+		v->others_sell += in->others.sell[p];
 	}
 	v->kept = in->total - v->sold + v->borrowed;
 	if (e->source == WSEST_NONE)

@@ -92,11 +92,21 @@ struct strategy_top { /* top of one market's book; 0 = empty side */
 	rx_price best_bid, best_ask;
 };
 
+/* Pages still open in orders a person placed for this node (not ours):
+ * they stand until a person cancels them. The strategy plans around them:
+ * a person's bid covers part of a shortfall (we bid only for the rest), a
+ * person's offer takes part of the spare (we offer only the rest). The
+ * contracts they win are among `contracts`, like ours. */
+struct strategy_others {
+	rx_pages buy[STRATEGY_NPRODUCTS], sell[STRATEGY_NPRODUCTS];
+};
+
 struct strategy_input {
 	const struct wsest_estimate *est;
 	rx_pages total; /* pages the agent manages: machine or cgroup */
-	const struct strategy_quote *quotes;
+	const struct strategy_quote *quotes; /* ours only */
 	int nquotes;
+	struct strategy_others others;
 	const struct strategy_contract *contracts;
 	int ncontracts;
 	struct strategy_top top[STRATEGY_NPRODUCTS];
@@ -128,6 +138,7 @@ struct strategy_view {
 	rx_pages spare;                   /* kept − need, may be negative */
 	rx_price ask[STRATEGY_NPRODUCTS]; /* 0 = not offering */
 	rx_price bid;                     /* 0 = not bidding */
+	rx_pages others_buy, others_sell; /* open in people's orders */
 };
 
 void strategy_config_default(struct strategy_config *c);

@@ -276,10 +276,13 @@ int lend_nbd_serve_one(int fd, const struct lend_nbd_export *e,
 				         strerror(rc));
 				return -1;
 			}
-			if (done == 0 && simple_reply(fd, 0, handle) < 0)
+			if ((done == 0 && simple_reply(fd, 0, handle) < 0) ||
+			    wr(fd, buf, n) < 0) {
+				snprintf(err, errlen,
+				         "the NBD client closed the connection "
+				         "during a read's reply");
 				return -1;
-			if (wr(fd, buf, n) < 0)
-				return -1;
+			}
 			done += n;
 		}
 		if (rc == 0)
@@ -292,16 +295,24 @@ int lend_nbd_serve_one(int fd, const struct lend_nbd_export *e,
 			return -1;
 		}
 		if (bad) {
-			if (drain(fd, buf, buflen, len) < 0)
+			if (drain(fd, buf, buflen, len) < 0) {
+				snprintf(err, errlen,
+				         "the NBD client closed the connection "
+				         "inside a write's payload");
 				return -1;
+			}
 			rc = EINVAL;
 			break;
 		}
 		for (uint32_t done = 0; done < len;) {
 			uint32_t n =
 			    len - done < buflen ? len - done : (uint32_t)buflen;
-			if (rd(fd, buf, n) < 0)
+			if (rd(fd, buf, n) < 0) {
+				snprintf(err, errlen,
+				         "the NBD client closed the connection "
+				         "inside a write's payload");
 				return -1;
+			}
 			/* keep reading after a failure: the payload is part
 			 * of the stream */
 			if (rc == 0)

@@ -50,7 +50,11 @@ static void usage_text(FILE *f)
 	        "       (--attach /dev/nbdX [--swap-device DEV] | "
 	        "--listen-unix PATH | --listen 127.0.0.1:PORT)\n"
 	        "       [--swap-priority N] [--meter-file F] [--ready-file F] "
-	        "[--mlock]\n");
+	        "[--mlock] [--plaintext]\n"
+	        "Plain TCP (no --tls-ca) sends this node's pages in clear: it "
+	        "is refused\n"
+	        "unless the lender is a loopback address or --plaintext is "
+	        "given.\n");
 }
 
 static int usage(const char *why)
@@ -106,7 +110,7 @@ int main(int argc, char **argv)
 	uint8_t secret[LEND_SECRET_LEN];
 	uint64_t contract = 0;
 	char host[256], err[256];
-	int port, lock = 0, rc = 1, prio = -1;
+	int port, lock = 0, rc = 1, prio = -1, plaintext = 0;
 	int64_t v;
 	SSL_CTX *tls = NULL;
 	struct lend_client client;
@@ -117,6 +121,10 @@ int main(int argc, char **argv)
 		           *val = i + 1 < argc ? argv[i + 1] : NULL;
 		if (strcmp(a, "--mlock") == 0) {
 			lock = 1;
+			continue;
+		}
+		if (strcmp(a, "--plaintext") == 0) {
+			plaintext = 1;
 			continue;
 		}
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -164,6 +172,15 @@ int main(int argc, char **argv)
 		             "--listen");
 	if (hostport_split(lender, host, sizeof host, &port) < 0)
 		return usage("--lender wants HOST:PORT");
+	if (!ca && !lend_host_is_loopback(host)) {
+		if (!plaintext)
+			return usage("plain TCP to a lender off loopback would "
+			             "send this node's pages in clear: give "
+			             "--tls-ca, or --plaintext to allow it");
+		log_warn("plain TCP to a lender off loopback, as told: this "
+		         "node's pages cross the network in clear",
+		         "lender=%s", lender);
+	}
 	if (lend_args_secret(secret_file, secret, err, sizeof err) < 0) {
 		log_error("cannot start", "why=\"%s\"", err);
 		return 1;

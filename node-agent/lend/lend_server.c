@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <openssl/rand.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -28,11 +29,28 @@ int lend_server_open(struct lend_server *s, const struct lend_server_config *c,
 	s->cfg = *c;
 	s->lfd = -1;
 	s->wake[0] = s->wake[1] = -1;
+	s->done[0] = s->done[1] = -1;
 	s->conn.fd = -1;
 	if (c->pages <= 0 || c->pages > LEND_MAX_PAGES) {
 		snprintf(err, errlen, "a contract needs 1 to %lld pages",
 		         (long long)LEND_MAX_PAGES);
 		return -1;
+	}
+	if (!c->tls && !lend_host_is_loopback(c->host)) {
+		if (!c->plaintext) {
+			snprintf(err, errlen,
+			         "plain TCP on %s would carry the borrower's "
+			         "pages in clear: give a TLS certificate and "
+			         "key, listen on a loopback address, or allow "
+			         "plain TCP explicitly",
+			         c->host ? c->host : "every address");
+			return -1;
+		}
+		log_warn("plain TCP off loopback, as configured: the "
+		         "borrower's pages cross the network in clear",
+		         "contract=%llu listen=%s",
+		         (unsigned long long)c->contract,
+		         c->host ? c->host : "*");
 	}
 	if (s->cfg.handshake_ms <= 0)
 		s->cfg.handshake_ms = 5000;
@@ -44,7 +62,8 @@ int lend_server_open(struct lend_server *s, const struct lend_server_config *c,
 		snprintf(err, errlen, "could not allocate the meter");
 		goto fail;
 	}
-	if (pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
+	if (pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) < 0 ||
+	    pipe2(s->done, O_CLOEXEC | O_NONBLOCK) < 0) {
 		snprintf(err, errlen, "could not create a pipe: %s",
 		         strerror(errno));
 		goto fail;
@@ -105,19 +124,29 @@ static void drop_conn(struct lend_server *s, const char *why)
 	lend_conn_close(&s->conn);
 }
 
-/* Runs the handshake on a new connection; on success it becomes s->conn. */
-static void handshake(struct lend_server *s, int fd)
+/* Serialises a handshake thread's "finished" with the cut at its
+ * deadline, so that an authenticated connection is never cut. */
+static pthread_mutex_t hs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The handshake of one new connection, on its own thread: reads and
+ * writes only its own slot, then reports the slot's index on s->done. */
+static void *handshake_main(void *arg)
 {
+	struct lend_handshake *h = arg;
+	struct lend_server *s = h->s;
 	struct lend_conn c;
 	struct lend_hello hello = {.version = LEND_VERSION};
 	struct lend_auth auth;
 	struct lend_welcome w = {.status = LEND_OK};
 	uint8_t buf[LEND_AUTH_LEN], want[LEND_MAC_LEN];
 
-	if (lend_conn_open(&c, fd, s->cfg.tls, 1, s->cfg.handshake_ms) < 0) {
+	/* the loop cuts the handshake at its deadline; the per-read bound
+	 * is only a backstop, twice as long */
+	if (lend_conn_open(&c, h->c.fd, s->cfg.tls, 1,
+	                   2 * s->cfg.handshake_ms) < 0) {
 		log_warn("borrower handshake failed", "why=\"%s\"", c.err);
-		s->auth_failures++;
-		return;
+		h->refused = 1;
+		goto out;
 	}
 	if (RAND_bytes(hello.server_nonce, LEND_NONCE_LEN) != 1) {
 		log_error("could not draw a nonce", NULL);
@@ -153,20 +182,139 @@ static void handshake(struct lend_server *s, int fd)
 	lend_welcome_encode(&w, buf);
 	if (lend_conn_write(&c, buf, LEND_WELCOME_LEN) < 0)
 		goto fail;
-	if (s->conn.fd >= 0)
-		drop_conn(s, "replaced by a new authenticated connection");
 	lend_conn_set_timeout(&c, 0);
-	s->conn = c;
-	s->connections++;
-	log_info("borrower authenticated", "contract=%llu tls=%d",
-	         (unsigned long long)s->cfg.contract, c.ssl != NULL);
-	if (s->recalling && send_notice(s) < 0)
-		drop_conn(s, "could not send the recall notice");
-	return;
+	h->c = c;
+	h->ok = 1;
+	goto out;
 refuse:
-	s->auth_failures++;
+	h->refused = 1;
 fail:
 	lend_conn_close(&c);
+out:;
+	unsigned char idx = (unsigned char)(h - s->hs);
+	pthread_mutex_lock(&hs_lock);
+	h->deadline_ms = 0; /* finished: never cut */
+	pthread_mutex_unlock(&hs_lock);
+	(void)!write(s->done[1], &idx, 1);
+	return NULL;
+}
+
+/* Starts the handshake of an accepted connection, or closes it when
+ * LEND_HANDSHAKES are under way already. */
+static void handshake_start(struct lend_server *s, int fd)
+{
+	struct lend_handshake *h = NULL;
+	for (int i = 0; i < LEND_HANDSHAKES && !h; i++)
+		if (!s->hs[i].used)
+			h = &s->hs[i];
+	if (!h) {
+		close(fd);
+		if (s->handshakes_busy++ % 100 == 0)
+			log_warn("refused a connection: too many handshakes "
+			         "under way",
+			         "contract=%llu under_way=%d refused=%lld",
+			         (unsigned long long)s->cfg.contract,
+			         LEND_HANDSHAKES,
+			         (long long)s->handshakes_busy);
+		return;
+	}
+	memset(h, 0, sizeof *h);
+	h->s = s;
+	h->c.fd = fd;
+	h->watch = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	h->deadline_ms = lend_now_ms() + s->cfg.handshake_ms;
+	/* a small stack: with --mlock (MCL_FUTURE) every byte of a
+	 * thread's stack is locked, and the default is 8 MiB */
+	pthread_attr_t attr;
+	int started = 0;
+	if (h->watch >= 0 && pthread_attr_init(&attr) == 0) {
+		pthread_attr_setstacksize(&attr, 256 * 1024);
+		started =
+		    pthread_create(&h->thr, &attr, handshake_main, h) == 0;
+		pthread_attr_destroy(&attr);
+	}
+	if (!started) {
+		log_warn("could not start a handshake", "why=\"%s\"",
+		         strerror(errno));
+		if (h->watch >= 0)
+			close(h->watch);
+		close(fd);
+		return;
+	}
+	h->used = 1;
+}
+
+/* Cuts the handshakes whose deadline has passed (all of them when
+ * `all`): their threads fail at once and report. Returns the time until
+ * the next deadline (or `cap`). */
+static int64_t handshake_cut(struct lend_server *s, int64_t now, int all,
+                             int64_t cap)
+{
+	pthread_mutex_lock(&hs_lock);
+	for (int i = 0; i < LEND_HANDSHAKES; i++) {
+		struct lend_handshake *h = &s->hs[i];
+		if (!h->used || h->deadline_ms <= 0)
+			continue; /* finished (0), or cut already (-1) */
+		if (all || now >= h->deadline_ms) {
+			shutdown(h->watch, SHUT_RDWR);
+			if (!all) {
+				s->handshakes_timed_out++;
+				log_warn("cut a borrower handshake at its "
+				         "deadline",
+				         "contract=%llu handshake_ms=%d",
+				         (unsigned long long)s->cfg.contract,
+				         s->cfg.handshake_ms);
+			}
+			h->deadline_ms = -1; /* cut: wait for its report */
+		} else if (h->deadline_ms - now < cap) {
+			cap = h->deadline_ms - now;
+		}
+	}
+	pthread_mutex_unlock(&hs_lock);
+	return cap;
+}
+
+/* Joins a handshake thread that reported and takes its outcome: an
+ * authenticated connection becomes s->conn. */
+static void handshake_finish(struct lend_server *s, struct lend_handshake *h)
+{
+	pthread_join(h->thr, NULL);
+	close(h->watch);
+	h->used = 0;
+	if (h->refused)
+		s->auth_failures++;
+	if (!h->ok)
+		return;
+	if (s->conn.fd >= 0)
+		drop_conn(s, "replaced by a new authenticated connection");
+	s->conn = h->c;
+	s->connections++;
+	log_info("borrower authenticated", "contract=%llu tls=%d",
+	         (unsigned long long)s->cfg.contract, s->conn.ssl != NULL);
+	if (s->recalling && send_notice(s) < 0)
+		drop_conn(s, "could not send the recall notice");
+}
+
+/* Takes the reports waiting on s->done; with `all`, waits for every
+ * handshake under way (after handshake_cut(..., all)). */
+static void handshake_reap(struct lend_server *s, int all)
+{
+	for (;;) {
+		unsigned char idx;
+		ssize_t n = read(s->done[0], &idx, 1);
+		if (n == 1) {
+			if (idx < LEND_HANDSHAKES && s->hs[idx].used)
+				handshake_finish(s, &s->hs[idx]);
+			continue;
+		}
+		int left = 0;
+		for (int i = 0; i < LEND_HANDSHAKES; i++)
+			left += s->hs[i].used;
+		if (!all || !left)
+			return;
+		struct pollfd p = {.fd = s->done[0], .events = POLLIN};
+		(void)poll(&p, 1, 1000);
+	}
 }
 
 static void free_pages(struct lend_server *s, const char *why)
@@ -293,10 +441,12 @@ enum lend_server_end lend_server_run(struct lend_server *s)
 		int64_t wait = next_tick - now;
 		if (s->recalling && !s->released && s->deadline_ms - now < wait)
 			wait = s->deadline_ms - now;
-		struct pollfd p[3] = {{.fd = s->wake[0], .events = POLLIN},
+		wait = handshake_cut(s, now, 0, wait);
+		struct pollfd p[4] = {{.fd = s->wake[0], .events = POLLIN},
 		                      {.fd = s->lfd, .events = POLLIN},
-		                      {.fd = s->conn.fd, .events = POLLIN}};
-		int n = poll(p, 3, (int)(wait > 0 ? wait : 0));
+		                      {.fd = s->conn.fd, .events = POLLIN},
+		                      {.fd = s->done[0], .events = POLLIN}};
+		int n = poll(p, 4, (int)(wait > 0 ? wait : 0));
 		if (n < 0 && errno != EINTR) {
 			snprintf(s->err, sizeof s->err, "poll failed: %s",
 			         strerror(errno));
@@ -332,10 +482,12 @@ enum lend_server_end lend_server_run(struct lend_server *s)
 				break;
 			}
 		}
+		if (p[3].revents & POLLIN)
+			handshake_reap(s, 0);
 		if (p[1].revents & POLLIN) {
 			int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
 			if (fd >= 0)
-				handshake(s, fd);
+				handshake_start(s, fd);
 		}
 		if (s->conn.fd >= 0 && p[2].fd == s->conn.fd &&
 		    (p[2].revents & (POLLIN | POLLHUP | POLLERR))) {
@@ -343,19 +495,29 @@ enum lend_server_end lend_server_run(struct lend_server *s)
 				drop_conn(s, s->conn.err);
 		}
 	}
+	/* no handshake outlives the run: cut them, take what they say */
+	handshake_cut(s, lend_now_ms(), 1, 0);
+	handshake_reap(s, 1);
 	tick(s);
 	return end;
 }
 
 void lend_server_close(struct lend_server *s)
 {
+	if (s->done[0] >= 0) {
+		handshake_cut(s, lend_now_ms(), 1, 0);
+		handshake_reap(s, 1);
+	}
 	drop_conn(s, "the lender is shutting down");
 	if (s->lfd >= 0)
 		close(s->lfd);
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 2; i++) {
 		if (s->wake[i] >= 0)
 			close(s->wake[i]);
-	s->lfd = s->wake[0] = s->wake[1] = -1;
+		if (s->done[i] >= 0)
+			close(s->done[i]);
+	}
+	s->lfd = s->wake[0] = s->wake[1] = s->done[0] = s->done[1] = -1;
 	lend_store_release(&s->store);
 	lend_meter_free(&s->meter);
 }

@@ -15,13 +15,23 @@
  * connection: the borrower's pages that were still here are lost, and the
  * meter says the recall ended at the deadline (see docs/lending.md).
  *
- * Single-threaded: lend_server_run() polls the listener, the connection
- * and a wake-up pipe. One borrower connection at a time; a newly
+ * lend_server_run() polls the listener, the borrower's connection and two
+ * pipes on one thread, which alone serves requests and owns the state.
+ * Each new connection's handshake (TLS, HELLO, AUTH, WELCOME) runs on a
+ * thread of its own, so that a peer that sends its AUTH one byte at a time
+ * stalls nobody: at most LEND_HANDSHAKES handshakes at once (more are
+ * closed at once and counted), each cut off when one overall deadline,
+ * handshake_ms after the accept, passes. A finished handshake is handed
+ * back through a pipe. One borrower connection at a time; a newly
  * authenticated one replaces the old (the borrower reconnected).
+ *
+ * Plain TCP carries the borrower's pages in clear: it is allowed only on
+ * a loopback address, unless `plaintext` says so (and it is logged).
  */
 #ifndef RAMEX_LEND_SERVER_H
 #define RAMEX_LEND_SERVER_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "node-agent/lend/lend_conn.h"
@@ -39,7 +49,8 @@ struct lend_server_config {
 	enum lend_store_kind store;
 	const char *device; /* /dev/ramex unless set */
 	int64_t notice_ms;  /* recall notice period */
-	int handshake_ms;   /* bound on one connection's handshake */
+	int handshake_ms;   /* bound on one connection's whole handshake */
+	int plaintext;      /* allow plain TCP off loopback (logged) */
 	/* called about once a second and once at the end (may be NULL) */
 	void (*on_tick)(const struct lend_meter_report *r, void *arg);
 	void *arg;
@@ -53,6 +64,19 @@ enum lend_server_end {
 	LEND_END_ERROR,    /* the listener failed */
 };
 
+#define LEND_HANDSHAKES 8 /* handshakes under way at once */
+
+/* One handshake under way, on its own thread. */
+struct lend_handshake {
+	struct lend_server *s;
+	pthread_t thr;
+	int used;           /* the thread runs or has not been joined */
+	int watch;          /* a dup of its socket, to cut it at the deadline */
+	int64_t deadline_ms;
+	int ok, refused;    /* set by the thread before it reports */
+	struct lend_conn c; /* the authenticated connection when ok */
+};
+
 struct lend_server {
 	struct lend_server_config cfg;
 	int lfd, port;
@@ -63,6 +87,10 @@ struct lend_server {
 	int recalling, released;
 	int64_t deadline_ms;
 	int64_t connections, auth_failures;
+	int64_t handshakes_busy;     /* closed: LEND_HANDSHAKES under way */
+	int64_t handshakes_timed_out; /* cut at the overall deadline */
+	int done[2];                 /* handshake threads report here */
+	struct lend_handshake hs[LEND_HANDSHAKES];
 	char err[200];
 };
 

@@ -41,7 +41,11 @@ static void usage_text(FILE *f)
 	        "usage: ramex-lend-server --contract ID --secret-file F "
 	        "--pages N [--listen HOST:PORT] [--port-file F]\n"
 	        "       [--tls-cert F --tls-key F] [--store auto|ramex|anon] "
-	        "[--notice-ms MS] [--meter-file F] [--mlock]\n");
+	        "[--notice-ms MS] [--meter-file F] [--mlock] [--plaintext]\n"
+	        "Plain TCP (no --tls-cert) carries the borrower's pages in "
+	        "clear: it is refused\n"
+	        "unless --listen is a loopback address or --plaintext is "
+	        "given.\n");
 }
 
 static int usage(const char *why)
@@ -76,6 +80,10 @@ int main(int argc, char **argv)
 		           *val = i + 1 < argc ? argv[i + 1] : NULL;
 		if (strcmp(a, "--mlock") == 0) {
 			lock = 1;
+			continue;
+		}
+		if (strcmp(a, "--plaintext") == 0) {
+			cfg.plaintext = 1;
 			continue;
 		}
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {

@@ -4,6 +4,8 @@
 import assert from 'node:assert/strict';
 import {test} from 'node:test';
 
+import {readFileSync} from 'node:fs';
+
 import * as fmt from '../../web/js/fmt.js';
 
 test('brief worked examples to the cent', () => {
@@ -59,6 +61,8 @@ test('times in UTC', () => {
 	assert.equal(fmt.time('2026-12-03T09:24:16.5Z'), '2026-12-03 09:24:16 UTC');
 	assert.equal(fmt.time(1796290000000000000n), '2026-12-03 09:26:40 UTC');
 	assert.equal(fmt.time('not a time'), 'not a time');
+	assert.equal(fmt.shortTime(1796290000000000000n), '12-03 09:26:40');
+	assert.equal(fmt.shortTime('not a time'), 'not a time');
 });
 
 test('price input is exact or refused with a reason', () => {
@@ -83,4 +87,36 @@ test('quantity input in pages or whole-page GiB', () => {
 	assert.match(fmt.parseQuantity('1.5', 'pages').error, /whole number/);
 	assert.match(fmt.parseQuantity('0', 'pages').error, /above zero/);
 	assert.match(fmt.parseQuantity('x', 'GiB').error, /plain decimal/);
+});
+
+test('amount: cents from a cent up, two significant digits under it, exact on request', () => {
+	assert.equal(fmt.amount(104857600000n), '$104.86');
+	assert.equal(fmt.amount(10000000n), '$0.01');
+	assert.equal(fmt.amount(0n), '$0.00');
+	assert.equal(fmt.amount(4123456n), '$0.0041');
+	assert.equal(fmt.amount(4150000n), '$0.0042');   // halves away from zero
+	assert.equal(fmt.amount(-4150000n), '-$0.0042');
+	assert.equal(fmt.amount(123n), '$0.00000012');
+	assert.equal(fmt.amount(7n), '$0.000000007');
+	assert.equal(fmt.amount(9960000n), '$0.01');     // rounds up into cents
+	assert.equal(fmt.amount(4123456n, true), '$0.004123456');
+	assert.equal(fmt.amount(-104857600000n, true), '-$104.857600000');
+});
+
+// The table ramexctl is checked against too (test_ramexctl_units): one
+// rounding rule for the web and the command line.
+test('the same text as ramexctl: tests/unit/fixtures/units.tsv', () => {
+	const url = new URL('../unit/fixtures/units.tsv', import.meta.url);
+	const fns = {money: fmt.money, price: fmt.price, bytes: fmt.bytes, amount: v => fmt.amount(v),
+	             amount_exact: v => fmt.amount(v, true)};
+	let n = 0;
+	for (const line of readFileSync(url, 'utf8').split('\n')) {
+		if (!line || line.startsWith('#'))
+			continue;
+		const [fn, v, want] = line.split('\t');
+		assert.ok(fns[fn], `unknown function ${fn}`);
+		assert.equal(fns[fn](BigInt(v)), want, `${fn}(${v})`);
+		n++;
+	}
+	assert.ok(n >= 30, `${n} lines`);
 });

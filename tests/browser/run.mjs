@@ -222,7 +222,11 @@ async function main()
 		await page.selectOption('#o-market', 'spot');
 		const mh = await textOf(page, '#o-market-hint');
 		assert(mh.includes('to $1.00') && mh.includes('lots of 1'), `market hint "${mh}"`);
-		await page.fill('#o-account', String(W.nodeA.account.id));
+		// the account picker names the team's nodes
+		const opts = await page.$$eval('#o-account option', os => os.map(o => o.textContent));
+		assert(opts.includes(W.nodeA.account.name) && opts.includes(W.nodeB.account.name),
+		       `the account picker offers ${opts.join(', ')}`);
+		await page.selectOption('#o-account', String(W.nodeA.account.id));
 		await page.selectOption('#o-unit', 'GiB');
 		await page.fill('#o-qty', '0.1');
 		await page.fill('#o-price', '0.0001');
@@ -298,6 +302,11 @@ async function main()
 			const tr = document.querySelector('#book tr[data-side="bid"][data-price="100000"]');
 			return tr && tr.textContent.includes('131,072');
 		}, null, {timeout: WAIT});
+		// above the book: last price, spread, 24 h volume
+		await marketPage.waitForFunction(() => document.querySelector('#s-last').textContent === '$0.0001', null, {timeout: WAIT});
+		const vol = await textOf(marketPage, '#s-volume');
+		assert(vol === '0.50 GiB', `24 h volume "${vol}"`);
+		assert(/—/.test(await textOf(marketPage, '#s-spread')), 'a spread without an ask');
 		await shot(tradePage, 'trade-fill');
 		await shot(marketPage, 'market-fill');
 		noErrors(tradePage, 'trade');
@@ -318,6 +327,53 @@ async function main()
 		noErrors(page, 'trade deliver');
 	});
 
+	await test('trade: names, who placed what; an agent\'s order is cancelled only after asking why', async () => {
+		const page = tradePage;
+		// node A's agent (its key signs) quotes: the trader sees who placed it
+		const q = await signed(W.nodeA, 'POST', '/v1/orders', JSON.stringify({market: 'spot', side: 'sell', pages: 4096, price: 5000000}));
+		assert(q.status === 201, `the agent's order answered ${q.status}: ${q.text.slice(0, 200)}`);
+		const qid = JSON.parse(q.text).order.id;
+		const sel = `#orders tr[data-order="${qid}"]`;
+		await page.waitForSelector(sel, {timeout: WAIT});
+		const row = await textOf(page, sel);
+		assert(row.includes(`agent of ${W.nodeA.account.name}`) && row.includes(W.nodeA.account.name), `order row "${row}"`);
+		assert(/you/.test(await textOf(page, `#orders tr[data-order="${W.bidId}"]`)), 'the trader\'s own bid is not "you"');
+		// dismissing the question cancels nothing
+		page.once('dialog', d => d.dismiss());
+		await page.click(`${sel} button`);
+		await new Promise(r => setTimeout(r, 500));
+		assert((await must(W.trader, 'GET', `/v1/orders/${qid}`)).status === 'open', 'dismissed, the order was cancelled');
+		// answered, the note goes with the order and the history shows it
+		page.once('dialog', d => d.accept('price too low for this week'));
+		await page.click(`${sel} button`);
+		await page.waitForSelector(`#history tr[data-order="${qid}"]`, {timeout: WAIT});
+		const h = await textOf(page, `#history tr[data-order="${qid}"]`);
+		assert(h.includes('by you') && h.includes('price too low for this week') && h.includes(`agent of ${W.nodeA.account.name}`),
+		       `history row "${h}"`);
+		const o = await must(W.trader, 'GET', `/v1/orders/${qid}`);
+		assert(o.cancel_note === 'price too low for this week' && /trader/.test(o.cancelled_by_name), `order ${JSON.stringify(o)}`);
+		await shot(page, 'trade-history');
+		noErrors(page, 'trade who placed');
+	});
+
+	await test('trade: pause and resume a node\'s automation from the page', async () => {
+		const page = tradePage;
+		const sel = `#nodes tr[data-node="${W.nodeA.account.id}"]`;
+		await page.waitForSelector(sel, {timeout: WAIT});
+		assert((await textOf(page, sel)).includes(W.team.name), 'the node row does not name its team');
+		page.once('dialog', d => d.accept('hand trading'));
+		await page.click(`${sel} button`);
+		await page.waitForSelector(`${sel}[data-paused="yes"]`, {timeout: WAIT});
+		assert(/paused by you: “hand trading”/.test(await textOf(page, sel)), `node row "${await textOf(page, sel)}"`);
+		const w = await signedGet(W.nodeA, '/v1/whoami');
+		assert(w.trading_paused === true && w.trading_pause_note === 'hand trading', `the agent reads ${JSON.stringify(w)}`);
+		await shot(page, 'trade-paused');
+		await page.click(`${sel} button`);
+		await page.waitForSelector(`${sel}[data-paused="no"]`, {timeout: WAIT});
+		assert((await signedGet(W.nodeA, '/v1/whoami')).trading_paused === false, 'resumed, the agent still reads paused');
+		noErrors(page, 'trade pause');
+	});
+
 	await test('trade: cancel the rest of the bid', async () => {
 		const page = tradePage;
 		await page.click(`#orders tr[data-order="${W.bidId}"] button`);
@@ -326,6 +382,28 @@ async function main()
 		const o = await must(W.trader, 'GET', `/v1/orders/${W.bidId}`);
 		assert(o.status === 'cancelled', `the order is ${o.status}`);
 		noErrors(page, 'trade cancel');
+	});
+
+	await test('market: a book level\'s price opens the Trade form filled with it', async () => {
+		const page = await newPage('market-click');
+		const ask = await must(W.trader, 'POST', '/v1/orders', {market: 'spot', account_id: W.nodeA.account.id, side: 'sell', pages: 256, price: 7000000});
+		const bid = await must(W.trader, 'POST', '/v1/orders', {market: 'spot', account_id: W.nodeB.account.id, side: 'buy', pages: 256, price: 1000});
+		await page.goto(`${URL_}/web/market.html?market=spot`);
+		await signIn(page, W.trader);
+		await page.waitForSelector('#book tr[data-side="ask"][data-price="7000000"] a', {timeout: WAIT});
+		const sp = await textOf(page, '#s-spread');
+		assert(sp.startsWith('$'), `spread "${sp}" with a bid and an ask`);
+		await Promise.all([page.waitForNavigation({timeout: WAIT}), page.click('#book tr[data-side="ask"][data-price="7000000"] a')]);
+		await page.waitForSelector('#o-market option[value="spot"]', {state: 'attached', timeout: WAIT});
+		assert(await page.inputValue('#o-price') === '0.007', `price field "${await page.inputValue('#o-price')}"`);
+		assert(await page.isChecked('#o-buy'), 'an ask opens a buy');
+		assert(/7,000,000 n\$\/page-year/.test(await textOf(page, '#o-price-hint')), 'the price hint');
+		assert(sp === '$0.006999', `spread "${sp}"`);
+		// out of the way of the tests that follow
+		for (const o of [ask, bid])
+			await must(W.trader, 'DELETE', `/v1/orders/${o.order.id}`);
+		noErrors(page, 'market click');
+		await page.close();
 	});
 
 	await test('market: the perm market shows its term', async () => {
@@ -371,12 +449,26 @@ async function main()
 		await page.close();
 	});
 
-	await test('market: a finance token is told which role it needs, no request refused', async () => {
+	await test('market: finance reads the market (polled, no stream), no request refused', async () => {
 		const page = await newPage('market-finance');
-		await page.goto(`${URL_}/web/market.html`);
+		await page.goto(`${URL_}/web/market.html?market=spot`);
 		await signIn(page, W.finance);
-		await page.waitForFunction(() => /may not read market data/.test(document.querySelector('#banner').textContent), null, {timeout: WAIT});
+		await page.waitForSelector('#trades tr[data-trade]', {timeout: WAIT});
+		await page.waitForFunction(() => /refreshed every/.test(document.querySelector('#live-text').textContent), null, {timeout: WAIT});
+		assert(!(await textOf(page, '#banner')).trim(), `banner "${await textOf(page, '#banner')}"`);
 		noErrors(page, 'market as finance');
+		await page.close();
+	});
+
+	await test('trade: admin reads the page (nodes, orders, history), the form is off', async () => {
+		const page = await newPage('trade-admin');
+		await page.goto(`${URL_}/web/trade.html`);
+		await signIn(page, ADMIN);
+		await page.waitForSelector(`#nodes tr[data-node="${W.nodeA.account.id}"]`, {timeout: WAIT});
+		await page.waitForSelector('#history tr[data-status]', {timeout: WAIT});
+		assert(!(await page.isVisible('#order')), 'the admin is shown an order form');
+		assert(/reads this page/.test(await textOf(page, '#banner')), 'no word that the admin only reads');
+		noErrors(page, 'trade as admin');
 		await page.close();
 	});
 
@@ -408,6 +500,21 @@ async function main()
 		                                 .replace('"period_end_ns":0', `"period_end_ns":${endNs}`);
 		const u = await signed(W.nodeB, 'POST', '/v1/usage', text);
 		assert(u.status === 200, `POST /v1/usage answered ${u.status}: ${u.text.slice(0, 300)}`);
+		// billed now, and again after a second report of the same
+		// contract (the module's counter is cumulative): two invoice lines
+		// of the exchange (one a run), which the page shows as one line
+		// for the contract's month, the two report lines a click away
+		const run1 = await call(ADMIN, 'POST', '/v1/billing/run', {});
+		assert([200, 201, 202].includes(run1.status), `POST /v1/billing/run answered ${run1.status}`);
+		await new Promise(r => setTimeout(r, 1100));
+		const end2 = BigInt(Date.now() - 50) * 1000000n;
+		const ps2 = 262144n * ((end2 - endNs) / 1000000000n);
+		const text2 = JSON.stringify({reports: [{epoch: 1, seq: 2, contract_id: cid, period_start_ns: 0, period_end_ns: 0,
+		                                         page_seconds: Number(ps2), kmod_page_seconds: Number(ps + ps2), kmod_pages: 262144}]})
+		                  .replace('"period_start_ns":0', `"period_start_ns":${endNs}`)
+		                  .replace('"period_end_ns":0', `"period_end_ns":${end2}`);
+		const u2 = await signed(W.nodeB, 'POST', '/v1/usage', text2);
+		assert(u2.status === 200, `the second report answered ${u2.status}: ${u2.text.slice(0, 300)}`);
 		const run = await call(ADMIN, 'POST', '/v1/billing/run', {});
 		assert(run.status === 200 || run.status === 201 || run.status === 202,
 		       `POST /v1/billing/run answered ${run.status}: ${run.text.slice(0, 200)} (is billing in this ramexd?)`);
@@ -424,8 +531,27 @@ async function main()
 		await page.waitForFunction(id => document.querySelector('#invoice-head').textContent.includes(`invoice ${id}`), first, {timeout: WAIT});
 		assert(/total -?\$0\.0[1-9]/.test(await textOf(page, '#invoice-head')),
 		       `the invoice head "${await textOf(page, '#invoice-head')}" lacks the cents`);
-		const lines = await page.$$('#lines tbody tr');
+		const lines = await page.$$('#lines tbody tr[data-line]');
 		assert(lines.length >= 1 && !/no lines/.test(await textOf(page, '#lines tbody')), 'the invoice shows no lines');
+		// one line per contract and month, its reports a click away
+		const head = await textOf(page, '#invoice-head');
+		assert(/due \d{4}-\d\d-\d\d/.test(head) && /draft|final/.test(head), `the invoice head "${head}" lacks due date or status`);
+		const cids = await page.$$eval('#lines tbody tr[data-line]', trs => trs.map(t => t.children[0].textContent));
+		assert(new Set(cids).size === cids.length, `contracts repeat in the lines: ${cids.join(', ')}`);
+		await page.click('#lines tbody tr[data-line] button[aria-expanded]');
+		const detail = await page.$$('#lines tbody tr[data-detail]:not([hidden])');
+		assert(detail.length === 2, `${detail.length} report lines opened, want 2`);
+		// the lines visibly add up: exact amounts, to the nanodollar
+		await page.check('#b-exact');
+		await page.waitForFunction(() => /\$\d+\.\d{9}/.test(document.querySelector('#invoice-head').textContent), null, {timeout: WAIT});
+		const total = /total (-?\$[\d,.]+)/.exec(await textOf(page, '#invoice-head'))[1];
+		const foot = (await textOf(page, '#lines tfoot')).trim();
+		assert(foot.includes(total), `the lines' total "${foot}" is not the invoice's ${total}`);
+		await shot(page, 'billing-exact');
+		await page.uncheck('#b-exact');
+		await page.emulateMedia({media: 'print'});
+		await shot(page, 'billing-invoice-print');
+		await page.emulateMedia({media: 'screen'});
 		const [dl] = await Promise.all([page.waitForEvent('download', {timeout: WAIT}), page.click('#csv')]);
 		assert(new RegExp(`invoice-${first}\\b.*\\.csv$`).test(dl.suggestedFilename()), `file name ${dl.suggestedFilename()}`);
 		const path = join(OUT, dl.suggestedFilename());
@@ -443,6 +569,98 @@ async function main()
 		noErrors(page, 'billing');
 		await page.close();
 	});
+
+	await test('billing: the operator and the trader each see their own invoices', async () => {
+		for (const [tok, who, mine] of [[W.operator, 'operator', [W.op.name]],
+		                                [W.trader, 'trader', [W.nodeA.account.name, W.nodeB.account.name]]]) {
+			const page = await newPage(`billing-${who}`);
+			await page.goto(`${URL_}/web/billing.html`);
+			await signIn(page, tok);
+			await page.waitForSelector('#invoices tr[data-invoice]', {timeout: WAIT});
+			const rows = await page.$$eval('#invoices tr[data-invoice]', trs => trs.map(t => t.children[1].textContent));
+			assert(rows.length >= 1 && rows.every(r => mine.some(n => r.includes(n))),
+			       `${who} sees invoices of ${rows.join(', ')}, want only ${mine.join(', ')}`);
+			await page.waitForFunction(() => document.querySelector('#summary tbody tr td.num'), null, {timeout: WAIT});
+			const sum = await page.$$eval('#summary tbody tr', trs => trs.map(t => t.textContent));
+			assert(sum.every(r => mine.some(n => r.includes(n))), `${who}'s summary rows: ${sum.join(' | ')}`);
+			assert((await textOf(page, '#b-scope')).length > 10, 'no word whose invoices these are');
+			const first = await page.getAttribute('#invoices tr[data-invoice]', 'data-invoice');
+			await page.click(`#invoices tr[data-invoice="${first}"] button`);
+			await page.waitForFunction(id => document.querySelector('#invoice-head').textContent.includes(`invoice ${id}`), first, {timeout: WAIT});
+			const [dl] = await Promise.all([page.waitForEvent('download', {timeout: WAIT}), page.click('#csv')]);
+			assert(/\.csv$/.test(dl.suggestedFilename()), `file name ${dl.suggestedFilename()}`);
+			await shot(page, `billing-${who}`);
+			noErrors(page, `billing as ${who}`);
+			await page.close();
+		}
+	});
+
+	await test('every page, every role, at 1280 and 1920 px: nothing overflows its box', async () => {
+		const roles = [['trader', W.trader], ['operator', W.operator], ['finance', W.finance], ['admin', ADMIN]];
+		const pages = {market: ['trader', 'operator', 'finance', 'admin'], trade: ['trader', 'operator', 'admin'],
+		               billing: ['trader', 'operator', 'finance', 'admin']};
+		const bad = [];
+		for (const width of [1280, 1920]) {
+			const ctx = await browser.newContext({viewport: {width, height: 900}, acceptDownloads: true});
+			for (const [role, tok] of roles) {
+				const page = await ctx.newPage();
+				lastPage = page;
+				page.errors = [];
+				page.on('pageerror', e => page.errors.push(e.message));
+				await page.goto(`${URL_}/web/market.html`);
+				await signIn(page, tok);
+				for (const [name, who] of Object.entries(pages)) {
+					if (!who.includes(role))
+						continue;
+					await page.goto(`${URL_}/web/${name}.html${name === 'market' ? '?market=spot' : ''}`);
+					await page.waitForSelector('#signout', {timeout: WAIT});
+					// the lists are in when their rows are
+					await page.waitForFunction(() => [...document.querySelectorAll('tbody')].every(b => b.rows.length > 0 || !b.closest('table').id || b.closest('#lines')),
+					                           null, {timeout: WAIT}).catch(() => {});
+					await new Promise(r => setTimeout(r, 400));
+					const over = await page.evaluate(overflowing);
+					for (const o of over)
+						bad.push(`${name} as ${role} at ${width}px: ${o}`);
+					await page.screenshot({path: join(OUT, `${name}-${role}-${width}.png`), fullPage: true});
+				}
+				noErrors(page, `pages as ${role}`);
+				await page.close();
+			}
+			await ctx.close();
+		}
+		assert(!bad.length, `${bad.length} boxes overflow: ${bad.slice(0, 40).join('; ')}`);
+	});
+}
+
+// Runs in the page: every element whose content is wider than its box
+// (cells, labels, headings, buttons, hints, the scrolling table boxes,
+// whose hidden columns a person would have to scroll to), and every SVG
+// text outside its svg. Described as "what: text (content > box px)".
+function overflowing()
+{
+	const out = [];
+	const name = e => `${e.tagName.toLowerCase()}${e.id ? `#${e.id}` : ''}${e.closest('table[id]') ? ` in #${e.closest('table[id]').id}` : ''}`;
+	const sel = 'th, td, label, h1, h2, button, .hint, select, .scroll, #whoami, #market-info, .toolbar > *';
+	for (const e of document.querySelectorAll(sel)) {
+		if (!e.offsetParent)
+			continue; // not shown
+		if (e.scrollWidth > e.clientWidth + 1)
+			out.push(`${name(e)}: "${e.textContent.trim().slice(0, 40)}" (${e.scrollWidth} > ${e.clientWidth} px)`);
+	}
+	for (const t of document.querySelectorAll('svg text')) {
+		const svg = t.ownerSVGElement.getBoundingClientRect(), b = t.getBoundingClientRect();
+		if (b.width && (b.left < svg.left - 1 || b.right > svg.right + 1 || b.top < svg.top - 1 || b.bottom > svg.bottom + 1))
+			out.push(`svg text "${t.textContent}" outside its svg`);
+	}
+	if (document.documentElement.scrollWidth > document.documentElement.clientWidth + 1)
+		out.push(`the page scrolls sideways (${document.documentElement.scrollWidth} > ${document.documentElement.clientWidth} px)`);
+	return out;
+}
+
+async function signedGet(node, path)
+{
+	const r = await signed(node, 'GET', path, '');
+	return JSON.parse(r.text);
 }
 
 // A node agent's signed request (common/sign.h); `text` is the exact body.
@@ -451,7 +669,10 @@ async function signed(node, method, path, text)
 	const ts = Math.floor(Date.now() / 1000);
 	const nonce = randomBytes(16).toString('hex');
 	const bodyHash = createHash('sha256').update(text).digest('hex');
-	const msg = `RAMEX-HMAC-SHA256\n${method}\n${path}\n${ts}\n${nonce}\n${bodyHash}`;
+	// the canonical request: the path and the query as sent, split at the first '?'
+	const q = path.indexOf('?');
+	const [p, query] = q < 0 ? [path, ''] : [path.slice(0, q), path.slice(q + 1)];
+	const msg = `RAMEX-HMAC-SHA256-2\n${method}\n${p}\n${query}\n${ts}\n${nonce}\n${bodyHash}`;
 	const sig = createHmac('sha256', node.secret).update(msg).digest('hex');
 	const res = await fetch(URL_ + path, {
 		method,
@@ -459,7 +680,7 @@ async function signed(node, method, path, text)
 			'Content-Type': 'application/json', 'X-Ramex-Key': node.key_id, 'X-Ramex-Timestamp': String(ts),
 			'X-Ramex-Nonce': nonce, 'X-Ramex-Signature': sig
 		},
-		body: text
+		body: method === 'GET' ? undefined : text
 	});
 	return {status: res.status, text: await res.text()};
 }

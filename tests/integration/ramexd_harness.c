@@ -233,7 +233,7 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud)
 static long call(struct rxh *h, const char *method, const char *path,
                  struct curl_slist *hl, const char *body, struct rxh_resp *r)
 {
-	char url[2048];
+	char url[8192];
 	struct sink k = {NULL, 0};
 	memset(r, 0, sizeof *r);
 	snprintf(url, sizeof url, "http://127.0.0.1:%d%s", h->port, path);
@@ -283,9 +283,11 @@ long rxh_call(struct rxh *h, const char *method, const char *path,
 	return call(h, method, path, hl, body, r);
 }
 
-long rxh_call_signed(struct rxh *h, const char *method, const char *path,
-                     const char *key_id, const char *secret, const char *body,
-                     int64_t ts, const char *nonce, struct rxh_resp *r)
+long rxh_call_signed_as(struct rxh *h, const char *method, const char *sent,
+                        const char *signed_target, const char *key_id,
+                        const char *secret, const char *body, int64_t ts,
+                        const char *ts_text, const char *nonce,
+                        struct rxh_resp *r)
 {
 	char n[33], sig[65], line[4][200];
 	if (!nonce) {
@@ -294,17 +296,29 @@ long rxh_call_signed(struct rxh *h, const char *method, const char *path,
 	}
 	if (!ts)
 		ts = (int64_t)time(NULL);
-	struct sign_request sr = {method, path, ts,
-	                          nonce,  body, body ? strlen(body) : 0};
+	struct sign_request sr = {method, signed_target, ts,
+	                          nonce,  body,          body ? strlen(body) : 0};
 	ck_assert_int_eq(sign_compute(secret, &sr, sig), 0);
 	snprintf(line[0], 200, SIGN_HDR_KEY ": %s", key_id);
-	snprintf(line[1], 200, SIGN_HDR_TIMESTAMP ": %lld", (long long)ts);
+	if (ts_text)
+		snprintf(line[1], 200, SIGN_HDR_TIMESTAMP ": %s", ts_text);
+	else
+		snprintf(line[1], 200, SIGN_HDR_TIMESTAMP ": %lld",
+		         (long long)ts);
 	snprintf(line[2], 200, SIGN_HDR_NONCE ": %s", nonce);
 	snprintf(line[3], 200, SIGN_HDR_SIGNATURE ": %s", sig);
 	struct curl_slist *hl = NULL;
 	for (int i = 0; i < 4; i++)
 		hl = curl_slist_append(hl, line[i]);
-	return call(h, method, path, hl, body, r);
+	return call(h, method, sent, hl, body, r);
+}
+
+long rxh_call_signed(struct rxh *h, const char *method, const char *path,
+                     const char *key_id, const char *secret, const char *body,
+                     int64_t ts, const char *nonce, struct rxh_resp *r)
+{
+	return rxh_call_signed_as(h, method, path, path, key_id, secret, body,
+	                          ts, NULL, nonce, r);
 }
 
 void rxh_resp_free(struct rxh_resp *r)

@@ -59,6 +59,14 @@ long rxh_call(struct rxh *h, const char *method, const char *path,
 long rxh_call_signed(struct rxh *h, const char *method, const char *path,
                      const char *key_id, const char *secret, const char *body,
                      int64_t ts, const char *nonce, struct rxh_resp *r);
+/* The same, signed over `signed_target` but sent to `sent` (to check that
+ * what is signed is the target as sent), with the timestamp header given
+ * as text when ts_text is not NULL (ts is still what is signed). */
+long rxh_call_signed_as(struct rxh *h, const char *method, const char *sent,
+                        const char *signed_target, const char *key_id,
+                        const char *secret, const char *body, int64_t ts,
+                        const char *ts_text, const char *nonce,
+                        struct rxh_resp *r);
 void rxh_resp_free(struct rxh_resp *r);
 
 /* Starts bin (argv[0] is its name) as a child bound to this test process:

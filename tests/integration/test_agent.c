@@ -204,7 +204,11 @@ static int64_t invoiced(struct rxh *h, int64_t buyer, int64_t id, int64_t *ps)
 
 /* Runs billing and checks every contract's charge: the page-seconds
  * billed (the seller's for offline; the lower side's for lend) × price /
- * 31 536 000, rounded down, with the remainder carried (docs/money.md). */
+ * 31 536 000, rounded down, with the remainder carried (docs/money.md).
+ * What bills of a side's reports is their time inside the delivery span
+ * (billable_ps): the agent meters from taking the pages, a moment before
+ * ramexd stamps the delivery, to giving them back, a moment after the
+ * contract ends; that is checked to be all it loses. */
 static void check_billing(struct rxh *h)
 {
 	struct rxh_resp r;
@@ -216,9 +220,31 @@ static void check_billing(struct rxh *h)
 	PGconn *c = db(h);
 	PGresult *k = PQexec(
 	    c, "SELECT c.id, c.buyer_id, c.price, c.delivery, "
-	       "coalesce((SELECT sum(page_seconds) FROM usage_reports u WHERE "
+	       "coalesce((SELECT sum(billable_ps) FROM usage_reports u WHERE "
 	       "u.contract_id = c.id AND u.side = 'seller'), 0), "
-	       "(SELECT sum(page_seconds) FROM usage_reports u WHERE "
+	       "(SELECT sum(billable_ps) FROM usage_reports u WHERE "
+	       "u.contract_id = c.id AND u.side = 'buyer') FROM contracts c "
+	       "ORDER BY c.id");
+	ck_assert_int_eq(PQresultStatus(k), PGRES_TUPLES_OK);
+	/* per side: billable <= reported, the invariant, and an honest
+	 * agent loses less than 2 s of its pages (the moments above) plus
+	 * the page-second its last carry holds */
+	ck_assert_int_eq(
+	    agh_q(c,
+	          "SELECT count(*) FROM usage_totals t JOIN contracts c ON "
+	          "c.id = t.contract_id WHERE t.billable_ps > t.reported_ps OR "
+	          "t.billable_ps::numeric * 1000000000 > c.pages::numeric * "
+	          "(CASE WHEN c.ended_ns > 0 THEN c.ended_ns ELSE "
+	          "(extract(epoch FROM clock_timestamp()) * 1e9)::bigint END "
+	          "- c.delivered_ns) OR t.reported_ps - t.billable_ps > "
+	          "c.pages * 2 + 1"),
+	    0);
+	PQclear(k);
+	k = PQexec(
+	    c, "SELECT c.id, c.buyer_id, c.price, c.delivery, "
+	       "coalesce((SELECT sum(billable_ps) FROM usage_reports u WHERE "
+	       "u.contract_id = c.id AND u.side = 'seller'), 0), "
+	       "(SELECT sum(billable_ps) FROM usage_reports u WHERE "
 	       "u.contract_id = c.id AND u.side = 'buyer') FROM contracts c "
 	       "ORDER BY c.id");
 	ck_assert_int_eq(PQresultStatus(k), PGRES_TUPLES_OK);
@@ -521,6 +547,168 @@ START_TEST(agent_crash)
 }
 END_TEST
 
+/* The open orders of node `acct` that `by` placed ('node:%' for its
+ * agent, 'tok:%' for people). */
+static long open_by(PGconn *c, int64_t acct, const char *by)
+{
+	return agh_q(c,
+	             "SELECT count(*) FROM orders WHERE account_id = %lld AND "
+	             "status = 'open' AND placed_by LIKE '%s'",
+	             (long long)acct, by);
+}
+
+/* Waits until agent `a` took `n` more samples (each one decides). */
+static void samples(struct agh_agent *a, int n)
+{
+	int64_t s0 = agh_metric(a, "ramex_agent_samples_total");
+	AGH_WAIT_FOR(agh_metric(a, "ramex_agent_samples_total") >= s0 + n,
+	             "%s takes no samples; see %s", a->name, a->log);
+}
+
+/*
+ * A person and the agent on one node (issue: an engineer's manual bid was
+ * cancelled by the agent ~2 s later as "no longer short"):
+ * - a trader's bid for node A, which has spare memory, survives the
+ *   agent's next samples, and so does a trader's offer; the agent's own
+ *   quote is recorded as placed by its key, the trader's by its token;
+ * - the trader pauses A: the agent withdraws its own quote (who and why
+ *   kept with the order) and places nothing while paused; the trader's
+ *   orders stand; the pause is refused for another team's node;
+ * - resumed, the agent quotes again.
+ */
+START_TEST(people_and_the_agent)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	struct agh_agent A;
+	char path[128], body[256];
+
+	setup(&h, &w, "agent_people");
+	agent_init(&A, "people", "a", w.node_a, w.key_a, w.secret_a, &h,
+	           65536, 8192, seller_flags);
+	agh_start(&A);
+	PGconn *c = db(&h);
+	/* A has spare memory: it offers on spot, and bids for nothing */
+	AGH_WAIT_FOR(open_by(c, w.node_a, "node:%") == 1,
+	             "A does not quote; see %s", A.log);
+
+	/* a trader bids for A by hand, under A's ask (no self-trade) */
+	snprintf(body, sizeof body,
+	         "{\"market\":\"spot\",\"account_id\":%lld,\"side\":"
+	         "\"buy\",\"pages\":1024,\"price\":1000}",
+	         (long long)w.node_a);
+	long st = rxh_call(&h, "POST", "/v1/orders", w.trader_token, body,
+	                   NULL, &r);
+	ck_assert_msg(st == 201, "trader bid: %ld %s", st, r.body);
+	int64_t bid = json_integer_value(json_object_get(
+	    json_object_get(r.json, "order"), "id"));
+	rxh_resp_free(&r);
+	/* and offers 256 pages of A far above the market */
+	snprintf(body, sizeof body,
+	         "{\"market\":\"spot\",\"account_id\":%lld,\"side\":"
+	         "\"sell\",\"pages\":256,\"price\":900000000}",
+	         (long long)w.node_a);
+	st = rxh_call(&h, "POST", "/v1/orders", w.trader_token, body, NULL,
+	              &r);
+	ck_assert_msg(st == 201, "trader offer: %ld %s", st, r.body);
+	rxh_resp_free(&r);
+
+	samples(&A, 5);
+	ck_assert_msg(open_by(c, w.node_a, "tok:%") == 2,
+	              "the agent cancelled a person's order; see %s", A.log);
+	ck_assert_int_eq(agh_q(c,
+	                       "SELECT count(*) FROM orders WHERE placed_by "
+	                       "LIKE 'tok:%%' AND cancelled_by IS NOT NULL"),
+	                 0);
+	AGH_WAIT_FOR(agh_metric(&A, "ramex_agent_others_buy_pages") == 1024 &&
+	                 agh_metric(&A, "ramex_agent_others_sell_pages") ==
+	                     256,
+	             "A does not plan around the trader's orders; see %s",
+	             A.log);
+
+	/* the API says who placed what, by name */
+	snprintf(path, sizeof path, "/v1/orders/%lld", (long long)bid);
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", path, w.trader_token, NULL, NULL, &r), 200);
+	ck_assert_msg(!json_is_true(json_object_get(r.json, "by_agent")) &&
+	                  strstr(json_string_value(json_object_get(
+	                             r.json, "placed_by_name")),
+	                         "(trader)"),
+	              "%s", r.body);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", "/v1/orders?status=open&side=sell",
+	             w.trader_token, NULL, NULL, &r),
+	    200);
+	int agents = 0;
+	json_t *o;
+	size_t i;
+	json_array_foreach(json_object_get(r.json, "items"), i, o)
+	{
+		if (!json_is_true(json_object_get(o, "by_agent")))
+			continue;
+		agents++;
+		ck_assert_str_eq(
+		    json_string_value(json_object_get(o, "placed_by_name")),
+		    "agent of node-a");
+	}
+	ck_assert_int_eq(agents, 1);
+	rxh_resp_free(&r);
+
+	/* pause: refused for another team's node, and to finance */
+	snprintf(path, sizeof path, "/v1/nodes/%lld/pause",
+	         (long long)w.node_c);
+	ck_assert_int_eq(
+	    rxh_call(&h, "POST", path, w.trader_token, "{}", NULL, &r), 404);
+	rxh_resp_free(&r);
+	snprintf(path, sizeof path, "/v1/nodes/%lld/pause",
+	         (long long)w.node_a);
+	ck_assert_int_eq(
+	    rxh_call(&h, "POST", path, w.finance_token, "{}", NULL, &r), 403);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(rxh_call(&h, "POST", path, w.trader_token,
+	                          "{\"note\":\"hand trading this week\"}",
+	                          NULL, &r),
+	                 200);
+	ck_assert(json_is_true(json_object_get(r.json, "trading_paused")));
+	rxh_resp_free(&r);
+	AGH_WAIT_FOR(agh_metric(&A, "ramex_agent_paused") == 1 &&
+	                 open_by(c, w.node_a, "node:%") == 0,
+	             "paused, A still quotes; see %s", A.log);
+	/* its quote went with who and why */
+	ck_assert_int_ge(agh_q(c,
+	                       "SELECT count(*) FROM orders WHERE placed_by "
+	                       "LIKE 'node:%%' AND cancelled_by = placed_by "
+	                       "AND cancel_note = 'automation paused by a "
+	                       "person'"),
+	                 1);
+	long placed = agh_q(c, "SELECT count(*) FROM orders WHERE placed_by "
+	                       "LIKE 'node:%%'");
+	samples(&A, 5);
+	ck_assert_msg(agh_q(c, "SELECT count(*) FROM orders WHERE placed_by "
+	                       "LIKE 'node:%%'") == placed,
+	              "paused, A placed an order; see %s", A.log);
+	ck_assert_int_eq(open_by(c, w.node_a, "tok:%"), 2);
+
+	/* resume: A quotes again */
+	snprintf(path, sizeof path, "/v1/nodes/%lld/resume",
+	         (long long)w.node_a);
+	ck_assert_int_eq(
+	    rxh_call(&h, "POST", path, w.trader_token, NULL, NULL, &r), 200);
+	ck_assert(!json_is_true(json_object_get(r.json, "trading_paused")));
+	rxh_resp_free(&r);
+	AGH_WAIT_FOR(agh_metric(&A, "ramex_agent_paused") == 0 &&
+	                 open_by(c, w.node_a, "node:%") == 1,
+	             "resumed, A does not quote; see %s", A.log);
+	ck_assert_int_eq(open_by(c, w.node_a, "tok:%"), 2);
+
+	ck_assert_int_eq(agh_signal(&A, SIGTERM), 0);
+	PQfinish(c);
+	rxh_stop(&h);
+}
+END_TEST
+
 START_TEST(help_is_complete)
 {
 	char bin[512], cmd[700], out[65536];
@@ -544,6 +732,71 @@ START_TEST(help_is_complete)
 }
 END_TEST
 
+/* The key of the first order A's log says was in doubt ("" when none),
+ * and whether a later line says that key was placed. */
+static int doubt_then_placed(const struct agh_agent *a, char *key, size_t len)
+{
+	FILE *f = fopen(a->log, "r");
+	char line[2048];
+	int placed = 0;
+	key[0] = 0;
+	while (f && fgets(line, sizeof line, f)) {
+		const char *k = strstr(line, " key=");
+		if (!k)
+			continue;
+		char this[80];
+		if (sscanf(k, " key=%79s", this) != 1)
+			continue;
+		if (!key[0] && strstr(line, "msg=\"order not known to be placed"))
+			snprintf(key, len, "%s", this);
+		else if (key[0] && strstr(line, "msg=\"placed\"") &&
+		         strcmp(this, key) == 0)
+			placed = 1;
+	}
+	if (f)
+		fclose(f);
+	return placed;
+}
+
+/* The exchange loses its connection to PostgreSQL right after every
+ * batch's COMMIT goes out (the writer's fault hook), so A's sale is
+ * answered 503 outcome-unknown, though it was placed and traded. A must
+ * send the same order again under the same key, before placing anything
+ * new, and learn that it was placed: never place it twice. */
+START_TEST(order_in_doubt_is_retried_with_its_key)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct agh_agent A;
+	char key[80];
+
+	setup(&h, &w, "agent_doubt");
+	operator_bid(&h, &w, 8192);
+	rxh_stop(&h);
+	setenv("RAMEX_WRITER_FAULT", "close:1", 1);
+	rxh_restart(&h);
+	unsetenv("RAMEX_WRITER_FAULT");
+	agent_init(&A, "doubt", "a", w.node_a, w.key_a, w.secret_a, &h, 65536,
+	           8192, seller_flags);
+	agh_start(&A);
+	AGH_WAIT_FOR(doubt_then_placed(&A, key, sizeof key),
+	             "A did not learn what became of its order in doubt (%s); "
+	             "see %s",
+	             key[0] ? key : "none seen", A.log);
+	PGconn *c = db(&h);
+	ck_assert_int_eq(agh_q(c,
+	                       "SELECT count(*) FROM orders WHERE "
+	                       "client_order_id = '%s'",
+	                       key),
+	                 1);
+	/* it traded once with the operator's bid: one contract */
+	ck_assert_int_eq(agh_q(c, "SELECT count(*) FROM contracts"), 1);
+	PQfinish(c);
+	ck_assert_int_eq(agh_signal(&A, SIGTERM), 0);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("agent");
@@ -551,7 +804,9 @@ int main(void)
 	tcase_set_timeout(t, 400);
 	tcase_add_test(t, help_is_complete);
 	tcase_add_test(t, trade_deliver_recall_report);
+	tcase_add_test(t, people_and_the_agent);
 	tcase_add_test(t, exchange_outage);
+	tcase_add_test(t, order_in_doubt_is_retried_with_its_key);
 	tcase_add_test(t, agent_crash);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);

@@ -126,8 +126,9 @@ static void report(PGconn *c, int64_t nodeid, int64_t id, int buyer_side,
 	q(c,
 	  "INSERT INTO usage_reports (node_id, epoch, seq, contract_id, side, "
 	  "period_start_ns, period_end_ns, page_seconds, kmod_page_seconds, "
-	  "kmod_pages, body_hash) VALUES ($1, 1, $2, $3, CASE WHEN $4 = 1 "
-	  "THEN 'buyer' ELSE 'seller' END, $5, $6, $7, $7, 0, $2)",
+	  "kmod_pages, body_hash, delivered_ns, billable_ps) VALUES ($1, 1, "
+	  "$2, $3, CASE WHEN $4 = 1 THEN 'buyer' ELSE 'seller' END, $5, $6, "
+	  "$7, $7, 0, $2, $6::bigint - $5::bigint, $7)",
 	  7, nodeid, seq_no, id, (int64_t)buyer_side, from, to, ps);
 }
 
@@ -532,6 +533,42 @@ START_TEST(billing_end_to_end)
 	                 200);
 	ck_assert_int_gt(json_array_size(json_object_get(rr.json, "items")), 0);
 	rxh_resp_free(&rr);
+	/* each customer its own summary: the operator its account, a trader
+	 * its team's nodes (blue); finance sees more rows than either */
+	struct {
+		const char *tok;
+		int64_t account, team;
+	} own[] = {{w.op_token, w.op_account, 0}, {w.trader_token, 0, w.team}};
+	ck_assert_int_eq(rxh_call(&h, "GET",
+	                          "/v1/billing/summary?from=2025-01&to=2025-12",
+	                          w.finance_token, NULL, NULL, &rr),
+	                 200);
+	size_t all_rows = json_array_size(json_object_get(rr.json, "items"));
+	rxh_resp_free(&rr);
+	for (int k = 0; k < 2; k++) {
+		ck_assert_int_eq(rxh_call(&h, "GET",
+		                          "/v1/billing/summary?from=2025-01&to="
+		                          "2025-12",
+		                          own[k].tok, NULL, NULL, &rr),
+		                 200);
+		json_t *items = json_object_get(rr.json, "items"), *it;
+		size_t ix;
+		ck_assert_int_gt(json_array_size(items), 0);
+		ck_assert_int_lt(json_array_size(items), all_rows);
+		json_array_foreach(items, ix, it)
+		{
+			int64_t a = json_integer_value(
+			    json_object_get(it, "account_id"));
+			if (own[k].account)
+				ck_assert_int_eq(a, own[k].account);
+			else
+				/* the team's nodes: not the operator's
+				 * account, nor team red's node */
+				ck_assert_msg(a != w.op_account && a != w.node_c,
+				              "%lld: %.300s", (long long)a, rr.body);
+		}
+		rxh_resp_free(&rr);
+	}
 	ck_assert_int_eq(rxh_call(&h, "GET", "/v1/usage/export?from=2025-01",
 	                          w.finance_token, NULL, NULL, &rr),
 	                 200);
@@ -541,9 +578,10 @@ START_TEST(billing_end_to_end)
 	    rxh_call(&h, "GET", "/v1/orders", w.finance_token, NULL, NULL, &rr),
 	    403);
 	rxh_resp_free(&rr);
+	/* it reads the market its spend comes from */
 	ck_assert_int_eq(rxh_call(&h, "GET", "/v1/markets", w.finance_token,
 	                          NULL, NULL, &rr),
-	                 403);
+	                 200);
 	rxh_resp_free(&rr);
 	ck_assert_int_eq(rxh_call(&h, "POST", "/v1/billing/run",
 	                          w.finance_token, "{}", NULL, &rr),

@@ -470,6 +470,78 @@ START_TEST(timer_query_reads_only_due_contracts)
 }
 END_TEST
 
+/* Issue 25, item 10: an operator account made with a team_id let that
+ * team's trader end the operator's contract. Only nodes belong to a team,
+ * and a move checks the kind of the account a trader speaks for. */
+START_TEST(operators_belong_to_no_team)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	char body[160];
+	rxh_start(&h, "ramex_t_ctr_teamless", "");
+	rxh_world(&h, &w);
+
+	/* refused at creation, with what to do instead; nothing made */
+	snprintf(body, sizeof body,
+	         "{\"name\":\"op-teamed\",\"kind\":\"operator\",\"team_id\":"
+	         "%lld}",
+	         (long long)w.team);
+	ck_assert_int_eq(
+	    rxh_call(&h, "POST", "/v1/accounts", h.admin, body, NULL, &r), 400);
+	ck_assert_msg(strstr(r.body, "belong to no team") &&
+	                  strstr(r.body, "POST /v1/nodes"),
+	              "%s", r.body);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM accounts WHERE name "
+	                           "= 'op-teamed'"),
+	                 0);
+	static const char *roles[] = {"admin", "finance", "operator"};
+	for (int i = 0; i < 3; i++) {
+		snprintf(body, sizeof body,
+		         "{\"name\":\"t\",\"role\":\"%s\",\"team_id\":%lld,"
+		         "\"account_id\":%lld}",
+		         roles[i], (long long)w.team, (long long)w.op_account);
+		ck_assert_int_eq(rxh_call(&h, "POST", "/v1/tokens", h.admin,
+		                          body, NULL, &r),
+		                 422);
+		ck_assert_msg(strstr(r.body, "only a trader token belongs to "
+		                             "a team"),
+		              "%s", r.body);
+		rxh_resp_free(&r);
+	}
+	/* and the database refuses it too */
+	PGconn *c = PQconnectdb(h.conninfo);
+	ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
+	char q[160];
+	snprintf(q, sizeof q, "UPDATE accounts SET team_id = %lld WHERE id = %lld",
+	         (long long)w.team, (long long)w.op_account);
+	PGresult *pr = PQexec(c, q);
+	ck_assert_int_eq(PQresultStatus(pr), PGRES_FATAL_ERROR);
+	ck_assert_str_eq(PQresultErrorField(pr, PG_DIAG_SQLSTATE), "23514");
+	PQclear(pr);
+	PQfinish(c);
+
+	/* a row from before that check (dropped here to make one): the
+	 * team's trader still may not move the operator's side */
+	sql(&h, "ALTER TABLE accounts DROP CONSTRAINT "
+	        "accounts_team_is_a_nodes");
+	sql(&h, q);
+	int64_t c1 = trade(&h, &w, "spot", w.node_a, w.op_account, w.op_token);
+	ck_assert_int_eq(
+	    move(&h, c1, "deliver", NULL, w.key_a, w.secret_a, NULL, &r), 200);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    move(&h, c1, "end", w.trader_token, NULL, NULL, NULL, &r), 403);
+	rxh_resp_free(&r);
+	expect_state(&h, w.op_token, c1, "active");
+	ck_assert_int_eq(move(&h, c1, "end", w.op_token, NULL, NULL, NULL, &r),
+	                 200);
+	rxh_resp_free(&r);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("contracts");
@@ -478,6 +550,7 @@ int main(void)
 	tcase_add_test(tc, deliver_retry_parties_states_and_events);
 	tcase_add_test(tc, timer_applies_deadlines);
 	tcase_add_test(tc, timer_query_reads_only_due_contracts);
+	tcase_add_test(tc, operators_belong_to_no_team);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -134,6 +134,35 @@ START_TEST(trade_flow)
 	ctl(&r, w.trader_token, "whoami");
 	ck_assert_msg(r.rc == 0, "whoami: %d %s", r.rc, r.err);
 	ck_assert_ptr_nonnull(strstr(r.out, "trader"));
+	/* by name: the trader's team */
+	ck_assert_msg(strstr(r.out, "team_name"), "%s", r.out);
+	run_free(&r);
+
+	/* the team's nodes by name; pause and resume one by its name */
+	ctl(&r, w.trader_token, "nodes", "list");
+	ck_assert_msg(r.rc == 0 && strstr(r.out, "node-a") &&
+	                  !strstr(r.out, "node-c"),
+	              "nodes list: %d %s %s", r.rc, r.out, r.err);
+	run_free(&r);
+	ctl(&r, w.trader_token, "nodes", "pause", "node-a", "--note",
+	    "hand trading");
+	ck_assert_msg(r.rc == 0 && strstr(r.out, "hand trading"),
+	              "pause: %d %s %s", r.rc, r.out, r.err);
+	run_free(&r);
+	ctl_env(&r, NULL, "--url", url, "--token", w.trader_token, "--json",
+	        "nodes", "list", NULL);
+	ck_assert(r.json);
+	ck_assert(json_is_true(json_object_get(
+	    json_array_get(json_object_get(r.json, "items"), 0),
+	    "trading_paused")));
+	run_free(&r);
+	ctl(&r, w.trader_token, "nodes", "resume", acct);
+	ck_assert_msg(r.rc == 0, "resume: %d %s", r.rc, r.err);
+	run_free(&r);
+	/* another team's node is not found, by name or id */
+	ctl(&r, w.trader_token, "nodes", "pause", "node-c");
+	ck_assert_msg(r.rc == 1 && strstr(r.err, "nodes list"),
+	              "pause node-c: %d %s", r.rc, r.err);
 	run_free(&r);
 
 	/* a market through the CLI: lot as a size, tick in dollars */
@@ -199,6 +228,9 @@ START_TEST(trade_flow)
 	ck_assert_int_eq(r.rc, 0);
 	ck_assert_ptr_nonnull(strstr(r.out, "perm-2028"));
 	ck_assert_ptr_nonnull(strstr(r.out, "0.50 GiB"));
+	/* deliver_by in RFC 3339, not PostgreSQL's text */
+	ck_assert_msg(!strstr(r.out, "+00") && strstr(r.out, "Z\n"),
+	              "times: %s", r.out);
 	run_free(&r);
 	ctl(&r, w.trader_token, "contracts", "show", id);
 	ck_assert_msg(r.rc == 0, "contract show: %s", r.err);
@@ -223,7 +255,7 @@ START_TEST(trade_flow)
 	ctl(&r, w.op_token, "orders", "reduce", id, "--pages", "256MiB");
 	ck_assert_msg(r.rc == 0, "reduce: %d %s", r.rc, r.err);
 	run_free(&r);
-	ctl(&r, w.op_token, "orders", "cancel", id);
+	ctl(&r, w.op_token, "orders", "cancel", id, "--note", "bid too high");
 	ck_assert_msg(r.rc == 0, "cancel: %d %s", r.rc, r.err);
 	run_free(&r);
 	ctl_env(&r, NULL, "--url", url, "--token", w.op_token, "--json",
@@ -231,6 +263,15 @@ START_TEST(trade_flow)
 	ck_assert_msg(r.rc == 0 && r.json, "show: %s", r.err);
 	ck_assert_str_eq(json_string_value(json_object_get(r.json, "status")),
 	                 "cancelled");
+	ck_assert_str_eq(
+	    json_string_value(json_object_get(r.json, "cancel_note")),
+	    "bid too high");
+	run_free(&r);
+	/* the list says who placed and who cancelled it */
+	ctl(&r, w.op_token, "orders", "list", "--market", "perm-2028");
+	ck_assert_msg(r.rc == 0 && strstr(r.out, "placed_by_name") &&
+	                  strstr(r.out, "(operator)"),
+	              "orders list: %s", r.out);
 	run_free(&r);
 	/* cancelling twice is refused by the server: exit 1 */
 	ctl(&r, w.op_token, "orders", "cancel", id);
@@ -292,6 +333,53 @@ START_TEST(exit_codes)
 	        "whoami", NULL);
 	ck_assert_msg(r.rc == 3, "unreachable: %d %s", r.rc, r.err);
 	ck_assert_ptr_nonnull(strstr(r.err, "could not reach"));
+	run_free(&r);
+
+	/* an order always carries a client order id (made when none is
+	 * given), and one whose answer did not come says how to learn what
+	 * became of it: the same command with that id */
+	ctl_env(&r, NULL, "--url", "http://127.0.0.1:1", "--token", "x",
+	        "orders", "place", "--market", "spot", "--side", "buy",
+	        "--pages", "256", "--price", "1000", NULL);
+	ck_assert_msg(r.rc == 3, "unreachable order: %d %s", r.rc, r.err);
+	const char *hint = strstr(r.err, "--client-order-id ctl-");
+	ck_assert_msg(hint, "no retry hint: %s", r.err);
+	char coid[64];
+	ck_assert_int_eq(sscanf(hint, "--client-order-id %63s", coid), 1);
+	run_free(&r);
+	ctl_env(&r, NULL, "--url", "http://127.0.0.1:1", "--token", "x",
+	        "orders", "cancel", "7", NULL);
+	ck_assert_msg(r.rc == 3 && strstr(r.err, "--idempotency-key ctl-"),
+	              "unreachable cancel: %d %s", r.rc, r.err);
+	run_free(&r);
+	/* the retry with it places the order once; another retry is the
+	 * first answer again */
+	int64_t first = 0;
+	for (int k = 0; k < 2; k++) {
+		ctl(&r, w.trader_token, "--json", "orders", "place",
+		    "--market", "spot", "--side", "buy", "--pages", "256",
+		    "--price", "1000", "--account", acct, "--client-order-id",
+		    coid);
+		ck_assert_msg(r.rc == 0, "retry %d: %d %s", k, r.rc, r.err);
+		json_t *ord = json_object_get(r.json, "order");
+		ck_assert_str_eq(
+		    json_string_value(json_object_get(ord, "client_order_id")),
+		    coid);
+		int64_t id = json_integer_value(json_object_get(ord, "id"));
+		if (k == 0)
+			first = id;
+		ck_assert_int_eq(id, first);
+		run_free(&r);
+	}
+	/* without --client-order-id, one is made */
+	ctl(&r, w.trader_token, "--json", "orders", "place", "--market", "spot",
+	    "--side", "buy", "--pages", "256", "--price", "1000", "--account",
+	    acct);
+	ck_assert_msg(r.rc == 0, "%d %s", r.rc, r.err);
+	const char *made = json_string_value(json_object_get(
+	    json_object_get(r.json, "order"), "client_order_id"));
+	ck_assert_msg(made && strncmp(made, "ctl-", 4) == 0,
+	              "client_order_id %s", made ? made : "(none)");
 	run_free(&r);
 
 	/* usage errors: exit 2, before any request */
@@ -523,8 +611,9 @@ START_TEST(contracts_and_billing)
 	sql(&h,
 	    "INSERT INTO usage_reports (node_id, epoch, seq, contract_id, "
 	    "side, period_start_ns, period_end_ns, page_seconds, "
-	    "kmod_page_seconds, kmod_pages, body_hash) VALUES ($1, 1, 1, $2, "
-	    "'seller', $3, $4, $5, $5, 262144, 1)",
+	    "kmod_page_seconds, kmod_pages, body_hash, delivered_ns, "
+	    "billable_ps) VALUES ($1, 1, 1, $2, 'seller', $3, $4, $5, $5, "
+	    "262144, 1, $4::bigint - $3::bigint, $5)",
 	    5, pv2);
 
 	/* the report as ramexd counts it */
@@ -667,8 +756,9 @@ START_TEST(contracts_and_billing)
 	sql(&h,
 	    "INSERT INTO usage_reports (node_id, epoch, seq, contract_id, "
 	    "side, period_start_ns, period_end_ns, page_seconds, "
-	    "kmod_page_seconds, kmod_pages, body_hash) VALUES ($1, 1, 3, $2, "
-	    "'seller', $3, $3::bigint + 1000000000, 0, 0, 262144, 3)",
+	    "kmod_page_seconds, kmod_pages, body_hash, delivered_ns, "
+	    "billable_ps) VALUES ($1, 1, 3, $2, 'seller', $3, $3::bigint + "
+	    "1000000000, 0, 0, 262144, 3, 1000000000, 0)",
 	    3, pv4);
 	ctl(&r, w.finance_token, "--json", "usage", "gaps", "--node", node);
 	ck_assert_msg(r.rc == 0 && r.json, "gaps: %d %s", r.rc, r.err);

@@ -5,6 +5,7 @@
  * because ramexctl owns only these test paths.
  */
 #include <check.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -114,10 +115,14 @@ START_TEST(format)
 	ck_assert_str_eq(b, "$0.000000001");
 	ctl_units_fmt_pages(1048576, b, sizeof b);
 	ck_assert_str_eq(b, "1048576 (4.00 GiB)");
-	ctl_units_fmt_pages(262143, b, sizeof b); /* truncated, never more */
-	ck_assert_str_eq(b, "262143 (0.99 GiB)");
+	/* the web's rule: halves away from zero, MiB and KiB below 0.01 GiB */
+	ctl_units_fmt_pages(262143, b, sizeof b);
+	ck_assert_str_eq(b, "262143 (1.00 GiB)");
+	ctl_units_fmt_pages(256, b, sizeof b); /* a lot, not "0.00 GiB" */
+	ck_assert_str_eq(b, "256 (1.00 MiB)");
 	ctl_units_fmt_pages(INT64_MAX, b, sizeof b);
-	ck_assert_str_eq(b, "9223372036854775807 (35184372088831.00 GiB)");
+	ck_assert_str_eq(b,
+	                 "9223372036854775807 (35,184,372,088,832.00 GiB)");
 }
 END_TEST
 
@@ -134,6 +139,45 @@ START_TEST(round_trip)
 }
 END_TEST
 
+/* The table the web pages are checked against too (fmt_test.mjs): one
+ * rounding rule for both. Run from the repository root, as make check does. */
+START_TEST(same_text_as_the_web)
+{
+	FILE *f = fopen("tests/unit/fixtures/units.tsv", "r");
+	char line[256], b[96];
+	int n = 0;
+	ck_assert_msg(f, "tests/unit/fixtures/units.tsv not found (run from the "
+	                 "repository root)");
+	while (fgets(line, sizeof line, f)) {
+		char fn[32], want[96];
+		long long v;
+		line[strcspn(line, "\n")] = 0;
+		if (line[0] == '#' || !line[0])
+			continue;
+		ck_assert_msg(sscanf(line, "%31[^\t]\t%lld\t%95[^\n]", fn, &v,
+		                     want) == 3,
+		              "bad line \"%s\"", line);
+		if (!strcmp(fn, "money"))
+			ctl_units_fmt_money(v, b, sizeof b);
+		else if (!strcmp(fn, "price"))
+			ctl_units_fmt_price(v, b, sizeof b);
+		else if (!strcmp(fn, "bytes"))
+			ctl_units_fmt_bytes(v, b, sizeof b);
+		else if (!strcmp(fn, "amount"))
+			ctl_units_fmt_amount(v, 0, b, sizeof b);
+		else if (!strcmp(fn, "amount_exact"))
+			ctl_units_fmt_amount(v, 1, b, sizeof b);
+		else
+			ck_abort_msg("unknown function %s", fn);
+		ck_assert_msg(!strcmp(b, want), "%s(%lld) = \"%s\", the web says \"%s\"",
+		              fn, v, b, want);
+		n++;
+	}
+	fclose(f);
+	ck_assert_int_ge(n, 30);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ramexctl_units");
@@ -142,6 +186,7 @@ int main(void)
 	tcase_add_test(tc, parse_pages);
 	tcase_add_test(tc, format);
 	tcase_add_test(tc, round_trip);
+	tcase_add_test(tc, same_text_as_the_web);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

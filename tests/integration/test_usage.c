@@ -247,7 +247,8 @@ START_TEST(counted_retried_conflicting_invalid)
 	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 422);
 	ck_assert_ptr_nonnull(strstr(r.body, "overlaps"));
 	rxh_resp_free(&r);
-	add(&b, 1, 22, c1, base + 2 * SEC - 1, base + 2 * SEC + 1, 10, 5000, 1);
+	/* (1 page-second: the most 256 pages admit in 2 ns) */
+	add(&b, 1, 22, c1, base + 2 * SEC - 1, base + 2 * SEC + 1, 1, 5000, 1);
 	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 422);
 	ck_assert_ptr_nonnull(strstr(r.body, "overlaps"));
 	rxh_resp_free(&r);
@@ -433,6 +434,190 @@ START_TEST(order_gaps_lend_many_nodes_late)
 }
 END_TEST
 
+/* Ends contract `cid` through the API, then moves its delivery to `span`
+ * before its end, to the nanosecond. Returns the delivery instant. */
+static int64_t end_after(struct rxh *h, const struct rxh_world *w, int64_t cid,
+                         int64_t span)
+{
+	struct rxh_resp r;
+	char path[96], sql[256];
+	snprintf(path, sizeof path, "/v1/contracts/%lld/end", (long long)cid);
+	ck_assert_int_eq(rxh_call(h, "POST", path, w->op_token, NULL, NULL, &r),
+	                 200);
+	rxh_resp_free(&r);
+	snprintf(sql, sizeof sql,
+	         "WITH u AS (UPDATE contracts SET delivered_ns = ended_ns - "
+	         "%lld WHERE id = %lld RETURNING delivered_ns) SELECT "
+	         "delivered_ns FROM u",
+	         (long long)span, (long long)cid);
+	return count(h, sql);
+}
+
+/* The page-seconds billed for contract `cid`, after a billing run. */
+static long billed(struct rxh *h, int64_t cid)
+{
+	struct rxh_resp r;
+	ck_assert_int_eq(rxh_call(h, "POST", "/v1/billing/run", h->admin, "{}",
+	                          NULL, &r),
+	                 200);
+	rxh_resp_free(&r);
+	char sql[160];
+	snprintf(sql, sizeof sql,
+	         "SELECT coalesce(sum(page_seconds), 0) FROM movements WHERE "
+	         "contract_id = %lld",
+	         (long long)cid);
+	return count(h, sql);
+}
+
+/* Issue 25: a seller billed time it did not deliver. A 256-page contract
+ * delivered for 2.003 s, reported with the 60 s clock slack on both sides,
+ * was billed 15 872 page-seconds; 1000 back-to-back 1 ms reports each
+ * claimed a whole second. */
+START_TEST(only_delivered_time_bills)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	struct batch b = {0};
+	int64_t d;
+	rxh_start(&h, "ramex_t_usage_bound", "");
+	rxh_world(&h, &w);
+
+	int64_t c1 = contract(&h, w.trader_token, w.node_a, w.op_token,
+	                      w.op_account, w.key_a, w.secret_a, &d);
+	d = end_after(&h, &w, c1, 2003 * (SEC / 1000));
+	add(&b, 1, 1, c1, d - 60 * SEC, d + 2003 * (SEC / 1000) + 60 * SEC,
+	    15872, 15872, 256);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 200);
+	ck_assert_int_eq(rxh_int(&r, "counted"), 1); /* admitted */
+	rxh_resp_free(&r);
+	long ps = billed(&h, c1);
+	ck_assert_msg(ps <= 513, "billed %ld page-seconds for 2.003 s", ps);
+	ck_assert_int_eq(ps, 512); /* floor(256 x 2.003) */
+
+	/* 1 ms periods: a whole second each is refused outright, the one
+	 * page-second an agent's carry may add is admitted but not billed
+	 * beyond the 256 page-seconds of the second delivered */
+	int64_t c2 = contract(&h, w.trader_token, w.node_a, w.op_token,
+	                      w.op_account, w.key_a, w.secret_a, &d);
+	d = end_after(&h, &w, c2, SEC);
+	for (int k = 0; k < 1000; k++)
+		add(&b, 2, k + 1, c2, d + k * (SEC / 1000),
+		    d + (k + 1) * (SEC / 1000), 256, 256 * (k + 1), 256);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 422);
+	ck_assert_msg(strstr(r.body, "256 pages can deliver in 1000000 ns"),
+	              "%s", r.body);
+	rxh_resp_free(&r);
+	for (int k = 0; k < 1000; k++)
+		add(&b, 2, k + 1, c2, d + k * (SEC / 1000),
+		    d + (k + 1) * (SEC / 1000), 1, k + 1, 256);
+	ck_assert_msg(post(&h, w.key_a, w.secret_a, &b, &r) == 200, "%s",
+	              r.body);
+	ck_assert_int_eq(rxh_int(&r, "counted"), 1000);
+	rxh_resp_free(&r);
+	ps = billed(&h, c2);
+	ck_assert_msg(ps <= 256, "billed %ld page-seconds for 1 s", ps);
+	ck_assert_int_eq(ps, 256);
+	rxh_stop(&h);
+}
+END_TEST
+
+/* Issue 25, item 7 (usage): 2^63 - 1 was accepted for epoch, seq and
+ * kmod_page_seconds, and a report answered 409 was kept in
+ * usage_conflicts unchecked (a 2^63 - 1 contract id, another node's
+ * contract). */
+START_TEST(ranges_and_conflicts_are_checked)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	struct batch b = {0};
+	int64_t d, d3;
+	rxh_start(&h, "ramex_t_usage_ranges", "");
+	rxh_world(&h, &w);
+	int64_t c1 = contract(&h, w.trader_token, w.node_a, w.op_token,
+	                      w.op_account, w.key_a, w.secret_a, &d);
+	int64_t c3 = contract(&h, w.trader_token, w.node_b, w.op_token,
+	                      w.op_account, w.key_b, w.secret_b, &d3);
+	/* every integer at its bounds' wrong side: 400, naming the field */
+	static const struct {
+		const char *field;
+		const char *value;
+	} out[] = {
+	    {"epoch", "9223372036854775807"},
+	    {"epoch", "9007199254740992"},
+	    {"seq", "9223372036854775807"},
+	    {"contract_id", "9223372036854775807"},
+	    {"period_start_ns", "-1"},
+	    {"period_end_ns", "7289654400000000001"},
+	    {"page_seconds", "4611686018427387905"},
+	    {"kmod_page_seconds", "9223372036854775807"},
+	    {"kmod_pages", "9007199254740992"},
+	};
+	for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) {
+		char report[512], body[600];
+		snprintf(report, sizeof report,
+		         "{\"epoch\":1,\"seq\":1,\"contract_id\":%lld,"
+		         "\"period_start_ns\":%lld,\"period_end_ns\":%lld,"
+		         "\"page_seconds\":1,\"kmod_page_seconds\":1,"
+		         "\"kmod_pages\":1}",
+		         (long long)c1, (long long)d, (long long)(d + SEC));
+		/* replace the field's value */
+		char *at = strstr(report, out[i].field);
+		ck_assert_ptr_nonnull(at);
+		at += strlen(out[i].field) + 2;
+		char *end = at + strcspn(at, ",}");
+		snprintf(body, sizeof body, "{\"reports\":[%.*s%s%s]}",
+		         (int)(at - report), report, out[i].value, end);
+		ck_assert_msg(rxh_call_signed(&h, "POST", "/v1/usage", w.key_a,
+		                              w.secret_a, body, 0, NULL,
+		                              &r) == 400,
+		              "%s: %ld %s", body, r.status, r.body);
+		char want[64];
+		snprintf(want, sizeof want, "reports[0].%s", out[i].field);
+		ck_assert_msg(strstr(r.body, want) && strstr(r.body, " to "),
+		              "%s", r.body);
+		rxh_resp_free(&r);
+	}
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM usage_reports"), 0);
+
+	/* one report counted, then its number reused */
+	add(&b, 1, 1, c1, d, d + SEC, 200, 200, 256);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 200);
+	rxh_resp_free(&r);
+	/* ... with garbage: refused as invalid, not kept */
+	add(&b, 1, 1, 9007199254740991LL, d, d + SEC, 200, 200, 256);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 422);
+	ck_assert_msg(strstr(r.body, "no contract"), "%s", r.body);
+	rxh_resp_free(&r);
+	add(&b, 1, 1, c3, d3, d3 + SEC, 200, 200, 256);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 422);
+	ck_assert_msg(strstr(r.body, "not a party"), "%s", r.body);
+	rxh_resp_free(&r);
+	add(&b, 1, 1, c1, d, d + SEC, 257 * 1000, 257 * 1000, 256);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 422);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM usage_conflicts"), 0);
+	/* ... with a plausible other body: 409, kept as evidence */
+	add(&b, 1, 1, c1, d, d + SEC, 199, 200, 256);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 409);
+	rxh_resp_free(&r);
+	/* ... both in one batch: 409, only the plausible one kept */
+	add(&b, 1, 1, c1, d, d + SEC, 198, 200, 256);
+	add(&b, 1, 1, c3, d3, d3 + SEC, 200, 200, 256);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 409);
+	ck_assert_msg(strstr(r.body, "not a party"), "%s", r.body);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM usage_conflicts"), 2);
+	ck_assert_int_eq(count(&h, "SELECT count(*) FROM usage_conflicts "
+	                           "WHERE (body ->> 'contract_id')::bigint <> "
+	                           "(SELECT min(contract_id) FROM "
+	                           "usage_reports)"),
+	                 0);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("usage");
@@ -440,6 +625,8 @@ int main(void)
 	tcase_set_timeout(tc, 180);
 	tcase_add_test(tc, counted_retried_conflicting_invalid);
 	tcase_add_test(tc, order_gaps_lend_many_nodes_late);
+	tcase_add_test(tc, only_delivered_time_bills);
+	tcase_add_test(tc, ranges_and_conflicts_are_checked);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -6,6 +6,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -444,6 +445,150 @@ START_TEST(no_request_without_auth_and_no_replay)
 	ck_assert_int_eq(srv_join(&x, 1), LEND_END_STOPPED);
 	ck_assert_int_eq(x.s.auth_failures, 2);
 	lend_server_close(&x.s);
+}
+END_TEST
+
+/* A peer that trickles its AUTH frame a byte at a time, each byte well
+ * inside the per-read timeout. */
+struct trickle {
+	int port, sent, cut;
+};
+
+static void *trickle_main(void *arg)
+{
+	struct trickle *t = arg;
+	uint8_t b[LEND_AUTH_LEN];
+	int fd = raw_connect(t->port);
+	if (read_full(fd, b, LEND_HELLO_LEN) == 0) {
+		memset(b, 0x33, sizeof b);
+		for (t->sent = 0; t->sent < LEND_AUTH_LEN; t->sent++) {
+			struct pollfd p = {.fd = fd, .events = POLLIN};
+			/* the lender hung up: cut at its deadline */
+			if (poll(&p, 1, 100) == 1) {
+				t->cut = 1;
+				break;
+			}
+			if (write(fd, b + t->sent, 1) != 1) {
+				t->cut = 1;
+				break;
+			}
+		}
+	}
+	close(fd);
+	return NULL;
+}
+
+/* One slow peer must not hold the lender's loop: the authenticated
+ * borrower is served while it trickles, and its handshake is cut at one
+ * overall deadline, not after a per-read timeout that each byte resets. */
+START_TEST(slow_peer_stalls_nobody)
+{
+	struct srv x;
+	struct lend_client c;
+	struct trickle t = {0};
+	pthread_t thr;
+	char err[256];
+	struct lend_server_config cfg = {.contract = 7,
+	                                 .pages = 512,
+	                                 .host = "127.0.0.1",
+	                                 .store = LEND_STORE_ANON,
+	                                 .notice_ms = 1000,
+	                                 .handshake_ms = 1500};
+	memcpy(cfg.secret, secret_a, LEND_SECRET_LEN);
+	ck_assert_msg(lend_server_open(&x.s, &cfg, err, sizeof err) == 0, "%s",
+	              err);
+	ck_assert_int_eq(pthread_create(&x.thr, NULL, srv_main, &x), 0);
+	ck_assert_msg(lend_client_connect(&c, "127.0.0.1", x.s.port, NULL, 7,
+	                                  secret_a, 2000) == 0,
+	              "%s", c.err);
+	t.port = x.s.port;
+	ck_assert_int_eq(pthread_create(&thr, NULL, trickle_main, &t), 0);
+	usleep(300000); /* the peer is mid-AUTH */
+	/* the borrower's 1 s timeout would fail these while the loop
+	 * waited on the peer (80 bytes at 100 ms: 8 s) */
+	lend_conn_set_timeout(&c.conn, 1000);
+	data_round_trip(&c);
+	pthread_join(thr, NULL);
+	ck_assert_msg(t.cut && t.sent < LEND_AUTH_LEN,
+	              "the trickling peer sent %d bytes uncut", t.sent);
+	data_round_trip(&c);
+	lend_client_close(&c);
+	ck_assert_int_eq(srv_join(&x, 1), LEND_END_STOPPED);
+	ck_assert_int_eq(x.s.handshakes_timed_out, 1);
+	ck_assert_int_eq(x.s.auth_failures, 1);
+	lend_server_close(&x.s);
+}
+END_TEST
+
+/* At most LEND_HANDSHAKES handshakes run at once; more connections are
+ * closed at once and counted, and the slots free again at the deadline. */
+START_TEST(handshakes_are_bounded)
+{
+	struct srv x;
+	struct lend_client c;
+	char err[256];
+	uint8_t b[LEND_HELLO_LEN];
+	int fd[LEND_HANDSHAKES + 2];
+	struct lend_server_config cfg = {.contract = 7,
+	                                 .pages = 16,
+	                                 .host = "127.0.0.1",
+	                                 .store = LEND_STORE_ANON,
+	                                 .notice_ms = 1000,
+	                                 .handshake_ms = 1000};
+	memcpy(cfg.secret, secret_a, LEND_SECRET_LEN);
+	ck_assert_msg(lend_server_open(&x.s, &cfg, err, sizeof err) == 0, "%s",
+	              err);
+	ck_assert_int_eq(pthread_create(&x.thr, NULL, srv_main, &x), 0);
+	for (int i = 0; i < LEND_HANDSHAKES; i++) {
+		fd[i] = raw_connect(x.s.port);
+		ck_assert_int_eq(read_full(fd[i], b, LEND_HELLO_LEN), 0);
+	}
+	for (int i = LEND_HANDSHAKES; i < LEND_HANDSHAKES + 2; i++) {
+		fd[i] = raw_connect(x.s.port);
+		ck_assert_int_eq(read(fd[i], b, sizeof b), 0); /* closed */
+	}
+	/* the silent ones are cut at their deadline ... */
+	for (int i = 0; i < LEND_HANDSHAKES; i++)
+		ck_assert_int_le(read(fd[i], b, sizeof b), 0);
+	for (int i = 0; i < LEND_HANDSHAKES + 2; i++)
+		close(fd[i]);
+	/* ... and the borrower gets in again */
+	ck_assert_msg(lend_client_connect(&c, "127.0.0.1", x.s.port, NULL, 7,
+	                                  secret_a, 2000) == 0,
+	              "%s", c.err);
+	lend_client_close(&c);
+	ck_assert_int_eq(srv_join(&x, 1), LEND_END_STOPPED);
+	ck_assert_int_eq(x.s.handshakes_busy, 2);
+	ck_assert_int_eq(x.s.handshakes_timed_out, LEND_HANDSHAKES);
+	lend_server_close(&x.s);
+}
+END_TEST
+
+/* Plain TCP carries pages in clear: only on loopback, or when told. */
+START_TEST(plain_tcp_only_on_loopback)
+{
+	struct lend_server s;
+	char err[256];
+	struct lend_server_config cfg = {.contract = 7,
+	                                 .pages = 16,
+	                                 .host = "0.0.0.0",
+	                                 .store = LEND_STORE_ANON};
+	memcpy(cfg.secret, secret_a, LEND_SECRET_LEN);
+	ck_assert_int_eq(lend_server_open(&s, &cfg, err, sizeof err), -1);
+	ck_assert_msg(strstr(err, "in clear"), "%s", err);
+	cfg.host = NULL;
+	ck_assert_int_eq(lend_server_open(&s, &cfg, err, sizeof err), -1);
+	ck_assert(lend_host_is_loopback("127.0.0.1"));
+	ck_assert(lend_host_is_loopback("127.3.2.1"));
+	ck_assert(lend_host_is_loopback("::1"));
+	ck_assert(lend_host_is_loopback("localhost"));
+	ck_assert(!lend_host_is_loopback("0.0.0.0"));
+	ck_assert(!lend_host_is_loopback("::"));
+	ck_assert(!lend_host_is_loopback("10.0.0.7"));
+	ck_assert(!lend_host_is_loopback("128.0.0.1"));
+	ck_assert(!lend_host_is_loopback("lender.example"));
+	ck_assert(!lend_host_is_loopback("::ffff:10.0.0.1"));
+	ck_assert(!lend_host_is_loopback(""));
 }
 END_TEST
 
@@ -912,6 +1057,9 @@ static Suite *suite(void)
 	tcase_add_test(t, another_contract_is_refused);
 	tcase_add_test(t, no_request_without_auth_and_no_replay);
 	tcase_add_test(t, impostor_lender_is_refused);
+	tcase_add_test(t, slow_peer_stalls_nobody);
+	tcase_add_test(t, handshakes_are_bounded);
+	tcase_add_test(t, plain_tcp_only_on_loopback);
 	tcase_add_test(t, recall_release_frees_pages);
 	tcase_add_test(t, recall_deadline_frees_pages_anyway);
 	tcase_add_test(t, nbd_through_bridge_to_lender);

@@ -198,17 +198,112 @@ START_TEST(torn_last_record_is_dropped)
 }
 END_TEST
 
+/* Acks are not fsync'd, so a power cut can tear several of them, and the
+ * report being appended behind them, in any order the page cache wrote
+ * them back. Garbage from every byte offset of the last records on, and a
+ * single bad record among them with good ones behind it, must open with
+ * every synced report and only the torn part dropped. */
+START_TEST(torn_unsynced_tail_recovers_at_every_byte)
+{
+	struct spool *s = open_ok(5);
+	static char full[16 * SPOOL_RECORD_SIZE], buf[16 * SPOOL_RECORD_SIZE];
+	struct spool_report p[16];
+
+	/* header, reports 1..4, acks 1..3 (unsynced), report 5 (its fsync
+	 * lost with the power, so it and the acks may all be torn) */
+	for (int i = 0; i < 4; i++)
+		add(s, "c", i * 60, 100 + i, 0);
+	for (uint64_t q = 1; q <= 3; q++)
+		ck_assert_int_eq(spool_ack(s, q, err, sizeof err), 0);
+	add(s, "c", 240, 104, 0);
+	spool_close(s);
+	long n = file_size(path);
+	ck_assert_int_eq(n, 9 * SPOOL_RECORD_SIZE);
+	read_file(path, full, n);
+	long synced = 5 * SPOOL_RECORD_SIZE; /* header + reports 1..4 */
+
+	for (int mode = 0; mode < 3; mode++) {
+		for (long off = synced; off < n; off++) {
+			memcpy(buf, full, (size_t)n);
+			if (mode == 0) /* garbage from off to the end */
+				memset(buf + off, 0xa5, (size_t)(n - off));
+			else if (mode == 1) /* zeros there: blocks never written */
+				memset(buf + off, 0, (size_t)(n - off));
+			else /* one byte flipped, good records behind it */
+				buf[off] ^= 0x40;
+			write_file(path, buf, n);
+			s = spool_open(path, 6, err, sizeof err);
+			ck_assert_msg(s, "mode %d, torn at %ld: %s", mode, off,
+			              err);
+			/* the first record the tear changed (zeros over a
+			 * record's zero padding change nothing) */
+			long first = off;
+			while (first < n && buf[first] == full[first])
+				first++;
+			long rec = first / SPOOL_RECORD_SIZE;
+			/* what survives: the records before the torn one */
+			int acks = (int)(rec - 5 < 0 ? 0 : rec - 5);
+			if (acks > 3)
+				acks = 3;
+			/* report 5 survives only when nothing was torn */
+			int pending = 4 - acks + (rec == 9);
+			ck_assert_int_eq(spool_epoch(s), 5);
+			ck_assert_msg(spool_pending(s, p, 16) == pending,
+			              "mode %d, torn at %ld: %d pending", mode,
+			              off, spool_pending(s, p, 16));
+			ck_assert_int_eq(spool_dropped(s),
+			                 (size_t)(n - rec * SPOOL_RECORD_SIZE));
+			ck_assert_int_eq(spool_dropped_records(s), 9 - rec);
+			/* the unacked reports are all there, in order */
+			for (int i = 0; i < pending; i++)
+				ck_assert_int_eq(p[i].seq,
+				                 (uint64_t)(acks + 1 + i));
+			/* numbering goes on after the synced reports */
+			ck_assert_int_eq(add(s, "new", 0, 1, 0), 5 + (rec == 9));
+			spool_close(s);
+			s = open_ok(7);
+			ck_assert_int_eq(spool_pending(s, p, 16), pending + 1);
+			spool_close(s);
+		}
+	}
+}
+END_TEST
+
+/* An ack followed by a report whose fsync is known to have returned (a
+ * later report was appended) went to disk with it: a bad one there is
+ * damage, not a tear. */
+START_TEST(bad_ack_before_a_synced_report_is_damage)
+{
+	struct spool *s = open_ok(1);
+	static char buf[8 * SPOOL_RECORD_SIZE];
+
+	add(s, "c", 0, 1, 0);
+	ck_assert_int_eq(spool_ack(s, 1, err, sizeof err), 0);
+	add(s, "c", 60, 2, 0);
+	add(s, "c", 120, 3, 0); /* so report 2's fsync returned */
+	spool_close(s);
+	long n = file_size(path);
+	read_file(path, buf, n);
+	buf[2 * SPOOL_RECORD_SIZE + 3] ^= 1; /* the ack */
+	write_file(path, buf, n);
+	ck_assert_ptr_null(spool_open(path, 1, err, sizeof err));
+	ck_assert_msg(strstr(err, "damaged at byte 256"), "%s", err);
+}
+END_TEST
+
 START_TEST(damage_inside_is_refused)
 {
 	struct spool *s = open_ok(1);
 	static char buf[8 * SPOOL_RECORD_SIZE];
 
-	for (int i = 0; i < 3; i++)
+	/* report 2 of 4: report 4 was appended only after report 3's fsync
+	 * returned, and that one only after report 2's */
+	for (int i = 0; i < 4; i++)
 		add(s, "c", i, i, 0);
 	spool_close(s);
 	long n = file_size(path);
 	read_file(path, buf, n);
-	buf[2 * SPOOL_RECORD_SIZE + 40] ^= 1; /* report 2 of 3 */
+	buf[2 * SPOOL_RECORD_SIZE + 40] ^= 1;
 	write_file(path, buf, n);
 	ck_assert_ptr_null(spool_open(path, 1, err, sizeof err));
 	ck_assert_msg(strstr(err, "damaged at byte 256"), "%s", err);
@@ -301,6 +396,8 @@ int main(void)
 	tcase_add_test(tc, acks_survive_reopen);
 	tcase_add_test(tc, every_truncation_recovers);
 	tcase_add_test(tc, torn_last_record_is_dropped);
+	tcase_add_test(tc, torn_unsynced_tail_recovers_at_every_byte);
+	tcase_add_test(tc, bad_ack_before_a_synced_report_is_damage);
 	tcase_add_test(tc, damage_inside_is_refused);
 	tcase_add_test(tc, compaction_keeps_what_matters);
 	tcase_add_test(tc, bad_reports);

@@ -273,6 +273,50 @@ START_TEST(releases_borrowed_pages_when_spare)
 }
 END_TEST
 
+/* A person's orders for the node are not ours to converge: they are not
+ * among the quotes, so never cancelled, and what they ask for or offer is
+ * taken off what the agent bids for or offers. */
+START_TEST(plans_around_peoples_orders)
+{
+	const char *why = NULL;
+	struct run r;
+	/* spare: the agent offers the spare less a person's 100000-page
+	 * offer on perm */
+	struct wsest_estimate e = est(200000, 10000, 10000000, 0, 0);
+	struct strategy_input in = {.est = &e, .total = TOTAL};
+	in.others.sell[STRATEGY_PERM] = 100000;
+	r.n = strategy_decide(&cfg, &in, r.a, &r.v, &why);
+	ck_assert_int_eq(r.n, 1);
+	ck_assert_int_eq(r.v.others_sell, 100000);
+	ck_assert_int_eq(r.a[0].kind, STRATEGY_PLACE);
+	ck_assert_int_eq(r.a[0].pages,
+	                 (TOTAL - 230000 - 100000) / 256 * 256);
+	/* a person offers more than the spare: the agent offers nothing */
+	in.others.sell[STRATEGY_PERM] = TOTAL;
+	r.n = strategy_decide(&cfg, &in, r.a, &r.v, &why);
+	ck_assert_int_eq(r.n, 0);
+
+	/* short by 341424 with nothing to recall: a person's 100000-page
+	 * bid covers part, the agent bids for the rest */
+	cfg.breach_perm = 0;
+	struct wsest_estimate p = est(700000, 20000, 2000000000, 0, 1);
+	struct strategy_input s = {.est = &p, .total = 448576};
+	s.others.buy[STRATEGY_SPOT] = 100000;
+	r.n = strategy_decide(&cfg, &s, r.a, &r.v, &why);
+	ck_assert_int_eq(r.n, 1);
+	ck_assert_int_eq(r.a[0].kind, STRATEGY_PLACE);
+	ck_assert_int_eq(r.a[0].side, STRATEGY_BUY);
+	ck_assert_int_eq(r.a[0].pages, (341424 - 100000 + 255) / 256 * 256);
+	/* the person bids for all of it: the agent bids for nothing */
+	s.others.buy[STRATEGY_SPOT] = 341424;
+	r.n = strategy_decide(&cfg, &s, r.a, &r.v, &why);
+	ck_assert_int_eq(r.n, 0);
+	/* negative pages are refused */
+	s.others.buy[STRATEGY_SPOT] = -1;
+	ck_assert_int_eq(strategy_decide(&cfg, &s, r.a, &r.v, &why), -1);
+}
+END_TEST
+
 START_TEST(no_estimate_no_action)
 {
 	struct wsest_estimate e;
@@ -539,6 +583,7 @@ int main(void)
 	tcase_add_test(tc, pressure_recalls_spot_then_perm_then_bids);
 	tcase_add_test(tc, pressure_wins_over_the_estimate);
 	tcase_add_test(tc, releases_borrowed_pages_when_spare);
+	tcase_add_test(tc, plans_around_peoples_orders);
 	tcase_add_test(tc, no_estimate_no_action);
 	tcase_add_test(tc, malformed_input);
 	tcase_add_test(tc, scripted_day);

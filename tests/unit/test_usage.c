@@ -410,6 +410,256 @@ START_TEST(lend_sides_reconcile_to_the_lower_figure)
 }
 END_TEST
 
+/* ---- what bills: the delivery span bounds every total ---------------- */
+
+/* One contract side as usage_db counts it: each report checked, a retry
+ * (a number already counted) counted once, the rest added to the total. */
+struct side_sim {
+	struct usage_contract c;
+	rx_time_ns now, from, to;
+	struct usage_total t;
+	rx_pagesec added; /* the sum of every *added */
+	bool *seen;       /* by seq */
+};
+
+static void sim_count(struct side_sim *m, const struct usage_report *r)
+{
+	char err[USAGE_MSG_MAX] = "";
+	enum usage_side side;
+	ck_assert_msg(usage_check(r, &m->c, m->now, &side, err, sizeof err) ==
+	                  0,
+	              "seq %lld refused: %s", (long long)r->seq, err);
+	if (m->seen[r->seq])
+		return; /* a retry: usage_classify says duplicate */
+	m->seen[r->seq] = true;
+	rx_pagesec add = -1;
+	ck_assert_msg(usage_total_add(&m->t, m->c.pages, m->to - m->from,
+	                              r->page_seconds,
+	                              usage_delivered_ns(r, m->from, m->to),
+	                              &add, err, sizeof err) == 0,
+	              "%s", err);
+	ck_assert_int_ge(add, 0);
+	m->added += add;
+	/* the invariant, after every report, in page-nanoseconds */
+	ck_assert(m->t.billable <= m->t.reported);
+	ck_assert((__int128)m->t.billable * S <=
+	          (__int128)m->c.pages * (m->to - m->from));
+	ck_assert_int_eq(m->added, m->t.billable);
+}
+
+/* n + 1 cut points t[0] = a < ... < t[n] = b, some 1 ns apart. */
+static int cut_span(rx_time_ns a, rx_time_ns b, rx_time_ns *t, int n)
+{
+	t[0] = a;
+	int k = 1;
+	for (int i = 1; i < n && t[k - 1] < b - 1; i++) {
+		rx_time_ns left = b - t[k - 1];
+		rx_time_ns step;
+		switch (rng() % 4) {
+		case 0:
+			step = 1; /* down to one nanosecond */
+			break;
+		case 1:
+			step = 1 + (rx_time_ns)(rng() % 1000000);
+			break;
+		default:
+			step = 1 + (rx_time_ns)(rng() % (uint64_t)(2 * (b - a) /
+			                                           n + 1));
+		}
+		if (step >= left)
+			break;
+		t[k] = t[k - 1] + step;
+		k++;
+	}
+	t[k] = b;
+	return k; /* periods [t[i], t[i+1]), i < k */
+}
+
+static void shuffle(struct usage_report *r, int n)
+{
+	for (int i = n - 1; i > 0; i--) {
+		int j = (int)(rng() % (uint64_t)(i + 1));
+		struct usage_report x = r[i];
+		r[i] = r[j];
+		r[j] = x;
+	}
+}
+
+/* Feeds the reports in random order, a quarter of them twice or more. */
+static void sim_feed(struct side_sim *m, struct usage_report *r, int n)
+{
+	shuffle(r, n);
+	for (int i = 0; i < n; i++) {
+		sim_count(m, &r[i]);
+		if (rng() % 4 == 0)
+			sim_count(m, &r[rng() % (uint64_t)(i + 1)]);
+	}
+}
+
+#define SIM_MAX 600
+
+/* Property: a span cut into random periods (down to 1 ns), reported in any
+ * order with retries. An honest seller, whose agent carries its sub-second
+ * remainder (reports floor(pages x elapsed) - what it reported before),
+ * bills floor(pages x span / 1e9): it loses less than one page-second, the
+ * remainder its agent still holds. A greedy seller, who claims the most a
+ * report is admitted with and stretches the first and last periods into
+ * the clock slack, bills no more than that. */
+START_TEST(billed_never_exceeds_pages_times_the_span)
+{
+	static rx_time_ns t[SIM_MAX + 1];
+	static struct usage_report r[SIM_MAX];
+	static bool seen[SIM_MAX + 1];
+	rng_state = 11;
+	for (int round = 0; round < 400; round++) {
+		bool greedy = round % 2;
+		rx_pages pages = 1 + (rx_pages)(rng() % (rng() % 2 ? 300 : PAGES));
+		/* spans from 1 ns to 40 days, on every scale */
+		rx_time_ns span = 1 + (rx_time_ns)(rng() % ((UINT64_C(1)
+		                                          << (rng() % 52)) + 1));
+		struct side_sim m = {.c = lend_contract(), .seen = seen};
+		m.c.pages = pages;
+		m.c.ended_at = T0 + span;
+		m.from = T0, m.to = T0 + span;
+		m.now = m.to + (greedy ? USAGE_CLOCK_SLACK : 0);
+		memset(seen, 0, sizeof seen);
+		int n = cut_span(T0, T0 + span, t, 1 + (int)(rng() % SIM_MAX));
+		if (greedy) {
+			t[0] -= (rx_time_ns)(rng() % (USAGE_CLOCK_SLACK + 1));
+			t[n] += (rx_time_ns)(rng() % (USAGE_CLOCK_SLACK + 1));
+		}
+		__int128 cum = 0;
+		rx_pagesec told = 0, kmod = 0;
+		for (int i = 0; i < n; i++) {
+			rx_time_ns len = t[i + 1] - t[i];
+			rx_pagesec ps;
+			if (greedy) {
+				ps = (rx_pagesec)(((__int128)pages * len + S -
+				                   1) / S);
+			} else {
+				cum += (__int128)pages * len;
+				ps = (rx_pagesec)(cum / S) - told;
+			}
+			told += ps;
+			kmod += ps;
+			r[i] = (struct usage_report){
+			    .node = 10,
+			    .epoch = 1,
+			    .seq = i + 1,
+			    .contract_id = 5,
+			    .period_start = t[i],
+			    .period_end = t[i + 1],
+			    .page_seconds = ps,
+			    .kmod_page_seconds = kmod,
+			    .kmod_pages = pages};
+		}
+		sim_feed(&m, r, n);
+		rx_pagesec most = (rx_pagesec)((__int128)pages * span / S);
+		ck_assert_int_eq(m.t.delivered, span);
+		if (greedy)
+			ck_assert_int_eq(m.t.billable, most);
+		else
+			ck_assert_int_eq(m.t.billable, told);
+		ck_assert_int_eq(m.t.billable, most);
+	}
+}
+END_TEST
+
+/* Issue 25: 1000 back-to-back 1 ms reports of 256 pages each claimed a
+ * whole second, and a 2.003 s delivery was billed the 60 s slack on both
+ * sides. */
+START_TEST(short_periods_and_the_slack_do_not_bill)
+{
+	static bool seen[1001];
+	struct side_sim m = {.c = lend_contract(), .seen = seen};
+	m.c.pages = 256;
+	m.c.ended_at = T0 + S;
+	m.from = T0, m.to = T0 + S;
+	m.now = m.to;
+	char err[USAGE_MSG_MAX] = "";
+	enum usage_side side;
+	struct usage_report r = minute(10, 1);
+	r.period_start = T0;
+	r.period_end = T0 + S / 1000;
+	r.kmod_pages = 256;
+	r.kmod_page_seconds = r.page_seconds = 256;
+	ck_assert_int_eq(usage_check(&r, &m.c, m.now, &side, err, sizeof err),
+	                 -1);
+	ck_assert_msg(strstr(err, "256 pages can deliver in 1000000 ns"), "%s",
+	              err);
+	/* one page-second each is admitted (an agent's carry), not billed */
+	for (int i = 0; i < 1000; i++) {
+		r.seq = i + 1;
+		r.period_start = T0 + i * (S / 1000);
+		r.period_end = r.period_start + S / 1000;
+		r.page_seconds = 1;
+		r.kmod_page_seconds = i + 1;
+		sim_count(&m, &r);
+	}
+	ck_assert_int_eq(m.t.reported, 1000);
+	ck_assert_int_eq(m.t.billable, 256);
+
+	/* 2.003 s, claimed with the slack on both sides */
+	memset(seen, 0, sizeof seen);
+	struct side_sim d = {.c = lend_contract(), .seen = seen};
+	d.c.pages = 256;
+	d.c.ended_at = T0 + 2003 * (S / 1000);
+	d.from = T0, d.to = d.c.ended_at;
+	d.now = d.to + USAGE_CLOCK_SLACK;
+	r = minute(10, 1);
+	r.period_start = T0 - USAGE_CLOCK_SLACK;
+	r.period_end = d.c.ended_at + USAGE_CLOCK_SLACK;
+	r.kmod_pages = 256;
+	r.page_seconds = r.kmod_page_seconds = 15872;
+	sim_count(&d, &r);
+	ck_assert_int_eq(d.t.billable, 512); /* floor(256 x 2.003) */
+	/* a second report cannot cover the same time again */
+	struct usage_total before = d.t;
+	rx_pagesec add;
+	ck_assert_int_eq(usage_total_add(&d.t, 256, d.to - d.from, 10, S, &add,
+	                                 err, sizeof err),
+	                 -1);
+	ck_assert_msg(strstr(err, "cannot bill twice"), "%s", err);
+	ck_assert_int_eq(d.t.billable, before.billable);
+	ck_assert_int_eq(d.t.delivered, before.delivered);
+}
+END_TEST
+
+/* The span of a running contract stops at now, and at the instants it
+ * ends by itself even before its timer ticks. */
+START_TEST(the_span_of_a_running_contract)
+{
+	struct usage_contract c = lend_contract();
+	rx_time_ns from, to;
+	ck_assert(usage_span(&c, T0 + 5 * S, &from, &to));
+	ck_assert_int_eq(from, T0);
+	ck_assert_int_eq(to, T0 + 5 * S);
+	ck_assert(usage_span(&c, T0 - 5 * S, &from, &to));
+	ck_assert_int_eq(to, T0); /* a clock behind the delivery: empty */
+	c.notice_end = T0 + 3 * S;
+	ck_assert(usage_span(&c, T0 + 5 * S, &from, &to));
+	ck_assert_int_eq(to, T0 + 3 * S);
+	c.notice_end = 0;
+	c.term_end = T0 + 4 * S;
+	ck_assert(usage_span(&c, T0 + 5 * S, &from, &to));
+	ck_assert_int_eq(to, T0 + 4 * S);
+	c.ended_at = T0 + 2 * S;
+	ck_assert(usage_span(&c, T0 + 5 * S, &from, &to));
+	ck_assert_int_eq(to, T0 + 2 * S);
+	c.delivered_at = 0;
+	ck_assert(!usage_span(&c, T0 + 5 * S, &from, &to));
+	struct usage_report r = minute(10, 1);
+	r.period_start = T0 - S, r.period_end = T0 + 3 * S;
+	ck_assert_int_eq(usage_delivered_ns(&r, T0, T0 + 2 * S), 2 * S);
+	ck_assert_int_eq(usage_delivered_ns(&r, T0 + 5 * S, T0 + 6 * S), 0);
+	/* 128-bit: the largest figures neither wrap nor lose the floor */
+	ck_assert_int_eq(usage_billable(INT64_MAX, INT64_MAX, INT64_MAX),
+	                 INT64_MAX);
+	ck_assert_int_eq(usage_billable(3, 100, S / 3), 0);
+	ck_assert_int_eq(usage_billable(3, 100, S / 3 + 1), 1);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("usage");
@@ -424,6 +674,9 @@ int main(void)
 	tcase_add_test(tc, many_nodes_in_one_batch);
 	tcase_add_test(tc, shares_of_a_partition_sum_to_the_whole);
 	tcase_add_test(tc, lend_sides_reconcile_to_the_lower_figure);
+	tcase_add_test(tc, billed_never_exceeds_pages_times_the_span);
+	tcase_add_test(tc, short_periods_and_the_slack_do_not_bill);
+	tcase_add_test(tc, the_span_of_a_running_contract);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

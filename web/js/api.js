@@ -176,8 +176,12 @@ export function mountSession(onChange, roles)
 				render();
 				onChange(null);
 			});
-			box.append(el('span', {id: 'whoami'}, 'Signed in as ',
-			              el('strong', {}, principal.name), ` (${principal.role})`),
+			// who, by name: the token's name and role, and the team or
+			// account it acts for (ids on hover)
+			const of = principal.team_name ? `, team ${principal.team_name}`
+			           : principal.account_name ? `, ${principal.account_name}` : '';
+			box.append(el('span', {id: 'whoami', title: `${principal.scope || ''} account ${principal.account_id || '-'} team ${principal.team_id || '-'}`},
+			              'Signed in as ', el('strong', {}, principal.name), ` (${principal.role}${of})`),
 			           out);
 			return;
 		}

@@ -1,4 +1,6 @@
-// billing.js — the finance dashboard: spend, revenue, page-years bought and
+// billing.js — the billing page for every customer (the server filters by
+// role: finance and admin see every account, the operator its own, a
+// trader its team's nodes): spend, revenue, page-years bought and
 // sold and offline credits per account or team and month
 // (GET /v1/billing/summary), the invoices of a month range, one invoice
 // with its lines, and its FOCUS-style CSV (GET /v1/invoices/{id}/export),
@@ -13,7 +15,7 @@ import uPlot from '../vendor/uPlot.esm.js';
 import {all, api, el, fillRows, mountSession, raw, roleProblem, say} from './api.js';
 import * as fmt from './fmt.js';
 
-const ROLES = ['finance', 'admin'];
+const ROLES = ['trader', 'operator', 'finance', 'admin'];
 const $ = id => document.getElementById(id);
 const banner = $('banner');
 let plot = null;
@@ -56,11 +58,19 @@ function accountName(inv)
 	return n ? `${n} (#${inv.account_id})` : `#${inv.account_id}`;
 }
 
+// Amounts to the cent, under a cent to two significant digits, or exactly
+// to the nanodollar when "exact" is ticked (fmt.amount); the exact figure
+// is always in the tooltip.
+function exact()
+{
+	return $('b-exact').checked;
+}
+
 function moneyCell(ns)
 {
 	if (ns === undefined || ns === null)
 		return el('td', {class: 'num muted'}, '—');
-	return el('td', {class: 'num', title: `$${fmt.moneyExact(ns)}`}, fmt.money(ns));
+	return el('td', {class: 'num', title: `${fmt.amount(ns, true)} exactly`}, fmt.amount(ns, exact()));
 }
 
 // page-years from whichever the row carries: page-seconds or page-years
@@ -101,7 +111,7 @@ function drawChart(rows, ms)
 		spend[i] += Number(r.spend || 0) / 1e9;
 		revenue[i] += Number(r.revenue || 0) / 1e9;
 	}
-	const data = [ms.map((_, i) => i), spend, revenue];
+	const data = [ms.map((_, i) => i), revenue, spend]; // spend drawn last, on top
 	const box = $('chart');
 	if (plot)
 		plot.destroy();
@@ -109,6 +119,9 @@ function drawChart(rows, ms)
 		width: Math.max(300, box.clientWidth),
 		height: 240,
 		scales: {x: {time: false}},
+		// the legend names the series; exact values are in the summary
+		// table (a live legend read "month: _ spend: _" off the chart)
+		legend: {live: false},
 		axes: [
 			{values: (u, vals) => vals.map(v => (Number.isInteger(v) && ms[v]) || '')},
 			// ticks with the decimals they need: a small month is not "$0.00" five times
@@ -116,8 +129,10 @@ function drawChart(rows, ms)
 		],
 		series: [
 			{label: 'month', value: (u, v) => (v === null ? '' : ms[v] || '')},
-			{label: 'spend', stroke: '#b42318', width: 2, value: (u, v) => (v === null ? '' : fmt.money(Math.round(v * 1e9)))},
-			{label: 'revenue', stroke: '#0a7d32', width: 2, value: (u, v) => (v === null ? '' : fmt.money(Math.round(v * 1e9)))}
+			{label: 'revenue', stroke: '#0a7d32', width: 2, value: (u, v) => (v === null ? '' : fmt.money(Math.round(v * 1e9)))},
+			// dashed and on top: equal spend and revenue (one account pays
+			// another) do not hide one line under the other
+			{label: 'spend', stroke: '#b42318', width: 2, dash: [6, 4], value: (u, v) => (v === null ? '' : fmt.money(Math.round(v * 1e9)))}
 		]
 	}, data, box);
 }
@@ -192,7 +207,8 @@ const LINE_COLS = [
 	['charge_end', 'to', v => fmt.time(v)],
 	['page_seconds', 'page-years', v => fmt.pageYears(v)],
 	['unit_price', 'price / page-year', v => fmt.price(v)],
-	['amount', 'amount', v => fmt.money(v)],
+	['reports', 'reports', v => v],
+	['amount', 'amount', v => fmt.amount(v, exact())],
 	['recon', 'reconciled', v => v]
 ];
 const HIDDEN = ['id', 'posting_id', 'movement_id', 'invoice_id', 'account_id', 'year', 'month',
@@ -209,8 +225,101 @@ function lineColumns(lines)
 	const known = new Set(LINE_COLS.map(c => c[0]).concat(HIDDEN));
 	for (const k of keys)
 		if (!known.has(k))
-			cols.push([k, k.replace(/_/g, ' '), v => (MONEY.has(k) ? fmt.money(v) : typeof v === 'object' ? JSON.stringify(v) : v)]);
+			cols.push([k, k.replace(/_/g, ' '), v => (MONEY.has(k) ? fmt.amount(v, exact()) : typeof v === 'object' ? JSON.stringify(v) : v)]);
 	return cols;
+}
+
+// One line per contract, role, kind and month: the exchange writes a line
+// per usage report; a person reads a contract's month. The report lines
+// stay a click away (the row's "reports" button).
+function aggregate(lines)
+{
+	const groups = new Map();
+	const out = [];
+	for (const l of lines) {
+		if (l.contract_id === undefined || l.contract_id === null) {
+			out.push({line: l, detail: []});
+			continue;
+		}
+		const key = [l.contract_id, l.role, l.kind, l.usage_month, l.unit_price].join('|');
+		let g = groups.get(key);
+		if (!g) {
+			g = {line: Object.assign({}, l, {reports: 0, amount: 0n, page_seconds: 0n}), detail: []};
+			groups.set(key, g);
+			out.push(g);
+		}
+		const a = g.line;
+		a.reports++;
+		a.amount += fmt.big(l.amount ?? 0);
+		a.page_seconds += fmt.big(l.page_seconds ?? 0);
+		if (l.charge_start && (!a.charge_start || l.charge_start < a.charge_start))
+			a.charge_start = l.charge_start;
+		if (l.charge_end && (!a.charge_end || l.charge_end > a.charge_end))
+			a.charge_end = l.charge_end;
+		g.detail.push(l);
+	}
+	return out;
+}
+
+// The due date shown on an invoice: 30 days after its month ends (net 30,
+// docs/billing-api.md); the exchange itself does not enforce it.
+function dueDate(inv)
+{
+	const end = Date.UTC(inv.year, inv.month, 1); // the first of the next month
+	return new Date(end + 29 * 86400000).toISOString().slice(0, 10);
+}
+
+let shown = null; // the open invoice's {inv, lines}, to redraw on "exact"
+
+function drawInvoice()
+{
+	if (!shown)
+		return;
+	const {inv, lines} = shown;
+	const groups = aggregate(lines);
+	$('invoice-head').textContent =
+	    `invoice ${inv.id} · account ${accountName(inv)} · ` +
+	    `${monthStr(inv.year, inv.month)} · ${inv.status} · due ${dueDate(inv)} · total ${fmt.amount(inv.total, exact())}` +
+	    (inv.total < 0 ? ' (paid to the account)' : '');
+	$('invoice-head').title = `total ${fmt.amount(inv.total, true)} exactly`;
+	const cols = lineColumns(groups.map(g => g.line));
+	$('lines').tHead.rows[0].replaceChildren(...cols.map(([, h]) => el('th', {}, h)));
+	const cell = (l, k, f) => {
+		const v = l[k];
+		const num = typeof v === 'number' || typeof v === 'bigint' || MONEY.has(k);
+		return el('td', {class: num ? 'num' : null, title: MONEY.has(k) && v !== undefined ? `${fmt.amount(v, true)} exactly` : null},
+		          v === undefined || v === null ? '' : f(v));
+	};
+	const trs = [];
+	let sum = 0n;
+	groups.forEach((g, gi) => {
+		sum += fmt.big(g.line.amount ?? 0);
+		const tr = el('tr', {'data-line': gi}, ...cols.map(([k, , f]) => {
+			if (k !== 'reports' || g.detail.length < 2)
+				return cell(g.line, k, f);
+			const b = el('button', {type: 'button', 'aria-expanded': 'false', title: 'show the lines of each usage report'},
+			             `${g.detail.length} ▸`);
+			b.addEventListener('click', () => {
+				const open = b.getAttribute('aria-expanded') !== 'true';
+				b.setAttribute('aria-expanded', String(open));
+				b.textContent = `${g.detail.length} ${open ? '▾' : '▸'}`;
+				for (const d of $('lines').tBodies[0].querySelectorAll(`tr[data-detail="${gi}"]`))
+					d.hidden = !open;
+			});
+			return el('td', {class: 'num'}, b, el('span', {class: 'print-only'}, String(g.detail.length)));
+		}));
+		trs.push(tr);
+		for (const d of g.detail.length > 1 ? g.detail : [])
+			trs.push(el('tr', {'data-detail': gi, class: 'detail', hidden: true},
+			            ...cols.map(([k, , f]) => (k === 'reports' ? el('td', {class: 'num muted'}, '1') : cell(d, k, f)))));
+	});
+	fillRows($('lines').tBodies[0], trs, Math.max(1, cols.length), 'this invoice has no lines');
+	// the lines add up to the total, visibly
+	const ai = cols.findIndex(([k]) => k === 'amount');
+	$('lines').tFoot.replaceChildren(ai < 0 ? el('tr') : el('tr', {},
+	    el('th', {colspan: ai}, `total of ${groups.length} line${groups.length === 1 ? '' : 's'}`),
+	    el('th', {class: 'num', title: `${fmt.amount(sum, true)} exactly`}, fmt.amount(sum, exact())),
+	    ...cols.slice(ai + 1).map(() => el('th'))));
 }
 
 async function openInvoice(id)
@@ -225,20 +334,10 @@ async function openInvoice(id)
 		const res = await api(`/v1/invoices/${id}`);
 		const inv = res.invoice && typeof res.invoice === 'object' ? res.invoice : res;
 		const lines = Array.isArray(res.lines) ? res.lines : Array.isArray(inv.items) ? inv.items : [];
-		$('invoice-head').textContent =
-		    `invoice ${inv.id} · account ${accountName(inv)} · ` +
-		    `${monthStr(inv.year, inv.month)} · ${inv.status} · total ${fmt.money(inv.total)}` +
-		    (inv.total < 0 ? ' (paid to the account)' : '');
-		const cols = lineColumns(lines);
-		$('lines').tHead.rows[0].replaceChildren(...cols.map(([, h]) => el('th', {}, h)));
-		const trs = lines.map(l => el('tr', {}, ...cols.map(([k, , f]) => {
-			const v = l[k];
-			const num = typeof v === 'number' || MONEY.has(k);
-			return el('td', {class: num ? 'num' : null, title: MONEY.has(k) && v !== undefined ? `$${fmt.moneyExact(v)}` : null},
-			          v === undefined || v === null ? '' : f(v));
-		})));
-		fillRows($('lines').tBodies[0], trs, Math.max(1, cols.length), 'this invoice has no lines');
+		shown = {inv, lines};
+		drawInvoice();
 		$('csv').disabled = false;
+		$('print').disabled = false;
 		$('csv').focus();
 	} catch (e) {
 		$('csv').disabled = true;
@@ -294,8 +393,14 @@ async function start(principal)
 	$('b-show').disabled = !!why;
 	if (why) {
 		say(banner, why, principal ? 'error' : 'warn');
+		$('b-scope').textContent = '';
 		return;
 	}
+	// whose bill this is: the server shows each role its own
+	const whose = principal.role === 'operator' ? `the invoices of ${principal.account_name || 'your account'}`
+	              : principal.role === 'trader' ? `the invoices of team ${principal.team_name || principal.team_id}'s nodes`
+	              : 'every account\'s invoices';
+	$('b-scope').textContent = `You see ${whose}.`;
 	await show();
 }
 
@@ -304,5 +409,13 @@ $('range').addEventListener('submit', ev => {
 	show();
 });
 $('csv').addEventListener('click', downloadCsv);
+$('print').addEventListener('click', () => window.print());
+// one click between rounded and exact amounts, everywhere on the page
+$('b-exact').addEventListener('change', () => {
+	// exact figures are wider: the summary gets the whole width
+	document.body.classList.toggle('exact', exact());
+	drawInvoice();
+	show();
+});
 defaultRange();
 mountSession(start, ROLES);

@@ -77,6 +77,29 @@ export function moneyExact(ns)
 	return `${v < 0n ? '-' : ''}${a / NS_PER_DOLLAR}.${frac}`;
 }
 
+// An amount a person can read at any size: to the cent from a cent up
+// (money), under a cent to two significant digits, halves away from zero
+// ("$0.0041", "$0.00000012"), so a small line is not "$0.00"; exactly to
+// the nanodollar when `exact` ("$0.004123456"), where every column adds up
+// to the last digit. Totals are always sums of exact amounts.
+export function amount(ns, exact = false)
+{
+	const v = big(ns);
+	if (exact)
+		return v < 0n ? `-$${moneyExact(-v)}` : `$${moneyExact(v)}`;
+	const a = abs(v);
+	if (a === 0n || a >= NS_PER_CENT)
+		return money(v);
+	// a < 10^7: keep two significant digits of 9 decimals
+	const digits = a.toString().length;      // 1..7
+	const drop = BigInt(10) ** BigInt(digits - 2 > 0 ? digits - 2 : 0);
+	let r = roundDiv(a, drop) * drop;         // may round up to 10^digits
+	if (r >= NS_PER_CENT)
+		return money(v);
+	const frac = r.toString().padStart(9, '0').replace(/0+$/, '');
+	return `${v < 0n ? '-' : ''}$0.${frac}`;
+}
+
 // A price in n$/page-year as dollars with as many decimals as it needs
 // (at least two, at most nine): 100000 -> "$0.0001", 15000 -> "$0.000015".
 export function price(ns)
@@ -143,6 +166,15 @@ export function time(t)
 	if (Number.isNaN(d.getTime()))
 		return String(t);
 	return d.toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC');
+}
+
+// The same instant for a table cell: "12-06 19:06:13" (UTC, no year and
+// no zone, which the column header and the cell's tooltip, time(t), give).
+export function shortTime(t)
+{
+	const full = time(t);
+	const m = /^\d{4}-(\d\d-\d\d \d\d:\d\d:\d\d) UTC$/.exec(full);
+	return m ? m[1] : full;
 }
 
 // ---- parsing what a person types ----

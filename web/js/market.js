@@ -11,7 +11,7 @@ import {api, el, fillRows, mountSession, roleProblem, say} from './api.js';
 import {openEvents} from './events.js';
 import * as fmt from './fmt.js';
 
-const ROLES = ['node', 'trader', 'operator', 'admin'];
+const ROLES = ['node', 'trader', 'operator', 'finance', 'admin'];
 const POLL_MS = 15000;
 
 const $ = id => document.getElementById(id);
@@ -84,6 +84,25 @@ function depthData(book)
 	return [prices, bidY, askY];
 }
 
+// An axis label: three significant digits, since the tooltip and the book
+// have the exact price ("$0.0002", not "$0.000200008")
+function axisPrice(v)
+{
+	if (!Number.isFinite(v))
+		return '';
+	if (Math.abs(v) >= 1e7)
+		return fmt.money(Math.round(v)); // a cent and up
+	return `$${Number((v / 1e9).toPrecision(3))}`.replace('$-', '-$');
+}
+
+// An axis as wide as its widest label (uPlot's fixed size cut "381.47 GiB"
+// to "81.47 GiB")
+function axisSize(u, values)
+{
+	const longest = Math.max(4, ...(values || []).map(v => String(v).length));
+	return Math.ceil(longest * 7.2) + 18;
+}
+
 function drawDepth(book)
 {
 	const box = $('depth');
@@ -95,12 +114,14 @@ function drawDepth(book)
 			height: 240,
 			scales: {x: {time: false}},
 			legend: {live: false},
+			// room on the right for the last price label
+			padding: [12, 36, 0, 0],
 			axes: [
-				{space: 110, values: (u, vals) => vals.map(v => fmt.price(Math.round(v)))},
-				{size: 70, values: (u, vals) => vals.map(v => fmt.bytes(Math.round(v)))}
+				{space: 90, values: (u, vals) => vals.map(axisPrice)},
+				{size: axisSize, values: (u, vals) => vals.map(v => fmt.bytes(Math.round(v)))}
 			],
 			series: [
-				{label: 'price'},
+				{label: 'price', value: (u, v) => (v === null ? '' : fmt.price(Math.round(v)))},
 				{label: 'bids', stroke: '#0a7d32', fill: 'rgba(10,125,50,0.15)', paths: uPlot.paths.stepped({align: -1})},
 				{label: 'asks', stroke: '#b42318', fill: 'rgba(180,35,24,0.15)', paths: uPlot.paths.stepped({align: 1})}
 			]
@@ -121,11 +142,17 @@ function drawBook(book)
 	fillRows($('book').tBodies[0], rows, 6, 'the book is empty');
 }
 
+// A level's price links to the Trade page's form, filled: an ask to buy
+// at it, a bid to sell at it
 function levelRow(side, cls, l)
 {
+	const to = side === 'ask' ? 'buy' : 'sell';
+	const q = new URLSearchParams({market: current(), side: to, price: fmt.price(l.price).slice(1).replace(/,/g, '')});
+	const a = el('a', {href: `/web/trade.html?${q}`, title: `${fmt.groupDigits(String(l.price))} n$/page-year: ${to} at this price`},
+	             fmt.price(l.price));
 	return el('tr', {'data-side': side, 'data-price': l.price},
 	          el('td', {class: cls}, side),
-	          el('td', {class: 'num', title: `${l.price} n$/page-year`}, fmt.price(l.price)),
+	          el('td', {class: 'num'}, a),
 	          el('td', {class: 'num'}, fmt.pricePerGiB(l.price)),
 	          el('td', {class: 'num'}, fmt.pages(l.pages)),
 	          el('td', {class: 'num'}, fmt.bytes(l.pages)),
@@ -133,6 +160,31 @@ function levelRow(side, cls, l)
 }
 
 // ---- trades and candles ----
+
+// Last price, best bid and ask, the spread, and the volume of the last
+// 24 hours (from hourly candles), above the book
+function drawStats(book, trades, day)
+{
+	const bid = (book.bids || [])[0], ask = (book.asks || [])[0];
+	const last = trades[0];
+	const set = (id, text, title) => {
+		$(id).textContent = text;
+		$(id).title = title || '';
+	};
+	set('s-last', last ? fmt.price(last.price) : '—', last ? `${fmt.groupDigits(String(last.price))} n$/page-year at ${fmt.time(last.ts_ns)}` : '');
+	set('s-bid', bid ? fmt.price(bid.price) : '—', bid ? `${fmt.pages(bid.pages)} pages` : 'no bids');
+	set('s-ask', ask ? fmt.price(ask.price) : '—', ask ? `${fmt.pages(ask.pages)} pages` : 'no asks');
+	if (bid && ask) {
+		const sp = fmt.big(ask.price) - fmt.big(bid.price);
+		set('s-spread', fmt.price(sp), `${fmt.groupDigits(sp.toString())} n$/page-year`);
+	} else {
+		set('s-spread', '—', 'needs a bid and an ask');
+	}
+	let vol = 0n, n = 0n;
+	for (const c of day)
+		vol += fmt.big(c.volume ?? 0), n += fmt.big(c.trades ?? 0);
+	set('s-volume', `${fmt.bytes(vol)}`, `${fmt.pages(vol)} pages in ${n} trades since ${fmt.time(BigInt(Date.now() - 86400000) * 1000000n)}`);
+}
 
 function drawTrades(items)
 {
@@ -153,9 +205,11 @@ function ensureCandleChart()
 	candleChart = createChart(box, {
 		width: Math.max(300, box.clientWidth),
 		height: 240,
-		layout: {fontFamily: 'system-ui, sans-serif'},
 		timeScale: {timeVisible: true, secondsVisible: false},
-		localization: {priceFormatter: p => fmt.price(Math.round(p))}
+		localization: {priceFormatter: p => fmt.price(Math.round(p))},
+		// the volume bars sit where the logo would; the attribution is
+		// the line under the chart
+		layout: {fontFamily: 'system-ui, sans-serif', attributionLogo: false}
 	});
 	const pf = {type: 'custom', minMove: 1, formatter: p => fmt.price(Math.round(p))};
 	candleSeries = candleChart.addSeries(CandlestickSeries, {priceFormat: pf});
@@ -172,6 +226,11 @@ function ensureCandleChart()
 function drawCandles(items)
 {
 	ensureCandleChart();
+	// the price scale in steps of the market's tick: "$0.0001", not
+	// "$0.000100008"
+	const m = markets.find(x => x.name === current());
+	if (m && m.tick > 0)
+		candleSeries.applyOptions({priceFormat: {type: 'custom', minMove: m.tick, formatter: p => fmt.price(Math.round(p / m.tick) * m.tick)}});
 	const asc = items.slice().reverse();
 	candleSeries.setData(asc.map(c => ({time: c.start, open: c.open, high: c.high, low: c.low, close: c.close})));
 	volumeSeries.setData(asc.map(c => ({time: c.start, value: c.volume})));
@@ -189,11 +248,14 @@ async function refresh()
 		return;
 	const iv = $('interval').value;
 	try {
-		const [book, trades, candles] = await Promise.all([
+		const from = Math.floor(Date.now() / 1000) - 86400;
+		const [book, trades, candles, day] = await Promise.all([
 			api(`/v1/markets/${encodeURIComponent(m)}/book?depth=50`),
 			api(`/v1/markets/${encodeURIComponent(m)}/trades?limit=50`),
-			api(`/v1/markets/${encodeURIComponent(m)}/candles?interval=${iv}&limit=500`)
+			api(`/v1/markets/${encodeURIComponent(m)}/candles?interval=${iv}&limit=500`),
+			api(`/v1/markets/${encodeURIComponent(m)}/candles?interval=60&from=${from}&limit=1000`)
 		]);
+		drawStats(book, trades.items || [], day.items || []);
 		drawDepth(book);
 		drawBook(book);
 		drawTrades(trades.items || []);
@@ -266,12 +328,17 @@ async function start(principal)
 		sel.value = want;
 	showInfo();
 	await refresh();
-	stream = openEvents(ev => {
-		if (ev.event === 'fill' && ev.data && ev.data.market && ev.data.market !== current())
-			return;
-		if (ev.event === 'fill' || ev.event === 'order' || ev.event === 'overflow')
-			soon();
-	}, setLive);
+	// finance reads the market but has no event stream (it is for those who
+	// trade and the admin): the poll keeps its page fresh
+	if (principal.role === 'finance')
+		setLive('down', `refreshed every ${POLL_MS / 1000} s`);
+	else
+		stream = openEvents(ev => {
+			if (ev.event === 'fill' && ev.data && ev.data.market && ev.data.market !== current())
+				return;
+			if (ev.event === 'fill' || ev.event === 'order' || ev.event === 'overflow')
+				soon();
+		}, setLive);
 	poll = setInterval(refresh, POLL_MS);
 }
 

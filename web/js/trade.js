@@ -1,13 +1,18 @@
 // trade.js — the trading page: an order form that turns what a person types
 // into exact integers (fmt.js) and shows the exchange's own reason when it
-// refuses an order; the caller's open orders with cancel, its fills and its
-// contracts, kept fresh by the event stream.
+// refuses an order; the team's nodes with their automation (pause, resume);
+// the caller's open orders with who placed each and cancel (confirmed, with
+// a reason, when someone else placed it), the order history with who
+// cancelled what and why, its fills and its contracts, kept fresh by the
+// event stream. Accounts are shown by name, their id on hover.
 
 import {api, el, fillRows, mountSession, roleProblem, say} from './api.js';
 import {openEvents} from './events.js';
 import * as fmt from './fmt.js';
 
-const ROLES = ['node', 'trader', 'operator'];
+const ROLES = ['node', 'trader', 'operator', 'admin'];
+const TRADING = ['node', 'trader', 'operator']; // may place orders
+const PAUSING = ['trader', 'admin'];            // may pause a node's agent
 const $ = id => document.getElementById(id);
 const banner = $('banner');
 const form = $('order');
@@ -16,7 +21,7 @@ let me = null;
 let markets = [];
 let stream = null;
 const fills = new Map(); // trade_id -> fill, newest first when shown
-const seenAccounts = new Set();
+const names = new Map(); // account id -> name
 const timers = {};
 
 // Runs fn once per 200 ms burst of events.
@@ -26,7 +31,8 @@ function soon(name, fn)
 		return;
 	timers[name] = setTimeout(() => {
 		timers[name] = null;
-		fn();
+		if (me) // not after signing out
+			fn();
 	}, 200);
 }
 
@@ -63,14 +69,12 @@ function readForm(quiet)
 			fieldError(id, msg);
 	};
 
-	const acct = $('o-account').value.trim();
+	const acct = $('o-account').value;
 	if (acct === '') {
 		if (me && me.role === 'trader')
-			mark('o-account', 'a trader trades for a node of its team: enter that node\'s account id');
+			mark('o-account', 'a trader trades for a node of its team: pick one (your team has none yet?)');
 		else
 			mark('o-account', '');
-	} else if (!/^[1-9][0-9]*$/.test(acct)) {
-		mark('o-account', 'an account id is a whole number such as 12');
 	} else {
 		body.account_id = Number(acct);
 		mark('o-account', '');
@@ -211,9 +215,37 @@ $('o-market').addEventListener('change', syncMarket);
 
 // ---- lists ----
 
-function acctCell(id)
+function noteName(id, name)
 {
-	return el('td', {}, id === undefined || id === null ? '' : `#${id}`);
+	if (id && name)
+		names.set(Number(id), name);
+}
+
+// An account by name, its id on hover (or "#id" when the name is not known
+// here: a counterparty of another team)
+function acctCell(id, name)
+{
+	if (id === undefined || id === null)
+		return el('td', {}, '');
+	noteName(id, name);
+	const n = names.get(Number(id));
+	return el('td', {title: `account ${id}`}, n || `#${id}`);
+}
+
+// Who placed or cancelled an order: "you", "agent of NODE" or a person
+function whoCell(scope, name, byAgent)
+{
+	if (!scope)
+		return el('td', {class: 'muted'}, '—');
+	if (me && scope === me.scope)
+		return el('td', {title: scope}, 'you');
+	return el('td', {title: scope, class: byAgent ? 'who agent' : 'who'}, name || scope);
+}
+
+// a time in a list: short, the full instant on hover
+function timeCell(t)
+{
+	return el('td', {title: fmt.time(t)}, fmt.shortTime(t));
 }
 
 // "131,072 (0.50 GiB)": pages, and what they are in bytes
@@ -222,46 +254,161 @@ function pagesCell(p)
 	return el('td', {class: 'num'}, fmt.pages(p), el('span', {class: 'muted'}, ` (${fmt.bytes(p)})`));
 }
 
-function noteAccount(id)
-{
-	if (!id || seenAccounts.has(id))
-		return;
-	seenAccounts.add(id);
-	$('o-accounts').append(el('option', {value: id}));
-}
-
+// Cancelling an order someone else placed (the node's agent, another
+// person) asks first, and for why: the note stays with the order.
 async function cancel(o, btn)
 {
+	let json;
+	if (me && o.placed_by && o.placed_by !== me.scope) {
+		const who = o.placed_by_name || o.placed_by;
+		const why = prompt(`Order ${o.id} was placed by ${who}, not by you. ` +
+		                   'Cancel it anyway? Say why (kept with the order):',
+		                   o.by_agent ? 'trading this node by hand' : '');
+		if (why === null)
+			return;
+		json = {note: why.trim().slice(0, 200) || `cancelled by ${me.name}`};
+	}
 	btn.disabled = true;
 	try {
-		await api(`/v1/orders/${o.id}`, {method: 'DELETE', headers: {'Idempotency-Key': crypto.randomUUID()}});
+		await api(`/v1/orders/${o.id}`, {method: 'DELETE', json, headers: {'Idempotency-Key': crypto.randomUUID()}});
 		say(banner, `order ${o.id} cancelled`, 'ok');
 	} catch (e) {
 		say(banner, `could not cancel order ${o.id}: ${e.message}`);
 		btn.disabled = false;
 	}
 	loadOrders();
+	loadHistory();
 }
 
 async function loadOrders()
 {
 	try {
 		const page = await api('/v1/orders?status=open&limit=200');
+		const may = me && TRADING.includes(me.role);
 		const rows = (page.items || []).map(o => {
-			noteAccount(o.account_id);
 			const btn = el('button', {type: 'button', 'aria-label': `Cancel order ${o.id}`}, 'Cancel');
+			btn.disabled = !may;
 			btn.addEventListener('click', () => cancel(o, btn));
-			return el('tr', {'data-order': o.id},
-			          el('td', {}, o.id), el('td', {}, o.market), acctCell(o.account_id),
+			return el('tr', {'data-order': o.id, 'data-by': o.by_agent ? 'agent' : 'person'},
+			          el('td', {}, o.id), el('td', {}, o.market), acctCell(o.account_id, o.account_name),
 			          el('td', {class: o.side === 'buy' ? 'buyside' : 'sellside'}, o.side),
-			          el('td', {class: 'num', title: `${o.price} n$/page-year`}, fmt.price(o.price)),
+			          el('td', {class: 'num', title: `${fmt.groupDigits(String(o.price))} n$/page-year`}, fmt.price(o.price)),
 			          pagesCell(o.remaining),
 			          el('td', {}, o.post_only ? `${o.tif}, post-only` : o.tif),
-			          el('td', {}, fmt.time(o.created_ns)), el('td', {}, btn));
+			          whoCell(o.placed_by, o.placed_by_name, o.by_agent),
+			          timeCell(o.created_ns), el('td', {}, btn));
 		});
-		fillRows($('orders').tBodies[0], rows, 9, 'no open orders');
+		fillRows($('orders').tBodies[0], rows, 10, 'no open orders');
 	} catch (e) {
 		say(banner, `could not list your orders: ${e.message}`);
+	}
+}
+
+// Why an order left the book: who cancelled it and their note, or the
+// market's rule (the rest of an IOC, a FOK, post-only, self-trade, expiry)
+const RULES = {
+	ioc_remainder: 'the rest of an IOC order', fok_not_fillable: 'FOK: could not fill in full',
+	post_only_would_take: 'post-only: would have traded', self_trade: 'self-trade prevention', gtd: 'expired (GTD)'
+};
+
+function whyCell(o)
+{
+	if (o.status === 'filled')
+		return el('td', {class: 'muted'}, '—');
+	if (o.cancelled_by) {
+		const who = me && o.cancelled_by === me.scope ? 'you' : o.cancelled_by_name || o.cancelled_by;
+		const note = o.cancel_note ? `: “${o.cancel_note}”` : '';
+		return el('td', {class: 'why', title: `${o.cancelled_by}${note}`}, `by ${who}${note}`);
+	}
+	const r = RULES[o.reason] || o.reason || '';
+	return el('td', {class: 'why', title: r}, r);
+}
+
+async function loadHistory()
+{
+	try {
+		const page = await api('/v1/orders?limit=100');
+		const done = (page.items || []).filter(o => o.status !== 'open').slice(0, 50);
+		const rows = done.map(o => el('tr', {'data-order': o.id, 'data-status': o.status},
+		                              el('td', {}, o.id), el('td', {}, o.market), acctCell(o.account_id, o.account_name),
+		                              el('td', {class: o.side === 'buy' ? 'buyside' : 'sellside'}, o.side),
+		                              el('td', {class: 'num', title: `${fmt.groupDigits(String(o.price))} n$/page-year`}, fmt.price(o.price)),
+		                              el('td', {class: 'num', title: `${fmt.groupDigits(String(o.filled))} of ${fmt.groupDigits(String(o.pages))} pages`},
+		                                 `${fmt.pages(o.filled)} / ${fmt.pages(o.pages)}`),
+		                              el('td', {}, o.status), whyCell(o),
+		                              whoCell(o.placed_by, o.placed_by_name, o.by_agent),
+		                              timeCell(o.updated_ns)));
+		fillRows($('history').tBodies[0], rows, 10, 'no filled, cancelled or expired orders yet');
+	} catch (e) {
+		say(banner, `could not list your order history: ${e.message}`);
+	}
+}
+
+// ---- nodes: names, the account picker, pause and resume ----
+
+async function setPaused(n, pause, btn)
+{
+	let json;
+	if (pause) {
+		const why = prompt(`Pause ${n.name}'s agent? It keeps delivering and metering, withdraws its own ` +
+		                   'quotes and places none until resumed. Why (optional):', 'trading by hand');
+		if (why === null)
+			return;
+		json = why.trim() ? {note: why.trim().slice(0, 200)} : {};
+	}
+	btn.disabled = true;
+	try {
+		await api(`/v1/nodes/${n.id}/${pause ? 'pause' : 'resume'}`, {method: 'POST', json: json || {}});
+		say(banner, `${n.name}: automation ${pause ? 'paused' : 'resumed'}`, 'ok');
+	} catch (e) {
+		say(banner, `could not ${pause ? 'pause' : 'resume'} ${n.name}: ${e.message}`);
+	}
+	loadNodes();
+}
+
+function automationCell(n)
+{
+	if (!n.trading_paused)
+		return el('td', {class: 'buyside'}, 'running');
+	const who = n.trading_paused_by === (me && me.scope) ? 'you' : n.trading_paused_by_name || 'a person';
+	const note = n.trading_pause_note ? `: “${n.trading_pause_note}”` : '';
+	return el('td', {class: 'sellside why', title: `since ${n.trading_paused_at}${note}`}, `paused by ${who}${note}`);
+}
+
+async function loadNodes()
+{
+	let nodes = [];
+	try {
+		nodes = (await api('/v1/nodes')).items || [];
+	} catch (e) {
+		say(banner, `could not list the nodes: ${e.message}`);
+	}
+	const may = me && PAUSING.includes(me.role);
+	for (const n of nodes)
+		noteName(n.id, n.name);
+	const rows = nodes.map(n => {
+		const b = el('button', {type: 'button', 'data-node': n.id, 'aria-label': `${n.trading_paused ? 'Resume' : 'Pause'} ${n.name}`},
+		             n.trading_paused ? 'Resume' : 'Pause');
+		b.addEventListener('click', () => setPaused(n, !n.trading_paused, b));
+		return el('tr', {'data-node': n.id, 'data-paused': n.trading_paused ? 'yes' : 'no'},
+		          el('td', {title: `account ${n.id}`}, n.name), el('td', {title: `team ${n.team_id}`}, n.team_name || ''),
+		          automationCell(n), el('td', {}, may ? b : ''));
+	});
+	fillRows($('nodes').tBodies[0], rows, 4, me && me.role === 'operator' ? 'no nodes' : 'no nodes in your team');
+	// the order form's account picker: the team's nodes for a trader,
+	// one's own account otherwise
+	const sel = $('o-account');
+	const keep = sel.value;
+	if (me && me.role === 'trader') {
+		sel.replaceChildren(...nodes.map(n => el('option', {value: n.id},
+		                                          `${n.name}${n.trading_paused ? ' (paused)' : ''}`)));
+		if (nodes.some(n => String(n.id) === keep))
+			sel.value = keep;
+	} else if (me && me.account_id) {
+		noteName(me.account_id, me.account_name);
+		sel.replaceChildren(el('option', {value: me.account_id}, me.account_name || `account ${me.account_id}`));
+	} else {
+		sel.replaceChildren();
 	}
 }
 
@@ -275,9 +422,9 @@ function drawFills()
 {
 	const list = [...fills.values()].sort((a, b) => b.trade_id - a.trade_id);
 	const rows = list.map(f => el('tr', {'data-trade': f.trade_id},
-	                              el('td', {}, f.time ? fmt.time(f.time) : 'just now'),
+	                              f.time ? timeCell(f.time) : el('td', {}, 'just now'),
 	                              el('td', {}, f.trade_id), el('td', {}, f.market),
-	                              acctCell(f.buyer_id), acctCell(f.seller_id),
+	                              acctCell(f.buyer_id, f.buyer_name), acctCell(f.seller_id, f.seller_name),
 	                              el('td', {class: 'num', title: `${f.price} n$/page-year`}, fmt.price(f.price)),
 	                              pagesCell(f.pages),
 	                              el('td', {class: 'num'}, fmt.money(fmt.big(f.price) * fmt.big(f.pages))),
@@ -296,6 +443,8 @@ const MOVES = {
 
 function moves(c)
 {
+	if (me && !TRADING.includes(me.role))
+		return [];
 	return (MOVES[c.state] || []).map(([move, label, what]) => {
 		const b = el('button', {type: 'button', title: what, 'data-move': move,
 		                        'aria-label': `${label} contract ${c.id}`}, label);
@@ -329,16 +478,17 @@ async function loadContracts()
 		// every contract is one trade: the fills list starts from them
 		for (const c of items)
 			addFill({trade_id: c.trade_id, contract_id: c.id, market: c.market, buyer_id: c.buyer_id,
-			         seller_id: c.seller_id, price: c.price, pages: c.pages, time: c.created_at});
+			         seller_id: c.seller_id, buyer_name: c.buyer_name, seller_name: c.seller_name,
+			         price: c.price, pages: c.pages, time: c.created_at});
 		drawFills();
 		const rows = items.map(c => el('tr', {'data-contract': c.id},
 		                               el('td', {}, c.id), el('td', {}, c.market), el('td', {}, c.delivery),
 		                               el('td', {}, c.state.replace('_', ' ')),
-		                               acctCell(c.buyer_id), acctCell(c.seller_id),
+		                               acctCell(c.buyer_id, c.buyer_name), acctCell(c.seller_id, c.seller_name),
 		                               pagesCell(c.pages),
 		                               el('td', {class: 'num', title: `${c.price} n$/page-year`}, fmt.price(c.price)),
-		                               el('td', {}, c.deliver_by ? fmt.time(c.deliver_by) : ''),
-		                               el('td', {}, c.term_end ? fmt.time(c.term_end) : '—'),
+		                               c.deliver_by ? timeCell(c.deliver_by) : el('td', {}, ''),
+		                               c.term_end ? timeCell(c.term_end) : el('td', {}, '—'),
 		                               el('td', {}, ...moves(c))));
 		fillRows($('contracts').tBodies[0], rows, 11, 'no contracts yet');
 	} catch (e) {
@@ -354,32 +504,32 @@ function stop()
 		stream.stop();
 	stream = null;
 	fills.clear();
-	for (const t of ['orders', 'fills', 'contracts'])
+	for (const t of ['nodes', 'orders', 'history', 'fills', 'contracts'])
 		$(t).tBodies[0].replaceChildren();
 }
+
+let generation = 0; // a sign out or in ends what an earlier start was doing
 
 async function start(principal)
 {
 	stop();
+	const gen = ++generation;
 	me = principal;
 	const why = roleProblem(principal, ROLES, 'trade');
-	form.querySelector('#o-submit').disabled = !!why;
+	const readOnly = principal && !TRADING.includes(principal.role);
+	form.querySelector('#o-submit').disabled = !!why || readOnly;
+	form.closest('section').hidden = !!readOnly; // the admin reads
 	if (why) {
 		say(banner, why, principal ? 'error' : 'warn');
 		setLive('down', 'not connected');
 		return;
 	}
-	say(banner, '');
-	const acct = $('o-account');
-	if (me.role === 'trader') {
-		acct.value = '';
-		acct.required = true;
-		$('o-account-hint').textContent = 'the node of your team this order is for (the accounts of your orders are suggested)';
-	} else {
-		acct.value = me.account_id || '';
-		acct.required = false;
-		$('o-account-hint').textContent = 'your own account; leave as it is';
-	}
+	say(banner, readOnly ? `an ${me.role} reads this page; orders are placed by traders, nodes and the operator` : '',
+	    'warn');
+	$('o-account-hint').textContent = me.role === 'trader'
+	                                      ? 'a node of your team (its id on hover in the lists)'
+	                                      : 'your own account';
+	$('h-nodes').hidden = $('nodes-hint').hidden = $('nodes').parentElement.hidden = me.role === 'operator';
 	try {
 		markets = (await api('/v1/markets')).items || [];
 		const sel = $('o-market');
@@ -387,13 +537,23 @@ async function start(principal)
 		sel.replaceChildren(...markets.map(m => el('option', {value: m.name}, m.name)));
 		if (markets.some(m => m.name === keep))
 			sel.value = keep;
+		if (markets.some(m => m.name === wanted.get('market')))
+			sel.value = wanted.get('market');
 		syncMarket();
+		readForm(true);
 		if (!markets.length)
 			say(banner, 'there are no markets yet; an operator creates them', 'warn');
 	} catch (e) {
 		say(banner, `could not list the markets: ${e.message}`);
 	}
-	await Promise.all([loadOrders(), loadContracts()]);
+	if (gen !== generation)
+		return;
+	await loadNodes();
+	if (gen !== generation)
+		return;
+	await Promise.all([loadOrders(), loadHistory(), loadContracts()]);
+	if (gen !== generation)
+		return;
 	stream = openEvents(ev => {
 		if (ev.event === 'fill' && ev.data && ev.data.trade_id) {
 			addFill(ev.data);
@@ -401,14 +561,43 @@ async function start(principal)
 			soon('orders', loadOrders);
 		} else if (ev.event === 'order') {
 			soon('orders', loadOrders);
+			soon('history', loadHistory);
+			const d = ev.data || {};
+			// someone else cancelled one of the orders we see: say who
+			if (d.status === 'cancelled' && d.cancelled_by && d.cancelled_by !== me.scope)
+				say(banner, `order ${d.id} was cancelled by ${d.cancelled_by}` +
+				            `${d.cancel_note ? `: “${d.cancel_note}”` : ''} (the history names them)`, 'warn');
+		} else if (ev.event === 'automation') {
+			soon('nodes', loadNodes);
 		} else if (ev.event === 'contract') {
 			soon('contracts', loadContracts);
 		} else if (ev.event === 'overflow') {
 			soon('orders', loadOrders);
+			soon('history', loadHistory);
+			soon('nodes', loadNodes);
 			soon('contracts', loadContracts);
 		}
 	}, setLive);
 }
+
+// Orders placed elsewhere (a node's agent, another person) send no event
+// until they change: the lists are read again every POLL_MS as well.
+const POLL_MS = 5000;
+setInterval(() => {
+	if (!me || !stream)
+		return;
+	soon('orders', loadOrders);
+	soon('history', loadHistory);
+	soon('nodes', loadNodes);
+}, POLL_MS);
+
+// From a book level on the Market page: ?market=M&side=buy|sell&price=$
+// fills the form (the market once the markets are listed)
+const wanted = new URLSearchParams(location.search);
+if (['buy', 'sell'].includes(wanted.get('side')))
+	$(wanted.get('side') === 'buy' ? 'o-buy' : 'o-sell').checked = true;
+if (wanted.get('price'))
+	$('o-price').value = wanted.get('price');
 
 syncSide();
 syncTif();
