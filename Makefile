@@ -30,7 +30,7 @@ pkg_cflags = $(shell pkg-config --cflags $(1))
 pkg_libs   = $(shell pkg-config --libs $(1))
 
 .DEFAULT_GOAL := all
-.PHONY: all check check-run bench fuzz demo install deps clean format test-bin
+.PHONY: all check check-run bench fuzz demo fleet install deps clean format test-bin
 
 PROGRAMS     :=
 SAN_PROGRAMS :=
@@ -97,6 +97,15 @@ demo: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) all >var/demo-build.log 2>&1 || \
 	  { tail -n 30 var/demo-build.log; echo "demo: the build failed; the whole log is var/demo-build.log"; exit 1; }
 	@BUILD="$(BUILD)" bash scripts/demo.sh
+
+# FLEET_ARGS: more ramex-fleet options (e.g. --machines 10000 --seed 2).
+FLEET_OUT ?= $(BUILD)/fleet
+fleet: deps
+	@$(MAKE) --no-print-directory -j$(JOBS) $(BUILD)/bin/ramex-fleet
+	@mkdir -p $(FLEET_OUT)
+	$(BUILD)/bin/ramex-fleet --json $(FLEET_OUT)/fleet.json \
+	  --svg $(FLEET_OUT)/fleet.svg $(FLEET_ARGS)
+	@echo "wrote $(FLEET_OUT)/fleet.json and $(FLEET_OUT)/fleet.svg"
 
 deps:
 	@bash scripts/deps.sh

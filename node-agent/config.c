@@ -180,6 +180,10 @@ static const struct setting settings[] = {
       "re-quote when the size moved more than"),
     B("breach_perm", strat.breach_perm,
       "under pressure, take perm pages back too (a breach)"),
+    N("sell_band_pct", strat.sell_band_pct, 0, 100,
+      "offer spare only past this % of the working set (half stays kept)"),
+    I("min_offer", strat.min_offer, 1, 0, BIG,
+      "smallest offer in pages, and the least selling band"),
 };
 
 #define NSETTINGS (sizeof settings / sizeof settings[0])

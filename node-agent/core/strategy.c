@@ -18,13 +18,19 @@ void strategy_config_default(struct strategy_config *c)
 	c->perm_floor = 100000;
 	c->perm_ceiling = 100000000;
 	c->bid_ceiling = 1000000; /* 1/10 cent */
-	c->stall_value = 1000;    /* 1 µ$ per second of stall */
+	/* 1 m$ per second of stall, $3.60 an hour: about what a mid-size
+	 * machine and its users lose while it waits. At the old 1 µ$ the
+	 * agent sold pages its workload refaults every few minutes
+	 * (ramex-fleet: 0.22 % stall, the worst machine 5 %). */
+	c->stall_value = 1000000;
 	c->move_cost = 1;
 	c->hold_s = 86400;
 	c->perm_premium_pct = 50;
 	c->requote_price_pct = 5;
 	c->requote_qty_pct = 10;
 	c->breach_perm = 1;
+	c->sell_band_pct = 5;
+	c->min_offer = 4096; /* 16 MiB */
 }
 
 const char *strategy_config_check(const struct strategy_config *c)
@@ -48,8 +54,10 @@ const char *strategy_config_check(const struct strategy_config *c)
 	if (c->hold_s <= 0)
 		return "the holding period must be positive";
 	if (c->perm_premium_pct < 0 || c->requote_price_pct < 0 ||
-	    c->requote_qty_pct < 0)
+	    c->requote_qty_pct < 0 || c->sell_band_pct < 0)
 		return "percentages cannot be negative";
+	if (c->min_offer < 0)
+		return "the smallest offer cannot be negative";
 	return NULL;
 }
 
@@ -160,27 +168,48 @@ static void cover_shortfall(const struct strategy_config *c,
 	for (int p = 0; p < STRATEGY_NPRODUCTS; p++)
 		converge(c, in, o, p, STRATEGY_SELL, 0, 0, STRATEGY_GTC,
 		         "workload needs the pages");
+	/* The agent recalls whole contracts: take the one that covers what
+	 * is missing with the least excess, else the largest, and again. */
+	char used[STRATEGY_MAX_CONTRACTS] = {0};
 	for (int pass = 0; pass < 2 && left > 0; pass++) {
 		enum strategy_product p =
 		    pass == 0 ? STRATEGY_SPOT : STRATEGY_PERM;
 		if (p == STRATEGY_PERM && !c->breach_perm)
 			break;
-		for (int i = 0; i < in->ncontracts && left > 0; i++) {
-			const struct strategy_contract *k = &in->contracts[i];
-			if (k->side != STRATEGY_SELL || k->product != p)
-				continue;
-			rx_pages n = k->pages < left ? k->pages : left;
+		while (left > 0) {
+			int best = -1, fits = 0;
+			for (int i = 0; i < in->ncontracts; i++) {
+				const struct strategy_contract *k =
+				    &in->contracts[i];
+				if (used[i] || k->side != STRATEGY_SELL ||
+				    k->product != p)
+					continue;
+				int f = k->pages >= left;
+				if (best < 0 || (f && !fits) ||
+				    (f && k->pages <
+				              in->contracts[best].pages) ||
+				    (!f && !fits &&
+				     k->pages > in->contracts[best].pages)) {
+					best = i;
+					fits = f;
+				}
+			}
+			if (best < 0)
+				break;
+			const struct strategy_contract *k =
+			    &in->contracts[best];
+			used[best] = 1;
 			emit(o, (struct strategy_action){
 			            .kind = STRATEGY_RECALL,
 			            .id = k->id,
 			            .product = p,
 			            .side = STRATEGY_SELL,
-			            .pages = n,
+			            .pages = k->pages,
 			            .reason = p == STRATEGY_SPOT
 			                          ? "workload needs the pages"
 			                          : "workload needs the pages "
 			                            "(breaches perm)"});
-			left -= n;
+			left -= k->pages < left ? k->pages : left;
 		}
 	}
 
@@ -213,6 +242,25 @@ static void cover_shortfall(const struct strategy_config *c,
 	         "never buy perm");
 }
 
+/* What the page at size x is worth: the estimate's curve, except that
+ * memory the workload does not hold and does not fault for is free. */
+static int64_t page_value(const struct wsest_estimate *e, rx_pages x)
+{
+	if (x >= e->resident && e->deficit == 0)
+		return 0;
+	return wsest_value_at(e, x);
+}
+
+/* The next size past x where the curve's value changes (or `to`). */
+static rx_pages next_step(const struct wsest_estimate *e, rx_pages x,
+                          rx_pages to)
+{
+	for (int i = 0; i < e->npoints; i++)
+		if (e->curve[i].size > x && e->curve[i].size < to)
+			return e->curve[i].size;
+	return x < e->resident && e->resident < to ? e->resident : to;
+}
+
 /* Spare memory: give borrowed pages back first, then offer the rest. */
 static void offer_spare(const struct strategy_config *c,
                         const struct strategy_input *in, struct out *o,
@@ -238,7 +286,42 @@ static void offer_spare(const struct strategy_config *c,
 
 	/* a person's open offers for this node take their part */
 	spare = spare > v->others_sell ? spare - v->others_sell : 0;
-	rx_pages target = round_down(spare, c->lot);
+	/* Keep the pages the best bid does not pay for: walk up the curve
+	 * from the need to the first size whose page is worth less than the
+	 * bid, and offer only above it. Without a bid, offer from the need. */
+	rx_pages need = v->need;
+	rx_price bid = in->top[STRATEGY_SPOT].best_bid;
+	rx_price move = move_price(c);
+	if (bid > 0) {
+		rx_pages at = need;
+		while (at < v->kept &&
+		       strategy_price_of(c, page_value(e, at)) + move > bid)
+			at = next_step(e, at, v->kept);
+		spare -= at - need;
+		need = at;
+	}
+	/* Hysteresis: offer only a spare past the band, and keep half the
+	 * band, so a working set that wobbles neither sells a slice nor
+	 * recalls it a step later. */
+	rx_pages band = (rx_pages)((__int128)e->wss * c->sell_band_pct / 100);
+	if (band < c->min_offer)
+		band = c->min_offer;
+	int selling = 0;
+	for (int i = 0; i < in->nquotes; i++)
+		if (in->quotes[i].side == STRATEGY_SELL)
+			selling = 1;
+	rx_pages target = 0;
+	if (spare >= band || (selling && spare >= band / 2))
+		target = round_down(spare - band / 2, c->lot);
+	if (target < c->min_offer && target < spare - band / 2)
+		target = 0;
+	/* Pages that hold data must be written out before they can go, far
+	 * slower than free pages go offline: while what was sold still waits
+	 * for the workload's pages to be written out (the workload holds more
+	 * than the node keeps), offer nothing more, so that deliveries never
+	 * queue past their deadline. */
+	if (v->kept - v->borrowed < e->resident)
+		target = 0;
 	if (c->max_order > 0 && target > c->max_order)
 		target = round_down(c->max_order, c->lot);
 	rx_pages perm = 0;
@@ -247,9 +330,7 @@ static void offer_spare(const struct strategy_config *c,
 
 	/* The last page offered is the one at size `need`: the most valuable
 	 * one we would give up. */
-	rx_pages need = v->need;
-	rx_price spot_ask =
-	    strategy_price_of(c, wsest_value_at(e, need)) + move_price(c);
+	rx_price spot_ask = strategy_price_of(c, page_value(e, need)) + move;
 	rx_price perm_ask =
 	    clamp128((__int128)spot_ask * (100 + c->perm_premium_pct) / 100);
 	if (spot_ask < c->spot_floor)
@@ -322,11 +403,19 @@ int strategy_decide(const struct strategy_config *c,
 	v->spare = v->kept - v->need;
 
 	if (v->spare < 0 || e->pressure) {
-		/* Under pressure the estimate is too low by definition: ask
-		 * for at least one lot more. */
+		/* Under pressure the estimate is too low by definition, and
+		 * it follows a burst only by its smoothing: ask for the
+		 * margin's worth more at once, or for all the refaults say
+		 * may be missing (twice the deficit), whichever is more. */
 		rx_pages short_by = v->spare < 0 ? -v->spare : 0;
-		if (e->pressure && short_by < c->lot)
-			short_by = c->lot;
+		if (e->pressure) {
+			rx_pages more = margin > 2 * e->deficit ? margin
+			                                        : 2 * e->deficit;
+			if (more < c->lot)
+				more = c->lot;
+			if (short_by < more)
+				short_by = more;
+		}
 		cover_shortfall(c, in, &o, short_by, v);
 	} else {
 		offer_spare(c, in, &o, v->spare, v);

@@ -7,11 +7,19 @@
  * actions that bring the market position to what the node needs: keep a
  * safety margin above the working set, offer the rest on spot (and a share
  * on perm when the estimate is stable), and when the workload is short of
- * memory cancel offers, recall sold pages (spot first, then perm, which
- * breaches) and bid for the remainder. Prices are the marginal value of a
+ * memory cancel offers (under PSI pressure asking for at least the margin
+ * or all the refaults say may be missing, as the smoothed estimate lags a
+ * burst), recall sold contracts whole (spot first, then perm,
+ * which breaches; the one that covers the shortfall with the least excess
+ * first) and bid for the remainder. Prices are the marginal value of a
  * page at the size the node would keep plus the cost of moving it, within
- * the operator's floors and ceilings. A quote is replaced only when price or
- * size moved past a threshold, so the agent does not churn.
+ * the operator's floors and ceilings; when the best bid pays less than the
+ * page at the margin is worth, the node keeps the pages worth more and
+ * offers only those below the bid. A quote is replaced only when price or
+ * size moved past a threshold, and spare memory is offered only once it
+ * exceeds a band (min_offer, sell_band_pct) whose half stays kept, so noise
+ * in the estimate neither sells small slices nor recalls them a minute
+ * later (the churn ramex-fleet showed: docs/economics.md).
  *
  * Pure: no clock, no I/O, no allocation. Owns no state between calls: the
  * open quotes passed in are the memory that the hysteresis compares with.
@@ -57,6 +65,12 @@ struct strategy_config {
 	int requote_price_pct; /* replace a quote when its price is off by */
 	int requote_qty_pct;   /* ... or its size by more than this */
 	int breach_perm;       /* under pressure, recall perm pages too */
+	/* Hysteresis between selling and recalling: spare memory is offered
+	 * only once it exceeds the band, max(min_offer, sell_band_pct of the
+	 * working set), and half the band stays kept above the need, so the
+	 * working set must grow by half a band before a recall. */
+	int sell_band_pct;
+	rx_pages min_offer; /* no offer smaller: not worth moving */
 };
 
 struct strategy_quote { /* an open order of ours */

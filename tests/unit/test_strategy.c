@@ -19,6 +19,12 @@ static void setup(void)
 {
 	strategy_config_default(&cfg);
 	strcpy(cfg.perm_market, "perm-2027");
+	/* Most tests check sizes to the page: no selling band (see
+	 * band_keeps_small_spares for it). */
+	cfg.sell_band_pct = 0;
+	cfg.min_offer = 0;
+	/* Prices below are worked out at 1 µ$ a stall-second. */
+	cfg.stall_value = 1000;
 	ck_assert_ptr_null(strategy_config_check(&cfg));
 }
 
@@ -208,7 +214,8 @@ START_TEST(pressure_recalls_spot_then_perm_then_bids)
 	ck_assert_int_eq(r.a[2].pages, 50000);
 	ck_assert_int_eq(r.a[3].kind, STRATEGY_RECALL);
 	ck_assert_int_eq(r.a[3].id, 1);
-	ck_assert_int_eq(r.a[3].pages, 141424);
+	/* 141424 are missing, but the agent recalls whole contracts. */
+	ck_assert_int_eq(r.a[3].pages, 400000);
 	ck_assert(strstr(r.a[3].reason, "breach"));
 
 	/* Not allowed to breach: bid for the rest instead. Value 2000000 n$
@@ -232,7 +239,7 @@ START_TEST(pressure_recalls_spot_then_perm_then_bids)
 END_TEST
 
 /* PSI says the workload stalls although the estimate shows spare pages:
- * trust the stall and take back one lot. */
+ * trust the stall and take back at least one lot: a whole contract. */
 START_TEST(pressure_wins_over_the_estimate)
 {
 	struct wsest_estimate e = est(200000, 10000, 1000000000, 0, 1);
@@ -243,7 +250,7 @@ START_TEST(pressure_wins_over_the_estimate)
 	struct run r = decide(&e, NULL, 0, &k, 1, 0, 0);
 	ck_assert_int_eq(r.n, 1);
 	ck_assert_int_eq(r.a[0].kind, STRATEGY_RECALL);
-	ck_assert_int_eq(r.a[0].pages, cfg.lot);
+	ck_assert_int_eq(r.a[0].pages, 100000);
 }
 END_TEST
 
@@ -405,6 +412,7 @@ START_TEST(scripted_day)
 
 	/* 4. the working set grows to 500000: the offer shrinks */
 	e = est(500000, 10000, 1000000000, 0, 0);
+	e.resident = 600000; /* under the 748576 kept: nothing to write out */
 	r = decide(&e, q, nq, k, nk, 0, 0);
 	ck_assert_int_eq(r.n, 2);
 	sent += r.n;
@@ -417,11 +425,11 @@ START_TEST(scripted_day)
 	r = decide(&e, q, nq, k, nk, 0, 0);
 	ck_assert_int_eq(r.a[0].kind, STRATEGY_CANCEL);
 	ck_assert_int_eq(r.a[1].kind, STRATEGY_RECALL);
-	ck_assert_int_eq(r.a[1].pages, 141424);
+	ck_assert_int_eq(r.a[1].pages, 300000); /* the whole contract */
 	ck_assert_int_eq(r.n, 2);
 	sent += r.n;
 	nq = apply(&r, q, nq, &next_id);
-	k[0].pages -= 141424;
+	nk = 0;
 	ck_assert_int_eq(nq, 0);
 
 	/* 6. calm again at 300000: offer again */
@@ -433,12 +441,148 @@ START_TEST(scripted_day)
 }
 END_TEST
 
+/* Hysteresis against churn (ramex-fleet saw agents sell a few MiB and
+ * recall a whole contract a minute later): a spare under the band is not
+ * offered, and half the band stays kept. */
+START_TEST(band_keeps_small_spares)
+{
+	strategy_config_default(&cfg);
+	cfg.stall_value = 1000;
+	struct wsest_estimate e = est(200000, 10000, 10000000, 0, 0);
+	struct run r = decide(&e, NULL, 0, NULL, 0, 0, 0);
+	/* band = max(5 % of 200000, 4096) = 10000: keep 5000 of it */
+	ck_assert_int_eq(r.n, 1);
+	ck_assert_int_eq(r.a[0].pages, (TOTAL - 230000 - 5000) / 256 * 256);
+
+	/* Sold all but 8000 spare pages: under the band, nothing to do. */
+	struct strategy_contract k = {.id = 1,
+	                              .product = STRATEGY_SPOT,
+	                              .side = STRATEGY_SELL,
+	                              .pages = TOTAL - 230000 - 8000};
+	r = decide(&e, NULL, 0, &k, 1, 0, 0);
+	ck_assert_int_eq(r.v.spare, 8000);
+	ck_assert_int_eq(r.n, 0);
+
+	/* A small machine: the least band is min_offer. */
+	e = est(20000, 1000, 10000000, 0, 0);
+	k.pages = TOTAL - 20000 - 1000 - 16384 - 4000;
+	r = decide(&e, NULL, 0, &k, 1, 0, 0);
+	ck_assert_int_eq(r.v.spare, 4000);
+	ck_assert_int_eq(r.n, 0);
+}
+END_TEST
+
+/* The operator bids 100000 n$; the pages just above the need are worth
+ * 1000000 n$ to us: keep them, and offer only those below the bid. */
+START_TEST(sells_down_the_curve)
+{
+	struct wsest_estimate e = est(200000, 10000, 1000000000, 0, 0);
+	e.resident = 600000;
+	e.npoints = 2;
+	e.curve[1].size = 300000;
+	e.curve[1].value = 1000000; /* 1000 n$ a page-year */
+	struct run r = decide(&e, NULL, 0, NULL, 0, 100000, 0);
+	ck_assert_int_eq(r.n, 1);
+	ck_assert_int_eq(r.a[0].pages, (TOTAL - 300000) / 256 * 256);
+	ck_assert_int_eq(r.a[0].price, cfg.spot_floor);
+
+	/* Every resident page is dear, but what the workload does not hold
+	 * (and does not fault for) is worth nothing: offer that. */
+	e = est(200000, 10000, 1000000000, 0, 0);
+	e.resident = 400000;
+	r = decide(&e, NULL, 0, NULL, 0, 100000, 0);
+	ck_assert_int_eq(r.n, 1);
+	ck_assert_int_eq(r.a[0].pages, (TOTAL - 400000) / 256 * 256);
+	ck_assert_int_eq(r.a[0].price, cfg.spot_floor);
+
+	/* No bid in the book: offer from the need at its value. */
+	r = decide(&e, NULL, 0, NULL, 0, 0, 0);
+	ck_assert_int_eq(r.a[0].pages, (TOTAL - 230000) / 256 * 256);
+	ck_assert_int_eq(r.a[0].price, 1000365);
+}
+END_TEST
+
+/* The agent recalls whole contracts: cover 50000 missing pages with the
+ * 60000-page contract, not by recalling the 300000-page one. */
+START_TEST(recall_takes_the_contract_that_fits)
+{
+	struct wsest_estimate e = est(200000, 10000, 1000000000, 0, 0);
+	struct strategy_contract k[] = {
+	    {.id = 1, .product = STRATEGY_SPOT, .side = STRATEGY_SELL,
+	     .pages = 300000},
+	    {.id = 2, .product = STRATEGY_SPOT, .side = STRATEGY_SELL,
+	     .pages = 60000},
+	    {.id = 3, .product = STRATEGY_SPOT, .side = STRATEGY_SELL,
+	     .pages = 20000},
+	};
+	/* kept = TOTAL - 380000 = 668576; need = 718576 */
+	e.wss = 200000 + 453251;
+	e.wss_err = 0;
+	struct run r = decide(&e, NULL, 0, k, 3, 0, 0);
+	ck_assert_int_eq(r.v.spare, -50000);
+	ck_assert_int_eq(r.n, 1);
+	ck_assert_int_eq(r.a[0].kind, STRATEGY_RECALL);
+	ck_assert_int_eq(r.a[0].id, 2);
+	ck_assert_int_eq(r.a[0].pages, 60000);
+}
+END_TEST
+
+/* Sold pages still hold the workload's data (it holds more than the node
+ * keeps): they are being written out; sell nothing more until they are. */
+START_TEST(no_offer_while_data_waits)
+{
+	struct wsest_estimate e = est(100000, 0, 1000, 0, 0);
+	e.resident = 400000;
+	struct strategy_contract k = {.id = 1,
+	                              .product = STRATEGY_SPOT,
+	                              .side = STRATEGY_SELL,
+	                              .pages = TOTAL - 350000};
+	struct run r = decide(&e, NULL, 0, &k, 1, 0, 0);
+	ck_assert_int_gt(r.v.spare, 200000);
+	ck_assert_int_eq(r.n, 0);
+	e.resident = 300000; /* written out: 50000 free again */
+	r = decide(&e, NULL, 0, &k, 1, 0, 0);
+	ck_assert_int_eq(r.n, 1);
+	ck_assert_int_eq(r.a[0].kind, STRATEGY_PLACE);
+}
+END_TEST
+
+/* PSI pressure while the refaults say 100000 working-set pages are
+ * missing: the smoothed estimate lags the burst, so take back what the
+ * refaults bound (2 x 100000), not one lot a step. */
+START_TEST(pressure_takes_back_what_refaults_bound)
+{
+	struct wsest_estimate e = est(200000, 10000, 1000000000, 0, 1);
+	e.deficit = 100000;
+	struct strategy_contract k[] = {
+	    {.id = 1, .product = STRATEGY_SPOT, .side = STRATEGY_SELL,
+	     .pages = 150000},
+	    {.id = 2, .product = STRATEGY_SPOT, .side = STRATEGY_SELL,
+	     .pages = 300000},
+	};
+	struct run r = decide(&e, NULL, 0, k, 2, 0, 0);
+	ck_assert_int_gt(r.v.spare, 0);
+	ck_assert_int_eq(r.n, 1);
+	ck_assert_int_eq(r.a[0].kind, STRATEGY_RECALL);
+	ck_assert_int_eq(r.a[0].id, 2);
+	/* Without refaults the margin (10 % of 200000) is what it asks. */
+	e.deficit = 0;
+	r = decide(&e, NULL, 0, k, 2, 0, 0);
+	ck_assert_int_eq(r.a[0].id, 1);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("strategy");
 	TCase *tc = tcase_create("core");
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, offers_the_spare_on_spot);
+	tcase_add_test(tc, band_keeps_small_spares);
+	tcase_add_test(tc, sells_down_the_curve);
+	tcase_add_test(tc, recall_takes_the_contract_that_fits);
+	tcase_add_test(tc, no_offer_while_data_waits);
+	tcase_add_test(tc, pressure_takes_back_what_refaults_bound);
 	tcase_add_test(tc, price_follows_marginal_value);
 	tcase_add_test(tc, prices_round_to_the_tick);
 	tcase_add_test(tc, ceiling_keeps_valuable_pages);

@@ -1,0 +1,12 @@
+# sim/sim.mk — ramex-fleet, the fleet simulator: the real pure cores
+# (estimator, strategy, book, contracts, usage, invoicing) on simulated
+# machines. `make fleet` (top-level Makefile) runs the default fleet.
+# Included by the top-level Makefile.
+
+SIM_CORE := sim/workload.c sim/fleet.c node-agent/core/wsest.c \
+  node-agent/core/strategy.c exchange/core/book.c exchange/core/contract.c \
+  exchange/core/usage.c exchange/core/invoice.c common/money.c
+$(call program,ramex-fleet,sim/main.c sim/report.c $(SIM_CORE),)
+
+# A small fleet, every policy, the invariants (tests/unit/test_fleet.c).
+$(call unit_test,test_fleet,tests/unit/test_fleet.c sim/report.c $(SIM_CORE))

@@ -1,0 +1,176 @@
+/*
+ * test_fleet.c — ramex-fleet on a small fleet, every policy: each machine's
+ * resident + offline + lent pages equal its installed pages after every
+ * step; the ledger sums to zero and every movement balances; every contract
+ * that delivered is billed for exactly what was metered (none delivered
+ * past its deadline unbilled); the cores refused nothing the simulator
+ * asked; static gives nothing back; the market does trade; and the same
+ * seed gives byte-identical output while another seed does not.
+ */
+#include "sim/fleet.h"
+#include "sim/report.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct seen {
+	int64_t probes, bad;
+	rx_pages worst;
+};
+
+static void probe(void *ctx, const struct fleet_probe *p)
+{
+	struct seen *s = ctx;
+	s->probes++;
+	if (p->resident < 0 || p->offline < 0 || p->lent < 0 ||
+	    p->borrowed < 0 ||
+	    p->resident + p->offline + p->lent != p->installed)
+		s->bad++;
+}
+
+static void small(struct fleet_config *c, enum fleet_policy p)
+{
+	fleet_config_default(c);
+	c->machines = 12;
+	c->days = 0.25;
+	c->seed = 7;
+	c->policy = p;
+	c->threads = 2;
+}
+
+static void run(struct fleet_config *c, struct fleet_result *r,
+                struct seen *s)
+{
+	char err[256];
+	memset(s, 0, sizeof *s);
+	c->probe = probe;
+	c->probe_ctx = s;
+	ck_assert_msg(fleet_run(c, r, err, sizeof err) == 0, "%s", err);
+}
+
+static void invariants(const struct fleet_config *c,
+                       const struct fleet_result *r, const struct seen *s)
+{
+	int64_t steps = (int64_t)(c->days * 86400 / (double)c->dt_s);
+	ck_assert_int_eq(s->probes, steps * c->machines);
+	ck_assert_int_eq(s->bad, 0);
+	ck_assert_int_eq(r->bad_balance, 0);
+	ck_assert_int_eq(r->bad_billing, 0);
+	ck_assert_int_eq(r->bad_core, 0);
+	ck_assert_int_eq(r->refused, 0);
+	ck_assert(r->ledger_sum == 0);
+	ck_assert_int_eq(r->usage_refused, 0);
+	ck_assert_int_eq(r->operator_spend + r->buyer_spend,
+	                 r->seller_revenue + r->fees);
+}
+
+START_TEST(static_gives_nothing_back)
+{
+	struct fleet_config c;
+	struct fleet_result r;
+	struct seen s;
+	small(&c, FLEET_STATIC);
+	run(&c, &r, &s);
+	invariants(&c, &r, &s);
+	ck_assert(r.offline_ps == 0 && r.lent_ps == 0);
+	ck_assert_int_eq(r.contracts, 0);
+	ck_assert(r.installed_ps > 0 && r.ws_ps > 0);
+	fleet_result_free(&r);
+}
+END_TEST
+
+START_TEST(every_policy_keeps_the_invariants)
+{
+	for (int p = FLEET_TMO; p < FLEET_NPOLICIES; p++) {
+		struct fleet_config c;
+		struct fleet_result r;
+		struct seen s;
+		small(&c, p);
+		run(&c, &r, &s);
+		invariants(&c, &r, &s);
+		ck_assert_msg(r.offline_ps > 0, "%s gave nothing back",
+		              fleet_policy_name(p));
+		if (p == FLEET_MARKET || p == FLEET_ORACLE) {
+			/* The market traded and billed, and money moved. */
+			ck_assert_int_gt(r.contracts, 0);
+			ck_assert_int_gt(r.movements, 0);
+			ck_assert_int_gt(r.operator_spend, 0);
+			ck_assert_int_gt(r.seller_revenue, 0);
+		}
+		fleet_result_free(&r);
+	}
+}
+END_TEST
+
+static char *output(uint64_t seed, size_t *len)
+{
+	struct fleet_result r[FLEET_NPOLICIES];
+	struct fleet_config c;
+	char *buf = NULL;
+	FILE *f = open_memstream(&buf, len);
+	ck_assert_ptr_nonnull(f);
+	for (int p = 0; p < FLEET_NPOLICIES; p++) {
+		struct seen s;
+		small(&c, p);
+		c.machines = 6;
+		c.days = 0.1;
+		c.seed = seed;
+		run(&c, &r[p], &s);
+	}
+	report_table(f, &c, r, FLEET_NPOLICIES);
+	report_json(f, &c, r, FLEET_NPOLICIES);
+	report_svg(f, &c, r, FLEET_NPOLICIES);
+	for (int p = 0; p < FLEET_NPOLICIES; p++)
+		fleet_result_free(&r[p]);
+	fclose(f);
+	return buf;
+}
+
+START_TEST(same_seed_same_bytes)
+{
+	size_t a_len, b_len, c_len;
+	char *a = output(42, &a_len), *b = output(42, &b_len);
+	char *c = output(43, &c_len);
+	ck_assert_uint_gt(a_len, 1000);
+	ck_assert_uint_eq(a_len, b_len);
+	ck_assert(memcmp(a, b, a_len) == 0);
+	ck_assert(c_len != a_len || memcmp(a, c, a_len) != 0);
+	free(a);
+	free(b);
+	free(c);
+}
+END_TEST
+
+START_TEST(bad_configs_are_refused)
+{
+	struct fleet_config c;
+	struct fleet_result r;
+	char err[256];
+	small(&c, FLEET_STATIC);
+	c.dt_s = 7; /* does not divide an hour */
+	ck_assert_int_eq(fleet_run(&c, &r, err, sizeof err), -1);
+	ck_assert_ptr_nonnull(strstr(err, "step"));
+	small(&c, FLEET_STATIC);
+	c.machines = 0;
+	ck_assert_int_eq(fleet_run(&c, &r, err, sizeof err), -1);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("fleet");
+	TCase *tc = tcase_create("fleet");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, static_gives_nothing_back);
+	tcase_add_test(tc, every_policy_keeps_the_invariants);
+	tcase_add_test(tc, same_seed_same_bytes);
+	tcase_add_test(tc, bad_configs_are_refused);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
