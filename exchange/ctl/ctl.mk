@@ -1,7 +1,9 @@
 # exchange/ctl/ctl.mk — ramexctl, its unit and integration tests.
 # Included by the top-level Makefile (see docs/CONVENTIONS.md).
 
-CTL_LIB := exchange/ctl/ctl_http.c exchange/ctl/ctl_units.c
+CTL_LIB := exchange/ctl/ctl_http.c exchange/ctl/ctl_units.c \
+  exchange/ctl/ctl_args.c exchange/ctl/ctl_out.c exchange/ctl/ctl_trade.c \
+  exchange/ctl/ctl_bill.c exchange/ctl/ctl_admin.c
 
 $(call program,ramexctl,exchange/ctl/ramexctl.c $(CTL_LIB),libcurl jansson)
 INSTALL_BIN += $(BUILD)/bin/ramexctl

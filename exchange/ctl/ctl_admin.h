@@ -1,0 +1,26 @@
+/*
+ * ctl_admin.h — ramexctl's administration commands: teams, accounts,
+ * nodes (by id or name; create, pause and resume its trading), node keys
+ * and bearer tokens. A new secret is shown once, as the server answers
+ * it. Each returns an exit code (ctl_http.h).
+ */
+#ifndef RAMEX_CTL_ADMIN_H
+#define RAMEX_CTL_ADMIN_H
+
+#include "exchange/ctl/ctl_args.h"
+
+int ctl_admin_accounts_create(struct ctx *x, struct opts *o);
+int ctl_admin_accounts_list(struct ctx *x, struct opts *o);
+int ctl_admin_keys_create(struct ctx *x, struct opts *o);
+int ctl_admin_keys_revoke(struct ctx *x, struct opts *o);
+int ctl_admin_nodes_create(struct ctx *x, struct opts *o);
+int ctl_admin_nodes_list(struct ctx *x, struct opts *o);
+int ctl_admin_nodes_pause(struct ctx *x, struct opts *o);
+int ctl_admin_nodes_resume(struct ctx *x, struct opts *o);
+int ctl_admin_teams_create(struct ctx *x, struct opts *o);
+int ctl_admin_teams_list(struct ctx *x, struct opts *o);
+int ctl_admin_tokens_create(struct ctx *x, struct opts *o);
+int ctl_admin_tokens_list(struct ctx *x, struct opts *o);
+int ctl_admin_tokens_revoke(struct ctx *x, struct opts *o);
+
+#endif

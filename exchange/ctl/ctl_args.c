@@ -1,0 +1,218 @@
+/*
+ * ctl_args.c — ramexctl's option parsing, typed options and request
+ * paths; see ctl_args.h.
+ */
+#include "exchange/ctl/ctl_args.h"
+#include "exchange/ctl/ctl_units.h"
+
+#include <curl/curl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+const char *const ctl_prog = "ramexctl";
+
+int ctl_usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "%s: ", ctl_prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n(try %s --help)\n", ctl_prog);
+	return CTL_USAGE;
+}
+
+const char *ctl_opt(const struct opts *o, const char *name)
+{
+	for (int i = o->n - 1; i >= 0; i--)
+		if (strcmp(o->name[i], name) == 0)
+			return o->val[i];
+	return NULL;
+}
+
+int ctl_in_list(const char *const *l, const char *s)
+{
+	for (; l && *l; l++)
+		if (strcmp(*l, s) == 0)
+			return 1;
+	return 0;
+}
+
+/* Options may come in any order among the positional arguments;
+ * "--name=value" and "--name value" both work. */
+int ctl_parse_opts(const struct cmd *c, int argc, char **argv, struct opts *o)
+{
+	memset(o, 0, sizeof *o);
+	for (int i = 0; i < argc; i++) {
+		char *a = argv[i], name[64];
+		const char *val = NULL;
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			o->help = 1;
+			continue;
+		}
+		if (strncmp(a, "--", 2) != 0 || a[2] == 0) {
+			if (o->npos == MAX_POS || o->npos == c->npos)
+				return ctl_usage_error(
+				    "unexpected argument \"%s\"", a);
+			o->pos[o->npos++] = a;
+			continue;
+		}
+		const char *eq = strchr(a, '=');
+		size_t nl = eq ? (size_t)(eq - a) : strlen(a);
+		if (nl >= sizeof name)
+			return ctl_usage_error("unknown option \"%s\"", a);
+		memcpy(name, a, nl);
+		name[nl] = 0;
+		if (ctl_in_list(c->valued, name)) {
+			if (eq)
+				val = eq + 1;
+			else if (i + 1 < argc)
+				val = argv[++i];
+			else
+				return ctl_usage_error("%s needs a value",
+				                       name);
+		} else if (ctl_in_list(c->flags, name) && !eq) {
+			val = "";
+		} else {
+			return ctl_usage_error(
+			    "unknown option \"%s\" for %s%s%s", a, c->group,
+			    c->verb ? " " : "", c->verb ? c->verb : "");
+		}
+		if (o->n == MAX_OPTS)
+			return ctl_usage_error("too many options");
+		const char *const *v = c->valued;
+		for (; *v && strcmp(*v, name) != 0; v++)
+			;
+		o->name[o->n] = *v ? *v : name;
+		if (!*v) { /* a flag: keep a pointer that outlives `name` */
+			const char *const *f = c->flags;
+			for (; strcmp(*f, name) != 0; f++)
+				;
+			o->name[o->n] = *f;
+		}
+		o->val[o->n++] = val;
+	}
+	if (!o->help && o->npos < c->npos)
+		return ctl_usage_error("%s%s%s needs %d argument%s: %s",
+		                       c->group, c->verb ? " " : "",
+		                       c->verb ? c->verb : "", c->npos,
+		                       c->npos > 1 ? "s" : "", c->usage);
+	return 0;
+}
+
+/* A signed offset like "+90s", "-15m", "+2h", "-7d" (at most 100 years)
+ * as ns since the epoch: now plus or minus it. -1 when it is not one. */
+int ctl_parse_offset(const char *s, int64_t *ns)
+{
+	int64_t v, mul;
+	char num[32];
+	size_t n = strlen(s);
+	if ((s[0] != '+' && s[0] != '-') || n < 3 || n - 1 >= sizeof num)
+		return -1;
+	switch (s[n - 1]) {
+	case 's':
+		mul = 1;
+		break;
+	case 'm':
+		mul = 60;
+		break;
+	case 'h':
+		mul = 3600;
+		break;
+	case 'd':
+		mul = 86400;
+		break;
+	default:
+		return -1;
+	}
+	memcpy(num, s + 1, n - 2);
+	num[n - 2] = 0;
+	if (ctl_units_parse_int(num, &v) < 0 || v > 100LL * 365 * 86400 / mul)
+		return -1;
+	if (s[0] == '-')
+		v = -v;
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	*ns = ((int64_t)t.tv_sec + v * mul) * 1000000000 + t.tv_nsec;
+	return 0;
+}
+
+/* ---- paths ------------------------------------------------------------- */
+
+/* Appends "&k=v" (or "?k=v") with v URL-escaped. */
+void ctl_add_query(char *p, size_t len, const char *k, const char *v)
+{
+	if (!v)
+		return;
+	char *e = curl_easy_escape(NULL, v, 0);
+	size_t n = strlen(p);
+	snprintf(p + n, len - n, "%c%s=%s", strchr(p, '?') ? '&' : '?', k,
+	         e ? e : "");
+	curl_free(e);
+}
+
+/* A path segment from the command line: names and ids only, so nothing a
+ * person types can walk to another route. */
+int ctl_segment_ok(const char *s)
+{
+	if (!*s || strlen(s) > 64)
+		return 0;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '-' || *s == '_'))
+			return 0;
+	return 1;
+}
+
+int ctl_path1(char *p, size_t len, const char *fmt, const char *seg)
+{
+	if (!ctl_segment_ok(seg))
+		return ctl_usage_error("\"%s\" is not a name or id", seg);
+	snprintf(p, len, fmt, seg);
+	return 0;
+}
+
+int ctl_int_opt(const struct opts *o, const char *name, json_t *body,
+                const char *key, int required)
+{
+	const char *v = ctl_opt(o, name);
+	int64_t n;
+	if (!v)
+		return required ? ctl_usage_error("%s is required", name) : 0;
+	if (ctl_units_parse_int(v, &n) < 0)
+		return ctl_usage_error("%s \"%s\" is not a whole number", name,
+		                       v);
+	json_object_set_new(body, key, json_integer(n));
+	return 0;
+}
+
+int ctl_price_opt(const struct opts *o, const char *name, json_t *body,
+                  const char *key, int required)
+{
+	const char *v = ctl_opt(o, name);
+	char err[256];
+	int64_t n;
+	if (!v)
+		return required ? ctl_usage_error("%s is required", name) : 0;
+	if (ctl_units_parse_price(v, &n, err, sizeof err) < 0)
+		return ctl_usage_error("%s: %s", name, err);
+	json_object_set_new(body, key, json_integer(n));
+	return 0;
+}
+
+int ctl_pages_opt(const struct opts *o, const char *name, json_t *body,
+                  const char *key, int required)
+{
+	const char *v = ctl_opt(o, name);
+	char err[256];
+	int64_t n;
+	if (!v)
+		return required ? ctl_usage_error("%s is required", name) : 0;
+	if (ctl_units_parse_pages(v, &n, err, sizeof err) < 0)
+		return ctl_usage_error("%s: %s", name, err);
+	json_object_set_new(body, key, json_integer(n));
+	return 0;
+}

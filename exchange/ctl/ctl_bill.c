@@ -1,0 +1,281 @@
+/*
+ * ctl_bill.c — ramexctl's money commands; see ctl_bill.h.
+ */
+#include "exchange/ctl/ctl_bill.h"
+#include "exchange/ctl/ctl_out.h"
+#include "exchange/ctl/ctl_units.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const usage_cols[] = {
+    "id",   "node_id",         "epoch",         "seq",          "contract_id",
+    "side", "period_start_ns", "period_end_ns", "page_seconds", NULL};
+
+/* A time for --from/--to: ns since the epoch, or "-90s", "-15m", "-2h",
+ * "-7d" before now; as ns text into buf. -1 when it is neither. */
+static int parse_when(const char *s, char *buf, size_t len)
+{
+	int64_t v;
+	if (s[0] != '-') {
+		if (ctl_units_parse_int(s, &v) < 0)
+			return -1;
+		snprintf(buf, len, "%lld", (long long)v);
+		return 0;
+	}
+	if (ctl_parse_offset(s, &v) < 0)
+		return -1;
+	snprintf(buf, len, "%lld", (long long)(v < 0 ? 0 : v));
+	return 0;
+}
+
+int ctl_bill_usage_list(struct ctx *x, struct opts *o)
+{
+	char p[512] = "/v1/usage", f[32], t[32];
+	const char *from = ctl_opt(o, "--from"), *to = ctl_opt(o, "--to");
+	if ((from && parse_when(from, f, sizeof f) < 0) ||
+	    (to && parse_when(to, t, sizeof t) < 0))
+		return ctl_usage_error(
+		    "--from and --to are ns since the epoch, "
+		    "or -N followed by s, m, h or d (that long "
+		    "ago)");
+	ctl_add_query(p, sizeof p, "contract_id", ctl_opt(o, "--contract"));
+	ctl_add_query(p, sizeof p, "node_id", ctl_opt(o, "--node"));
+	ctl_add_query(p, sizeof p, "epoch", ctl_opt(o, "--epoch"));
+	ctl_add_query(p, sizeof p, "from", from ? f : NULL);
+	ctl_add_query(p, sizeof p, "to", to ? t : NULL);
+	ctl_add_query(p, sizeof p, "limit", ctl_opt(o, "--limit"));
+	ctl_add_query(p, sizeof p, "after", ctl_opt(o, "--after"));
+	return ctl_call_show(x, "GET", p, NULL, usage_cols);
+}
+
+int ctl_bill_usage_gaps(struct ctx *x, struct opts *o)
+{
+	static const char *const cols[] = {"node_id", "epoch",   "first",
+	                                   "last",    "missing", NULL};
+	char p[256] = "/v1/usage/gaps";
+	ctl_add_query(p, sizeof p, "node_id", ctl_opt(o, "--node"));
+	ctl_add_query(p, sizeof p, "epoch", ctl_opt(o, "--epoch"));
+	return ctl_call_show(x, "GET", p, NULL, cols);
+}
+
+static const char *const invoice_cols[] = {
+    "id", "account", "team", "year", "month", "status", "lines", "total", NULL};
+static const char *const line_cols[] = {
+    "contract_id", "market",       "kind",       "role",
+    "usage_month", "charge_start", "charge_end", "page_seconds",
+    "unit_price",  "amount",       NULL};
+
+/* "2026-12" or "2026": a year and maybe a month, checked here so that a
+ * typo is a usage error and not a surprising empty list */
+static int month_ok(const char *s)
+{
+	size_t n = strlen(s);
+	for (size_t i = 0; i < n; i++)
+		if (!(i == 4 ? s[i] == '-' : s[i] >= '0' && s[i] <= '9'))
+			return 0;
+	if (n == 4)
+		return 1;
+	return n == 7 &&
+	       ((s[5] == '0' && s[6] >= '1') || (s[5] == '1' && s[6] <= '2'));
+}
+
+int ctl_bill_invoices_list(struct ctx *x, struct opts *o)
+{
+	const char *status = ctl_opt(o, "--status"), *m = ctl_opt(o, "--month");
+	char p[512] = "/v1/invoices", y[8], mo[4];
+	if (status && strcmp(status, "draft") && strcmp(status, "final"))
+		return ctl_usage_error("--status must be draft or final");
+	ctl_add_query(p, sizeof p, "account_id", ctl_opt(o, "--account"));
+	if (m) {
+		/* --month 2026-12 for one month, --month 2026 for a year */
+		if (!month_ok(m))
+			return ctl_usage_error(
+			    "--month must be YYYY-MM or YYYY, "
+			    "not \"%s\"",
+			    m);
+		snprintf(y, sizeof y, "%.4s", m);
+		ctl_add_query(p, sizeof p, "year", y);
+		if (strlen(m) == 7) {
+			snprintf(mo, sizeof mo, "%d", atoi(m + 5));
+			ctl_add_query(p, sizeof p, "month", mo);
+		}
+	}
+	ctl_add_query(p, sizeof p, "status", status);
+	ctl_add_query(p, sizeof p, "limit", ctl_opt(o, "--limit"));
+	ctl_add_query(p, sizeof p, "before", ctl_opt(o, "--before"));
+	return ctl_call_show(x, "GET", p, NULL, invoice_cols);
+}
+
+int ctl_bill_invoices_show(struct ctx *x, struct opts *o)
+{
+	char p[256];
+	json_t *j = NULL;
+	if (ctl_path1(p, sizeof p, "/v1/invoices/%s", o->pos[0]))
+		return CTL_USAGE;
+	int rc = ctl_call(x, "GET", p, NULL, &j);
+	if (rc)
+		return rc;
+	if (x->json)
+		ctl_print_json(j);
+	else
+		ctl_print_doc(j, line_cols);
+	json_decref(j);
+	return CTL_OK;
+}
+
+/* Writes `len` bytes to `path` through a temporary file renamed into
+ * place, so a reader never sees half an export. */
+static int write_file(const char *path, const char *data, size_t len)
+{
+	char tmp[1100];
+	if (snprintf(tmp, sizeof tmp, "%s.part", path) >= (int)sizeof tmp) {
+		fprintf(stderr, "%s: the file name is too long\n", ctl_prog);
+		return CTL_USAGE;
+	}
+	FILE *f = fopen(tmp, "w");
+	if (!f)
+		goto fail;
+	if (fwrite(data, 1, len, f) != len || fflush(f) != 0) {
+		fclose(f);
+		goto fail_unlink;
+	}
+	if (fclose(f) != 0)
+		goto fail_unlink;
+	if (rename(tmp, path) != 0)
+		goto fail_unlink;
+	return CTL_OK;
+fail_unlink:
+	fprintf(stderr, "%s: could not write %s: %s\n", ctl_prog, path,
+	        strerror(errno));
+	remove(tmp);
+	return CTL_USAGE;
+fail:
+	fprintf(stderr, "%s: could not write %s: %s\n", ctl_prog, path,
+	        strerror(errno));
+	return CTL_USAGE;
+}
+
+/* An export as the server makes it (path p, room for its query): CSV to
+ * stdout or to `out`; with --json the same rows as JSON. */
+static int export(struct ctx *x, char *p, size_t plen, const char *out)
+{
+	struct ctl_http h = x->http;
+	struct ctl_http_resp r;
+	if (out && !*out)
+		return ctl_usage_error("--output needs a file name");
+	ctl_add_query(p, plen, "format", x->json ? "json" : "csv");
+	h.accept = x->json ? NULL : "text/csv";
+	enum ctl_exit e = ctl_http_call(&h, "GET", p, NULL, &r);
+	int rc = e;
+	if (e != CTL_OK) {
+		ctl_report_failure(e, &r);
+		goto out;
+	}
+	if (out) {
+		rc = write_file(out, r.body ? r.body : "", r.len);
+		if (rc == CTL_OK && !x->json) {
+			size_t rows = 0;
+			for (size_t i = 0; i < r.len; i++)
+				rows += r.body[i] == '\n';
+			printf("wrote %s: %zu line%s\n", out, rows,
+			       rows == 1 ? "" : "s");
+		}
+	} else if (r.len > 0 && fwrite(r.body, 1, r.len, stdout) != r.len) {
+		rc = CTL_USAGE;
+	}
+out:
+	ctl_http_resp_free(&r);
+	return rc;
+}
+
+/* The FOCUS-style export of one invoice. */
+int ctl_bill_invoices_csv(struct ctx *x, struct opts *o)
+{
+	char p[256];
+	if (ctl_path1(p, sizeof p, "/v1/invoices/%s/export", o->pos[0]))
+		return CTL_USAGE;
+	return export(x, p, sizeof p, ctl_opt(o, "--output"));
+}
+
+/* Billed usage per contract and month (finance, admin). */
+int ctl_bill_usage_export(struct ctx *x, struct opts *o)
+{
+	const char *f = ctl_opt(o, "--from"), *t = ctl_opt(o, "--to");
+	char p[256] = "/v1/usage/export";
+	if ((f && (!month_ok(f) || strlen(f) != 7)) ||
+	    (t && (!month_ok(t) || strlen(t) != 7)))
+		return ctl_usage_error("--from and --to are months: YYYY-MM");
+	ctl_add_query(p, sizeof p, "from", f);
+	ctl_add_query(p, sizeof p, "to", t);
+	return export(x, p, sizeof p, ctl_opt(o, "--output"));
+}
+
+/* Exit 5 when the check ran and found the books wrong, so that a cron job
+ * or a test can act on it; the differences are on stdout. */
+int ctl_bill_ledger_check(struct ctx *x, struct opts *o)
+{
+	json_t *j = NULL;
+	(void)o;
+	int rc = ctl_call(x, "GET", "/v1/ledger/check", NULL, &j);
+	if (rc)
+		return rc;
+	if (x->json)
+		ctl_print_json(j);
+	else
+		ctl_print_doc(j, NULL);
+	static const char *const verdicts[] = {"ok", "balanced", NULL};
+	for (const char *const *v = verdicts; *v; v++)
+		if (json_is_false(json_object_get(j, *v))) {
+			fprintf(stderr, "error: the ledger check failed: see "
+			                "the differences above\n");
+			rc = CTL_CHECK_FAILED;
+		}
+	json_decref(j);
+	return rc;
+}
+
+int ctl_bill_billing_run(struct ctx *x, struct opts *o)
+{
+	json_t *j = NULL, *b = json_object();
+	(void)o;
+	int rc = ctl_call(x, "POST", "/v1/billing/run", b, &j);
+	json_decref(b);
+	if (rc)
+		return rc;
+	if (x->json)
+		ctl_print_json(j);
+	else
+		ctl_print_doc(j, NULL);
+	json_decref(j);
+	return CTL_OK;
+}
+
+int ctl_bill_billing_summary(struct ctx *x, struct opts *o)
+{
+	const char *by = ctl_opt(o, "--by"), *f = ctl_opt(o, "--from"),
+	           *t = ctl_opt(o, "--to");
+	char p[512] = "/v1/billing/summary";
+	json_t *j = NULL;
+	if (by && strcmp(by, "account") && strcmp(by, "team"))
+		return ctl_usage_error("--by must be account or team");
+	if ((f && (!month_ok(f) || strlen(f) != 7)) ||
+	    (t && (!month_ok(t) || strlen(t) != 7)))
+		return ctl_usage_error("--from and --to are months: YYYY-MM");
+	ctl_add_query(p, sizeof p, "from", f);
+	ctl_add_query(p, sizeof p, "to", t);
+	ctl_add_query(p, sizeof p, "by", by);
+	int rc = ctl_call(x, "GET", p, NULL, &j);
+	if (rc)
+		return rc;
+	if (x->json)
+		ctl_print_json(j);
+	else if (json_is_array(json_object_get(j, "items")))
+		ctl_print_list(j, NULL);
+	else
+		ctl_print_doc(j, NULL);
+	json_decref(j);
+	return CTL_OK;
+}
