@@ -8,7 +8,7 @@ $(call unit_test,test_seal,tests/unit/test_seal.c exchange/seal.c,libcrypto)
 $(call unit_test,test_target,tests/unit/test_target.c exchange/target.c)
 $(call unit_test,test_pgarr,tests/unit/test_pgarr.c exchange/pgarr.c)
 
-# ramexd. The matching engine (exchange/core/book.c) belongs to the core;
+# ramexd. The matching engine (exchange/core/book.mk) belongs to the core;
 # we link it as it is.
 RAMEXD_LIB := exchange/config.c exchange/http.c exchange/auth.c exchange/db.c \
   exchange/seal.c exchange/target.c \
@@ -16,7 +16,7 @@ RAMEXD_LIB := exchange/config.c exchange/http.c exchange/auth.c exchange/db.c \
   exchange/input.c \
   exchange/routes.c exchange/h_system.c exchange/h_admin.c exchange/h_nodes.c \
   exchange/h_market.c \
-  exchange/h_orders.c exchange/h_events.c exchange/core/book.c $(KEYFILTER_SRC) \
+  exchange/h_orders.c exchange/h_events.c $(BOOK_SRC) $(KEYFILTER_SRC) \
   exchange/contracts.c exchange/h_contracts.c exchange/h_usage.c \
   exchange/usage_db.c exchange/h_lend.c \
   exchange/billing.c exchange/h_billing.c exchange/pgarr.c $(INVOICE_SRC) $(USAGE_SRC) \

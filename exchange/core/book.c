@@ -8,8 +8,16 @@
  * few word operations; an open-addressing table maps order id to pool
  * index; a binary heap keyed by (expires, id) holds GTD orders. Everything
  * is allocated by book_new; book_apply never allocates.
+ *
+ * The bitmap is tickset.h; the snapshot, built on this interface alone, is
+ * book_snap.c. What stays here is one unit: the order pool, the levels'
+ * FIFOs, the id table and the expiry heap are all indices into the same
+ * pool, and matching moves an order through all of them in one step. They
+ * stay in one file so that the compiler inlines them into book_apply (the
+ * order path; bench/10-book.sh).
  */
 #include "exchange/core/book.h"
+#include "exchange/core/tickset.h"
 
 #include <assert.h>
 #include <stdarg.h>
@@ -18,7 +26,6 @@
 #include <string.h>
 
 #define NIL       UINT32_MAX
-#define MAX_TIERS 4
 
 struct order {
 	uint64_t id;
@@ -38,17 +45,9 @@ struct level {
 	uint32_t count;
 };
 
-/* A bit per level, then a bit per non-zero word of the tier below, up to a
- * single word: finding the next set bit is at most 2 * tiers word scans. */
-struct bits {
-	uint64_t *w[MAX_TIERS];
-	uint32_t nw[MAX_TIERS];
-	int tiers;
-};
-
 struct side {
 	struct level *lv;
-	struct bits bits;
+	struct tickset bits;
 	int64_t best; /* tick index of the best level, -1 when empty */
 };
 
@@ -78,94 +77,6 @@ struct book {
 	rx_time_ns now;
 	char msg[BOOK_MSG_MAX];
 };
-
-/* ---- bitmap ---- */
-
-static int bits_init(struct bits *bs, uint64_t n)
-{
-	memset(bs, 0, sizeof(*bs));
-	do {
-		uint64_t words = (n + 63) / 64;
-		assert(bs->tiers < MAX_TIERS);
-		bs->w[bs->tiers] = calloc(words, sizeof(uint64_t));
-		if (!bs->w[bs->tiers])
-			return -1;
-		bs->nw[bs->tiers] = (uint32_t)words;
-		bs->tiers++;
-		n = words;
-	} while (n > 1);
-	return 0;
-}
-
-static void bits_release(struct bits *bs)
-{
-	for (int t = 0; t < bs->tiers; t++)
-		free(bs->w[t]);
-}
-
-static void bits_set(struct bits *bs, uint64_t i)
-{
-	for (int t = 0; t < bs->tiers; t++) {
-		bs->w[t][i >> 6] |= UINT64_C(1) << (i & 63);
-		i >>= 6;
-	}
-}
-
-static void bits_clear(struct bits *bs, uint64_t i)
-{
-	for (int t = 0; t < bs->tiers; t++) {
-		uint64_t *w = &bs->w[t][i >> 6];
-		*w &= ~(UINT64_C(1) << (i & 63));
-		if (*w)
-			return;
-		i >>= 6;
-	}
-}
-
-/* Smallest set index >= i, or -1. */
-static int64_t bits_next(const struct bits *bs, uint64_t i)
-{
-	int t = 0;
-	for (;;) {
-		uint64_t wi = i >> 6;
-		if (wi >= bs->nw[t])
-			return -1;
-		uint64_t m = bs->w[t][wi] & (~UINT64_C(0) << (i & 63));
-		if (m) {
-			i = (wi << 6) + (uint64_t)__builtin_ctzll(m);
-			break;
-		}
-		if (++t == bs->tiers)
-			return -1;
-		i = wi + 1;
-	}
-	while (t-- > 0)
-		i = (i << 6) + (uint64_t)__builtin_ctzll(bs->w[t][i]);
-	return (int64_t)i;
-}
-
-/* Largest set index <= i, or -1. */
-static int64_t bits_prev(const struct bits *bs, int64_t si)
-{
-	if (si < 0)
-		return -1;
-	uint64_t i = (uint64_t)si;
-	int t = 0;
-	for (;;) {
-		uint64_t wi = i >> 6;
-		uint64_t m = bs->w[t][wi] & (~UINT64_C(0) >> (63 - (i & 63)));
-		if (m) {
-			i = (wi << 6) + 63 - (uint64_t)__builtin_clzll(m);
-			break;
-		}
-		if (wi == 0 || ++t == bs->tiers)
-			return -1;
-		i = wi - 1;
-	}
-	while (t-- > 0)
-		i = (i << 6) + 63 - (uint64_t)__builtin_clzll(bs->w[t][i]);
-	return (int64_t)i;
-}
 
 /* ---- id table (linear probing, backward-shift deletion) ---- */
 
@@ -381,7 +292,7 @@ struct book *book_new(const struct book_params *p, char *err, size_t errlen)
 		/* calloc: the kernel hands out zero pages lazily, so a wide
 		 * grid costs memory only where orders rest. */
 		b->s[sd].lv = calloc(b->ticks, sizeof(struct level));
-		if (!b->s[sd].lv || bits_init(&b->s[sd].bits, b->ticks))
+		if (!b->s[sd].lv || tickset_init(&b->s[sd].bits, b->ticks))
 			goto oom;
 	}
 	b->ord = malloc((size_t)p->capacity * sizeof(struct order));
@@ -417,7 +328,7 @@ void book_free(struct book *b)
 		return;
 	for (int sd = 0; sd < 2; sd++) {
 		free(b->s[sd].lv);
-		bits_release(&b->s[sd].bits);
+		tickset_release(&b->s[sd].bits);
 	}
 	free(b->ord);
 	free(b->heap);
@@ -448,9 +359,9 @@ static bool crosses(const struct book *b, int side, uint32_t li)
 /* Next level after `li` on `side`, worse for the taker, or -1. */
 static int64_t level_after(const struct book *b, int side, int64_t li)
 {
-	const struct bits *bs = &b->s[side].bits;
-	return side == BOOK_SELL ? bits_next(bs, (uint64_t)li + 1)
-	                         : bits_prev(bs, li - 1);
+	const struct tickset *bs = &b->s[side].bits;
+	return side == BOOK_SELL ? tickset_next(bs, (uint64_t)li + 1)
+	                         : tickset_prev(bs, li - 1);
 }
 
 static uint32_t order_alloc(struct book *b)
@@ -491,7 +402,7 @@ static void order_rest(struct book *b, const struct book_order *o, uint32_t li)
 		assert(lv->pages == 0);
 		r->prev = NIL;
 		lv->head = oi;
-		bits_set(&sd->bits, li);
+		tickset_set(&sd->bits, li);
 		if (sd->best < 0 ||
 		    (o->side == BOOK_BUY ? (int64_t)li > sd->best
 		                         : (int64_t)li < sd->best))
@@ -528,7 +439,7 @@ static void order_remove(struct book *b, uint32_t oi)
 	if (lv->count == 0) {
 		assert(lv->pages == 0);
 		lv->head = lv->tail = NIL;
-		bits_clear(&sd->bits, r->level);
+		tickset_clear(&sd->bits, r->level);
 		if (sd->best == (int64_t)r->level)
 			sd->best = level_after(b, r->side, r->level);
 	}
@@ -1108,176 +1019,4 @@ int book_insert_resting(struct book *b, const struct book_order *o, char *err,
 		    (unsigned long long)o->id, (long long)o->price);
 	order_rest(b, o, li);
 	return 0;
-}
-
-/* ---- snapshot ---- */
-
-#define SNAP_MAGIC   "RXBOOK01"
-#define SNAP_HEADER  (8 + 6 * 8 + 4 + 8 + 8)
-#define SNAP_ORDER   (5 * 8 + 4)
-#define SNAP_TRAILER 8
-
-static uint8_t *put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		*p++ = (uint8_t)(v >> (8 * i));
-	return p;
-}
-
-static uint8_t *put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		*p++ = (uint8_t)(v >> (8 * i));
-	return p;
-}
-
-static uint64_t get64(const uint8_t **p)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++)
-		v |= (uint64_t)(*p)[i] << (8 * i);
-	*p += 8;
-	return v;
-}
-
-static uint32_t get32(const uint8_t **p)
-{
-	uint32_t v = 0;
-	for (int i = 0; i < 4; i++)
-		v |= (uint32_t)(*p)[i] << (8 * i);
-	*p += 4;
-	return v;
-}
-
-/* FNV-1a: catches a torn or corrupted snapshot, not an adversary. */
-static uint64_t fnv1a(const uint8_t *p, size_t n)
-{
-	uint64_t h = UINT64_C(0xcbf29ce484222325);
-	for (size_t i = 0; i < n; i++) {
-		h ^= p[i];
-		h *= UINT64_C(0x100000001b3);
-	}
-	return h;
-}
-
-size_t book_snapshot_size(const struct book *b)
-{
-	return SNAP_HEADER + (size_t)b->count * SNAP_ORDER + SNAP_TRAILER;
-}
-
-struct snap_ctx {
-	uint8_t *p;
-};
-
-static void snap_order(void *ctx, const struct book_order *o)
-{
-	struct snap_ctx *s = ctx;
-	uint8_t *p = s->p;
-	p = put64(p, o->id);
-	p = put64(p, (uint64_t)o->account);
-	p = put64(p, (uint64_t)o->price);
-	p = put64(p, (uint64_t)o->pages);
-	p = put64(p, (uint64_t)o->expires);
-	*p++ = (uint8_t)o->side;
-	*p++ = (uint8_t)o->tif;
-	*p++ = (uint8_t)o->stp;
-	*p++ = (uint8_t)o->post_only;
-	s->p = p;
-}
-
-size_t book_snapshot(const struct book *b, void *buf, size_t len)
-{
-	size_t need = book_snapshot_size(b);
-	if (len < need)
-		return 0;
-	uint8_t *p = buf;
-	memcpy(p, SNAP_MAGIC, 8);
-	p += 8;
-	p = put64(p, (uint64_t)b->p.tick);
-	p = put64(p, (uint64_t)b->p.lot);
-	p = put64(p, (uint64_t)b->p.min_pages);
-	p = put64(p, (uint64_t)b->p.max_pages);
-	p = put64(p, (uint64_t)b->p.price_min);
-	p = put64(p, (uint64_t)b->p.price_max);
-	p = put32(p, b->p.capacity);
-	p = put64(p, b->seq);
-	p = put64(p, b->count);
-	struct snap_ctx s = {p};
-	book_foreach(b, snap_order, &s);
-	p = s.p;
-	assert((size_t)(p - (uint8_t *)buf) == need - SNAP_TRAILER);
-	put64(p, fnv1a(buf, need - SNAP_TRAILER));
-	return need;
-}
-
-struct book *book_restore(const void *buf, size_t len, char *err, size_t errlen)
-{
-	const uint8_t *p = buf, *start = buf;
-	struct book *b = NULL;
-	if (len < SNAP_HEADER + SNAP_TRAILER || memcmp(p, SNAP_MAGIC, 8)) {
-		fail_msg(err, errlen,
-		         "not a book snapshot: too short or wrong magic");
-		goto fail;
-	}
-	if (get64(&(const uint8_t *){start + len - SNAP_TRAILER}) !=
-	    fnv1a(start, len - SNAP_TRAILER)) {
-		fail_msg(err, errlen,
-		         "book snapshot checksum mismatch: it is truncated or "
-		         "corrupted");
-		goto fail;
-	}
-	p += 8;
-	struct book_params bp;
-	bp.tick = (rx_price)get64(&p);
-	bp.lot = (rx_pages)get64(&p);
-	bp.min_pages = (rx_pages)get64(&p);
-	bp.max_pages = (rx_pages)get64(&p);
-	bp.price_min = (rx_price)get64(&p);
-	bp.price_max = (rx_price)get64(&p);
-	bp.capacity = get32(&p);
-	uint64_t seq = get64(&p);
-	uint64_t count = get64(&p);
-	if (count > bp.capacity ||
-	    len != SNAP_HEADER + count * SNAP_ORDER + SNAP_TRAILER) {
-		fail_msg(err, errlen,
-		         "book snapshot says %llu orders but has room for "
-		         "%zu bytes of them",
-		         (unsigned long long)count, len);
-		goto fail;
-	}
-	char why[BOOK_MSG_MAX + 64];
-	b = book_new(&bp, why, sizeof(why));
-	if (!b) {
-		fail_msg(err, errlen, "book snapshot has bad parameters: %s",
-		         why);
-		goto fail;
-	}
-	for (uint64_t i = 0; i < count; i++) {
-		struct book_order o;
-		o.id = get64(&p);
-		o.account = (int64_t)get64(&p);
-		o.price = (rx_price)get64(&p);
-		o.pages = (rx_pages)get64(&p);
-		o.expires = (rx_time_ns)get64(&p);
-		o.side = (enum book_side) * p++;
-		o.tif = (enum book_tif) * p++;
-		o.stp = (enum book_stp) * p++;
-		uint8_t po = *p++;
-		o.post_only = po != 0;
-		if (po > 1 || (o.tif != BOOK_GTD && o.expires != 0)) {
-			fail_msg(err, errlen,
-			         "book snapshot order %llu has bad flags",
-			         (unsigned long long)o.id);
-			goto fail;
-		}
-		if (book_insert_resting(b, &o, why, sizeof(why))) {
-			fail_msg(err, errlen, "book snapshot: %s", why);
-			goto fail;
-		}
-	}
-	b->seq = seq;
-	return b;
-fail:
-	book_free(b);
-	return NULL;
 }

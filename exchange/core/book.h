@@ -280,8 +280,8 @@ void book_foreach(const struct book *b,
                   void (*fn)(void *ctx, const struct book_order *o), void *ctx);
 
 /*
- * Snapshot: the whole state (params, sequence, every open order in
- * priority) as bytes in a fixed little-endian layout. book_snapshot_size
+ * Snapshot (book_snap.c): the whole state (params, sequence, every open
+ * order in priority) as bytes in a fixed little-endian layout. book_snapshot_size
  * gives the bytes needed; book_snapshot writes them and returns that size,
  * or 0 when len is too small. book_restore rebuilds a book equal to the one
  * snapshotted (same future events for the same commands), or returns NULL

@@ -1,8 +1,10 @@
-# exchange/core/book.mk — the order book (exchange/core/book.c), its unit and
-# property tests against the reference model, and its benchmark. Included by
-# the top-level Makefile (see docs/CONVENTIONS.md).
+# exchange/core/book.mk — the order book (exchange/core/book.c with its
+# bitmap tickset.c and its snapshot book_snap.c), its unit and property
+# tests against the reference model, and its benchmark. Included by the
+# top-level Makefile (see docs/CONVENTIONS.md).
 
-BOOK_SRC := exchange/core/book.c
+BOOK_SRC := exchange/core/book.c exchange/core/book_snap.c \
+  exchange/core/tickset.c
 
 $(call unit_test,test_book,tests/unit/test_book.c tests/unit/book_ref.c \
   $(BOOK_SRC))
