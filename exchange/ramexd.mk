@@ -19,7 +19,8 @@ RAMEXD_LIB := exchange/config.c exchange/http.c exchange/auth.c exchange/db.c \
   exchange/h_orders.c exchange/h_events.c $(BOOK_SRC) $(KEYFILTER_SRC) \
   exchange/contracts.c exchange/h_contracts.c exchange/h_usage.c \
   exchange/usage_db.c exchange/h_lend.c \
-  exchange/billing.c exchange/h_billing.c exchange/pgarr.c $(INVOICE_SRC) $(USAGE_SRC) \
+  exchange/billing.c exchange/billing_batch.c exchange/billing_store.c \
+  exchange/h_billing.c exchange/pgarr.c $(INVOICE_SRC) $(USAGE_SRC) \
   exchange/static.c $(CONTRACT_SRC) $(MONEY_SRC) \
   common/log.c $(SIGN_SRC) $(MIGRATE_SRC)
 RAMEXD_PKGS := libmicrohttpd jansson libpq libcrypto
