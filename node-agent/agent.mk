@@ -17,14 +17,15 @@ AGENT_EXEC := node-agent/exec.c node-agent/exec_sim.c \
 $(call unit_test,test_simload,tests/unit/test_simload.c $(AGENT_EXEC) node-agent/config.c node-agent/core/wsest.c node-agent/core/strategy.c node-agent/core/probe.c common/log.c common/hostport.c)
 $(call unit_test,test_probe,tests/unit/test_probe.c node-agent/core/probe.c)
 $(call unit_test,test_exec,tests/unit/test_exec.c $(AGENT_EXEC))
-$(call unit_test,test_http1,tests/unit/test_http1.c node-agent/http1.c,libssl libcrypto)
+$(call unit_test,test_http1,tests/unit/test_http1.c node-agent/http1.c \
+  node-agent/http1_io.c,libssl libcrypto)
 $(call unit_test,test_agent_config,tests/unit/test_agent_config.c \
   node-agent/config.c node-agent/core/wsest.c node-agent/core/strategy.c \
   node-agent/core/probe.c \
   common/log.c node-agent/core/simload.c common/hostport.c)
 
 AGENT_SRC := node-agent/agent.c node-agent/client.c node-agent/config.c \
-  node-agent/events.c node-agent/http1.c \
+  node-agent/events.c node-agent/http1.c node-agent/http1_io.c \
   node-agent/sample.c node-agent/mglru.c node-agent/spool.c \
   node-agent/core/wsest.c node-agent/core/strategy.c node-agent/core/probe.c \
   node-agent/core/meter.c $(AGENT_EXEC) \
