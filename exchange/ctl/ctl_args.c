@@ -189,30 +189,31 @@ int ctl_int_opt(const struct opts *o, const char *name, json_t *body,
 	return 0;
 }
 
-int ctl_price_opt(const struct opts *o, const char *name, json_t *body,
-                  const char *key, int required)
+/* An option in a unit that parse reads (a price, a page count), set as
+ * body[key]. */
+static int unit_opt(const struct opts *o, const char *name, json_t *body,
+                    const char *key, int required,
+                    int (*parse)(const char *, int64_t *, char *, size_t))
 {
 	const char *v = ctl_opt(o, name);
 	char err[256];
 	int64_t n;
 	if (!v)
 		return required ? ctl_usage_error("%s is required", name) : 0;
-	if (ctl_units_parse_price(v, &n, err, sizeof err) < 0)
+	if (parse(v, &n, err, sizeof err) < 0)
 		return ctl_usage_error("%s: %s", name, err);
 	json_object_set_new(body, key, json_integer(n));
 	return 0;
 }
 
+int ctl_price_opt(const struct opts *o, const char *name, json_t *body,
+                  const char *key, int required)
+{
+	return unit_opt(o, name, body, key, required, ctl_units_parse_price);
+}
+
 int ctl_pages_opt(const struct opts *o, const char *name, json_t *body,
                   const char *key, int required)
 {
-	const char *v = ctl_opt(o, name);
-	char err[256];
-	int64_t n;
-	if (!v)
-		return required ? ctl_usage_error("%s is required", name) : 0;
-	if (ctl_units_parse_pages(v, &n, err, sizeof err) < 0)
-		return ctl_usage_error("%s: %s", name, err);
-	json_object_set_new(body, key, json_integer(n));
-	return 0;
+	return unit_opt(o, name, body, key, required, ctl_units_parse_pages);
 }
