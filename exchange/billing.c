@@ -71,12 +71,12 @@ static int exec_simple(PGconn *db, const char *sql, char *err, size_t errlen)
 static int exchange_account(PGconn *db, int64_t *id, char *err, size_t errlen);
 
 static int run_batch(struct billing *bl, rx_time_ns as_of, int64_t *exchange,
-                     struct phases *ph, int64_t *after,
+                     struct billing_phases *ph, int64_t *after,
                      struct billing_result *res, int *taken, char *err,
                      size_t errlen)
 {
 	PGconn *db = bl->conn;
-	struct batch b = {0};
+	struct billing_batch b = {0};
 	PGresult *r = NULL;
 	struct pgarr ids = {0}, later = {0};
 	char lim[24], aft[24];
@@ -355,7 +355,7 @@ static int run_locked(struct billing *bl, rx_time_ns as_of, int api,
 	}
 	int rc = -1;
 	struct billing_result res = {.as_of = as_of};
-	struct phases ph;
+	struct billing_phases ph;
 	memset(&ph, 0, sizeof ph);
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);

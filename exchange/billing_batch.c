@@ -32,13 +32,13 @@ const char *const billing_phase_name[PH_N] = {"take",  "contracts", "usage",
                                               "price", "invoices",  "ledger",
                                               "state", "commit",    "finalize"};
 
-void billing_lap_start(struct phases *ph)
+void billing_lap_start(struct billing_phases *ph)
 {
 	clock_gettime(CLOCK_MONOTONIC, &ph->at);
 }
 
 /* Adds the time since the last lap to phase p. */
-void billing_lap(struct phases *ph, enum phase p)
+void billing_lap(struct billing_phases *ph, enum billing_phase p)
 {
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
@@ -49,7 +49,7 @@ void billing_lap(struct phases *ph, enum phase p)
 
 /* ---- the contracts of one batch ---- */
 
-void billing_batch_free(struct batch *b)
+void billing_batch_free(struct billing_batch *b)
 {
 	for (int i = 0; i < b->nc; i++)
 		free(b->c[i].m);
@@ -64,20 +64,21 @@ int billing_month_key(int year, int month)
 	return year * 12 + month - 1;
 }
 
-static struct month *month_get(struct bc *c, int key)
+static struct billing_month *month_get(struct billing_ctr *c, int key)
 {
 	for (int i = 0; i < c->nm; i++)
 		if (c->m[i].key == key)
 			return &c->m[i];
 	if (c->nm == c->capm) {
 		int cap = c->capm ? c->capm * 2 : 4;
-		struct month *m = realloc(c->m, (size_t)cap * sizeof *m);
+		struct billing_month *m =
+		    realloc(c->m, (size_t)cap * sizeof *m);
 		if (!m)
 			return NULL;
 		c->m = m;
 		c->capm = cap;
 	}
-	struct month *m = &c->m[c->nm++];
+	struct billing_month *m = &c->m[c->nm++];
 	memset(m, 0, sizeof *m);
 	m->key = key;
 	m->recon = USAGE_RECON_NONE;
@@ -86,11 +87,11 @@ static struct month *month_get(struct bc *c, int key)
 
 static int month_cmp(const void *a, const void *b)
 {
-	const struct month *x = a, *y = b;
+	const struct billing_month *x = a, *y = b;
 	return (x->key > y->key) - (x->key < y->key);
 }
 
-static struct bc *find_contract(struct batch *b, int64_t id)
+static struct billing_ctr *find_contract(struct billing_batch *b, int64_t id)
 {
 	int lo = 0, hi = b->nc - 1;
 	while (lo <= hi) {
@@ -114,7 +115,7 @@ static struct bc *find_contract(struct batch *b, int64_t id)
  * scan of the whole table, batch after batch (EXPLAIN ANALYZE at 40 000
  * contracts: the contract load grew from 1 to 9 ms a batch). */
 int billing_load_contracts(PGconn *db, const char *ids, int fee_bps,
-                           struct batch *b, char *err, size_t errlen)
+                           struct billing_batch *b, char *err, size_t errlen)
 {
 	static const char *sql =
 	    "SELECT c.id, c.product, c.perm_year, c.delivery, c.buyer_id, "
@@ -139,7 +140,7 @@ int billing_load_contracts(PGconn *db, const char *ids, int fee_bps,
 	}
 	b->nc = n;
 	for (int i = 0; i < n; i++) {
-		struct bc *c = &b->c[i];
+		struct billing_ctr *c = &b->c[i];
 		struct contract *k = &c->k;
 		k->id = db_int(r, i, 0);
 		k->product = strcmp(PQgetvalue(r, i, 1), "perm") == 0
@@ -207,10 +208,10 @@ static void bounds_build(void)
 	pgarr_free(&a);
 }
 
-static void add_usage(struct bc *c, bool buyer_side, int key, rx_pagesec ps,
-                      bool *oom)
+static void add_usage(struct billing_ctr *c, bool buyer_side, int key,
+                      rx_pagesec ps, bool *oom)
 {
-	struct month *m = month_get(c, key);
+	struct billing_month *m = month_get(c, key);
 	if (!m) {
 		*oom = true;
 		return;
@@ -229,7 +230,8 @@ static void add_usage(struct bc *c, bool buyer_side, int key, rx_pagesec ps,
  * calendar), the reports that cross a month boundary whole, split here by
  * usage_share. */
 static int usage_by_month(PGconn *db, const char *ids, const char *asof,
-                          struct batch *b, bool *oom, char *err, size_t errlen)
+                          struct billing_batch *b, bool *oom, char *err,
+                          size_t errlen)
 {
 	/* one pass over the reports: the sums of those inside one month,
 	 * and those that cross a month boundary whole (cross = true) */
@@ -252,7 +254,7 @@ static int usage_by_month(PGconn *db, const char *ids, const char *asof,
 	if (!r)
 		return -1;
 	for (int i = 0; i < PQntuples(r); i++) {
-		struct bc *c = find_contract(b, db_int(r, i, 0));
+		struct billing_ctr *c = find_contract(b, db_int(r, i, 0));
 		if (!c)
 			continue;
 		bool buyer = PQgetvalue(r, i, 1)[0] == 't';
@@ -298,7 +300,7 @@ static int usage_by_month(PGconn *db, const char *ids, const char *asof,
  * usage_by_month, so the rounding of a report across a month boundary is
  * always usage_share's, in C. */
 int billing_load_usage(PGconn *db, const char *ids, rx_time_ns as_of,
-                       struct batch *b, char *err, size_t errlen)
+                       struct billing_batch *b, char *err, size_t errlen)
 {
 	static const char *sql =
 	    "SELECT contract_id, side = 'buyer', sum(billable_ps) FILTER "
@@ -320,7 +322,7 @@ int billing_load_usage(PGconn *db, const char *ids, rx_time_ns as_of,
 	int n = PQntuples(r);
 	/* first the contracts with a side whose reports span months */
 	for (int i = 0; i < n; i++) {
-		struct bc *c = find_contract(b, db_int(r, i, 0));
+		struct billing_ctr *c = find_contract(b, db_int(r, i, 0));
 		if (!c)
 			continue;
 		if (PQgetvalue(r, i, 5)[0] == 't')
@@ -336,7 +338,7 @@ int billing_load_usage(PGconn *db, const char *ids, rx_time_ns as_of,
 		}
 	}
 	for (int i = 0; i < n; i++) {
-		struct bc *c = find_contract(b, db_int(r, i, 0));
+		struct billing_ctr *c = find_contract(b, db_int(r, i, 0));
 		if (!c || c->spans || PQgetisnull(r, i, 2))
 			continue;
 		int y, mo;
@@ -363,10 +365,10 @@ int billing_load_usage(PGconn *db, const char *ids, rx_time_ns as_of,
 	if (!r)
 		goto out;
 	for (int i = 0; i < PQntuples(r); i++) {
-		struct bc *c = find_contract(b, db_int(r, i, 0));
+		struct billing_ctr *c = find_contract(b, db_int(r, i, 0));
 		if (!c)
 			continue;
-		struct month *m =
+		struct billing_month *m =
 		    month_get(c, billing_month_key((int)db_int(r, i, 1),
 		                                   (int)db_int(r, i, 2)));
 		if (!m) {
@@ -412,24 +414,25 @@ static int billing_spot_reference(PGconn *db, rx_time_ns from, rx_time_ns to,
 	return 0;
 }
 
-static struct mv *mv_new(struct batch *b)
+static struct billing_mv *mv_new(struct billing_batch *b)
 {
 	if (b->nmv == b->capmv) {
 		int cap = b->capmv ? b->capmv * 2 : 64;
-		struct mv *m = realloc(b->mv, (size_t)cap * sizeof *m);
+		struct billing_mv *m = realloc(b->mv, (size_t)cap * sizeof *m);
 		if (!m)
 			return NULL;
 		b->mv = m;
 		b->capmv = cap;
 	}
-	struct mv *m = &b->mv[b->nmv];
+	struct billing_mv *m = &b->mv[b->nmv];
 	memset(m, 0, sizeof *m);
 	return m;
 }
 
 /* Prices what is new for contract c; appends its movements to b. */
-int billing_price_contract(PGconn *db, struct batch *b, struct bc *c,
-                           rx_time_ns as_of, rx_time_ns grace, int64_t exchange,
+int billing_price_contract(PGconn *db, struct billing_batch *b,
+                           struct billing_ctr *c, rx_time_ns as_of,
+                           rx_time_ns grace, int64_t exchange,
                            struct billing_result *res, char *err, size_t errlen)
 {
 	char why[INVOICE_MSG_MAX];
@@ -440,7 +443,7 @@ int billing_price_contract(PGconn *db, struct batch *b, struct bc *c,
 	    contract_delivery_span(&c->k, as_of, &span_from, &span_to);
 	rx_pagesec delivered = 0;
 	for (int i = 0; i < c->nm; i++) {
-		struct month *m = &c->m[i];
+		struct billing_month *m = &c->m[i];
 		rx_pagesec usage;
 		enum usage_recon_flag before = m->recon;
 		if (c->k.delivery == CONTRACT_LEND) {
@@ -480,7 +483,7 @@ int billing_price_contract(PGconn *db, struct batch *b, struct bc *c,
 				to = money_month_start(y, mo + 1);
 			}
 		}
-		struct mv *v = mv_new(b);
+		struct billing_mv *v = mv_new(b);
 		if (!v)
 			return billing_fail(err, errlen,
 			                    "out of memory for movements");
@@ -512,7 +515,7 @@ int billing_price_contract(PGconn *db, struct batch *b, struct bc *c,
 		if (!found)
 			ref =
 			    c->k.price; /* no spot trades: the contract price */
-		struct mv *v = mv_new(b);
+		struct billing_mv *v = mv_new(b);
 		if (!v)
 			return billing_fail(err, errlen,
 			                    "out of memory for movements");

@@ -24,7 +24,7 @@
 /* The phases of a run, timed on the monotonic clock and logged at the end
  * of every run (log level info), so that a slow run says where it spent
  * its time without a profiler (bench/46-billing.sh prints them). */
-enum phase {
+enum billing_phase {
 	PH_TAKE,      /* BEGIN, take dirty contracts out of billing_dirty */
 	PH_CONTRACTS, /* contract rows and billing state */
 	PH_USAGE,     /* month sums of the reports, billed so far */
@@ -37,13 +37,13 @@ enum phase {
 	PH_N
 };
 
-struct phases {
+struct billing_phases {
 	int64_t us[PH_N];
 	int64_t batches;
 	struct timespec at; /* the end of the last lap */
 };
 
-struct month {
+struct billing_month {
 	int key; /* year * 12 + month - 1 */
 	rx_pagesec seller, buyer;
 	bool seller_rep, buyer_rep;
@@ -53,10 +53,10 @@ struct month {
 	bool offline;
 };
 
-struct bc {
+struct billing_ctr {
 	struct contract k;
 	struct invoice_contract ic;
-	struct month *m;
+	struct billing_month *m;
 	int nm, capm;
 	bool changed; /* billing state to store */
 	rx_price settle_price, spot_ref;
@@ -65,13 +65,13 @@ struct bc {
 	bool later; /* has reports for a later run (start >= as_of) */
 };
 
-struct mv {
+struct billing_mv {
 	struct invoice_movement m;
 	int usage_key; /* -1: settlement */
 	const char *recon;
 };
 
-struct inv_key {
+struct billing_inv {
 	int64_t account;
 	int key;
 	int64_t id;
@@ -79,21 +79,21 @@ struct inv_key {
 	bool changed;
 };
 
-struct batch {
-	struct bc *c;
+struct billing_batch {
+	struct billing_ctr *c;
 	int nc;
-	struct mv *mv;
+	struct billing_mv *mv;
 	int nmv, capmv;
-	struct inv_key *inv;
+	struct billing_inv *inv;
 	int ninv, capinv;
 };
 
 /* The phases' names for the run's log line, PH_N of them. */
 extern const char *const billing_phase_name[];
 
-void billing_lap_start(struct phases *ph);
+void billing_lap_start(struct billing_phases *ph);
 /* Adds the time since the last lap to phase p. */
-void billing_lap(struct phases *ph, enum phase p);
+void billing_lap(struct billing_phases *ph, enum billing_phase p);
 
 /* Writes the message into err; returns -1. */
 int billing_fail(char *err, size_t errlen, const char *fmt, ...)
@@ -102,20 +102,21 @@ int billing_fail(char *err, size_t errlen, const char *fmt, ...)
 /* A month as year * 12 + month - 1, the key months are sorted by. */
 int billing_month_key(int year, int month);
 
-void billing_batch_free(struct batch *b);
+void billing_batch_free(struct billing_batch *b);
 
 /* The contracts ids (a PostgreSQL array literal) with their billing state
  * into b, sorted by id; 0, or -1 with err set. */
 int billing_load_contracts(PGconn *db, const char *ids, int fee_bps,
-                           struct batch *b, char *err, size_t errlen);
+                           struct billing_batch *b, char *err, size_t errlen);
 /* The month sums of their usage reports up to as_of, and what each
  * month has billed so far; 0, or -1 with err set. */
 int billing_load_usage(PGconn *db, const char *ids, rx_time_ns as_of,
-                       struct batch *b, char *err, size_t errlen);
+                       struct billing_batch *b, char *err, size_t errlen);
 /* Prices what is new for contract c; appends its movements to b. 0, or -1
  * with err set. */
-int billing_price_contract(PGconn *db, struct batch *b, struct bc *c,
-                           rx_time_ns as_of, rx_time_ns grace, int64_t exchange,
+int billing_price_contract(PGconn *db, struct billing_batch *b,
+                           struct billing_ctr *c, rx_time_ns as_of,
+                           rx_time_ns grace, int64_t exchange,
                            struct billing_result *res, char *err,
                            size_t errlen);
 

@@ -19,20 +19,22 @@
 
 static int inv_cmp(const void *a, const void *b)
 {
-	const struct inv_key *x = a, *y = b;
+	const struct billing_inv *x = a, *y = b;
 	if (x->account != y->account)
 		return x->account < y->account ? -1 : 1;
 	return (x->key > y->key) - (x->key < y->key);
 }
 
-static struct inv_key *inv_find(struct batch *b, int64_t account, int key)
+static struct billing_inv *inv_find(struct billing_batch *b, int64_t account,
+                                    int key)
 {
-	struct inv_key k = {.account = account, .key = key};
+	struct billing_inv k = {.account = account, .key = key};
 	return bsearch(&k, b->inv, (size_t)b->ninv, sizeof *b->inv, inv_cmp);
 }
 
 /* Makes sure every invoice the movements land on exists; loads them. */
-static int load_invoices(PGconn *db, struct batch *b, char *err, size_t errlen)
+static int load_invoices(PGconn *db, struct billing_batch *b, char *err,
+                         size_t errlen)
 {
 	int want = 0;
 	for (int i = 0; i < b->nmv; i++)
@@ -88,7 +90,7 @@ static int load_invoices(PGconn *db, struct batch *b, char *err, size_t errlen)
 	if (!r)
 		goto out;
 	for (int i = 0; i < PQntuples(r); i++) {
-		struct inv_key *k =
+		struct billing_inv *k =
 		    inv_find(b, db_int(r, i, 1),
 		             billing_month_key((int)db_int(r, i, 2),
 		                               (int)db_int(r, i, 3)));
@@ -115,8 +117,9 @@ out:
 }
 
 /* Stores the batch's movements, postings, invoice totals and state. */
-int billing_store_batch(PGconn *db, struct batch *b, struct phases *ph,
-                        struct billing_result *res, char *err, size_t errlen)
+int billing_store_batch(PGconn *db, struct billing_batch *b,
+                        struct billing_phases *ph, struct billing_result *res,
+                        char *err, size_t errlen)
 {
 	char why[INVOICE_MSG_MAX], n[24];
 	int rc = -1;
@@ -164,7 +167,7 @@ int billing_store_batch(PGconn *db, struct batch *b, struct phases *ph,
 		r = NULL;
 	}
 	for (int i = 0; i < b->nmv; i++) {
-		struct mv *v = &b->mv[i];
+		struct billing_mv *v = &b->mv[i];
 		struct invoice_movement *m = &v->m;
 		pgarr_i64(&ma[M_ID], m->movement_id);
 		pgarr_i64(&ma[M_C], m->contract_id);
@@ -187,7 +190,7 @@ int billing_store_batch(PGconn *db, struct batch *b, struct phases *ph,
 		pgarr_raw(&ma[M_RECON], v->recon ? v->recon : "NULL");
 		for (int p = 0; p < m->n; p++) {
 			struct invoice_posting *ps = &m->p[p];
-			struct inv_key *k =
+			struct billing_inv *k =
 			    inv_find(b, ps->account,
 			             billing_month_key(ps->year, ps->month));
 			if (!k || !k->id) {
@@ -280,9 +283,9 @@ int billing_store_batch(PGconn *db, struct batch *b, struct phases *ph,
 	/* the billing state of each contract and month */
 	int nchanged = 0, nmonths = 0;
 	for (int i = 0; i < b->nc; i++) {
-		struct bc *c = &b->c[i];
+		struct billing_ctr *c = &b->c[i];
 		for (int k = 0; k < c->nm; k++) {
-			struct month *m = &c->m[k];
+			struct billing_month *m = &c->m[k];
 			if (!m->touched)
 				continue;
 			pgarr_i64(&mo[0], c->k.id);

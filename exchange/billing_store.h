@@ -13,7 +13,8 @@
 
 /* Stores the batch's movements, postings, invoice totals and state; 0, or
  * -1 with err set (the caller rolls back). */
-int billing_store_batch(PGconn *db, struct batch *b, struct phases *ph,
-                        struct billing_result *res, char *err, size_t errlen);
+int billing_store_batch(PGconn *db, struct billing_batch *b,
+                        struct billing_phases *ph, struct billing_result *res,
+                        char *err, size_t errlen);
 
 #endif
