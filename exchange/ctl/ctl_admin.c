@@ -9,20 +9,20 @@
 #include <stdio.h>
 #include <string.h>
 
-int ctl_admin_teams_create(struct ctx *x, struct opts *o)
+int ctl_admin_teams_create(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	return ctl_call_show(x, "POST", "/v1/teams",
 	                     json_pack("{s:s}", "name", o->pos[0]), NULL);
 }
 
-int ctl_admin_teams_list(struct ctx *x, struct opts *o)
+int ctl_admin_teams_list(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	static const char *const cols[] = {"id", "name", NULL};
 	(void)o;
 	return ctl_call_show(x, "GET", "/v1/teams", NULL, cols);
 }
 
-int ctl_admin_accounts_create(struct ctx *x, struct opts *o)
+int ctl_admin_accounts_create(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	const char *kind = ctl_opt(o, "--kind");
 	if (!kind)
@@ -32,7 +32,7 @@ int ctl_admin_accounts_create(struct ctx *x, struct opts *o)
 	return ctl_call_show(x, "POST", "/v1/accounts", b, NULL);
 }
 
-int ctl_admin_accounts_list(struct ctx *x, struct opts *o)
+int ctl_admin_accounts_list(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	static const char *const cols[] = {"id", "name", "kind", "team_id",
 	                                   NULL};
@@ -43,7 +43,7 @@ int ctl_admin_accounts_list(struct ctx *x, struct opts *o)
 
 /* The node's secret is shown once: the server keeps only what it needs to
  * check signatures and cannot show it again. */
-static int show_secret(struct ctx *x, const char *path, json_t *b)
+static int show_secret(struct ctl_ctx *x, const char *path, json_t *b)
 {
 	json_t *j = NULL;
 	int rc = ctl_call(x, "POST", path, b, &j);
@@ -71,7 +71,7 @@ static const char *const node_cols[] = {"id",
                                         "trading_pause_note",
                                         NULL};
 
-int ctl_admin_nodes_list(struct ctx *x, struct opts *o)
+int ctl_admin_nodes_list(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	(void)o;
 	return ctl_call_show(x, "GET", "/v1/nodes", NULL, node_cols);
@@ -79,7 +79,7 @@ int ctl_admin_nodes_list(struct ctx *x, struct opts *o)
 
 /* A node by id or by name (GET /v1/nodes lists the ones the caller may
  * trade for); 0 with *id set, else an exit code after saying why. */
-static int node_id(struct ctx *x, const char *arg, char *id, size_t len)
+static int node_id(struct ctl_ctx *x, const char *arg, char *id, size_t len)
 {
 	int64_t v;
 	json_t *j = NULL, *n;
@@ -113,7 +113,7 @@ static int node_id(struct ctx *x, const char *arg, char *id, size_t len)
 	return rc;
 }
 
-static int node_move(struct ctx *x, struct opts *o, const char *verb)
+static int node_move(struct ctl_ctx *x, struct ctl_opts *o, const char *verb)
 {
 	char p[256], id[24];
 	const char *note = ctl_opt(o, "--note");
@@ -131,17 +131,17 @@ static int node_move(struct ctx *x, struct opts *o, const char *verb)
 	    x, "POST", p, note ? json_pack("{s:s}", "note", note) : NULL, NULL);
 }
 
-int ctl_admin_nodes_pause(struct ctx *x, struct opts *o)
+int ctl_admin_nodes_pause(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	return node_move(x, o, "pause");
 }
 
-int ctl_admin_nodes_resume(struct ctx *x, struct opts *o)
+int ctl_admin_nodes_resume(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	return node_move(x, o, "resume");
 }
 
-int ctl_admin_nodes_create(struct ctx *x, struct opts *o)
+int ctl_admin_nodes_create(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	json_t *b = json_pack("{s:s}", "name", o->pos[0]);
 	int rc = ctl_int_opt(o, "--team", b, "team_id", 1);
@@ -152,7 +152,7 @@ int ctl_admin_nodes_create(struct ctx *x, struct opts *o)
 	return show_secret(x, "/v1/nodes", b);
 }
 
-int ctl_admin_keys_create(struct ctx *x, struct opts *o)
+int ctl_admin_keys_create(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[256];
 	if (ctl_path1(p, sizeof p, "/v1/nodes/%s/keys", o->pos[0]))
@@ -160,7 +160,7 @@ int ctl_admin_keys_create(struct ctx *x, struct opts *o)
 	return show_secret(x, p, json_object());
 }
 
-int ctl_admin_keys_revoke(struct ctx *x, struct opts *o)
+int ctl_admin_keys_revoke(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[256];
 	if (ctl_path1(p, sizeof p, "/v1/keys/%s", o->pos[0]))
@@ -168,7 +168,7 @@ int ctl_admin_keys_revoke(struct ctx *x, struct opts *o)
 	return ctl_call_show(x, "DELETE", p, NULL, NULL);
 }
 
-int ctl_admin_tokens_create(struct ctx *x, struct opts *o)
+int ctl_admin_tokens_create(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	const char *role = ctl_opt(o, "--role");
 	if (!role)
@@ -195,7 +195,7 @@ int ctl_admin_tokens_create(struct ctx *x, struct opts *o)
 	return CTL_OK;
 }
 
-int ctl_admin_tokens_list(struct ctx *x, struct opts *o)
+int ctl_admin_tokens_list(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	static const char *const cols[] = {"id",         "name",       "role",
 	                                   "team_id",    "account_id", "prefix",
@@ -204,7 +204,7 @@ int ctl_admin_tokens_list(struct ctx *x, struct opts *o)
 	return ctl_call_show(x, "GET", "/v1/tokens", NULL, cols);
 }
 
-int ctl_admin_tokens_revoke(struct ctx *x, struct opts *o)
+int ctl_admin_tokens_revoke(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[256];
 	if (ctl_path1(p, sizeof p, "/v1/tokens/%s", o->pos[0]))

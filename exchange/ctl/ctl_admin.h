@@ -9,18 +9,18 @@
 
 #include "exchange/ctl/ctl_args.h"
 
-int ctl_admin_accounts_create(struct ctx *x, struct opts *o);
-int ctl_admin_accounts_list(struct ctx *x, struct opts *o);
-int ctl_admin_keys_create(struct ctx *x, struct opts *o);
-int ctl_admin_keys_revoke(struct ctx *x, struct opts *o);
-int ctl_admin_nodes_create(struct ctx *x, struct opts *o);
-int ctl_admin_nodes_list(struct ctx *x, struct opts *o);
-int ctl_admin_nodes_pause(struct ctx *x, struct opts *o);
-int ctl_admin_nodes_resume(struct ctx *x, struct opts *o);
-int ctl_admin_teams_create(struct ctx *x, struct opts *o);
-int ctl_admin_teams_list(struct ctx *x, struct opts *o);
-int ctl_admin_tokens_create(struct ctx *x, struct opts *o);
-int ctl_admin_tokens_list(struct ctx *x, struct opts *o);
-int ctl_admin_tokens_revoke(struct ctx *x, struct opts *o);
+int ctl_admin_accounts_create(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_admin_accounts_list(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_admin_keys_create(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_admin_keys_revoke(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_admin_nodes_create(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_admin_nodes_list(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_admin_nodes_pause(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_admin_nodes_resume(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_admin_teams_create(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_admin_teams_list(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_admin_tokens_create(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_admin_tokens_list(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_admin_tokens_revoke(struct ctl_ctx *x, struct ctl_opts *o);
 
 #endif

@@ -25,7 +25,7 @@ int ctl_usage_error(const char *fmt, ...)
 	return CTL_USAGE;
 }
 
-const char *ctl_opt(const struct opts *o, const char *name)
+const char *ctl_opt(const struct ctl_opts *o, const char *name)
 {
 	for (int i = o->n - 1; i >= 0; i--)
 		if (strcmp(o->name[i], name) == 0)
@@ -43,7 +43,8 @@ int ctl_in_list(const char *const *l, const char *s)
 
 /* Options may come in any order among the positional arguments;
  * "--name=value" and "--name value" both work. */
-int ctl_parse_opts(const struct cmd *c, int argc, char **argv, struct opts *o)
+int ctl_parse_opts(const struct ctl_cmd *c, int argc, char **argv,
+                   struct ctl_opts *o)
 {
 	memset(o, 0, sizeof *o);
 	for (int i = 0; i < argc; i++) {
@@ -54,7 +55,7 @@ int ctl_parse_opts(const struct cmd *c, int argc, char **argv, struct opts *o)
 			continue;
 		}
 		if (strncmp(a, "--", 2) != 0 || a[2] == 0) {
-			if (o->npos == MAX_POS || o->npos == c->npos)
+			if (o->npos == CTL_MAX_POS || o->npos == c->npos)
 				return ctl_usage_error(
 				    "unexpected argument \"%s\"", a);
 			o->pos[o->npos++] = a;
@@ -81,7 +82,7 @@ int ctl_parse_opts(const struct cmd *c, int argc, char **argv, struct opts *o)
 			    "unknown option \"%s\" for %s%s%s", a, c->group,
 			    c->verb ? " " : "", c->verb ? c->verb : "");
 		}
-		if (o->n == MAX_OPTS)
+		if (o->n == CTL_MAX_OPTS)
 			return ctl_usage_error("too many options");
 		const char *const *v = c->valued;
 		for (; *v && strcmp(*v, name) != 0; v++)
@@ -175,7 +176,7 @@ int ctl_path1(char *p, size_t len, const char *fmt, const char *seg)
 	return 0;
 }
 
-int ctl_int_opt(const struct opts *o, const char *name, json_t *body,
+int ctl_int_opt(const struct ctl_opts *o, const char *name, json_t *body,
                 const char *key, int required)
 {
 	const char *v = ctl_opt(o, name);
@@ -191,7 +192,7 @@ int ctl_int_opt(const struct opts *o, const char *name, json_t *body,
 
 /* An option in a unit that parse reads (a price, a page count), set as
  * body[key]. */
-static int unit_opt(const struct opts *o, const char *name, json_t *body,
+static int unit_opt(const struct ctl_opts *o, const char *name, json_t *body,
                     const char *key, int required,
                     int (*parse)(const char *, int64_t *, char *, size_t))
 {
@@ -206,13 +207,13 @@ static int unit_opt(const struct opts *o, const char *name, json_t *body,
 	return 0;
 }
 
-int ctl_price_opt(const struct opts *o, const char *name, json_t *body,
+int ctl_price_opt(const struct ctl_opts *o, const char *name, json_t *body,
                   const char *key, int required)
 {
 	return unit_opt(o, name, body, key, required, ctl_units_parse_price);
 }
 
-int ctl_pages_opt(const struct opts *o, const char *name, json_t *body,
+int ctl_pages_opt(const struct ctl_opts *o, const char *name, json_t *body,
                   const char *key, int required)
 {
 	return unit_opt(o, name, body, key, required, ctl_units_parse_pages);

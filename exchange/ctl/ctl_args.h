@@ -1,7 +1,7 @@
 /*
- * ctl_args.h — ramexctl's command line: what a command is (struct cmd, the
- * table's row), the options it was given (struct opts) and the context it
- * runs in (struct ctx); option parsing, usage errors, typed options (whole
+ * ctl_args.h — ramexctl's command line: what a command is (struct ctl_cmd, the
+ * table's row), the options it was given (struct ctl_opts) and the context it
+ * runs in (struct ctl_ctx); option parsing, usage errors, typed options (whole
  * numbers, prices, page counts, time offsets) and the safe building of
  * request paths from what a person typed. Prints only usage errors.
  */
@@ -14,33 +14,33 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MAX_OPTS 24
-#define MAX_POS  4
+#define CTL_MAX_OPTS 24
+#define CTL_MAX_POS  4
 
 /* The program's name, for messages. */
 extern const char *const ctl_prog;
 
-struct opts {
-	const char *name[MAX_OPTS], *val[MAX_OPTS];
+struct ctl_opts {
+	const char *name[CTL_MAX_OPTS], *val[CTL_MAX_OPTS];
 	int n;
-	const char *pos[MAX_POS];
+	const char *pos[CTL_MAX_POS];
 	int npos;
 	int help;
 };
 
 /* What every command runs with: the server and token, and --json. */
-struct ctx {
+struct ctl_ctx {
 	struct ctl_http http;
 	int json;
 };
 
-struct cmd {
+struct ctl_cmd {
 	const char *group, *verb; /* verb NULL: the group is the command */
 	const char *usage, *about;
 	const char *const *valued; /* options that take a value */
 	const char *const *flags;  /* options that take none */
 	int npos;                  /* positional arguments it needs */
-	int (*run)(struct ctx *, struct opts *);
+	int (*run)(struct ctl_ctx *, struct ctl_opts *);
 };
 
 /* Says what is wrong on stderr, with a pointer to --help; returns
@@ -49,14 +49,15 @@ int ctl_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* The value of option `name` (the last one given), "" for a flag, NULL
  * when it is not there. */
-const char *ctl_opt(const struct opts *o, const char *name);
+const char *ctl_opt(const struct ctl_opts *o, const char *name);
 
 /* 1 when s is in the NULL-terminated list l. */
 int ctl_in_list(const char *const *l, const char *s);
 
 /* Parses a command's arguments after its name into o; 0, or CTL_USAGE
  * after saying why. */
-int ctl_parse_opts(const struct cmd *c, int argc, char **argv, struct opts *o);
+int ctl_parse_opts(const struct ctl_cmd *c, int argc, char **argv,
+                   struct ctl_opts *o);
 
 /* "+90s", "-15m", "+2h", "-7d": now plus or minus it, as ns since the
  * epoch; -1 when s is not one. */
@@ -77,11 +78,11 @@ int ctl_path1(char *p, size_t len, const char *fmt, const char *seg);
 /* Option `name` as a whole number, a price or a page count, set as
  * body[key]; 0 (also when it is absent and not required), or CTL_USAGE
  * after saying why. */
-int ctl_int_opt(const struct opts *o, const char *name, json_t *body,
+int ctl_int_opt(const struct ctl_opts *o, const char *name, json_t *body,
                 const char *key, int required);
-int ctl_price_opt(const struct opts *o, const char *name, json_t *body,
+int ctl_price_opt(const struct ctl_opts *o, const char *name, json_t *body,
                   const char *key, int required);
-int ctl_pages_opt(const struct opts *o, const char *name, json_t *body,
+int ctl_pages_opt(const struct ctl_opts *o, const char *name, json_t *body,
                   const char *key, int required);
 
 #endif

@@ -31,7 +31,7 @@ static int parse_when(const char *s, char *buf, size_t len)
 	return 0;
 }
 
-int ctl_bill_usage_list(struct ctx *x, struct opts *o)
+int ctl_bill_usage_list(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[512] = "/v1/usage", f[32], t[32];
 	const char *from = ctl_opt(o, "--from"), *to = ctl_opt(o, "--to");
@@ -51,7 +51,7 @@ int ctl_bill_usage_list(struct ctx *x, struct opts *o)
 	return ctl_call_show(x, "GET", p, NULL, usage_cols);
 }
 
-int ctl_bill_usage_gaps(struct ctx *x, struct opts *o)
+int ctl_bill_usage_gaps(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	static const char *const cols[] = {"node_id", "epoch",   "first",
 	                                   "last",    "missing", NULL};
@@ -82,7 +82,7 @@ static int month_ok(const char *s)
 	       ((s[5] == '0' && s[6] >= '1') || (s[5] == '1' && s[6] <= '2'));
 }
 
-int ctl_bill_invoices_list(struct ctx *x, struct opts *o)
+int ctl_bill_invoices_list(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	const char *status = ctl_opt(o, "--status"), *m = ctl_opt(o, "--month");
 	char p[512] = "/v1/invoices", y[8], mo[4];
@@ -109,7 +109,7 @@ int ctl_bill_invoices_list(struct ctx *x, struct opts *o)
 	return ctl_call_show(x, "GET", p, NULL, invoice_cols);
 }
 
-int ctl_bill_invoices_show(struct ctx *x, struct opts *o)
+int ctl_bill_invoices_show(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[256];
 	json_t *j = NULL;
@@ -160,7 +160,7 @@ fail:
 
 /* An export as the server makes it (path p, room for its query): CSV to
  * stdout or to `out`; with --json the same rows as JSON. */
-static int export(struct ctx *x, char *p, size_t plen, const char *out)
+static int export(struct ctl_ctx *x, char *p, size_t plen, const char *out)
 {
 	struct ctl_http h = x->http;
 	struct ctl_http_resp r;
@@ -192,7 +192,7 @@ out:
 }
 
 /* The FOCUS-style export of one invoice. */
-int ctl_bill_invoices_csv(struct ctx *x, struct opts *o)
+int ctl_bill_invoices_csv(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[256];
 	if (ctl_path1(p, sizeof p, "/v1/invoices/%s/export", o->pos[0]))
@@ -201,7 +201,7 @@ int ctl_bill_invoices_csv(struct ctx *x, struct opts *o)
 }
 
 /* Billed usage per contract and month (finance, admin). */
-int ctl_bill_usage_export(struct ctx *x, struct opts *o)
+int ctl_bill_usage_export(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	const char *f = ctl_opt(o, "--from"), *t = ctl_opt(o, "--to");
 	char p[256] = "/v1/usage/export";
@@ -215,7 +215,7 @@ int ctl_bill_usage_export(struct ctx *x, struct opts *o)
 
 /* Exit 5 when the check ran and found the books wrong, so that a cron job
  * or a test can act on it; the differences are on stdout. */
-int ctl_bill_ledger_check(struct ctx *x, struct opts *o)
+int ctl_bill_ledger_check(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	json_t *j = NULL;
 	(void)o;
@@ -237,7 +237,7 @@ int ctl_bill_ledger_check(struct ctx *x, struct opts *o)
 	return rc;
 }
 
-int ctl_bill_billing_run(struct ctx *x, struct opts *o)
+int ctl_bill_billing_run(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	json_t *j = NULL, *b = json_object();
 	(void)o;
@@ -253,7 +253,7 @@ int ctl_bill_billing_run(struct ctx *x, struct opts *o)
 	return CTL_OK;
 }
 
-int ctl_bill_billing_summary(struct ctx *x, struct opts *o)
+int ctl_bill_billing_summary(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	const char *by = ctl_opt(o, "--by"), *f = ctl_opt(o, "--from"),
 	           *t = ctl_opt(o, "--to");

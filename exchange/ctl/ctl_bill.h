@@ -10,14 +10,14 @@
 
 #include "exchange/ctl/ctl_args.h"
 
-int ctl_bill_billing_run(struct ctx *x, struct opts *o);
-int ctl_bill_billing_summary(struct ctx *x, struct opts *o);
-int ctl_bill_invoices_csv(struct ctx *x, struct opts *o);
-int ctl_bill_invoices_list(struct ctx *x, struct opts *o);
-int ctl_bill_invoices_show(struct ctx *x, struct opts *o);
-int ctl_bill_ledger_check(struct ctx *x, struct opts *o);
-int ctl_bill_usage_export(struct ctx *x, struct opts *o);
-int ctl_bill_usage_gaps(struct ctx *x, struct opts *o);
-int ctl_bill_usage_list(struct ctx *x, struct opts *o);
+int ctl_bill_billing_run(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_bill_billing_summary(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_bill_invoices_csv(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_bill_invoices_list(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_bill_invoices_show(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_bill_ledger_check(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_bill_usage_export(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_bill_usage_gaps(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_bill_usage_list(struct ctl_ctx *x, struct ctl_opts *o);
 
 #endif

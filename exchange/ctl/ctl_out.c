@@ -151,12 +151,12 @@ void ctl_print_table(json_t *rows, const char *const *cols)
  * decides (invoice lines, usage reports, summaries). */
 void ctl_print_rows(json_t *rows)
 {
-	const char *cols[MAX_COLS + 1], *k;
+	const char *cols[CTL_MAX_COLS + 1], *k;
 	size_t n = 0;
 	json_t *v;
 	json_object_foreach(json_array_get(rows, 0), k, v)
 	{
-		if (n < MAX_COLS && !json_is_object(v) && !json_is_array(v))
+		if (n < CTL_MAX_COLS && !json_is_object(v) && !json_is_array(v))
 			cols[n++] = k;
 	}
 	cols[n] = NULL;
@@ -228,7 +228,7 @@ int ctl_report_failure(enum ctl_exit e, struct ctl_http_resp *r)
  * when none of them is there, or cols is NULL. */
 void ctl_print_some(json_t *rows, const char *const *cols)
 {
-	const char *have[MAX_COLS + 1];
+	const char *have[CTL_MAX_COLS + 1];
 	json_t *first = json_array_get(rows, 0);
 	size_t n = 0;
 	if (!cols || !first) {
@@ -239,7 +239,7 @@ void ctl_print_some(json_t *rows, const char *const *cols)
 			ctl_print_rows(rows);
 		return;
 	}
-	for (; *cols && n < MAX_COLS; cols++)
+	for (; *cols && n < CTL_MAX_COLS; cols++)
 		if (json_object_get(first, *cols))
 			have[n++] = *cols;
 	have[n] = NULL;
@@ -291,8 +291,8 @@ void ctl_print_list(json_t *j, const char *const *cols)
 }
 
 /* Makes a call; on success leaves the JSON in *out (caller decrefs). */
-int ctl_call(struct ctx *x, const char *method, const char *path, json_t *body,
-             json_t **out)
+int ctl_call(struct ctl_ctx *x, const char *method, const char *path,
+             json_t *body, json_t **out)
 {
 	struct ctl_http_resp r;
 	char *b = body ? json_dumps(body, JSON_COMPACT) : NULL;
@@ -309,7 +309,7 @@ int ctl_call(struct ctx *x, const char *method, const char *path, json_t *body,
 }
 
 /* Call, then print: JSON as it came, or a table of .items, or an object. */
-int ctl_call_show(struct ctx *x, const char *method, const char *path,
+int ctl_call_show(struct ctl_ctx *x, const char *method, const char *path,
                   json_t *body, const char *const *cols)
 {
 	json_t *j = NULL;

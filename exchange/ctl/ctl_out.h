@@ -15,7 +15,7 @@
 
 #include <jansson.h>
 
-#define MAX_COLS 16 /* columns of a table made from its rows' keys */
+#define CTL_MAX_COLS 16 /* columns of a table made from its rows' keys */
 
 /* An aligned table of rows (an array of objects) with these columns
  * (NULL-terminated). */
@@ -38,11 +38,11 @@ int ctl_report_failure(enum ctl_exit e, struct ctl_http_resp *r);
 
 /* Makes a call; on success leaves the JSON in *out (caller decrefs),
  * else says why and returns the exit code. */
-int ctl_call(struct ctx *x, const char *method, const char *path, json_t *body,
-             json_t **out);
+int ctl_call(struct ctl_ctx *x, const char *method, const char *path,
+             json_t *body, json_t **out);
 /* A call (body is consumed), then its answer printed: JSON as it came
  * with --json, else a table of .items, a table, or an object. */
-int ctl_call_show(struct ctx *x, const char *method, const char *path,
+int ctl_call_show(struct ctl_ctx *x, const char *method, const char *path,
                   json_t *body, const char *const *cols);
 
 #endif

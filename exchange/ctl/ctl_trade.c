@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-int ctl_trade_whoami(struct ctx *x, struct opts *o)
+int ctl_trade_whoami(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	(void)o;
 	return ctl_call_show(x, "GET", "/v1/whoami", NULL, NULL);
@@ -21,13 +21,13 @@ int ctl_trade_whoami(struct ctx *x, struct opts *o)
 static const char *const market_cols[] = {
     "id", "name", "product", "tick", "lot", "min_pages", "max_pages", NULL};
 
-int ctl_trade_markets_list(struct ctx *x, struct opts *o)
+int ctl_trade_markets_list(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	(void)o;
 	return ctl_call_show(x, "GET", "/v1/markets", NULL, market_cols);
 }
 
-int ctl_trade_markets_show(struct ctx *x, struct opts *o)
+int ctl_trade_markets_show(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[256];
 	if (ctl_path1(p, sizeof p, "/v1/markets/%s", o->pos[0]))
@@ -35,7 +35,7 @@ int ctl_trade_markets_show(struct ctx *x, struct opts *o)
 	return ctl_call_show(x, "GET", p, NULL, NULL);
 }
 
-int ctl_trade_markets_create(struct ctx *x, struct opts *o)
+int ctl_trade_markets_create(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	json_t *b = json_pack("{s:s}", "name", o->pos[0]);
 	/* defaults that make a usable market; every one can be overridden */
@@ -51,14 +51,14 @@ int ctl_trade_markets_create(struct ctx *x, struct opts *o)
 	         {"--notice", "notice_period_s", "3600", 0},
 	         {"--penalty", "breach_penalty", "0", 1},
 	         {"--deadline", "delivery_deadline_s", "600", 0}};
-	struct opts d = *o;
+	struct ctl_opts d = *o;
 	for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
 		const char *def = f[i].def;
 		if (!def && strcmp(f[i].key, "min_pages") == 0)
 			def = ctl_opt(o, "--lot") ? ctl_opt(o, "--lot") : "256";
 		if (!def && strcmp(f[i].key, "price_max") == 0)
 			def = "1000000000";
-		if (!ctl_opt(&d, f[i].opt) && def && d.n < MAX_OPTS) {
+		if (!ctl_opt(&d, f[i].opt) && def && d.n < CTL_MAX_OPTS) {
 			d.name[d.n] = f[i].opt;
 			d.val[d.n++] = def;
 		}
@@ -75,7 +75,7 @@ int ctl_trade_markets_create(struct ctx *x, struct opts *o)
 	return ctl_call_show(x, "POST", "/v1/markets", b, NULL);
 }
 
-int ctl_trade_book(struct ctx *x, struct opts *o)
+int ctl_trade_book(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[256];
 	int64_t depth;
@@ -119,7 +119,7 @@ int ctl_trade_book(struct ctx *x, struct opts *o)
 	return CTL_OK;
 }
 
-int ctl_trade_trades(struct ctx *x, struct opts *o)
+int ctl_trade_trades(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	static const char *const cols[] = {"id",         "price", "pages",
 	                                   "taker_side", "ts_ns", NULL};
@@ -131,7 +131,7 @@ int ctl_trade_trades(struct ctx *x, struct opts *o)
 	return ctl_call_show(x, "GET", p, NULL, cols);
 }
 
-int ctl_trade_candles(struct ctx *x, struct opts *o)
+int ctl_trade_candles(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	static const char *const cols[] = {"start", "open",   "high",   "low",
 	                                   "close", "volume", "trades", NULL};
@@ -200,7 +200,7 @@ static void retry_hint(int rc, const char *what, const char *opt_name,
 		        what, opt_name, key);
 }
 
-int ctl_trade_orders_place(struct ctx *x, struct opts *o)
+int ctl_trade_orders_place(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	json_t *b = json_object(), *j = NULL;
 	const char *side = ctl_opt(o, "--side"), *tif = ctl_opt(o, "--tif");
@@ -280,7 +280,7 @@ fail:
 	return rc;
 }
 
-int ctl_trade_orders_cancel(struct ctx *x, struct opts *o)
+int ctl_trade_orders_cancel(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[256];
 	const char *note = ctl_opt(o, "--note");
@@ -311,7 +311,7 @@ int ctl_trade_orders_cancel(struct ctx *x, struct opts *o)
 	return CTL_OK;
 }
 
-int ctl_trade_orders_reduce(struct ctx *x, struct opts *o)
+int ctl_trade_orders_reduce(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[256];
 	json_t *b = json_object();
@@ -343,7 +343,7 @@ int ctl_trade_orders_reduce(struct ctx *x, struct opts *o)
 	return CTL_OK;
 }
 
-int ctl_trade_orders_list(struct ctx *x, struct opts *o)
+int ctl_trade_orders_list(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[512] = "/v1/orders";
 	ctl_add_query(p, sizeof p, "market", ctl_opt(o, "--market"));
@@ -355,7 +355,7 @@ int ctl_trade_orders_list(struct ctx *x, struct opts *o)
 	return ctl_call_show(x, "GET", p, NULL, order_cols);
 }
 
-int ctl_trade_orders_show(struct ctx *x, struct opts *o)
+int ctl_trade_orders_show(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[256];
 	if (ctl_path1(p, sizeof p, "/v1/orders/%s", o->pos[0]))
@@ -369,7 +369,7 @@ static const char *const contract_cols[] = {
 static const char *const transition_cols[] = {
     "at_ns", "from_state", "to_state", "event", "actor", "why", NULL};
 
-int ctl_trade_contracts_list(struct ctx *x, struct opts *o)
+int ctl_trade_contracts_list(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	const char *role = ctl_opt(o, "--role");
 	char p[512] = "/v1/contracts";
@@ -387,7 +387,7 @@ int ctl_trade_contracts_list(struct ctx *x, struct opts *o)
 /* The contract, then (for a person) every move it made. --json prints
  * the contract as the server sent it; `contracts transitions` has the
  * moves as JSON. */
-int ctl_trade_contracts_show(struct ctx *x, struct opts *o)
+int ctl_trade_contracts_show(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[256], t[256];
 	json_t *c = NULL, *tr = NULL;
@@ -412,7 +412,7 @@ out:
 	return rc;
 }
 
-int ctl_trade_contracts_transitions(struct ctx *x, struct opts *o)
+int ctl_trade_contracts_transitions(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[256];
 	if (ctl_path1(p, sizeof p, "/v1/contracts/%s/transitions", o->pos[0]))
@@ -422,7 +422,8 @@ int ctl_trade_contracts_transitions(struct ctx *x, struct opts *o)
 
 /* deliver, recall, end, breach: POST with an optional note, then the
  * contract as it is now and the move that was made. */
-static int contract_move(struct ctx *x, struct opts *o, const char *verb)
+static int contract_move(struct ctl_ctx *x, struct ctl_opts *o,
+                         const char *verb)
 {
 	char p[256];
 	const char *note = ctl_opt(o, "--note");
@@ -459,22 +460,22 @@ static int contract_move(struct ctx *x, struct opts *o, const char *verb)
 	return CTL_OK;
 }
 
-int ctl_trade_contracts_deliver(struct ctx *x, struct opts *o)
+int ctl_trade_contracts_deliver(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	return contract_move(x, o, "deliver");
 }
 
-int ctl_trade_contracts_recall(struct ctx *x, struct opts *o)
+int ctl_trade_contracts_recall(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	return contract_move(x, o, "recall");
 }
 
-int ctl_trade_contracts_end(struct ctx *x, struct opts *o)
+int ctl_trade_contracts_end(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	return contract_move(x, o, "end");
 }
 
-int ctl_trade_contracts_breach(struct ctx *x, struct opts *o)
+int ctl_trade_contracts_breach(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	return contract_move(x, o, "breach");
 }

@@ -10,24 +10,24 @@
 
 #include "exchange/ctl/ctl_args.h"
 
-int ctl_trade_book(struct ctx *x, struct opts *o);
-int ctl_trade_candles(struct ctx *x, struct opts *o);
-int ctl_trade_contracts_breach(struct ctx *x, struct opts *o);
-int ctl_trade_contracts_deliver(struct ctx *x, struct opts *o);
-int ctl_trade_contracts_end(struct ctx *x, struct opts *o);
-int ctl_trade_contracts_list(struct ctx *x, struct opts *o);
-int ctl_trade_contracts_recall(struct ctx *x, struct opts *o);
-int ctl_trade_contracts_show(struct ctx *x, struct opts *o);
-int ctl_trade_contracts_transitions(struct ctx *x, struct opts *o);
-int ctl_trade_markets_create(struct ctx *x, struct opts *o);
-int ctl_trade_markets_list(struct ctx *x, struct opts *o);
-int ctl_trade_markets_show(struct ctx *x, struct opts *o);
-int ctl_trade_orders_cancel(struct ctx *x, struct opts *o);
-int ctl_trade_orders_list(struct ctx *x, struct opts *o);
-int ctl_trade_orders_place(struct ctx *x, struct opts *o);
-int ctl_trade_orders_reduce(struct ctx *x, struct opts *o);
-int ctl_trade_orders_show(struct ctx *x, struct opts *o);
-int ctl_trade_trades(struct ctx *x, struct opts *o);
-int ctl_trade_whoami(struct ctx *x, struct opts *o);
+int ctl_trade_book(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_trade_candles(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_trade_contracts_breach(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_trade_contracts_deliver(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_trade_contracts_end(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_trade_contracts_list(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_trade_contracts_recall(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_trade_contracts_show(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_trade_contracts_transitions(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_trade_markets_create(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_trade_markets_list(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_trade_markets_show(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_trade_orders_cancel(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_trade_orders_list(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_trade_orders_place(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_trade_orders_reduce(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_trade_orders_show(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_trade_trades(struct ctl_ctx *x, struct ctl_opts *o);
+int ctl_trade_whoami(struct ctl_ctx *x, struct ctl_opts *o);
 
 #endif

@@ -57,7 +57,7 @@ static const char *const o_kind[] = {"--kind", NULL};
 static const char *const o_team[] = {"--team", NULL};
 static const char *const o_token[] = {"--role", "--team", "--account", NULL};
 
-static const struct cmd cmds[] = {
+static const struct ctl_cmd cmds[] = {
     {"whoami", NULL, "whoami", "who the token belongs to", none, none, 0,
      ctl_trade_whoami},
     {"markets", "list", "markets list", "list markets", none, none, 0,
@@ -318,7 +318,7 @@ int main(int argc, char **argv)
 {
 	static char url[1024] = "http://127.0.0.1:8080", tok[512];
 	const char *flag_url = NULL, *flag_tok = NULL, *config = NULL;
-	struct ctx x = {0};
+	struct ctl_ctx x = {0};
 	char cfg[1024];
 	int i = 1;
 	for (; i < argc && strncmp(argv[i], "-", 1) == 0; i++) {
@@ -365,7 +365,7 @@ int main(int argc, char **argv)
 
 	const char *group = argv[i++];
 	const char *verb = i < argc ? argv[i] : NULL;
-	const struct cmd *c = NULL;
+	const struct ctl_cmd *c = NULL;
 	int group_known = 0;
 	for (size_t k = 0; k < NCMDS; k++) {
 		if (strcmp(cmds[k].group, group) != 0)
@@ -391,7 +391,7 @@ int main(int argc, char **argv)
 	}
 	if (c->verb)
 		i++;
-	struct opts o;
+	struct ctl_opts o;
 	if (ctl_parse_opts(c, argc - i, argv + i, &o))
 		return CTL_USAGE;
 	if (o.help) {
