@@ -23,7 +23,10 @@ $(call unit_test,test_agent_config,tests/unit/test_agent_config.c \
   node-agent/core/probe.c \
   common/log.c node-agent/core/simload.c common/hostport.c)
 
-AGENT_SRC := node-agent/agent.c node-agent/client.c node-agent/config.c \
+AGENT_SRC := node-agent/agent.c node-agent/agent_sample.c \
+  node-agent/agent_contract.c node-agent/agent_lend.c node-agent/agent_market.c \
+  node-agent/agent_report.c node-agent/agent_status.c \
+  node-agent/client.c node-agent/config.c \
   node-agent/events.c node-agent/http1.c \
   node-agent/sample.c node-agent/mglru.c node-agent/spool.c \
   node-agent/core/wsest.c node-agent/core/strategy.c node-agent/core/probe.c \
