@@ -10,6 +10,7 @@
  * invoices whose grace is over, one account after another in month order
  * so that the cents carry runs in order, and record the run. */
 #include "exchange/billing.h"
+#include "common/err.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -43,17 +44,6 @@ struct billing {
 	int has_thread;
 	pthread_t thread;
 };
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 static rx_time_ns now_ns(void)
 {
@@ -237,7 +227,8 @@ static int load_contracts(PGconn *db, const char *ids, int fee_bps,
 	b->c = calloc((size_t)(n ? n : 1), sizeof *b->c);
 	if (!b->c) {
 		PQclear(r);
-		return fail(err, errlen, "out of memory for %d contracts", n);
+		return err_set(err, errlen, "out of memory for %d contracts",
+		               n);
 	}
 	b->nc = n;
 	for (int i = 0; i < n; i++) {
@@ -347,7 +338,7 @@ static int usage_by_month(PGconn *db, const char *ids, const char *asof,
 	    "true FROM r WHERE sk <> ek";
 	pthread_once(&bounds_once, bounds_build);
 	if (!bounds_text)
-		return fail(err, errlen, "out of memory for the calendar");
+		return err_set(err, errlen, "out of memory for the calendar");
 	const char *pv[] = {ids, asof, bounds_text};
 	PGresult *r = db_exec(db, PGRES_TUPLES_OK, sql, 3, pv, err, errlen);
 	if (!r)
@@ -450,7 +441,7 @@ static int load_usage(PGconn *db, const char *ids, rx_time_ns as_of,
 	if (spans.count > 0) {
 		const char *st = pgarr_text(&spans);
 		if (!st) {
-			fail(err, errlen, "out of memory loading usage");
+			err_set(err, errlen, "out of memory loading usage");
 			goto out;
 		}
 		if (usage_by_month(db, st, asof, b, &oom, err, errlen) < 0)
@@ -475,7 +466,7 @@ static int load_usage(PGconn *db, const char *ids, rx_time_ns as_of,
 		m->billed = db_int(r, i, 3);
 	}
 	if (oom) {
-		fail(err, errlen, "out of memory loading usage");
+		err_set(err, errlen, "out of memory loading usage");
 		goto out;
 	}
 	rc = 0;
@@ -580,11 +571,12 @@ static int bill_contract(PGconn *db, struct batch *b, struct bc *c,
 		}
 		struct mv *v = mv_new(b);
 		if (!v)
-			return fail(err, errlen, "out of memory for movements");
+			return err_set(err, errlen,
+			               "out of memory for movements");
 		if (invoice_charge(&c->ic, &due, from, to, 0, exchange, &v->m,
 		                   why, sizeof why) < 0)
-			return fail(err, errlen, "contract %" PRId64 ": %s",
-			            c->k.id, why);
+			return err_set(err, errlen, "contract %" PRId64 ": %s",
+			               c->k.id, why);
 		v->usage_key = m->key;
 		v->recon = c->k.delivery == CONTRACT_LEND
 		               ? usage_recon_name(m->recon)
@@ -610,14 +602,15 @@ static int bill_contract(PGconn *db, struct batch *b, struct bc *c,
 			    c->k.price; /* no spot trades: the contract price */
 		struct mv *v = mv_new(b);
 		if (!v)
-			return fail(err, errlen, "out of memory for movements");
+			return err_set(err, errlen,
+			               "out of memory for movements");
 		bool was = c->ic.settled;
 		rx_price at;
 		if (invoice_settle(&c->ic, &c->k, delivered, ref, as_of, grace,
 		                   0, exchange, &at, &v->m, why,
 		                   sizeof why) < 0)
-			return fail(err, errlen, "contract %" PRId64 ": %s",
-			            c->k.id, why);
+			return err_set(err, errlen, "contract %" PRId64 ": %s",
+			               c->k.id, why);
 		c->settle_price = at;
 		c->spot_ref = ref;
 		c->has_settle = true;
@@ -656,7 +649,7 @@ static int load_invoices(PGconn *db, struct batch *b, char *err, size_t errlen)
 		want += b->mv[i].m.n;
 	b->inv = calloc((size_t)(want ? want : 1), sizeof *b->inv);
 	if (!b->inv)
-		return fail(err, errlen, "out of memory for invoices");
+		return err_set(err, errlen, "out of memory for invoices");
 	for (int i = 0; i < b->nmv; i++)
 		for (int p = 0; p < b->mv[i].m.n; p++) {
 			struct invoice_posting *ps = &b->mv[i].m.p[p];
@@ -682,7 +675,7 @@ static int load_invoices(PGconn *db, struct batch *b, char *err, size_t errlen)
 	int rc = -1;
 	PGresult *r = NULL;
 	if (pgarr_params(col, 3, pv) < 0) {
-		fail(err, errlen, "out of memory for invoices");
+		err_set(err, errlen, "out of memory for invoices");
 		goto out;
 	}
 	r = db_exec(db, PGRES_COMMAND_OK,
@@ -805,15 +798,15 @@ static int store_batch(PGconn *db, struct batch *b, struct phases *ph,
 			struct inv_key *k = inv_find(
 			    b, ps->account, key_of(ps->year, ps->month));
 			if (!k || !k->id) {
-				fail(err, errlen,
-				     "no invoice for account %" PRId64
-				     " %04d-%02d",
-				     ps->account, ps->year, ps->month);
+				err_set(err, errlen,
+				        "no invoice for account %" PRId64
+				        " %04d-%02d",
+				        ps->account, ps->year, ps->month);
 				goto out;
 			}
 			if (invoice_add(&k->inv, ps, why, sizeof why) < 0) {
-				fail(err, errlen, "contract %" PRId64 ": %s",
-				     m->contract_id, why);
+				err_set(err, errlen, "contract %" PRId64 ": %s",
+				        m->contract_id, why);
 				goto out;
 			}
 			k->changed = true;
@@ -832,7 +825,7 @@ static int store_batch(PGconn *db, struct batch *b, struct phases *ph,
 	if (b->nmv > 0) {
 		const char *pv[M_N];
 		if (pgarr_params(ma, M_N, pv) < 0) {
-			fail(err, errlen, "out of memory");
+			err_set(err, errlen, "out of memory");
 			goto out;
 		}
 		r = db_exec(
@@ -851,7 +844,7 @@ static int store_batch(PGconn *db, struct batch *b, struct phases *ph,
 		PQclear(r);
 		const char *qv[P_N];
 		if (pgarr_params(pa, P_N, qv) < 0) {
-			fail(err, errlen, "out of memory");
+			err_set(err, errlen, "out of memory");
 			goto out;
 		}
 		r = db_exec(
@@ -874,7 +867,7 @@ static int store_batch(PGconn *db, struct batch *b, struct phases *ph,
 		}
 		const char *iv[3];
 		if (pgarr_params(ia, 3, iv) < 0) {
-			fail(err, errlen, "out of memory");
+			err_set(err, errlen, "out of memory");
 			goto out;
 		}
 		r = db_exec(
@@ -938,7 +931,7 @@ static int store_batch(PGconn *db, struct batch *b, struct phases *ph,
 	if (nchanged) {
 		const char *pv[10];
 		if (pgarr_params(ca, 10, pv) < 0) {
-			fail(err, errlen, "out of memory");
+			err_set(err, errlen, "out of memory");
 			goto out;
 		}
 		r = db_exec(
@@ -967,7 +960,7 @@ static int store_batch(PGconn *db, struct batch *b, struct phases *ph,
 	if (nmonths) {
 		const char *pv[7];
 		if (pgarr_params(mo, 7, pv) < 0) {
-			fail(err, errlen, "out of memory");
+			err_set(err, errlen, "out of memory");
 			goto out;
 		}
 		r = db_exec(
@@ -1065,7 +1058,7 @@ static int run_batch(struct billing *bl, rx_time_ns as_of, int64_t *exchange,
 	ph->batches++;
 	const char *idt = pgarr_text(&ids);
 	if (!idt) {
-		fail(err, errlen, "out of memory");
+		err_set(err, errlen, "out of memory");
 		goto out;
 	}
 	rx_time_ns grace = bl->o.grace_s * MONEY_NS_PER_S;
@@ -1103,7 +1096,7 @@ static int run_batch(struct billing *bl, rx_time_ns as_of, int64_t *exchange,
 	if (later.count > 0) {
 		const char *rv[] = {pgarr_text(&later)};
 		if (!rv[0]) {
-			fail(err, errlen, "out of memory");
+			err_set(err, errlen, "out of memory");
 			goto out;
 		}
 		r = db_exec(db, PGRES_COMMAND_OK,
@@ -1177,7 +1170,7 @@ static int finalize(struct billing *bl, rx_time_ns as_of,
 		char why[INVOICE_MSG_MAX];
 		if (invoice_finalize(&inv, &carry, as_of, grace, why,
 		                     sizeof why) < 0) {
-			fail(err, errlen, "%s", why);
+			err_set(err, errlen, "%s", why);
 			goto out;
 		}
 		pgarr_i64(&a[0], inv.id);
@@ -1195,7 +1188,7 @@ static int finalize(struct billing *bl, rx_time_ns as_of,
 	if (n > 0) {
 		const char *iv[4], *cv[2];
 		if (pgarr_params(a, 4, iv) < 0 || pgarr_params(ca, 2, cv) < 0) {
-			fail(err, errlen, "out of memory");
+			err_set(err, errlen, "out of memory");
 			goto out;
 		}
 		r = db_exec(
@@ -1251,10 +1244,11 @@ static int exchange_account(PGconn *db, int64_t *id, char *err, size_t errlen)
 		return -1;
 	if (PQntuples(r) == 0) {
 		PQclear(r);
-		return fail(err, errlen,
-		            "no account of kind exchange, and the name "
-		            "'exchange' is taken by another kind; create one "
-		            "with POST /v1/accounts");
+		return err_set(
+		    err, errlen,
+		    "no account of kind exchange, and the name "
+		    "'exchange' is taken by another kind; create one "
+		    "with POST /v1/accounts");
 	}
 	*id = db_int(r, 0, 0);
 	PQclear(r);
@@ -1270,29 +1264,30 @@ static int run_locked(struct billing *bl, rx_time_ns as_of, int api,
 		bl->conn = NULL;
 	}
 	if (!bl->conn && !(bl->conn = db_connect(bl->conninfo, e, sizeof e)))
-		return fail(err, errlen, "%s", e);
+		return err_set(err, errlen, "%s", e);
 	PGconn *db = bl->conn;
 	rx_time_ns real = now_ns();
 	if (as_of == 0)
 		as_of = real;
 	if (as_of > real) {
-		fail(err, errlen,
-		     "as_of_ns %" PRId64 " is in the future; billing runs as "
-		     "of now or a past instant",
-		     as_of);
+		err_set(err, errlen,
+		        "as_of_ns %" PRId64
+		        " is in the future; billing runs as "
+		        "of now or a past instant",
+		        as_of);
 		return -2;
 	}
 	PGresult *r = db_exec(db, PGRES_TUPLES_OK,
 	                      "SELECT pg_try_advisory_lock(" BILLING_LOCK ")",
 	                      0, NULL, e, sizeof e);
 	if (!r)
-		return fail(err, errlen, "%s", e);
+		return err_set(err, errlen, "%s", e);
 	bool locked = PQgetvalue(r, 0, 0)[0] == 't';
 	PQclear(r);
 	if (!locked) {
-		fail(err, errlen,
-		     "another billing run holds the lock now; retry when it "
-		     "is done");
+		err_set(err, errlen,
+		        "another billing run holds the lock now; retry when it "
+		        "is done");
 		return -2;
 	}
 	int rc = -1;
@@ -1305,22 +1300,23 @@ static int run_locked(struct billing *bl, rx_time_ns as_of, int api,
 	            "SELECT coalesce(max(as_of_ns), 0) FROM billing_runs", 0,
 	            NULL, e, sizeof e);
 	if (!r) {
-		fail(err, errlen, "%s", e);
+		err_set(err, errlen, "%s", e);
 		goto out;
 	}
 	int64_t last = db_int(r, 0, 0);
 	PQclear(r);
 	if (as_of < last) {
-		fail(err, errlen,
-		     "as_of_ns %" PRId64 " is before the last run's (%" PRId64
-		     "); billing never goes back in time",
-		     as_of, last);
+		err_set(err, errlen,
+		        "as_of_ns %" PRId64
+		        " is before the last run's (%" PRId64
+		        "); billing never goes back in time",
+		        as_of, last);
 		rc = -2;
 		goto out;
 	}
 	int64_t exch = 0;
 	if (bl->o.fee_bps > 0 && exchange_account(db, &exch, e, sizeof e) < 0) {
-		fail(err, errlen, "%s", e);
+		err_set(err, errlen, "%s", e);
 		goto out;
 	}
 	int64_t after = 0; /* the highest contract id taken so far */
@@ -1328,7 +1324,7 @@ static int run_locked(struct billing *bl, rx_time_ns as_of, int api,
 		int taken;
 		if (run_batch(bl, as_of, &exch, &ph, &after, &res, &taken, e,
 		              sizeof e) < 0) {
-			fail(err, errlen, "billing stopped: %s", e);
+			err_set(err, errlen, "billing stopped: %s", e);
 			goto out;
 		}
 		if (taken < bl->o.batch)
@@ -1336,7 +1332,7 @@ static int run_locked(struct billing *bl, rx_time_ns as_of, int api,
 	}
 	lap_start(&ph);
 	if (finalize(bl, as_of, &res, e, sizeof e) < 0) {
-		fail(err, errlen, "finalizing invoices: %s", e);
+		err_set(err, errlen, "finalizing invoices: %s", e);
 		goto out;
 	}
 	lap(&ph, PH_FINALIZE);
@@ -1359,7 +1355,7 @@ static int run_locked(struct billing *bl, rx_time_ns as_of, int api,
 	    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
 	    9, pv, e, sizeof e);
 	if (!r) {
-		fail(err, errlen, "recording the run: %s", e);
+		err_set(err, errlen, "recording the run: %s", e);
 		goto out;
 	}
 	res.run_id = db_int(r, 0, 0);
@@ -1432,7 +1428,7 @@ struct billing *billing_start(const struct billing_opts *o, char *err,
 {
 	struct billing *b = calloc(1, sizeof *b);
 	if (!b) {
-		fail(err, errlen, "out of memory");
+		err_set(err, errlen, "out of memory");
 		return NULL;
 	}
 	b->o = *o;
@@ -1445,7 +1441,7 @@ struct billing *billing_start(const struct billing_opts *o, char *err,
 	pthread_cond_init(&b->stop_cv, NULL);
 	if (o->interval_s > 0) {
 		if (pthread_create(&b->thread, NULL, loop, b) != 0) {
-			fail(err, errlen, "cannot start the billing thread");
+			err_set(err, errlen, "cannot start the billing thread");
 			free(b);
 			return NULL;
 		}

@@ -46,7 +46,7 @@ $(call integration_test,test_usage_http,tests/integration/test_usage.c \
 $(BUILD)/san/bin/test_usage_http: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_usage_http: | $(BUILD)/san/bin/ramexd
 # Billing against a real ramexd (exchange/billing.c, h_billing.c).
-$(call integration_test,test_billing,tests/integration/test_billing.c exchange/core/usage.c \
+$(call integration_test,test_billing,tests/integration/test_billing.c $(USAGE_SRC) \
   $(RAMEXD_HARNESS) $(MONEY_SRC),libcurl jansson libpq libcrypto)
 $(BUILD)/san/bin/test_billing: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_billing: | $(BUILD)/san/bin/ramexd

@@ -5,7 +5,7 @@
 
 SIM_CORE := sim/workload.c sim/fleet.c node-agent/core/wsest.c \
   node-agent/core/strategy.c exchange/core/book.c exchange/core/contract.c \
-  exchange/core/usage.c exchange/core/invoice.c common/money.c
+  exchange/core/usage.c exchange/core/invoice.c common/money.c $(ERR_SRC)
 $(call program,ramex-fleet,sim/main.c sim/report.c $(SIM_CORE),)
 
 # A small fleet, every policy, the invariants (tests/unit/test_fleet.c).

@@ -10,6 +10,7 @@
  * is allocated by book_new; book_apply never allocates.
  */
 #include "exchange/core/book.h"
+#include "common/err.h"
 
 #include <assert.h>
 #include <stdarg.h>
@@ -293,74 +294,58 @@ static void heap_remove(struct book *b, uint32_t oi)
 
 /* ---- params ---- */
 
-static int fail_msg(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail_msg(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
-
 int book_params_check(const struct book_params *p, char *err, size_t errlen)
 {
 	if (p->tick <= 0)
-		return fail_msg(err, errlen, "tick %lld must be positive",
-		                (long long)p->tick);
+		return err_set(err, errlen, "tick %lld must be positive",
+		               (long long)p->tick);
 	if (p->lot <= 0)
-		return fail_msg(err, errlen, "lot %lld must be positive",
-		                (long long)p->lot);
+		return err_set(err, errlen, "lot %lld must be positive",
+		               (long long)p->lot);
 	if (p->min_pages < p->lot || p->min_pages % p->lot)
-		return fail_msg(err, errlen,
-		                "min_pages %lld must be a multiple of the lot "
-		                "%lld and at least one lot",
-		                (long long)p->min_pages, (long long)p->lot);
+		return err_set(err, errlen,
+		               "min_pages %lld must be a multiple of the lot "
+		               "%lld and at least one lot",
+		               (long long)p->min_pages, (long long)p->lot);
 	if (p->max_pages < p->min_pages || p->max_pages % p->lot)
-		return fail_msg(err, errlen,
-		                "max_pages %lld must be a multiple of the lot "
-		                "%lld and at least min_pages %lld",
-		                (long long)p->max_pages, (long long)p->lot,
-		                (long long)p->min_pages);
+		return err_set(err, errlen,
+		               "max_pages %lld must be a multiple of the lot "
+		               "%lld and at least min_pages %lld",
+		               (long long)p->max_pages, (long long)p->lot,
+		               (long long)p->min_pages);
 	if (p->price_min < 0 || p->price_min % p->tick)
-		return fail_msg(
-		    err, errlen,
-		    "price_min %lld must be a non-negative multiple "
-		    "of the tick %lld",
-		    (long long)p->price_min, (long long)p->tick);
+		return err_set(err, errlen,
+		               "price_min %lld must be a non-negative multiple "
+		               "of the tick %lld",
+		               (long long)p->price_min, (long long)p->tick);
 	if (p->price_max < p->price_min || p->price_max % p->tick)
-		return fail_msg(err, errlen,
-		                "price_max %lld must be a multiple of the tick "
-		                "%lld and at least price_min %lld",
-		                (long long)p->price_max, (long long)p->tick,
-		                (long long)p->price_min);
+		return err_set(err, errlen,
+		               "price_max %lld must be a multiple of the tick "
+		               "%lld and at least price_min %lld",
+		               (long long)p->price_max, (long long)p->tick,
+		               (long long)p->price_min);
 	int64_t ticks = (p->price_max - p->price_min) / p->tick + 1;
 	if (ticks > BOOK_MAX_TICKS)
-		return fail_msg(
-		    err, errlen,
-		    "the price grid has %lld ticks, more than the "
-		    "limit of %lld; use a larger tick or a narrower "
-		    "price range",
-		    (long long)ticks, (long long)BOOK_MAX_TICKS);
+		return err_set(err, errlen,
+		               "the price grid has %lld ticks, more than the "
+		               "limit of %lld; use a larger tick or a narrower "
+		               "price range",
+		               (long long)ticks, (long long)BOOK_MAX_TICKS);
 	if ((__int128)p->max_pages * p->price_max > INT64_MAX)
-		return fail_msg(err, errlen,
-		                "max_pages %lld times price_max %lld overflows "
-		                "64 bits; lower one of them",
-		                (long long)p->max_pages,
-		                (long long)p->price_max);
+		return err_set(err, errlen,
+		               "max_pages %lld times price_max %lld overflows "
+		               "64 bits; lower one of them",
+		               (long long)p->max_pages,
+		               (long long)p->price_max);
 	if (p->capacity < 1 || p->capacity > BOOK_MAX_CAPACITY)
-		return fail_msg(err, errlen,
-		                "capacity %u must be between 1 and %u orders",
-		                p->capacity, BOOK_MAX_CAPACITY);
+		return err_set(err, errlen,
+		               "capacity %u must be between 1 and %u orders",
+		               p->capacity, BOOK_MAX_CAPACITY);
 	if ((__int128)p->capacity * p->max_pages > INT64_MAX)
-		return fail_msg(err, errlen,
-		                "capacity %u times max_pages %lld overflows 64 "
-		                "bits; lower one of them",
-		                p->capacity, (long long)p->max_pages);
+		return err_set(err, errlen,
+		               "capacity %u times max_pages %lld overflows 64 "
+		               "bits; lower one of them",
+		               p->capacity, (long long)p->max_pages);
 	return 0;
 }
 
@@ -403,11 +388,11 @@ struct book *book_new(const struct book_params *p, char *err, size_t errlen)
 	return b;
 oom:
 	book_free(b);
-	fail_msg(err, errlen,
-	         "could not allocate a book for %u orders and %lld ticks: out "
-	         "of memory",
-	         p->capacity,
-	         (long long)((p->price_max - p->price_min) / p->tick + 1));
+	err_set(err, errlen,
+	        "could not allocate a book for %u orders and %lld ticks: out "
+	        "of memory",
+	        p->capacity,
+	        (long long)((p->price_max - p->price_min) / p->tick + 1));
 	return NULL;
 }
 
@@ -1063,49 +1048,46 @@ int book_insert_resting(struct book *b, const struct book_order *o, char *err,
 {
 	const struct book_params *p = &b->p;
 	if (o->id == 0)
-		return fail_msg(err, errlen, "order id 0 is reserved");
+		return err_set(err, errlen, "order id 0 is reserved");
 	if (o->side != BOOK_BUY && o->side != BOOK_SELL)
-		return fail_msg(err, errlen, "order %llu: side %d is unknown",
-		                (unsigned long long)o->id, (int)o->side);
+		return err_set(err, errlen, "order %llu: side %d is unknown",
+		               (unsigned long long)o->id, (int)o->side);
 	if (o->tif != BOOK_GTC && o->tif != BOOK_GTD)
-		return fail_msg(err, errlen,
-		                "order %llu: only gtc and gtd orders rest, not "
-		                "time in force %d",
-		                (unsigned long long)o->id, (int)o->tif);
+		return err_set(err, errlen,
+		               "order %llu: only gtc and gtd orders rest, not "
+		               "time in force %d",
+		               (unsigned long long)o->id, (int)o->tif);
 	if ((unsigned)o->stp > BOOK_STP_CANCEL_BOTH)
-		return fail_msg(err, errlen,
-		                "order %llu: self-trade policy %d is unknown",
-		                (unsigned long long)o->id, (int)o->stp);
+		return err_set(err, errlen,
+		               "order %llu: self-trade policy %d is unknown",
+		               (unsigned long long)o->id, (int)o->stp);
 	if (o->pages <= 0 || o->pages % p->lot || o->pages > p->max_pages)
-		return fail_msg(err, errlen,
-		                "order %llu: %lld pages left is not a positive "
-		                "multiple of the lot %lld up to %lld",
-		                (unsigned long long)o->id, (long long)o->pages,
-		                (long long)p->lot, (long long)p->max_pages);
+		return err_set(err, errlen,
+		               "order %llu: %lld pages left is not a positive "
+		               "multiple of the lot %lld up to %lld",
+		               (unsigned long long)o->id, (long long)o->pages,
+		               (long long)p->lot, (long long)p->max_pages);
 	if (o->price % p->tick || o->price < p->price_min ||
 	    o->price > p->price_max)
-		return fail_msg(
-		    err, errlen,
-		    "order %llu: price %lld is off this book's grid "
-		    "(%lld to %lld by %lld)",
-		    (unsigned long long)o->id, (long long)o->price,
-		    (long long)p->price_min, (long long)p->price_max,
-		    (long long)p->tick);
+		return err_set(err, errlen,
+		               "order %llu: price %lld is off this book's grid "
+		               "(%lld to %lld by %lld)",
+		               (unsigned long long)o->id, (long long)o->price,
+		               (long long)p->price_min, (long long)p->price_max,
+		               (long long)p->tick);
 	if (tab_find(b, o->id) != NIL)
-		return fail_msg(err, errlen,
-		                "order %llu is already in the book",
-		                (unsigned long long)o->id);
+		return err_set(err, errlen, "order %llu is already in the book",
+		               (unsigned long long)o->id);
 	if (b->count >= p->capacity)
-		return fail_msg(err, errlen,
-		                "order %llu: the book is full at %u orders",
-		                (unsigned long long)o->id, p->capacity);
+		return err_set(err, errlen,
+		               "order %llu: the book is full at %u orders",
+		               (unsigned long long)o->id, p->capacity);
 	uint32_t li = (uint32_t)((o->price - p->price_min) / p->tick);
 	if (crosses(b, o->side, li))
-		return fail_msg(
-		    err, errlen,
-		    "order %llu at %lld would cross the other side; "
-		    "the open orders are not a consistent book",
-		    (unsigned long long)o->id, (long long)o->price);
+		return err_set(err, errlen,
+		               "order %llu at %lld would cross the other side; "
+		               "the open orders are not a consistent book",
+		               (unsigned long long)o->id, (long long)o->price);
 	order_rest(b, o, li);
 	return 0;
 }
@@ -1215,15 +1197,15 @@ struct book *book_restore(const void *buf, size_t len, char *err, size_t errlen)
 	const uint8_t *p = buf, *start = buf;
 	struct book *b = NULL;
 	if (len < SNAP_HEADER + SNAP_TRAILER || memcmp(p, SNAP_MAGIC, 8)) {
-		fail_msg(err, errlen,
-		         "not a book snapshot: too short or wrong magic");
+		err_set(err, errlen,
+		        "not a book snapshot: too short or wrong magic");
 		goto fail;
 	}
 	if (get64(&(const uint8_t *){start + len - SNAP_TRAILER}) !=
 	    fnv1a(start, len - SNAP_TRAILER)) {
-		fail_msg(err, errlen,
-		         "book snapshot checksum mismatch: it is truncated or "
-		         "corrupted");
+		err_set(err, errlen,
+		        "book snapshot checksum mismatch: it is truncated or "
+		        "corrupted");
 		goto fail;
 	}
 	p += 8;
@@ -1239,17 +1221,17 @@ struct book *book_restore(const void *buf, size_t len, char *err, size_t errlen)
 	uint64_t count = get64(&p);
 	if (count > bp.capacity ||
 	    len != SNAP_HEADER + count * SNAP_ORDER + SNAP_TRAILER) {
-		fail_msg(err, errlen,
-		         "book snapshot says %llu orders but has room for "
-		         "%zu bytes of them",
-		         (unsigned long long)count, len);
+		err_set(err, errlen,
+		        "book snapshot says %llu orders but has room for "
+		        "%zu bytes of them",
+		        (unsigned long long)count, len);
 		goto fail;
 	}
 	char why[BOOK_MSG_MAX + 64];
 	b = book_new(&bp, why, sizeof(why));
 	if (!b) {
-		fail_msg(err, errlen, "book snapshot has bad parameters: %s",
-		         why);
+		err_set(err, errlen, "book snapshot has bad parameters: %s",
+		        why);
 		goto fail;
 	}
 	for (uint64_t i = 0; i < count; i++) {
@@ -1265,13 +1247,13 @@ struct book *book_restore(const void *buf, size_t len, char *err, size_t errlen)
 		uint8_t po = *p++;
 		o.post_only = po != 0;
 		if (po > 1 || (o.tif != BOOK_GTD && o.expires != 0)) {
-			fail_msg(err, errlen,
-			         "book snapshot order %llu has bad flags",
-			         (unsigned long long)o.id);
+			err_set(err, errlen,
+			        "book snapshot order %llu has bad flags",
+			        (unsigned long long)o.id);
 			goto fail;
 		}
 		if (book_insert_resting(b, &o, why, sizeof(why))) {
-			fail_msg(err, errlen, "book snapshot: %s", why);
+			err_set(err, errlen, "book snapshot: %s", why);
 			goto fail;
 		}
 	}

@@ -2,7 +2,7 @@
 # property tests against the reference model, and its benchmark. Included by
 # the top-level Makefile (see docs/CONVENTIONS.md).
 
-BOOK_SRC := exchange/core/book.c
+BOOK_SRC := exchange/core/book.c $(ERR_SRC)
 
 $(call unit_test,test_book,tests/unit/test_book.c tests/unit/book_ref.c \
   $(BOOK_SRC))
