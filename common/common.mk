@@ -1,5 +1,5 @@
 # common/common.mk — the common modules programs link by name: the error
-# helper.
+# helper, the settings-file reader.
 # Included by the top-level Makefile before the components' fragments
 # (sorted by path), so that they can name ERR_SRC in their source lists.
 
@@ -7,3 +7,7 @@ ERR_SRC := common/err.c
 
 $(call unit_test,test_err,tests/unit/test_err.c $(ERR_SRC))
 
+# The `key = value` reader of both daemons' settings files.
+CONF_SRC := common/conf.c $(ERR_SRC)
+
+$(call unit_test,test_conf,tests/unit/test_conf.c $(CONF_SRC))

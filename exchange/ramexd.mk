@@ -21,7 +21,7 @@ RAMEXD_LIB := exchange/config.c exchange/http.c exchange/auth.c exchange/db.c \
   exchange/usage_db.c exchange/h_lend.c \
   exchange/billing.c exchange/h_billing.c exchange/pgarr.c $(INVOICE_SRC) $(USAGE_SRC) \
   exchange/static.c $(CONTRACT_SRC) $(MONEY_SRC) \
-  common/log.c $(SIGN_SRC) $(MIGRATE_SRC)
+  common/log.c $(SIGN_SRC) $(MIGRATE_SRC) $(CONF_SRC)
 RAMEXD_PKGS := libmicrohttpd jansson libpq libcrypto
 
 $(call program,ramexd,exchange/ramexd.c $(RAMEXD_LIB),$(RAMEXD_PKGS))

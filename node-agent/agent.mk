@@ -14,19 +14,19 @@ $(call unit_test,test_mglru,tests/unit/test_mglru.c node-agent/mglru.c $(ERR_SRC
   node-agent/core/wsest.c)
 AGENT_EXEC := node-agent/exec.c node-agent/exec_sim.c \
   node-agent/exec_cgroup.c node-agent/exec_kmod.c node-agent/core/simload.c
-$(call unit_test,test_simload,tests/unit/test_simload.c $(AGENT_EXEC) node-agent/config.c node-agent/core/wsest.c node-agent/core/strategy.c node-agent/core/probe.c common/log.c common/hostport.c)
+$(call unit_test,test_simload,tests/unit/test_simload.c $(AGENT_EXEC) node-agent/config.c $(CONF_SRC) node-agent/core/wsest.c node-agent/core/strategy.c node-agent/core/probe.c common/log.c common/hostport.c)
 $(call unit_test,test_probe,tests/unit/test_probe.c node-agent/core/probe.c)
 $(call unit_test,test_exec,tests/unit/test_exec.c $(AGENT_EXEC))
 $(call unit_test,test_http1,tests/unit/test_http1.c node-agent/http1.c,libssl libcrypto)
 $(call unit_test,test_agent_config,tests/unit/test_agent_config.c \
-  node-agent/config.c node-agent/core/wsest.c node-agent/core/strategy.c \
+  node-agent/config.c $(CONF_SRC) node-agent/core/wsest.c node-agent/core/strategy.c \
   node-agent/core/probe.c \
   common/log.c node-agent/core/simload.c common/hostport.c)
 
 AGENT_SRC := node-agent/agent.c node-agent/agent_sample.c \
   node-agent/agent_contract.c node-agent/agent_lend.c node-agent/agent_market.c \
   node-agent/agent_report.c node-agent/agent_status.c \
-  node-agent/client.c node-agent/config.c $(ERR_SRC) \
+  node-agent/client.c node-agent/config.c $(CONF_SRC) \
   node-agent/events.c node-agent/http1.c \
   node-agent/sample.c node-agent/mglru.c node-agent/spool.c \
   node-agent/core/wsest.c node-agent/core/strategy.c node-agent/core/probe.c \
