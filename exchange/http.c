@@ -643,8 +643,22 @@ static int authorize(struct http_req *rq, int may_block)
 	if (!rq->authed) {
 		char why[256];
 		int status = 401;
-		int rc = auth_authenticate(o->auth, rq, &rq->principal, &status,
-		                           why, sizeof why, may_block);
+		size_t blen;
+		const char *body = http_body(rq, &blen);
+		/* auth's view of the request (auth.h: auth knows no server) */
+		struct auth_request view = {
+		    .method = rq->method,
+		    .target = http_target(rq),
+		    .authorization = http_header(rq, "Authorization"),
+		    .key = http_header(rq, SIGN_HDR_KEY),
+		    .timestamp = http_header(rq, SIGN_HDR_TIMESTAMP),
+		    .nonce = http_header(rq, SIGN_HDR_NONCE),
+		    .signature = http_header(rq, SIGN_HDR_SIGNATURE),
+		    .body = body,
+		    .body_len = blen,
+		};
+		int rc = auth_authenticate(o->auth, &view, &rq->principal,
+		                           &status, why, sizeof why, may_block);
 		if (rc == -2)
 			return -2;
 		if (rc < 0) {
