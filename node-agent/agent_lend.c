@@ -3,6 +3,7 @@
  */
 #include "node-agent/agent_lend.h"
 
+#include "common/err.h"
 #include "common/log.h"
 #include "node-agent/agent_report.h"
 #include "node-agent/events.h"
@@ -37,6 +38,35 @@ static void lend_program(struct agent *a, struct lendsup_child *c,
                          const char *prog)
 {
 	lendsup_arg(c, "%s/%s", a->lend_bin, prog);
+}
+
+/* A child named `name` for h, its contract secret written; NULL with
+ * err. */
+static struct lendsup_child *lend_child(struct agent *a, struct held *h,
+                                        const char *name, const char *secret,
+                                        char *err, size_t errlen)
+{
+	struct lendsup_child *c = calloc(1, sizeof *c);
+	if (!c) {
+		err_set(err, errlen, "out of memory");
+		return NULL;
+	}
+	lendsup_init(c, a->lend_dir, name, h->id);
+	if (lendsup_write_secret(c, secret, err, errlen) < 0) {
+		lendsup_cleanup(c);
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* A child that never ran (NULL: none). */
+static void lend_child_free(struct lendsup_child *c)
+{
+	if (!c)
+		return;
+	lendsup_cleanup(c);
+	free(c);
 }
 
 /* Seller: start ramex-lend-server for h and tell the exchange where it
@@ -79,13 +109,9 @@ static int lend_serve(struct agent *a, struct held *h, int64_t now_ms)
 		client_resp_clear(&r);
 		return -1;
 	}
-	struct lendsup_child *c = calloc(1, sizeof *c);
-	if (!c) {
-		client_resp_clear(&r);
-		return -1;
-	}
-	lendsup_init(c, a->lend_dir, "lend-server", h->id);
-	if (lendsup_write_secret(c, secret, err, sizeof err) < 0)
+	struct lendsup_child *c =
+	    lend_child(a, h, "lend-server", secret, err, sizeof err);
+	if (!c)
 		goto fail;
 	lend_program(a, c, "ramex-lend-server");
 	lendsup_arg(c, "--contract");
@@ -124,8 +150,7 @@ fail:
 	log_error("could not start the lend server",
 	          "contract=%" PRId64 " err=%s", h->id,
 	          log_quote((char[600]){0}, 600, err));
-	lendsup_cleanup(c);
-	free(c);
+	lend_child_free(c);
 	client_resp_clear(&r);
 	return -1;
 }
@@ -152,15 +177,11 @@ static int lend_borrow(struct agent *a, struct held *h, int64_t now_ms)
 		client_resp_clear(&r);
 		return -1;
 	}
-	struct lendsup_child *c = calloc(1, sizeof *c);
-	if (!c) {
-		client_resp_clear(&r);
-		return -1;
-	}
-	lendsup_init(c, a->lend_dir, "lend-nbd", h->id);
-	c->final_exits = 1u << 3; /* lender lost: not to be papered over */
-	if (lendsup_write_secret(c, secret, err, sizeof err) < 0)
+	struct lendsup_child *c =
+	    lend_child(a, h, "lend-nbd", secret, err, sizeof err);
+	if (!c)
 		goto fail;
+	c->final_exits = 1u << 3; /* lender lost: not to be papered over */
 	lend_program(a, c, "ramex-lend-nbd");
 	lendsup_arg(c, "--lender");
 	lendsup_arg(c, "%s", ep);
@@ -213,8 +234,7 @@ fail:
 	log_error("could not start the lend bridge",
 	          "contract=%" PRId64 " err=%s", h->id,
 	          log_quote((char[600]){0}, 600, err));
-	lendsup_cleanup(c);
-	free(c);
+	lend_child_free(c);
 	client_resp_clear(&r);
 	return -1;
 }
