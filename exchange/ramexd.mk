@@ -10,7 +10,8 @@ $(call unit_test,test_pgarr,tests/unit/test_pgarr.c exchange/pgarr.c)
 
 # ramexd. The matching engine (exchange/core/book.c) belongs to the core;
 # we link it as it is.
-RAMEXD_LIB := exchange/config.c exchange/http.c exchange/auth.c exchange/db.c \
+RAMEXD_LIB := exchange/config.c exchange/http.c exchange/http_req.c \
+  exchange/auth.c exchange/db.c \
   exchange/seal.c exchange/target.c \
   exchange/events.c exchange/metrics.c exchange/writer.c exchange/pgpipe.c \
   exchange/input.c \
