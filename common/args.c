@@ -25,6 +25,20 @@ int args_int(const char *s, int64_t min, int64_t max, int64_t *out)
 	return 0;
 }
 
+int args_done(int parsed, const char *prog, const char *err,
+              void (*usage)(FILE *f))
+{
+	if (parsed == 0)
+		return -1;
+	if (parsed == 1) {
+		usage(stdout);
+		return 0;
+	}
+	fprintf(stderr, "%s: %s\n", prog, err);
+	usage(stderr);
+	return 2;
+}
+
 /* The option `arg` names (up to '=' when it has one), or NULL. */
 static const struct args_opt *find(const struct args_opt *opts, size_t n,
                                    const char *arg, size_t len)

@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 enum args_kind {
 	ARGS_FLAG, /* no value: *(int *)out = 1 */
@@ -37,6 +38,13 @@ struct args_opt {
  * value, a flag given a value, or an integer that does not parse. */
 int args_parse(int argc, char **argv, const struct args_opt *opts, size_t nopts,
                char *err, size_t errlen);
+
+/* What a program's main does with args_parse's answer `parsed`: -1 to go
+ * on (parsed was 0); otherwise the exit status, after the usage on stdout
+ * (--help: 0), or "PROG: ERR" and the usage on stderr (an error: 2). The
+ * same call with parsed -1 refuses what the table could not check. */
+int args_done(int parsed, const char *prog, const char *err,
+              void (*usage)(FILE *f));
 
 /* A decimal integer in [min, max], the whole of s (no spaces, no '+').
  * 0, or -1. */

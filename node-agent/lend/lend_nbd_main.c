@@ -60,9 +60,7 @@ static void usage_text(FILE *f)
 
 static int usage(const char *why)
 {
-	fprintf(stderr, "ramex-lend-nbd: %s\n", why);
-	usage_text(stderr);
-	return 2;
+	return args_done(-1, "ramex-lend-nbd", why, usage_text);
 }
 
 static int accept_one(const char *unix_path, const char *hostport, char *err,
@@ -134,14 +132,12 @@ int main(int argc, char **argv)
 	    {"--mlock", ARGS_FLAG, &lock, 0, 0, NULL},
 	    {"--plaintext", ARGS_FLAG, &plaintext, 0, 0, NULL},
 	};
-	int parsed = args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
-	                        err, sizeof err);
-	if (parsed == 1) {
-		usage_text(stdout);
-		return 0;
-	}
-	if (parsed < 0)
-		return usage(err);
+	int done =
+	    args_done(args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
+	                         err, sizeof err),
+	              "ramex-lend-nbd", err, usage_text);
+	if (done >= 0)
+		return done;
 	contract = (uint64_t)contract_id;
 	prio = (int)prio_v;
 	if (!lender || !contract || !secret_file)

@@ -51,9 +51,7 @@ static void usage_text(FILE *f)
 
 static int usage(const char *why)
 {
-	fprintf(stderr, "ramex-lend-server: %s\n", why);
-	usage_text(stderr);
-	return 2;
+	return args_done(-1, "ramex-lend-server", why, usage_text);
 }
 
 int main(int argc, char **argv)
@@ -94,14 +92,12 @@ int main(int argc, char **argv)
 	    {"--mlock", ARGS_FLAG, &lock, 0, 0, NULL},
 	    {"--plaintext", ARGS_FLAG, &cfg.plaintext, 0, 0, NULL},
 	};
-	int parsed = args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
-	                        err, sizeof err);
-	if (parsed == 1) {
-		usage_text(stdout);
-		return 0;
-	}
-	if (parsed < 0)
-		return usage(err);
+	int done =
+	    args_done(args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
+	                         err, sizeof err),
+	              "ramex-lend-server", err, usage_text);
+	if (done >= 0)
+		return done;
 	if (contract) {
 		cfg.contract = (uint64_t)contract;
 		have_contract = 1;

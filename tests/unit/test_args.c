@@ -106,6 +106,25 @@ START_TEST(integers_are_whole_and_in_range)
 }
 END_TEST
 
+static FILE *usage_to;
+static void usage(FILE *f)
+{
+	usage_to = f;
+}
+
+START_TEST(done_says_how_main_goes_on)
+{
+	usage_to = NULL;
+	ck_assert_int_eq(args_done(0, "prog", "", usage), -1);
+	ck_assert_ptr_null(usage_to); /* nothing printed */
+	ck_assert_int_eq(args_done(1, "prog", "", usage), 0);
+	ck_assert_ptr_eq(usage_to, stdout);
+	ck_assert_int_eq(args_done(-1, "prog", "--pages needs a value", usage),
+	                 2);
+	ck_assert_ptr_eq(usage_to, stderr);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("args");
@@ -114,6 +133,7 @@ int main(void)
 	tcase_add_test(t, help_stops_reading);
 	tcase_add_test(t, errors_name_the_option);
 	tcase_add_test(t, integers_are_whole_and_in_range);
+	tcase_add_test(t, done_says_how_main_goes_on);
 	suite_add_tcase(s, t);
 	SRunner *r = srunner_create(s);
 	srunner_run_all(r, CK_NORMAL);
