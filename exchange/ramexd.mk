@@ -7,6 +7,10 @@ $(call unit_test,test_sign,tests/unit/test_sign.c $(SIGN_SRC),libcrypto)
 $(call unit_test,test_seal,tests/unit/test_seal.c exchange/seal.c,libcrypto)
 $(call unit_test,test_target,tests/unit/test_target.c exchange/target.c)
 $(call unit_test,test_pgarr,tests/unit/test_pgarr.c exchange/pgarr.c)
+# auth without a server: it takes a view of the request (auth.h)
+$(call unit_test,test_auth,tests/unit/test_auth.c exchange/auth.c \
+  exchange/db.c exchange/seal.c exchange/metrics.c $(SIGN_SRC) common/log.c,\
+  libpq jansson libcrypto)
 
 # ramexd. The matching engine (exchange/core/book.c) belongs to the core;
 # we link it as it is.
