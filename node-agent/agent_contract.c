@@ -127,7 +127,7 @@ static void deliver(struct agent *a, struct held *h, rx_time_ns t)
 	if (take_pages(a, h, &got) < 0 || got == 0)
 		return;
 	/* a lend's server is up and registered before the buyer hears of
-	 * the delivery (lend_tick retries when this fails) */
+	 * the delivery (agent_lend_tick retries when this fails) */
 	agent_lend_deliver(a, h);
 	int rc =
 	    agent_contract_move(a, h->id, "deliver", "ramex-agent: pages out");

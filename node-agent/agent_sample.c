@@ -83,7 +83,7 @@ int agent_sample_take(struct agent *a, rx_time_ns t, struct wsest_sample *s)
 		s->t = t;
 		/* A workload profile (sim_profile) moves along the clock;
 		 * growing into pages it gave away takes offline pages back,
-		 * which sync_losses turns into recalls. */
+		 * which agent_contract_sync_losses turns into recalls. */
 		s->active = exec_sim_advance(a->ex, t);
 	} else {
 		struct sample_source src = {
