@@ -231,18 +231,23 @@ static int authorize(struct http_req *rq, int may_block)
 		int status = 401;
 		size_t blen;
 		const char *body = http_body(rq, &blen);
-		/* auth's view of the request (auth.h: auth knows no server) */
+		/* auth's view of the request (auth.h: auth knows no server).
+		 * A lookup walks the header list: a signature's other
+		 * headers are looked up only when a key is named, as many
+		 * lookups as before the view (the order path's cost). */
 		struct auth_request view = {
 		    .method = rq->method,
 		    .target = http_target(rq),
 		    .authorization = http_header(rq, "Authorization"),
 		    .key = http_header(rq, SIGN_HDR_KEY),
-		    .timestamp = http_header(rq, SIGN_HDR_TIMESTAMP),
-		    .nonce = http_header(rq, SIGN_HDR_NONCE),
-		    .signature = http_header(rq, SIGN_HDR_SIGNATURE),
 		    .body = body,
 		    .body_len = blen,
 		};
+		if (view.key) {
+			view.timestamp = http_header(rq, SIGN_HDR_TIMESTAMP);
+			view.nonce = http_header(rq, SIGN_HDR_NONCE);
+			view.signature = http_header(rq, SIGN_HDR_SIGNATURE);
+		}
 		int rc = auth_authenticate(o->auth, &view, &rq->principal,
 		                           &status, why, sizeof why, may_block);
 		if (rc == -2)
