@@ -1,6 +1,7 @@
 /* money.c — checked money arithmetic, the carry rule, text forms and the
  * billing calendar; see money.h and docs/money.md. */
 #include "common/money.h"
+#include "common/err.h"
 
 #include <assert.h>
 #include <limits.h>
@@ -9,20 +10,6 @@
 #include <string.h>
 
 typedef __int128 i128;
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
 
 bool money_add(int64_t a, int64_t b, int64_t *out)
 {
@@ -64,10 +51,10 @@ int money_muldiv_carry(struct money_carry *c, int64_t a, int64_t b, int64_t den,
 		r += den;
 	}
 	if (q > INT64_MAX || q < INT64_MIN)
-		return fail(err, errlen,
-		            "amount does not fit in 64 bits of nanodollars "
-		            "(%lld x %lld / %lld); split the period",
-		            (long long)a, (long long)b, (long long)den);
+		return err_set(err, errlen,
+		               "amount does not fit in 64 bits of nanodollars "
+		               "(%lld x %lld / %lld); split the period",
+		               (long long)a, (long long)b, (long long)den);
 	assert(r >= 0 && r < den);
 	c->rem = (int64_t)r;
 	*out = (int64_t)q;
@@ -78,8 +65,9 @@ int money_accrue(struct money_carry *c, rx_pagesec ps, rx_price price,
                  rx_ndollars *amount, char *err, size_t errlen)
 {
 	if (price < 0)
-		return fail(err, errlen, "price %lld n$/page-year is negative",
-		            (long long)price);
+		return err_set(err, errlen,
+		               "price %lld n$/page-year is negative",
+		               (long long)price);
 	return money_muldiv_carry(c, ps, price, RX_SECONDS_PER_YEAR, amount,
 	                          err, errlen);
 }
@@ -95,8 +83,9 @@ int money_fee(struct money_carry *c, rx_ndollars amount, int bps,
               rx_ndollars *fee, char *err, size_t errlen)
 {
 	if (bps < 0 || bps > MONEY_BPS_DENOM)
-		return fail(err, errlen,
-		            "fee of %d basis points is outside 0..10000", bps);
+		return err_set(err, errlen,
+		               "fee of %d basis points is outside 0..10000",
+		               bps);
 	return money_muldiv_carry(c, amount, bps, MONEY_BPS_DENOM, fee, err,
 	                          errlen);
 }
@@ -178,7 +167,7 @@ int money_format_page_years(rx_pagesec ps, char *buf, size_t len)
 int money_parse(const char *s, rx_ndollars *out, char *err, size_t errlen)
 {
 	if (!s || !*s)
-		return fail(err, errlen, "amount is empty");
+		return err_set(err, errlen, "amount is empty");
 	const char *p = s;
 	bool neg = false;
 	if (*p == '-') {
@@ -194,20 +183,20 @@ int money_parse(const char *s, rx_ndollars *out, char *err, size_t errlen)
 			break; /* far out of range; reported below */
 	}
 	if (intdigits == 0)
-		return fail(
+		return err_set(
 		    err, errlen,
 		    "amount \"%.40s\" must start with a digit (after an "
 		    "optional '-')",
 		    s);
 	if (*p >= '0' && *p <= '9')
-		return fail(err, errlen, "amount \"%.40s\" is too large", s);
+		return err_set(err, errlen, "amount \"%.40s\" is too large", s);
 	acc *= RX_NANODOLLARS_PER_DOLLAR;
 	if (*p == '.') {
 		p++;
 		i128 scale = RX_NANODOLLARS_PER_DOLLAR / 10;
 		for (; *p >= '0' && *p <= '9'; p++, fracdigits++) {
 			if (fracdigits == 9)
-				return fail(
+				return err_set(
 				    err, errlen,
 				    "amount \"%.40s\" has more than nine "
 				    "decimals; the smallest unit is one "
@@ -217,20 +206,21 @@ int money_parse(const char *s, rx_ndollars *out, char *err, size_t errlen)
 			scale /= 10;
 		}
 		if (fracdigits == 0)
-			return fail(err, errlen,
-			            "amount \"%.40s\" needs a digit after the "
-			            "decimal point",
-			            s);
+			return err_set(
+			    err, errlen,
+			    "amount \"%.40s\" needs a digit after the "
+			    "decimal point",
+			    s);
 	}
 	if (*p)
-		return fail(
+		return err_set(
 		    err, errlen,
 		    "amount \"%.40s\" has an unexpected character '%c'; "
 		    "write plain decimal dollars such as 104.86",
 		    s, *p);
 	i128 v = neg ? acc : -acc;
 	if (v > INT64_MAX || v < INT64_MIN)
-		return fail(
+		return err_set(
 		    err, errlen,
 		    "amount \"%.40s\" is outside the +-9223372036.854775807 "
 		    "dollars an int64 of nanodollars holds",

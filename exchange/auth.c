@@ -13,7 +13,6 @@
 #include "common/log.h"
 #include "common/sign.h"
 #include "exchange/db.h"
-#include "exchange/http.h"
 #include "exchange/metrics.h"
 #include "exchange/seal.h"
 
@@ -664,14 +663,14 @@ static int record_signed_until(struct auth *a, const char *key_id,
 	return 0;
 }
 
-static int signature(struct auth *a, struct http_req *rq, const char *key_id,
-                     struct auth_principal *out, int *status, char *why,
-                     size_t whylen, int may_block)
+static int signature(struct auth *a, const struct auth_request *rq,
+                     const char *key_id, struct auth_principal *out,
+                     int *status, char *why, size_t whylen, int may_block)
 {
 	char secret[80] = "";
-	const char *ts = http_header(rq, SIGN_HDR_TIMESTAMP);
-	const char *nonce = http_header(rq, SIGN_HDR_NONCE);
-	const char *sig = http_header(rq, SIGN_HDR_SIGNATURE);
+	const char *ts = rq->timestamp;
+	const char *nonce = rq->nonce;
+	const char *sig = rq->signature;
 	const char *reason;
 	int64_t t, signed_until = -1;
 
@@ -730,10 +729,8 @@ static int signature(struct auth *a, struct http_req *rq, const char *key_id,
 		}
 		cache_put(a, gen, key_id, out, secret);
 	}
-	size_t blen;
-	const char *body = http_body(rq, &blen);
-	struct sign_request sr = {
-	    http_method(rq), http_target(rq), t, nonce, body, blen};
+	struct sign_request sr = {rq->method, rq->target, t,
+	                          nonce,      rq->body,   rq->body_len};
 	int64_t now = (int64_t)time(NULL);
 	enum sign_result v =
 	    sign_verify(secret, &sr, sig, now, SIGN_MAX_SKEW_S, &reason);
@@ -917,12 +914,12 @@ int auth_seal_at_rest(PGconn *c, const struct seal_keys *k, char *err,
 	return a + b;
 }
 
-int auth_authenticate(struct auth *a, struct http_req *rq,
+int auth_authenticate(struct auth *a, const struct auth_request *rq,
                       struct auth_principal *out, int *status, char *why,
                       size_t whylen, int may_block)
 {
-	const char *h = http_header(rq, "Authorization");
-	const char *key = http_header(rq, SIGN_HDR_KEY);
+	const char *h = rq->authorization;
+	const char *key = rq->key;
 	*status = 401;
 	if (h && strncmp(h, "Bearer ", 7) == 0)
 		return bearer(a, h + 7, out, status, why, whylen, may_block);

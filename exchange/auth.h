@@ -34,6 +34,14 @@
  * another ramexd sharing the database within AUTH_CACHE_S, a creation
  * within a second. The module owns the caches, the set, the nonce sets
  * and the sealing of secrets at rest.
+ *
+ * auth knows nothing of the HTTP server: the edge (http.c) hands it a
+ * view of the request, struct auth_request (the method, the target as
+ * sent, the credential headers and the body), and gets back a verdict (a
+ * principal, or a status and a reason). So the dependency runs one way,
+ * http → auth: the server decides when a request is authenticated, and
+ * auth can be driven by anything that can fill the view (a test, another
+ * transport) without a server behind it.
  */
 #ifndef RAMEX_AUTH_H
 #define RAMEX_AUTH_H
@@ -57,7 +65,6 @@
 #define AUTH_TOKEN_PREFIX "rx_"
 #define AUTH_TOKEN_LEN    67 /* "rx_" + 64 hex digits = 256 random bits */
 
-struct http_req;
 struct db_pool;
 struct seal_keys;
 
@@ -90,12 +97,26 @@ int auth_seal_at_rest(PGconn *c, const struct seal_keys *k, char *err,
                       size_t errlen);
 void auth_free(struct auth *a);
 
+/* What auth reads of a request; NULL for a header that is absent. The
+ * strings are the caller's and need only live for the call. */
+struct auth_request {
+	const char *method;
+	const char *target; /* as sent, with the query: what a node signs */
+	const char *authorization; /* Authorization */
+	const char *key;           /* SIGN_HDR_KEY and the rest of a */
+	const char *timestamp;     /* node's signature (common/sign.h) */
+	const char *nonce;
+	const char *signature;
+	const char *body; /* "" when there is none */
+	size_t body_len;
+};
+
 /* Authenticates rq. Returns 0 with *out filled, or -1 with *status (401,
  * or 503 when the database is away) and a reason in why. When !may_block
  * and the credentials are not cached, returns -2 at once, having checked
  * nothing (a signed request's nonce is not used up): ask again where a
  * query may wait. */
-int auth_authenticate(struct auth *a, struct http_req *rq,
+int auth_authenticate(struct auth *a, const struct auth_request *rq,
                       struct auth_principal *out, int *status, char *why,
                       size_t whylen, int may_block);
 

@@ -14,6 +14,7 @@
  * transactions, finalising, the run's record and log line. Loading and
  * pricing a batch is billing_batch.c, writing it billing_store.c. */
 #include "exchange/billing.h"
+#include "common/err.h"
 #include "exchange/billing_batch.h"
 #include "exchange/billing_store.h"
 
@@ -120,7 +121,7 @@ static int run_batch(struct billing *bl, rx_time_ns as_of, int64_t *exchange,
 	ph->batches++;
 	const char *idt = pgarr_text(&ids);
 	if (!idt) {
-		billing_fail(err, errlen, "out of memory");
+		err_set(err, errlen, "out of memory");
 		goto out;
 	}
 	rx_time_ns grace = bl->o.grace_s * MONEY_NS_PER_S;
@@ -158,7 +159,7 @@ static int run_batch(struct billing *bl, rx_time_ns as_of, int64_t *exchange,
 	if (later.count > 0) {
 		const char *rv[] = {pgarr_text(&later)};
 		if (!rv[0]) {
-			billing_fail(err, errlen, "out of memory");
+			err_set(err, errlen, "out of memory");
 			goto out;
 		}
 		r = db_exec(db, PGRES_COMMAND_OK,
@@ -232,7 +233,7 @@ static int finalize(struct billing *bl, rx_time_ns as_of,
 		char why[INVOICE_MSG_MAX];
 		if (invoice_finalize(&inv, &carry, as_of, grace, why,
 		                     sizeof why) < 0) {
-			billing_fail(err, errlen, "%s", why);
+			err_set(err, errlen, "%s", why);
 			goto out;
 		}
 		pgarr_i64(&a[0], inv.id);
@@ -250,7 +251,7 @@ static int finalize(struct billing *bl, rx_time_ns as_of,
 	if (n > 0) {
 		const char *iv[4], *cv[2];
 		if (pgarr_params(a, 4, iv) < 0 || pgarr_params(ca, 2, cv) < 0) {
-			billing_fail(err, errlen, "out of memory");
+			err_set(err, errlen, "out of memory");
 			goto out;
 		}
 		r = db_exec(
@@ -306,7 +307,7 @@ static int exchange_account(PGconn *db, int64_t *id, char *err, size_t errlen)
 		return -1;
 	if (PQntuples(r) == 0) {
 		PQclear(r);
-		return billing_fail(
+		return err_set(
 		    err, errlen,
 		    "no account of kind exchange, and the name "
 		    "'exchange' is taken by another kind; create one "
@@ -326,31 +327,30 @@ static int run_locked(struct billing *bl, rx_time_ns as_of, int api,
 		bl->conn = NULL;
 	}
 	if (!bl->conn && !(bl->conn = db_connect(bl->conninfo, e, sizeof e)))
-		return billing_fail(err, errlen, "%s", e);
+		return err_set(err, errlen, "%s", e);
 	PGconn *db = bl->conn;
 	rx_time_ns real = now_ns();
 	if (as_of == 0)
 		as_of = real;
 	if (as_of > real) {
-		billing_fail(err, errlen,
-		             "as_of_ns %" PRId64
-		             " is in the future; billing runs as "
-		             "of now or a past instant",
-		             as_of);
+		err_set(err, errlen,
+		        "as_of_ns %" PRId64
+		        " is in the future; billing runs as "
+		        "of now or a past instant",
+		        as_of);
 		return -2;
 	}
 	PGresult *r = db_exec(db, PGRES_TUPLES_OK,
 	                      "SELECT pg_try_advisory_lock(" BILLING_LOCK ")",
 	                      0, NULL, e, sizeof e);
 	if (!r)
-		return billing_fail(err, errlen, "%s", e);
+		return err_set(err, errlen, "%s", e);
 	bool locked = PQgetvalue(r, 0, 0)[0] == 't';
 	PQclear(r);
 	if (!locked) {
-		billing_fail(
-		    err, errlen,
-		    "another billing run holds the lock now; retry when it "
-		    "is done");
+		err_set(err, errlen,
+		        "another billing run holds the lock now; retry when it "
+		        "is done");
 		return -2;
 	}
 	int rc = -1;
@@ -363,23 +363,23 @@ static int run_locked(struct billing *bl, rx_time_ns as_of, int api,
 	            "SELECT coalesce(max(as_of_ns), 0) FROM billing_runs", 0,
 	            NULL, e, sizeof e);
 	if (!r) {
-		billing_fail(err, errlen, "%s", e);
+		err_set(err, errlen, "%s", e);
 		goto out;
 	}
 	int64_t last = db_int(r, 0, 0);
 	PQclear(r);
 	if (as_of < last) {
-		billing_fail(err, errlen,
-		             "as_of_ns %" PRId64
-		             " is before the last run's (%" PRId64
-		             "); billing never goes back in time",
-		             as_of, last);
+		err_set(err, errlen,
+		        "as_of_ns %" PRId64
+		        " is before the last run's (%" PRId64
+		        "); billing never goes back in time",
+		        as_of, last);
 		rc = -2;
 		goto out;
 	}
 	int64_t exch = 0;
 	if (bl->o.fee_bps > 0 && exchange_account(db, &exch, e, sizeof e) < 0) {
-		billing_fail(err, errlen, "%s", e);
+		err_set(err, errlen, "%s", e);
 		goto out;
 	}
 	int64_t after = 0; /* the highest contract id taken so far */
@@ -387,7 +387,7 @@ static int run_locked(struct billing *bl, rx_time_ns as_of, int api,
 		int taken;
 		if (run_batch(bl, as_of, &exch, &ph, &after, &res, &taken, e,
 		              sizeof e) < 0) {
-			billing_fail(err, errlen, "billing stopped: %s", e);
+			err_set(err, errlen, "billing stopped: %s", e);
 			goto out;
 		}
 		if (taken < bl->o.batch)
@@ -395,7 +395,7 @@ static int run_locked(struct billing *bl, rx_time_ns as_of, int api,
 	}
 	billing_lap_start(&ph);
 	if (finalize(bl, as_of, &res, e, sizeof e) < 0) {
-		billing_fail(err, errlen, "finalizing invoices: %s", e);
+		err_set(err, errlen, "finalizing invoices: %s", e);
 		goto out;
 	}
 	billing_lap(&ph, PH_FINALIZE);
@@ -418,7 +418,7 @@ static int run_locked(struct billing *bl, rx_time_ns as_of, int api,
 	    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
 	    9, pv, e, sizeof e);
 	if (!r) {
-		billing_fail(err, errlen, "recording the run: %s", e);
+		err_set(err, errlen, "recording the run: %s", e);
 		goto out;
 	}
 	res.run_id = db_int(r, 0, 0);
@@ -491,7 +491,7 @@ struct billing *billing_start(const struct billing_opts *o, char *err,
 {
 	struct billing *b = calloc(1, sizeof *b);
 	if (!b) {
-		billing_fail(err, errlen, "out of memory");
+		err_set(err, errlen, "out of memory");
 		return NULL;
 	}
 	b->o = *o;
@@ -504,8 +504,7 @@ struct billing *billing_start(const struct billing_opts *o, char *err,
 	pthread_cond_init(&b->stop_cv, NULL);
 	if (o->interval_s > 0) {
 		if (pthread_create(&b->thread, NULL, loop, b) != 0) {
-			billing_fail(err, errlen,
-			             "cannot start the billing thread");
+			err_set(err, errlen, "cannot start the billing thread");
 			free(b);
 			return NULL;
 		}

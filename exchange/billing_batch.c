@@ -3,6 +3,7 @@
  * billing_batch.h and docs/money.md.
  */
 #include "exchange/billing_batch.h"
+#include "common/err.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -18,15 +19,6 @@
 #include "exchange/core/usage.h"
 #include "exchange/db.h"
 #include "exchange/pgarr.h"
-
-int billing_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 const char *const billing_phase_name[PH_N] = {"take",  "contracts", "usage",
                                               "price", "invoices",  "ledger",
@@ -135,8 +127,8 @@ int billing_load_contracts(PGconn *db, const char *ids, int fee_bps,
 	b->c = calloc((size_t)(n ? n : 1), sizeof *b->c);
 	if (!b->c) {
 		PQclear(r);
-		return billing_fail(err, errlen,
-		                    "out of memory for %d contracts", n);
+		return err_set(err, errlen, "out of memory for %d contracts",
+		               n);
 	}
 	b->nc = n;
 	for (int i = 0; i < n; i++) {
@@ -247,8 +239,7 @@ static int usage_by_month(PGconn *db, const char *ids, const char *asof,
 	    "true FROM r WHERE sk <> ek";
 	pthread_once(&bounds_once, bounds_build);
 	if (!bounds_text)
-		return billing_fail(err, errlen,
-		                    "out of memory for the calendar");
+		return err_set(err, errlen, "out of memory for the calendar");
 	const char *pv[] = {ids, asof, bounds_text};
 	PGresult *r = db_exec(db, PGRES_TUPLES_OK, sql, 3, pv, err, errlen);
 	if (!r)
@@ -351,8 +342,7 @@ int billing_load_usage(PGconn *db, const char *ids, rx_time_ns as_of,
 	if (spans.count > 0) {
 		const char *st = pgarr_text(&spans);
 		if (!st) {
-			billing_fail(err, errlen,
-			             "out of memory loading usage");
+			err_set(err, errlen, "out of memory loading usage");
 			goto out;
 		}
 		if (usage_by_month(db, st, asof, b, &oom, err, errlen) < 0)
@@ -378,7 +368,7 @@ int billing_load_usage(PGconn *db, const char *ids, rx_time_ns as_of,
 		m->billed = db_int(r, i, 3);
 	}
 	if (oom) {
-		billing_fail(err, errlen, "out of memory loading usage");
+		err_set(err, errlen, "out of memory loading usage");
 		goto out;
 	}
 	rc = 0;
@@ -485,13 +475,12 @@ int billing_price_contract(PGconn *db, struct billing_batch *b,
 		}
 		struct billing_mv *v = mv_new(b);
 		if (!v)
-			return billing_fail(err, errlen,
-			                    "out of memory for movements");
+			return err_set(err, errlen,
+			               "out of memory for movements");
 		if (invoice_charge(&c->ic, &due, from, to, 0, exchange, &v->m,
 		                   why, sizeof why) < 0)
-			return billing_fail(err, errlen,
-			                    "contract %" PRId64 ": %s", c->k.id,
-			                    why);
+			return err_set(err, errlen, "contract %" PRId64 ": %s",
+			               c->k.id, why);
 		v->usage_key = m->key;
 		v->recon = c->k.delivery == CONTRACT_LEND
 		               ? usage_recon_name(m->recon)
@@ -517,16 +506,15 @@ int billing_price_contract(PGconn *db, struct billing_batch *b,
 			    c->k.price; /* no spot trades: the contract price */
 		struct billing_mv *v = mv_new(b);
 		if (!v)
-			return billing_fail(err, errlen,
-			                    "out of memory for movements");
+			return err_set(err, errlen,
+			               "out of memory for movements");
 		bool was = c->ic.settled;
 		rx_price at;
 		if (invoice_settle(&c->ic, &c->k, delivered, ref, as_of, grace,
 		                   0, exchange, &at, &v->m, why,
 		                   sizeof why) < 0)
-			return billing_fail(err, errlen,
-			                    "contract %" PRId64 ": %s", c->k.id,
-			                    why);
+			return err_set(err, errlen, "contract %" PRId64 ": %s",
+			               c->k.id, why);
 		c->settle_price = at;
 		c->spot_ref = ref;
 		c->has_settle = true;

@@ -95,10 +95,6 @@ void billing_lap_start(struct billing_phases *ph);
 /* Adds the time since the last lap to phase p. */
 void billing_lap(struct billing_phases *ph, enum billing_phase p);
 
-/* Writes the message into err; returns -1. */
-int billing_fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
 /* A month as year * 12 + month - 1, the key months are sorted by. */
 int billing_month_key(int year, int month);
 

@@ -3,6 +3,7 @@
  * billing_store.h.
  */
 #include "exchange/billing_store.h"
+#include "common/err.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -41,7 +42,7 @@ static int load_invoices(PGconn *db, struct billing_batch *b, char *err,
 		want += b->mv[i].m.n;
 	b->inv = calloc((size_t)(want ? want : 1), sizeof *b->inv);
 	if (!b->inv)
-		return billing_fail(err, errlen, "out of memory for invoices");
+		return err_set(err, errlen, "out of memory for invoices");
 	for (int i = 0; i < b->nmv; i++)
 		for (int p = 0; p < b->mv[i].m.n; p++) {
 			struct invoice_posting *ps = &b->mv[i].m.p[p];
@@ -68,7 +69,7 @@ static int load_invoices(PGconn *db, struct billing_batch *b, char *err,
 	int rc = -1;
 	PGresult *r = NULL;
 	if (pgarr_params(col, 3, pv) < 0) {
-		billing_fail(err, errlen, "out of memory for invoices");
+		err_set(err, errlen, "out of memory for invoices");
 		goto out;
 	}
 	r = db_exec(db, PGRES_COMMAND_OK,
@@ -194,16 +195,15 @@ int billing_store_batch(PGconn *db, struct billing_batch *b,
 			    inv_find(b, ps->account,
 			             billing_month_key(ps->year, ps->month));
 			if (!k || !k->id) {
-				billing_fail(err, errlen,
-				             "no invoice for account %" PRId64
-				             " %04d-%02d",
-				             ps->account, ps->year, ps->month);
+				err_set(err, errlen,
+				        "no invoice for account %" PRId64
+				        " %04d-%02d",
+				        ps->account, ps->year, ps->month);
 				goto out;
 			}
 			if (invoice_add(&k->inv, ps, why, sizeof why) < 0) {
-				billing_fail(err, errlen,
-				             "contract %" PRId64 ": %s",
-				             m->contract_id, why);
+				err_set(err, errlen, "contract %" PRId64 ": %s",
+				        m->contract_id, why);
 				goto out;
 			}
 			k->changed = true;
@@ -222,7 +222,7 @@ int billing_store_batch(PGconn *db, struct billing_batch *b,
 	if (b->nmv > 0) {
 		const char *pv[M_N];
 		if (pgarr_params(ma, M_N, pv) < 0) {
-			billing_fail(err, errlen, "out of memory");
+			err_set(err, errlen, "out of memory");
 			goto out;
 		}
 		r = db_exec(
@@ -241,7 +241,7 @@ int billing_store_batch(PGconn *db, struct billing_batch *b,
 		PQclear(r);
 		const char *qv[P_N];
 		if (pgarr_params(pa, P_N, qv) < 0) {
-			billing_fail(err, errlen, "out of memory");
+			err_set(err, errlen, "out of memory");
 			goto out;
 		}
 		r = db_exec(
@@ -264,7 +264,7 @@ int billing_store_batch(PGconn *db, struct billing_batch *b,
 		}
 		const char *iv[3];
 		if (pgarr_params(ia, 3, iv) < 0) {
-			billing_fail(err, errlen, "out of memory");
+			err_set(err, errlen, "out of memory");
 			goto out;
 		}
 		r = db_exec(
@@ -328,7 +328,7 @@ int billing_store_batch(PGconn *db, struct billing_batch *b,
 	if (nchanged) {
 		const char *pv[10];
 		if (pgarr_params(ca, 10, pv) < 0) {
-			billing_fail(err, errlen, "out of memory");
+			err_set(err, errlen, "out of memory");
 			goto out;
 		}
 		r = db_exec(
@@ -357,7 +357,7 @@ int billing_store_batch(PGconn *db, struct billing_batch *b,
 	if (nmonths) {
 		const char *pv[7];
 		if (pgarr_params(mo, 7, pv) < 0) {
-			billing_fail(err, errlen, "out of memory");
+			err_set(err, errlen, "out of memory");
 			goto out;
 		}
 		r = db_exec(

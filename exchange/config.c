@@ -1,6 +1,8 @@
 /* config.c — see config.h. */
 #include "exchange/config.h"
 
+#include "common/conf.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -169,51 +171,30 @@ void config_defaults(struct rx_config *c)
 	}
 }
 
-static char *trim(char *s)
+/* conf.h's view of the table: which key, and whether its value fits. */
+static int conf_set(void *ctx, const char *key, const char *value,
+                    struct err *e)
 {
-	while (isspace((unsigned char)*s))
-		s++;
-	char *e = s + strlen(s);
-	while (e > s && isspace((unsigned char)e[-1]))
-		*--e = 0;
-	return s;
+	for (size_t i = 0; i < NSETTINGS; i++)
+		if (strcmp(settings[i].key, key) == 0) {
+			if (apply(ctx, &settings[i], value, e->msg,
+			          sizeof e->msg) < 0) {
+				e->code = CONF_VALUE;
+				return -1;
+			}
+			return 0;
+		}
+	return err_fail(e, CONF_UNKNOWN,
+	                "unknown setting '%s' (see ramexd --help)", key);
 }
 
 int config_load_file(struct rx_config *c, const char *path, char *err,
                      size_t errlen)
 {
-	char line[1024], why[384];
-	int lineno = 0, rc = -1;
-	FILE *f = fopen(path, "r");
-	if (!f) {
-		snprintf(err, errlen, "could not open config file %s: %s", path,
-		         strerror(errno));
-		return -1;
-	}
-	while (fgets(line, sizeof line, f)) {
-		lineno++;
-		char *hash = strchr(line, '#');
-		if (hash)
-			*hash = 0;
-		char *s = trim(line);
-		if (!*s)
-			continue;
-		char *eq = strchr(s, '=');
-		if (!eq) {
-			snprintf(err, errlen, "%s:%d: expected key = value",
-			         path, lineno);
-			goto fail;
-		}
-		*eq = 0;
-		if (config_set(c, trim(s), trim(eq + 1), why, sizeof why) < 0) {
-			snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
-			goto fail;
-		}
-	}
-	rc = 0;
-fail:
-	fclose(f);
-	return rc;
+	struct err e;
+	if (conf_read_file(path, conf_set, c, &e) < 0)
+		return err_set(err, errlen, "%s", e.msg);
+	return 0;
 }
 
 int config_load_env(struct rx_config *c, char **envp, char *err, size_t errlen)

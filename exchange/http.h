@@ -22,6 +22,12 @@
  * per-connection timeout keep slow clients from starving the rest. The
  * module owns the daemon, its workers and each request's state; it does
  * not know what any route does.
+ *
+ * http depends on auth, never the reverse: to authenticate it hands
+ * auth_authenticate a view of the request (struct auth_request: method,
+ * target, credential headers, body) and acts on the verdict. The server
+ * decides when a caller is checked (before the handler, once, on a
+ * worker when the credentials are not cached); auth decides who it is.
  */
 #ifndef RAMEX_HTTP_H
 #define RAMEX_HTTP_H

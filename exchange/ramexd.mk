@@ -7,10 +7,15 @@ $(call unit_test,test_sign,tests/unit/test_sign.c $(SIGN_SRC),libcrypto)
 $(call unit_test,test_seal,tests/unit/test_seal.c exchange/seal.c,libcrypto)
 $(call unit_test,test_target,tests/unit/test_target.c exchange/target.c)
 $(call unit_test,test_pgarr,tests/unit/test_pgarr.c exchange/pgarr.c)
+# auth without a server: it takes a view of the request (auth.h)
+$(call unit_test,test_auth,tests/unit/test_auth.c exchange/auth.c \
+  exchange/db.c exchange/seal.c exchange/metrics.c $(SIGN_SRC) common/log.c,\
+  libpq jansson libcrypto)
 
 # ramexd. The matching engine (exchange/core/book.mk) belongs to the core;
 # we link it as it is.
-RAMEXD_LIB := exchange/config.c exchange/http.c exchange/auth.c exchange/db.c \
+RAMEXD_LIB := exchange/config.c exchange/http.c exchange/http_req.c \
+  exchange/auth.c exchange/db.c \
   exchange/seal.c exchange/target.c \
   exchange/events.c exchange/metrics.c exchange/writer.c exchange/pgpipe.c \
   exchange/input.c \
@@ -22,7 +27,7 @@ RAMEXD_LIB := exchange/config.c exchange/http.c exchange/auth.c exchange/db.c \
   exchange/billing.c exchange/billing_batch.c exchange/billing_store.c \
   exchange/h_billing.c exchange/pgarr.c $(INVOICE_SRC) $(USAGE_SRC) \
   exchange/static.c $(CONTRACT_SRC) $(MONEY_SRC) \
-  common/log.c $(SIGN_SRC) $(MIGRATE_SRC)
+  common/log.c $(SIGN_SRC) $(MIGRATE_SRC) $(CONF_SRC)
 RAMEXD_PKGS := libmicrohttpd jansson libpq libcrypto
 
 $(call program,ramexd,exchange/ramexd.c $(RAMEXD_LIB),$(RAMEXD_PKGS))
@@ -47,7 +52,7 @@ $(call integration_test,test_usage_http,tests/integration/test_usage.c \
 $(BUILD)/san/bin/test_usage_http: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_usage_http: | $(BUILD)/san/bin/ramexd
 # Billing against a real ramexd (exchange/billing.c, h_billing.c).
-$(call integration_test,test_billing,tests/integration/test_billing.c exchange/core/usage.c \
+$(call integration_test,test_billing,tests/integration/test_billing.c $(USAGE_SRC) \
   $(RAMEXD_HARNESS) $(MONEY_SRC),libcurl jansson libpq libcrypto)
 $(BUILD)/san/bin/test_billing: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_billing: | $(BUILD)/san/bin/ramexd

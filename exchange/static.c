@@ -8,6 +8,7 @@
  * the descriptor we read from, so what we send is what we checked.
  */
 #include "exchange/static.h"
+#include "common/err.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,17 +31,6 @@
 	"'unsafe-inline'; img-src 'self' data:; connect-src 'self'; "          \
 	"frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 
-__attribute__((format(printf, 3, 4))) static void msg(char *buf, size_t len,
-                                                      const char *fmt, ...)
-{
-	va_list ap;
-	if (!buf || !len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf, len, fmt, ap);
-	va_end(ap);
-}
-
 int static_root_init(struct static_root *r, const char *dir, const char *mount,
                      char *err, size_t errlen)
 {
@@ -50,23 +40,25 @@ int static_root_init(struct static_root *r, const char *dir, const char *mount,
 	memset(r, 0, sizeof *r);
 	if (!mount || mount[0] != '/' || strlen(mount) >= sizeof r->mount ||
 	    (strlen(mount) > 1 && mount[strlen(mount) - 1] == '/')) {
-		msg(err, errlen,
+		err_set(
+		    err, errlen,
 		    "web mount \"%s\" must start with '/' and not end with one",
 		    mount ? mount : "");
 		return -1;
 	}
 	if (!realpath(dir, real) || stat(real, &st) < 0) {
-		msg(err, errlen, "could not open web root %s: %s", dir,
-		    strerror(errno));
+		err_set(err, errlen, "could not open web root %s: %s", dir,
+		        strerror(errno));
 		return -1;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		msg(err, errlen, "web root %s is not a directory", dir);
+		err_set(err, errlen, "web root %s is not a directory", dir);
 		return -1;
 	}
 	/* "/" as root would make the inside check "starts with //". */
 	if (strcmp(real, "/") == 0) {
-		msg(err, errlen, "web root %s is the whole file system", dir);
+		err_set(err, errlen, "web root %s is the whole file system",
+		        dir);
 		return -1;
 	}
 	snprintf(r->dir, sizeof r->dir, "%s", real);
@@ -87,20 +79,20 @@ enum static_path_rc static_clean_path(const char *mount, const char *path,
 		return STATIC_PATH_BAD;
 	rel[0] = 0;
 	if (len > STATIC_URL_MAX) {
-		msg(why, whylen, "the path is longer than %d bytes",
-		    STATIC_URL_MAX);
+		err_set(why, whylen, "the path is longer than %d bytes",
+		        STATIC_URL_MAX);
 		return STATIC_PATH_BAD;
 	}
 	for (p = path; p < end; p++) {
 		unsigned char c = (unsigned char)*p;
 		if (c == 0) {
-			msg(why, whylen, "the path holds a NUL byte");
+			err_set(why, whylen, "the path holds a NUL byte");
 			return STATIC_PATH_BAD;
 		}
 		if (c < 0x20 || c == 0x7f || c == '\\') {
-			msg(why, whylen,
-			    "the path holds a control character or "
-			    "backslash");
+			err_set(why, whylen,
+			        "the path holds a control character or "
+			        "backslash");
 			return STATIC_PATH_BAD;
 		}
 	}
@@ -124,17 +116,17 @@ enum static_path_rc static_clean_path(const char *mount, const char *path,
 		const char *se = memchr(p, '/', (size_t)(end - p));
 		size_t sl = se ? (size_t)(se - p) : (size_t)(end - p);
 		if (sl == 0) {
-			msg(why, whylen, "the path has an empty segment");
+			err_set(why, whylen, "the path has an empty segment");
 			return STATIC_PATH_BAD;
 		}
 		if (p[0] == '.') {
 			/* ".", ".." and hidden files alike: none is a page */
-			msg(why, whylen,
-			    "path segments may not start with '.'");
+			err_set(why, whylen,
+			        "path segments may not start with '.'");
 			return STATIC_PATH_BAD;
 		}
 		if (out + sl + 2 > relcap) {
-			msg(why, whylen, "the path is too long");
+			err_set(why, whylen, "the path is too long");
 			return STATIC_PATH_BAD;
 		}
 		memcpy(rel + out, p, sl);
@@ -145,8 +137,8 @@ enum static_path_rc static_clean_path(const char *mount, const char *path,
 			p++;
 			if (p == end) { /* "dir/": its index page */
 				if (out + sizeof "index.html" > relcap) {
-					msg(why, whylen,
-					    "the path is too long");
+					err_set(why, whylen,
+					        "the path is too long");
 					return STATIC_PATH_BAD;
 				}
 				strcpy(rel + out, "index.html");

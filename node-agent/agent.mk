@@ -6,25 +6,28 @@ AGENT_CORE := node-agent/core/wsest.c
 $(call unit_test,test_wsest,tests/unit/test_wsest.c node-agent/core/wsest.c)
 $(call unit_test,test_strategy,tests/unit/test_strategy.c \
   node-agent/core/strategy.c node-agent/core/wsest.c)
-$(call unit_test,test_spool,tests/unit/test_spool.c node-agent/spool.c)
+$(call unit_test,test_spool,tests/unit/test_spool.c node-agent/spool.c $(ERR_SRC))
 $(call unit_test,test_agent_meter,tests/unit/test_agent_meter.c \
   node-agent/core/meter.c)
-$(call unit_test,test_sample,tests/unit/test_sample.c node-agent/sample.c)
-$(call unit_test,test_mglru,tests/unit/test_mglru.c node-agent/mglru.c \
+$(call unit_test,test_sample,tests/unit/test_sample.c node-agent/sample.c $(ERR_SRC))
+$(call unit_test,test_mglru,tests/unit/test_mglru.c node-agent/mglru.c $(ERR_SRC) \
   node-agent/core/wsest.c)
 AGENT_EXEC := node-agent/exec.c node-agent/exec_sim.c \
   node-agent/exec_cgroup.c node-agent/exec_kmod.c node-agent/core/simload.c
-$(call unit_test,test_simload,tests/unit/test_simload.c $(AGENT_EXEC) node-agent/config.c node-agent/core/wsest.c node-agent/core/strategy.c node-agent/core/probe.c common/log.c common/hostport.c)
+$(call unit_test,test_simload,tests/unit/test_simload.c $(AGENT_EXEC) node-agent/config.c $(CONF_SRC) node-agent/core/wsest.c node-agent/core/strategy.c node-agent/core/probe.c common/log.c common/hostport.c)
 $(call unit_test,test_probe,tests/unit/test_probe.c node-agent/core/probe.c)
 $(call unit_test,test_exec,tests/unit/test_exec.c $(AGENT_EXEC))
 $(call unit_test,test_http1,tests/unit/test_http1.c node-agent/http1.c \
   node-agent/http1_io.c,libssl libcrypto)
 $(call unit_test,test_agent_config,tests/unit/test_agent_config.c \
-  node-agent/config.c node-agent/core/wsest.c node-agent/core/strategy.c \
+  node-agent/config.c $(CONF_SRC) node-agent/core/wsest.c node-agent/core/strategy.c \
   node-agent/core/probe.c \
   common/log.c node-agent/core/simload.c common/hostport.c)
 
-AGENT_SRC := node-agent/agent.c node-agent/client.c node-agent/config.c \
+AGENT_SRC := node-agent/agent.c node-agent/agent_sample.c \
+  node-agent/agent_contract.c node-agent/agent_lend.c node-agent/agent_market.c \
+  node-agent/agent_report.c node-agent/agent_status.c \
+  node-agent/client.c node-agent/config.c $(CONF_SRC) \
   node-agent/events.c node-agent/http1.c node-agent/http1_io.c \
   node-agent/sample.c node-agent/mglru.c node-agent/spool.c \
   node-agent/core/wsest.c node-agent/core/strategy.c node-agent/core/probe.c \
@@ -39,7 +42,7 @@ INSTALL_BIN += $(BUILD)/bin/ramex-agent
 # End to end: real ramexd + PostgreSQL, ramex-agent processes (sim backend).
 AGENT_HARNESS := tests/integration/agent_harness.c
 $(call integration_test,test_agent,tests/integration/test_agent.c \
-  $(AGENT_HARNESS) node-agent/spool.c $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
+  $(AGENT_HARNESS) node-agent/spool.c $(ERR_SRC) $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
 $(BUILD)/san/bin/test_agent: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramex-agent
 $(BUILD)/bin/test_agent: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramex-agent
 
@@ -50,7 +53,7 @@ $(call unit_test,test_lendsup,tests/unit/test_lendsup.c node-agent/lendsup.c \
 # lend children (ramex-lend-server, ramex-lend-nbd) move real pages.
 # (lend.mk comes after this file: its LEND_SRC is not defined yet here)
 $(call integration_test,test_agent_lend,tests/integration/test_agent_lend.c \
-  $(AGENT_HARNESS) $(RAMEXD_HARNESS) exchange/core/usage.c node-agent/lend/lend_proto.c \
+  $(AGENT_HARNESS) $(RAMEXD_HARNESS) $(USAGE_SRC) node-agent/lend/lend_proto.c \
   node-agent/lend/lend_conn.c node-agent/lend/lend_meter.c \
   node-agent/lend/lend_client.c node-agent/lend/lend_nbd.c \
   node-agent/lend/lend_server.c node-agent/lend/lend_store.c common/log.c,\

@@ -1,12 +1,14 @@
-/* config.c — the settings table, its file and flag parsers; see config.h. */
+/* config.c — the settings table and its flag parser; the file is read by
+ * common/conf.h. See config.h. */
 #include "node-agent/config.h"
+#include "common/conf.h"
+#include "common/err.h"
 #include "common/hostport.h"
 
 #include "common/log.h"
 #include "node-agent/core/simload.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,16 +190,6 @@ static const struct setting settings[] = {
 
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 
-static void errf(char *err, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
-
 void config_default(struct agent_config *c)
 {
 	memset(c, 0, sizeof *c);
@@ -246,8 +238,8 @@ static int set(struct agent_config *c, const struct setting *s, const char *v,
 
 	if (s->type == T_STR) {
 		if (strlen(v) >= s->size) {
-			errf(err, errlen, "%s: longer than %zu characters",
-			     s->key, s->size - 1);
+			err_set(err, errlen, "%s: longer than %zu characters",
+			        s->key, s->size - 1);
 			return -1;
 		}
 		strcpy(p, v);
@@ -261,8 +253,9 @@ static int set(struct agent_config *c, const struct setting *s, const char *v,
 		         !strcmp(v, "0"))
 			b = 0;
 		else {
-			errf(err, errlen, "%s: expected yes or no, not \"%s\"",
-			     s->key, v);
+			err_set(err, errlen,
+			        "%s: expected yes or no, not \"%s\"", s->key,
+			        v);
 			return -1;
 		}
 		*(int *)p = b;
@@ -272,13 +265,13 @@ static int set(struct agent_config *c, const struct setting *s, const char *v,
 	errno = 0;
 	long long x = strtoll(v, &end, 10);
 	if (errno || end == v || *end) {
-		errf(err, errlen, "%s: expected a whole number, not \"%s\"",
-		     s->key, v);
+		err_set(err, errlen, "%s: expected a whole number, not \"%s\"",
+		        s->key, v);
 		return -1;
 	}
 	if (x < s->min || x > s->max) {
-		errf(err, errlen, "%s: %lld is outside %lld..%lld", s->key, x,
-		     (long long)s->min, (long long)s->max);
+		err_set(err, errlen, "%s: %lld is outside %lld..%lld", s->key,
+		        x, (long long)s->min, (long long)s->max);
 		return -1;
 	}
 	if (s->type == T_INT)
@@ -293,60 +286,35 @@ int config_set(struct agent_config *c, const char *key, const char *value,
 {
 	const struct setting *s = lookup(key, strlen(key));
 	if (!s) {
-		errf(err, errlen, "unknown setting \"%s\" (see --help)", key);
+		err_set(err, errlen, "unknown setting \"%s\" (see --help)",
+		        key);
 		return -1;
 	}
 	return set(c, s, value, err, errlen);
 }
 
-static char *trim(char *s)
+/* conf.h's view of the table: which key, and whether its value fits. */
+static int conf_set(void *ctx, const char *key, const char *value,
+                    struct err *e)
 {
-	char *e;
-	while (*s == ' ' || *s == '\t')
-		s++;
-	e = s + strlen(s);
-	while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' ||
-	                 e[-1] == '\r'))
-		*--e = 0;
-	return s;
+	const struct setting *s = lookup(key, strlen(key));
+	if (!s)
+		return err_fail(e, CONF_UNKNOWN,
+		                "unknown setting \"%s\" (see --help)", key);
+	if (set(ctx, s, value, e->msg, sizeof e->msg) < 0) {
+		e->code = CONF_VALUE;
+		return -1;
+	}
+	return 0;
 }
 
 int config_load(struct agent_config *c, const char *path, char *err,
                 size_t errlen)
 {
-	FILE *f = fopen(path, "r");
-	char line[1024], msg[512];
-	int no = 0, rc = 0;
-
-	if (!f) {
-		errf(err, errlen, "could not open config %s: %s", path,
-		     strerror(errno));
-		return -1;
-	}
-	while (fgets(line, sizeof line, f)) {
-		no++;
-		char *hash = strchr(line, '#');
-		if (hash)
-			*hash = 0;
-		char *s = trim(line);
-		if (!*s)
-			continue;
-		char *eq = strchr(s, '=');
-		if (!eq) {
-			errf(err, errlen, "%s:%d: expected key = value", path,
-			     no);
-			rc = -1;
-			break;
-		}
-		*eq = 0;
-		if (config_set(c, trim(s), trim(eq + 1), msg, sizeof msg) < 0) {
-			errf(err, errlen, "%s:%d: %s", path, no, msg);
-			rc = -1;
-			break;
-		}
-	}
-	fclose(f);
-	return rc;
+	struct err e;
+	if (conf_read_file(path, conf_set, c, &e) < 0)
+		return err_set(err, errlen, "%s", e.msg);
+	return 0;
 }
 
 int config_args(struct agent_config *c, int argc, char **argv, char *err,
@@ -363,7 +331,7 @@ int config_args(struct agent_config *c, int argc, char **argv, char *err,
 			return -1;
 		if (!strcmp(a, "--config")) {
 			if (i + 1 >= argc) {
-				errf(err, errlen, "--config needs a file");
+				err_set(err, errlen, "--config needs a file");
 				return -1;
 			}
 			if (config_load(c, argv[++i], err, errlen) < 0)
@@ -373,8 +341,8 @@ int config_args(struct agent_config *c, int argc, char **argv, char *err,
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *eq;
 		if (strncmp(a, "--", 2)) {
-			errf(err, errlen,
-			     "unexpected argument \"%s\" (see --help)", a);
+			err_set(err, errlen,
+			        "unexpected argument \"%s\" (see --help)", a);
 			return -1;
 		}
 		a += 2;
@@ -386,14 +354,15 @@ int config_args(struct agent_config *c, int argc, char **argv, char *err,
 		const struct setting *s =
 		    lookup(a, eq ? (size_t)(eq - a) : strlen(a));
 		if (!s) {
-			errf(err, errlen, "unknown option --%s (see --help)",
-			     a);
+			err_set(err, errlen, "unknown option --%s (see --help)",
+			        a);
 			return -1;
 		}
 		const char *v = eq ? eq + 1 : NULL;
 		if (!v) {
 			if (i + 1 >= argc) {
-				errf(err, errlen, "--%s needs a value", s->key);
+				err_set(err, errlen, "--%s needs a value",
+				        s->key);
 				return -1;
 			}
 			v = argv[++i];
@@ -411,55 +380,56 @@ int config_check(const struct agent_config *c, char *err, size_t errlen)
 
 	if (strcmp(c->backend, "sim") && strcmp(c->backend, "cgroup") &&
 	    strcmp(c->backend, "kmod")) {
-		errf(err, errlen,
-		     "backend must be sim, cgroup or kmod, not \"%s\"",
-		     c->backend);
+		err_set(err, errlen,
+		        "backend must be sim, cgroup or kmod, not \"%s\"",
+		        c->backend);
 		return -1;
 	}
 	if (!strcmp(c->backend, "cgroup") && !c->cgroup[0]) {
-		errf(err, errlen, "the cgroup backend needs cgroup = DIR");
+		err_set(err, errlen, "the cgroup backend needs cgroup = DIR");
 		return -1;
 	}
 	if (strncmp(c->exchange_url, "http://", 7) &&
 	    strncmp(c->exchange_url, "https://", 8)) {
-		errf(err, errlen,
-		     "exchange_url must start with http:// or "
-		     "https://");
+		err_set(err, errlen,
+		        "exchange_url must start with http:// or "
+		        "https://");
 		return -1;
 	}
 	if (strcmp(c->lend_borrow_mode, "attach") &&
 	    strcmp(c->lend_borrow_mode, "listen") &&
 	    strcmp(c->lend_borrow_mode, "off")) {
-		errf(err, errlen,
-		     "lend_borrow_mode must be attach, listen or off, not "
-		     "\"%s\"",
-		     c->lend_borrow_mode);
+		err_set(err, errlen,
+		        "lend_borrow_mode must be attach, listen or off, not "
+		        "\"%s\"",
+		        c->lend_borrow_mode);
 		return -1;
 	}
 	if (!c->lend_tls_cert[0] != !c->lend_tls_key[0]) {
-		errf(err, errlen,
-		     "lend_tls_cert and lend_tls_key go together: set both "
-		     "for TLS on the lend servers, or neither");
+		err_set(err, errlen,
+		        "lend_tls_cert and lend_tls_key go together: set both "
+		        "for TLS on the lend servers, or neither");
 		return -1;
 	}
 	char lh[CONFIG_STR];
 	int lp;
 	if (c->lend_listen[0] &&
 	    hostport_split(c->lend_listen, lh, sizeof lh, &lp) < 0) {
-		errf(err, errlen,
-		     "lend_listen must be HOST:PORT, an IPv6 host in "
-		     "brackets (port 0: a free one per contract), not \"%s\"",
-		     c->lend_listen);
+		err_set(
+		    err, errlen,
+		    "lend_listen must be HOST:PORT, an IPv6 host in "
+		    "brackets (port 0: a free one per contract), not \"%s\"",
+		    c->lend_listen);
 		return -1;
 	}
 	if (!c->spool[0]) {
-		errf(err, errlen,
-		     "spool must name a file: reports are written "
-		     "there before they are sent");
+		err_set(err, errlen,
+		        "spool must name a file: reports are written "
+		        "there before they are sent");
 		return -1;
 	}
 	if (!strcmp(c->backend, "sim") && c->sim_usage > c->sim_total) {
-		errf(err, errlen, "sim_usage_pages exceeds sim_total_pages");
+		err_set(err, errlen, "sim_usage_pages exceeds sim_total_pages");
 		return -1;
 	}
 	if (!strcmp(c->backend, "sim")) {
@@ -468,21 +438,21 @@ int config_check(const struct agent_config *c, char *err, size_t errlen)
 			return -1;
 	}
 	if (log_level_parse(c->log_level) < 0) {
-		errf(err, errlen,
-		     "log_level must be debug, info, warn or error");
+		err_set(err, errlen,
+		        "log_level must be debug, info, warn or error");
 		return -1;
 	}
 	if (!(w = wsest_new(&c->est, &why))) {
-		errf(err, errlen, "estimator: %s", why);
+		err_set(err, errlen, "estimator: %s", why);
 		return -1;
 	}
 	wsest_free(w);
 	if ((why = probe_config_check(&c->prb))) {
-		errf(err, errlen, "%s", why);
+		err_set(err, errlen, "%s", why);
 		return -1;
 	}
 	if ((why = strategy_config_check(&c->strat))) {
-		errf(err, errlen, "strategy: %s", why);
+		err_set(err, errlen, "strategy: %s", why);
 		return -1;
 	}
 	return 0;
@@ -495,10 +465,10 @@ int config_sim_load(const struct agent_config *c, struct simload_config *out,
 
 	memset(out, 0, sizeof *out);
 	if (simload_kind_parse(c->sim_profile, &out->kind) < 0) {
-		errf(err, errlen,
-		     "sim_profile must be steady, diurnal or bursty, not "
-		     "\"%s\"",
-		     c->sim_profile);
+		err_set(err, errlen,
+		        "sim_profile must be steady, diurnal or bursty, not "
+		        "\"%s\"",
+		        c->sim_profile);
 		return -1;
 	}
 	out->total = c->sim_total;
@@ -514,10 +484,10 @@ int config_sim_load(const struct agent_config *c, struct simload_config *out,
 			out->swing = out->base;
 	}
 	if ((why = simload_check(out))) {
-		errf(err, errlen,
-		     "sim_profile %s: %s (sim_total_pages, "
-		     "sim_usage_pages, sim_swing_pages, sim_period_s)",
-		     c->sim_profile, why);
+		err_set(err, errlen,
+		        "sim_profile %s: %s (sim_total_pages, "
+		        "sim_usage_pages, sim_swing_pages, sim_period_s)",
+		        c->sim_profile, why);
 		return -1;
 	}
 	return 0;

@@ -1,5 +1,6 @@
 /* mglru.c — MGLRU generations to page-age bins; see mglru.h. */
 #include "node-agent/mglru.h"
+#include "common/err.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,16 +13,6 @@
 
 #define MGLRU_MAX_GENS 8 /* the kernel keeps 4; room for a later one */
 #define MGLRU_SANE     (INT64_C(1) << 40) /* pages: above is a racy sum */
-
-static void errf(char *err, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
 
 static const char *skip_sp(const char *p)
 {
@@ -184,17 +175,17 @@ int mglru_parse(const char *text, const char *memcg, int64_t merge_ms,
 		p = nl ? nl + 1 : end;
 		continue;
 	bad:
-		errf(err, errlen,
-		     "lru_gen: cannot parse line \"%.*s\" (expected memcg, "
-		     "node, or \"seq age_ms anon file\" lines)",
-		     (int)(end - p > 120 ? 120 : end - p), p);
+		err_set(err, errlen,
+		        "lru_gen: cannot parse line \"%.*s\" (expected memcg, "
+		        "node, or \"seq age_ms anon file\" lines)",
+		        (int)(end - p > 120 ? 120 : end - p), p);
 		return -1;
 	}
 	if (in)
 		flush_lruvec(out, gs, ng, id, node, merge_ms);
 	if (!matched) {
-		errf(err, errlen, "lru_gen has no memcg %s",
-		     memcg ? memcg : "/");
+		err_set(err, errlen, "lru_gen has no memcg %s",
+		        memcg ? memcg : "/");
 		return -1;
 	}
 	if (out->gens.nbins == 0) {
@@ -212,17 +203,17 @@ static int write_str(const char *path, const char *s, char *err, size_t errlen)
 	ssize_t w;
 
 	if (fd < 0) {
-		errf(err, errlen, "could not open %s: %s", path,
-		     strerror(errno));
+		err_set(err, errlen, "could not open %s: %s", path,
+		        strerror(errno));
 		return -1;
 	}
 	w = write(fd, s, n);
 	int e = errno;
 	close(fd);
 	if (w != (ssize_t)n) {
-		errf(err, errlen, "could not write \"%.*s\" to %s: %s",
-		     (int)(n && s[n - 1] == '\n' ? n - 1 : n), s, path,
-		     w < 0 ? strerror(e) : "short write");
+		err_set(err, errlen, "could not write \"%.*s\" to %s: %s",
+		        (int)(n && s[n - 1] == '\n' ? n - 1 : n), s, path,
+		        w < 0 ? strerror(e) : "short write");
 		errno = w < 0 ? e : EIO;
 		return -1;
 	}
@@ -246,8 +237,8 @@ int mglru_age(const char *debug_file, const struct mglru_view *v,
 		 * refused command fails the whole write it is in. */
 		int fd = open(debug_file, O_WRONLY | O_CLOEXEC);
 		if (fd < 0) {
-			errf(err, errlen, "could not open %s: %s", debug_file,
-			     strerror(errno));
+			err_set(err, errlen, "could not open %s: %s",
+			        debug_file, strerror(errno));
 			return -1;
 		}
 		ssize_t w = write(fd, cmd, (size_t)n);
@@ -262,8 +253,9 @@ int mglru_age(const char *debug_file, const struct mglru_view *v,
 		 * again. */
 		if (w < 0 && e == EINVAL)
 			continue;
-		errf(err, errlen, "could not write \"%.*s\" to %s: %s", n - 1,
-		     cmd, debug_file, w < 0 ? strerror(e) : "short write");
+		err_set(err, errlen, "could not write \"%.*s\" to %s: %s",
+		        n - 1, cmd, debug_file,
+		        w < 0 ? strerror(e) : "short write");
 		return -1;
 	}
 	return aged;
@@ -276,15 +268,15 @@ int mglru_enable(const char *enabled_file, int enable, char *err, size_t errlen)
 	ssize_t n;
 
 	if (fd < 0) {
-		errf(err, errlen,
-		     "%s: %s (kernel without MGLRU, CONFIG_LRU_GEN)",
-		     enabled_file, strerror(errno));
+		err_set(err, errlen,
+		        "%s: %s (kernel without MGLRU, CONFIG_LRU_GEN)",
+		        enabled_file, strerror(errno));
 		return -1;
 	}
 	n = read(fd, buf, sizeof buf - 1);
 	close(fd);
 	if (n <= 0) {
-		errf(err, errlen, "could not read %s", enabled_file);
+		err_set(err, errlen, "could not read %s", enabled_file);
 		return -1;
 	}
 	buf[n] = 0;
@@ -292,9 +284,9 @@ int mglru_enable(const char *enabled_file, int enable, char *err, size_t errlen)
 	if (caps & 1)
 		return 1;
 	if (!enable) {
-		errf(err, errlen,
-		     "MGLRU is off (%s reads %.*s) and mglru_enable is off",
-		     enabled_file, (int)strcspn(buf, "\n"), buf);
+		err_set(err, errlen,
+		        "MGLRU is off (%s reads %.*s) and mglru_enable is off",
+		        enabled_file, (int)strcspn(buf, "\n"), buf);
 		return 0;
 	}
 	if (write_str(enabled_file, "y\n", err, errlen) < 0)

@@ -1,5 +1,6 @@
 /* sample.c — kernel memory files to samples; see sample.h. */
 #include "node-agent/sample.h"
+#include "common/err.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,16 +13,6 @@
 #include <unistd.h>
 
 #define SAMPLE_FILE_MAX 16384 /* /proc/vmstat is about 5 KiB */
-
-static void errf(char *err, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
 
 /* Parses an unsigned decimal that must be followed by `end`-class text
  * (space, newline or NUL). */
@@ -90,19 +81,20 @@ int sample_parse_psi(const char *text, struct sample_psi *out, char *err,
 			ok = 0;
 		}
 		if (!ok) {
-			errf(err, errlen,
-			     "pressure file: cannot parse line %.*s (expected "
-			     "\"some|full avg10=N.NN avg60=N.NN avg300=N.NN "
-			     "total=N\")",
-			     (int)(nl ? nl - p : (long)strlen(p)), p);
+			err_set(
+			    err, errlen,
+			    "pressure file: cannot parse line %.*s (expected "
+			    "\"some|full avg10=N.NN avg60=N.NN avg300=N.NN "
+			    "total=N\")",
+			    (int)(nl ? nl - p : (long)strlen(p)), p);
 			return -1;
 		}
 		p = nl ? nl + 1 : p + strlen(p);
 	}
 	if (!has_some) {
-		errf(err, errlen,
-		     "pressure file has no \"some\" line; is PSI "
-		     "enabled (psi=1 on the kernel command line)?");
+		err_set(err, errlen,
+		        "pressure file has no \"some\" line; is PSI "
+		        "enabled (psi=1 on the kernel command line)?");
 		return -1;
 	}
 	return 0;
@@ -131,8 +123,9 @@ static int each_kv(const char *text, int colon, kv_fn fn, void *ctx,
 			q++;
 		if (klen == 0 || parse_u64(q, &q, &v) < 0) {
 			if (end != p) {
-				errf(err, errlen, "%s: cannot parse line %.*s",
-				     what, (int)(end - p), p);
+				err_set(err, errlen,
+				        "%s: cannot parse line %.*s", what,
+				        (int)(end - p), p);
 				return -1;
 			}
 		} else {
@@ -182,9 +175,9 @@ int sample_parse_vmstat(const char *text, struct sample_counters *out,
 	if (each_kv(text, 0, vm_kv, &x, "vmstat", err, errlen) < 0)
 		return -1;
 	if (!x.seen) {
-		errf(err, errlen,
-		     "vmstat has no workingset_refault counters "
-		     "(kernel older than 3.15?)");
+		err_set(err, errlen,
+		        "vmstat has no workingset_refault counters "
+		        "(kernel older than 3.15?)");
 		return -1;
 	}
 	return 0;
@@ -270,9 +263,9 @@ static int need_keys(unsigned seen, unsigned want, int memstat, char *err,
 	                           "workingset_refault_anon/_file"};
 	for (int b = 0; b < 7; b++) {
 		if ((want & (1u << b)) && !(seen & (1u << b))) {
-			errf(err, errlen, "%s has no %s line",
-			     memstat ? "memory.stat" : "meminfo",
-			     memstat ? ms[b] : mi[b]);
+			err_set(err, errlen, "%s has no %s line",
+			        memstat ? "memory.stat" : "meminfo",
+			        memstat ? ms[b] : mi[b]);
 			return -1;
 		}
 	}
@@ -313,8 +306,8 @@ int sample_read_file(const char *path, char *buf, size_t len, char *err,
 	size_t n = 0;
 
 	if (fd < 0) {
-		errf(err, errlen, "could not open %s: %s", path,
-		     strerror(errno));
+		err_set(err, errlen, "could not open %s: %s", path,
+		        strerror(errno));
 		return -1;
 	}
 	while (n < len - 1) {
@@ -322,8 +315,8 @@ int sample_read_file(const char *path, char *buf, size_t len, char *err,
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
-			errf(err, errlen, "could not read %s: %s", path,
-			     strerror(errno));
+			err_set(err, errlen, "could not read %s: %s", path,
+			        strerror(errno));
 			close(fd);
 			return -1;
 		}
@@ -333,7 +326,8 @@ int sample_read_file(const char *path, char *buf, size_t len, char *err,
 	}
 	close(fd);
 	if (n == len - 1) {
-		errf(err, errlen, "%s is larger than %zu bytes", path, len - 1);
+		err_set(err, errlen, "%s is larger than %zu bytes", path,
+		        len - 1);
 		return -1;
 	}
 	buf[n] = 0;
@@ -346,7 +340,7 @@ static int read_in(const char *dir, const char *name, char *buf, size_t len,
 	char path[PATH_MAX];
 	if (snprintf(path, sizeof path, "%s/%s", dir, name) >=
 	    (int)sizeof path) {
-		errf(err, errlen, "path too long: %s/%s", dir, name);
+		err_set(err, errlen, "path too long: %s/%s", dir, name);
 		return -1;
 	}
 	return sample_read_file(path, buf, len, err, errlen);
@@ -363,7 +357,7 @@ int sample_take(const struct sample_source *src, rx_time_ns t,
 	int rc = -1;
 
 	if (!buf) {
-		errf(err, errlen, "out of memory");
+		err_set(err, errlen, "out of memory");
 		return -1;
 	}
 	memset(out, 0, sizeof *out);
@@ -418,9 +412,9 @@ struct sample_idle *sample_idle_new(const char *bitmap, uint64_t pfn_start,
 	struct sample_idle *si = NULL;
 
 	if (stride < 64 || pfn_end <= pfn_start) {
-		errf(err, errlen,
-		     "idle sampling needs a stride of at least 64 "
-		     "and a non-empty page frame range");
+		err_set(err, errlen,
+		        "idle sampling needs a stride of at least 64 "
+		        "and a non-empty page frame range");
 		return NULL;
 	}
 	si = calloc(1, sizeof *si);
@@ -436,16 +430,16 @@ struct sample_idle *sample_idle_new(const char *bitmap, uint64_t pfn_start,
 		goto oom;
 	si->fd = open(bitmap, O_RDWR | O_CLOEXEC);
 	if (si->fd < 0) {
-		errf(err, errlen,
-		     "could not open %s: %s (needs root and "
-		     "CONFIG_IDLE_PAGE_TRACKING; the estimate falls back to "
-		     "list sizes without it)",
-		     bitmap, strerror(errno));
+		err_set(err, errlen,
+		        "could not open %s: %s (needs root and "
+		        "CONFIG_IDLE_PAGE_TRACKING; the estimate falls back to "
+		        "list sizes without it)",
+		        bitmap, strerror(errno));
 		goto fail;
 	}
 	return si;
 oom:
-	errf(err, errlen, "out of memory");
+	err_set(err, errlen, "out of memory");
 fail:
 	sample_idle_free(si);
 	return NULL;
@@ -488,10 +482,10 @@ int sample_idle_scan(struct sample_idle *si, struct wsest_idle *out, char *err,
 		 * idle, and only they count. */
 		if (pwrite(si->fd, &bit, 8, off) != 8 ||
 		    pread(si->fd, &word, 8, off) != 8) {
-			errf(err, errlen,
-			     "could not write the idle bitmap at "
-			     "page frame %" PRIu64 ": %s",
-			     pfn, strerror(errno));
+			err_set(err, errlen,
+			        "could not write the idle bitmap at "
+			        "page frame %" PRIu64 ": %s",
+			        pfn, strerror(errno));
 			return -1;
 		}
 		if (!si->tracked[i])
@@ -511,7 +505,8 @@ static int read_current(const char *dir, int64_t *out, char *err, size_t errlen)
 	if (read_in(dir, "memory.current", buf, sizeof buf, err, errlen) < 0)
 		return -1;
 	if (parse_u64(buf, &rest, &v) < 0 || v > INT64_MAX) {
-		errf(err, errlen, "%s/memory.current: not a byte count", dir);
+		err_set(err, errlen, "%s/memory.current: not a byte count",
+		        dir);
 		return -1;
 	}
 	*out = (int64_t)v;
@@ -533,15 +528,16 @@ int sample_reclaim(const char *dir, rx_pages pages, rx_pages *taken, char *err,
 		return -1;
 	if (snprintf(path, sizeof path, "%s/memory.reclaim", dir) >=
 	    (int)sizeof path) {
-		errf(err, errlen, "path too long: %s/memory.reclaim", dir);
+		err_set(err, errlen, "path too long: %s/memory.reclaim", dir);
 		return -1;
 	}
 	fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0) {
-		errf(err, errlen,
-		     "could not open %s: %s (memory.reclaim needs kernel 5.19 "
-		     "or later)",
-		     path, strerror(errno));
+		err_set(
+		    err, errlen,
+		    "could not open %s: %s (memory.reclaim needs kernel 5.19 "
+		    "or later)",
+		    path, strerror(errno));
 		return -1;
 	}
 	n = snprintf(num, sizeof num, "%lld\n",
@@ -550,7 +546,8 @@ int sample_reclaim(const char *dir, rx_pages pages, rx_pages *taken, char *err,
 	int e = errno;
 	close(fd);
 	if (w < 0 && e != EAGAIN) {
-		errf(err, errlen, "could not write %s: %s", path, strerror(e));
+		err_set(err, errlen, "could not write %s: %s", path,
+		        strerror(e));
 		return -1;
 	}
 	if (read_current(dir, &after, err, errlen) < 0)

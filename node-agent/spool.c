@@ -18,6 +18,7 @@
  * report after the upgrade restarts the counters from that figure.
  */
 #include "node-agent/spool.h"
+#include "common/err.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -66,16 +67,6 @@ struct spool {
 	struct spool_report *items; /* every report in the file, seq order */
 	int n, cap;
 };
-
-static void errf(char *err, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
 
 static uint32_t crc32(const void *data, size_t n)
 {
@@ -204,8 +195,8 @@ static int create(struct spool *s, uint64_t epoch, char *err, size_t len)
 
 	s->fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (s->fd < 0) {
-		errf(err, len, "could not create spool %s: %s", s->path,
-		     strerror(errno));
+		err_set(err, len, "could not create spool %s: %s", s->path,
+		        strerror(errno));
 		return -1;
 	}
 	memset(&h, 0, sizeof h);
@@ -214,8 +205,8 @@ static int create(struct spool *s, uint64_t epoch, char *err, size_t len)
 	seal(&h, REC_HEADER);
 	if (write_all(s->fd, &h, sizeof h, 0) < 0 || fsync(s->fd) < 0 ||
 	    fsync_dir(s->path) < 0) {
-		errf(err, len, "could not write spool %s: %s", s->path,
-		     strerror(errno));
+		err_set(err, len, "could not write spool %s: %s", s->path,
+		        strerror(errno));
 		return -1;
 	}
 	s->epoch = epoch;
@@ -268,8 +259,8 @@ static int recover(struct spool *s, char *err, size_t len)
 	uint64_t last_seq = 0;
 
 	if (fstat(s->fd, &st) < 0) {
-		errf(err, len, "could not stat spool %s: %s", s->path,
-		     strerror(errno));
+		err_set(err, len, "could not stat spool %s: %s", s->path,
+		        strerror(errno));
 		return -1;
 	}
 	/* Shorter than a header: creation was cut before it fsync'd, so no
@@ -282,14 +273,14 @@ static int recover(struct spool *s, char *err, size_t len)
 	if (!recs || !ok) {
 		free(recs);
 		free(ok);
-		errf(err, len, "out of memory reading spool %s", s->path);
+		err_set(err, len, "out of memory reading spool %s", s->path);
 		return -1;
 	}
 	for (int64_t i = 0; i < nfull; i++) {
 		off_t off = (off_t)i * SPOOL_RECORD_SIZE;
 		if (pread(s->fd, &recs[i], sizeof r, off) != (ssize_t)sizeof r) {
-			errf(err, len, "could not read spool %s: %s", s->path,
-			     strerror(errno));
+			err_set(err, len, "could not read spool %s: %s",
+			        s->path, strerror(errno));
 			free(recs);
 			free(ok);
 			return -1;
@@ -302,12 +293,13 @@ static int recover(struct spool *s, char *err, size_t len)
 	free(recs);
 	free(ok);
 	if (first_bad == 0 || (first_bad > 0 && first_bad <= synced)) {
-		errf(err, len,
-		     "spool %s is damaged at byte %lld (a record that was "
-		     "synced to disk, so not a torn write); move it aside and "
-		     "restart the agent, then reconcile its reports with the "
-		     "exchange",
-		     s->path, (long long)first_bad * SPOOL_RECORD_SIZE);
+		err_set(
+		    err, len,
+		    "spool %s is damaged at byte %lld (a record that was "
+		    "synced to disk, so not a torn write); move it aside and "
+		    "restart the agent, then reconcile its reports with the "
+		    "exchange",
+		    s->path, (long long)first_bad * SPOOL_RECORD_SIZE);
 		return -1;
 	}
 	if (first_bad > 0) {
@@ -317,13 +309,13 @@ static int recover(struct spool *s, char *err, size_t len)
 	for (int64_t i = 0; i < nfull; i++) {
 		off_t off = (off_t)i * SPOOL_RECORD_SIZE;
 		if (pread(s->fd, &r, sizeof r, off) != (ssize_t)sizeof r) {
-			errf(err, len, "could not read spool %s: %s", s->path,
-			     strerror(errno));
+			err_set(err, len, "could not read spool %s: %s",
+			        s->path, strerror(errno));
 			return -1;
 		}
 		if (i == 0 && r.type != REC_HEADER) {
-			errf(err, len, "%s is not a ramex spool (no header)",
-			     s->path);
+			err_set(err, len, "%s is not a ramex spool (no header)",
+			        s->path);
 			return -1;
 		}
 		if (r.type == REC_HEADER && i == 0) {
@@ -332,7 +324,7 @@ static int recover(struct spool *s, char *err, size_t len)
 		} else if (r.type == REC_REPORT) {
 			struct spool_report o;
 			if (r.u.r.seq <= last_seq) {
-				errf(
+				err_set(
 				    err, len,
 				    "spool %s repeats report seq %llu; move it "
 				    "aside and restart the agent",
@@ -341,7 +333,8 @@ static int recover(struct spool *s, char *err, size_t len)
 			}
 			to_report(s, &r, &o);
 			if (push(s, &o) < 0) {
-				errf(err, len, "out of memory reading spool");
+				err_set(err, len,
+				        "out of memory reading spool");
 				return -1;
 			}
 			last_seq = r.u.r.seq;
@@ -354,9 +347,9 @@ static int recover(struct spool *s, char *err, size_t len)
 			else if (o)
 				o->set_aside = 1;
 		} else {
-			errf(err, len,
-			     "spool %s has a record of unknown type %u",
-			     s->path, r.type);
+			err_set(err, len,
+			        "spool %s has a record of unknown type %u",
+			        s->path, r.type);
 			return -1;
 		}
 	}
@@ -364,8 +357,8 @@ static int recover(struct spool *s, char *err, size_t len)
 	s->dropped = (size_t)(st.st_size - nfull * SPOOL_RECORD_SIZE);
 	if (s->dropped && (ftruncate(s->fd, nfull * SPOOL_RECORD_SIZE) < 0 ||
 	                   fsync(s->fd) < 0)) {
-		errf(err, len, "could not cut the torn tail of spool %s: %s",
-		     s->path, strerror(errno));
+		err_set(err, len, "could not cut the torn tail of spool %s: %s",
+		        s->path, strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -380,15 +373,15 @@ struct spool *spool_open(const char *path, uint64_t new_epoch, char *err,
 	if (s)
 		s->fd = -1;
 	if (!s || !(s->path = strdup(path))) {
-		errf(err, errlen, "out of memory");
+		err_set(err, errlen, "out of memory");
 		goto fail;
 	}
 	s->fd = open(path, O_RDWR | O_CLOEXEC);
 	if (s->fd < 0 && errno == ENOENT)
 		goto create;
 	if (s->fd < 0) {
-		errf(err, errlen, "could not open spool %s: %s", path,
-		     strerror(errno));
+		err_set(err, errlen, "could not open spool %s: %s", path,
+		        strerror(errno));
 		goto fail;
 	}
 	rc = recover(s, err, errlen);
@@ -399,8 +392,8 @@ struct spool *spool_open(const char *path, uint64_t new_epoch, char *err,
 	close(s->fd);
 	s->fd = -1;
 	if (unlink(path) < 0) {
-		errf(err, errlen, "could not remove the torn spool %s: %s",
-		     path, strerror(errno));
+		err_set(err, errlen, "could not remove the torn spool %s: %s",
+		        path, strerror(errno));
 		goto fail;
 	}
 create:
@@ -450,12 +443,12 @@ static int append_rec(struct spool *s, const struct rec *r, int sync, char *err,
 
 	if (write_all(s->fd, r, sizeof *r, off) < 0 ||
 	    (sync && fdatasync(s->fd) < 0)) {
-		errf(err, len, "could not write spool %s: %s", s->path,
-		     strerror(errno));
+		err_set(err, len, "could not write spool %s: %s", s->path,
+		        strerror(errno));
 		/* Leave no partial record for the next append to follow. */
 		if (ftruncate(s->fd, off) < 0)
-			errf(err, len, "could not write spool %s: %s", s->path,
-			     strerror(errno));
+			err_set(err, len, "could not write spool %s: %s",
+			        s->path, strerror(errno));
 		return -1;
 	}
 	s->nrec++;
@@ -469,13 +462,13 @@ int spool_append(struct spool *s, struct spool_report *r, char *err,
 
 	if (strlen(r->contract) == 0 ||
 	    strlen(r->contract) >= SPOOL_CONTRACT_LEN) {
-		errf(err, errlen, "contract id must be 1..%d characters",
-		     SPOOL_CONTRACT_LEN - 1);
+		err_set(err, errlen, "contract id must be 1..%d characters",
+		        SPOOL_CONTRACT_LEN - 1);
 		return -1;
 	}
 	if (r->end < r->start || r->page_seconds < 0 || r->carry_pns < 0 ||
 	    r->cum_page_seconds < 0 || r->pages_at_end < 0) {
-		errf(err, errlen, "report period or usage is negative");
+		err_set(err, errlen, "report period or usage is negative");
 		return -1;
 	}
 	r->epoch = s->epoch;
@@ -487,7 +480,7 @@ int spool_append(struct spool *s, struct spool_report *r, char *err,
 		return -1;
 	if (push(s, r) < 0) {
 		/* Durable but unindexed: reopening finds it. */
-		errf(err, errlen, "out of memory; restart the agent");
+		err_set(err, errlen, "out of memory; restart the agent");
 		return -1;
 	}
 	s->next_seq++;
@@ -592,12 +585,12 @@ int spool_compact(struct spool *s, char *err, size_t errlen)
 	struct rec rec;
 
 	if (snprintf(tmp, sizeof tmp, "%s.tmp", s->path) >= (int)sizeof tmp) {
-		errf(err, errlen, "spool path too long");
+		err_set(err, errlen, "spool path too long");
 		return -1;
 	}
 	kept = malloc(((size_t)s->n + 1) * sizeof *kept);
 	if (!kept) {
-		errf(err, errlen, "out of memory");
+		err_set(err, errlen, "out of memory");
 		return -1;
 	}
 	fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -639,8 +632,8 @@ int spool_compact(struct spool *s, char *err, size_t errlen)
 	s->nrec = nrec;
 	return 0;
 io_fail:
-	errf(err, errlen, "could not compact spool %s: %s", s->path,
-	     strerror(errno));
+	err_set(err, errlen, "could not compact spool %s: %s", s->path,
+	        strerror(errno));
 	if (fd >= 0) {
 		close(fd);
 		unlink(tmp);

@@ -47,4 +47,4 @@ ALL_EXTRA += $(WEB_OUT)/.stamp
 
 # exchange/static.c is the part of ramexd that serves this folder; its unit
 # test lives with the web fragment so that the two change together.
-$(call unit_test,test_static,tests/unit/test_static.c exchange/static.c)
+$(call unit_test,test_static,tests/unit/test_static.c exchange/static.c $(ERR_SRC))

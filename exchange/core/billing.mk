@@ -2,10 +2,10 @@
 # invoices (the pure billing core) and their unit tests. Included by the
 # top-level Makefile (see docs/CONVENTIONS.md).
 
-MONEY_SRC    := common/money.c
-CONTRACT_SRC := exchange/core/contract.c
-USAGE_SRC    := exchange/core/usage.c
-INVOICE_SRC  := exchange/core/invoice.c
+MONEY_SRC    := common/money.c $(ERR_SRC)
+CONTRACT_SRC := exchange/core/contract.c $(ERR_SRC)
+USAGE_SRC    := exchange/core/usage.c $(ERR_SRC)
+INVOICE_SRC  := exchange/core/invoice.c $(ERR_SRC)
 # Everything a caller of the billing core links (ramexd, tools).
 BILLING_SRC  := $(MONEY_SRC) $(CONTRACT_SRC) $(USAGE_SRC) $(INVOICE_SRC)
 

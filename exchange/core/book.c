@@ -17,6 +17,7 @@
  * order path; bench/10-book.sh).
  */
 #include "exchange/core/book.h"
+#include "common/err.h"
 #include "exchange/core/tickset.h"
 
 #include <assert.h>
@@ -25,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NIL       UINT32_MAX
+#define NIL UINT32_MAX
 
 struct order {
 	uint64_t id;
@@ -204,74 +205,58 @@ static void heap_remove(struct book *b, uint32_t oi)
 
 /* ---- params ---- */
 
-static int fail_msg(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail_msg(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
-
 int book_params_check(const struct book_params *p, char *err, size_t errlen)
 {
 	if (p->tick <= 0)
-		return fail_msg(err, errlen, "tick %lld must be positive",
-		                (long long)p->tick);
+		return err_set(err, errlen, "tick %lld must be positive",
+		               (long long)p->tick);
 	if (p->lot <= 0)
-		return fail_msg(err, errlen, "lot %lld must be positive",
-		                (long long)p->lot);
+		return err_set(err, errlen, "lot %lld must be positive",
+		               (long long)p->lot);
 	if (p->min_pages < p->lot || p->min_pages % p->lot)
-		return fail_msg(err, errlen,
-		                "min_pages %lld must be a multiple of the lot "
-		                "%lld and at least one lot",
-		                (long long)p->min_pages, (long long)p->lot);
+		return err_set(err, errlen,
+		               "min_pages %lld must be a multiple of the lot "
+		               "%lld and at least one lot",
+		               (long long)p->min_pages, (long long)p->lot);
 	if (p->max_pages < p->min_pages || p->max_pages % p->lot)
-		return fail_msg(err, errlen,
-		                "max_pages %lld must be a multiple of the lot "
-		                "%lld and at least min_pages %lld",
-		                (long long)p->max_pages, (long long)p->lot,
-		                (long long)p->min_pages);
+		return err_set(err, errlen,
+		               "max_pages %lld must be a multiple of the lot "
+		               "%lld and at least min_pages %lld",
+		               (long long)p->max_pages, (long long)p->lot,
+		               (long long)p->min_pages);
 	if (p->price_min < 0 || p->price_min % p->tick)
-		return fail_msg(
-		    err, errlen,
-		    "price_min %lld must be a non-negative multiple "
-		    "of the tick %lld",
-		    (long long)p->price_min, (long long)p->tick);
+		return err_set(err, errlen,
+		               "price_min %lld must be a non-negative multiple "
+		               "of the tick %lld",
+		               (long long)p->price_min, (long long)p->tick);
 	if (p->price_max < p->price_min || p->price_max % p->tick)
-		return fail_msg(err, errlen,
-		                "price_max %lld must be a multiple of the tick "
-		                "%lld and at least price_min %lld",
-		                (long long)p->price_max, (long long)p->tick,
-		                (long long)p->price_min);
+		return err_set(err, errlen,
+		               "price_max %lld must be a multiple of the tick "
+		               "%lld and at least price_min %lld",
+		               (long long)p->price_max, (long long)p->tick,
+		               (long long)p->price_min);
 	int64_t ticks = (p->price_max - p->price_min) / p->tick + 1;
 	if (ticks > BOOK_MAX_TICKS)
-		return fail_msg(
-		    err, errlen,
-		    "the price grid has %lld ticks, more than the "
-		    "limit of %lld; use a larger tick or a narrower "
-		    "price range",
-		    (long long)ticks, (long long)BOOK_MAX_TICKS);
+		return err_set(err, errlen,
+		               "the price grid has %lld ticks, more than the "
+		               "limit of %lld; use a larger tick or a narrower "
+		               "price range",
+		               (long long)ticks, (long long)BOOK_MAX_TICKS);
 	if ((__int128)p->max_pages * p->price_max > INT64_MAX)
-		return fail_msg(err, errlen,
-		                "max_pages %lld times price_max %lld overflows "
-		                "64 bits; lower one of them",
-		                (long long)p->max_pages,
-		                (long long)p->price_max);
+		return err_set(err, errlen,
+		               "max_pages %lld times price_max %lld overflows "
+		               "64 bits; lower one of them",
+		               (long long)p->max_pages,
+		               (long long)p->price_max);
 	if (p->capacity < 1 || p->capacity > BOOK_MAX_CAPACITY)
-		return fail_msg(err, errlen,
-		                "capacity %u must be between 1 and %u orders",
-		                p->capacity, BOOK_MAX_CAPACITY);
+		return err_set(err, errlen,
+		               "capacity %u must be between 1 and %u orders",
+		               p->capacity, BOOK_MAX_CAPACITY);
 	if ((__int128)p->capacity * p->max_pages > INT64_MAX)
-		return fail_msg(err, errlen,
-		                "capacity %u times max_pages %lld overflows 64 "
-		                "bits; lower one of them",
-		                p->capacity, (long long)p->max_pages);
+		return err_set(err, errlen,
+		               "capacity %u times max_pages %lld overflows 64 "
+		               "bits; lower one of them",
+		               p->capacity, (long long)p->max_pages);
 	return 0;
 }
 
@@ -314,11 +299,11 @@ struct book *book_new(const struct book_params *p, char *err, size_t errlen)
 	return b;
 oom:
 	book_free(b);
-	fail_msg(err, errlen,
-	         "could not allocate a book for %u orders and %lld ticks: out "
-	         "of memory",
-	         p->capacity,
-	         (long long)((p->price_max - p->price_min) / p->tick + 1));
+	err_set(err, errlen,
+	        "could not allocate a book for %u orders and %lld ticks: out "
+	        "of memory",
+	        p->capacity,
+	        (long long)((p->price_max - p->price_min) / p->tick + 1));
 	return NULL;
 }
 
@@ -974,49 +959,46 @@ int book_insert_resting(struct book *b, const struct book_order *o, char *err,
 {
 	const struct book_params *p = &b->p;
 	if (o->id == 0)
-		return fail_msg(err, errlen, "order id 0 is reserved");
+		return err_set(err, errlen, "order id 0 is reserved");
 	if (o->side != BOOK_BUY && o->side != BOOK_SELL)
-		return fail_msg(err, errlen, "order %llu: side %d is unknown",
-		                (unsigned long long)o->id, (int)o->side);
+		return err_set(err, errlen, "order %llu: side %d is unknown",
+		               (unsigned long long)o->id, (int)o->side);
 	if (o->tif != BOOK_GTC && o->tif != BOOK_GTD)
-		return fail_msg(err, errlen,
-		                "order %llu: only gtc and gtd orders rest, not "
-		                "time in force %d",
-		                (unsigned long long)o->id, (int)o->tif);
+		return err_set(err, errlen,
+		               "order %llu: only gtc and gtd orders rest, not "
+		               "time in force %d",
+		               (unsigned long long)o->id, (int)o->tif);
 	if ((unsigned)o->stp > BOOK_STP_CANCEL_BOTH)
-		return fail_msg(err, errlen,
-		                "order %llu: self-trade policy %d is unknown",
-		                (unsigned long long)o->id, (int)o->stp);
+		return err_set(err, errlen,
+		               "order %llu: self-trade policy %d is unknown",
+		               (unsigned long long)o->id, (int)o->stp);
 	if (o->pages <= 0 || o->pages % p->lot || o->pages > p->max_pages)
-		return fail_msg(err, errlen,
-		                "order %llu: %lld pages left is not a positive "
-		                "multiple of the lot %lld up to %lld",
-		                (unsigned long long)o->id, (long long)o->pages,
-		                (long long)p->lot, (long long)p->max_pages);
+		return err_set(err, errlen,
+		               "order %llu: %lld pages left is not a positive "
+		               "multiple of the lot %lld up to %lld",
+		               (unsigned long long)o->id, (long long)o->pages,
+		               (long long)p->lot, (long long)p->max_pages);
 	if (o->price % p->tick || o->price < p->price_min ||
 	    o->price > p->price_max)
-		return fail_msg(
-		    err, errlen,
-		    "order %llu: price %lld is off this book's grid "
-		    "(%lld to %lld by %lld)",
-		    (unsigned long long)o->id, (long long)o->price,
-		    (long long)p->price_min, (long long)p->price_max,
-		    (long long)p->tick);
+		return err_set(err, errlen,
+		               "order %llu: price %lld is off this book's grid "
+		               "(%lld to %lld by %lld)",
+		               (unsigned long long)o->id, (long long)o->price,
+		               (long long)p->price_min, (long long)p->price_max,
+		               (long long)p->tick);
 	if (tab_find(b, o->id) != NIL)
-		return fail_msg(err, errlen,
-		                "order %llu is already in the book",
-		                (unsigned long long)o->id);
+		return err_set(err, errlen, "order %llu is already in the book",
+		               (unsigned long long)o->id);
 	if (b->count >= p->capacity)
-		return fail_msg(err, errlen,
-		                "order %llu: the book is full at %u orders",
-		                (unsigned long long)o->id, p->capacity);
+		return err_set(err, errlen,
+		               "order %llu: the book is full at %u orders",
+		               (unsigned long long)o->id, p->capacity);
 	uint32_t li = (uint32_t)((o->price - p->price_min) / p->tick);
 	if (crosses(b, o->side, li))
-		return fail_msg(
-		    err, errlen,
-		    "order %llu at %lld would cross the other side; "
-		    "the open orders are not a consistent book",
-		    (unsigned long long)o->id, (long long)o->price);
+		return err_set(err, errlen,
+		               "order %llu at %lld would cross the other side; "
+		               "the open orders are not a consistent book",
+		               (unsigned long long)o->id, (long long)o->price);
 	order_rest(b, o, li);
 	return 0;
 }

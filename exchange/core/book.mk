@@ -4,7 +4,7 @@
 # top-level Makefile (see docs/CONVENTIONS.md).
 
 BOOK_SRC := exchange/core/book.c exchange/core/book_snap.c \
-  exchange/core/tickset.c
+  exchange/core/tickset.c $(ERR_SRC)
 
 $(call unit_test,test_book,tests/unit/test_book.c tests/unit/book_ref.c \
   $(BOOK_SRC))

@@ -5,18 +5,12 @@
  * book_insert_resting, so the order path's representation (book.c) can
  * change without touching the layout.
  */
+#include "common/err.h"
 #include "exchange/core/book.h"
 
 #include <assert.h>
 #include <stdio.h>
 #include <string.h>
-
-/* Says why into err (when there is one; errlen 0 writes nothing). */
-#define SNAP_FAIL(...)                                                         \
-	do {                                                                   \
-		if (err)                                                       \
-			snprintf(err, errlen, __VA_ARGS__);                    \
-	} while (0)
 
 #define SNAP_MAGIC   "RXBOOK01"
 #define SNAP_HEADER  (8 + 6 * 8 + 4 + 8 + 8)
@@ -122,13 +116,15 @@ struct book *book_restore(const void *buf, size_t len, char *err, size_t errlen)
 	const uint8_t *p = buf, *start = buf;
 	struct book *b = NULL;
 	if (len < SNAP_HEADER + SNAP_TRAILER || memcmp(p, SNAP_MAGIC, 8)) {
-		SNAP_FAIL("not a book snapshot: too short or wrong magic");
+		err_set(err, errlen,
+		        "not a book snapshot: too short or wrong magic");
 		goto fail;
 	}
 	if (get64(&(const uint8_t *){start + len - SNAP_TRAILER}) !=
 	    fnv1a(start, len - SNAP_TRAILER)) {
-		SNAP_FAIL("book snapshot checksum mismatch: it is truncated or "
-		          "corrupted");
+		err_set(err, errlen,
+		        "book snapshot checksum mismatch: it is truncated or "
+		        "corrupted");
 		goto fail;
 	}
 	p += 8;
@@ -144,15 +140,17 @@ struct book *book_restore(const void *buf, size_t len, char *err, size_t errlen)
 	uint64_t count = get64(&p);
 	if (count > bp.capacity ||
 	    len != SNAP_HEADER + count * SNAP_ORDER + SNAP_TRAILER) {
-		SNAP_FAIL("book snapshot says %llu orders but has room for "
-		          "%zu bytes of them",
-		          (unsigned long long)count, len);
+		err_set(err, errlen,
+		        "book snapshot says %llu orders but has room for "
+		        "%zu bytes of them",
+		        (unsigned long long)count, len);
 		goto fail;
 	}
 	char why[BOOK_MSG_MAX + 64];
 	b = book_new(&bp, why, sizeof(why));
 	if (!b) {
-		SNAP_FAIL("book snapshot has bad parameters: %s", why);
+		err_set(err, errlen, "book snapshot has bad parameters: %s",
+		        why);
 		goto fail;
 	}
 	for (uint64_t i = 0; i < count; i++) {
@@ -168,12 +166,13 @@ struct book *book_restore(const void *buf, size_t len, char *err, size_t errlen)
 		uint8_t po = *p++;
 		o.post_only = po != 0;
 		if (po > 1 || (o.tif != BOOK_GTD && o.expires != 0)) {
-			SNAP_FAIL("book snapshot order %llu has bad flags",
-			          (unsigned long long)o.id);
+			err_set(err, errlen,
+			        "book snapshot order %llu has bad flags",
+			        (unsigned long long)o.id);
 			goto fail;
 		}
 		if (book_insert_resting(b, &o, why, sizeof(why))) {
-			SNAP_FAIL("book snapshot: %s", why);
+			err_set(err, errlen, "book snapshot: %s", why);
 			goto fail;
 		}
 	}

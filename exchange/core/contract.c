@@ -1,6 +1,7 @@
 /* contract.c — contracts from trades and their state machine; see
  * contract.h for the diagram and the table this file implements. */
 #include "exchange/core/contract.h"
+#include "common/err.h"
 
 #include "common/money.h"
 
@@ -75,54 +76,41 @@ const struct contract_rules *contract_rules_of(enum contract_product p)
 	return &rules[p];
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
-
 int contract_open(const struct contract_trade *t,
                   const struct contract_market *m, struct contract *out,
                   char *err, size_t errlen)
 {
 	if (m->product < 0 || m->product >= CONTRACT_PRODUCT_COUNT_)
-		return fail(err, errlen,
-		            "market %lld has an unknown product %d",
-		            (long long)m->market_id, (int)m->product);
+		return err_set(err, errlen,
+		               "market %lld has an unknown product %d",
+		               (long long)m->market_id, (int)m->product);
 	const struct contract_rules *r = &rules[m->product];
 	if (t->pages <= 0 || t->price <= 0)
-		return fail(err, errlen,
-		            "trade %lld has %lld pages at %lld n$/page-year; "
-		            "both must be positive",
-		            (long long)t->trade_id, (long long)t->pages,
-		            (long long)t->price);
+		return err_set(
+		    err, errlen,
+		    "trade %lld has %lld pages at %lld n$/page-year; "
+		    "both must be positive",
+		    (long long)t->trade_id, (long long)t->pages,
+		    (long long)t->price);
 	if (t->buyer == t->seller)
-		return fail(err, errlen,
-		            "trade %lld has account %lld on both sides",
-		            (long long)t->trade_id, (long long)t->buyer);
+		return err_set(err, errlen,
+		               "trade %lld has account %lld on both sides",
+		               (long long)t->trade_id, (long long)t->buyer);
 	if (m->delivery_window <= 0 || m->recall_notice < 0 ||
 	    m->breach_penalty < 0)
-		return fail(
+		return err_set(
 		    err, errlen,
 		    "market %lld needs a positive delivery window and a "
 		    "notice and penalty of at least zero",
 		    (long long)m->market_id);
 	if (t->now <= 0)
-		return fail(err, errlen, "trade time %lld is not after 1970",
-		            (long long)t->now);
+		return err_set(err, errlen, "trade time %lld is not after 1970",
+		               (long long)t->now);
 	if (r->operator_only && !t->buyer_is_operator)
-		return fail(err, errlen,
-		            "%s contracts are bought by the operator only; "
-		            "account %lld is a node",
-		            r->name, (long long)t->buyer);
+		return err_set(err, errlen,
+		               "%s contracts are bought by the operator only; "
+		               "account %lld is a node",
+		               r->name, (long long)t->buyer);
 
 	struct contract c = {
 	    .id = t->contract_id,
@@ -142,19 +130,19 @@ int contract_open(const struct contract_trade *t,
 	    .changed_at = t->now,
 	};
 	if (!money_add(t->now, m->delivery_window, &c.delivery_deadline))
-		return fail(err, errlen,
-		            "market %lld's delivery window does not fit a "
-		            "timestamp",
-		            (long long)m->market_id);
+		return err_set(err, errlen,
+		               "market %lld's delivery window does not fit a "
+		               "timestamp",
+		               (long long)m->market_id);
 	if (r->has_term) {
 		if (m->perm_year < MONEY_YEAR_MIN ||
 		    m->perm_year > MONEY_YEAR_MAX)
-			return fail(
+			return err_set(
 			    err, errlen, "perm year %d is outside %d..%d",
 			    m->perm_year, MONEY_YEAR_MIN, MONEY_YEAR_MAX);
 		c.term_end = money_month_start(m->perm_year + 1, 1);
 		if (c.delivery_deadline >= c.term_end)
-			return fail(
+			return err_set(
 			    err, errlen,
 			    "perm-%d ends before its delivery deadline; "
 			    "trade the next year instead",

@@ -1,6 +1,7 @@
 /* invoice.c — movements, invoices, perm settlement, the ledger check and
  * the CSV export; see invoice.h and docs/money.md. */
 #include "exchange/core/invoice.h"
+#include "common/err.h"
 
 #include <assert.h>
 #include <stdarg.h>
@@ -8,20 +9,6 @@
 #include <string.h>
 
 typedef __int128 i128;
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
 
 enum invoice_status invoice_status_at(int year, int month, rx_time_ns now,
                                       rx_time_ns grace)
@@ -116,9 +103,9 @@ static int advance(struct invoice_contract *c, struct money_carry amount_carry,
 	if (!money_add(n.billed_ps, ps, &n.billed_ps) ||
 	    !money_add(n.billed, amount, &n.billed) ||
 	    !money_add(n.fees, *fee, &n.fees))
-		return fail(err, errlen,
-		            "contract %lld's billing totals would overflow",
-		            (long long)c->contract_id);
+		return err_set(err, errlen,
+		               "contract %lld's billing totals would overflow",
+		               (long long)c->contract_id);
 	*c = n;
 	return 0;
 }
@@ -129,14 +116,15 @@ int invoice_charge(struct invoice_contract *c, const struct invoice_due *due,
                    struct invoice_movement *m, char *err, size_t errlen)
 {
 	if (c->settled)
-		return fail(err, errlen,
-		            "contract %lld is settled; late usage goes into a "
-		            "new settlement, not a charge",
-		            (long long)c->contract_id);
+		return err_set(
+		    err, errlen,
+		    "contract %lld is settled; late usage goes into a "
+		    "new settlement, not a charge",
+		    (long long)c->contract_id);
 	if (c->buyer == c->seller)
-		return fail(err, errlen,
-		            "contract %lld has account %lld on both sides",
-		            (long long)c->contract_id, (long long)c->buyer);
+		return err_set(err, errlen,
+		               "contract %lld has account %lld on both sides",
+		               (long long)c->contract_id, (long long)c->buyer);
 	struct money_carry carry = c->amount_carry;
 	rx_ndollars amount, fee;
 	if (money_accrue(&carry, due->ps, c->price, &amount, err, errlen))
@@ -157,25 +145,27 @@ int invoice_settle(struct invoice_contract *c, const struct contract *k,
                    struct invoice_movement *m, char *err, size_t errlen)
 {
 	if (contract_rules_of(k->product)->settle != CONTRACT_SETTLE_TERM)
-		return fail(err, errlen,
-		            "%s contract %lld settles by its usage; there is "
-		            "nothing to settle",
-		            contract_product_name(k->product),
-		            (long long)k->id);
+		return err_set(
+		    err, errlen,
+		    "%s contract %lld settles by its usage; there is "
+		    "nothing to settle",
+		    contract_product_name(k->product), (long long)k->id);
 	if (k->id != c->contract_id)
-		return fail(err, errlen,
-		            "billing state is for contract %lld, "
-		            "not %lld",
-		            (long long)c->contract_id, (long long)k->id);
+		return err_set(err, errlen,
+		               "billing state is for contract %lld, "
+		               "not %lld",
+		               (long long)c->contract_id, (long long)k->id);
 	if (delivered_ps < 0 || spot_reference < 0)
-		return fail(err, errlen,
-		            "delivered usage and the spot reference cannot be "
-		            "negative");
+		return err_set(
+		    err, errlen,
+		    "delivered usage and the spot reference cannot be "
+		    "negative");
 	if (k->ended_at <= 0)
-		return fail(err, errlen,
-		            "contract %lld has no end instant; it settles once "
-		            "it has ended or breached",
-		            (long long)k->id);
+		return err_set(
+		    err, errlen,
+		    "contract %lld has no end instant; it settles once "
+		    "it has ended or breached",
+		    (long long)k->id);
 	/* The settlement belongs to the month the contract ended in, while
 	 * that invoice is a draft; afterwards to the next open one. */
 	int year, month;
@@ -200,13 +190,14 @@ int invoice_settle(struct invoice_contract *c, const struct contract *k,
 		               ((i128)k->term_end - k->delivered_at) /
 		               MONEY_NS_PER_S;
 		if (term_ps > INT64_MAX)
-			return fail(err, errlen,
-			            "contract %lld's term usage does not fit "
-			            "64 bits",
-			            (long long)k->id);
+			return err_set(
+			    err, errlen,
+			    "contract %lld's term usage does not fit "
+			    "64 bits",
+			    (long long)k->id);
 		price = c->price;
 		if (!money_sub((int64_t)term_ps, c->billed_ps, &ps))
-			return fail(err, errlen, "settlement overflows");
+			return err_set(err, errlen, "settlement overflows");
 		if (money_accrue(&carry, ps, price, &amount, err, errlen))
 			return -1;
 	} else if (k->state == CONTRACT_BREACHED) {
@@ -219,20 +210,21 @@ int invoice_settle(struct invoice_contract *c, const struct contract *k,
 		if (money_amount(delivered_ps, price, &target, err, errlen))
 			return -1;
 		if (!money_sub(target, c->billed, &amount))
-			return fail(err, errlen, "settlement overflows");
+			return err_set(err, errlen, "settlement overflows");
 		ps = delivered_ps;
 		/* billed_ps below counts the settled usage once: the usage
 		 * already billed is re-priced, not billed again */
 		if (!money_sub(ps, c->billed_ps, &ps))
-			return fail(err, errlen, "settlement overflows");
+			return err_set(err, errlen, "settlement overflows");
 		carry = (struct money_carry){0};
 		if (from == 0)
 			from = to; /* never delivered: nothing was billed */
 	} else {
-		return fail(err, errlen,
-		            "contract %lld is %s; a perm contract settles when "
-		            "its term ends or it is breached",
-		            (long long)k->id, contract_state_name(k->state));
+		return err_set(
+		    err, errlen,
+		    "contract %lld is %s; a perm contract settles when "
+		    "its term ends or it is breached",
+		    (long long)k->id, contract_state_name(k->state));
 	}
 	struct invoice_contract before = *c;
 	rx_ndollars fee;
@@ -250,13 +242,13 @@ int invoice_add(struct invoice *inv, const struct invoice_posting *p, char *err,
                 size_t errlen)
 {
 	if (inv->status == INVOICE_FINAL)
-		return fail(err, errlen,
-		            "invoice %lld for %04d-%02d is final and cannot "
-		            "change; post into the next open invoice",
-		            (long long)inv->id, inv->year, inv->month);
+		return err_set(err, errlen,
+		               "invoice %lld for %04d-%02d is final and cannot "
+		               "change; post into the next open invoice",
+		               (long long)inv->id, inv->year, inv->month);
 	if (p->account != inv->account || p->year != inv->year ||
 	    p->month != inv->month)
-		return fail(
+		return err_set(
 		    err, errlen,
 		    "posting for account %lld %04d-%02d does not belong "
 		    "on invoice %lld (account %lld %04d-%02d)",
@@ -265,8 +257,9 @@ int invoice_add(struct invoice *inv, const struct invoice_posting *p, char *err,
 		    inv->month);
 	rx_ndollars total;
 	if (!money_add(inv->total, p->amount, &total))
-		return fail(err, errlen, "invoice %lld's total would overflow",
-		            (long long)inv->id);
+		return err_set(err, errlen,
+		               "invoice %lld's total would overflow",
+		               (long long)inv->id);
 	inv->total = total;
 	inv->lines++;
 	return 0;
@@ -276,11 +269,11 @@ int invoice_finalize(struct invoice *inv, struct money_carry *carry,
                      rx_time_ns now, rx_time_ns grace, char *err, size_t errlen)
 {
 	if (inv->status == INVOICE_FINAL)
-		return fail(err, errlen, "invoice %lld is already final",
-		            (long long)inv->id);
+		return err_set(err, errlen, "invoice %lld is already final",
+		               (long long)inv->id);
 	if (invoice_status_at(inv->year, inv->month, now, grace) !=
 	    INVOICE_FINAL)
-		return fail(
+		return err_set(
 		    err, errlen,
 		    "invoice %lld for %04d-%02d stays a draft until its "
 		    "month and grace period are over",
@@ -306,10 +299,11 @@ static int movement_done(const struct invoice_ledger *l, char *err,
                          size_t errlen)
 {
 	if (l->movement_sum != 0)
-		return fail(err, errlen,
-		            "movement %lld does not balance: its postings sum "
-		            "to %lld n$",
-		            (long long)l->movement, (long long)l->movement_sum);
+		return err_set(
+		    err, errlen,
+		    "movement %lld does not balance: its postings sum "
+		    "to %lld n$",
+		    (long long)l->movement, (long long)l->movement_sum);
 	return 0;
 }
 
@@ -321,11 +315,11 @@ int invoice_ledger_add(struct invoice_ledger *l,
 		if (l->postings && movement_done(l, err, errlen))
 			return -1;
 		if (l->postings && p->movement_id < l->movement)
-			return fail(err, errlen,
-			            "posting of movement %lld after movement "
-			            "%lld; feed postings in movement order",
-			            (long long)p->movement_id,
-			            (long long)l->movement);
+			return err_set(
+			    err, errlen,
+			    "posting of movement %lld after movement "
+			    "%lld; feed postings in movement order",
+			    (long long)p->movement_id, (long long)l->movement);
 		l->movement = p->movement_id;
 		l->movement_sum = 0;
 		l->movements++;
@@ -341,8 +335,9 @@ int invoice_ledger_finish(struct invoice_ledger *l, char *err, size_t errlen)
 	if (l->postings && movement_done(l, err, errlen))
 		return -1;
 	if (l->total != 0)
-		return fail(err, errlen, "the ledger sums to %lld n$, not zero",
-		            (long long)l->total);
+		return err_set(err, errlen,
+		               "the ledger sums to %lld n$, not zero",
+		               (long long)l->total);
 	return 0;
 }
 
@@ -354,7 +349,7 @@ int invoice_check_invoice(const struct invoice *inv,
 	for (size_t i = 0; i < n; i++) {
 		if (p[i].account != inv->account || p[i].year != inv->year ||
 		    p[i].month != inv->month)
-			return fail(
+			return err_set(
 			    err, errlen,
 			    "posting of movement %lld is not on invoice "
 			    "%lld",
@@ -362,11 +357,12 @@ int invoice_check_invoice(const struct invoice *inv,
 		sum += p[i].amount;
 	}
 	if (sum != inv->total || (int64_t)n != inv->lines)
-		return fail(err, errlen,
-		            "invoice %lld says %lld n$ in %lld lines but its "
-		            "postings sum to %lld n$ in %zu",
-		            (long long)inv->id, (long long)inv->total,
-		            (long long)inv->lines, (long long)sum, n);
+		return err_set(
+		    err, errlen,
+		    "invoice %lld says %lld n$ in %lld lines but its "
+		    "postings sum to %lld n$ in %zu",
+		    (long long)inv->id, (long long)inv->total,
+		    (long long)inv->lines, (long long)sum, n);
 	return 0;
 }
 

@@ -1,6 +1,7 @@
 /* usage.c — checks, dedup, gaps, month shares and lend reconciliation of
  * usage reports; see usage.h and docs/money.md. */
 #include "exchange/core/usage.h"
+#include "common/err.h"
 
 #include <assert.h>
 #include <stdarg.h>
@@ -10,20 +11,6 @@
 typedef __int128 i128;
 
 #define NS INT64_C(1000000000)
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
 
 bool usage_body_equal(const struct usage_report *a,
                       const struct usage_report *b)
@@ -74,83 +61,86 @@ int usage_check(const struct usage_report *r, const struct usage_contract *c,
                 rx_time_ns now, enum usage_side *side, char *err, size_t errlen)
 {
 	if (r->epoch < 1 || r->seq < 1)
-		return fail(err, errlen,
-		            "report number (epoch %lld, seq %lld) must have "
-		            "both parts >= 1",
-		            (long long)r->epoch, (long long)r->seq);
+		return err_set(err, errlen,
+		               "report number (epoch %lld, seq %lld) must have "
+		               "both parts >= 1",
+		               (long long)r->epoch, (long long)r->seq);
 	if (r->contract_id != c->id)
-		return fail(err, errlen,
-		            "report is for contract %lld, not %lld",
-		            (long long)r->contract_id, (long long)c->id);
+		return err_set(err, errlen,
+		               "report is for contract %lld, not %lld",
+		               (long long)r->contract_id, (long long)c->id);
 	enum usage_side s;
 	if (r->node == c->seller) {
 		s = USAGE_SELLER;
 	} else if (r->node == c->buyer) {
 		if (!c->lend)
-			return fail(err, errlen,
-			            "offline contract %lld is reported by its "
-			            "seller only",
-			            (long long)c->id);
+			return err_set(
+			    err, errlen,
+			    "offline contract %lld is reported by its "
+			    "seller only",
+			    (long long)c->id);
 		s = USAGE_BUYER;
 	} else {
-		return fail(err, errlen,
-		            "node %lld is not a party to contract %lld",
-		            (long long)r->node, (long long)c->id);
+		return err_set(err, errlen,
+		               "node %lld is not a party to contract %lld",
+		               (long long)r->node, (long long)c->id);
 	}
 	if (r->period_end <= r->period_start)
-		return fail(
+		return err_set(
 		    err, errlen, "period [%lld, %lld) is empty or backwards",
 		    (long long)r->period_start, (long long)r->period_end);
 	if ((i128)r->period_end - r->period_start > USAGE_MAX_PERIOD)
-		return fail(err, errlen,
-		            "period is longer than 35 days; report at least "
-		            "every few minutes");
+		return err_set(err, errlen,
+		               "period is longer than 35 days; report at least "
+		               "every few minutes");
 	if ((i128)r->period_end > (i128)now + USAGE_CLOCK_SLACK)
-		return fail(err, errlen,
-		            "period ends at %lld, in the future (now %lld); "
-		            "check the node's clock",
-		            (long long)r->period_end, (long long)now);
+		return err_set(err, errlen,
+		               "period ends at %lld, in the future (now %lld); "
+		               "check the node's clock",
+		               (long long)r->period_end, (long long)now);
 	if (c->delivered_at == 0)
-		return fail(err, errlen,
-		            "contract %lld has not been delivered; confirm "
-		            "delivery before reporting usage",
-		            (long long)c->id);
+		return err_set(err, errlen,
+		               "contract %lld has not been delivered; confirm "
+		               "delivery before reporting usage",
+		               (long long)c->id);
 	i128 span_from = (i128)c->delivered_at - USAGE_CLOCK_SLACK;
 	i128 span_to =
 	    c->ended_at ? (i128)c->ended_at + USAGE_CLOCK_SLACK : r->period_end;
 	if (r->period_start < span_from || r->period_end > span_to)
-		return fail(err, errlen,
-		            "period [%lld, %lld) lies outside contract %lld's "
-		            "delivery [%lld, %lld)",
-		            (long long)r->period_start,
-		            (long long)r->period_end, (long long)c->id,
-		            (long long)c->delivered_at,
-		            (long long)(c->ended_at ? c->ended_at : now));
+		return err_set(
+		    err, errlen,
+		    "period [%lld, %lld) lies outside contract %lld's "
+		    "delivery [%lld, %lld)",
+		    (long long)r->period_start, (long long)r->period_end,
+		    (long long)c->id, (long long)c->delivered_at,
+		    (long long)(c->ended_at ? c->ended_at : now));
 	if (r->page_seconds < 0 || r->kmod_page_seconds < 0 ||
 	    r->kmod_pages < 0)
-		return fail(err, errlen,
-		            "usage and counters cannot be negative");
+		return err_set(err, errlen,
+		               "usage and counters cannot be negative");
 	if (r->kmod_pages > c->pages)
-		return fail(err, errlen,
-		            "module holds %lld pages for contract %lld of %lld "
-		            "pages",
-		            (long long)r->kmod_pages, (long long)c->id,
-		            (long long)c->pages);
+		return err_set(
+		    err, errlen,
+		    "module holds %lld pages for contract %lld of %lld "
+		    "pages",
+		    (long long)r->kmod_pages, (long long)c->id,
+		    (long long)c->pages);
 	/* exact, in page-nanoseconds: ceil admits an agent's carried
 	 * remainder, and only that (usage_total_add bounds what bills) */
 	i128 pns = ((i128)r->period_end - r->period_start) * c->pages;
 	if ((i128)r->page_seconds > (pns + NS - 1) / NS)
-		return fail(err, errlen,
-		            "%lld page-seconds is more than %lld pages can "
-		            "deliver in %lld ns",
-		            (long long)r->page_seconds, (long long)c->pages,
-		            (long long)(r->period_end - r->period_start));
+		return err_set(err, errlen,
+		               "%lld page-seconds is more than %lld pages can "
+		               "deliver in %lld ns",
+		               (long long)r->page_seconds, (long long)c->pages,
+		               (long long)(r->period_end - r->period_start));
 	if (r->page_seconds > r->kmod_page_seconds)
-		return fail(err, errlen,
-		            "%lld page-seconds is more than the module's own "
-		            "cumulative counter %lld",
-		            (long long)r->page_seconds,
-		            (long long)r->kmod_page_seconds);
+		return err_set(
+		    err, errlen,
+		    "%lld page-seconds is more than the module's own "
+		    "cumulative counter %lld",
+		    (long long)r->page_seconds,
+		    (long long)r->kmod_page_seconds);
 	*side = s;
 	return 0;
 }
@@ -197,15 +187,16 @@ int usage_total_add(struct usage_total *t, rx_pages pages, rx_time_ns span_ns,
 	i128 rep = (i128)t->reported + ps;
 	i128 del = (i128)t->delivered + dns;
 	if (del > span_ns)
-		return fail(err, errlen,
-		            "reports cover %lld ns of a %lld ns delivery "
-		            "span: the same time cannot bill twice (or the "
-		            "clock went back; retry later)",
-		            (long long)(del > INT64_MAX ? INT64_MAX : del),
-		            (long long)span_ns);
+		return err_set(err, errlen,
+		               "reports cover %lld ns of a %lld ns delivery "
+		               "span: the same time cannot bill twice (or the "
+		               "clock went back; retry later)",
+		               (long long)(del > INT64_MAX ? INT64_MAX : del),
+		               (long long)span_ns);
 	if (rep > INT64_MAX)
-		return fail(err, errlen,
-		            "the reports' page-seconds overflow a 64-bit total");
+		return err_set(
+		    err, errlen,
+		    "the reports' page-seconds overflow a 64-bit total");
 	rx_pagesec was = t->billable;
 	t->reported = (rx_pagesec)rep;
 	t->delivered = (rx_time_ns)del;
@@ -227,7 +218,7 @@ static int counters_grow(const struct usage_report *a,
 	if (a->node != b->node || a->epoch != b->epoch)
 		return 0; /* counters restart with an epoch */
 	if ((i128)b->kmod_page_seconds - a->kmod_page_seconds < b->page_seconds)
-		return fail(
+		return err_set(
 		    err, errlen,
 		    "module counter grew by %lld from seq %lld to seq "
 		    "%lld but %lld page-seconds were reported",
@@ -243,19 +234,20 @@ int usage_check_neighbours(const struct usage_report *r,
                            size_t errlen)
 {
 	if (prev && prev->period_end > r->period_start)
-		return fail(
+		return err_set(
 		    err, errlen,
 		    "period overlaps report (epoch %lld, seq %lld) "
 		    "which ends at %lld; the same time cannot bill twice",
 		    (long long)prev->epoch, (long long)prev->seq,
 		    (long long)prev->period_end);
 	if (next && next->period_start < r->period_end)
-		return fail(err, errlen,
-		            "period overlaps report (epoch %lld, seq %lld) "
-		            "which starts at %lld; the same time cannot bill "
-		            "twice",
-		            (long long)next->epoch, (long long)next->seq,
-		            (long long)next->period_start);
+		return err_set(
+		    err, errlen,
+		    "period overlaps report (epoch %lld, seq %lld) "
+		    "which starts at %lld; the same time cannot bill "
+		    "twice",
+		    (long long)next->epoch, (long long)next->seq,
+		    (long long)next->period_start);
 	if (prev && counters_grow(prev, r, err, errlen))
 		return -1;
 	if (next && counters_grow(r, next, err, errlen))

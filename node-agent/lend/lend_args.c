@@ -6,17 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int lend_args_int(const char *s, int64_t min, int64_t max, int64_t *out)
-{
-	char *end;
-	errno = 0;
-	long long v = strtoll(s, &end, 10);
-	if (errno || end == s || *end || v < min || v > max)
-		return -1;
-	*out = v;
-	return 0;
-}
-
 int lend_args_secret(const char *path, uint8_t secret[LEND_SECRET_LEN],
                      char *err, size_t errlen)
 {

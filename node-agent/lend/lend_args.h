@@ -1,10 +1,9 @@
 /*
  * lend_args.h — command-line helpers shared by the two lending programs.
  *
- * Owns nothing: parsing of HOST:PORT and integers, reading the contract
- * secret from a file (never from argv, where `ps` would show it), and the
- * meter file (one logfmt line, replaced atomically so a reader never sees
- * half a line).
+ * Owns nothing: reading the contract secret from a file (never from argv, where
+ * `ps` would show it), and the meter file (one logfmt line, replaced atomically
+ * so a reader never sees half a line).
  */
 #ifndef RAMEX_LEND_ARGS_H
 #define RAMEX_LEND_ARGS_H
@@ -15,8 +14,6 @@
 #include "node-agent/lend/lend_meter.h"
 #include "node-agent/lend/lend_proto.h"
 
-/* A decimal integer in [min, max]. Returns 0 or -1. */
-int lend_args_int(const char *s, int64_t min, int64_t max, int64_t *out);
 /* The first line of path: 64 hex digits. Returns 0 or -1 with err. */
 int lend_args_secret(const char *path, uint8_t secret[LEND_SECRET_LEN],
                      char *err, size_t errlen);

@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/args.h"
 #include "common/hostport.h"
 #include "node-agent/lend/lend_args.h"
 #include "node-agent/lend/lend_client.h"
@@ -432,38 +433,29 @@ int main(int argc, char **argv)
 	SSL_CTX *tls = NULL;
 	uint8_t secret[LEND_SECRET_LEN];
 
-	for (int i = 1; i + 1 < argc; i += 2) {
-		const char *a = argv[i], *v = argv[i + 1];
-		if (!strcmp(a, "--lender"))
-			lender = v;
-		else if (!strcmp(a, "--contract"))
-			lend_args_int(v, 1, INT64_MAX, &contract);
-		else if (!strcmp(a, "--secret-file"))
-			secret_file = v;
-		else if (!strcmp(a, "--tls-ca"))
-			ca = v;
-		else if (!strcmp(a, "--nbd-unix"))
-			nbd_unix = v;
-		else if (!strcmp(a, "--blockdev"))
-			dev = v;
-		else if (!strcmp(a, "--pages"))
-			lend_args_int(v, 1, LEND_MAX_PAGES, &pages);
-		else if (!strcmp(a, "--ops"))
-			lend_args_int(v, 100, 100000000, &ops);
-		else if (!strcmp(a, "--name"))
-			name = v;
-		else if (!strcmp(a, "--qd"))
-			lend_args_int(v, 1, 128, &qd);
-		else if (!strcmp(a, "--stream-mib"))
-			lend_args_int(v, 1, 1 << 20, &stream_mib);
-		else if (!strcmp(a, "--recall-pid"))
-			lend_args_int(v, 1, INT32_MAX, &recall_pid);
-		else if (!strcmp(a, "--bs"))
-			lend_args_int(v, 4096, 1 << 20, &bs);
-		else {
-			fprintf(stderr, "bench: unknown option %s\n", a);
-			return 2;
-		}
+	const struct args_opt opts[] = {
+	    {"--lender", ARGS_STR, &lender, 0, 0, NULL},
+	    {"--contract", ARGS_INT, &contract, 1, INT64_MAX, NULL},
+	    {"--secret-file", ARGS_STR, &secret_file, 0, 0, NULL},
+	    {"--tls-ca", ARGS_STR, &ca, 0, 0, NULL},
+	    {"--nbd-unix", ARGS_STR, &nbd_unix, 0, 0, NULL},
+	    {"--blockdev", ARGS_STR, &dev, 0, 0, NULL},
+	    {"--pages", ARGS_INT, &pages, 1, LEND_MAX_PAGES, NULL},
+	    {"--ops", ARGS_INT, &ops, 100, 100000000, NULL},
+	    {"--name", ARGS_STR, &name, 0, 0, NULL},
+	    {"--qd", ARGS_INT, &qd, 1, 128, NULL},
+	    {"--stream-mib", ARGS_INT, &stream_mib, 1, 1 << 20, NULL},
+	    {"--recall-pid", ARGS_INT, &recall_pid, 1, INT32_MAX, NULL},
+	    {"--bs", ARGS_INT, &bs, 4096, 1 << 20, NULL},
+	};
+	int parsed = args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
+	                        err, sizeof err);
+	if (parsed != 0) {
+		fprintf(stderr, "bench: %s\n",
+		        parsed < 0
+		            ? err
+		            : "options: see node-agent/lend/lend_bench.c");
+		return parsed < 0 ? 2 : 0;
 	}
 	signal(SIGPIPE, SIG_IGN);
 	uint8_t *buf = aligned_alloc(4096, 4096);

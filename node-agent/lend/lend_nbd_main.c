@@ -23,6 +23,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/args.h"
 #include "common/hostport.h"
 #include "common/log.h"
 #include "node-agent/lend/lend_args.h"
@@ -59,9 +60,7 @@ static void usage_text(FILE *f)
 
 static int usage(const char *why)
 {
-	fprintf(stderr, "ramex-lend-nbd: %s\n", why);
-	usage_text(stderr);
-	return 2;
+	return args_done(-1, "ramex-lend-nbd", why, usage_text);
 }
 
 static int accept_one(const char *unix_path, const char *hostport, char *err,
@@ -111,59 +110,36 @@ int main(int argc, char **argv)
 	uint64_t contract = 0;
 	char host[256], err[256];
 	int port, lock = 0, rc = 1, prio = -1, plaintext = 0;
-	int64_t v;
 	SSL_CTX *tls = NULL;
 	struct lend_client client;
 
 	log_init("lend-nbd", LOG_INFO);
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i],
-		           *val = i + 1 < argc ? argv[i + 1] : NULL;
-		if (strcmp(a, "--mlock") == 0) {
-			lock = 1;
-			continue;
-		}
-		if (strcmp(a, "--plaintext") == 0) {
-			plaintext = 1;
-			continue;
-		}
-		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			usage_text(stdout);
-			return 0;
-		}
-		if (!val)
-			return usage("an option lacks its value");
-		i++;
-		if (strcmp(a, "--lender") == 0)
-			lender = val;
-		else if (strcmp(a, "--contract") == 0) {
-			if (lend_args_int(val, 1, INT64_MAX, &v) < 0)
-				return usage("--contract must be a positive "
-				             "integer");
-			contract = (uint64_t)v;
-		} else if (strcmp(a, "--secret-file") == 0)
-			secret_file = val;
-		else if (strcmp(a, "--tls-ca") == 0)
-			ca = val;
-		else if (strcmp(a, "--attach") == 0)
-			attach = val;
-		else if (strcmp(a, "--swap-device") == 0)
-			swap_dev = val;
-		else if (strcmp(a, "--listen-unix") == 0)
-			unix_path = val;
-		else if (strcmp(a, "--listen") == 0)
-			listen_at = val;
-		else if (strcmp(a, "--meter-file") == 0)
-			meter_file = val;
-		else if (strcmp(a, "--swap-priority") == 0) {
-			if (lend_args_int(val, 0, 32767, &v) < 0)
-				return usage("--swap-priority is 0..32767");
-			prio = (int)v;
-		} else if (strcmp(a, "--ready-file") == 0)
-			ready = val;
-		else
-			return usage("unknown option");
-	}
+	int64_t contract_id = 0, prio_v = -1;
+	const struct args_opt opts[] = {
+	    {"--lender", ARGS_STR, &lender, 0, 0, NULL},
+	    {"--contract", ARGS_INT, &contract_id, 1, INT64_MAX,
+	     "--contract must be a positive integer"},
+	    {"--secret-file", ARGS_STR, &secret_file, 0, 0, NULL},
+	    {"--tls-ca", ARGS_STR, &ca, 0, 0, NULL},
+	    {"--attach", ARGS_STR, &attach, 0, 0, NULL},
+	    {"--swap-device", ARGS_STR, &swap_dev, 0, 0, NULL},
+	    {"--listen-unix", ARGS_STR, &unix_path, 0, 0, NULL},
+	    {"--listen", ARGS_STR, &listen_at, 0, 0, NULL},
+	    {"--meter-file", ARGS_STR, &meter_file, 0, 0, NULL},
+	    {"--swap-priority", ARGS_INT, &prio_v, 0, 32767,
+	     "--swap-priority is 0..32767"},
+	    {"--ready-file", ARGS_STR, &ready, 0, 0, NULL},
+	    {"--mlock", ARGS_FLAG, &lock, 0, 0, NULL},
+	    {"--plaintext", ARGS_FLAG, &plaintext, 0, 0, NULL},
+	};
+	int done =
+	    args_done(args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
+	                         err, sizeof err),
+	              "ramex-lend-nbd", err, usage_text);
+	if (done >= 0)
+		return done;
+	contract = (uint64_t)contract_id;
+	prio = (int)prio_v;
 	if (!lender || !contract || !secret_file)
 		return usage("--lender, --contract and --secret-file are "
 		             "required");

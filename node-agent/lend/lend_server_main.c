@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/args.h"
 #include "common/hostport.h"
 #include "common/log.h"
 #include "node-agent/lend/lend_args.h"
@@ -50,9 +51,7 @@ static void usage_text(FILE *f)
 
 static int usage(const char *why)
 {
-	fprintf(stderr, "ramex-lend-server: %s\n", why);
-	usage_text(stderr);
-	return 2;
+	return args_done(-1, "ramex-lend-server", why, usage_text);
 }
 
 int main(int argc, char **argv)
@@ -62,7 +61,6 @@ int main(int argc, char **argv)
 	const char *secret_file = NULL, *port_file = NULL, *meter_file = NULL;
 	const char *cert = NULL, *key = NULL;
 	char host[256], err[256];
-	int64_t v;
 	int have_contract = 0, lock = 0;
 
 	log_init("lend-server", LOG_INFO);
@@ -75,63 +73,47 @@ int main(int argc, char **argv)
 	sigaddset(&early, SIGTERM);
 	sigaddset(&early, SIGINT);
 	sigprocmask(SIG_BLOCK, &early, &prev);
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i],
-		           *val = i + 1 < argc ? argv[i + 1] : NULL;
-		if (strcmp(a, "--mlock") == 0) {
-			lock = 1;
-			continue;
-		}
-		if (strcmp(a, "--plaintext") == 0) {
-			cfg.plaintext = 1;
-			continue;
-		}
-		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			usage_text(stdout);
-			return 0;
-		}
-		if (!val)
-			return usage("an option lacks its value");
-		i++;
-		if (strcmp(a, "--contract") == 0) {
-			if (lend_args_int(val, 1, INT64_MAX, &v) < 0)
-				return usage("--contract must be a positive "
-				             "integer");
-			cfg.contract = (uint64_t)v;
-			have_contract = 1;
-		} else if (strcmp(a, "--secret-file") == 0) {
-			secret_file = val;
-		} else if (strcmp(a, "--pages") == 0) {
-			if (lend_args_int(val, 1, LEND_MAX_PAGES, &v) < 0)
-				return usage("--pages must be 1..2^28");
-			cfg.pages = v;
-		} else if (strcmp(a, "--listen") == 0) {
-			if (hostport_split(val, host, sizeof host, &cfg.port) <
-			    0)
-				return usage("--listen wants HOST:PORT");
-			cfg.host = host;
-		} else if (strcmp(a, "--port-file") == 0) {
-			port_file = val;
-		} else if (strcmp(a, "--tls-cert") == 0) {
-			cert = val;
-		} else if (strcmp(a, "--tls-key") == 0) {
-			key = val;
-		} else if (strcmp(a, "--store") == 0) {
-			if (strcmp(val, "ramex") == 0)
-				cfg.store = LEND_STORE_RAMEX;
-			else if (strcmp(val, "anon") == 0)
-				cfg.store = LEND_STORE_ANON;
-			else if (strcmp(val, "auto") != 0)
-				return usage("--store is auto, ramex or anon");
-		} else if (strcmp(a, "--notice-ms") == 0) {
-			if (lend_args_int(val, 0, INT32_MAX, &v) < 0)
-				return usage("--notice-ms must be >= 0");
-			cfg.notice_ms = v;
-		} else if (strcmp(a, "--meter-file") == 0) {
-			meter_file = val;
-		} else {
-			return usage("unknown option");
-		}
+	const char *listen_at = NULL, *store = NULL;
+	int64_t contract = 0;
+	const struct args_opt opts[] = {
+	    {"--contract", ARGS_INT, &contract, 1, INT64_MAX,
+	     "--contract must be a positive integer"},
+	    {"--secret-file", ARGS_STR, &secret_file, 0, 0, NULL},
+	    {"--pages", ARGS_INT, &cfg.pages, 1, LEND_MAX_PAGES,
+	     "--pages must be 1..2^28"},
+	    {"--listen", ARGS_STR, &listen_at, 0, 0, NULL},
+	    {"--port-file", ARGS_STR, &port_file, 0, 0, NULL},
+	    {"--tls-cert", ARGS_STR, &cert, 0, 0, NULL},
+	    {"--tls-key", ARGS_STR, &key, 0, 0, NULL},
+	    {"--store", ARGS_STR, &store, 0, 0, NULL},
+	    {"--notice-ms", ARGS_INT, &cfg.notice_ms, 0, INT32_MAX,
+	     "--notice-ms must be >= 0"},
+	    {"--meter-file", ARGS_STR, &meter_file, 0, 0, NULL},
+	    {"--mlock", ARGS_FLAG, &lock, 0, 0, NULL},
+	    {"--plaintext", ARGS_FLAG, &cfg.plaintext, 0, 0, NULL},
+	};
+	int done =
+	    args_done(args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
+	                         err, sizeof err),
+	              "ramex-lend-server", err, usage_text);
+	if (done >= 0)
+		return done;
+	if (contract) {
+		cfg.contract = (uint64_t)contract;
+		have_contract = 1;
+	}
+	if (listen_at) {
+		if (hostport_split(listen_at, host, sizeof host, &cfg.port) < 0)
+			return usage("--listen wants HOST:PORT");
+		cfg.host = host;
+	}
+	if (store) {
+		if (strcmp(store, "ramex") == 0)
+			cfg.store = LEND_STORE_RAMEX;
+		else if (strcmp(store, "anon") == 0)
+			cfg.store = LEND_STORE_ANON;
+		else if (strcmp(store, "auto") != 0)
+			return usage("--store is auto, ramex or anon");
 	}
 	if (!have_contract || !secret_file || cfg.pages == 0)
 		return usage("--contract, --secret-file and --pages are "

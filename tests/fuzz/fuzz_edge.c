@@ -72,12 +72,12 @@ unsigned auth_role_parse(const char *name)
 	return 0;
 }
 
-int auth_authenticate(struct auth *a, struct http_req *rq,
+int auth_authenticate(struct auth *a, const struct auth_request *rq,
                       struct auth_principal *out, int *status, char *why,
                       size_t whylen, int may_block)
 {
 	(void)a, (void)may_block;
-	const char *h = http_header(rq, "Authorization");
+	const char *h = rq->authorization;
 	unsigned role =
 	    h && strncmp(h, "Bearer ", 7) == 0 ? auth_role_parse(h + 7) : 0;
 	if (!role) {

@@ -486,3 +486,32 @@ int rxh_dial(int port)
 	}
 	return fd;
 }
+
+long rxh_status(struct rxh *h, const char *method, const char *path,
+                const char *token, const char *body, const char *hdr)
+{
+	struct rxh_resp r;
+	long status = rxh_call(h, method, path, token, body, hdr, &r);
+	rxh_resp_free(&r);
+	return status;
+}
+
+long rxh_status_signed(struct rxh *h, const char *method, const char *path,
+                       const char *key_id, const char *secret, const char *body,
+                       int64_t ts, const char *nonce)
+{
+	struct rxh_resp r;
+	long status = rxh_call_signed(h, method, path, key_id, secret, body, ts,
+	                              nonce, &r);
+	rxh_resp_free(&r);
+	return status;
+}
+
+int rxh_is_problem(const struct rxh_resp *r, const char *type)
+{
+	char ct[128];
+	const char *t = json_string_value(json_object_get(r->json, "type"));
+	return rxh_header(r, "Content-Type", ct, sizeof ct) &&
+	       strstr(ct, "application/problem+json") && t &&
+	       strcmp(t, type) == 0;
+}

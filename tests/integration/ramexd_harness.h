@@ -68,6 +68,16 @@ long rxh_call_signed_as(struct rxh *h, const char *method, const char *sent,
                         const char *ts_text, const char *nonce,
                         struct rxh_resp *r);
 void rxh_resp_free(struct rxh_resp *r);
+/* The same calls for a check of the status alone: the answer is read and
+ * freed, and only its status returned. */
+long rxh_status(struct rxh *h, const char *method, const char *path,
+                const char *token, const char *body, const char *hdr);
+long rxh_status_signed(struct rxh *h, const char *method, const char *path,
+                       const char *key_id, const char *secret, const char *body,
+                       int64_t ts, const char *nonce);
+/* Whether r is an RFC 9457 problem (problem+json) whose type is `type`
+ * (the whole URN, urn:ramex:problem:...). */
+int rxh_is_problem(const struct rxh_resp *r, const char *type);
 
 /* Starts bin (argv[0] is its name) as a child bound to this test process:
  * it gets SIGKILL when the test dies (PR_SET_PDEATHSIG), even by a failed

@@ -72,7 +72,6 @@ START_TEST(streams_and_waiting_orders_hold_no_thread)
 {
 	struct rxh h;
 	struct rxh_world w;
-	struct rxh_resp r;
 	static struct rxh_sse s[STREAMS];
 	pthread_t st[STREAMS], pt[PLACERS];
 	struct placer pl[PLACERS];
@@ -105,9 +104,8 @@ START_TEST(streams_and_waiting_orders_hold_no_thread)
 
 	/* a worker's route answers while every stream is open */
 	ck_assert_int_eq(
-	    rxh_call(&h, "GET", "/v1/orders", w.trader_token, NULL, NULL, &r),
+	    rxh_status(&h, "GET", "/v1/orders", w.trader_token, NULL, NULL),
 	    200);
-	rxh_resp_free(&r);
 
 	for (int i = 0; i < PLACERS; i++) {
 		pl[i] = (struct placer){&h, &w, i, 0};
@@ -155,11 +153,10 @@ START_TEST(first_signed_order_uses_its_nonce_once)
 	snprintf(body, sizeof body,
 	         "{\"market\":\"spot\",\"side\":\"sell\",\"pages\":256,"
 	         "\"price\":100000}");
-	ck_assert_int_eq(
-	    rxh_call_signed(&h, "POST", "/v1/orders", w.key_a, w.secret_a, body,
-	                    0, "0123456789abcdef0123456789abcdef", &r),
-	    201);
-	rxh_resp_free(&r);
+	ck_assert_int_eq(rxh_status_signed(&h, "POST", "/v1/orders", w.key_a,
+	                                   w.secret_a, body, 0,
+	                                   "0123456789abcdef0123456789abcdef"),
+	                 201);
 	/* the same nonce again: refused, and the order is not placed twice */
 	ck_assert_int_eq(
 	    rxh_call_signed(&h, "POST", "/v1/orders", w.key_a, w.secret_a, body,
@@ -602,15 +599,6 @@ static long signed_as(struct rxh *h, const struct rxh_world *w,
 	                          w->secret_a, NULL, 0, NULL, NULL, r);
 }
 
-static int is_problem(const struct rxh_resp *r, const char *type)
-{
-	char ct[128];
-	const char *t = json_string_value(json_object_get(r->json, "type"));
-	return rxh_header(r, "Content-Type", ct, sizeof ct) &&
-	       strstr(ct, "application/problem+json") && t &&
-	       strcmp(t, type) == 0;
-}
-
 /* Issue 25, 8 and 9: a signature over the decoded target passed for a
  * target sent otherwise ("%26" read as one parameter, "%77hoami",
  * "whoami%00junk"), and only the first 2047 bytes of a target were
@@ -648,7 +636,7 @@ START_TEST(signature_covers_the_target_as_sent)
 	/* %00 cuts nothing short: it is refused, signed or not */
 	ck_assert_int_eq(
 	    signed_as(&h, &w, "/v1/whoami%00junk", "/v1/whoami", &r), 400);
-	ck_assert(is_problem(&r, "urn:ramex:problem:bad-target"));
+	ck_assert(rxh_is_problem(&r, "urn:ramex:problem:bad-target"));
 	rxh_resp_free(&r);
 	ck_assert_int_eq(signed_as(&h, &w, "/v1/whoami%00junk",
 	                           "/v1/whoami%00junk", &r),
@@ -678,7 +666,7 @@ START_TEST(signature_covers_the_target_as_sent)
 	memcpy(cut, big, sizeof cut - 1); /* what main signed: 2047 bytes */
 	cut[sizeof cut - 1] = 0;
 	ck_assert_int_eq(signed_as(&h, &w, big, cut, &r), 414);
-	ck_assert(is_problem(&r, "urn:ramex:problem:target-too-long"));
+	ck_assert(rxh_is_problem(&r, "urn:ramex:problem:target-too-long"));
 	rxh_resp_free(&r);
 	/* the longest target, 2048 bytes, is signed and read whole */
 	char edge[2049];
@@ -705,8 +693,9 @@ START_TEST(signature_covers_the_target_as_sent)
 		ck_assert_msg(rxh_call(&h, "GET", bad[i], NULL, NULL, NULL,
 		                       &r) == 400,
 		              "%s: %ld", bad[i], r.status);
-		ck_assert_msg(is_problem(&r, "urn:ramex:problem:bad-target"),
-		              "%s: %s", bad[i], r.body);
+		ck_assert_msg(
+		    rxh_is_problem(&r, "urn:ramex:problem:bad-target"),
+		    "%s: %s", bad[i], r.body);
 		rxh_resp_free(&r);
 	}
 	/* well formed, but not UTF-8 once decoded: refused before the
@@ -714,13 +703,12 @@ START_TEST(signature_covers_the_target_as_sent)
 	ck_assert_int_eq(rxh_call(&h, "GET", "/v1/whoami?a=%C3%28+b", NULL,
 	                          NULL, NULL, &r),
 	                 400);
-	ck_assert_msg(is_problem(&r, "urn:ramex:problem:invalid-target"), "%s",
-	              r.body);
+	ck_assert_msg(rxh_is_problem(&r, "urn:ramex:problem:invalid-target"),
+	              "%s", r.body);
 	rxh_resp_free(&r);
-	ck_assert_int_eq(rxh_call(&h, "GET", "/v1/whoami?a=%C3%A9+b", NULL,
-	                          NULL, NULL, &r),
-	                 401);
-	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    rxh_status(&h, "GET", "/v1/whoami?a=%C3%A9+b", NULL, NULL, NULL),
+	    401);
 	/* 16 parameters without '=' fill the longest target: decoded, each
 	 * takes two bytes more than its name (a NUL, an empty value's NUL) */
 	char many[2049] = "/v1/contracts?";
@@ -734,15 +722,11 @@ START_TEST(signature_covers_the_target_as_sent)
 	}
 	many[ml] = 0;
 	ck_assert_int_eq((int)ml, 2048);
-	ck_assert_int_eq(rxh_call(&h, "GET", many, w.trader_token, NULL, NULL,
-	                          &r),
-	                 200);
-	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    rxh_status(&h, "GET", many, w.trader_token, NULL, NULL), 200);
 	/* a bearer token's request is held to the same limit */
-	ck_assert_int_eq(rxh_call(&h, "GET", big, w.trader_token, NULL, NULL,
-	                          &r),
+	ck_assert_int_eq(rxh_status(&h, "GET", big, w.trader_token, NULL, NULL),
 	                 414);
-	rxh_resp_free(&r);
 	rxh_stop(&h);
 }
 END_TEST
@@ -790,11 +774,9 @@ START_TEST(timestamp_window_both_ways_digits_only)
 	/* key b: taken 200 s ahead, then ramexd dies: the replay is
 	 * refused (key a's +299 above fenced it past the window) */
 	const char *nonce = "fence0123456789abcdef";
-	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/whoami", w.key_b,
-	                                 w.secret_b, NULL, now + 200, nonce,
-	                                 &r),
+	ck_assert_int_eq(rxh_status_signed(&h, "GET", "/v1/whoami", w.key_b,
+	                                   w.secret_b, NULL, now + 200, nonce),
 	                 200);
-	rxh_resp_free(&r);
 	PGconn *c = PQconnectdb(h.conninfo);
 	char q[160];
 	snprintf(q, sizeof q,
@@ -813,15 +795,13 @@ START_TEST(timestamp_window_both_ways_digits_only)
 	rxh_resp_free(&r);
 	/* the fence is 10 s past what was taken: node b, still ahead, is
 	 * let in again once its clock passes it */
-	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/whoami", w.key_b,
-	                                 w.secret_b, NULL, now + 211, NULL, &r),
+	ck_assert_int_eq(rxh_status_signed(&h, "GET", "/v1/whoami", w.key_b,
+	                                   w.secret_b, NULL, now + 211, NULL),
 	                 200);
-	rxh_resp_free(&r);
 	/* ... and node c, whose clock is right, is not held up at all */
-	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/whoami", w.key_c,
-	                                 w.secret_c, NULL, 0, NULL, &r),
+	ck_assert_int_eq(rxh_status_signed(&h, "GET", "/v1/whoami", w.key_c,
+	                                   w.secret_c, NULL, 0, NULL),
 	                 200);
-	rxh_resp_free(&r);
 	rxh_stop(&h);
 }
 END_TEST
@@ -873,17 +853,15 @@ START_TEST(nonces_per_key_and_negative_cache)
 	                 429);
 	ck_assert_msg(strstr(r.body, w.key_a), "%s", r.body);
 	rxh_resp_free(&r);
-	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/whoami", w.key_b,
-	                                 w.secret_b, NULL, 0, NULL, &r),
+	ck_assert_int_eq(rxh_status_signed(&h, "GET", "/v1/whoami", w.key_b,
+	                                   w.secret_b, NULL, 0, NULL),
 	                 200);
-	rxh_resp_free(&r);
 
 	/* key c is cached; then revoked behind ramexd's back, so that only
 	 * the cached entry lets it in */
-	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/whoami", w.key_c,
-	                                 w.secret_c, NULL, 0, NULL, &r),
+	ck_assert_int_eq(rxh_status_signed(&h, "GET", "/v1/whoami", w.key_c,
+	                                   w.secret_c, NULL, 0, NULL),
 	                 200);
-	rxh_resp_free(&r);
 	snprintf(q, sizeof q,
 	         "UPDATE node_keys SET revoked_at = now() WHERE key_id = '%s'",
 	         w.key_c);
@@ -896,14 +874,12 @@ START_TEST(nonces_per_key_and_negative_cache)
 		if (fnv1a(other) % 4096 == slot && strcmp(other, w.key_c))
 			break;
 	}
-	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/whoami", other,
-	                                 w.secret_c, NULL, 0, NULL, &r),
+	ck_assert_int_eq(rxh_status_signed(&h, "GET", "/v1/whoami", other,
+	                                   w.secret_c, NULL, 0, NULL),
 	                 401);
-	rxh_resp_free(&r);
-	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/whoami", w.key_c,
-	                                 w.secret_c, NULL, 0, NULL, &r),
+	ck_assert_int_eq(rxh_status_signed(&h, "GET", "/v1/whoami", w.key_c,
+	                                   w.secret_c, NULL, 0, NULL),
 	                 200);
-	rxh_resp_free(&r);
 
 	/* made-up tokens and key ids, each new: they cost no query each,
 	 * only a read of the credentials created since, once a second at
@@ -915,12 +891,10 @@ START_TEST(nonces_per_key_and_negative_cache)
 		snprintf(t, sizeof t, "rx_%064x", 0x5eed0000u + j);
 		snprintf(k, sizeof k, "nk_%016x", 0x5eed0000u + j);
 		ck_assert_int_eq(
-		    rxh_call(&h, "GET", "/v1/whoami", t, NULL, NULL, &r), 401);
-		rxh_resp_free(&r);
-		ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/whoami", k,
-		                                 w.secret_c, NULL, 0, NULL, &r),
+		    rxh_status(&h, "GET", "/v1/whoami", t, NULL, NULL), 401);
+		ck_assert_int_eq(rxh_status_signed(&h, "GET", "/v1/whoami", k,
+		                                   w.secret_c, NULL, 0, NULL),
 		                 401);
-		rxh_resp_free(&r);
 	}
 	long dq = auth_queries(&h) - q0;
 	ck_assert_msg(dq <= (long)(time(NULL) - t0) + 2,
@@ -933,17 +907,16 @@ START_TEST(nonces_per_key_and_negative_cache)
 	testdb_run(h.conninfo, "ALTER TABLE node_keys RENAME TO nk_away");
 	testdb_run(h.conninfo, "ALTER TABLE api_tokens RENAME TO tok_away");
 	ck_assert_int_eq(
-	    rxh_call_signed(&h, "GET", "/v1/whoami",
-	                    "nk_0123456789abcdef0123456789abcdef0123", w.secret_c,
-	                    NULL, 0, NULL, &r),
+	    rxh_status_signed(&h, "GET", "/v1/whoami",
+	                      "nk_0123456789abcdef0123456789abcdef0123",
+	                      w.secret_c, NULL, 0, NULL),
 	    401);
-	rxh_resp_free(&r);
-	ck_assert_int_eq(rxh_call(&h, "GET", "/v1/whoami",
-	                          "rx_0123456789abcdef0123456789abcdef0123456789"
-	                          "abcdef0123456789abcdeX",
-	                          NULL, NULL, &r),
-	                 401);
-	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    rxh_status(&h, "GET", "/v1/whoami",
+	               "rx_0123456789abcdef0123456789abcdef0123456789"
+	               "abcdef0123456789abcdeX",
+	               NULL, NULL),
+	    401);
 	testdb_run(h.conninfo, "ALTER TABLE nk_away RENAME TO node_keys");
 	testdb_run(h.conninfo, "ALTER TABLE tok_away RENAME TO api_tokens");
 	rxh_stop(&h);
@@ -971,7 +944,6 @@ START_TEST(a_row_copied_out_of_the_database_cannot_sign)
 {
 	struct rxh h;
 	struct rxh_world w;
-	struct rxh_resp r;
 	char q[512], keyfile[256], extra[400];
 	const char *out = getenv("RAMEX_TEST_OUTPUT");
 	snprintf(keyfile, sizeof keyfile, "%s/seal-keys-%d",
@@ -1002,14 +974,12 @@ START_TEST(a_row_copied_out_of_the_database_cannot_sign)
 	PQclear(res);
 	ck_assert_int_eq(strncmp(sealed_a, "rxseal1:k1:", 11), 0);
 	/* signing with what the row holds gets nowhere */
-	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/whoami", w.key_a,
-	                                 sealed_a, NULL, 0, NULL, &r),
+	ck_assert_int_eq(rxh_status_signed(&h, "GET", "/v1/whoami", w.key_a,
+	                                   sealed_a, NULL, 0, NULL),
 	                 401);
-	rxh_resp_free(&r);
-	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/whoami", w.key_a,
-	                                 w.secret_a, NULL, 0, NULL, &r),
+	ck_assert_int_eq(rxh_status_signed(&h, "GET", "/v1/whoami", w.key_a,
+	                                   w.secret_a, NULL, 0, NULL),
 	                 200);
-	rxh_resp_free(&r);
 
 	/* key b's sealed secret copied into key a's row does not open
 	 * there: key a signing with b's secret is not let in */
@@ -1028,10 +998,9 @@ START_TEST(a_row_copied_out_of_the_database_cannot_sign)
 	/* a rotation: k2 seals from now on, k1 still opens */
 	write_file(keyfile, SEAL_K2 SEAL_K1);
 	rxh_restart(&h);
-	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/whoami", w.key_a,
-	                                 w.secret_b, NULL, 0, NULL, &r),
+	ck_assert_int_eq(rxh_status_signed(&h, "GET", "/v1/whoami", w.key_a,
+	                                   w.secret_b, NULL, 0, NULL),
 	                 500);
-	rxh_resp_free(&r);
 	ck_assert_int_ge(rxh_log_count(&h, "a node secret does not open"), 1);
 	/* the old row was sealed at start, and still signs */
 	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM node_keys "
@@ -1047,20 +1016,17 @@ START_TEST(a_row_copied_out_of_the_database_cannot_sign)
 	snprintf(q, sizeof q, "DELETE FROM node_keys WHERE key_id = '%s'",
 	         w.key_a);
 	testdb_run(h.conninfo, q);
-	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/whoami",
-	                                 "nk_00000000000000aa",
-	                                 "rxs_plain-old-secret", NULL, 0, NULL,
-	                                 &r),
-	                 200);
-	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    rxh_status_signed(&h, "GET", "/v1/whoami", "nk_00000000000000aa",
+	                      "rxs_plain-old-secret", NULL, 0, NULL),
+	    200);
 	/* k1 dropped from the file: every row is under k2, all still sign */
 	rxh_kill(&h, SIGTERM);
 	write_file(keyfile, SEAL_K2);
 	rxh_restart(&h);
-	ck_assert_int_eq(rxh_call_signed(&h, "GET", "/v1/whoami", w.key_b,
-	                                 w.secret_b, NULL, 0, NULL, &r),
+	ck_assert_int_eq(rxh_status_signed(&h, "GET", "/v1/whoami", w.key_b,
+	                                   w.secret_b, NULL, 0, NULL),
 	                 200);
-	rxh_resp_free(&r);
 	PQfinish(c);
 	rxh_stop(&h);
 	unlink(keyfile);

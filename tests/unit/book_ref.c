@@ -2,6 +2,7 @@
  * book_ref.c — the obviously-right order book; see book_ref.h.
  */
 #include "tests/unit/book_ref.h"
+#include "common/err.h"
 
 #include <assert.h>
 #include <stdarg.h>
@@ -356,17 +357,6 @@ enum book_reject book_ref_apply(struct book_ref *r, const struct book_cmd *c,
 
 /* ---- comparison ---- */
 
-static int differ(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int differ(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
 /* Priority order: bids (highest price first) then asks (lowest first),
  * earliest first within a price. */
 static int priority_cmp(const void *x, const void *y)
@@ -402,17 +392,17 @@ static int order_cmp(const struct book_order *a, const struct book_order *b,
 	    a->tif != b->tif || a->stp != b->stp ||
 	    a->post_only != b->post_only || a->price != b->price ||
 	    a->pages != b->pages || a->expires != b->expires)
-		return differ(err, errlen,
-		              "order differs: model id=%llu acct=%lld side=%d "
-		              "price=%lld pages=%lld exp=%lld tif=%d, book "
-		              "id=%llu acct=%lld side=%d price=%lld pages=%lld "
-		              "exp=%lld tif=%d",
-		              (unsigned long long)a->id, (long long)a->account,
-		              a->side, (long long)a->price, (long long)a->pages,
-		              (long long)a->expires, a->tif,
-		              (unsigned long long)b->id, (long long)b->account,
-		              b->side, (long long)b->price, (long long)b->pages,
-		              (long long)b->expires, b->tif);
+		return err_set(
+		    err, errlen,
+		    "order differs: model id=%llu acct=%lld side=%d "
+		    "price=%lld pages=%lld exp=%lld tif=%d, book "
+		    "id=%llu acct=%lld side=%d price=%lld pages=%lld "
+		    "exp=%lld tif=%d",
+		    (unsigned long long)a->id, (long long)a->account, a->side,
+		    (long long)a->price, (long long)a->pages,
+		    (long long)a->expires, a->tif, (unsigned long long)b->id,
+		    (long long)b->account, b->side, (long long)b->price,
+		    (long long)b->pages, (long long)b->expires, b->tif);
 	return 0;
 }
 
@@ -439,12 +429,12 @@ static int compare_side(const struct ref_order *sorted, size_t n, int side,
 		}
 		if (want >= got || lv[want].price != price ||
 		    lv[want].pages != pages || lv[want].orders != orders) {
-			rc =
-			    differ(err, errlen,
-			           "side %d level %zu: model %lld x %lld (%u), "
-			           "book has %zu levels",
-			           side, want, (long long)price,
-			           (long long)pages, orders, got);
+			rc = err_set(
+			    err, errlen,
+			    "side %d level %zu: model %lld x %lld (%u), "
+			    "book has %zu levels",
+			    side, want, (long long)price, (long long)pages,
+			    orders, got);
 			goto out;
 		}
 		if (want == 0) {
@@ -453,26 +443,26 @@ static int compare_side(const struct ref_order *sorted, size_t n, int side,
 			bool ok = side == BOOK_BUY ? book_best_bid(b, &bp, &bq)
 			                           : book_best_ask(b, &bp, &bq);
 			if (!ok || bp != price || bq != pages) {
-				rc = differ(err, errlen,
-				            "side %d best differs from depth",
-				            side);
+				rc = err_set(err, errlen,
+				             "side %d best differs from depth",
+				             side);
 				goto out;
 			}
 		}
 		want++;
 	}
 	if (got != want) {
-		rc = differ(err, errlen, "side %d: model %zu levels, book %zu",
-		            side, want, got);
+		rc = err_set(err, errlen, "side %d: model %zu levels, book %zu",
+		             side, want, got);
 		goto out;
 	}
 	if (want == 0) {
 		bool any = side == BOOK_BUY ? book_best_bid(b, NULL, NULL)
 		                            : book_best_ask(b, NULL, NULL);
 		if (any)
-			rc = differ(err, errlen,
-			            "side %d: book has a best, model is empty",
-			            side);
+			rc = err_set(err, errlen,
+			             "side %d: book has a best, model is empty",
+			             side);
 	}
 out:
 	return rc;
@@ -485,22 +475,22 @@ int book_ref_compare(const struct book_ref *r, const struct book *b, char *err,
 	struct ref_order *sorted = r->sorted;
 	struct collect got = {r->got, 0, r->n + 1};
 	if (book_seq(b) != r->seq) {
-		differ(err, errlen, "seq: model %llu, book %llu",
-		       (unsigned long long)r->seq,
-		       (unsigned long long)book_seq(b));
+		err_set(err, errlen, "seq: model %llu, book %llu",
+		        (unsigned long long)r->seq,
+		        (unsigned long long)book_seq(b));
 		goto out;
 	}
 	if (book_count(b) != r->n) {
-		differ(err, errlen, "count: model %zu, book %zu", r->n,
-		       book_count(b));
+		err_set(err, errlen, "count: model %zu, book %zu", r->n,
+		        book_count(b));
 		goto out;
 	}
 	memcpy(sorted, r->o, r->n * sizeof(*sorted));
 	qsort(sorted, r->n, sizeof(*sorted), priority_cmp);
 	book_foreach(b, collect, &got);
 	if (got.n != r->n) {
-		differ(err, errlen, "foreach: model %zu orders, book %zu", r->n,
-		       got.n);
+		err_set(err, errlen, "foreach: model %zu orders, book %zu",
+		        r->n, got.n);
 		goto out;
 	}
 	for (size_t i = 0; i < r->n; i++) {
@@ -537,7 +527,7 @@ int book_ref_event_cmp(const struct book_event *a, const struct book_event *b,
 		same = same && !a->message && !b->message;
 	if (same)
 		return 0;
-	return differ(
+	return err_set(
 	    err, errlen,
 	    "events differ: seq %llu/%llu kind %d/%d id %llu/%llu "
 	    "acct %lld/%lld side %d/%d pages %lld/%lld price "

@@ -1,0 +1,374 @@
+/*
+ * agent_lend.c — see agent_lend.h.
+ */
+#include "node-agent/agent_lend.h"
+
+#include "common/err.h"
+#include "common/log.h"
+#include "node-agent/agent_report.h"
+#include "node-agent/events.h"
+#include "node-agent/exec.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Where the lend children's files go: next to the spool, 0700 (it holds
+ * contract secrets). 0, or -1 with a log line. */
+static int lend_dir_ready(struct agent *a)
+{
+	if (!a->lend_dir[0])
+		snprintf(a->lend_dir, sizeof a->lend_dir, "%s-lend",
+		         a->cfg.spool);
+	if (mkdir(a->lend_dir, 0700) < 0 && errno != EEXIST) {
+		log_error("cannot make the lend state directory",
+		          "dir=%s err=%s", a->lend_dir, strerror(errno));
+		return -1;
+	}
+	chmod(a->lend_dir, 0700);
+	return 0;
+}
+
+static void lend_program(struct agent *a, struct lendsup_child *c,
+                         const char *prog)
+{
+	lendsup_arg(c, "%s/%s", a->lend_bin, prog);
+}
+
+/* A child named `name` for h, its contract secret written; NULL with
+ * err. */
+static struct lendsup_child *lend_child(struct agent *a, struct held *h,
+                                        const char *name, const char *secret,
+                                        char *err, size_t errlen)
+{
+	struct lendsup_child *c = calloc(1, sizeof *c);
+	if (!c) {
+		err_set(err, errlen, "out of memory");
+		return NULL;
+	}
+	lendsup_init(c, a->lend_dir, name, h->id);
+	if (lendsup_write_secret(c, secret, err, errlen) < 0) {
+		lendsup_cleanup(c);
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* A child that never ran (NULL: none). */
+static void lend_child_free(struct lendsup_child *c)
+{
+	if (!c)
+		return;
+	lendsup_cleanup(c);
+	free(c);
+}
+
+/* Seller: start ramex-lend-server for h and tell the exchange where it
+ * listens; the exchange answers the contract secret the server needs, so
+ * the endpoint is registered first, on a port chosen beforehand. 0 when
+ * it runs, -1 to try again later. */
+static int lend_serve(struct agent *a, struct held *h, int64_t now_ms)
+{
+	char host[CONFIG_STR], ep[CONFIG_STR + 8], path[96], err[512];
+	struct client_resp r;
+	const char *colon = strrchr(a->cfg.lend_listen, ':');
+	int port = atoi(colon + 1);
+
+	snprintf(host, sizeof host, "%.*s", (int)(colon - a->cfg.lend_listen),
+	         a->cfg.lend_listen);
+	if (port == 0 && !(port = lendsup_free_port(host))) {
+		log_error("no free port for a lend server", "host=%s", host);
+		return -1;
+	}
+	if (!a->cfg.lend_advertise[0])
+		snprintf(ep, sizeof ep, "%s:%d", host, port);
+	else if (a->cfg.lend_advertise[0] == '['
+	             ? strstr(a->cfg.lend_advertise, "]:") != NULL
+	             : strchr(a->cfg.lend_advertise, ':') != NULL)
+		snprintf(ep, sizeof ep, "%s", a->cfg.lend_advertise);
+	else
+		snprintf(ep, sizeof ep, "%s:%d", a->cfg.lend_advertise, port);
+	snprintf(path, sizeof path, "/v1/contracts/%" PRId64 "/lend", h->id);
+	json_t *b = json_pack("{s:s}", "endpoint", ep);
+	int rc = agent_call(a, "POST", path, b, NULL, &r);
+	json_decref(b);
+	if (rc < 0)
+		return -1;
+	const char *secret =
+	    json_string_value(json_object_get(r.json, "secret"));
+	if (r.status != 200 || !secret) {
+		log_warn("the exchange did not take the lend endpoint",
+		         "contract=%" PRId64 " status=%ld detail=%s", h->id,
+		         r.status, log_quote((char[300]){0}, 300, r.detail));
+		client_resp_clear(&r);
+		return -1;
+	}
+	struct lendsup_child *c =
+	    lend_child(a, h, "lend-server", secret, err, sizeof err);
+	if (!c)
+		goto fail;
+	lend_program(a, c, "ramex-lend-server");
+	lendsup_arg(c, "--contract");
+	lendsup_arg(c, "%" PRId64, h->id);
+	lendsup_arg(c, "--secret-file");
+	lendsup_arg(c, "%s", c->secret_file);
+	lendsup_arg(c, "--pages");
+	lendsup_arg(c, "%lld", (long long)h->pages);
+	lendsup_arg(c, "--listen");
+	lendsup_arg(c, "%s:%d", host, port);
+	lendsup_arg(c, "--meter-file");
+	lendsup_arg(c, "%s", c->meter_file);
+	lendsup_arg(c, "--notice-ms");
+	lendsup_arg(c, "%lld", (long long)h->notice_s * 1000);
+	if (a->cfg.lend_tls_cert[0]) {
+		lendsup_arg(c, "--tls-cert");
+		lendsup_arg(c, "%s", a->cfg.lend_tls_cert);
+		lendsup_arg(c, "--tls-key");
+		lendsup_arg(c, "%s", a->cfg.lend_tls_key);
+	}
+	if (a->cfg.lend_plaintext)
+		lendsup_arg(c, "--plaintext");
+	/* root may lock its memory; a lender must not page for its
+	 * borrower (docs/lending.md, the swap path's headroom) */
+	if (geteuid() == 0)
+		lendsup_arg(c, "--mlock");
+	if (lendsup_start(c, now_ms, err, sizeof err) < 0)
+		goto fail;
+	client_resp_clear(&r);
+	h->lc = c;
+	log_info("serving a lend contract",
+	         "contract=%" PRId64 " endpoint=%s pages=%lld", h->id, ep,
+	         (long long)h->pages);
+	return 0;
+fail:
+	log_error("could not start the lend server",
+	          "contract=%" PRId64 " err=%s", h->id,
+	          log_quote((char[600]){0}, 600, err));
+	lend_child_free(c);
+	client_resp_clear(&r);
+	return -1;
+}
+
+/* Buyer: once the lender registered, start ramex-lend-nbd towards it.
+ * 0 when it runs, -1 to ask again later (404 until the lender is up). */
+static int lend_borrow(struct agent *a, struct held *h, int64_t now_ms)
+{
+	char path[96], err[512];
+	struct client_resp r;
+
+	snprintf(path, sizeof path, "/v1/contracts/%" PRId64 "/lend", h->id);
+	if (agent_call(a, "GET", path, NULL, NULL, &r) < 0)
+		return -1;
+	const char *secret =
+	    json_string_value(json_object_get(r.json, "secret"));
+	const char *ep = json_string_value(json_object_get(r.json, "endpoint"));
+	if (r.status != 200 || !secret || !ep) {
+		if (r.status != 404)
+			log_warn("could not learn the lender's endpoint",
+			         "contract=%" PRId64 " status=%ld detail=%s",
+			         h->id, r.status,
+			         log_quote((char[300]){0}, 300, r.detail));
+		client_resp_clear(&r);
+		return -1;
+	}
+	struct lendsup_child *c =
+	    lend_child(a, h, "lend-nbd", secret, err, sizeof err);
+	if (!c)
+		goto fail;
+	c->final_exits = 1u << 3; /* lender lost: not to be papered over */
+	lend_program(a, c, "ramex-lend-nbd");
+	lendsup_arg(c, "--lender");
+	lendsup_arg(c, "%s", ep);
+	lendsup_arg(c, "--contract");
+	lendsup_arg(c, "%" PRId64, h->id);
+	lendsup_arg(c, "--secret-file");
+	lendsup_arg(c, "%s", c->secret_file);
+	lendsup_arg(c, "--meter-file");
+	lendsup_arg(c, "%s", c->meter_file);
+	if (a->cfg.lend_tls_ca[0]) {
+		lendsup_arg(c, "--tls-ca");
+		lendsup_arg(c, "%s", a->cfg.lend_tls_ca);
+	}
+	if (a->cfg.lend_plaintext)
+		lendsup_arg(c, "--plaintext");
+	if (!strcmp(a->cfg.lend_borrow_mode, "listen")) {
+		/* NBD on loopback for user space and tests; the port goes
+		 * to lend-nbd-ID.port for whoever connects */
+		char pf[LENDSUP_PATH + 48];
+		int port = lendsup_free_port("127.0.0.1");
+		if (!port) {
+			snprintf(err, sizeof err, "no free port on 127.0.0.1");
+			goto fail;
+		}
+		lendsup_arg(c, "--listen");
+		lendsup_arg(c, "127.0.0.1:%d", port);
+		snprintf(pf, sizeof pf, "%s/lend-nbd-%" PRId64 ".port",
+		         a->lend_dir, h->id);
+		FILE *f = fopen(pf, "w");
+		if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0) {
+			snprintf(err, sizeof err, "could not write %.400s", pf);
+			goto fail;
+		}
+	} else {
+		lendsup_arg(c, "--attach");
+		lendsup_arg(c, "%s", a->cfg.lend_nbd_device);
+		lendsup_arg(c, "--swap-priority");
+		lendsup_arg(c, "100");
+		lendsup_arg(c, "--mlock");
+	}
+	if (lendsup_start(c, now_ms, err, sizeof err) < 0)
+		goto fail;
+	h->lc = c;
+	log_info("borrowing through the lend bridge",
+	         "contract=%" PRId64 " lender=%s mode=%s", h->id, ep,
+	         a->cfg.lend_borrow_mode);
+	client_resp_clear(&r); /* ep is the answer's */
+	return 0;
+fail:
+	log_error("could not start the lend bridge",
+	          "contract=%" PRId64 " err=%s", h->id,
+	          log_quote((char[600]){0}, 600, err));
+	lend_child_free(c);
+	client_resp_clear(&r);
+	return -1;
+}
+
+/* Does this node run the data path of h? */
+static int lend_wanted(const struct agent *a, const struct held *h)
+{
+	if (h->kind == EXEC_LEND)
+		return a->cfg.lend_listen[0] != 0;
+	if (h->kind == EXEC_BORROW)
+		return strcmp(a->cfg.lend_borrow_mode, "off") != 0;
+	return 0;
+}
+
+/* Every round: start the data paths not yet running (at most once a
+ * sample each), supervise the running ones and the draining lenders. */
+void agent_lend_tick(struct agent *a)
+{
+	int64_t now = events_now_ms();
+	for (int i = 0; i < a->nheld; i++) {
+		struct held *h = &a->held[i];
+		if (h->lc) {
+			lendsup_poll(h->lc, now);
+			continue;
+		}
+		if (!lend_wanted(a, h) || h->tell || !h->confirmed ||
+		    now < h->lend_next_ms || lend_dir_ready(a) < 0)
+			continue;
+		h->lend_next_ms = now + a->cfg.sample_s * 1000;
+		if (h->kind == EXEC_LEND)
+			lend_serve(a, h, now);
+		else
+			lend_borrow(a, h, now);
+	}
+	for (int i = 0; i < a->ndraining;) {
+		struct lendsup_child *c = a->draining[i];
+		lendsup_poll(c, now);
+		if (c->stopping && c->pid == 0) {
+			lendsup_cleanup(c);
+			free(c);
+			a->draining[i] = a->draining[--a->ndraining];
+			continue;
+		}
+		i++;
+	}
+}
+
+/* Brings h's lend meter reading up to date. */
+static void lend_read(struct held *h)
+{
+	struct lend_meter_report r;
+	if (!h->lc || lendsup_meter(h->lc, &r) < 0)
+		return;
+	/* both sides report the pages under contract: the lender hosts
+	 * them, the borrower has them (its meter's hosted figure), so the
+	 * two reports measure the same thing and reconcile */
+	if (r.hosted_page_s > h->lend_cum)
+		h->lend_cum = r.hosted_page_s;
+	h->lend_real = 1;
+}
+
+/* A metered period of h, from the lend child's meter once it runs: what
+ * its meter counted since the last report, never more than the period can
+ * hold (the executor's pages × seconds; the meter file may be a second
+ * fresher than the period's end), the rest carried to the next. */
+void agent_lend_adjust(struct held *h, struct meter_period *p)
+{
+	if (!h)
+		return;
+	lend_read(h);
+	if (!h->lend_real)
+		return; /* not up yet: the executor's figure stands */
+	int64_t avail = h->lend_cum - h->lend_reported;
+	if (avail < 0)
+		avail = 0;
+	if (avail < p->page_seconds)
+		p->page_seconds = avail;
+	p->carry_pns = 0;
+	h->lend_reported += p->page_seconds;
+}
+
+/* h's pages are back: the lender gives its borrower notice and is served
+ * until the borrower released or the notice ended; the borrower's bridge
+ * moves its pages back, releases and ends (SIGTERM). */
+void agent_lend_finish(struct agent *a, struct held *h)
+{
+	if (!h->lc)
+		return;
+	lendsup_poll(h->lc, events_now_ms());
+	if (h->kind == EXEC_BORROW) {
+		lendsup_stop(h->lc, 10000);
+		lend_read(h);
+		lendsup_cleanup(h->lc);
+		free(h->lc);
+	} else {
+		lend_read(h);
+		lendsup_signal(h->lc, SIGUSR1);
+		/* its own deadline is --notice-ms; a little more here */
+		h->lc->deadline_ms =
+		    events_now_ms() + h->notice_s * 1000 + 5000;
+		if (a->ndraining < STRATEGY_MAX_CONTRACTS) {
+			a->draining[a->ndraining++] = h->lc;
+		} else {
+			lendsup_stop(h->lc, 2000);
+			lendsup_cleanup(h->lc);
+			free(h->lc);
+		}
+	}
+	h->lc = NULL;
+}
+
+void agent_lend_deliver(struct agent *a, struct held *h)
+{
+	if (lend_wanted(a, h) && h->kind == EXEC_LEND && !h->lc &&
+	    lend_dir_ready(a) == 0)
+		lend_serve(a, h, events_now_ms());
+}
+
+void agent_lend_drop(struct held *h)
+{
+	if (!h->lc)
+		return;
+	lendsup_stop(h->lc, 2000);
+	lendsup_cleanup(h->lc);
+	free(h->lc);
+	h->lc = NULL;
+}
+
+void agent_lend_stop_draining(struct agent *a)
+{
+	for (int i = 0; i < a->ndraining; i++) {
+		lendsup_stop(a->draining[i], 2000);
+		lendsup_cleanup(a->draining[i]);
+		free(a->draining[i]);
+	}
+	a->ndraining = 0;
+}
