@@ -526,13 +526,16 @@ enum lend_bridge_end lend_bridge_run(struct lend_bridge *b)
 			tick(b);
 			next_tick = now + 1000;
 		}
+		if (!c->lost && lend_conn_pending(&c->conn) > 0)
+			(void)lend_client_poll(c);
+		/* a lender that stops answering without closing is lost
+		 * like one that closes: the requests in flight get EIO */
+		(void)lend_client_expire(c, now);
 		if (c->lost && !was_lost) {
 			was_lost = 1;
 			end = LEND_BRIDGE_LOST;
-			evacuate(b, "the lender vanished");
+			evacuate(b, "the lender vanished or stopped answering");
 		}
-		if (!c->lost && lend_conn_pending(&c->conn) > 0)
-			(void)lend_client_poll(c);
 		if (c->notice && !b->evacuating)
 			evacuate(b, "the lender recalled its pages");
 		/* no slot free: leave the NBD requests waiting in the
@@ -542,7 +545,10 @@ enum lend_bridge_end lend_bridge_run(struct lend_bridge *b)
 		     .events = POLLIN},
 		    {.fd = b->wake[0], .events = POLLIN},
 		    {.fd = c->lost ? -1 : c->conn.fd, .events = POLLIN}};
-		int n = poll(p, 3, (int)(next_tick - now));
+		int64_t dl = lend_client_deadline_ms(c), until = next_tick;
+		if (dl >= 0 && dl < until)
+			until = dl;
+		int n = poll(p, 3, until > now ? (int)(until - now) : 0);
 		if (n < 0 && errno != EINTR) {
 			end = LEND_BRIDGE_ERROR;
 			break;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -860,18 +861,25 @@ static void *br_main(void *arg)
 	return NULL;
 }
 
-/* A bridge to `port`'s lender; returns the NBD client's end. */
-static int br_start(struct br *x, int port)
+/* A bridge to `port`'s lender whose replies may take up to timeout_ms;
+ * returns the NBD client's end. */
+static int br_start_timeout(struct br *x, int port, int64_t timeout_ms)
 {
 	int sv[2];
 	ck_assert_int_eq(lend_client_connect(&x->c, "127.0.0.1", port, NULL, 7,
 	                                     secret_a, 2000),
 	                 0);
+	x->c.reply_timeout_ms = timeout_ms;
 	ck_assert_int_eq(lend_bridge_init(&x->b, &x->c, "ramex"), 0);
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	x->fd = sv[0];
 	pthread_create(&x->thr, NULL, br_main, x);
 	return sv[1];
+}
+
+static int br_start(struct br *x, int port)
+{
+	return br_start_timeout(x, port, LEND_CLIENT_REPLY_TIMEOUT_MS);
 }
 
 static enum lend_bridge_end br_join(struct br *x)
@@ -1068,7 +1076,14 @@ END_TEST
 /* A scripted lender that knows the secret: it reads `nreq` requests, then
  * answers them as `mode` says. The pages of a READ reply are filled with
  * the page number, so that a reply matched to the wrong request shows. */
-enum fake_mode { FAKE_REVERSE, FAKE_BAD_HANDLE, FAKE_CLOSE };
+enum fake_mode {
+	FAKE_REVERSE,
+	FAKE_BAD_HANDLE,
+	FAKE_CLOSE,
+	FAKE_SILENT,    /* takes the requests, never answers, stays */
+	FAKE_HALF_HDR,  /* half of the first reply's header, then silence */
+	FAKE_HALF_DATA, /* its header and half its page, then silence */
+};
 struct fake {
 	int lfd, port, nreq, got;
 	enum fake_mode mode;
@@ -1110,8 +1125,15 @@ static void *fake_main(void *arg)
 	ck_assert_int_eq(write(fd, b, LEND_WELCOME_LEN), LEND_WELCOME_LEN);
 	/* every request is read before any is answered: they were all in
 	 * flight at once */
+	int quiet = f->mode == FAKE_SILENT || f->mode == FAKE_HALF_HDR ||
+	            f->mode == FAKE_HALF_DATA;
 	for (f->got = 0; f->got < f->nreq; f->got++) {
-		ck_assert_int_eq(read_full(fd, b, LEND_HDR_LEN), 0);
+		/* a silent lender's borrower may give up before it sent all:
+		 * on a busy machine its timeout can come first */
+		if (quiet && read_full(fd, b, LEND_HDR_LEN) < 0)
+			break;
+		if (!quiet)
+			ck_assert_int_eq(read_full(fd, b, LEND_HDR_LEN), 0);
 		ck_assert_int_eq(lend_hdr_decode(b, 0, &q[f->got]), 0);
 		ck_assert_uint_eq(q[f->got].type, LEND_READ);
 	}
@@ -1122,8 +1144,23 @@ static void *fake_main(void *arg)
 		fake_reply(fd, &q[0], q[0].handle);
 		fake_reply(fd, &q[1], 987654321);
 	}
+	if ((f->mode == FAKE_HALF_HDR || f->mode == FAKE_HALF_DATA) &&
+	    f->got > 0) {
+		struct lend_hdr r = {.type = q[0].type,
+		                     .handle = q[0].handle,
+		                     .count = q[0].count};
+		uint8_t page[LEND_PAGE_SIZE] = {0};
+		lend_hdr_encode(&r, 1, b);
+		size_t n = f->mode == FAKE_HALF_HDR ? LEND_HDR_LEN / 2
+		                                    : LEND_HDR_LEN;
+		/* the borrower may be gone already: no SIGPIPE, no check */
+		(void)!send(fd, b, n, MSG_NOSIGNAL);
+		if (f->mode == FAKE_HALF_DATA)
+			(void)!send(fd, page, sizeof page / 2, MSG_NOSIGNAL);
+	}
 	/* FAKE_CLOSE: the lender dies with every request unanswered; else
-	 * it stays until the borrower hangs up */
+	 * it stays until the borrower hangs up (the silent ones too: their
+	 * connection looks alive to the borrower) */
 	if (f->mode != FAKE_CLOSE)
 		while (read(fd, b, sizeof b) > 0)
 			;
@@ -1377,6 +1414,144 @@ START_TEST(nbd_lender_lost_mid_flight_fails_all)
 }
 END_TEST
 
+/* A lender that stops answering without closing (silent after taking
+ * the requests, or silent halfway through a reply's header or data) is
+ * lost once the oldest request has waited the reply timeout: every
+ * request completes with LEND_E_LOST instead of the borrower waiting
+ * forever (before the bound, lend_client_pump(-1) never returned). */
+START_TEST(silent_lender_times_out)
+{
+	enum { N = 4 };
+	static const enum fake_mode modes[] = {FAKE_SILENT, FAKE_HALF_HDR,
+	                                       FAKE_HALF_DATA};
+	static uint8_t buf[N][LEND_PAGE_SIZE];
+	for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+		struct fake f;
+		struct lend_client c;
+		struct done_log d = {0};
+		struct iovec v[N];
+		fake_start(&f, modes[m], N);
+		ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", f.port,
+		                                     NULL, 7, secret_a, 2000),
+		                 0);
+		ck_assert_int_eq(c.reply_timeout_ms,
+		                 LEND_CLIENT_REPLY_TIMEOUT_MS);
+		c.reply_timeout_ms = 200; /* sub-second bounds are allowed */
+		for (int i = 0; i < N; i++) {
+			v[i] = (struct iovec){buf[i], sizeof buf[i]};
+			ck_assert_int_eq(
+			    lend_client_submit(&c, LEND_READ, (uint64_t)i, 1,
+			                       &v[i], 1, log_done, &d,
+			                       (uint64_t)i),
+			    0);
+		}
+		ck_assert_int_gt(lend_client_deadline_ms(&c), 0);
+		while (!c.lost)
+			(void)lend_client_pump(&c, -1);
+		ck_assert_int_eq(d.n, N);
+		for (int i = 0; i < N; i++)
+			ck_assert_uint_eq(d.err[i], LEND_E_LOST);
+		ck_assert_msg(strstr(c.err, "within 200 ms"), "%s", c.err);
+		ck_assert_int_eq(c.inflight, 0);
+		ck_assert_int_eq(lend_client_deadline_ms(&c), -1);
+		ck_assert_int_eq(lend_client_report(&c).lost, 1);
+		lend_client_close(&c); /* the fake sees the hang-up and ends */
+		fake_join(&f);
+	}
+}
+END_TEST
+
+/* A reply that came but was not read before the deadline (the borrower
+ * was slow, not the lender) is taken, not counted as a loss. */
+START_TEST(late_but_arrived_reply_is_no_loss)
+{
+	enum { N = 2 };
+	struct fake f;
+	struct lend_client c;
+	struct done_log d = {0};
+	static uint8_t buf[N][LEND_PAGE_SIZE];
+	struct iovec v[N];
+	fake_start(&f, FAKE_REVERSE, N);
+	ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", f.port, NULL, 7,
+	                                     secret_a, 2000),
+	                 0);
+	c.reply_timeout_ms = 1;
+	for (int i = 0; i < N; i++) {
+		v[i] = (struct iovec){buf[i], sizeof buf[i]};
+		ck_assert_int_eq(lend_client_submit(&c, LEND_READ, (uint64_t)i,
+		                                    1, &v[i], 1, log_done, &d,
+		                                    (uint64_t)i),
+		                 0);
+	}
+	/* both replies whole in the borrower's socket (written is not yet
+	 * readable: loopback delivers in a softirq) */
+	int avail = 0;
+	while (avail < N * (LEND_HDR_LEN + LEND_PAGE_SIZE)) {
+		usleep(1000);
+		ck_assert_int_eq(ioctl(c.conn.fd, FIONREAD, &avail), 0);
+	}
+	int64_t dl = lend_client_deadline_ms(&c);
+	ck_assert_int_gt(dl, 0);
+	while (lend_now_ms() <= dl)
+		usleep(1000);
+	ck_assert_msg(lend_client_expire(&c, lend_now_ms()) == 0, "%s", c.err);
+	ck_assert_int_eq(c.lost, 0);
+	ck_assert_int_eq(d.n, N);
+	ck_assert_uint_eq(d.err[0], LEND_OK);
+	ck_assert_uint_eq(d.err[1], LEND_OK);
+	ck_assert_int_eq(lend_client_deadline_ms(&c), -1);
+	lend_client_close(&c);
+	fake_join(&f);
+}
+END_TEST
+
+/* Through the bridge: NBD reads to a lender that went silent are all
+ * answered EIO, later ones at once, and the bridge ends "lender lost"
+ * (it used to wait forever, and the kernel's nbd driver with it). */
+START_TEST(nbd_silent_lender_gives_eio)
+{
+	enum { N = 16 };
+	static const enum fake_mode modes[] = {FAKE_SILENT, FAKE_HALF_DATA};
+	for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+		struct fake f;
+		struct br y;
+		char err[200];
+		uint64_t size;
+		uint16_t fl;
+		uint32_t e;
+		int seen[N] = {0};
+		uint8_t p[4096] = {0};
+
+		fake_start(&f, modes[m], N);
+		int fd = br_start_timeout(&y, f.port, 300);
+		ck_assert_int_eq(lend_nbd_client_handshake(fd, "", &size, &fl,
+		                                           err, sizeof err),
+		                 0);
+		for (int i = 0; i < N; i++)
+			nbd_send(fd, LEND_NBD_CMD_READ, 100 + i,
+			         (uint64_t)i * 4096, 4096, NULL);
+		for (int i = 0; i < N; i++) {
+			uint64_t h = nbd_recv(fd, &e);
+			ck_assert_uint_eq(e, EIO);
+			ck_assert(h >= 100 && h < 100 + N && !seen[h - 100]);
+			seen[h - 100] = 1;
+		}
+		ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE,
+		                                     200, 0, 4096, p, NULL, &e),
+		                 0);
+		ck_assert_uint_eq(e, EIO);
+		lend_nbd_client_cmd(fd, LEND_NBD_CMD_DISC, 201, 0, 0, NULL,
+		                    NULL, &e);
+		ck_assert_int_eq(br_join(&y), LEND_BRIDGE_LOST);
+		ck_assert_int_eq(lend_client_report(&y.c).lost, 1);
+		ck_assert_msg(strstr(y.c.err, "within 300 ms"), "%s", y.c.err);
+		close(fd);
+		lend_client_close(&y.c);
+		fake_join(&f);
+	}
+}
+END_TEST
+
 START_TEST(hostport_forms)
 {
 	char host[64];
@@ -1446,6 +1621,9 @@ static Suite *suite(void)
 	tcase_add_test(t, reply_to_no_request_loses_the_lender);
 	tcase_add_test(t, nbd_many_requests_in_flight);
 	tcase_add_test(t, nbd_lender_lost_mid_flight_fails_all);
+	tcase_add_test(t, silent_lender_times_out);
+	tcase_add_test(t, late_but_arrived_reply_is_no_loss);
+	tcase_add_test(t, nbd_silent_lender_gives_eio);
 	suite_add_tcase(s, t);
 	t = tcase_create("tls");
 	tcase_set_timeout(t, 30);
