@@ -151,36 +151,20 @@ static uint64_t q_page(struct qrun *q, int64_t i)
 	return q->x % (uint64_t)q->pages;
 }
 
-static int rd_full(int fd, void *b, size_t n)
-{
-	uint8_t *p = b;
-	while (n > 0) {
-		ssize_t r = read(fd, p, n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		p += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
-
 static void *nbd_receiver(void *arg)
 {
 	struct qrun *q = arg;
-	uint8_t r[16];
+	uint8_t r[LEND_NBD_REPLY_LEN];
 	for (int64_t i = 0; i < q->ops; i++) {
-		if (rd_full(q->t->fd, r, sizeof r) < 0)
-			goto fail;
-		uint32_t err = (uint32_t)r[4] << 24 | r[5] << 16 | r[6] << 8 |
-		               r[7];
-		int slot = r[15] | r[14] << 8;
-		if (err || slot >= q->qd)
+		uint32_t err;
+		uint64_t slot;
+		if (lend_nbd_read_full(q->t->fd, r, sizeof r) < 0 ||
+		    lend_nbd_reply_decode(r, &err, &slot) < 0 || err ||
+		    slot >= (uint64_t)q->qd)
 			goto fail;
 		if (!q->write &&
-		    rd_full(q->t->fd, q->bufs + (size_t)slot * q->bs, q->bs) <
-		        0)
+		    lend_nbd_read_full(q->t->fd, q->bufs + slot * q->bs,
+		                       q->bs) < 0)
 			goto fail;
 		int64_t now = now_ns();
 		pthread_mutex_lock(&q->mu);
@@ -201,7 +185,7 @@ fail:
 static int q_nbd(struct qrun *q)
 {
 	pthread_t rt;
-	uint8_t h[28];
+	uint8_t h[LEND_NBD_REQ_LEN];
 	if (pthread_create(&rt, NULL, nbd_receiver, q) != 0)
 		return -1;
 	for (int64_t i = 0; i < q->ops; i++) {
@@ -214,27 +198,16 @@ static int q_nbd(struct qrun *q)
 			break;
 		uint64_t off = q_page(q, i) * 4096;
 		uint8_t *b = q->bufs + (size_t)slot * q->bs;
-		memset(h, 0, sizeof h);
-		h[0] = 0x25, h[1] = 0x60, h[2] = 0x95, h[3] = 0x13;
-		h[7] = q->write ? LEND_NBD_CMD_WRITE : LEND_NBD_CMD_READ;
-		h[14] = (uint8_t)(slot >> 8), h[15] = (uint8_t)slot;
-		for (int k = 0; k < 8; k++)
-			h[16 + k] = (uint8_t)(off >> (56 - 8 * k));
-		for (int k = 0; k < 4; k++)
-			h[24 + k] = (uint8_t)(q->bs >> (24 - 8 * k));
-		q->start[slot] = now_ns();
-		if (write(q->t->fd, h, sizeof h) != sizeof h)
-			break;
-		if (q->write) {
+		lend_nbd_req_encode(h,
+		                    q->write ? LEND_NBD_CMD_WRITE
+		                             : LEND_NBD_CMD_READ,
+		                    (uint64_t)slot, off, q->bs);
+		if (q->write)
 			memset(b, (int)(i & 0xff), 64);
-			size_t done = 0;
-			while (done < q->bs) {
-				ssize_t w = write(q->t->fd, b + done, q->bs - done);
-				if (w <= 0)
-					break;
-				done += (size_t)w;
-			}
-		}
+		q->start[slot] = now_ns();
+		if (lend_nbd_write_full(q->t->fd, h, sizeof h) < 0 ||
+		    (q->write && lend_nbd_write_full(q->t->fd, b, q->bs) < 0))
+			break;
 	}
 	pthread_join(rt, NULL);
 	return q->failed || q->received != q->ops ? -1 : 0;

@@ -338,7 +338,7 @@ static int serve_long(struct lend_bridge *b, const struct lend_nbd_req *q)
 		                 : LEND_BRIDGE_BUF;
 		uint32_t pages = n / LEND_PAGE_SIZE;
 		if (q->type == LEND_NBD_CMD_WRITE) {
-			if (lend_nbd_read_data(b->fd, b->buf, n) < 0) {
+			if (lend_nbd_read_full(b->fd, b->buf, n) < 0) {
 				snprintf(b->err, sizeof b->err,
 				         "the NBD client closed the connection "
 				         "inside a write's payload");
@@ -463,7 +463,7 @@ static int serve_nbd(struct lend_bridge *b)
 	if (++b->slots_used > b->slots_peak)
 		b->slots_peak = b->slots_used;
 	if (q.type == LEND_NBD_CMD_WRITE &&
-	    lend_nbd_read_data(b->fd, page_at(b, first), q.len) < 0) {
+	    lend_nbd_read_full(b->fd, page_at(b, first), q.len) < 0) {
 		snprintf(b->err, sizeof b->err,
 		         "the NBD client closed the connection inside a "
 		         "write's payload");

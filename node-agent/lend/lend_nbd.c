@@ -36,7 +36,7 @@ enum {
 enum { INFO_EXPORT = 0, INFO_BLOCK_SIZE = 3 };
 
 
-static int rd(int fd, void *buf, size_t n)
+int lend_nbd_read_full(int fd, void *buf, size_t n)
 {
 	uint8_t *p = buf;
 	while (n > 0) {
@@ -51,7 +51,7 @@ static int rd(int fd, void *buf, size_t n)
 	return 0;
 }
 
-static int wr(int fd, const void *buf, size_t n)
+int lend_nbd_write_full(int fd, const void *buf, size_t n)
 {
 	const uint8_t *p = buf;
 	while (n > 0) {
@@ -65,6 +65,37 @@ static int wr(int fd, const void *buf, size_t n)
 		p += w;
 		n -= (size_t)w;
 	}
+	return 0;
+}
+
+static int rd(int fd, void *buf, size_t n)
+{
+	return lend_nbd_read_full(fd, buf, n);
+}
+
+static int wr(int fd, const void *buf, size_t n)
+{
+	return lend_nbd_write_full(fd, buf, n);
+}
+
+void lend_nbd_req_encode(uint8_t h[LEND_NBD_REQ_LEN], uint16_t type,
+                         uint64_t handle, uint64_t off, uint32_t len)
+{
+	put32(h, REQ_MAGIC);
+	put16(h + 4, 0);
+	put16(h + 6, type);
+	put64(h + 8, handle);
+	put64(h + 16, off);
+	put32(h + 24, len);
+}
+
+int lend_nbd_reply_decode(const uint8_t r[LEND_NBD_REPLY_LEN],
+                          uint32_t *error, uint64_t *handle)
+{
+	if (get32(r) != REP_MAGIC)
+		return -1;
+	*error = get32(r + 4);
+	*handle = get64(r + 8);
 	return 0;
 }
 
@@ -270,11 +301,6 @@ int lend_nbd_req_check(const struct lend_nbd_export *e,
 		return 0;
 	}
 	return EINVAL;
-}
-
-int lend_nbd_read_data(int fd, void *buf, size_t n)
-{
-	return rd(fd, buf, n);
 }
 
 int lend_nbd_reply(int fd, uint32_t error, uint64_t handle,
@@ -491,23 +517,18 @@ int lend_nbd_client_cmd(int fd, uint16_t type, uint64_t handle, uint64_t off,
                         uint32_t len, const void *wbuf, void *rbuf,
                         uint32_t *nbd_error)
 {
-	uint8_t h[28], r[16];
-	put32(h, REQ_MAGIC);
-	put16(h + 4, 0);
-	put16(h + 6, type);
-	put64(h + 8, handle);
-	put64(h + 16, off);
-	put32(h + 24, len);
+	uint8_t h[LEND_NBD_REQ_LEN], r[LEND_NBD_REPLY_LEN];
+	uint64_t got;
+	lend_nbd_req_encode(h, type, handle, off, len);
 	if (wr(fd, h, sizeof h) < 0)
 		return -1;
 	if (type == LEND_NBD_CMD_WRITE && wr(fd, wbuf, len) < 0)
 		return -1;
 	if (type == LEND_NBD_CMD_DISC)
 		return 0;
-	if (rd(fd, r, sizeof r) < 0 || get32(r) != REP_MAGIC ||
-	    get64(r + 8) != handle)
+	if (rd(fd, r, sizeof r) < 0 ||
+	    lend_nbd_reply_decode(r, nbd_error, &got) < 0 || got != handle)
 		return -1;
-	*nbd_error = get32(r + 4);
 	if (type == LEND_NBD_CMD_READ && *nbd_error == 0 &&
 	    rd(fd, rbuf, len) < 0)
 		return -1;

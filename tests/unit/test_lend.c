@@ -1279,35 +1279,20 @@ END_TEST
 static void nbd_send(int fd, uint16_t type, uint64_t handle, uint64_t off,
                      uint32_t len, const void *data)
 {
-	uint8_t h[28] = {0x25, 0x60, 0x95, 0x13};
-	h[6] = (uint8_t)(type >> 8), h[7] = (uint8_t)type;
-	for (int k = 0; k < 8; k++) {
-		h[8 + k] = (uint8_t)(handle >> (56 - 8 * k));
-		h[16 + k] = (uint8_t)(off >> (56 - 8 * k));
-	}
-	for (int k = 0; k < 4; k++)
-		h[24 + k] = (uint8_t)(len >> (24 - 8 * k));
-	ck_assert_int_eq(write(fd, h, sizeof h), (ssize_t)sizeof h);
-	if (data) {
-		const uint8_t *p = data;
-		for (uint32_t done = 0; done < len;) {
-			ssize_t w = write(fd, p + done, len - done);
-			ck_assert_int_gt(w, 0);
-			done += (uint32_t)w;
-		}
-	}
+	uint8_t h[LEND_NBD_REQ_LEN];
+	lend_nbd_req_encode(h, type, handle, off, len);
+	ck_assert_int_eq(lend_nbd_write_full(fd, h, sizeof h), 0);
+	if (data)
+		ck_assert_int_eq(lend_nbd_write_full(fd, data, len), 0);
 }
 
 /* Reads one NBD simple reply: its handle, and error. */
 static uint64_t nbd_recv(int fd, uint32_t *error)
 {
-	uint8_t r[16];
+	uint8_t r[LEND_NBD_REPLY_LEN];
 	uint64_t h = 0;
-	ck_assert_int_eq(read_full(fd, r, sizeof r), 0);
-	ck_assert_int_eq(r[0], 0x67);
-	*error = (uint32_t)r[4] << 24 | r[5] << 16 | r[6] << 8 | r[7];
-	for (int k = 8; k < 16; k++)
-		h = h << 8 | r[k];
+	ck_assert_int_eq(lend_nbd_read_full(fd, r, sizeof r), 0);
+	ck_assert_int_eq(lend_nbd_reply_decode(r, error, &h), 0);
 	return h;
 }
 
