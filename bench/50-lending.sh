@@ -29,6 +29,7 @@
 #   RAMEX_BENCH_OPS (20000)  RAMEX_BENCH_GUEST (1; 0 skips the qemu part)
 #   RAMEX_BENCH_STREAM_MIB (1024: the contract of the in-flight runs and
 #   the recall, held in locked memory by the lender)
+#   RAMEX_BENCH_SLOW_US (1000: how late the slow lender's replies arrive)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BDIR=${RAMEX_BUILD:-$ROOT/build} # absolute; guest.sh wants BUILD relative
@@ -118,6 +119,58 @@ i=0; while [[ ! -S $work/nbd4b.sock ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)
 load
 timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4b.sock" --pages $SPAGES \
   --ops "$OPS" --qd 32 --name nbd-qd | sed 's/^/  /'
+
+# ---- slow peers ---------------------------------------------------------
+# 1. Others trickling handshakes at the borrower's lender (the issue's "one
+#    byte every 4 s", and a faster 10 ms): 8 peers, the lender's handshake
+#    limit, each path first without them, then with them.
+# 2. A slow lender: every byte it sends delivered SLOW_US late by a relay
+#    (ramex-lend-bench --relay) between the bridge and the lender, beside
+#    the healthy run. The bridge's reply timeout (5 s) is far above it.
+SLOW_US=${RAMEX_BENCH_SLOW_US:-1000}
+bridge() { # contract socket lender-port; starts a bridge, waits for its socket
+  "$BIN/ramex-lend-nbd" --lender 127.0.0.1:$3 --contract "$1" \
+    --secret-file "$work/secret" --listen-unix "$work/$2" \
+    >/dev/null 2>"$work/$2.log" &
+  pids+=($!)
+  local i=0
+  while [[ ! -S $work/$2 ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)); done
+}
+echo "host: slow peers; randread = $OPS random 4 KiB reads, 32 in flight, each path healthy then with 8 slow peers"
+load
+timeout 300 "$BIN/ramex-lend-bench" --lender 127.0.0.1:$port --contract 4 \
+  --secret-file "$work/secret" --pages $SPAGES --ops "$OPS" --qd 32 \
+  --name lend-healthy | sed 's/^/  /'
+for ms in 4000 10; do
+  timeout 300 "$BIN/ramex-lend-bench" --lender 127.0.0.1:$port --contract 4 \
+    --secret-file "$work/secret" --pages $SPAGES --ops "$OPS" --qd 32 \
+    --trickle 127.0.0.1:$port --trickle-ms $ms --name lend-trickle$ms |
+    sed 's/^/  /'
+done
+load
+bridge 4 nbd4h.sock $port
+timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4h.sock" \
+  --pages $SPAGES --ops "$OPS" --qd 32 --name nbd-healthy | sed 's/^/  /'
+for ms in 4000 10; do
+  bridge 4 nbd4t$ms.sock $port
+  timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4t$ms.sock" \
+    --pages $SPAGES --ops "$OPS" --qd 32 --trickle 127.0.0.1:$port \
+    --trickle-ms $ms --name nbd-trickle$ms | sed 's/^/  /'
+done
+load
+echo "  (a lender whose every reply arrives ${SLOW_US} us late, beside a healthy one)"
+bridge 4 nbd4h2.sock $port
+timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4h2.sock" \
+  --pages $SPAGES --ops "$OPS" --qd 32 --name nbd-healthy | sed 's/^/  /'
+rm -f "$work/relay.port"
+"$BIN/ramex-lend-bench" --relay 127.0.0.1:$port --relay-port-file "$work/relay.port" \
+  --delay-us "$SLOW_US" 2>"$work/relay.log" &
+pids+=($!)
+i=0; while [[ ! -s $work/relay.port ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)); done
+bridge 4 nbd4slow.sock "$(cat "$work/relay.port")"
+timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4slow.sock" \
+  --pages $SPAGES --ops "$OPS" --qd 32 --name nbd-slow${SLOW_US}us | sed 's/^/  /'
+
 lender 5 $SPAGES
 load
 timeout 300 "$BIN/ramex-lend-bench" --lender 127.0.0.1:$port --contract 5 \

@@ -21,16 +21,31 @@
  *                    arrival, every page read back into this process's
  *                    memory, and RELEASE answered (the lender has freed
  *                    the pages by then):  PATH_NAME recall ..
+ * Slow peers, beside any of the runs above:
+ *   --trickle HOST:PORT [--trickle-peers N (8)] [--trickle-ms MS (4000)]
+ *                    N other peers connect to that lender while the run
+ *                    lasts, each sending its AUTH one byte every MS ms
+ *                    (cut by the lender's handshake deadline, they connect
+ *                    again): does the borrower's p99 move?
+ * And a slow lender, as a program of its own between borrower and lender:
+ *   --relay HOST:PORT --relay-port-file F [--delay-us N]
+ *                    listens on 127.0.0.1 (port written to F), takes one
+ *                    connection, relays it to HOST:PORT, and delivers
+ *                    every byte the lender sends N us late; ends when
+ *                    either side closes.
  * Measures only; never judges.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -393,12 +408,213 @@ static int qrun(struct target *t, const char *name, const char *what,
 	return rc;
 }
 
+/* ---- slow peers ---------------------------------------------------- */
+
+struct trickle {
+	const char *host;
+	int port, peers, ms;
+	int stop[2]; /* a byte here ends every peer */
+	pthread_t th[64];
+	int64_t bytes, conns; /* sent, made (atomic) */
+};
+
+/* One peer: HELLO read, then its AUTH a byte at a time, again and again. */
+static void *trickle_main(void *arg)
+{
+	struct trickle *t = arg;
+	uint8_t hello[LEND_HELLO_LEN], auth[LEND_AUTH_LEN];
+	char err[200];
+	memset(auth, 0x5a, sizeof auth);
+	for (;;) {
+		int fd = lend_tcp_connect(t->host, t->port, err, sizeof err);
+		if (fd >= 0) {
+			__atomic_add_fetch(&t->conns, 1, __ATOMIC_RELAXED);
+			(void)lend_nbd_read_full(fd, hello, sizeof hello);
+		}
+		for (size_t i = 0; fd >= 0 && i < sizeof auth; i++) {
+			struct pollfd p = {.fd = t->stop[0], .events = POLLIN};
+			if (poll(&p, 1, t->ms) != 0)
+				break;
+			if (send(fd, auth + i, 1, MSG_NOSIGNAL) != 1)
+				break; /* cut: connect again */
+			__atomic_add_fetch(&t->bytes, 1, __ATOMIC_RELAXED);
+		}
+		if (fd >= 0)
+			close(fd);
+		struct pollfd p = {.fd = t->stop[0], .events = POLLIN};
+		if (poll(&p, 1, fd >= 0 ? 0 : 100) != 0)
+			return NULL;
+	}
+}
+
+static int trickle_start(struct trickle *t)
+{
+	if (pipe(t->stop) < 0)
+		return -1;
+	for (int i = 0; i < t->peers; i++)
+		if (pthread_create(&t->th[i], NULL, trickle_main, t) != 0)
+			return -1;
+	return 0;
+}
+
+static void trickle_stop(struct trickle *t, const char *name)
+{
+	(void)!write(t->stop[1], "x", 1);
+	for (int i = 0; i < t->peers; i++)
+		pthread_join(t->th[i], NULL);
+	close(t->stop[0]);
+	close(t->stop[1]);
+	printf("%-12s %-15s peers=%d byte_every_ms=%d connections=%lld "
+	       "bytes=%lld\n",
+	       name, "slow-peers", t->peers, t->ms, (long long)t->conns,
+	       (long long)t->bytes);
+}
+
+/* Bytes read from one side, due at the other at `due`. */
+struct chunk {
+	struct chunk *next;
+	int64_t due;
+	size_t len, off;
+	uint8_t data[];
+};
+
+struct dir {
+	int from, to;
+	int64_t delay_ns;
+	struct chunk *head, *tail;
+	size_t queued;
+};
+
+/* Reads what has come into a chunk due delay_ns later. 0, or -1 when the
+ * side closed. */
+static int dir_read(struct dir *d)
+{
+	enum { MAXC = 256 * 1024 };
+	struct chunk *c = malloc(sizeof *c + MAXC);
+	if (!c)
+		return -1;
+	ssize_t r = read(d->from, c->data, MAXC);
+	if (r <= 0) {
+		free(c);
+		return r < 0 && errno == EAGAIN ? 0 : -1;
+	}
+	*c = (struct chunk){.due = now_ns() + d->delay_ns, .len = (size_t)r};
+	if (d->tail)
+		d->tail->next = c;
+	else
+		d->head = c;
+	d->tail = c;
+	d->queued += (size_t)r;
+	return 0;
+}
+
+/* Writes the chunks that are due. 0, or -1 when the side closed. */
+static int dir_write(struct dir *d)
+{
+	int64_t now = now_ns();
+	while (d->head && d->head->due <= now) {
+		struct chunk *c = d->head;
+		ssize_t w = send(d->to, c->data + c->off, c->len - c->off,
+		                 MSG_NOSIGNAL);
+		if (w < 0)
+			return errno == EAGAIN ? 0 : -1;
+		c->off += (size_t)w;
+		d->queued -= (size_t)w;
+		if (c->off < c->len)
+			return 0;
+		d->head = c->next;
+		if (!d->head)
+			d->tail = NULL;
+		free(c);
+	}
+	return 0;
+}
+
+static int relay(const char *to, const char *port_file, int64_t delay_us)
+{
+	char host[256], err[256];
+	int port, bound = 0;
+	if (hostport_split(to, host, sizeof host, &port) < 0 || !port_file) {
+		fprintf(stderr, "bench: --relay HOST:PORT and "
+		                "--relay-port-file F are needed\n");
+		return 2;
+	}
+	int lfd = lend_tcp_listen("127.0.0.1", 0, &bound, err, sizeof err);
+	FILE *f = lfd >= 0 ? fopen(port_file, "w") : NULL;
+	if (!f) {
+		fprintf(stderr, "bench: relay: %s\n", lfd < 0 ? err : port_file);
+		return 1;
+	}
+	fprintf(f, "%d\n", bound);
+	fclose(f);
+	int a = accept(lfd, NULL, NULL);
+	close(lfd);
+	int b = a >= 0 ? lend_tcp_connect(host, port, err, sizeof err) : -1;
+	if (b < 0) {
+		fprintf(stderr, "bench: relay: %s\n", a < 0 ? "accept" : err);
+		return 1;
+	}
+	int one = 1;
+	setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	setsockopt(b, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	fcntl(a, F_SETFL, O_NONBLOCK);
+	fcntl(b, F_SETFL, O_NONBLOCK);
+	/* borrower -> lender at once; lender -> borrower delay_us late */
+	struct dir d[2] = {{.from = a, .to = b},
+	                   {.from = b, .to = a, .delay_ns = delay_us * 1000}};
+	for (;;) {
+		struct pollfd p[4];
+		int64_t wait = -1, now = now_ns(); /* ns */
+		for (int i = 0; i < 2; i++) {
+			/* at most 64 MiB held per direction */
+			p[i] = (struct pollfd){
+			    .fd = d[i].queued < (64u << 20) ? d[i].from : -1,
+			    .events = POLLIN};
+			p[2 + i] = (struct pollfd){.fd = -1, .events = POLLOUT};
+			if (!d[i].head)
+				continue;
+			if (d[i].head->due <= now)
+				p[2 + i].fd = d[i].to;
+			else {
+				int64_t ns = d[i].head->due - now;
+				if (wait < 0 || ns < wait)
+					wait = ns;
+			}
+		}
+		struct timespec ts = {wait / 1000000000, wait % 1000000000};
+		if (ppoll(p, 4, wait < 0 ? NULL : &ts, NULL) < 0 &&
+		    errno != EINTR)
+			break;
+		int gone = 0;
+		for (int i = 0; i < 2; i++) {
+			if (p[i].revents && dir_read(&d[i]) < 0)
+				gone = 1;
+			if (dir_write(&d[i]) < 0)
+				gone = 1;
+		}
+		if (gone)
+			break;
+	}
+	for (int i = 0; i < 2; i++)
+		while (d[i].head) {
+			struct chunk *c = d[i].head;
+			d[i].head = c->next;
+			free(c);
+		}
+	close(a);
+	close(b);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *lender = NULL, *secret_file = NULL, *ca = NULL;
 	const char *nbd_unix = NULL, *dev = NULL, *name = "bench";
 	int64_t pages = 1024, ops = 2000, contract = 0, qd = 1, stream_mib = 0;
-	int64_t bs = 512 * 1024, recall_pid = 0;
+	int64_t bs = 512 * 1024, recall_pid = 0, delay_us = 0;
+	int64_t trickle_peers = 8, trickle_ms = 4000;
+	const char *trickle_at = NULL, *relay_to = NULL, *relay_file = NULL;
+	struct trickle tr = {0};
 	char host[256], err[256];
 	int port;
 	struct target t = {.fd = -1};
@@ -433,12 +649,26 @@ int main(int argc, char **argv)
 			lend_args_int(v, 1, INT32_MAX, &recall_pid);
 		else if (!strcmp(a, "--bs"))
 			lend_args_int(v, 4096, 1 << 20, &bs);
+		else if (!strcmp(a, "--trickle"))
+			trickle_at = v;
+		else if (!strcmp(a, "--trickle-peers"))
+			lend_args_int(v, 1, 64, &trickle_peers);
+		else if (!strcmp(a, "--trickle-ms"))
+			lend_args_int(v, 1, 60000, &trickle_ms);
+		else if (!strcmp(a, "--relay"))
+			relay_to = v;
+		else if (!strcmp(a, "--relay-port-file"))
+			relay_file = v;
+		else if (!strcmp(a, "--delay-us"))
+			lend_args_int(v, 0, 10000000, &delay_us);
 		else {
 			fprintf(stderr, "bench: unknown option %s\n", a);
 			return 2;
 		}
 	}
 	signal(SIGPIPE, SIG_IGN);
+	if (relay_to)
+		return relay(relay_to, relay_file, delay_us);
 	uint8_t *buf = aligned_alloc(4096, 4096);
 	if (!buf)
 		return 1;
@@ -494,6 +724,20 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	int rc;
+	if (trickle_at) {
+		char th[256];
+		if (hostport_split(trickle_at, th, sizeof th, &tr.port) < 0) {
+			fprintf(stderr, "bench: --trickle wants HOST:PORT\n");
+			return 2;
+		}
+		tr.host = strdup(th);
+		tr.peers = (int)trickle_peers;
+		tr.ms = (int)trickle_ms;
+		if (!tr.host || trickle_start(&tr) < 0) {
+			fprintf(stderr, "bench: could not start the slow peers\n");
+			return 1;
+		}
+	}
 	if (recall_pid && t.mode == M_LEND) {
 		rc = recall(&t, name, pages, (pid_t)recall_pid) < 0;
 	} else if (qd > 1) {
@@ -514,6 +758,10 @@ int main(int argc, char **argv)
 	} else {
 		rc = run(&t, name, 1, pages, ops, buf) < 0 ||
 		     run(&t, name, 0, pages, ops, buf) < 0;
+	}
+	if (trickle_at) {
+		trickle_stop(&tr, name);
+		free((void *)tr.host);
 	}
 	if (t.mode == M_LEND)
 		lend_client_close(&t.c);
