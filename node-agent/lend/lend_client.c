@@ -13,6 +13,7 @@
 #include "node-agent/lend/lend_server.h" /* lend_now_ms */
 
 static void fail_all(struct lend_client *c);
+static int flush_out(struct lend_client *c);
 
 static int lose(struct lend_client *c, const char *what)
 {
@@ -23,6 +24,7 @@ static int lose(struct lend_client *c, const char *what)
 		          c->inflight);
 	snprintf(c->err, sizeof c->err, "%s: %s", what, c->conn.err);
 	c->lost = 1;
+	c->out_n = 0;
 	c->meter.r.lost = 1;
 	lend_conn_close(&c->conn);
 	fail_all(c);
@@ -351,6 +353,9 @@ int lend_client_pump(struct lend_client *c, int wait_ms)
 	int taken = 0;
 	if (c->lost)
 		return -1;
+	/* held requests first: their replies may be what we wait for */
+	if (wait_ms != 0 && c->out_n > 0 && flush_out(c) < 0)
+		return -1;
 	if (wait_ms != 0 && wait_fd(c, POLLIN, wait_ms) < 0)
 		return lose(c, "no reply from the lender");
 	for (;;) {
@@ -405,6 +410,27 @@ static int send_iov(struct lend_client *c, struct iovec *iov, int iovcnt)
 	return 0;
 }
 
+/* Sends the requests held while corked. */
+static int flush_out(struct lend_client *c)
+{
+	int n = c->out_n;
+	c->out_n = 0;
+	return n > 0 ? send_iov(c, c->out, n) : 0;
+}
+
+void lend_client_cork(struct lend_client *c)
+{
+	c->corked = 1;
+}
+
+int lend_client_uncork(struct lend_client *c)
+{
+	c->corked = 0;
+	if (c->lost)
+		return -1;
+	return flush_out(c);
+}
+
 int lend_client_submit(struct lend_client *c, uint16_t type, uint64_t page,
                        uint32_t count, const struct iovec *iov, int iovcnt,
                        lend_client_done_fn done, void *arg, uint64_t tag)
@@ -442,17 +468,28 @@ int lend_client_submit(struct lend_client *c, uint16_t type, uint64_t page,
 	                              .sent_ms = lend_now_ms()};
 	c->inflight++;
 	c->inflight_pages += count;
-	uint8_t b[LEND_HDR_LEN];
 	struct lend_hdr hd = {
 	    .type = type, .handle = h, .page = page, .count = count};
-	lend_hdr_encode(&hd, 0, b);
+	lend_hdr_encode(&hd, 0, q->hdr);
+	int need = 1 + (type == LEND_WRITE ? iovcnt : 0);
+	if (c->corked && need <= LEND_CLIENT_OUTV) {
+		/* lost while sending: fail_all completed it, like every
+		 * other */
+		if (c->out_n + need > LEND_CLIENT_OUTV && flush_out(c) < 0)
+			return 0;
+		c->out[c->out_n++] = (struct iovec){q->hdr, LEND_HDR_LEN};
+		for (int i = 1; i < need; i++)
+			c->out[c->out_n++] = iov[i - 1];
+		return 0;
+	}
+	if (c->out_n > 0 && flush_out(c) < 0)
+		return 0; /* in order: what was held goes first */
 	struct iovec v[1 + 1024];
 	int n = 1;
-	v[0] = (struct iovec){b, sizeof b};
+	v[0] = (struct iovec){q->hdr, LEND_HDR_LEN};
 	if (type == LEND_WRITE)
 		for (int i = 0; i < iovcnt; i++)
 			v[n++] = iov[i];
-	/* lost while sending: fail_all completed it, like every other */
 	(void)send_iov(c, v, n);
 	return 0;
 }

@@ -60,7 +60,10 @@ struct lend_client_req {
 	void *arg;
 	uint64_t tag;
 	int64_t sent_ms; /* lend_now_ms when submitted */
+	uint8_t hdr[LEND_HDR_LEN]; /* its header, until sent */
 };
+
+#define LEND_CLIENT_OUTV 512 /* iovecs held while corked */
 
 struct lend_client {
 	struct lend_conn conn;
@@ -78,6 +81,10 @@ struct lend_client {
 	int inflight;                 /* requests in flight */
 	int64_t inflight_pages;       /* their pages, <= LEND_CLIENT_WINDOW */
 	uint64_t oldest; /* no handle below it is in flight */
+	/* corked: requests are held here and go out with one writev at
+	 * lend_client_uncork (or when full, or before any wait) */
+	int corked, out_n;
+	struct iovec out[LEND_CLIENT_OUTV];
 	/* the bound on a reply's wait (LEND_CLIENT_REPLY_TIMEOUT_MS after
 	 * connect; the caller may change it): the oldest request in flight
 	 * unanswered this long loses the lender, as a closed link would */
@@ -110,6 +117,13 @@ int lend_client_connect(struct lend_client *c, const char *host, int port,
 int lend_client_submit(struct lend_client *c, uint16_t type, uint64_t page,
                        uint32_t count, const struct iovec *iov, int iovcnt,
                        lend_client_done_fn done, void *arg, uint64_t tag);
+/* Between cork and uncork, submitted requests are held and sent together
+ * (one system call for many requests) when uncorked, when the held ones
+ * fill LEND_CLIENT_OUTV iovecs, or before any wait for a reply. Uncork
+ * returns 0, or -1 when the lender is lost. */
+void lend_client_cork(struct lend_client *c);
+int lend_client_uncork(struct lend_client *c);
+
 /*
  * Reads every reply (and notice) that has arrived and completes its
  * request; with wait_ms != 0 first waits up to wait_ms (-1: until one

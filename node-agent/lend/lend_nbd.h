@@ -128,6 +128,14 @@ int lend_nbd_read_full(int fd, void *buf, size_t n);
 int lend_nbd_write_full(int fd, const void *buf, size_t n);
 void lend_nbd_req_encode(uint8_t h[LEND_NBD_REQ_LEN], uint16_t type,
                          uint64_t handle, uint64_t off, uint32_t len);
+/* Decodes a request header. Returns 0, or -1 on a bad magic. */
+int lend_nbd_req_decode(const uint8_t h[LEND_NBD_REQ_LEN],
+                        struct lend_nbd_req *q);
+/* Writes every byte of iov (any iovcnt; short writes continued). The
+ * array is consumed. Returns 0 or -1. */
+int lend_nbd_writev_full(int fd, struct iovec *iov, int iovcnt);
+void lend_nbd_reply_encode(uint8_t r[LEND_NBD_REPLY_LEN], uint32_t error,
+                           uint64_t handle);
 /* Returns 0 with the reply's error and handle, or -1 on a bad magic. */
 int lend_nbd_reply_decode(const uint8_t r[LEND_NBD_REPLY_LEN],
                           uint32_t *error, uint64_t *handle);
