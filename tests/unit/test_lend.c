@@ -1537,6 +1537,55 @@ START_TEST(nbd_silent_lender_gives_eio)
 }
 END_TEST
 
+/* A WRITE refused at the bridge (unaligned) that comes in the same read
+ * as a good WRITE: its payload is dropped without touching the staging
+ * page the good one's data waits in to be sent (with both sides batched,
+ * dropping it through that page sent the refused bytes to the lender). */
+START_TEST(nbd_refused_write_spares_staged_data)
+{
+	struct srv x;
+	struct br y;
+	char err[200];
+	uint64_t size;
+	uint16_t fl;
+	uint32_t e;
+	static uint8_t two[2 * (LEND_NBD_REQ_LEN + 4096)], r[4096];
+	uint8_t *p = two;
+
+	srv_start(&x, 7, secret_a, 64, NULL, 1000);
+	int fd = br_start(&y, x.s.port);
+	ck_assert_int_eq(
+	    lend_nbd_client_handshake(fd, "", &size, &fl, err, sizeof err), 0);
+	lend_nbd_req_encode(p, LEND_NBD_CMD_WRITE, 1, 0, 4096);
+	memset(p + LEND_NBD_REQ_LEN, 0xaa, 4096);
+	p += LEND_NBD_REQ_LEN + 4096;
+	lend_nbd_req_encode(p, LEND_NBD_CMD_WRITE, 2, 100, 4096);
+	memset(p + LEND_NBD_REQ_LEN, 0xee, 4096);
+	/* one write: the bridge takes both with one recv */
+	ck_assert_int_eq(lend_nbd_write_full(fd, two, sizeof two), 0);
+	int ok = 0, einval = 0;
+	for (int i = 0; i < 2; i++) {
+		uint64_t h = nbd_recv(fd, &e);
+		ok += h == 1 && e == 0;
+		einval += h == 2 && e == EINVAL;
+	}
+	ck_assert_int_eq(ok, 1);
+	ck_assert_int_eq(einval, 1);
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_READ, 3, 0, 4096,
+	                                     NULL, r, &e),
+	                 0);
+	ck_assert_uint_eq(e, 0);
+	ck_assert_int_eq(r[0], 0xaa);
+	ck_assert_int_eq(r[4095], 0xaa);
+	lend_nbd_client_cmd(fd, LEND_NBD_CMD_DISC, 4, 0, 0, NULL, NULL, &e);
+	ck_assert_int_eq(br_join(&y), LEND_BRIDGE_DISC);
+	close(fd);
+	lend_client_close(&y.c);
+	srv_join(&x, 1);
+	lend_server_close(&x.s);
+}
+END_TEST
+
 START_TEST(hostport_forms)
 {
 	char host[64];
@@ -1609,6 +1658,7 @@ static Suite *suite(void)
 	tcase_add_test(t, silent_lender_times_out);
 	tcase_add_test(t, late_but_arrived_reply_is_no_loss);
 	tcase_add_test(t, nbd_silent_lender_gives_eio);
+	tcase_add_test(t, nbd_refused_write_spares_staged_data);
 	suite_add_tcase(s, t);
 	t = tcase_create("tls");
 	tcase_set_timeout(t, 30);
