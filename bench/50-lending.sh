@@ -93,6 +93,10 @@ SMIB=${RAMEX_BENCH_STREAM_MIB:-1024}
 SPAGES=$((SMIB * 256))
 load() { echo "  (load: $(cut -d' ' -f1-3 /proc/loadavg))"; }
 echo "host: many in flight; stream = $SMIB MiB in 512 KiB requests, 8 in flight; randread = $OPS random 4 KiB reads, 32 in flight"
+# the scheduler's floor: two processes bouncing a byte, two wakeups a
+# round trip; every path below wakes three or four processes per request
+load
+"$BIN/ramex-lend-bench" --wakeup-floor --ops 100000 --name floor | sed 's/^/  /'
 lender 3 $SPAGES
 load
 timeout 300 "$BIN/ramex-lend-bench" --lender 127.0.0.1:$port --contract 3 \

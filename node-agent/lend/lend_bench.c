@@ -33,6 +33,10 @@
  *                    connection, relays it to HOST:PORT, and delivers
  *                    every byte the lender sends N us late; ends when
  *                    either side closes.
+ *   --wakeup-floor   no storage at all: two processes bounce one byte over
+ *                    a unix socketpair --ops times; each round trip is two
+ *                    wakeups, the least any path between processes pays:
+ *                    PATH_NAME wakeup-rtt p50_us=.. p99_us=..
  * Measures only; never judges.
  */
 #include <errno.h>
@@ -48,6 +52,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -283,16 +288,25 @@ static int q_lend(struct qrun *q)
 	struct iovec *v = calloc((size_t)q->qd, sizeof *v);
 	if (!v)
 		return -1;
-	for (int64_t i = 0; i < q->ops && !q->failed; i++) {
+	for (int64_t i = 0; i < q->ops && !q->failed;) {
 		while (q->nfree == 0)
 			if (lend_client_pump(c, -1) < 0)
 				goto out;
-		int slot = q->free_slots[--q->nfree];
-		v[slot] = (struct iovec){q->bufs + (size_t)slot * q->bs, q->bs};
-		q->start[slot] = now_ns();
-		if (lend_client_submit(c, q->write ? LEND_WRITE : LEND_READ,
-		                       q_page(q, i), q->bs / 4096, &v[slot], 1,
-		                       lend_done, q, (uint64_t)slot) < 0)
+		/* every slot the replies freed, refilled with one writev, as
+		 * the bridge does */
+		lend_client_cork(c);
+		for (; q->nfree > 0 && i < q->ops; i++) {
+			int slot = q->free_slots[--q->nfree];
+			v[slot] = (struct iovec){q->bufs + (size_t)slot * q->bs,
+			                         q->bs};
+			q->start[slot] = now_ns();
+			if (lend_client_submit(
+			        c, q->write ? LEND_WRITE : LEND_READ,
+			        q_page(q, i), q->bs / 4096, &v[slot], 1,
+			        lend_done, q, (uint64_t)slot) < 0)
+				goto out;
+		}
+		if (lend_client_uncork(c) < 0)
 			goto out;
 	}
 	while (q->received < q->ops && !q->failed)
@@ -606,6 +620,46 @@ static int relay(const char *to, const char *port_file, int64_t delay_us)
 	return 0;
 }
 
+/* ---- the scheduler's floor ------------------------------------------ */
+
+static int wakeup_floor(const char *name, int64_t ops)
+{
+	int sv[2];
+	int64_t *lat = malloc((size_t)ops * sizeof *lat);
+	if (!lat || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		char c;
+		close(sv[0]);
+		while (read(sv[1], &c, 1) == 1 && write(sv[1], &c, 1) == 1)
+			;
+		_exit(0);
+	}
+	close(sv[1]);
+	int rc = 0;
+	for (int64_t i = 0; i < ops && rc == 0; i++) {
+		char c = 'x';
+		int64_t t0 = now_ns();
+		if (write(sv[0], &c, 1) != 1 || read(sv[0], &c, 1) != 1)
+			rc = -1;
+		lat[i] = now_ns() - t0;
+	}
+	close(sv[0]);
+	waitpid(pid, NULL, 0);
+	if (rc == 0) {
+		qsort(lat, (size_t)ops, sizeof *lat, cmp64);
+		printf("%-12s %-15s p50_us=%.1f p99_us=%.1f p999_us=%.1f\n",
+		       name, "wakeup-rtt", (double)lat[ops / 2] / 1e3,
+		       (double)lat[ops * 99 / 100] / 1e3,
+		       (double)lat[ops * 999 / 1000] / 1e3);
+	}
+	free(lat);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	const char *lender = NULL, *secret_file = NULL, *ca = NULL;
@@ -615,15 +669,19 @@ int main(int argc, char **argv)
 	int64_t trickle_peers = 8, trickle_ms = 4000;
 	const char *trickle_at = NULL, *relay_to = NULL, *relay_file = NULL;
 	struct trickle tr = {0};
+	int floor_only = 0;
 	char host[256], err[256];
 	int port;
 	struct target t = {.fd = -1};
 	SSL_CTX *tls = NULL;
 	uint8_t secret[LEND_SECRET_LEN];
 
-	for (int i = 1; i + 1 < argc; i += 2) {
-		const char *a = argv[i], *v = argv[i + 1];
-		if (!strcmp(a, "--lender"))
+	for (int i = 1; i < argc; i += 2) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
+		if (!strcmp(a, "--wakeup-floor")) {
+			floor_only = 1;
+			i--; /* no value */
+		} else if (!strcmp(a, "--lender"))
 			lender = v;
 		else if (!strcmp(a, "--contract"))
 			lend_args_int(v, 1, INT64_MAX, &contract);
@@ -669,6 +727,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (relay_to)
 		return relay(relay_to, relay_file, delay_us);
+	if (floor_only)
+		return wakeup_floor(name, ops) < 0;
 	uint8_t *buf = aligned_alloc(4096, 4096);
 	if (!buf)
 		return 1;
