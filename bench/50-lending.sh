@@ -21,7 +21,10 @@
 # p50/p99, and a recall of the whole contract through the protocol (notice
 # -> every page back in the borrower's memory -> RELEASE answered, the
 # lender's pages freed). Beside them the local alternatives: a file on disk
-# with O_DIRECT (32 threads), and zram when the kernel has it.
+# with O_DIRECT (32 threads), and zram when the kernel has it. The
+# scheduler's floor (two processes bouncing a byte) comes first; slow peers
+# (8 trickling handshakes at the lender) and a slow lender (its replies
+# delivered late by a relay) are each run beside a healthy run.
 # /proc/loadavg is printed beside each figure: the machine is shared.
 #
 # Every server binds 127.0.0.1 and is stopped when the script ends; every
