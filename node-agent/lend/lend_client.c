@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "node-agent/lend/lend_iov.h"
 #include "node-agent/lend/lend_server.h" /* lend_now_ms */
 
 static void fail_all(struct lend_client *c);
@@ -397,15 +398,7 @@ static int send_iov(struct lend_client *c, struct iovec *iov, int iovcnt)
 				return lose(c, "could not send to the lender");
 			continue;
 		}
-		size_t left = (size_t)w;
-		while (iovcnt > 0 && left >= iov->iov_len) {
-			left -= iov->iov_len;
-			iov++, iovcnt--;
-		}
-		if (iovcnt > 0) {
-			iov->iov_base = (uint8_t *)iov->iov_base + left;
-			iov->iov_len -= left;
-		}
+		lend_iov_advance(&iov, &iovcnt, (size_t)w);
 	}
 	return 0;
 }

@@ -1,6 +1,7 @@
 /* lend_nbd.c — NBD handshake and transmission, server and client. */
 #include "node-agent/lend/lend_nbd.h"
 #include "node-agent/lend/lend_be.h"
+#include "node-agent/lend/lend_iov.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -308,15 +309,7 @@ int lend_nbd_writev_full(int fd, struct iovec *iov, int iovcnt)
 			continue;
 		if (w <= 0)
 			return -1;
-		size_t left = (size_t)w;
-		while (iovcnt > 0 && left >= iov->iov_len) {
-			left -= iov->iov_len;
-			iov++, iovcnt--;
-		}
-		if (iovcnt > 0) {
-			iov->iov_base = (uint8_t *)iov->iov_base + left;
-			iov->iov_len -= left;
-		}
+		lend_iov_advance(&iov, &iovcnt, (size_t)w);
 	}
 	return 0;
 }

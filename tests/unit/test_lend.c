@@ -1197,6 +1197,26 @@ static void log_done(void *arg, uint64_t tag, uint32_t error)
 	d->err[d->n++] = error;
 }
 
+/* Starts a fake lender in `mode`, connects c to it and sends n one-page
+ * READs (page i into buf[i], tag i, completions logged in d) without
+ * waiting for any reply. */
+static void fake_reads(struct fake *f, enum fake_mode mode,
+                       struct lend_client *c, int n, struct done_log *d,
+                       uint8_t (*buf)[LEND_PAGE_SIZE], struct iovec *v)
+{
+	fake_start(f, mode, n);
+	ck_assert_int_eq(lend_client_connect(c, "127.0.0.1", f->port, NULL, 7,
+	                                     secret_a, 2000),
+	                 0);
+	for (int i = 0; i < n; i++) {
+		v[i] = (struct iovec){buf[i], LEND_PAGE_SIZE};
+		ck_assert_int_eq(lend_client_submit(c, LEND_READ, (uint64_t)i,
+		                                    1, &v[i], 1, log_done, d,
+		                                    (uint64_t)i),
+		                 0);
+	}
+}
+
 START_TEST(client_matches_replies_to_handles)
 {
 	enum { N = 8 };
@@ -1243,17 +1263,7 @@ START_TEST(reply_to_no_request_loses_the_lender)
 	struct done_log d = {0};
 	static uint8_t buf[N][LEND_PAGE_SIZE];
 	struct iovec v[N];
-	fake_start(&f, FAKE_BAD_HANDLE, N);
-	ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", f.port, NULL, 7,
-	                                     secret_a, 2000),
-	                 0);
-	for (int i = 0; i < N; i++) {
-		v[i] = (struct iovec){buf[i], sizeof buf[i]};
-		ck_assert_int_eq(lend_client_submit(&c, LEND_READ, (uint64_t)i,
-		                                    1, &v[i], 1, log_done, &d,
-		                                    (uint64_t)i),
-		                 0);
-	}
+	fake_reads(&f, FAKE_BAD_HANDLE, &c, N, &d, buf, v);
 	while (!c.lost)
 		(void)lend_client_pump(&c, -1);
 	/* the first was answered; the reply to handle 987654321 broke the
@@ -1415,21 +1425,10 @@ START_TEST(silent_lender_times_out)
 		struct lend_client c;
 		struct done_log d = {0};
 		struct iovec v[N];
-		fake_start(&f, modes[m], N);
-		ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", f.port,
-		                                     NULL, 7, secret_a, 2000),
-		                 0);
+		fake_reads(&f, modes[m], &c, N, &d, buf, v);
 		ck_assert_int_eq(c.reply_timeout_ms,
 		                 LEND_CLIENT_REPLY_TIMEOUT_MS);
 		c.reply_timeout_ms = 200; /* sub-second bounds are allowed */
-		for (int i = 0; i < N; i++) {
-			v[i] = (struct iovec){buf[i], sizeof buf[i]};
-			ck_assert_int_eq(
-			    lend_client_submit(&c, LEND_READ, (uint64_t)i, 1,
-			                       &v[i], 1, log_done, &d,
-			                       (uint64_t)i),
-			    0);
-		}
 		ck_assert_int_gt(lend_client_deadline_ms(&c), 0);
 		while (!c.lost)
 			(void)lend_client_pump(&c, -1);
@@ -1456,18 +1455,8 @@ START_TEST(late_but_arrived_reply_is_no_loss)
 	struct done_log d = {0};
 	static uint8_t buf[N][LEND_PAGE_SIZE];
 	struct iovec v[N];
-	fake_start(&f, FAKE_REVERSE, N);
-	ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", f.port, NULL, 7,
-	                                     secret_a, 2000),
-	                 0);
-	c.reply_timeout_ms = 1;
-	for (int i = 0; i < N; i++) {
-		v[i] = (struct iovec){buf[i], sizeof buf[i]};
-		ck_assert_int_eq(lend_client_submit(&c, LEND_READ, (uint64_t)i,
-		                                    1, &v[i], 1, log_done, &d,
-		                                    (uint64_t)i),
-		                 0);
-	}
+	fake_reads(&f, FAKE_REVERSE, &c, N, &d, buf, v);
+	c.reply_timeout_ms = 1; /* long passed once the replies are in */
 	/* both replies whole in the borrower's socket (written is not yet
 	 * readable: loopback delivers in a softirq) */
 	int avail = 0;
