@@ -25,7 +25,7 @@ static int lose(struct lend_client *c, const char *what)
 		          c->inflight);
 	snprintf(c->err, sizeof c->err, "%s: %s", what, c->conn.err);
 	c->lost = 1;
-	c->out_n = 0;
+	c->out_n = c->nheld = 0;
 	c->meter.r.lost = 1;
 	lend_conn_close(&c->conn);
 	fail_all(c);
@@ -407,7 +407,10 @@ static int send_iov(struct lend_client *c, struct iovec *iov, int iovcnt)
 static int flush_out(struct lend_client *c)
 {
 	int n = c->out_n;
-	c->out_n = 0;
+	int64_t now = lend_now_ms();
+	for (int i = 0; i < c->nheld; i++)
+		c->req[c->held[i]].sent_ms = now;
+	c->out_n = c->nheld = 0;
 	return n > 0 ? send_iov(c, c->out, n) : 0;
 }
 
@@ -470,6 +473,8 @@ int lend_client_submit(struct lend_client *c, uint16_t type, uint64_t page,
 		 * other */
 		if (c->out_n + need > LEND_CLIENT_OUTV && flush_out(c) < 0)
 			return 0;
+		assert(c->nheld < LEND_CLIENT_SLOTS);
+		c->held[c->nheld++] = (int)(h % LEND_CLIENT_SLOTS);
 		c->out[c->out_n++] = (struct iovec){q->hdr, LEND_HDR_LEN};
 		for (int i = 1; i < need; i++)
 			c->out[c->out_n++] = iov[i - 1];

@@ -59,7 +59,7 @@ struct lend_client_req {
 	lend_client_done_fn done;
 	void *arg;
 	uint64_t tag;
-	int64_t sent_ms; /* lend_now_ms when submitted */
+	int64_t sent_ms; /* lend_now_ms when sent (held ones: when uncorked) */
 	uint8_t hdr[LEND_HDR_LEN]; /* its header, until sent */
 };
 
@@ -83,8 +83,11 @@ struct lend_client {
 	uint64_t oldest; /* no handle below it is in flight */
 	/* corked: requests are held here and go out with one writev at
 	 * lend_client_uncork (or when full, or before any wait) */
-	int corked, out_n;
+	int corked, out_n, nheld;
 	struct iovec out[LEND_CLIENT_OUTV];
+	/* the slots of the held requests: their reply clock starts when
+	 * they are sent, not when held */
+	int held[LEND_CLIENT_SLOTS];
 	/* the bound on a reply's wait (LEND_CLIENT_REPLY_TIMEOUT_MS after
 	 * connect; the caller may change it): the oldest request in flight
 	 * unanswered this long loses the lender, as a closed link would */

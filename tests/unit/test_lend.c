@@ -1479,6 +1479,36 @@ START_TEST(late_but_arrived_reply_is_no_loss)
 }
 END_TEST
 
+/* Requests held while corked start their reply clock when sent: held
+ * past the timeout and then sent, they are answered, not lost. */
+START_TEST(held_requests_time_from_sending)
+{
+	struct fake f;
+	struct lend_client c;
+	struct done_log d = {0};
+	static uint8_t buf[1][LEND_PAGE_SIZE];
+	struct iovec v[1];
+	fake_start(&f, FAKE_REVERSE, 1);
+	ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", f.port, NULL, 7,
+	                                     secret_a, 2000),
+	                 0);
+	c.reply_timeout_ms = 2000;
+	lend_client_cork(&c);
+	v[0] = (struct iovec){buf[0], LEND_PAGE_SIZE};
+	ck_assert_int_eq(lend_client_submit(&c, LEND_READ, 3, 1, v, 1,
+	                                    log_done, &d, 0),
+	                 0);
+	usleep(2100 * 1000); /* held longer than the bound */
+	ck_assert_int_eq(lend_client_uncork(&c), 0);
+	while (d.n < 1)
+		ck_assert_msg(lend_client_pump(&c, -1) >= 0, "%s", c.err);
+	ck_assert_uint_eq(d.err[0], LEND_OK);
+	ck_assert_int_eq(buf[0][0], 3);
+	lend_client_close(&c);
+	fake_join(&f);
+}
+END_TEST
+
 /* Through the bridge: NBD reads to a lender that went silent are all
  * answered EIO, later ones at once, and the bridge ends "lender lost"
  * (it used to wait forever, and the kernel's nbd driver with it). */
@@ -1646,6 +1676,7 @@ static Suite *suite(void)
 	tcase_add_test(t, nbd_lender_lost_mid_flight_fails_all);
 	tcase_add_test(t, silent_lender_times_out);
 	tcase_add_test(t, late_but_arrived_reply_is_no_loss);
+	tcase_add_test(t, held_requests_time_from_sending);
 	tcase_add_test(t, nbd_silent_lender_gives_eio);
 	tcase_add_test(t, nbd_refused_write_spares_staged_data);
 	suite_add_tcase(s, t);
