@@ -21,7 +21,10 @@
 # p50/p99, and a recall of the whole contract through the protocol (notice
 # -> every page back in the borrower's memory -> RELEASE answered, the
 # lender's pages freed). Beside them the local alternatives: a file on disk
-# with O_DIRECT (32 threads), and zram when the kernel has it.
+# with O_DIRECT (32 threads), and zram when the kernel has it. The
+# scheduler's floor (two processes bouncing a byte) comes first; slow peers
+# (8 trickling handshakes at the lender) and a slow lender (its replies
+# delivered late by a relay) are each run beside a healthy run.
 # /proc/loadavg is printed beside each figure: the machine is shared.
 #
 # Every server binds 127.0.0.1 and is stopped when the script ends; every
@@ -29,6 +32,7 @@
 #   RAMEX_BENCH_OPS (20000)  RAMEX_BENCH_GUEST (1; 0 skips the qemu part)
 #   RAMEX_BENCH_STREAM_MIB (1024: the contract of the in-flight runs and
 #   the recall, held in locked memory by the lender)
+#   RAMEX_BENCH_SLOW_US (1000: how late the slow lender's replies arrive)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BDIR=${RAMEX_BUILD:-$ROOT/build} # absolute; guest.sh wants BUILD relative
@@ -92,6 +96,10 @@ SMIB=${RAMEX_BENCH_STREAM_MIB:-1024}
 SPAGES=$((SMIB * 256))
 load() { echo "  (load: $(cut -d' ' -f1-3 /proc/loadavg))"; }
 echo "host: many in flight; stream = $SMIB MiB in 512 KiB requests, 8 in flight; randread = $OPS random 4 KiB reads, 32 in flight"
+# the scheduler's floor: two processes bouncing a byte, two wakeups a
+# round trip; every path below wakes three or four processes per request
+load
+"$BIN/ramex-lend-bench" --wakeup-floor --ops 100000 --name floor | sed 's/^/  /'
 lender 3 $SPAGES
 load
 timeout 300 "$BIN/ramex-lend-bench" --lender 127.0.0.1:$port --contract 3 \
@@ -118,6 +126,58 @@ i=0; while [[ ! -S $work/nbd4b.sock ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)
 load
 timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4b.sock" --pages $SPAGES \
   --ops "$OPS" --qd 32 --name nbd-qd | sed 's/^/  /'
+
+# ---- slow peers ---------------------------------------------------------
+# 1. Others trickling handshakes at the borrower's lender (the issue's "one
+#    byte every 4 s", and a faster 10 ms): 8 peers, the lender's handshake
+#    limit, each path first without them, then with them.
+# 2. A slow lender: every byte it sends delivered SLOW_US late by a relay
+#    (ramex-lend-bench --relay) between the bridge and the lender, beside
+#    the healthy run. The bridge's reply timeout (5 s) is far above it.
+SLOW_US=${RAMEX_BENCH_SLOW_US:-1000}
+bridge() { # contract socket lender-port; starts a bridge, waits for its socket
+  "$BIN/ramex-lend-nbd" --lender 127.0.0.1:$3 --contract "$1" \
+    --secret-file "$work/secret" --listen-unix "$work/$2" \
+    >/dev/null 2>"$work/$2.log" &
+  pids+=($!)
+  local i=0
+  while [[ ! -S $work/$2 ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)); done
+}
+echo "host: slow peers; randread = $OPS random 4 KiB reads, 32 in flight, each path healthy then with 8 slow peers"
+load
+timeout 300 "$BIN/ramex-lend-bench" --lender 127.0.0.1:$port --contract 4 \
+  --secret-file "$work/secret" --pages $SPAGES --ops "$OPS" --qd 32 \
+  --name lend-healthy | sed 's/^/  /'
+for ms in 4000 10; do
+  timeout 300 "$BIN/ramex-lend-bench" --lender 127.0.0.1:$port --contract 4 \
+    --secret-file "$work/secret" --pages $SPAGES --ops "$OPS" --qd 32 \
+    --trickle 127.0.0.1:$port --trickle-ms $ms --name lend-trickle$ms |
+    sed 's/^/  /'
+done
+load
+bridge 4 nbd4h.sock $port
+timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4h.sock" \
+  --pages $SPAGES --ops "$OPS" --qd 32 --name nbd-healthy | sed 's/^/  /'
+for ms in 4000 10; do
+  bridge 4 nbd4t$ms.sock $port
+  timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4t$ms.sock" \
+    --pages $SPAGES --ops "$OPS" --qd 32 --trickle 127.0.0.1:$port \
+    --trickle-ms $ms --name nbd-trickle$ms | sed 's/^/  /'
+done
+load
+echo "  (a lender whose every reply arrives ${SLOW_US} us late, beside a healthy one)"
+bridge 4 nbd4h2.sock $port
+timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4h2.sock" \
+  --pages $SPAGES --ops "$OPS" --qd 32 --name nbd-healthy | sed 's/^/  /'
+rm -f "$work/relay.port"
+"$BIN/ramex-lend-bench" --relay 127.0.0.1:$port --relay-port-file "$work/relay.port" \
+  --delay-us "$SLOW_US" 2>"$work/relay.log" &
+pids+=($!)
+i=0; while [[ ! -s $work/relay.port ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)); done
+bridge 4 nbd4slow.sock "$(cat "$work/relay.port")"
+timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4slow.sock" \
+  --pages $SPAGES --ops "$OPS" --qd 32 --name nbd-slow${SLOW_US}us | sed 's/^/  /'
+
 lender 5 $SPAGES
 load
 timeout 300 "$BIN/ramex-lend-bench" --lender 127.0.0.1:$port --contract 5 \

@@ -21,18 +21,38 @@
  *                    arrival, every page read back into this process's
  *                    memory, and RELEASE answered (the lender has freed
  *                    the pages by then):  PATH_NAME recall ..
+ * Slow peers, beside any of the runs above:
+ *   --trickle HOST:PORT [--trickle-peers N (8)] [--trickle-ms MS (4000)]
+ *                    N other peers connect to that lender while the run
+ *                    lasts, each sending its AUTH one byte every MS ms
+ *                    (cut by the lender's handshake deadline, they connect
+ *                    again): does the borrower's p99 move?
+ * And a slow lender, as a program of its own between borrower and lender:
+ *   --relay HOST:PORT --relay-port-file F [--delay-us N]
+ *                    listens on 127.0.0.1 (port written to F), takes one
+ *                    connection, relays it to HOST:PORT, and delivers
+ *                    every byte the lender sends N us late; ends when
+ *                    either side closes.
+ *   --wakeup-floor   no storage at all: two processes bounce one byte over
+ *                    a unix socketpair --ops times; each round trip is two
+ *                    wakeups, the least any path between processes pays:
+ *                    PATH_NAME wakeup-rtt p50_us=.. p99_us=..
  * Measures only; never judges.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -152,36 +172,20 @@ static uint64_t q_page(struct qrun *q, int64_t i)
 	return q->x % (uint64_t)q->pages;
 }
 
-static int rd_full(int fd, void *b, size_t n)
-{
-	uint8_t *p = b;
-	while (n > 0) {
-		ssize_t r = read(fd, p, n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		p += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
-
 static void *nbd_receiver(void *arg)
 {
 	struct qrun *q = arg;
-	uint8_t r[16];
+	uint8_t r[LEND_NBD_REPLY_LEN];
 	for (int64_t i = 0; i < q->ops; i++) {
-		if (rd_full(q->t->fd, r, sizeof r) < 0)
-			goto fail;
-		uint32_t err = (uint32_t)r[4] << 24 | r[5] << 16 | r[6] << 8 |
-		               r[7];
-		int slot = r[15] | r[14] << 8;
-		if (err || slot >= q->qd)
+		uint32_t err;
+		uint64_t slot;
+		if (lend_nbd_read_full(q->t->fd, r, sizeof r) < 0 ||
+		    lend_nbd_reply_decode(r, &err, &slot) < 0 || err ||
+		    slot >= (uint64_t)q->qd)
 			goto fail;
 		if (!q->write &&
-		    rd_full(q->t->fd, q->bufs + (size_t)slot * q->bs, q->bs) <
-		        0)
+		    lend_nbd_read_full(q->t->fd, q->bufs + slot * q->bs,
+		                       q->bs) < 0)
 			goto fail;
 		int64_t now = now_ns();
 		pthread_mutex_lock(&q->mu);
@@ -202,7 +206,7 @@ fail:
 static int q_nbd(struct qrun *q)
 {
 	pthread_t rt;
-	uint8_t h[28];
+	uint8_t h[LEND_NBD_REQ_LEN];
 	if (pthread_create(&rt, NULL, nbd_receiver, q) != 0)
 		return -1;
 	for (int64_t i = 0; i < q->ops; i++) {
@@ -215,27 +219,16 @@ static int q_nbd(struct qrun *q)
 			break;
 		uint64_t off = q_page(q, i) * 4096;
 		uint8_t *b = q->bufs + (size_t)slot * q->bs;
-		memset(h, 0, sizeof h);
-		h[0] = 0x25, h[1] = 0x60, h[2] = 0x95, h[3] = 0x13;
-		h[7] = q->write ? LEND_NBD_CMD_WRITE : LEND_NBD_CMD_READ;
-		h[14] = (uint8_t)(slot >> 8), h[15] = (uint8_t)slot;
-		for (int k = 0; k < 8; k++)
-			h[16 + k] = (uint8_t)(off >> (56 - 8 * k));
-		for (int k = 0; k < 4; k++)
-			h[24 + k] = (uint8_t)(q->bs >> (24 - 8 * k));
-		q->start[slot] = now_ns();
-		if (write(q->t->fd, h, sizeof h) != sizeof h)
-			break;
-		if (q->write) {
+		lend_nbd_req_encode(h,
+		                    q->write ? LEND_NBD_CMD_WRITE
+		                             : LEND_NBD_CMD_READ,
+		                    (uint64_t)slot, off, q->bs);
+		if (q->write)
 			memset(b, (int)(i & 0xff), 64);
-			size_t done = 0;
-			while (done < q->bs) {
-				ssize_t w = write(q->t->fd, b + done, q->bs - done);
-				if (w <= 0)
-					break;
-				done += (size_t)w;
-			}
-		}
+		q->start[slot] = now_ns();
+		if (lend_nbd_write_full(q->t->fd, h, sizeof h) < 0 ||
+		    (q->write && lend_nbd_write_full(q->t->fd, b, q->bs) < 0))
+			break;
 	}
 	pthread_join(rt, NULL);
 	return q->failed || q->received != q->ops ? -1 : 0;
@@ -296,16 +289,25 @@ static int q_lend(struct qrun *q)
 	struct iovec *v = calloc((size_t)q->qd, sizeof *v);
 	if (!v)
 		return -1;
-	for (int64_t i = 0; i < q->ops && !q->failed; i++) {
+	for (int64_t i = 0; i < q->ops && !q->failed;) {
 		while (q->nfree == 0)
 			if (lend_client_pump(c, -1) < 0)
 				goto out;
-		int slot = q->free_slots[--q->nfree];
-		v[slot] = (struct iovec){q->bufs + (size_t)slot * q->bs, q->bs};
-		q->start[slot] = now_ns();
-		if (lend_client_submit(c, q->write ? LEND_WRITE : LEND_READ,
-		                       q_page(q, i), q->bs / 4096, &v[slot], 1,
-		                       lend_done, q, (uint64_t)slot) < 0)
+		/* every slot the replies freed, refilled with one writev, as
+		 * the bridge does */
+		lend_client_cork(c);
+		for (; q->nfree > 0 && i < q->ops; i++) {
+			int slot = q->free_slots[--q->nfree];
+			v[slot] = (struct iovec){q->bufs + (size_t)slot * q->bs,
+			                         q->bs};
+			q->start[slot] = now_ns();
+			if (lend_client_submit(
+			        c, q->write ? LEND_WRITE : LEND_READ,
+			        q_page(q, i), q->bs / 4096, &v[slot], 1,
+			        lend_done, q, (uint64_t)slot) < 0)
+				goto out;
+		}
+		if (lend_client_uncork(c) < 0)
 			goto out;
 	}
 	while (q->received < q->ops && !q->failed)
@@ -421,12 +423,254 @@ static int qrun(struct target *t, const char *name, const char *what,
 	return rc;
 }
 
+/* ---- slow peers ---------------------------------------------------- */
+
+struct trickle {
+	const char *host;
+	int port, peers, ms;
+	int stop[2]; /* a byte here ends every peer */
+	pthread_t th[64];
+	int64_t bytes, conns; /* sent, made (atomic) */
+};
+
+/* One peer: HELLO read, then its AUTH a byte at a time, again and again. */
+static void *trickle_main(void *arg)
+{
+	struct trickle *t = arg;
+	uint8_t hello[LEND_HELLO_LEN], auth[LEND_AUTH_LEN];
+	char err[200];
+	memset(auth, 0x5a, sizeof auth);
+	for (;;) {
+		int fd = lend_tcp_connect(t->host, t->port, err, sizeof err);
+		if (fd >= 0) {
+			__atomic_add_fetch(&t->conns, 1, __ATOMIC_RELAXED);
+			(void)lend_nbd_read_full(fd, hello, sizeof hello);
+		}
+		for (size_t i = 0; fd >= 0 && i < sizeof auth; i++) {
+			struct pollfd p = {.fd = t->stop[0], .events = POLLIN};
+			if (poll(&p, 1, t->ms) != 0)
+				break;
+			if (send(fd, auth + i, 1, MSG_NOSIGNAL) != 1)
+				break; /* cut: connect again */
+			__atomic_add_fetch(&t->bytes, 1, __ATOMIC_RELAXED);
+		}
+		if (fd >= 0)
+			close(fd);
+		struct pollfd p = {.fd = t->stop[0], .events = POLLIN};
+		if (poll(&p, 1, fd >= 0 ? 0 : 100) != 0)
+			return NULL;
+	}
+}
+
+static int trickle_start(struct trickle *t)
+{
+	if (pipe(t->stop) < 0)
+		return -1;
+	for (int i = 0; i < t->peers; i++)
+		if (pthread_create(&t->th[i], NULL, trickle_main, t) != 0)
+			return -1;
+	return 0;
+}
+
+static void trickle_stop(struct trickle *t, const char *name)
+{
+	(void)!write(t->stop[1], "x", 1);
+	for (int i = 0; i < t->peers; i++)
+		pthread_join(t->th[i], NULL);
+	close(t->stop[0]);
+	close(t->stop[1]);
+	printf("%-12s %-15s peers=%d byte_every_ms=%d connections=%lld "
+	       "bytes=%lld\n",
+	       name, "slow-peers", t->peers, t->ms, (long long)t->conns,
+	       (long long)t->bytes);
+}
+
+/* Bytes read from one side, due at the other at `due`. */
+struct chunk {
+	struct chunk *next;
+	int64_t due;
+	size_t len, off;
+	uint8_t data[];
+};
+
+struct dir {
+	int from, to;
+	int64_t delay_ns;
+	struct chunk *head, *tail;
+	size_t queued;
+};
+
+/* Reads what has come into a chunk due delay_ns later. 0, or -1 when the
+ * side closed. */
+static int dir_read(struct dir *d)
+{
+	enum { MAXC = 256 * 1024 };
+	struct chunk *c = malloc(sizeof *c + MAXC);
+	if (!c)
+		return -1;
+	ssize_t r = read(d->from, c->data, MAXC);
+	if (r <= 0) {
+		free(c);
+		return r < 0 && errno == EAGAIN ? 0 : -1;
+	}
+	*c = (struct chunk){.due = now_ns() + d->delay_ns, .len = (size_t)r};
+	if (d->tail)
+		d->tail->next = c;
+	else
+		d->head = c;
+	d->tail = c;
+	d->queued += (size_t)r;
+	return 0;
+}
+
+/* Writes the chunks that are due. 0, or -1 when the side closed. */
+static int dir_write(struct dir *d)
+{
+	int64_t now = now_ns();
+	while (d->head && d->head->due <= now) {
+		struct chunk *c = d->head;
+		ssize_t w = send(d->to, c->data + c->off, c->len - c->off,
+		                 MSG_NOSIGNAL);
+		if (w < 0)
+			return errno == EAGAIN ? 0 : -1;
+		c->off += (size_t)w;
+		d->queued -= (size_t)w;
+		if (c->off < c->len)
+			return 0;
+		d->head = c->next;
+		if (!d->head)
+			d->tail = NULL;
+		free(c);
+	}
+	return 0;
+}
+
+static int relay(const char *to, const char *port_file, int64_t delay_us)
+{
+	char host[256], err[256];
+	int port, bound = 0;
+	if (hostport_split(to, host, sizeof host, &port) < 0 || !port_file) {
+		fprintf(stderr, "bench: --relay HOST:PORT and "
+		                "--relay-port-file F are needed\n");
+		return 2;
+	}
+	int lfd = lend_tcp_listen("127.0.0.1", 0, &bound, err, sizeof err);
+	FILE *f = lfd >= 0 ? fopen(port_file, "w") : NULL;
+	if (!f) {
+		fprintf(stderr, "bench: relay: %s\n", lfd < 0 ? err : port_file);
+		return 1;
+	}
+	fprintf(f, "%d\n", bound);
+	fclose(f);
+	int a = accept(lfd, NULL, NULL);
+	close(lfd);
+	int b = a >= 0 ? lend_tcp_connect(host, port, err, sizeof err) : -1;
+	if (b < 0) {
+		fprintf(stderr, "bench: relay: %s\n", a < 0 ? "accept" : err);
+		return 1;
+	}
+	int one = 1;
+	setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	setsockopt(b, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	fcntl(a, F_SETFL, O_NONBLOCK);
+	fcntl(b, F_SETFL, O_NONBLOCK);
+	/* borrower -> lender at once; lender -> borrower delay_us late */
+	struct dir d[2] = {{.from = a, .to = b},
+	                   {.from = b, .to = a, .delay_ns = delay_us * 1000}};
+	for (;;) {
+		struct pollfd p[4];
+		int64_t wait = -1, now = now_ns(); /* ns */
+		for (int i = 0; i < 2; i++) {
+			/* at most 64 MiB held per direction */
+			p[i] = (struct pollfd){
+			    .fd = d[i].queued < (64u << 20) ? d[i].from : -1,
+			    .events = POLLIN};
+			p[2 + i] = (struct pollfd){.fd = -1, .events = POLLOUT};
+			if (!d[i].head)
+				continue;
+			if (d[i].head->due <= now)
+				p[2 + i].fd = d[i].to;
+			else {
+				int64_t ns = d[i].head->due - now;
+				if (wait < 0 || ns < wait)
+					wait = ns;
+			}
+		}
+		struct timespec ts = {wait / 1000000000, wait % 1000000000};
+		if (ppoll(p, 4, wait < 0 ? NULL : &ts, NULL) < 0 &&
+		    errno != EINTR)
+			break;
+		int gone = 0;
+		for (int i = 0; i < 2; i++) {
+			if (p[i].revents && dir_read(&d[i]) < 0)
+				gone = 1;
+			if (dir_write(&d[i]) < 0)
+				gone = 1;
+		}
+		if (gone)
+			break;
+	}
+	for (int i = 0; i < 2; i++)
+		while (d[i].head) {
+			struct chunk *c = d[i].head;
+			d[i].head = c->next;
+			free(c);
+		}
+	close(a);
+	close(b);
+	return 0;
+}
+
+/* ---- the scheduler's floor ------------------------------------------ */
+
+static int wakeup_floor(const char *name, int64_t ops)
+{
+	int sv[2];
+	int64_t *lat = malloc((size_t)ops * sizeof *lat);
+	if (!lat || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		char c;
+		close(sv[0]);
+		while (read(sv[1], &c, 1) == 1 && write(sv[1], &c, 1) == 1)
+			;
+		_exit(0);
+	}
+	close(sv[1]);
+	int rc = 0;
+	for (int64_t i = 0; i < ops && rc == 0; i++) {
+		char c = 'x';
+		int64_t t0 = now_ns();
+		if (write(sv[0], &c, 1) != 1 || read(sv[0], &c, 1) != 1)
+			rc = -1;
+		lat[i] = now_ns() - t0;
+	}
+	close(sv[0]);
+	waitpid(pid, NULL, 0);
+	if (rc == 0) {
+		qsort(lat, (size_t)ops, sizeof *lat, cmp64);
+		printf("%-12s %-15s p50_us=%.1f p99_us=%.1f p999_us=%.1f\n",
+		       name, "wakeup-rtt", (double)lat[ops / 2] / 1e3,
+		       (double)lat[ops * 99 / 100] / 1e3,
+		       (double)lat[ops * 999 / 1000] / 1e3);
+	}
+	free(lat);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	const char *lender = NULL, *secret_file = NULL, *ca = NULL;
 	const char *nbd_unix = NULL, *dev = NULL, *name = "bench";
 	int64_t pages = 1024, ops = 2000, contract = 0, qd = 1, stream_mib = 0;
-	int64_t bs = 512 * 1024, recall_pid = 0;
+	int64_t bs = 512 * 1024, recall_pid = 0, delay_us = 0;
+	int64_t trickle_peers = 8, trickle_ms = 4000;
+	const char *trickle_at = NULL, *relay_to = NULL, *relay_file = NULL;
+	struct trickle tr = {0};
+	int floor_only = 0;
 	char host[256], err[256];
 	int port;
 	struct target t = {.fd = -1};
@@ -447,6 +691,13 @@ int main(int argc, char **argv)
 	    {"--stream-mib", ARGS_INT, &stream_mib, 1, 1 << 20, NULL},
 	    {"--recall-pid", ARGS_INT, &recall_pid, 1, INT32_MAX, NULL},
 	    {"--bs", ARGS_INT, &bs, 4096, 1 << 20, NULL},
+	    {"--wakeup-floor", ARGS_FLAG, &floor_only, 0, 0, NULL},
+	    {"--trickle", ARGS_STR, &trickle_at, 0, 0, NULL},
+	    {"--trickle-peers", ARGS_INT, &trickle_peers, 1, 64, NULL},
+	    {"--trickle-ms", ARGS_INT, &trickle_ms, 1, 60000, NULL},
+	    {"--relay", ARGS_STR, &relay_to, 0, 0, NULL},
+	    {"--relay-port-file", ARGS_STR, &relay_file, 0, 0, NULL},
+	    {"--delay-us", ARGS_INT, &delay_us, 0, 10000000, NULL},
 	};
 	int parsed = args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
 	                        err, sizeof err);
@@ -458,6 +709,10 @@ int main(int argc, char **argv)
 		return parsed < 0 ? 2 : 0;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	if (relay_to)
+		return relay(relay_to, relay_file, delay_us);
+	if (floor_only)
+		return wakeup_floor(name, ops) < 0;
 	uint8_t *buf = aligned_alloc(4096, 4096);
 	if (!buf)
 		return 1;
@@ -513,6 +768,20 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	int rc;
+	if (trickle_at) {
+		char th[256];
+		if (hostport_split(trickle_at, th, sizeof th, &tr.port) < 0) {
+			fprintf(stderr, "bench: --trickle wants HOST:PORT\n");
+			return 2;
+		}
+		tr.host = strdup(th);
+		tr.peers = (int)trickle_peers;
+		tr.ms = (int)trickle_ms;
+		if (!tr.host || trickle_start(&tr) < 0) {
+			fprintf(stderr, "bench: could not start the slow peers\n");
+			return 1;
+		}
+	}
 	if (recall_pid && t.mode == M_LEND) {
 		rc = recall(&t, name, pages, (pid_t)recall_pid) < 0;
 	} else if (qd > 1) {
@@ -533,6 +802,10 @@ int main(int argc, char **argv)
 	} else {
 		rc = run(&t, name, 1, pages, ops, buf) < 0 ||
 		     run(&t, name, 0, pages, ops, buf) < 0;
+	}
+	if (trickle_at) {
+		trickle_stop(&tr, name);
+		free((void *)tr.host);
 	}
 	if (t.mode == M_LEND)
 		lend_client_close(&t.c);

@@ -30,7 +30,8 @@ int lend_bridge_init(struct lend_bridge *b, struct lend_client *client,
 	b->exp.size = (uint64_t)client->pages * LEND_PAGE_SIZE;
 	b->exp.tflags = LEND_NBD_TFLAGS;
 	b->buf = aligned_alloc(LEND_PAGE_SIZE, LEND_BRIDGE_BUF);
-	if (!b->buf || pipe2(b->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
+	b->ib = malloc(LEND_BRIDGE_IBUF);
+	if (!b->buf || !b->ib || pipe2(b->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
 		snprintf(b->err, sizeof b->err,
 		         "could not allocate the bridge: %s", strerror(errno));
 		lend_bridge_free(b);
@@ -291,16 +292,90 @@ static void reply(struct lend_bridge *b, uint32_t error, uint64_t handle,
 	}
 }
 
-/* The last piece of a slot was answered: reply and free it. */
+/* The last piece of a slot was answered: its reply joins the batch. */
 static void slot_finish(struct lend_bridge *b, struct lend_bridge_slot *s)
 {
-	struct iovec v = {page_at(b, s->first), s->len};
-	int data = s->type == LEND_NBD_CMD_READ && s->error == 0;
-	reply(b, s->error, s->handle, data ? &v : NULL, data);
-	if (s->npages)
-		pages_give(b, s->first, s->npages);
-	s->used = 0;
-	b->slots_used--;
+	assert(!s->finished && b->nfin < LEND_BRIDGE_SLOTS);
+	if (s->error)
+		b->st.errors++;
+	lend_nbd_reply_encode(s->rh, s->error, s->handle);
+	s->finished = 1;
+	b->fin[b->nfin++] = (int)(s - b->slot);
+}
+
+/* Sends the batch of replies with one writev and frees their slots and
+ * staging pages (only now: a READ's reply data is still in them). */
+static void flush_replies(struct lend_bridge *b)
+{
+	struct iovec v[2 * LEND_BRIDGE_SLOTS];
+	int n = 0;
+	if (b->nfin == 0)
+		return;
+	for (int i = 0; i < b->nfin; i++) {
+		struct lend_bridge_slot *s = &b->slot[b->fin[i]];
+		v[n++] = (struct iovec){s->rh, sizeof s->rh};
+		if (s->type == LEND_NBD_CMD_READ && s->error == 0)
+			v[n++] = (struct iovec){page_at(b, s->first), s->len};
+	}
+	if (!b->nbd_broken && lend_nbd_writev_full(b->fd, v, n) < 0) {
+		snprintf(b->err, sizeof b->err,
+		         "the NBD client closed the connection");
+		b->nbd_broken = 1;
+	}
+	for (int i = 0; i < b->nfin; i++) {
+		struct lend_bridge_slot *s = &b->slot[b->fin[i]];
+		if (s->npages)
+			pages_give(b, s->first, s->npages);
+		s->used = s->finished = 0;
+		b->slots_used--;
+	}
+	b->nfin = 0;
+}
+
+/* ---- the NBD requests, read ahead --------------------------------- */
+
+static size_t nbd_buffered(const struct lend_bridge *b)
+{
+	return b->ib_len - b->ib_off;
+}
+
+/* Reads what has arrived (without waiting) behind what is buffered. */
+static void nbd_fill(struct lend_bridge *b)
+{
+	memmove(b->ib, b->ib + b->ib_off, nbd_buffered(b));
+	b->ib_len -= b->ib_off;
+	b->ib_off = 0;
+	ssize_t r = recv(b->fd, b->ib + b->ib_len, LEND_BRIDGE_IBUF - b->ib_len,
+	                 MSG_DONTWAIT);
+	if (r < 0 && errno == ENOTSOCK)
+		r = read(b->fd, b->ib + b->ib_len, LEND_BRIDGE_IBUF - b->ib_len);
+	if (r > 0)
+		b->ib_len += (size_t)r;
+	/* EOF or an error: the next exact read says so */
+}
+
+/* Exactly n bytes of the NBD stream: the buffered ones, then the socket.
+ * Returns 0 or -1. */
+static int nbd_in(struct lend_bridge *b, void *dst, size_t n)
+{
+	size_t k = nbd_buffered(b) < n ? nbd_buffered(b) : n;
+	memcpy(dst, b->ib + b->ib_off, k);
+	b->ib_off += k;
+	return k == n ? 0 : lend_nbd_read_full(b->fd, (uint8_t *)dst + k, n - k);
+}
+
+/* Drops a WRITE's payload that will not be stored (not through the
+ * staging buffer: its pages may belong to requests in flight). */
+static int nbd_skip(struct lend_bridge *b, uint32_t len)
+{
+	uint8_t junk[4096];
+	while (len > 0) {
+		uint32_t k = len < sizeof junk ? len : (uint32_t)sizeof junk;
+		if (nbd_in(b, junk, k) < 0)
+			return -1;
+		len -= k;
+	}
+	return 0;
 }
 
 static void piece_done(void *arg, uint64_t tag, uint32_t error)
@@ -314,9 +389,11 @@ static void piece_done(void *arg, uint64_t tag, uint32_t error)
 		slot_finish(b, s);
 }
 
-/* Waits for replies until `cond` holds or the lender is lost. */
+/* Waits for replies until `cond` holds or the lender is lost; the
+ * replies they complete are sent (and their slots freed) on the way. */
 #define PUMP_UNTIL(b, cond)                                                    \
-	while (!(cond) && !(b)->client->lost)                                  \
+	for (flush_replies(b); !(cond) && !(b)->client->lost;                  \
+	     flush_replies(b))                                                 \
 	(void)lend_client_pump((b)->client, -1)
 
 /*
@@ -338,7 +415,7 @@ static int serve_long(struct lend_bridge *b, const struct lend_nbd_req *q)
 		                 : LEND_BRIDGE_BUF;
 		uint32_t pages = n / LEND_PAGE_SIZE;
 		if (q->type == LEND_NBD_CMD_WRITE) {
-			if (lend_nbd_read_data(b->fd, b->buf, n) < 0) {
+			if (nbd_in(b, b->buf, n) < 0) {
 				snprintf(b->err, sizeof b->err,
 				         "the NBD client closed the connection "
 				         "inside a write's payload");
@@ -386,8 +463,17 @@ static int serve_nbd(struct lend_bridge *b)
 {
 	struct lend_client *c = b->client;
 	struct lend_nbd_req q;
-	if (lend_nbd_read_req(b->fd, &q, b->err, sizeof b->err) < 0)
+	uint8_t h[LEND_NBD_REQ_LEN];
+	if (nbd_in(b, h, sizeof h) < 0) {
+		snprintf(b->err, sizeof b->err,
+		         "the NBD client closed the connection");
 		return -1;
+	}
+	if (lend_nbd_req_decode(h, &q) < 0) {
+		snprintf(b->err, sizeof b->err,
+		         "an NBD request with a bad magic");
+		return -1;
+	}
 	if (q.type == LEND_NBD_CMD_DISC)
 		return 1;
 	int rc = lend_nbd_req_check(&b->exp, &q);
@@ -407,8 +493,7 @@ static int serve_nbd(struct lend_bridge *b)
 	if (rc == 0 && q.type == LEND_NBD_CMD_TRIM && q.len == 0)
 		rc = -2; /* nothing to do: success */
 	if (rc != 0) {
-		if (q.type == LEND_NBD_CMD_WRITE &&
-		    lend_nbd_skip(b->fd, b->buf, LEND_PAGE_SIZE, q.len) < 0) {
+		if (q.type == LEND_NBD_CMD_WRITE && nbd_skip(b, q.len) < 0) {
 			snprintf(b->err, sizeof b->err,
 			         "the NBD client closed the connection inside "
 			         "a write's payload");
@@ -436,6 +521,11 @@ static int serve_nbd(struct lend_bridge *b)
 		}
 		if (c->lost)
 			break;
+		/* answered ones hold theirs until their replies are out */
+		if (b->nfin > 0) {
+			flush_replies(b);
+			continue;
+		}
 		/* slots and pages are held only by requests in flight */
 		assert(c->inflight > 0);
 		(void)lend_client_pump(c, -1);
@@ -443,8 +533,7 @@ static int serve_nbd(struct lend_bridge *b)
 	if (c->lost) {
 		if (npages && first >= 0)
 			pages_give(b, first, npages);
-		if (q.type == LEND_NBD_CMD_WRITE &&
-		    lend_nbd_skip(b->fd, b->buf, LEND_PAGE_SIZE, q.len) < 0)
+		if (q.type == LEND_NBD_CMD_WRITE && nbd_skip(b, q.len) < 0)
 			return -1;
 		reply(b, EIO, q.handle, NULL, 0);
 		return b->nbd_broken ? -1 : 0;
@@ -463,7 +552,7 @@ static int serve_nbd(struct lend_bridge *b)
 	if (++b->slots_used > b->slots_peak)
 		b->slots_peak = b->slots_used;
 	if (q.type == LEND_NBD_CMD_WRITE &&
-	    lend_nbd_read_data(b->fd, page_at(b, first), q.len) < 0) {
+	    nbd_in(b, page_at(b, first), q.len) < 0) {
 		snprintf(b->err, sizeof b->err,
 		         "the NBD client closed the connection inside a "
 		         "write's payload");
@@ -526,15 +615,23 @@ enum lend_bridge_end lend_bridge_run(struct lend_bridge *b)
 			tick(b);
 			next_tick = now + 1000;
 		}
+		if (!c->lost && lend_conn_pending(&c->conn) > 0)
+			(void)lend_client_poll(c);
+		/* a lender that stops answering without closing is lost
+		 * like one that closes: the requests in flight get EIO */
+		(void)lend_client_expire(c, now);
 		if (c->lost && !was_lost) {
 			was_lost = 1;
 			end = LEND_BRIDGE_LOST;
-			evacuate(b, "the lender vanished");
+			evacuate(b, "the lender vanished or stopped answering");
 		}
-		if (!c->lost && lend_conn_pending(&c->conn) > 0)
-			(void)lend_client_poll(c);
 		if (c->notice && !b->evacuating)
 			evacuate(b, "the lender recalled its pages");
+		/* what the lender answered goes out before any wait */
+		flush_replies(b);
+		/* requests already read ahead are served without a wait */
+		int ahead = nbd_buffered(b) >= LEND_NBD_REQ_LEN &&
+		            b->slots_used < LEND_BRIDGE_SLOTS;
 		/* no slot free: leave the NBD requests waiting in the
 		 * socket until a reply frees one */
 		struct pollfd p[3] = {
@@ -542,12 +639,16 @@ enum lend_bridge_end lend_bridge_run(struct lend_bridge *b)
 		     .events = POLLIN},
 		    {.fd = b->wake[0], .events = POLLIN},
 		    {.fd = c->lost ? -1 : c->conn.fd, .events = POLLIN}};
-		int n = poll(p, 3, (int)(next_tick - now));
+		int64_t dl = lend_client_deadline_ms(c), until = next_tick;
+		if (dl >= 0 && dl < until)
+			until = dl;
+		int n = poll(p, 3,
+		             until > now && !ahead ? (int)(until - now) : 0);
 		if (n < 0 && errno != EINTR) {
 			end = LEND_BRIDGE_ERROR;
 			break;
 		}
-		if (n <= 0)
+		if (n <= 0 && !ahead)
 			continue;
 		if (p[2].revents)
 			(void)lend_client_poll(c);
@@ -590,8 +691,19 @@ enum lend_bridge_end lend_bridge_run(struct lend_bridge *b)
 		}
 		if (done)
 			break;
-		if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-			int rc = serve_nbd(b);
+		if (ahead || (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+			/* every request one recv brought, to the lender
+			 * with one writev */
+			int rc;
+			if (p[0].revents)
+				nbd_fill(b);
+			lend_client_cork(c);
+			do
+				rc = serve_nbd(b);
+			while (rc == 0 && !c->lost &&
+			       nbd_buffered(b) >= LEND_NBD_REQ_LEN &&
+			       b->slots_used < LEND_BRIDGE_SLOTS);
+			(void)lend_client_uncork(c);
 			if (rc != 0) {
 				/* what is in flight is answered first (NBD:
 				 * a DISC comes after the last request) */
@@ -606,6 +718,7 @@ enum lend_bridge_end lend_bridge_run(struct lend_bridge *b)
 			}
 		}
 	}
+	flush_replies(b);
 	/* whoever is on the NBD side sees the end, never a silent hang */
 	if (b->dev_fd < 0 && b->fd >= 0)
 		shutdown(b->fd, SHUT_RDWR);
@@ -632,5 +745,7 @@ void lend_bridge_free(struct lend_bridge *b)
 		*fds[i] = -1;
 	}
 	free(b->buf);
+	free(b->ib);
 	b->buf = NULL;
+	b->ib = NULL;
 }

@@ -16,7 +16,10 @@
  * (lend_client_submit); each reply completes its piece, and the NBD reply
  * goes out, header and data in one writev, as soon as the last piece of
  * its request is answered: in the order the lender answers, not the order
- * the requests came. A request longer than the staging buffer (the kernel
+ * the requests came. Both sides batch: the requests that one recv brought
+ * go to the lender with one writev (lend_client_cork), and the replies
+ * that one read of the lender's socket completed go to the NBD client
+ * with one writev. A request longer than the staging buffer (the kernel
  * sends at most 1.25 MiB unless told otherwise) waits for everything in
  * flight and is then served alone, in pieces. Lender lost: every request
  * in flight and every later one is answered EIO.
@@ -55,8 +58,12 @@ struct lend_bridge_slot {
 	int first, npages; /* in the staging buffer */
 	int pending;       /* pieces unanswered (+1 while submitting) */
 	uint32_t error;    /* errno for the NBD reply, 0 = success */
+	int finished;      /* answered; its reply waits in the batch */
+	uint8_t rh[16];    /* that reply's header */
 	struct iovec piece[LEND_BRIDGE_PIECES];
 };
+
+#define LEND_BRIDGE_IBUF (64u << 10) /* NBD requests read ahead */
 
 enum lend_bridge_end {
 	LEND_BRIDGE_DISC,     /* the NBD client disconnected */
@@ -76,6 +83,12 @@ struct lend_bridge {
 	struct lend_bridge_slot slot[LEND_BRIDGE_SLOTS];
 	int slots_used;
 	int slots_peak; /* most NBD requests in flight at once */
+	/* answered slots whose replies go out together (one writev per
+	 * turn of the loop, or before any wait) */
+	int fin[LEND_BRIDGE_SLOTS], nfin;
+	/* NBD requests read ahead: one recv takes many headers */
+	uint8_t *ib;
+	size_t ib_off, ib_len;
 	int nbd_broken; /* a reply could not be sent: the NBD side is gone */
 	int fd;           /* NBD stream, server end */
 	int dev_fd;       /* /dev/nbdX when attached, else -1 */

@@ -10,9 +10,11 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "node-agent/lend/lend_iov.h"
 #include "node-agent/lend/lend_server.h" /* lend_now_ms */
 
 static void fail_all(struct lend_client *c);
+static int flush_out(struct lend_client *c);
 
 static int lose(struct lend_client *c, const char *what)
 {
@@ -23,6 +25,7 @@ static int lose(struct lend_client *c, const char *what)
 		          c->inflight);
 	snprintf(c->err, sizeof c->err, "%s: %s", what, c->conn.err);
 	c->lost = 1;
+	c->out_n = c->nheld = 0;
 	c->meter.r.lost = 1;
 	lend_conn_close(&c->conn);
 	fail_all(c);
@@ -112,7 +115,8 @@ int lend_client_connect(struct lend_client *c, const char *host, int port,
 		goto fail;
 	}
 	c->lost = 0;
-	c->next_handle = 1;
+	c->next_handle = c->oldest = 1;
+	c->reply_timeout_ms = LEND_CLIENT_REPLY_TIMEOUT_MS;
 	return 0;
 fail:
 	free(c->rb);
@@ -151,18 +155,81 @@ static void fail_all(struct lend_client *c)
 	assert(c->inflight == 0 && c->inflight_pages == 0);
 }
 
-/* Waits until the connection is readable (or writable too). Returns 0,
- * or -1 when poll failed or wait_ms passed (0 is returned then too: the
- * caller just retries). */
+/* The oldest request in flight, or NULL. Handles grow by one per
+ * request, so a cursor that skips the answered ones finds it. */
+static const struct lend_client_req *oldest(struct lend_client *c)
+{
+	while (c->oldest != c->next_handle &&
+	       c->req[c->oldest % LEND_CLIENT_SLOTS].handle != c->oldest)
+		c->oldest++;
+	if (c->oldest == c->next_handle || c->inflight == 0)
+		return NULL;
+	return &c->req[c->oldest % LEND_CLIENT_SLOTS];
+}
+
+int64_t lend_client_deadline_ms(struct lend_client *c)
+{
+	const struct lend_client_req *q = oldest(c);
+	if (!q || c->lost || c->reply_timeout_ms <= 0)
+		return -1;
+	return q->sent_ms + c->reply_timeout_ms;
+}
+
+static const char *type_name(uint16_t t)
+{
+	switch (t) {
+	case LEND_READ: return "READ";
+	case LEND_WRITE: return "WRITE";
+	case LEND_TRIM: return "TRIM";
+	case LEND_FLUSH: return "FLUSH";
+	case LEND_METER: return "METER";
+	case LEND_RELEASE: return "RELEASE";
+	}
+	return "request";
+}
+
+/* Says in conn.err which request went unanswered too long. */
+static void overdue(struct lend_client *c)
+{
+	const struct lend_client_req *q = oldest(c);
+	assert(q);
+	snprintf(c->conn.err, sizeof c->conn.err,
+	         "no answer to a %s of %u pages at page %llu within %lld ms "
+	         "(the reply timeout); the lender is taken as lost",
+	         type_name(q->type), q->count, (unsigned long long)q->page,
+	         (long long)c->reply_timeout_ms);
+}
+
+/*
+ * Waits until the connection is readable (or writable too), at most
+ * wait_ms (-1: no bound of the caller's) and never past the oldest
+ * request's reply deadline. Returns 0 (the caller reads or retries: also
+ * when wait_ms passed), or -1 when poll failed or the deadline passed
+ * with nothing to read.
+ */
 static int wait_fd(struct lend_client *c, short events, int wait_ms)
 {
 	if (events & POLLIN && lend_conn_pending(&c->conn) > 0)
 		return 0;
+	int64_t dl = lend_client_deadline_ms(c);
+	int t = wait_ms;
+	if (dl >= 0) {
+		int64_t left = dl - lend_now_ms();
+		left = left < 0 ? 0 : left > INT32_MAX ? INT32_MAX : left;
+		if (t < 0 || t > left)
+			t = (int)left;
+	}
 	struct pollfd p = {.fd = c->conn.fd, .events = events};
-	int n = poll(&p, 1, wait_ms);
+	int n = poll(&p, 1, t);
 	if (n < 0 && errno != EINTR) {
 		snprintf(c->conn.err, sizeof c->conn.err, "poll: %s",
 		         strerror(errno));
+		return -1;
+	}
+	/* late but readable: what came is read first, the bound is
+	 * applied to what is still missing after that */
+	if (n == 0 && dl >= 0 && lend_now_ms() >= dl) {
+		overdue(c);
 		return -1;
 	}
 	return 0;
@@ -287,8 +354,11 @@ int lend_client_pump(struct lend_client *c, int wait_ms)
 	int taken = 0;
 	if (c->lost)
 		return -1;
+	/* held requests first: their replies may be what we wait for */
+	if (wait_ms != 0 && c->out_n > 0 && flush_out(c) < 0)
+		return -1;
 	if (wait_ms != 0 && wait_fd(c, POLLIN, wait_ms) < 0)
-		return lose(c, "could not wait for the lender");
+		return lose(c, "no reply from the lender");
 	for (;;) {
 		if (c->rb_len - c->rb_off >= LEND_HDR_LEN) {
 			if (take_reply(c) < 0)
@@ -328,17 +398,33 @@ static int send_iov(struct lend_client *c, struct iovec *iov, int iovcnt)
 				return lose(c, "could not send to the lender");
 			continue;
 		}
-		size_t left = (size_t)w;
-		while (iovcnt > 0 && left >= iov->iov_len) {
-			left -= iov->iov_len;
-			iov++, iovcnt--;
-		}
-		if (iovcnt > 0) {
-			iov->iov_base = (uint8_t *)iov->iov_base + left;
-			iov->iov_len -= left;
-		}
+		lend_iov_advance(&iov, &iovcnt, (size_t)w);
 	}
 	return 0;
+}
+
+/* Sends the requests held while corked. */
+static int flush_out(struct lend_client *c)
+{
+	int n = c->out_n;
+	int64_t now = lend_now_ms();
+	for (int i = 0; i < c->nheld; i++)
+		c->req[c->held[i]].sent_ms = now;
+	c->out_n = c->nheld = 0;
+	return n > 0 ? send_iov(c, c->out, n) : 0;
+}
+
+void lend_client_cork(struct lend_client *c)
+{
+	c->corked = 1;
+}
+
+int lend_client_uncork(struct lend_client *c)
+{
+	c->corked = 0;
+	if (c->lost)
+		return -1;
+	return flush_out(c);
 }
 
 int lend_client_submit(struct lend_client *c, uint16_t type, uint64_t page,
@@ -374,20 +460,34 @@ int lend_client_submit(struct lend_client *c, uint16_t type, uint64_t page,
 	                              .iovcnt = iovcnt,
 	                              .done = done,
 	                              .arg = arg,
-	                              .tag = tag};
+	                              .tag = tag,
+	                              .sent_ms = lend_now_ms()};
 	c->inflight++;
 	c->inflight_pages += count;
-	uint8_t b[LEND_HDR_LEN];
 	struct lend_hdr hd = {
 	    .type = type, .handle = h, .page = page, .count = count};
-	lend_hdr_encode(&hd, 0, b);
+	lend_hdr_encode(&hd, 0, q->hdr);
+	int need = 1 + (type == LEND_WRITE ? iovcnt : 0);
+	if (c->corked && need <= LEND_CLIENT_OUTV) {
+		/* lost while sending: fail_all completed it, like every
+		 * other */
+		if (c->out_n + need > LEND_CLIENT_OUTV && flush_out(c) < 0)
+			return 0;
+		assert(c->nheld < LEND_CLIENT_SLOTS);
+		c->held[c->nheld++] = (int)(h % LEND_CLIENT_SLOTS);
+		c->out[c->out_n++] = (struct iovec){q->hdr, LEND_HDR_LEN};
+		for (int i = 1; i < need; i++)
+			c->out[c->out_n++] = iov[i - 1];
+		return 0;
+	}
+	if (c->out_n > 0 && flush_out(c) < 0)
+		return 0; /* in order: what was held goes first */
 	struct iovec v[1 + 1024];
 	int n = 1;
-	v[0] = (struct iovec){b, sizeof b};
+	v[0] = (struct iovec){q->hdr, LEND_HDR_LEN};
 	if (type == LEND_WRITE)
 		for (int i = 0; i < iovcnt; i++)
 			v[n++] = iov[i];
-	/* lost while sending: fail_all completed it, like every other */
 	(void)send_iov(c, v, n);
 	return 0;
 }
@@ -515,6 +615,23 @@ int lend_client_lender_meter(struct lend_client *c,
 int lend_client_release(struct lend_client *c)
 {
 	return simple(c, LEND_RELEASE, NULL, 0);
+}
+
+int lend_client_expire(struct lend_client *c, int64_t now_ms)
+{
+	int64_t dl = lend_client_deadline_ms(c);
+	if (c->lost)
+		return -1;
+	if (dl < 0 || now_ms < dl)
+		return 0;
+	/* take what has come first: a late reply is no lost lender */
+	if (lend_client_pump(c, 0) < 0)
+		return -1;
+	dl = lend_client_deadline_ms(c);
+	if (dl < 0 || lend_now_ms() < dl)
+		return 0;
+	overdue(c);
+	return lose(c, "the lender stopped answering");
 }
 
 int lend_client_poll(struct lend_client *c)

@@ -18,7 +18,10 @@
  * any two replies. Once the connection fails the client is "lost" for
  * good, and every request in flight completes with LEND_E_LOST: the
  * lender's memory may be gone, so no later answer could be trusted to hold
- * the data written before (docs/lending.md, failure semantics).
+ * the data written before (docs/lending.md, failure semantics). A lender
+ * that stops answering without closing fails the same way once the oldest
+ * request in flight has waited reply_timeout_ms: no wait of this module,
+ * for a reply, the rest of its data, or room to send, lasts longer.
  */
 #ifndef RAMEX_LEND_CLIENT_H
 #define RAMEX_LEND_CLIENT_H
@@ -35,6 +38,10 @@
 #define LEND_CLIENT_CHUNK  64 /* pages per request when a call splits */
 #define LEND_E_LOST        0x100 /* completion: the link failed (not wire) */
 #define LEND_CLIENT_RBUF   (64u << 10) /* replies read ahead */
+/* A request unanswered this long means the lender is lost: one that stops
+ * answering without closing the connection would otherwise hold the
+ * borrower's swap forever (the kernel's nbd driver waits without end). */
+#define LEND_CLIENT_REPLY_TIMEOUT_MS 5000
 
 /* Called once per submitted request: error is LEND_OK, the lender's
  * refusal (enum lend_err), or LEND_E_LOST. */
@@ -52,7 +59,11 @@ struct lend_client_req {
 	lend_client_done_fn done;
 	void *arg;
 	uint64_t tag;
+	int64_t sent_ms; /* lend_now_ms when sent (held ones: when uncorked) */
+	uint8_t hdr[LEND_HDR_LEN]; /* its header, until sent */
 };
+
+#define LEND_CLIENT_OUTV 512 /* iovecs held while corked */
 
 struct lend_client {
 	struct lend_conn conn;
@@ -69,6 +80,18 @@ struct lend_client {
 	struct lend_client_req req[LEND_CLIENT_SLOTS]; /* by handle % SLOTS */
 	int inflight;                 /* requests in flight */
 	int64_t inflight_pages;       /* their pages, <= LEND_CLIENT_WINDOW */
+	uint64_t oldest; /* no handle below it is in flight */
+	/* corked: requests are held here and go out with one writev at
+	 * lend_client_uncork (or when full, or before any wait) */
+	int corked, out_n, nheld;
+	struct iovec out[LEND_CLIENT_OUTV];
+	/* the slots of the held requests: their reply clock starts when
+	 * they are sent, not when held */
+	int held[LEND_CLIENT_SLOTS];
+	/* the bound on a reply's wait (LEND_CLIENT_REPLY_TIMEOUT_MS after
+	 * connect; the caller may change it): the oldest request in flight
+	 * unanswered this long loses the lender, as a closed link would */
+	int64_t reply_timeout_ms;
 	/* replies read ahead: one recv takes many small ones; a long
 	 * payload's rest goes straight where it belongs */
 	uint8_t *rb;
@@ -97,6 +120,13 @@ int lend_client_connect(struct lend_client *c, const char *host, int port,
 int lend_client_submit(struct lend_client *c, uint16_t type, uint64_t page,
                        uint32_t count, const struct iovec *iov, int iovcnt,
                        lend_client_done_fn done, void *arg, uint64_t tag);
+/* Between cork and uncork, submitted requests are held and sent together
+ * (one system call for many requests) when uncorked, when the held ones
+ * fill LEND_CLIENT_OUTV iovecs, or before any wait for a reply. Uncork
+ * returns 0, or -1 when the lender is lost. */
+void lend_client_cork(struct lend_client *c);
+int lend_client_uncork(struct lend_client *c);
+
 /*
  * Reads every reply (and notice) that has arrived and completes its
  * request; with wait_ms != 0 first waits up to wait_ms (-1: until one
@@ -120,6 +150,14 @@ int lend_client_lender_meter(struct lend_client *c,
                              struct lend_meter_report *r);
 /* The borrower has moved its pages back: the lender may free them. */
 int lend_client_release(struct lend_client *c);
+
+/* When the oldest request in flight times out (lend_now_ms clock), or -1
+ * when nothing is in flight: a caller that polls the fd itself waits no
+ * longer than this and then calls lend_client_expire. */
+int64_t lend_client_deadline_ms(struct lend_client *c);
+/* Loses the lender when that deadline has passed (every request in flight
+ * completes with LEND_E_LOST). Returns -1 when lost, else 0. */
+int lend_client_expire(struct lend_client *c, int64_t now_ms);
 
 /* Reads the frames that have arrived (lend_client_pump without waiting).
  * Call when the fd is readable or lend_conn_pending > 0. Returns 1 when a

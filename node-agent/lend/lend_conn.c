@@ -1,5 +1,6 @@
 /* lend_conn.c — TCP and TLS byte streams for the lend protocol. */
 #include "node-agent/lend/lend_conn.h"
+#include "node-agent/lend/lend_iov.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -363,15 +364,7 @@ int lend_conn_writev(struct lend_conn *c, struct iovec *iov, int iovcnt)
 			snprintf(c->err, sizeof c->err, "write timed out");
 			return -1;
 		}
-		size_t left = (size_t)w;
-		while (iovcnt > 0 && left >= iov->iov_len) {
-			left -= iov->iov_len;
-			iov++, iovcnt--;
-		}
-		if (iovcnt > 0) {
-			iov->iov_base = (uint8_t *)iov->iov_base + left;
-			iov->iov_len -= left;
-		}
+		lend_iov_advance(&iov, &iovcnt, (size_t)w);
 	}
 	return 0;
 }

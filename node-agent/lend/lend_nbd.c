@@ -1,12 +1,15 @@
 /* lend_nbd.c — NBD handshake and transmission, server and client. */
 #include "node-agent/lend/lend_nbd.h"
 #include "node-agent/lend/lend_be.h"
+#include "node-agent/lend/lend_iov.h"
 
 #include <assert.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define NBDMAGIC      UINT64_C(0x4e42444d41474943)
@@ -36,7 +39,7 @@ enum {
 enum { INFO_EXPORT = 0, INFO_BLOCK_SIZE = 3 };
 
 
-static int rd(int fd, void *buf, size_t n)
+int lend_nbd_read_full(int fd, void *buf, size_t n)
 {
 	uint8_t *p = buf;
 	while (n > 0) {
@@ -51,7 +54,7 @@ static int rd(int fd, void *buf, size_t n)
 	return 0;
 }
 
-static int wr(int fd, const void *buf, size_t n)
+int lend_nbd_write_full(int fd, const void *buf, size_t n)
 {
 	const uint8_t *p = buf;
 	while (n > 0) {
@@ -65,6 +68,37 @@ static int wr(int fd, const void *buf, size_t n)
 		p += w;
 		n -= (size_t)w;
 	}
+	return 0;
+}
+
+static int rd(int fd, void *buf, size_t n)
+{
+	return lend_nbd_read_full(fd, buf, n);
+}
+
+static int wr(int fd, const void *buf, size_t n)
+{
+	return lend_nbd_write_full(fd, buf, n);
+}
+
+void lend_nbd_req_encode(uint8_t h[LEND_NBD_REQ_LEN], uint16_t type,
+                         uint64_t handle, uint64_t off, uint32_t len)
+{
+	put32(h, REQ_MAGIC);
+	put16(h + 4, 0);
+	put16(h + 6, type);
+	put64(h + 8, handle);
+	put64(h + 16, off);
+	put32(h + 24, len);
+}
+
+int lend_nbd_reply_decode(const uint8_t r[LEND_NBD_REPLY_LEN],
+                          uint32_t *error, uint64_t *handle)
+{
+	if (get32(r) != REP_MAGIC)
+		return -1;
+	*error = get32(r + 4);
+	*handle = get64(r + 8);
 	return 0;
 }
 
@@ -212,10 +246,8 @@ int lend_nbd_server_handshake(int fd, const struct lend_nbd_export *e,
 
 static int simple_reply(int fd, uint32_t error, uint64_t handle)
 {
-	uint8_t r[16];
-	put32(r, REP_MAGIC);
-	put32(r + 4, error);
-	put64(r + 8, handle);
+	uint8_t r[LEND_NBD_REPLY_LEN];
+	lend_nbd_reply_encode(r, error, handle);
 	return wr(fd, r, sizeof r);
 }
 
@@ -231,23 +263,54 @@ static int drain(int fd, uint8_t *buf, size_t buflen, uint32_t len)
 	return 0;
 }
 
-int lend_nbd_read_req(int fd, struct lend_nbd_req *q, char *err,
-                      size_t errlen)
+int lend_nbd_req_decode(const uint8_t h[LEND_NBD_REQ_LEN],
+                        struct lend_nbd_req *q)
 {
-	uint8_t h[28];
-	if (rd(fd, h, sizeof h) < 0) {
-		snprintf(err, errlen, "the NBD client closed the connection");
+	if (get32(h) != REQ_MAGIC)
 		return -1;
-	}
-	if (get32(h) != REQ_MAGIC) {
-		snprintf(err, errlen, "an NBD request with a bad magic");
-		return -1;
-	}
 	q->flags = get16(h + 4);
 	q->type = get16(h + 6);
 	q->handle = get64(h + 8);
 	q->off = get64(h + 16);
 	q->len = get32(h + 24);
+	return 0;
+}
+
+int lend_nbd_read_req(int fd, struct lend_nbd_req *q, char *err,
+                      size_t errlen)
+{
+	uint8_t h[LEND_NBD_REQ_LEN];
+	if (rd(fd, h, sizeof h) < 0) {
+		snprintf(err, errlen, "the NBD client closed the connection");
+		return -1;
+	}
+	if (lend_nbd_req_decode(h, q) < 0) {
+		snprintf(err, errlen, "an NBD request with a bad magic");
+		return -1;
+	}
+	return 0;
+}
+
+int lend_nbd_writev_full(int fd, struct iovec *iov, int iovcnt)
+{
+	while (iovcnt > 0) {
+		if (iov->iov_len == 0) {
+			iov++, iovcnt--;
+			continue;
+		}
+		struct msghdr m = {.msg_iov = iov,
+		                   .msg_iovlen = (size_t)(iovcnt < IOV_MAX
+		                                              ? iovcnt
+		                                              : IOV_MAX)};
+		ssize_t w = sendmsg(fd, &m, MSG_NOSIGNAL);
+		if (w < 0 && errno == ENOTSOCK)
+			w = writev(fd, iov, (int)m.msg_iovlen);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		lend_iov_advance(&iov, &iovcnt, (size_t)w);
+	}
 	return 0;
 }
 
@@ -272,46 +335,26 @@ int lend_nbd_req_check(const struct lend_nbd_export *e,
 	return EINVAL;
 }
 
-int lend_nbd_read_data(int fd, void *buf, size_t n)
-{
-	return rd(fd, buf, n);
-}
-
 int lend_nbd_reply(int fd, uint32_t error, uint64_t handle,
                    const struct iovec *iov, int iovcnt)
 {
-	uint8_t r[16];
+	uint8_t r[LEND_NBD_REPLY_LEN];
 	struct iovec v[8];
 	int n = 1;
-	put32(r, REP_MAGIC);
-	put32(r + 4, error);
-	put64(r + 8, handle);
+	lend_nbd_reply_encode(r, error, handle);
 	v[0] = (struct iovec){r, sizeof r};
 	assert(iovcnt >= 0 && iovcnt < 8);
 	for (int i = 0; i < iovcnt; i++)
 		v[n++] = iov[i];
-	/* one sendmsg; the rest with wr when the socket took only a part */
-	struct msghdr m = {.msg_iov = v, .msg_iovlen = (size_t)n};
-	ssize_t w;
-	do {
-		w = sendmsg(fd, &m, MSG_NOSIGNAL);
-		if (w < 0 && errno == ENOTSOCK)
-			w = writev(fd, v, n);
-	} while (w < 0 && errno == EINTR);
-	if (w < 0)
-		return -1;
-	size_t done = (size_t)w;
-	for (int i = 0; i < n; i++) {
-		if (done >= v[i].iov_len) {
-			done -= v[i].iov_len;
-			continue;
-		}
-		if (wr(fd, (uint8_t *)v[i].iov_base + done,
-		       v[i].iov_len - done) < 0)
-			return -1;
-		done = 0;
-	}
-	return 0;
+	return lend_nbd_writev_full(fd, v, n);
+}
+
+void lend_nbd_reply_encode(uint8_t r[LEND_NBD_REPLY_LEN], uint32_t error,
+                           uint64_t handle)
+{
+	put32(r, REP_MAGIC);
+	put32(r + 4, error);
+	put64(r + 8, handle);
 }
 
 int lend_nbd_reply_data(int fd, const struct iovec *iov, int iovcnt)
@@ -491,23 +534,18 @@ int lend_nbd_client_cmd(int fd, uint16_t type, uint64_t handle, uint64_t off,
                         uint32_t len, const void *wbuf, void *rbuf,
                         uint32_t *nbd_error)
 {
-	uint8_t h[28], r[16];
-	put32(h, REQ_MAGIC);
-	put16(h + 4, 0);
-	put16(h + 6, type);
-	put64(h + 8, handle);
-	put64(h + 16, off);
-	put32(h + 24, len);
+	uint8_t h[LEND_NBD_REQ_LEN], r[LEND_NBD_REPLY_LEN];
+	uint64_t got;
+	lend_nbd_req_encode(h, type, handle, off, len);
 	if (wr(fd, h, sizeof h) < 0)
 		return -1;
 	if (type == LEND_NBD_CMD_WRITE && wr(fd, wbuf, len) < 0)
 		return -1;
 	if (type == LEND_NBD_CMD_DISC)
 		return 0;
-	if (rd(fd, r, sizeof r) < 0 || get32(r) != REP_MAGIC ||
-	    get64(r + 8) != handle)
+	if (rd(fd, r, sizeof r) < 0 ||
+	    lend_nbd_reply_decode(r, nbd_error, &got) < 0 || got != handle)
 		return -1;
-	*nbd_error = get32(r + 4);
 	if (type == LEND_NBD_CMD_READ && *nbd_error == 0 &&
 	    rd(fd, rbuf, len) < 0)
 		return -1;

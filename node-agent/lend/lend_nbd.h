@@ -103,8 +103,6 @@ int lend_nbd_read_req(int fd, struct lend_nbd_req *q, char *err,
  */
 int lend_nbd_req_check(const struct lend_nbd_export *e,
                        const struct lend_nbd_req *q);
-/* Reads exactly n bytes of a WRITE's payload. Returns 0 or -1. */
-int lend_nbd_read_data(int fd, void *buf, size_t n);
 /* Reads and drops len bytes through buf. Returns 0 or -1. */
 int lend_nbd_skip(int fd, uint8_t *buf, size_t buflen, uint32_t len);
 /* A simple reply and, for a successful READ, its data, with one writev.
@@ -115,6 +113,32 @@ int lend_nbd_reply(int fd, uint32_t error, uint64_t handle,
 /* More of a READ reply's data, after lend_nbd_reply sent the first part.
  * Returns 0 or -1. */
 int lend_nbd_reply_data(int fd, const struct iovec *iov, int iovcnt);
+
+/*
+ * The byte-level pieces, for anyone who speaks NBD on a stream fd (the
+ * bridge, the bench's pipelined client, the tests): exact reads and
+ * writes that retry on EINTR and short transfers, a request header and a
+ * simple reply header.
+ */
+#define LEND_NBD_REQ_LEN   28
+#define LEND_NBD_REPLY_LEN 16
+/* Reads exactly n bytes. Returns 0, or -1 at EOF or on an error. */
+int lend_nbd_read_full(int fd, void *buf, size_t n);
+/* Writes exactly n bytes (no SIGPIPE on a socket). Returns 0 or -1. */
+int lend_nbd_write_full(int fd, const void *buf, size_t n);
+void lend_nbd_req_encode(uint8_t h[LEND_NBD_REQ_LEN], uint16_t type,
+                         uint64_t handle, uint64_t off, uint32_t len);
+/* Decodes a request header. Returns 0, or -1 on a bad magic. */
+int lend_nbd_req_decode(const uint8_t h[LEND_NBD_REQ_LEN],
+                        struct lend_nbd_req *q);
+/* Writes every byte of iov (any iovcnt; short writes continued). The
+ * array is consumed. Returns 0 or -1. */
+int lend_nbd_writev_full(int fd, struct iovec *iov, int iovcnt);
+void lend_nbd_reply_encode(uint8_t r[LEND_NBD_REPLY_LEN], uint32_t error,
+                           uint64_t handle);
+/* Returns 0 with the reply's error and handle, or -1 on a bad magic. */
+int lend_nbd_reply_decode(const uint8_t r[LEND_NBD_REPLY_LEN],
+                          uint32_t *error, uint64_t *handle);
 
 /* Client handshake with NBD_OPT_GO for `name`. Returns 0 with the export's
  * size and transmission flags, or -1 with err set. */

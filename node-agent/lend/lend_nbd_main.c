@@ -5,12 +5,17 @@
  *       [--tls-ca F] (--attach /dev/nbdX [--swap-device DEV]
  *                     | --listen-unix PATH | --listen 127.0.0.1:PORT)
  *       [--swap-priority N] [--meter-file F] [--ready-file F] [--mlock]
+ *       [--reply-timeout-ms N]
  *
  * --mlock keeps the bridge out of memory reclaim (lend_mem.h: mlockall,
  * PR_SET_IO_FLUSHER, oom_score_adj -1000); give it whenever the device is
  * swap. --attach hands the export to the kernel's nbd driver; --swap-priority
  * then formats it as swap and swaps to it at that priority (what
  * `mkswap /dev/nbdX && swapon -p N /dev/nbdX` would do).
+ * --reply-timeout-ms (default 5000): a request the lender leaves unanswered
+ * this long, however the connection looks, loses the lender as a closed
+ * connection would: every request in flight and after gets EIO, never a
+ * workload stalled on a silent peer.
  * On a recall notice, on SIGTERM, or when the lender vanishes, it swaps the
  * device off (moving pages back), releases the contract and exits.
  * Exit status: 0 recalled or disconnected, 3 lender lost, 4 recall failed,
@@ -52,10 +57,14 @@ static void usage_text(FILE *f)
 	        "--listen-unix PATH | --listen 127.0.0.1:PORT)\n"
 	        "       [--swap-priority N] [--meter-file F] [--ready-file F] "
 	        "[--mlock] [--plaintext]\n"
+	        "       [--reply-timeout-ms N (default %d: a lender silent "
+	        "this long with a request\n"
+	        "        in flight is lost; its requests fail with EIO)]\n"
 	        "Plain TCP (no --tls-ca) sends this node's pages in clear: it "
 	        "is refused\n"
 	        "unless the lender is a loopback address or --plaintext is "
-	        "given.\n");
+	        "given.\n",
+	        LEND_CLIENT_REPLY_TIMEOUT_MS);
 }
 
 static int usage(const char *why)
@@ -110,6 +119,7 @@ int main(int argc, char **argv)
 	uint64_t contract = 0;
 	char host[256], err[256];
 	int port, lock = 0, rc = 1, prio = -1, plaintext = 0;
+	int64_t reply_timeout = LEND_CLIENT_REPLY_TIMEOUT_MS;
 	SSL_CTX *tls = NULL;
 	struct lend_client client;
 
@@ -131,6 +141,8 @@ int main(int argc, char **argv)
 	    {"--ready-file", ARGS_STR, &ready, 0, 0, NULL},
 	    {"--mlock", ARGS_FLAG, &lock, 0, 0, NULL},
 	    {"--plaintext", ARGS_FLAG, &plaintext, 0, 0, NULL},
+	    {"--reply-timeout-ms", ARGS_INT, &reply_timeout, 1, 3600000,
+	     "--reply-timeout-ms is 1..3600000"},
 	};
 	int done =
 	    args_done(args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
@@ -183,6 +195,7 @@ int main(int argc, char **argv)
 		log_error("cannot reach the lender", "why=\"%s\"", client.err);
 		goto out_tls;
 	}
+	client.reply_timeout_ms = reply_timeout;
 	if (lend_bridge_init(&bridge, &client, "ramex") < 0) {
 		log_error("cannot start", "why=\"%s\"", bridge.err);
 		goto out_client;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -860,18 +861,25 @@ static void *br_main(void *arg)
 	return NULL;
 }
 
-/* A bridge to `port`'s lender; returns the NBD client's end. */
-static int br_start(struct br *x, int port)
+/* A bridge to `port`'s lender whose replies may take up to timeout_ms;
+ * returns the NBD client's end. */
+static int br_start_timeout(struct br *x, int port, int64_t timeout_ms)
 {
 	int sv[2];
 	ck_assert_int_eq(lend_client_connect(&x->c, "127.0.0.1", port, NULL, 7,
 	                                     secret_a, 2000),
 	                 0);
+	x->c.reply_timeout_ms = timeout_ms;
 	ck_assert_int_eq(lend_bridge_init(&x->b, &x->c, "ramex"), 0);
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	x->fd = sv[0];
 	pthread_create(&x->thr, NULL, br_main, x);
 	return sv[1];
+}
+
+static int br_start(struct br *x, int port)
+{
+	return br_start_timeout(x, port, LEND_CLIENT_REPLY_TIMEOUT_MS);
 }
 
 static enum lend_bridge_end br_join(struct br *x)
@@ -1068,7 +1076,14 @@ END_TEST
 /* A scripted lender that knows the secret: it reads `nreq` requests, then
  * answers them as `mode` says. The pages of a READ reply are filled with
  * the page number, so that a reply matched to the wrong request shows. */
-enum fake_mode { FAKE_REVERSE, FAKE_BAD_HANDLE, FAKE_CLOSE };
+enum fake_mode {
+	FAKE_REVERSE,
+	FAKE_BAD_HANDLE,
+	FAKE_CLOSE,
+	FAKE_SILENT,    /* takes the requests, never answers, stays */
+	FAKE_HALF_HDR,  /* half of the first reply's header, then silence */
+	FAKE_HALF_DATA, /* its header and half its page, then silence */
+};
 struct fake {
 	int lfd, port, nreq, got;
 	enum fake_mode mode;
@@ -1110,8 +1125,15 @@ static void *fake_main(void *arg)
 	ck_assert_int_eq(write(fd, b, LEND_WELCOME_LEN), LEND_WELCOME_LEN);
 	/* every request is read before any is answered: they were all in
 	 * flight at once */
+	int quiet = f->mode == FAKE_SILENT || f->mode == FAKE_HALF_HDR ||
+	            f->mode == FAKE_HALF_DATA;
 	for (f->got = 0; f->got < f->nreq; f->got++) {
-		ck_assert_int_eq(read_full(fd, b, LEND_HDR_LEN), 0);
+		/* a silent lender's borrower may give up before it sent all:
+		 * on a busy machine its timeout can come first */
+		if (quiet && read_full(fd, b, LEND_HDR_LEN) < 0)
+			break;
+		if (!quiet)
+			ck_assert_int_eq(read_full(fd, b, LEND_HDR_LEN), 0);
 		ck_assert_int_eq(lend_hdr_decode(b, 0, &q[f->got]), 0);
 		ck_assert_uint_eq(q[f->got].type, LEND_READ);
 	}
@@ -1122,8 +1144,23 @@ static void *fake_main(void *arg)
 		fake_reply(fd, &q[0], q[0].handle);
 		fake_reply(fd, &q[1], 987654321);
 	}
+	if ((f->mode == FAKE_HALF_HDR || f->mode == FAKE_HALF_DATA) &&
+	    f->got > 0) {
+		struct lend_hdr r = {.type = q[0].type,
+		                     .handle = q[0].handle,
+		                     .count = q[0].count};
+		uint8_t page[LEND_PAGE_SIZE] = {0};
+		lend_hdr_encode(&r, 1, b);
+		size_t n = f->mode == FAKE_HALF_HDR ? LEND_HDR_LEN / 2
+		                                    : LEND_HDR_LEN;
+		/* the borrower may be gone already: no SIGPIPE, no check */
+		(void)!send(fd, b, n, MSG_NOSIGNAL);
+		if (f->mode == FAKE_HALF_DATA)
+			(void)!send(fd, page, sizeof page / 2, MSG_NOSIGNAL);
+	}
 	/* FAKE_CLOSE: the lender dies with every request unanswered; else
-	 * it stays until the borrower hangs up */
+	 * it stays until the borrower hangs up (the silent ones too: their
+	 * connection looks alive to the borrower) */
 	if (f->mode != FAKE_CLOSE)
 		while (read(fd, b, sizeof b) > 0)
 			;
@@ -1158,6 +1195,26 @@ static void log_done(void *arg, uint64_t tag, uint32_t error)
 	struct done_log *d = arg;
 	d->tag[d->n] = tag;
 	d->err[d->n++] = error;
+}
+
+/* Starts a fake lender in `mode`, connects c to it and sends n one-page
+ * READs (page i into buf[i], tag i, completions logged in d) without
+ * waiting for any reply. */
+static void fake_reads(struct fake *f, enum fake_mode mode,
+                       struct lend_client *c, int n, struct done_log *d,
+                       uint8_t (*buf)[LEND_PAGE_SIZE], struct iovec *v)
+{
+	fake_start(f, mode, n);
+	ck_assert_int_eq(lend_client_connect(c, "127.0.0.1", f->port, NULL, 7,
+	                                     secret_a, 2000),
+	                 0);
+	for (int i = 0; i < n; i++) {
+		v[i] = (struct iovec){buf[i], LEND_PAGE_SIZE};
+		ck_assert_int_eq(lend_client_submit(c, LEND_READ, (uint64_t)i,
+		                                    1, &v[i], 1, log_done, d,
+		                                    (uint64_t)i),
+		                 0);
+	}
 }
 
 START_TEST(client_matches_replies_to_handles)
@@ -1206,17 +1263,7 @@ START_TEST(reply_to_no_request_loses_the_lender)
 	struct done_log d = {0};
 	static uint8_t buf[N][LEND_PAGE_SIZE];
 	struct iovec v[N];
-	fake_start(&f, FAKE_BAD_HANDLE, N);
-	ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", f.port, NULL, 7,
-	                                     secret_a, 2000),
-	                 0);
-	for (int i = 0; i < N; i++) {
-		v[i] = (struct iovec){buf[i], sizeof buf[i]};
-		ck_assert_int_eq(lend_client_submit(&c, LEND_READ, (uint64_t)i,
-		                                    1, &v[i], 1, log_done, &d,
-		                                    (uint64_t)i),
-		                 0);
-	}
+	fake_reads(&f, FAKE_BAD_HANDLE, &c, N, &d, buf, v);
 	while (!c.lost)
 		(void)lend_client_pump(&c, -1);
 	/* the first was answered; the reply to handle 987654321 broke the
@@ -1242,35 +1289,20 @@ END_TEST
 static void nbd_send(int fd, uint16_t type, uint64_t handle, uint64_t off,
                      uint32_t len, const void *data)
 {
-	uint8_t h[28] = {0x25, 0x60, 0x95, 0x13};
-	h[6] = (uint8_t)(type >> 8), h[7] = (uint8_t)type;
-	for (int k = 0; k < 8; k++) {
-		h[8 + k] = (uint8_t)(handle >> (56 - 8 * k));
-		h[16 + k] = (uint8_t)(off >> (56 - 8 * k));
-	}
-	for (int k = 0; k < 4; k++)
-		h[24 + k] = (uint8_t)(len >> (24 - 8 * k));
-	ck_assert_int_eq(write(fd, h, sizeof h), (ssize_t)sizeof h);
-	if (data) {
-		const uint8_t *p = data;
-		for (uint32_t done = 0; done < len;) {
-			ssize_t w = write(fd, p + done, len - done);
-			ck_assert_int_gt(w, 0);
-			done += (uint32_t)w;
-		}
-	}
+	uint8_t h[LEND_NBD_REQ_LEN];
+	lend_nbd_req_encode(h, type, handle, off, len);
+	ck_assert_int_eq(lend_nbd_write_full(fd, h, sizeof h), 0);
+	if (data)
+		ck_assert_int_eq(lend_nbd_write_full(fd, data, len), 0);
 }
 
 /* Reads one NBD simple reply: its handle, and error. */
 static uint64_t nbd_recv(int fd, uint32_t *error)
 {
-	uint8_t r[16];
+	uint8_t r[LEND_NBD_REPLY_LEN];
 	uint64_t h = 0;
-	ck_assert_int_eq(read_full(fd, r, sizeof r), 0);
-	ck_assert_int_eq(r[0], 0x67);
-	*error = (uint32_t)r[4] << 24 | r[5] << 16 | r[6] << 8 | r[7];
-	for (int k = 8; k < 16; k++)
-		h = h << 8 | r[k];
+	ck_assert_int_eq(lend_nbd_read_full(fd, r, sizeof r), 0);
+	ck_assert_int_eq(lend_nbd_reply_decode(r, error, &h), 0);
 	return h;
 }
 
@@ -1377,6 +1409,202 @@ START_TEST(nbd_lender_lost_mid_flight_fails_all)
 }
 END_TEST
 
+/* A lender that stops answering without closing (silent after taking
+ * the requests, or silent halfway through a reply's header or data) is
+ * lost once the oldest request has waited the reply timeout: every
+ * request completes with LEND_E_LOST instead of the borrower waiting
+ * forever (before the bound, lend_client_pump(-1) never returned). */
+START_TEST(silent_lender_times_out)
+{
+	enum { N = 4 };
+	static const enum fake_mode modes[] = {FAKE_SILENT, FAKE_HALF_HDR,
+	                                       FAKE_HALF_DATA};
+	static uint8_t buf[N][LEND_PAGE_SIZE];
+	for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+		struct fake f;
+		struct lend_client c;
+		struct done_log d = {0};
+		struct iovec v[N];
+		fake_reads(&f, modes[m], &c, N, &d, buf, v);
+		ck_assert_int_eq(c.reply_timeout_ms,
+		                 LEND_CLIENT_REPLY_TIMEOUT_MS);
+		c.reply_timeout_ms = 200; /* sub-second bounds are allowed */
+		ck_assert_int_gt(lend_client_deadline_ms(&c), 0);
+		while (!c.lost)
+			(void)lend_client_pump(&c, -1);
+		ck_assert_int_eq(d.n, N);
+		for (int i = 0; i < N; i++)
+			ck_assert_uint_eq(d.err[i], LEND_E_LOST);
+		ck_assert_msg(strstr(c.err, "within 200 ms"), "%s", c.err);
+		ck_assert_int_eq(c.inflight, 0);
+		ck_assert_int_eq(lend_client_deadline_ms(&c), -1);
+		ck_assert_int_eq(lend_client_report(&c).lost, 1);
+		lend_client_close(&c); /* the fake sees the hang-up and ends */
+		fake_join(&f);
+	}
+}
+END_TEST
+
+/* A reply that came but was not read before the deadline (the borrower
+ * was slow, not the lender) is taken, not counted as a loss. */
+START_TEST(late_but_arrived_reply_is_no_loss)
+{
+	enum { N = 2 };
+	struct fake f;
+	struct lend_client c;
+	struct done_log d = {0};
+	static uint8_t buf[N][LEND_PAGE_SIZE];
+	struct iovec v[N];
+	fake_reads(&f, FAKE_REVERSE, &c, N, &d, buf, v);
+	c.reply_timeout_ms = 1; /* long passed once the replies are in */
+	/* both replies whole in the borrower's socket (written is not yet
+	 * readable: loopback delivers in a softirq) */
+	int avail = 0;
+	while (avail < N * (LEND_HDR_LEN + LEND_PAGE_SIZE)) {
+		usleep(1000);
+		ck_assert_int_eq(ioctl(c.conn.fd, FIONREAD, &avail), 0);
+	}
+	int64_t dl = lend_client_deadline_ms(&c);
+	ck_assert_int_gt(dl, 0);
+	while (lend_now_ms() <= dl)
+		usleep(1000);
+	ck_assert_msg(lend_client_expire(&c, lend_now_ms()) == 0, "%s", c.err);
+	ck_assert_int_eq(c.lost, 0);
+	ck_assert_int_eq(d.n, N);
+	ck_assert_uint_eq(d.err[0], LEND_OK);
+	ck_assert_uint_eq(d.err[1], LEND_OK);
+	ck_assert_int_eq(lend_client_deadline_ms(&c), -1);
+	lend_client_close(&c);
+	fake_join(&f);
+}
+END_TEST
+
+/* Requests held while corked start their reply clock when sent: held
+ * past the timeout and then sent, they are answered, not lost. */
+START_TEST(held_requests_time_from_sending)
+{
+	struct fake f;
+	struct lend_client c;
+	struct done_log d = {0};
+	static uint8_t buf[1][LEND_PAGE_SIZE];
+	struct iovec v[1];
+	fake_start(&f, FAKE_REVERSE, 1);
+	ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", f.port, NULL, 7,
+	                                     secret_a, 2000),
+	                 0);
+	c.reply_timeout_ms = 2000;
+	lend_client_cork(&c);
+	v[0] = (struct iovec){buf[0], LEND_PAGE_SIZE};
+	ck_assert_int_eq(lend_client_submit(&c, LEND_READ, 3, 1, v, 1,
+	                                    log_done, &d, 0),
+	                 0);
+	usleep(2100 * 1000); /* held longer than the bound */
+	ck_assert_int_eq(lend_client_uncork(&c), 0);
+	while (d.n < 1)
+		ck_assert_msg(lend_client_pump(&c, -1) >= 0, "%s", c.err);
+	ck_assert_uint_eq(d.err[0], LEND_OK);
+	ck_assert_int_eq(buf[0][0], 3);
+	lend_client_close(&c);
+	fake_join(&f);
+}
+END_TEST
+
+/* Through the bridge: NBD reads to a lender that went silent are all
+ * answered EIO, later ones at once, and the bridge ends "lender lost"
+ * (it used to wait forever, and the kernel's nbd driver with it). */
+START_TEST(nbd_silent_lender_gives_eio)
+{
+	enum { N = 16 };
+	static const enum fake_mode modes[] = {FAKE_SILENT, FAKE_HALF_DATA};
+	for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+		struct fake f;
+		struct br y;
+		char err[200];
+		uint64_t size;
+		uint16_t fl;
+		uint32_t e;
+		int seen[N] = {0};
+		uint8_t p[4096] = {0};
+
+		fake_start(&f, modes[m], N);
+		int fd = br_start_timeout(&y, f.port, 300);
+		ck_assert_int_eq(lend_nbd_client_handshake(fd, "", &size, &fl,
+		                                           err, sizeof err),
+		                 0);
+		for (int i = 0; i < N; i++)
+			nbd_send(fd, LEND_NBD_CMD_READ, 100 + i,
+			         (uint64_t)i * 4096, 4096, NULL);
+		for (int i = 0; i < N; i++) {
+			uint64_t h = nbd_recv(fd, &e);
+			ck_assert_uint_eq(e, EIO);
+			ck_assert(h >= 100 && h < 100 + N && !seen[h - 100]);
+			seen[h - 100] = 1;
+		}
+		ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE,
+		                                     200, 0, 4096, p, NULL, &e),
+		                 0);
+		ck_assert_uint_eq(e, EIO);
+		lend_nbd_client_cmd(fd, LEND_NBD_CMD_DISC, 201, 0, 0, NULL,
+		                    NULL, &e);
+		ck_assert_int_eq(br_join(&y), LEND_BRIDGE_LOST);
+		ck_assert_int_eq(lend_client_report(&y.c).lost, 1);
+		ck_assert_msg(strstr(y.c.err, "within 300 ms"), "%s", y.c.err);
+		close(fd);
+		lend_client_close(&y.c);
+		fake_join(&f);
+	}
+}
+END_TEST
+
+/* A WRITE refused at the bridge (unaligned) that comes in the same read
+ * as a good WRITE: its payload is dropped without touching the staging
+ * page the good one's data waits in to be sent (with both sides batched,
+ * dropping it through that page sent the refused bytes to the lender). */
+START_TEST(nbd_refused_write_spares_staged_data)
+{
+	struct srv x;
+	struct br y;
+	char err[200];
+	uint64_t size;
+	uint16_t fl;
+	uint32_t e;
+	static uint8_t two[2 * (LEND_NBD_REQ_LEN + 4096)], r[4096];
+	uint8_t *p = two;
+
+	srv_start(&x, 7, secret_a, 64, NULL, 1000);
+	int fd = br_start(&y, x.s.port);
+	ck_assert_int_eq(
+	    lend_nbd_client_handshake(fd, "", &size, &fl, err, sizeof err), 0);
+	lend_nbd_req_encode(p, LEND_NBD_CMD_WRITE, 1, 0, 4096);
+	memset(p + LEND_NBD_REQ_LEN, 0xaa, 4096);
+	p += LEND_NBD_REQ_LEN + 4096;
+	lend_nbd_req_encode(p, LEND_NBD_CMD_WRITE, 2, 100, 4096);
+	memset(p + LEND_NBD_REQ_LEN, 0xee, 4096);
+	/* one write: the bridge takes both with one recv */
+	ck_assert_int_eq(lend_nbd_write_full(fd, two, sizeof two), 0);
+	int ok = 0, einval = 0;
+	for (int i = 0; i < 2; i++) {
+		uint64_t h = nbd_recv(fd, &e);
+		ok += h == 1 && e == 0;
+		einval += h == 2 && e == EINVAL;
+	}
+	ck_assert_int_eq(ok, 1);
+	ck_assert_int_eq(einval, 1);
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_READ, 3, 0, 4096,
+	                                     NULL, r, &e),
+	                 0);
+	ck_assert_uint_eq(e, 0);
+	ck_assert_int_eq(r[0], 0xaa);
+	ck_assert_int_eq(r[4095], 0xaa);
+	lend_nbd_client_cmd(fd, LEND_NBD_CMD_DISC, 4, 0, 0, NULL, NULL, &e);
+	ck_assert_int_eq(br_join(&y), LEND_BRIDGE_DISC);
+	close(fd);
+	lend_client_close(&y.c);
+	srv_join(&x, 1);
+	lend_server_close(&x.s);
+}
+END_TEST
+
 START_TEST(hostport_forms)
 {
 	char host[64];
@@ -1446,6 +1674,11 @@ static Suite *suite(void)
 	tcase_add_test(t, reply_to_no_request_loses_the_lender);
 	tcase_add_test(t, nbd_many_requests_in_flight);
 	tcase_add_test(t, nbd_lender_lost_mid_flight_fails_all);
+	tcase_add_test(t, silent_lender_times_out);
+	tcase_add_test(t, late_but_arrived_reply_is_no_loss);
+	tcase_add_test(t, held_requests_time_from_sending);
+	tcase_add_test(t, nbd_silent_lender_gives_eio);
+	tcase_add_test(t, nbd_refused_write_spares_staged_data);
 	suite_add_tcase(s, t);
 	t = tcase_create("tls");
 	tcase_set_timeout(t, 30);
