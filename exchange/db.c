@@ -169,6 +169,7 @@ struct db_pool {
 	PGconn **all;
 	bool *busy;
 	bool up;
+	bool readonly;
 };
 
 struct db_pool *db_pool_new(const char *conninfo, int n)
@@ -188,6 +189,33 @@ struct db_pool *db_pool_new(const char *conninfo, int n)
 	p->n = p->nfree = n;
 	p->up = true;
 	return p;
+}
+
+struct db_pool *db_pool_new_readonly(const char *conninfo, int n)
+{
+	struct db_pool *p = db_pool_new(conninfo, n);
+	if (p)
+		p->readonly = true;
+	return p;
+}
+
+/* A new connection of the pool, read-only when the pool is. */
+static PGconn *pool_connect(struct db_pool *p, char *err, size_t errlen)
+{
+	PGconn *c = db_connect(p->conninfo, err, errlen);
+	if (!c || !p->readonly)
+		return c;
+	PGresult *r = PQexec(c, "SET default_transaction_read_only = on");
+	int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+	PQclear(r);
+	if (!ok) {
+		snprintf(err, errlen, "could not make the session read-only: %s",
+		         PQerrorMessage(c));
+		chomp(err);
+		PQfinish(c);
+		return NULL;
+	}
+	return c;
 }
 
 void db_pool_free(struct db_pool *p)
@@ -219,12 +247,13 @@ PGconn *db_acquire(struct db_pool *p)
 	if (db_broken(c)) {
 		if (c)
 			PQfinish(c);
-		c = p->all[i] = db_connect(p->conninfo, err, sizeof err);
+		c = p->all[i] = pool_connect(p, err, sizeof err);
 		if (!c) {
 			if (__atomic_exchange_n(&p->up, false,
 			                        __ATOMIC_RELAXED))
 				log_warn("database unreachable", "err=\"%s\"",
-				         "see the writer's log");
+				         p->readonly ? err
+				                     : "see the writer's log");
 			pthread_mutex_lock(&p->mu);
 			p->busy[i] = false;
 			p->nfree++;

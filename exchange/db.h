@@ -26,6 +26,10 @@ int db_check_durable(PGconn *c, char *err, size_t errlen);
 
 struct db_pool;
 struct db_pool *db_pool_new(const char *conninfo, int n);
+/* The same, its sessions read-only (default_transaction_read_only): a
+ * pool for reports, which must never write (a replica refuses it anyway,
+ * a primary named there must refuse it too). */
+struct db_pool *db_pool_new_readonly(const char *conninfo, int n);
 void db_pool_free(struct db_pool *p);
 /* Borrows a working connection, waiting while all are in use; NULL when
  * PostgreSQL cannot be reached now. */

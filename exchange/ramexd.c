@@ -254,9 +254,12 @@ static int serve(struct app *app)
 	metrics_init(routes_table, routes_count);
 	app->events = events_new(cfg->sse_max_clients, cfg->sse_keepalive_s);
 	app->pool = db_pool_new(cfg->db, cfg->db_pool);
+	app->reports = cfg->read_db[0]
+	                   ? db_pool_new_readonly(cfg->read_db, cfg->db_pool)
+	                   : app->pool;
 	app->auth = auth_new(app->pool, (int64_t)time(NULL), app->seal,
 	                     cfg->nonce_per_key);
-	if (!app->events || !app->pool || !app->auth) {
+	if (!app->events || !app->pool || !app->reports || !app->auth) {
 		log_error("cannot start", "err=\"out of memory\"");
 		PQfinish(c);
 		goto out;
@@ -337,6 +340,8 @@ out_writer:
 out:
 	auth_free(app->auth);
 	seal_free(app->seal);
+	if (app->reports != app->pool)
+		db_pool_free(app->reports);
 	db_pool_free(app->pool);
 	events_free(app->events);
 	if (rc == 0)
