@@ -159,6 +159,21 @@ int64_t db_int(const PGresult *r, int row, int col)
 	           : strtoll(PQgetvalue(r, row, col), NULL, 10);
 }
 
+int db_history_ahead(PGconn *c, char *err, size_t errlen)
+{
+	char months[16];
+	snprintf(months, sizeof months, "%d", DB_HISTORY_AHEAD_MONTHS);
+	const char *pv[] = {months};
+	PGresult *r = db_exec(c, PGRES_TUPLES_OK,
+	                      "SELECT ramex_history_ahead($1::int)", 1, pv, err,
+	                      errlen);
+	if (!r)
+		return -1;
+	int made = (int)db_int(r, 0, 0);
+	PQclear(r);
+	return made;
+}
+
 /* --- pool -------------------------------------------------------------- */
 
 struct db_pool {

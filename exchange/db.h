@@ -79,6 +79,15 @@ bool db_result_lost(PGconn *c, const PGresult *r);
 
 int64_t db_int(const PGresult *r, int row, int col);
 
+/* How many months ahead the history partitions are made (schema/0015). */
+#define DB_HISTORY_AHEAD_MONTHS 3
+/* Makes the month partitions of trades, usage reports and postings for
+ * this month and the DB_HISTORY_AHEAD_MONTHS after it, those not made yet
+ * (ramex_history_ahead, schema/0015). Returns how many it made, or -1 with
+ * a message; a month without its partition still takes rows (the default
+ * partition), so a failure here is worth a warning, not a stop. */
+int db_history_ahead(PGconn *c, char *err, size_t errlen);
+
 /* The rows of r as a JSON array of objects named by the columns: int2/4/8
  * become integers, bool booleans, json values, NULL null, the rest strings.
  * NULL when out of memory. */

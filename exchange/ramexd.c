@@ -154,6 +154,14 @@ static PGconn *prepare_db(const struct rx_config *cfg)
 	}
 	log_info("schema ready", "applied=%d total=%d", n,
 	         schema_migrations_count);
+	/* the history's months ahead (the contract timer keeps them so) */
+	int made = db_history_ahead(c, err, sizeof err);
+	if (made < 0)
+		log_warn("cannot make the history partitions ahead; new rows "
+		         "go to the default partitions meanwhile",
+		         "err=\"%s\"", err);
+	else if (made > 0)
+		log_info("history partitions made", "tables=%d", made);
 	return c;
 }
 
