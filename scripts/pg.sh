@@ -23,13 +23,16 @@
 # A lone primary is the default; `standby` is the one way to get two servers
 # (docs/operations.md, "A synchronous standby and failover").
 #
+# RAMEX_PG_PORT=N starts the server (start, standby) on port N rather than
+# on a free one of its choosing.
+#
 # fsync and synchronous_commit stay ON: ramexd refuses a database without them
 # and a crash test on such a database proves nothing. RAMEX_PG_UNSAFE_NOSYNC=1
 # turns them off, for tests that say so.
 set -euo pipefail
 
 cmd=${1:-}; dir=${2:-}
-[[ -n $cmd && -n $dir ]] || { sed -n '2,27p' "$0" >&2; exit 2; }
+[[ -n $cmd && -n $dir ]] || { sed -n '2,30p' "$0" >&2; exit 2; }
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 
@@ -81,8 +84,15 @@ start_server() {
   # RAMEX_PG_OPTS: more server settings, e.g. for profiling
   # ("-c shared_preload_libraries=pg_stat_statements")
   extra="$extra ${RAMEX_PG_OPTS:-}"
-  for _ in $(seq 1 50); do
-    port=$(( 20000 + (RANDOM % 30000) ))
+  for try in $(seq 1 50); do
+    # RAMEX_PG_PORT: this port, not a free one of its choosing (a
+    # conninfo that names the standby before it exists)
+    if [[ -n ${RAMEX_PG_PORT:-} ]]; then
+      (( try > 1 )) && break
+      port=$RAMEX_PG_PORT
+    else
+      port=$(( 20000 + (RANDOM % 30000) ))
+    fi
     port_free "$port" || continue
     if as_pg "$pgbin/pg_ctl" -D "$data" -l "$cl/log" -w -t 60 \
          -o "-k $cl -c listen_addresses=127.0.0.1 -p $port -c max_connections=200 $extra" start >/dev/null 2>&1; then
