@@ -80,6 +80,22 @@ START_TEST(embedded_schema_applies)
 }
 END_TEST
 
+/* Applies the embedded migrations before the one numbered `num`; returns
+ * how many (that one's index). */
+static int apply_before(PGconn *c, const char *num)
+{
+	char err[512] = "";
+	int k = 0;
+	while (k < schema_migrations_count &&
+	       strncmp(schema_migrations[k].name, num, 4) != 0)
+		k++;
+	ck_assert_int_lt(k, schema_migrations_count);
+	ck_assert_msg(migrate_apply(c, schema_migrations, k, err,
+	                            sizeof err) == k,
+	              "%s", err);
+	return k;
+}
+
 /* 0012 on a database with data from before it: the usage stored is
  * counted again by the rule of exchange/core/usage.c (only the delivered
  * span bills), and operator accounts and non-trader tokens lose their
@@ -89,14 +105,7 @@ START_TEST(schema_0012_recounts_usage_and_clears_teams)
 {
 	char err[512] = "";
 	PGconn *c = testdb_connect(testdb_create("ramex_t_migrate_0012"));
-	int k = 0;
-	while (k < schema_migrations_count &&
-	       strncmp(schema_migrations[k].name, "0012", 4) != 0)
-		k++;
-	ck_assert_int_lt(k, schema_migrations_count);
-	ck_assert_msg(migrate_apply(c, schema_migrations, k, err,
-	                            sizeof err) == k,
-	              "%s", err);
+	int k = apply_before(c, "0012");
 	static const char *before[] = {
 	    "INSERT INTO teams (id, name) VALUES (1, 'blue')",
 	    "INSERT INTO accounts (id, name, kind, team_id) VALUES (1, 'n1', "
@@ -257,14 +266,7 @@ START_TEST(schema_0015_partitions_history_keeping_every_row)
 {
 	char err[512] = "";
 	PGconn *c = testdb_connect(testdb_create("ramex_t_migrate_0015"));
-	int k = 0;
-	while (k < schema_migrations_count &&
-	       strncmp(schema_migrations[k].name, "0015", 4) != 0)
-		k++;
-	ck_assert_int_lt(k, schema_migrations_count);
-	ck_assert_msg(migrate_apply(c, schema_migrations, k, err,
-	                            sizeof err) == k,
-	              "%s", err);
+	int k = apply_before(c, "0015");
 	run_ok(c, "SET TIME ZONE 'UTC'");
 	static const char *seed[] = {
 	    "INSERT INTO teams (id, name) VALUES (1, 'blue')",
