@@ -36,18 +36,7 @@ wal_files0=$(wal_files)
 bench_admin 20-ramexd "$work"
 bench_ramexd 20-ramexd "$work" --max_connections=$((conns + 64)) --log_level=warn
 
-api() { # method path token body
-  curl -sf -X "$1" -H "Authorization: Bearer $3" -H 'Content-Type: application/json' \
-    ${4:+-d "$4"} "$url$2"
-}
-team=$(api POST /v1/teams "$admin" '{"name":"bench"}' | jq .id)
-sell=$(api POST /v1/nodes "$admin" "{\"name\":\"seller\",\"team_id\":$team}" | jq .account.id)
-buy=$(api POST /v1/nodes "$admin" "{\"name\":\"buyer\",\"team_id\":$team}" | jq .account.id)
-opacct=$(api POST /v1/accounts "$admin" '{"name":"operator","kind":"operator"}' | jq .id)
-op=$(api POST /v1/tokens "$admin" "{\"name\":\"op\",\"role\":\"operator\",\"account_id\":$opacct}" | jq -r .token)
-trader=$(api POST /v1/tokens "$admin" "{\"name\":\"tr\",\"role\":\"trader\",\"team_id\":$team}" | jq -r .token)
-api POST /v1/markets "$op" '{"name":"spot","tick":1000,"lot":256,"min_pages":256,"max_pages":1048576,"price_min":0,"price_max":1000000000,"notice_period_s":3600,"breach_penalty":0,"delivery_deadline_s":600}' >/dev/null \
-  || { echo "20-ramexd: setup failed"; exit 1; }
+bench_market 20-ramexd
 
 # CPU seconds (user + system) of ramexd and of every PostgreSQL process, from
 # /proc: what an order costs, which the throughput alone hides when other

@@ -72,3 +72,22 @@ bench_ramexd() {
   port=$(cat "$work/port" 2>/dev/null) || { echo "$name: ramexd did not start"; cat "$work/ramexd.log"; exit 1; }
   url=http://127.0.0.1:$port
 }
+
+# bench_market NAME: through ramexd's API (needs $url, $admin), a team with
+# a seller and a buyer node ($sell, $buy), a trader token for the team
+# ($trader) and the spot market, for loadgen's orders.
+bench_market() {
+  api() { # method path token body
+    curl -sf -X "$1" -H "Authorization: Bearer $3" -H 'Content-Type: application/json' \
+      ${4:+-d "$4"} "$url$2"
+  }
+  local team opacct op
+  team=$(api POST /v1/teams "$admin" '{"name":"bench"}' | jq .id)
+  sell=$(api POST /v1/nodes "$admin" "{\"name\":\"seller\",\"team_id\":$team}" | jq .account.id)
+  buy=$(api POST /v1/nodes "$admin" "{\"name\":\"buyer\",\"team_id\":$team}" | jq .account.id)
+  opacct=$(api POST /v1/accounts "$admin" '{"name":"operator","kind":"operator"}' | jq .id)
+  op=$(api POST /v1/tokens "$admin" "{\"name\":\"op\",\"role\":\"operator\",\"account_id\":$opacct}" | jq -r .token)
+  trader=$(api POST /v1/tokens "$admin" "{\"name\":\"tr\",\"role\":\"trader\",\"team_id\":$team}" | jq -r .token)
+  api POST /v1/markets "$op" '{"name":"spot","tick":1000,"lot":256,"min_pages":256,"max_pages":1048576,"price_min":0,"price_max":1000000000,"notice_period_s":3600,"breach_penalty":0,"delivery_deadline_s":600}' >/dev/null \
+    || { echo "$1: setup failed"; exit 1; }
+}

@@ -20,6 +20,9 @@ struct seal_keys;
 struct app {
 	struct rx_config cfg;
 	struct db_pool *pool;
+	/* the reports' connections (handlers_report): read_db's own,
+	 * read-only, or `pool` itself when read_db is empty */
+	struct db_pool *reports;
 	struct writer *writer;
 	struct events *events;
 	struct auth *auth;

@@ -36,7 +36,14 @@ struct setting {
 static const struct setting settings[] = {
     {"listen", K_LISTEN, 0, 0, 0, 0, "127.0.0.1:8080",
      "address:port to serve HTTP on (port 0 = any free port)"},
-    S("db", db, "dbname=ramex", "PostgreSQL conninfo"),
+    S("db", db, "dbname=ramex",
+      "PostgreSQL conninfo; several hosts with target_session_attrs="
+      "read-write follow a failover (docs/operations.md)"),
+    S("read_db", read_db, "",
+      "PostgreSQL conninfo for the reports (invoices, exports, billing "
+      "summary, ledger check, usage gaps, trades, candles), e.g. a "
+      "streaming replica; they may lag the primary by its replay delay. "
+      "Its sessions are read-only. Empty: the db connections"),
     I("max_connections", max_connections, 1, 10000, "512",
       "most HTTP connections at once; more are refused"),
     I("connection_timeout_s", connection_timeout_s, 1, 3600, "30",

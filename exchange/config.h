@@ -18,6 +18,7 @@ struct rx_config {
 	char listen_host[64]; /* "127.0.0.1" */
 	int listen_port;      /* 0 = any free port (see port_file) */
 	char db[512];         /* libpq conninfo */
+	char read_db[512];    /* the reports' conninfo; "" = db */
 	int max_connections;
 	int http_threads, http_workers;
 	int connection_timeout_s;

@@ -373,7 +373,28 @@ struct contracts_timer {
 	pthread_cond_t cv;
 	int stop;
 	PGconn *c;
+	int64_t history_due_ns; /* next db_history_ahead; 0: at the first tick */
 };
+
+/* The history partitions ahead (db.h), once a day: a month is made three
+ * months before its first row, so a day late costs nothing. */
+static void timer_history(struct contracts_timer *t, int64_t now_ns)
+{
+	char err[512], q[600];
+	if (now_ns < t->history_due_ns)
+		return;
+	int made = db_history_ahead(t->c, err, sizeof err);
+	if (made < 0) {
+		log_warn("cannot make the history partitions ahead; retrying "
+		         "in an hour",
+		         "err=%s", log_quote(q, sizeof q, err));
+		t->history_due_ns = now_ns + (int64_t)3600 * 1000000000;
+		return;
+	}
+	if (made > 0)
+		log_info("history partitions made", "tables=%d", made);
+	t->history_due_ns = now_ns + (int64_t)86400 * 1000000000;
+}
 
 /* At most this many deadlines per tick: the rest wait for the next one, so
  * a backlog never holds up a shutdown for long. */
@@ -432,6 +453,7 @@ static void timer_tick(struct contracts_timer *t)
 		}
 	}
 	PQclear(r);
+	timer_history(t, contracts_now());
 	return;
 fail:
 	if (db_broken(t->c)) {

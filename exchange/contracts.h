@@ -16,7 +16,9 @@
  * late, notice over, term over) and applies each deadline's event at the
  * deadline's own instant, so a contract ends exactly when its rules say even
  * when the timer runs late. It reconnects by itself when PostgreSQL comes
- * back. The module owns the timer thread and its connection, nothing else.
+ * back. Once a day it also makes the history's month partitions ahead
+ * (db_history_ahead). The module owns the timer thread and its connection,
+ * nothing else.
  */
 #ifndef RAMEX_CONTRACTS_H
 #define RAMEX_CONTRACTS_H

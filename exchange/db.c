@@ -159,6 +159,21 @@ int64_t db_int(const PGresult *r, int row, int col)
 	           : strtoll(PQgetvalue(r, row, col), NULL, 10);
 }
 
+int db_history_ahead(PGconn *c, char *err, size_t errlen)
+{
+	char months[16];
+	snprintf(months, sizeof months, "%d", DB_HISTORY_AHEAD_MONTHS);
+	const char *pv[] = {months};
+	PGresult *r = db_exec(c, PGRES_TUPLES_OK,
+	                      "SELECT ramex_history_ahead($1::int)", 1, pv, err,
+	                      errlen);
+	if (!r)
+		return -1;
+	int made = (int)db_int(r, 0, 0);
+	PQclear(r);
+	return made;
+}
+
 /* --- pool -------------------------------------------------------------- */
 
 struct db_pool {
@@ -169,6 +184,7 @@ struct db_pool {
 	PGconn **all;
 	bool *busy;
 	bool up;
+	bool readonly;
 };
 
 struct db_pool *db_pool_new(const char *conninfo, int n)
@@ -188,6 +204,33 @@ struct db_pool *db_pool_new(const char *conninfo, int n)
 	p->n = p->nfree = n;
 	p->up = true;
 	return p;
+}
+
+struct db_pool *db_pool_new_readonly(const char *conninfo, int n)
+{
+	struct db_pool *p = db_pool_new(conninfo, n);
+	if (p)
+		p->readonly = true;
+	return p;
+}
+
+/* A new connection of the pool, read-only when the pool is. */
+static PGconn *pool_connect(struct db_pool *p, char *err, size_t errlen)
+{
+	PGconn *c = db_connect(p->conninfo, err, errlen);
+	if (!c || !p->readonly)
+		return c;
+	PGresult *r = PQexec(c, "SET default_transaction_read_only = on");
+	int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+	PQclear(r);
+	if (!ok) {
+		snprintf(err, errlen, "could not make the session read-only: %s",
+		         PQerrorMessage(c));
+		chomp(err);
+		PQfinish(c);
+		return NULL;
+	}
+	return c;
 }
 
 void db_pool_free(struct db_pool *p)
@@ -219,12 +262,13 @@ PGconn *db_acquire(struct db_pool *p)
 	if (db_broken(c)) {
 		if (c)
 			PQfinish(c);
-		c = p->all[i] = db_connect(p->conninfo, err, sizeof err);
+		c = p->all[i] = pool_connect(p, err, sizeof err);
 		if (!c) {
 			if (__atomic_exchange_n(&p->up, false,
 			                        __ATOMIC_RELAXED))
 				log_warn("database unreachable", "err=\"%s\"",
-				         "see the writer's log");
+				         p->readonly ? err
+				                     : "see the writer's log");
 			pthread_mutex_lock(&p->mu);
 			p->busy[i] = false;
 			p->nfree++;

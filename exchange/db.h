@@ -26,6 +26,10 @@ int db_check_durable(PGconn *c, char *err, size_t errlen);
 
 struct db_pool;
 struct db_pool *db_pool_new(const char *conninfo, int n);
+/* The same, its sessions read-only (default_transaction_read_only): a
+ * pool for reports, which must never write (a replica refuses it anyway,
+ * a primary named there must refuse it too). */
+struct db_pool *db_pool_new_readonly(const char *conninfo, int n);
 void db_pool_free(struct db_pool *p);
 /* Borrows a working connection, waiting while all are in use; NULL when
  * PostgreSQL cannot be reached now. */
@@ -74,6 +78,15 @@ bool db_state_lost(const char *sqlstate);
 bool db_result_lost(PGconn *c, const PGresult *r);
 
 int64_t db_int(const PGresult *r, int row, int col);
+
+/* How many months ahead the history partitions are made (schema/0015). */
+#define DB_HISTORY_AHEAD_MONTHS 3
+/* Makes the month partitions of trades, usage reports and postings for
+ * this month and the DB_HISTORY_AHEAD_MONTHS after it, those not made yet
+ * (ramex_history_ahead, schema/0015). Returns how many it made, or -1 with
+ * a message; a month without its partition still takes rows (the default
+ * partition), so a failure here is worth a warning, not a stop. */
+int db_history_ahead(PGconn *c, char *err, size_t errlen);
 
 /* The rows of r as a JSON array of objects named by the columns: int2/4/8
  * become integers, bool booleans, json values, NULL null, the rest strings.

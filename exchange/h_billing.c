@@ -2,7 +2,9 @@
  * billing summary, the ledger check and POST /v1/billing/run; see
  * handlers.h and docs/billing-api.md.
  *
- * Reads go through the query pool, scoped like orders (handlers_scope: a
+ * Reads go through the reports' connections (handlers_report: read_db, a
+ * replica when one is set, so they may lag the primary by its replay
+ * delay; POST /v1/billing/run is the billing job's), scoped like orders (handlers_scope: a
  * node sees its own account, a trader its team's, an operator its own,
  * finance and admin everything). Money stays integer nanodollars in JSON;
  * page-years are text, since they are not a whole number of page-seconds'
@@ -92,7 +94,7 @@ void h_invoice_list(struct http_req *rq)
 	                    status,
 	                    bs,
 	                    ls};
-	handlers_query(rq,
+	handlers_report(rq,
 	               INVOICE_SELECT
 	               "AND ($3::bigint IS NULL OR i.account_id = $3) AND "
 	               "($4::int IS NULL OR i.year = $4) AND ($5::int IS NULL "
@@ -237,7 +239,7 @@ void h_invoice_get(struct http_req *rq)
 	PGresult *inv, *lines;
 	if (in_pid(rq, "id", &id) < 0)
 		return;
-	PGconn *c = db_acquire(a->pool);
+	PGconn *c = db_acquire(a->reports);
 	if (!c) {
 		http_db_unavailable(rq);
 		return;
@@ -257,7 +259,7 @@ void h_invoice_get(struct http_req *rq)
 		PQclear(inv);
 		PQclear(lines);
 	}
-	db_release(a->pool, c);
+	db_release(a->reports, c);
 }
 
 /* Splits one CSV line (quotes understood) into `n` fields of `f`. */
@@ -325,13 +327,13 @@ void h_invoice_export(struct http_req *rq)
 		return;
 	if (!format)
 		format = "csv";
-	PGconn *c = db_acquire(a->pool);
+	PGconn *c = db_acquire(a->reports);
 	if (!c) {
 		http_db_unavailable(rq);
 		return;
 	}
 	if (load_invoice(rq, c, id, &inv, &lines) < 0) {
-		db_release(a->pool, c);
+		db_release(a->reports, c);
 		return;
 	}
 	const char *team = PQgetisnull(inv, 0, 4) ? PQgetvalue(inv, 0, 2)
@@ -394,7 +396,7 @@ out:
 	free(row);
 	PQclear(inv);
 	PQclear(lines);
-	db_release(a->pool, c);
+	db_release(a->reports, c);
 }
 
 /* The range of months [from, to] of the query; defaults: everything. */
@@ -429,7 +431,7 @@ void h_usage_export(struct http_req *rq)
 		return;
 	if (!format)
 		format = "csv";
-	PGconn *c = db_acquire(a->pool);
+	PGconn *c = db_acquire(a->reports);
 	if (!c) {
 		http_db_unavailable(rq);
 		return;
@@ -446,7 +448,7 @@ void h_usage_export(struct http_req *rq)
 	    2, pv, err, sizeof err);
 	if (!r) {
 		handlers_db_error(rq, c, err);
-		db_release(a->pool, c);
+		db_release(a->reports, c);
 		return;
 	}
 	struct text t = {0};
@@ -493,7 +495,7 @@ void h_usage_export(struct http_req *rq)
 		json_array_append_new(items, o);
 	}
 	PQclear(r);
-	db_release(a->pool, c);
+	db_release(a->reports, c);
 	if (t.oom) {
 		http_problem(rq, 503, "overloaded", "out of memory",
 		             "retry later");
@@ -541,7 +543,7 @@ void h_billing_summary(struct http_req *rq)
 	    "ORDER BY 1, 2, 3",
 	    team ? "t.name AS team" : "p.account_id, a.name AS account",
 	    team ? "" : ", 4");
-	PGconn *c = db_acquire(a->pool);
+	PGconn *c = db_acquire(a->reports);
 	if (!c) {
 		http_db_unavailable(rq);
 		return;
@@ -554,12 +556,12 @@ void h_billing_summary(struct http_req *rq)
 	PGresult *r = db_exec(c, PGRES_TUPLES_OK, sql, 4, pv, err, sizeof err);
 	if (!r) {
 		handlers_db_error(rq, c, err);
-		db_release(a->pool, c);
+		db_release(a->reports, c);
 		return;
 	}
 	json_t *items = db_rows_json(r);
 	PQclear(r);
-	db_release(a->pool, c);
+	db_release(a->reports, c);
 	size_t i;
 	json_t *o;
 	json_array_foreach(items, i, o)
@@ -614,7 +616,7 @@ void h_ledger_check(struct http_req *rq)
 {
 	struct app *a = http_app(rq);
 	char err[512], why[INVOICE_MSG_MAX];
-	PGconn *c = db_acquire(a->pool);
+	PGconn *c = db_acquire(a->reports);
 	if (!c) {
 		http_db_unavailable(rq);
 		return;
@@ -716,14 +718,14 @@ void h_ledger_check(struct http_req *rq)
 	json_object_set_new(o, "sum", json_string(sum));
 	json_object_set_new(o, "problems", problems);
 	http_reply_json(rq, 200, o);
-	db_release(a->pool, c);
+	db_release(a->reports, c);
 	return;
 dberr:
 	handlers_db_error(rq, c, err);
 	r = PQexec(c, "ROLLBACK");
 	PQclear(r);
 	json_decref(problems);
-	db_release(a->pool, c);
+	db_release(a->reports, c);
 }
 
 void h_billing_run(struct http_req *rq)

@@ -1,6 +1,7 @@
 /* h_market.c — markets and their public data: depth, trades, candles; see
  * handlers.h. Depth comes from the writer's books (the truth of the
- * moment); trades and candles come from the database. */
+ * moment); trades and candles come from the database, on the reports'
+ * connections (handlers_report: a replica when read_db names one). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,8 +147,9 @@ void h_book(struct http_req *rq)
 static int market_id(struct http_req *rq, char out[24])
 {
 	struct app *a = http_app(rq);
+	struct db_pool *pool = a->reports;
 	char err[512];
-	PGconn *c = db_acquire(a->pool);
+	PGconn *c = db_acquire(pool);
 	if (!c) {
 		http_db_unavailable(rq);
 		return -1;
@@ -168,8 +170,16 @@ static int market_id(struct http_req *rq, char out[24])
 		rc = 0;
 	}
 	PQclear(r);
-	db_release(a->pool, c);
+	db_release(pool, c);
 	return rc;
+}
+
+/* A market's history: off the primary when read_db says so. */
+static void report(struct http_req *rq, const char *sql, int n,
+                   const char *const *pv, int64_t limit, const char *cursor)
+{
+	handlers_report(rq, sql, n, pv, 0, limit, cursor,
+	                "there is no such object, or it is not yours");
 }
 
 void h_trades(struct http_req *rq)
@@ -183,10 +193,10 @@ void h_trades(struct http_req *rq)
 	snprintf(ls, sizeof ls, "%lld", (long long)limit);
 	snprintf(bs, sizeof bs, "%lld", (long long)before);
 	const char *pv[] = {mid, bs, ls};
-	query(rq,
-	      "SELECT id, price, pages, taker_side, ts_ns FROM trades WHERE "
-	      "market_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3",
-	      3, pv, 0, limit, "id");
+	report(rq,
+	       "SELECT id, price, pages, taker_side, ts_ns FROM trades WHERE "
+	       "market_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3",
+	       3, pv, limit, "id");
 }
 
 void h_candles(struct http_req *rq)
@@ -212,12 +222,12 @@ void h_candles(struct http_req *rq)
 	snprintf(ts, sizeof ts, "%lld", (long long)to * 1000000000);
 	snprintf(ls, sizeof ls, "%lld", (long long)limit);
 	const char *pv[] = {mid, is, fs, ts, ls};
-	query(rq,
+	report(rq,
 	      "SELECT (ts_ns / $2::bigint) * ($2::bigint / 1000000000) AS "
 	      "start, (array_agg(price ORDER BY id))[1] AS open, max(price) AS "
 	      "high, min(price) AS low, (array_agg(price ORDER BY id DESC))[1] "
 	      "AS close, sum(pages)::bigint AS volume, count(*)::bigint AS "
 	      "trades FROM trades WHERE market_id = $1 AND ts_ns >= $3 AND "
 	      "ts_ns < $4 GROUP BY 1 ORDER BY 1 DESC LIMIT $5",
-	      5, pv, 0, 0, NULL);
+	      5, pv, 0, NULL);
 }

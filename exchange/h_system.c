@@ -205,13 +205,13 @@ void handlers_reply_rows(struct http_req *rq, void *res, int64_t limit,
 	                json_pack("{s:o,s:o}", "items", items, "next", next));
 }
 
-void handlers_query(struct http_req *rq, const char *sql, int n,
-                    const char *const *pv, int single, int64_t limit,
-                    const char *cursor_col, const char *notfound)
+static void query_on(struct db_pool *pool, struct http_req *rq,
+                     const char *sql, int n, const char *const *pv,
+                     int single, int64_t limit, const char *cursor_col,
+                     const char *notfound)
 {
-	struct app *a = http_app(rq);
 	char err[512];
-	PGconn *c = db_acquire(a->pool);
+	PGconn *c = db_acquire(pool);
 	if (!c) {
 		http_db_unavailable(rq);
 		return;
@@ -232,5 +232,23 @@ void handlers_query(struct http_req *rq, const char *sql, int n,
 		handlers_reply_rows(rq, r, limit, cursor_col);
 	}
 	PQclear(r);
-	db_release(a->pool, c);
+	db_release(pool, c);
+}
+
+void handlers_query(struct http_req *rq, const char *sql, int n,
+                    const char *const *pv, int single, int64_t limit,
+                    const char *cursor_col, const char *notfound)
+{
+	struct app *a = http_app(rq);
+	query_on(a->pool, rq, sql, n, pv, single, limit,
+	         cursor_col, notfound);
+}
+
+void handlers_report(struct http_req *rq, const char *sql, int n,
+                     const char *const *pv, int single, int64_t limit,
+                     const char *cursor_col, const char *notfound)
+{
+	struct app *a = http_app(rq);
+	query_on(a->reports, rq, sql, n, pv, single, limit,
+	         cursor_col, notfound);
 }

@@ -340,7 +340,7 @@ void h_usage_gaps(struct http_req *rq)
 	/* A gap is a run of numbers between two that arrived (or before the
 	 * first: numbering starts at 1), found with one pass over the
 	 * primary key. */
-	handlers_query(
+	handlers_report(
 	    rq,
 	    "SELECT node_id, epoch, prev + 1 AS first, seq - 1 AS last, seq - "
 	    "prev - 1 AS missing FROM (SELECT node_id, epoch, seq, lag(seq, 1, "

@@ -123,6 +123,18 @@ void handlers_query(struct http_req *rq, const char *sql, int n,
                     const char *cursor_col, const char *notfound);
 
 /*
+ * The same on the reports' connections (app->reports: read_db, e.g. a
+ * replica, when set). Only for reports of what is committed, which may lag
+ * the primary by the replica's replay delay: invoices and their exports,
+ * usage exports and gaps, the billing summary, the ledger check, a market's
+ * trades and candles. Never for what a caller reads back after a write of
+ * its own (its orders, contracts, usage reports, nodes).
+ */
+void handlers_report(struct http_req *rq, const char *sql, int n,
+                     const char *const *pv, int single, int64_t limit,
+                     const char *cursor_col, const char *notfound);
+
+/*
  * Creates a bearer token for `role` (trader needs team, operator needs an
  * operator account; 0 = none) and writes it into token, shown only now.
  * Returns the token's id; -1 with a message for a request that breaks a

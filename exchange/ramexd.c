@@ -154,6 +154,14 @@ static PGconn *prepare_db(const struct rx_config *cfg)
 	}
 	log_info("schema ready", "applied=%d total=%d", n,
 	         schema_migrations_count);
+	/* the history's months ahead (the contract timer keeps them so) */
+	int made = db_history_ahead(c, err, sizeof err);
+	if (made < 0)
+		log_warn("cannot make the history partitions ahead; new rows "
+		         "go to the default partitions meanwhile",
+		         "err=\"%s\"", err);
+	else if (made > 0)
+		log_info("history partitions made", "tables=%d", made);
 	return c;
 }
 
@@ -254,9 +262,12 @@ static int serve(struct app *app)
 	metrics_init(routes_table, routes_count);
 	app->events = events_new(cfg->sse_max_clients, cfg->sse_keepalive_s);
 	app->pool = db_pool_new(cfg->db, cfg->db_pool);
+	app->reports = cfg->read_db[0]
+	                   ? db_pool_new_readonly(cfg->read_db, cfg->db_pool)
+	                   : app->pool;
 	app->auth = auth_new(app->pool, (int64_t)time(NULL), app->seal,
 	                     cfg->nonce_per_key);
-	if (!app->events || !app->pool || !app->auth) {
+	if (!app->events || !app->pool || !app->reports || !app->auth) {
 		log_error("cannot start", "err=\"out of memory\"");
 		PQfinish(c);
 		goto out;
@@ -337,6 +348,8 @@ out_writer:
 out:
 	auth_free(app->auth);
 	seal_free(app->seal);
+	if (app->reports != app->pool)
+		db_pool_free(app->reports);
 	db_pool_free(app->pool);
 	events_free(app->events);
 	if (rc == 0)

@@ -88,3 +88,10 @@ $(BUILD)/bin/test_input: | $(BUILD)/san/bin/ramexd
 $(call program,loadgen,bench/loadgen.c,libpq)
 # The load generator of bench/45-usage.sh (signed POST /v1/usage batches).
 $(call program,usagegen,bench/usagegen.c $(SIGN_SRC),libcurl libcrypto)
+# A primary with a synchronous standby (scripts/pg.sh standby): reports off
+# the replica (read_db), and a failover under load that loses no
+# acknowledged order.
+$(call integration_test,test_failover,tests/integration/test_failover.c \
+  $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
+$(BUILD)/san/bin/test_failover: | $(BUILD)/san/bin/ramexd
+$(BUILD)/bin/test_failover: | $(BUILD)/san/bin/ramexd

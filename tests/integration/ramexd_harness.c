@@ -141,9 +141,15 @@ static void spawn(struct rxh *h)
 
 void rxh_start(struct rxh *h, const char *db, const char *extra)
 {
+	rxh_start_at(h, db, testdb_create(db), extra);
+}
+
+void rxh_start_at(struct rxh *h, const char *db, const char *conninfo,
+                  const char *extra)
+{
 	memset(h, 0, sizeof *h);
 	snprintf(h->db, sizeof h->db, "%s", db);
-	snprintf(h->conninfo, sizeof h->conninfo, "%s", testdb_create(db));
+	snprintf(h->conninfo, sizeof h->conninfo, "%s", conninfo);
 	snprintf(h->extra, sizeof h->extra, "%s", extra ? extra : "");
 	snprintf(h->log, sizeof h->log, "%s/ramexd-%s.log", out_dir(), db);
 	unlink(h->log);

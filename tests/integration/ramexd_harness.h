@@ -41,6 +41,10 @@ struct rxh_resp {
 /* Creates database `db` afresh and starts ramexd on it. `extra` are more
  * flags for ramexd ("" for none). Aborts the test when it cannot. */
 void rxh_start(struct rxh *h, const char *db, const char *extra);
+/* The same on a database the caller made, reached with `conninfo` (e.g. a
+ * multi-host one that follows a failover); `db` names the log files. */
+void rxh_start_at(struct rxh *h, const char *db, const char *conninfo,
+                  const char *extra);
 /* Starts ramexd again on the same database (after rxh_kill). */
 void rxh_restart(struct rxh *h);
 /* Sends `sig` to ramexd and waits for it; returns its wait status. */

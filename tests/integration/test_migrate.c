@@ -1,5 +1,6 @@
 /* test_migrate.c — migrations apply in order, once, and atomically. */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,6 +80,22 @@ START_TEST(embedded_schema_applies)
 }
 END_TEST
 
+/* Applies the embedded migrations before the one numbered `num`; returns
+ * how many (that one's index). */
+static int apply_before(PGconn *c, const char *num)
+{
+	char err[512] = "";
+	int k = 0;
+	while (k < schema_migrations_count &&
+	       strncmp(schema_migrations[k].name, num, 4) != 0)
+		k++;
+	ck_assert_int_lt(k, schema_migrations_count);
+	ck_assert_msg(migrate_apply(c, schema_migrations, k, err,
+	                            sizeof err) == k,
+	              "%s", err);
+	return k;
+}
+
 /* 0012 on a database with data from before it: the usage stored is
  * counted again by the rule of exchange/core/usage.c (only the delivered
  * span bills), and operator accounts and non-trader tokens lose their
@@ -88,14 +105,7 @@ START_TEST(schema_0012_recounts_usage_and_clears_teams)
 {
 	char err[512] = "";
 	PGconn *c = testdb_connect(testdb_create("ramex_t_migrate_0012"));
-	int k = 0;
-	while (k < schema_migrations_count &&
-	       strncmp(schema_migrations[k].name, "0012", 4) != 0)
-		k++;
-	ck_assert_int_lt(k, schema_migrations_count);
-	ck_assert_msg(migrate_apply(c, schema_migrations, k, err,
-	                            sizeof err) == k,
-	              "%s", err);
+	int k = apply_before(c, "0012");
 	static const char *before[] = {
 	    "INSERT INTO teams (id, name) VALUES (1, 'blue')",
 	    "INSERT INTO accounts (id, name, kind, team_id) VALUES (1, 'n1', "
@@ -193,6 +203,252 @@ START_TEST(schema_0012_recounts_usage_and_clears_teams)
 }
 END_TEST
 
+/* The first column of the first row of sql, as text, into out. */
+static void text_of(PGconn *c, const char *sql, char *out, size_t len)
+{
+	PGresult *r = PQexec(c, sql);
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s: %s", sql,
+	              PQerrorMessage(c));
+	snprintf(out, len, "%s", PQntuples(r) ? PQgetvalue(r, 0, 0) : "");
+	PQclear(r);
+}
+
+static void run_ok(PGconn *c, const char *sql)
+{
+	PGresult *r = PQexec(c, sql);
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK ||
+	                  PQresultStatus(r) == PGRES_TUPLES_OK,
+	              "%s: %s", sql, PQerrorMessage(c));
+	PQclear(r);
+}
+
+/* The SQLSTATE of a statement that must fail. */
+static void run_fails(PGconn *c, const char *sql, const char *state)
+{
+	PGresult *r = PQexec(c, sql);
+	const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+	ck_assert_msg(st && strcmp(st, state) == 0, "%s: %s, not %s", sql,
+	              st ? st : "success", state);
+	PQclear(r);
+}
+
+/* Every row of the three tables and what billing reads of them: a
+ * fingerprint of the rows (in key order) and of the sums by month. */
+static const char *const fingerprints[] = {
+    "SELECT count(*) || ':' || md5(string_agg(t::text, '|' ORDER BY id)) "
+    "FROM trades t",
+    "SELECT count(*) || ':' || md5(string_agg(t::text, '|' ORDER BY "
+    "node_id, epoch, seq)) FROM usage_reports t",
+    "SELECT count(*) || ':' || md5(string_agg(t::text, '|' ORDER BY id)) "
+    "FROM postings t",
+    /* what the billing summary and invoices add up */
+    "SELECT string_agg(format('%s-%s/%s:%s', year, month, account_id, s), "
+    "',' ORDER BY year, month, account_id) FROM (SELECT year, month, "
+    "account_id, sum(amount) AS s FROM postings GROUP BY 1, 2, 3) x",
+    /* what the billing job sums of the reports, per contract and month */
+    "SELECT string_agg(format('%s/%s:%s', contract_id, m, s), ',' ORDER BY "
+    "contract_id, m) FROM (SELECT contract_id, period_start_ns / "
+    "2592000000000000 AS m, sum(billable_ps) AS s FROM usage_reports GROUP "
+    "BY 1, 2) x",
+    /* the market history: volume per month */
+    "SELECT string_agg(format('%s:%s:%s', m, n, v), ',' ORDER BY m) FROM "
+    "(SELECT ts_ns / 2592000000000000 AS m, count(*) AS n, sum(pages * "
+    "price) AS v FROM trades GROUP BY 1) x",
+};
+#define NFP (sizeof fingerprints / sizeof fingerprints[0])
+
+/* 0015 on a database with five months of history, and rows from 1970 and
+ * from beyond the months made ahead: every row kept, every sum the same,
+ * the ledger still balanced and append-only; new rows land in their
+ * month's partition, and a month made later takes its rows out of the
+ * default partition. */
+START_TEST(schema_0015_partitions_history_keeping_every_row)
+{
+	char err[512] = "";
+	PGconn *c = testdb_connect(testdb_create("ramex_t_migrate_0015"));
+	int k = apply_before(c, "0015");
+	run_ok(c, "SET TIME ZONE 'UTC'");
+	static const char *seed[] = {
+	    "INSERT INTO teams (id, name) VALUES (1, 'blue')",
+	    "INSERT INTO accounts (id, name, kind, team_id) VALUES (1, 'n1', "
+	    "'node', 1), (2, 'n2', 'node', 1), (3, 'op', 'operator', NULL), "
+	    "(4, 'exchange', 'exchange', NULL)",
+	    "INSERT INTO markets (id, name, product, tick, lot, min_pages, "
+	    "max_pages, price_min, price_max, notice_period_s, "
+	    "breach_penalty, delivery_deadline_s) VALUES (1, 'spot', 'spot', "
+	    "1, 1, 1, 1000000, 0, 1000000000, 0, 0, 600)",
+	    /* the first of this month and four months before, in ns */
+	    "CREATE TEMP TABLE m0 AS SELECT (extract(epoch FROM "
+	    "date_trunc('month', now()) - interval '4 months') * "
+	    "1e9)::bigint AS ns",
+	    "INSERT INTO trades (id, market_id, seq, taker_order_id, "
+	    "maker_order_id, buyer_id, seller_id, taker_side, price, pages, "
+	    "ts_ns, maker_remaining) SELECT g, 1, g, 2 * g, 2 * g - 1, 3, 1 + "
+	    "g % 2, 'buy', 100000 + g, 256 * (1 + g % 5), m0.ns + g * "
+	    "6500000000000, 0 FROM m0, generate_series(1, 2000) g",
+	    /* 1970, and ten months ahead: no partition of their own */
+	    "INSERT INTO trades (id, market_id, seq, taker_order_id, "
+	    "maker_order_id, buyer_id, seller_id, taker_side, price, pages, "
+	    "ts_ns) VALUES (2001, 1, 2001, 1, 2, 3, 1, 'sell', 5, 256, 1), "
+	    "(2002, 1, 2002, 3, 4, 3, 2, 'sell', 7, 512, (extract(epoch FROM "
+	    "date_trunc('month', now()) + interval '10 months 3 days') * "
+	    "1e9)::bigint)",
+	    "INSERT INTO contracts (id, trade_id, market_id, buyer_id, "
+	    "seller_id, delivery, pages, price, state, deliver_by, "
+	    "notice_period_s, created_at, updated_at, delivered_ns) SELECT g, "
+	    "g, 1, 3, 1 + g % 2, 'offline', 256, 100000, 'active', now(), 0, "
+	    "now(), now(), m0.ns FROM m0, generate_series(1, 40) g",
+	    "INSERT INTO usage_reports (node_id, epoch, seq, contract_id, "
+	    "side, period_start_ns, period_end_ns, page_seconds, "
+	    "kmod_page_seconds, kmod_pages, body_hash, delivered_ns, "
+	    "billable_ps) SELECT 1 + g % 2, 1, g, 1 + g % 40, 'seller', m0.ns "
+	    "+ g * 4300000000000, m0.ns + g * 4300000000000 + 60000000000, "
+	    "15360, 15360, 256, g, 60000000000, 15360 - g % 7 FROM m0, "
+	    "generate_series(1, 3000) g",
+	    "INSERT INTO usage_reports (node_id, epoch, seq, contract_id, "
+	    "side, period_start_ns, period_end_ns, page_seconds, "
+	    "kmod_page_seconds, kmod_pages, body_hash, delivered_ns, "
+	    "billable_ps) VALUES (1, 2, 1, 1, 'seller', 1000, 2000, 0, 0, 0, 1, "
+	    "0, 0)",
+	    /* the ledger: per contract and month, one movement, its postings
+	     * summing to zero, on the drafts of its accounts' months */
+	    "CREATE TEMP TABLE months AS SELECT extract(year FROM d)::int AS "
+	    "y, extract(month FROM d)::int AS m FROM generate_series("
+	    "date_trunc('month', now()) - interval '4 months', "
+	    "date_trunc('month', now()), interval '1 month') d",
+	    "INSERT INTO invoices (account_id, year, month) SELECT a, y, m FROM "
+	    "months, generate_series(1, 4) a",
+	    "INSERT INTO movements (contract_id, kind, year, month, "
+	    "charge_start_ns, charge_end_ns, page_seconds, unit_price, amount, "
+	    "fee) SELECT g, 'usage', y, m, 0, 1, 1000 * g, 100000, 100000 + g * "
+	    "7 + m, (100000 + g * 7 + m) / 10 FROM months, generate_series(1, "
+	    "40) g",
+	    "INSERT INTO postings (movement_id, invoice_id, account_id, "
+	    "contract_id, year, month, role, amount) SELECT v.id, i.id, "
+	    "i.account_id, v.contract_id, v.year, v.month, p.role, p.amount "
+	    "FROM movements v CROSS JOIN LATERAL (VALUES ('buyer', 3, "
+	    "v.amount), ('seller', 1 + v.contract_id % 2, v.fee - v.amount), "
+	    "('exchange', 4, -v.fee)) p (role, acct, amount) JOIN invoices i "
+	    "ON i.account_id = p.acct AND i.year = v.year AND i.month = "
+	    "v.month",
+	    "UPDATE invoices i SET total = s.t, lines = s.n FROM (SELECT "
+	    "invoice_id, sum(amount) AS t, count(*) AS n FROM postings GROUP "
+	    "BY 1) s WHERE s.invoice_id = i.id",
+	};
+	for (size_t i = 0; i < sizeof seed / sizeof seed[0]; i++)
+		run_ok(c, seed[i]);
+	char before[NFP][256], after[256];
+	for (size_t i = 0; i < NFP; i++)
+		text_of(c, fingerprints[i], before[i], sizeof before[i]);
+	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM postings"),
+	                 5 * 40 * 3);
+
+	ck_assert_msg(migrate_apply(c, schema_migrations,
+	                            schema_migrations_count, err,
+	                            sizeof err) == schema_migrations_count - k,
+	              "%s", err);
+	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM pg_class WHERE "
+	                                  "relkind = 'p' AND relname IN "
+	                                  "('trades', 'usage_reports', "
+	                                  "'postings')"),
+	                 3);
+	for (size_t i = 0; i < NFP; i++) {
+		text_of(c, fingerprints[i], after, sizeof after);
+		ck_assert_msg(strcmp(before[i], after) == 0,
+		              "%s: %s before, %s after", fingerprints[i],
+		              before[i], after);
+	}
+	/* the ledger balances: in all, per movement, per invoice */
+	ck_assert_int_eq(testdb_scalar(c, "SELECT sum(amount) FROM postings"),
+	                 0);
+	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM (SELECT "
+	                                  "movement_id FROM postings GROUP BY "
+	                                  "1 HAVING sum(amount) <> 0) x"),
+	                 0);
+	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM invoices i "
+	                                  "WHERE total <> (SELECT "
+	                                  "coalesce(sum(amount), 0) FROM "
+	                                  "postings p WHERE p.invoice_id = "
+	                                  "i.id)"),
+	                 0);
+	/* each month's rows in its partition, the rest in the default */
+	ck_assert_int_eq(
+	    testdb_scalar(c, "SELECT count(*) FROM trades WHERE "
+	                     "tableoid::regclass::text <> format('trades_y%sm%s', "
+	                     "extract(year FROM to_timestamp(ts_ns / 1e9)), "
+	                     "lpad(extract(month FROM to_timestamp(ts_ns / "
+	                     "1e9))::text, 2, '0'))"),
+	    2);
+	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM trades_default"),
+	                 2);
+	ck_assert_int_eq(
+	    testdb_scalar(c, "SELECT count(*) FROM usage_reports_default"), 1);
+	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM postings_default"),
+	                 0);
+	ck_assert_int_eq(
+	    testdb_scalar(c, "SELECT count(*) FROM postings WHERE "
+	                     "tableoid::regclass::text <> format('postings_y%sm%s', "
+	                     "year, lpad(month::text, 2, '0'))"),
+	    0);
+	/* a new row of a month ahead lands in that month's partition */
+	run_ok(c, "INSERT INTO trades (id, market_id, seq, taker_order_id, "
+	          "maker_order_id, buyer_id, seller_id, taker_side, price, "
+	          "pages, ts_ns) VALUES (3000, 1, 3000, 5, 6, 3, 1, 'buy', 9, "
+	          "256, (extract(epoch FROM date_trunc('month', now()) + "
+	          "interval '2 months 1 day') * 1e9)::bigint)");
+	ck_assert_int_eq(
+	    testdb_scalar(c, "SELECT count(*) FROM trades WHERE id = 3000 AND "
+	                     "tableoid::regclass::text = format('trades_y%sm%s', "
+	                     "extract(year FROM now() + interval '2 months 1 "
+	                     "day'), to_char(date_trunc('month', now()) + "
+	                     "interval '2 months', 'MM'))"),
+	    1);
+	/* a month made later takes its rows from the default partition */
+	ck_assert_int_eq(
+	    testdb_scalar(c, "SELECT ramex_history_month(extract(year FROM d)::int, "
+	                     "extract(month FROM d)::int) FROM (SELECT "
+	                     "date_trunc('month', now()) + interval '10 months' "
+	                     "AS d) x"),
+	    3);
+	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM trades_default"),
+	                 1);
+	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM trades WHERE "
+	                                  "id = 2002"),
+	                 1);
+	ck_assert_int_eq(testdb_scalar(c, "SELECT ramex_history_ahead(3)"), 0);
+	/* the keys and triggers hold on the partitioned tables */
+	run_fails(c, "DELETE FROM postings WHERE id = 1", "P0001");
+	run_fails(c, "UPDATE postings SET amount = 0 WHERE id = 1", "P0001");
+	run_fails(c, "TRUNCATE postings", "P0001");
+	run_fails(c,
+	          "INSERT INTO postings (movement_id, invoice_id, account_id, "
+	          "contract_id, year, month, role, amount) VALUES (1, 999999, "
+	          "3, 1, 2026, 1, 'buyer', 5)",
+	          "P0001");
+	run_fails(c,
+	          "INSERT INTO trades (id, market_id, seq, taker_order_id, "
+	          "maker_order_id, buyer_id, seller_id, taker_side, price, "
+	          "pages, ts_ns) SELECT id, market_id, seq, taker_order_id, "
+	          "maker_order_id, buyer_id, seller_id, taker_side, price, "
+	          "pages, ts_ns FROM trades WHERE id = 7",
+	          "23505");
+	run_ok(c, "DELETE FROM billing_dirty");
+	run_ok(c, "INSERT INTO usage_reports (node_id, epoch, seq, contract_id, "
+	          "side, period_start_ns, period_end_ns, page_seconds, "
+	          "kmod_page_seconds, kmod_pages, body_hash, delivered_ns, "
+	          "billable_ps) VALUES (1, 3, 1, 7, 'seller', (extract(epoch "
+	          "FROM now()) * 1e9)::bigint, (extract(epoch FROM now()) * "
+	          "1e9)::bigint + 1000, 0, 0, 0, 1, 0, 0)");
+	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM billing_dirty "
+	                                  "WHERE contract_id = 7"),
+	                 1);
+	/* postings_id_seq goes on past the copied ids */
+	ck_assert_int_gt(testdb_scalar(c, "SELECT nextval('postings_id_seq')"),
+	                 600);
+	PQfinish(c);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("migrate");
@@ -203,6 +459,7 @@ int main(void)
 	tcase_add_test(tc, changed_migration_is_refused);
 	tcase_add_test(tc, embedded_schema_applies);
 	tcase_add_test(tc, schema_0012_recounts_usage_and_clears_teams);
+	tcase_add_test(tc, schema_0015_partitions_history_keeping_every_row);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
