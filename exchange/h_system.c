@@ -29,19 +29,26 @@ void h_readyz(struct http_req *rq)
 	else if (!writer_ready(a->writer))
 		why = "the writer cannot reach PostgreSQL, or commands wait "
 		      "and it has landed no batch for 5 s";
-	if (!why) {
+	/* A pooled connection learns that its server is gone (a restart, a
+	 * failover) only when a query fails on it; the pool replaces it on
+	 * the next acquire. So one that broke here is tried once more, on a
+	 * fresh connection, before the exchange says it is not ready. */
+	for (int attempt = 0; !why && attempt < 2; attempt++) {
 		PGconn *c = db_acquire(a->pool);
 		if (!c) {
 			why = "PostgreSQL cannot be reached";
-		} else {
-			char err[256];
-			PGresult *r = db_exec(c, PGRES_TUPLES_OK, "SELECT 1", 0,
-			                      NULL, err, sizeof err);
-			if (!r)
-				why = "PostgreSQL does not answer";
-			PQclear(r);
-			db_release(a->pool, c);
+			break;
 		}
+		char err[256];
+		PGresult *r = db_exec(c, PGRES_TUPLES_OK, "SELECT 1", 0, NULL,
+		                      err, sizeof err);
+		bool ok = r != NULL, broke = !ok && db_broken(c);
+		PQclear(r);
+		db_release(a->pool, c);
+		if (ok)
+			break;
+		if (!broke || attempt == 1)
+			why = "PostgreSQL does not answer";
 	}
 	if (why) {
 		http_add_header(rq, "Retry-After", "2");
