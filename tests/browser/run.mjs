@@ -17,6 +17,8 @@ import {readdirSync, readFileSync, writeFileSync} from 'node:fs';
 import {createRequire} from 'node:module';
 import {join} from 'node:path';
 
+import * as fmt from '../../web/js/fmt.js';
+
 const require = createRequire(import.meta.url);
 const {chromium} = require('playwright-core');
 
@@ -59,6 +61,11 @@ async function must(tok, method, path, body, want = [200, 201])
 
 const W = {}; // the world
 
+const market = name => ({
+	name, tick: 1000, lot: 1, min_pages: 1, max_pages: 1 << 30, price_min: 1000,
+	price_max: 1000000000, notice_period_s: 60, breach_penalty: 10000, delivery_deadline_s: 3600
+});
+
 async function buildWorld()
 {
 	const sfx = Date.now().toString(36);
@@ -69,10 +76,6 @@ async function buildWorld()
 	W.trader = (await must(ADMIN, 'POST', '/v1/tokens', {name: `web-trader-${sfx}`, role: 'trader', team_id: W.team.id})).token;
 	W.operator = (await must(ADMIN, 'POST', '/v1/tokens', {name: `web-operator-${sfx}`, role: 'operator', account_id: W.op.id})).token;
 	W.finance = (await must(ADMIN, 'POST', '/v1/tokens', {name: `web-finance-${sfx}`, role: 'finance'})).token;
-	const market = name => ({
-		name, tick: 1000, lot: 1, min_pages: 1, max_pages: 1 << 30, price_min: 1000,
-		price_max: 1000000000, notice_period_s: 60, breach_penalty: 10000, delivery_deadline_s: 3600
-	});
 	W.year = new Date().getUTCFullYear() + 1;
 	await must(W.operator, 'POST', '/v1/markets', market('spot'));
 	await must(W.operator, 'POST', '/v1/markets', market(`perm-${W.year}`));
@@ -353,6 +356,25 @@ async function main()
 		const o = await must(W.trader, 'GET', `/v1/orders/${qid}`);
 		assert(o.cancel_note === 'price too low for this week' && /trader/.test(o.cancelled_by_name), `order ${JSON.stringify(o)}`);
 		await shot(page, 'trade-history');
+		// an agent cancelling its own quote is no news; someone else
+		// cancelling the trader's order is, with names
+		const own = await signed(W.nodeA, 'POST', '/v1/orders', JSON.stringify({market: 'spot', side: 'sell', pages: 4096, price: 6000000}));
+		const ownId = JSON.parse(own.text).order.id;
+		await page.waitForSelector(`#orders tr[data-order="${ownId}"]`, {timeout: WAIT});
+		await signed(W.nodeA, 'DELETE', `/v1/orders/${ownId}`, JSON.stringify({note: 're-quote'}));
+		await page.waitForSelector(`#history tr[data-order="${ownId}"]`, {timeout: WAIT});
+		await new Promise(r => setTimeout(r, 600));
+		const b1 = await textOf(page, '#banner');
+		assert(!b1.includes(`order ${ownId}`), `an agent's re-quote made the banner say "${b1}"`);
+		const mine = await must(W.trader, 'POST', '/v1/orders', {market: 'spot', account_id: W.nodeA.account.id, side: 'buy', pages: 256, price: 3000});
+		await page.waitForSelector(`#orders tr[data-order="${mine.order.id}"]`, {timeout: WAIT});
+		// a second trader of the team cancels it
+		const other = (await must(ADMIN, 'POST', '/v1/tokens', {name: `web-trader2-${Date.now().toString(36)}`, role: 'trader', team_id: W.team.id}));
+		await must(other.token, 'DELETE', `/v1/orders/${mine.order.id}`, {note: 'maintenance window'});
+		await page.waitForFunction(id => document.querySelector('#banner').textContent.includes(`order ${id}`), mine.order.id, {timeout: WAIT});
+		const b2 = await textOf(page, '#banner');
+		assert(b2.includes('placed by you') && b2.includes('web-trader2-') && b2.includes('(trader)') && b2.includes('maintenance window') && !b2.includes('tok:'),
+		       `the banner says "${b2}"`);
 		noErrors(page, 'trade who placed');
 	});
 
@@ -413,6 +435,107 @@ async function main()
 		await page.waitForFunction(() => /empty/.test(document.querySelector('#book').textContent), null, {timeout: WAIT});
 		await shot(page, 'market-perm');
 		noErrors(page, 'market perm');
+	});
+
+	await test('market: an empty market says so inside its charts', async () => {
+		// a market no one has traded in yet
+		W.empty = `perm-${W.year + 1}`;
+		await must(W.operator, 'POST', '/v1/markets', market(W.empty));
+		const page = await newPage('market-empty');
+		await page.goto(`${URL_}/web/market.html?market=${W.empty}`);
+		await signIn(page, W.trader);
+		await page.waitForSelector('#depth .chart-empty', {timeout: WAIT});
+		for (const [box, want] of [['#depth', /no orders in this market yet/i], ['#candles', /no trades in this market yet/i]]) {
+			const t = await textOf(page, `${box} .chart-empty`);
+			assert(want.test(t), `${box} says "${t}"`);
+			// inside the chart's box, over its plot, and visible
+			const r = await page.evaluate(b => {
+				const e = document.querySelector(`${b} .chart-empty`).getBoundingClientRect();
+				const c = document.querySelector(b).getBoundingClientRect();
+				return {inside: e.left >= c.left && e.right <= c.right && e.top >= c.top && e.bottom <= c.bottom, h: e.height};
+			}, box);
+			assert(r.inside && r.h > 20 && await page.isVisible(`${box} .chart-empty`), `${box}'s empty state is not inside it`);
+		}
+		await shot(page, 'market-empty');
+		// the first order takes the empty state away
+		W.tipOrders = [
+			// in a perm market only the operator buys
+			[W.operator, await must(W.operator, 'POST', '/v1/orders', {market: W.empty, side: 'buy', pages: 1000, price: 99000000})],
+			[W.operator, await must(W.operator, 'POST', '/v1/orders', {market: W.empty, side: 'buy', pages: 300000, price: 100001000})],
+			[W.trader, await must(W.trader, 'POST', '/v1/orders', {market: W.empty, account_id: W.nodeB.account.id, side: 'sell', pages: 262144, price: 150000000})]
+		].map(([tok, r]) => [tok, r.order.id]);
+		// resting orders of others come with the 15 s poll: read them now
+		await page.reload();
+		await page.waitForSelector('#book tr[data-side="ask"]', {timeout: WAIT});
+		await page.waitForSelector('#depth .chart-empty', {state: 'detached', timeout: WAIT});
+		assert(await page.isVisible('#candles .chart-empty'), 'orders without a trade took the candles\' empty state away');
+		noErrors(page, 'market empty');
+		W.tipPage = page;
+	});
+
+	await test('market: the depth chart\'s tooltip has each level\'s exact price and cumulative pages, by mouse and by keys', async () => {
+		const page = W.tipPage;
+		const tip = '#depth .chart-tip';
+		// by keys: Tab reaches the chart, Home is the lowest level
+		await page.focus('#depth');
+		await page.keyboard.press('Home');
+		await page.waitForSelector(tip, {state: 'visible', timeout: WAIT});
+		const lines = [
+			['bid at $0.099 per page-year', '99,000,000 n$/page-year', `${fmt.pricePerGiB(99000000)} per GiB-year`,
+			 'this level: 1,000 pages (3.91 MiB), 1 order', `bids at this price or higher: ${fmt.pagesAndBytes(301000)}`],
+			// a price the axis rounds ($0.1) is exact here
+			['bid at $0.100001 per page-year', '100,001,000 n$/page-year', `${fmt.pricePerGiB(100001000)} per GiB-year`,
+			 `this level: ${fmt.pagesAndBytes(300000)}, 1 order`, `bids at this price or higher: ${fmt.pagesAndBytes(300000)}`],
+			['ask at $0.15 per page-year', '150,000,000 n$/page-year', 'asks at this price or lower: 262,144 pages (1.00 GiB)']
+		];
+		for (let i = 0; i < lines.length; i++) {
+			if (i)
+				await page.keyboard.press('ArrowRight');
+			const t = await textOf(page, tip);
+			for (const want of lines[i])
+				assert(t.includes(want), `level ${i}: the tooltip "${t}" lacks "${want}"`);
+		}
+		// the tip stays inside the chart and is what the chart's description points at
+		const inside = await page.evaluate(() => {
+			const t = document.querySelector('#depth .chart-tip').getBoundingClientRect();
+			const c = document.querySelector('#depth').getBoundingClientRect();
+			return t.left >= c.left - 1 && t.right <= c.right + 1 && t.top >= c.top - 1 && t.bottom <= c.bottom + 1;
+		});
+		assert(inside, 'the tooltip sticks out of the chart');
+		assert(await page.getAttribute('#depth', 'aria-describedby') === await page.getAttribute(tip, 'id'), 'aria-describedby');
+		await shot(page, 'market-depth-tip-keys');
+		await page.keyboard.press('Escape');
+		assert(!(await page.isVisible(tip)), 'Escape left the tooltip up');
+		// by mouse: the pointer over the plot shows a level, leaving hides it
+		const over = await page.$('#depth .u-over');
+		const b = await over.boundingBox();
+		await page.mouse.move(b.x + b.width * 0.9, b.y + b.height / 2);
+		await page.waitForSelector(tip, {state: 'visible', timeout: WAIT});
+		assert(/ask at \$0\.15 per page-year/.test(await textOf(page, tip)), `hovered near the right: "${await textOf(page, tip)}"`);
+		await shot(page, 'market-depth-tip-mouse');
+		await page.mouse.move(b.x + b.width / 2, b.y + b.height + 200);
+		await page.waitForSelector(tip, {state: 'hidden', timeout: WAIT});
+		for (const [tok, id] of W.tipOrders)
+			await must(tok, 'DELETE', `/v1/orders/${id}`);
+		noErrors(page, 'market depth tooltip');
+		await page.close();
+	});
+
+	await test('market: the price history\'s tooltip has a candle\'s exact prices and volume', async () => {
+		const page = marketPage;
+		await page.selectOption('#market', 'spot');
+		await page.waitForSelector('#trades tr[data-trade]', {timeout: WAIT});
+		const c = (await must(W.trader, 'GET', '/v1/markets/spot/candles?interval=3600&limit=1')).items[0];
+		await page.focus('#candles');
+		await page.keyboard.press('End'); // the newest candle
+		await page.waitForSelector('#candles .chart-tip', {state: 'visible', timeout: WAIT});
+		const t = await textOf(page, '#candles .chart-tip');
+		for (const want of [`open ${fmt.price(c.open)}`, `high ${fmt.price(c.high)}`, `low ${fmt.price(c.low)}`, `close ${fmt.price(c.close)}`,
+		                    `volume ${fmt.pagesAndBytes(c.volume)} in ${c.trades} trade`])
+			assert(t.includes(want), `the candle tooltip "${t}" lacks "${want}"`);
+		await shot(page, 'market-candle-tip');
+		await page.keyboard.press('Escape');
+		noErrors(page, 'market candle tooltip');
 	});
 
 	await test('trade: Tab walks the order form in reading order', async () => {
@@ -547,6 +670,17 @@ async function main()
 		const total = /total (-?\$[\d,.]+)/.exec(await textOf(page, '#invoice-head'))[1];
 		const foot = (await textOf(page, '#lines tfoot')).trim();
 		assert(foot.includes(total), `the lines' total "${foot}" is not the invoice's ${total}`);
+		// the chart's tooltip: this month's revenue and spend, exactly
+		const month = new Date().toISOString().slice(0, 7);
+		const sumRows = (await must(W.finance, 'GET', `/v1/billing/summary?from=${month}&to=${month}&by=account`)).items || [];
+		const rev = sumRows.reduce((a, r) => a + fmt.big(r.revenue ?? 0), 0n), spend = sumRows.reduce((a, r) => a + fmt.big(r.spend ?? 0), 0n);
+		await page.focus('#chart');
+		await page.keyboard.press('End');
+		await page.waitForSelector('#chart .chart-tip', {state: 'visible', timeout: WAIT});
+		const ct = await textOf(page, '#chart .chart-tip');
+		assert(ct.includes(month) && ct.includes(`revenue ${fmt.amount(rev, true)}`) && ct.includes(`spend ${fmt.amount(spend, true)}`),
+		       `the chart's tooltip "${ct}", want ${month}, revenue ${fmt.amount(rev, true)}, spend ${fmt.amount(spend, true)}`);
+		await page.keyboard.press('Escape');
 		await shot(page, 'billing-exact');
 		await page.uncheck('#b-exact');
 		await page.emulateMedia({media: 'print'});
@@ -595,6 +729,36 @@ async function main()
 		}
 	});
 
+	await test('trade: a long order history scrolls whole rows: none cut at the box\'s edge, the last one fully shown', async () => {
+		// 30 orders placed and cancelled, some notes long enough to wrap
+		for (let i = 0; i < 30; i++) {
+			const o = await must(W.trader, 'POST', '/v1/orders', {market: 'spot', account_id: W.nodeA.account.id, side: 'buy', pages: 256 + i, price: 2000});
+			const note = i % 4 ? 'tidying up' : 'replaced by a larger bid for the batch jobs that start tonight, see the capacity plan for week 50';
+			await must(W.trader, 'DELETE', `/v1/orders/${o.order.id}`, {note});
+		}
+		for (const width of [1280, 1920]) {
+			const ctx = await browser.newContext({viewport: {width, height: 900}});
+			const page = await ctx.newPage();
+			lastPage = page;
+			await page.goto(`${URL_}/web/trade.html`);
+			await signIn(page, W.trader);
+			await page.waitForFunction(() => document.querySelectorAll('#history tr[data-order]').length >= 30, null, {timeout: WAIT});
+			await new Promise(r => setTimeout(r, 300));
+			const m = {
+				scrolls: await page.evaluate(() => {
+					const box = document.querySelector('#history').closest('.scroll');
+					return box.scrollHeight > box.clientHeight + 10;
+				}),
+				cut: await page.evaluate(cutRows)
+			};
+			assert(m.scrolls, `the history does not scroll at ${width} px: the test shows nothing`);
+			assert(!m.cut.length, `at ${width} px: ${m.cut.join('; ')}`);
+			await page.evaluate(() => document.querySelector('#history').closest('.scroll').scrollIntoView());
+			await shot(page, `trade-history-long-${width}`);
+			await ctx.close();
+		}
+	});
+
 	await test('every page, every role, at 1280 and 1920 px: nothing overflows its box', async () => {
 		const roles = [['trader', W.trader], ['operator', W.operator], ['finance', W.finance], ['admin', ADMIN]];
 		const pages = {market: ['trader', 'operator', 'finance', 'admin'], trade: ['trader', 'operator', 'admin'],
@@ -618,7 +782,7 @@ async function main()
 					await page.waitForFunction(() => [...document.querySelectorAll('tbody')].every(b => b.rows.length > 0 || !b.closest('table').id || b.closest('#lines')),
 					                           null, {timeout: WAIT}).catch(() => {});
 					await new Promise(r => setTimeout(r, 400));
-					const over = await page.evaluate(overflowing);
+					const over = [...await page.evaluate(overflowing), ...await page.evaluate(cutRows), ...await page.evaluate(brokenNames)];
 					for (const o of over)
 						bad.push(`${name} as ${role} at ${width}px: ${o}`);
 					await page.screenshot({path: join(OUT, `${name}-${role}-${width}.png`), fullPage: true});
@@ -654,6 +818,54 @@ function overflowing()
 	}
 	if (document.documentElement.scrollWidth > document.documentElement.clientWidth + 1)
 		out.push(`the page scrolls sideways (${document.documentElement.scrollWidth} > ${document.documentElement.clientWidth} px)`);
+	return out;
+}
+
+// Runs in the page: each "agent of NAME" cell whose NAME is broken over
+// two lines ("agent of" may wrap before it; "web-a-" / "mxcd" broke at
+// the hyphen).
+function brokenNames()
+{
+	return [...document.querySelectorAll('td.who')].filter(td => {
+		if (!td.textContent.startsWith('agent of '))
+			return false;
+		const walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+		const texts = [];
+		while (walker.nextNode())
+			texts.push(walker.currentNode);
+		const last = texts[texts.length - 1];
+		const r = document.createRange();
+		r.setStart(last, last.textContent.startsWith('agent of ') ? 9 : 0);
+		r.setEnd(last, last.textContent.length);
+		return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size > 1;
+	}).map(td => `"${td.textContent}" broken over lines in #${td.closest('table').id}`);
+}
+
+// Runs in the page: each scrolling list (.scroll) whose box cuts a row
+// at its bottom edge, at the top of the list and scrolled to its end
+// (where the last row must be whole). Leaves the lists at their top.
+function cutRows()
+{
+	const out = [];
+	for (const box of document.querySelectorAll('.scroll')) {
+		if (!box.offsetParent || box.scrollHeight <= box.clientHeight)
+			continue;
+		const id = (box.querySelector('table[id]') || {}).id;
+		for (const end of [false, true]) {
+			box.scrollTop = end ? box.scrollHeight : 0;
+			// the visible bottom of the box (a horizontal scroll bar is not)
+			const edge = box.getBoundingClientRect().top + box.clientTop + box.clientHeight;
+			const rows = [...box.querySelectorAll('tbody tr')].filter(r => !r.hidden);
+			for (const r of rows) {
+				const b = r.getBoundingClientRect();
+				if (b.top < edge - 1 && b.bottom > edge + 1)
+					out.push(`#${id}${end ? ' scrolled to its end' : ''}: row "${r.textContent.trim().slice(0, 30)}" cut at the box's edge (${b.top.toFixed(1)}-${b.bottom.toFixed(1)}, edge ${edge.toFixed(1)})`);
+			}
+			if (end && rows.length && rows[rows.length - 1].getBoundingClientRect().bottom > edge + 1)
+				out.push(`#${id}: the last row ends below the box's edge when scrolled to the end`);
+		}
+		box.scrollTop = 0;
+	}
 	return out;
 }
 

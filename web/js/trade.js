@@ -239,7 +239,11 @@ function whoCell(scope, name, byAgent)
 		return el('td', {class: 'muted'}, '—');
 	if (me && scope === me.scope)
 		return el('td', {title: scope}, 'you');
-	return el('td', {title: scope, class: byAgent ? 'who agent' : 'who'}, name || scope);
+	// "agent of " + the node's name, which does not break at its hyphens
+	const n = name || scope;
+	const m = /^(agent of )(.+)$/.exec(n);
+	return el('td', {title: scope, class: byAgent ? 'who agent' : 'who'},
+	          ...(m ? [m[1], el('span', {class: 'name'}, m[2])] : [el('span', {class: 'name'}, n)]));
 }
 
 // a time in a list: short, the full instant on hover
@@ -324,6 +328,27 @@ function whyCell(o)
 	return el('td', {class: 'why', title: r}, r);
 }
 
+// Orders someone else cancelled, from the event stream: one is worth a
+// word above the page when the one who cancelled it is not the one who
+// placed it (a person cancelling an agent's quote, an agent or a person
+// cancelling a person's order), not when an agent re-quotes its own.
+const toName = new Set();
+
+function sayCancels(done)
+{
+	for (const o of done) {
+		if (!toName.delete(Number(o.id)) || !o.cancelled_by || o.cancelled_by === o.placed_by)
+			continue;
+		const who = s => (me && s === me.scope ? 'you' : null);
+		const placer = who(o.placed_by) || o.placed_by_name || o.placed_by;
+		const by = o.cancelled_by_name || o.cancelled_by;
+		say(banner, `order ${o.id}, placed by ${placer}, was cancelled by ${by}` +
+		            `${o.cancel_note ? `: “${o.cancel_note}”` : ''}`, 'warn');
+	}
+	if (toName.size > 200) // ids the history no longer reaches
+		toName.clear();
+}
+
 async function loadHistory()
 {
 	try {
@@ -339,6 +364,7 @@ async function loadHistory()
 		                              whoCell(o.placed_by, o.placed_by_name, o.by_agent),
 		                              timeCell(o.updated_ns)));
 		fillRows($('history').tBodies[0], rows, 10, 'no filled, cancelled or expired orders yet');
+		sayCancels(done);
 	} catch (e) {
 		say(banner, `could not list your order history: ${e.message}`);
 	}
@@ -563,10 +589,10 @@ async function start(principal)
 			soon('orders', loadOrders);
 			soon('history', loadHistory);
 			const d = ev.data || {};
-			// someone else cancelled one of the orders we see: say who
+			// cancelled by someone else: the history, read next, tells
+			// whether it was someone else than who placed it, and names them
 			if (d.status === 'cancelled' && d.cancelled_by && d.cancelled_by !== me.scope)
-				say(banner, `order ${d.id} was cancelled by ${d.cancelled_by}` +
-				            `${d.cancel_note ? `: “${d.cancel_note}”` : ''} (the history names them)`, 'warn');
+				toName.add(Number(d.id));
 		} else if (ev.event === 'automation') {
 			soon('nodes', loadNodes);
 		} else if (ev.event === 'contract') {
