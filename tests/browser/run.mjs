@@ -11,9 +11,11 @@
 //   RAMEX_ADMIN_TOKEN  an admin token (ramexd token create)
 //   RAMEX_BROWSER_OUT  where screenshots and the console log go
 //   RAMEX_WEB_ROOT     the served tree (build/web), for the static checks
+//   RAMEX_BIN          build/bin, for ramex-agent
 
 import {createHash, createHmac, randomBytes} from 'node:crypto';
-import {readdirSync, readFileSync, writeFileSync} from 'node:fs';
+import {spawn} from 'node:child_process';
+import {mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync} from 'node:fs';
 import {createRequire} from 'node:module';
 import {join} from 'node:path';
 
@@ -26,6 +28,7 @@ const URL_ = process.env.RAMEX_URL;
 const ADMIN = process.env.RAMEX_ADMIN_TOKEN;
 const OUT = process.env.RAMEX_BROWSER_OUT;
 const WEB = process.env.RAMEX_WEB_ROOT;
+const BIN = process.env.RAMEX_BIN;
 const WAIT = 15000;
 
 let passed = 0, failed = 0;
@@ -84,6 +87,7 @@ async function buildWorld()
 // ---- the browser ----
 
 let browser, context, lastPage = null;
+let agent = null; // a ramex-agent this driver started
 
 async function newPage(name)
 {
@@ -759,12 +763,108 @@ async function main()
 		}
 	});
 
-	await test('every page, every role, at 1280 and 1920 px: nothing overflows its box', async () => {
+	await test('trade: with a real agent, a trader\'s bid for its node survives the agent\'s samples; paused, the agent places nothing; resumed, it quotes', async () => {
+		// node C and its agent (the sim backend: 256 MiB of 2 GiB in use, so it offers)
+		const C = await must(ADMIN, 'POST', '/v1/nodes', {name: `web-c-${Date.now().toString(36)}`, team_id: W.team.id});
+		const cid = C.account.id;
+		const dir = join(OUT, 'agent-c');
+		rmSync(dir, {recursive: true, force: true});
+		mkdirSync(dir, {recursive: true});
+		writeFileSync(join(dir, 'secret'), `${C.secret}\n`, {mode: 0o600});
+		writeFileSync(join(dir, 'usage'), '65536\n');
+		const status = join(dir, 'status.prom');
+		const args = [`--exchange_url=${URL_}`, `--key_id=${C.key_id}`, `--secret_file=${join(dir, 'secret')}`, '--backend=sim',
+		              '--sim_total_pages=524288', '--sim_usage_pages=65536', `--sim_usage_file=${join(dir, 'usage')}`,
+		              `--spool=${join(dir, 'spool')}`, `--status_file=${status}`, '--sample_s=1', '--report_s=1', '--poll_s=2',
+		              '--spot_market=spot', '--perm_market=', '--tick=1000', '--margin_min_pages=4096', '--spot_floor=100000',
+		              '--stall_value=10', '--log_level=debug'];
+		const log = openSync(join(dir, 'agent.log'), 'w');
+		agent = spawn(join(BIN, 'ramex-agent'), args, {stdio: ['ignore', log, log]});
+		const metric = name => {
+			try {
+				const m = new RegExp(`^${name} (\\d+)`, 'm').exec(readFileSync(status, 'utf8'));
+				return m ? Number(m[1]) : -1;
+			} catch {
+				return -1;
+			}
+		};
+		const samples = async n => {
+			const s0 = metric('ramex_agent_samples_total');
+			for (let i = 0; i < 300 && metric('ramex_agent_samples_total') < s0 + n; i++)
+				await new Promise(r => setTimeout(r, 100));
+			assert(metric('ramex_agent_samples_total') >= s0 + n, `the agent took no ${n} samples (see agent-c/agent.log)`);
+		};
+		const open = async () => ((await must(W.trader, 'GET', '/v1/orders?status=open&limit=200')).items || []).filter(o => o.account_id === cid);
+		const agentOrders = async () => ((await must(W.trader, 'GET', '/v1/orders?limit=200')).items || []).filter(o => o.account_id === cid && o.by_agent);
+		const until = async (what, fn) => {
+			for (let i = 0; i < 300; i++) {
+				if (await fn())
+					return;
+				await new Promise(r => setTimeout(r, 100));
+			}
+			throw new Error(`${what} (see agent-c/agent.log)`);
+		};
+
+		const page = await newPage('trade-agent');
+		await page.goto(`${URL_}/web/trade.html`);
+		await signIn(page, W.trader);
+		// the agent quotes: the page shows its offer, placed by "agent of" the node
+		await until('the agent does not quote', async () => (await open()).some(o => o.by_agent));
+		const quote = (await open()).find(o => o.by_agent);
+		await page.waitForSelector(`#orders tr[data-order="${quote.id}"][data-by="agent"]`, {timeout: WAIT});
+		// a trader's bid for node C, from the page's form, under the agent's ask
+		await page.selectOption('#o-market', 'spot');
+		await page.check('#o-buy');
+		await page.selectOption('#o-account', String(cid));
+		await page.selectOption('#o-unit', 'pages');
+		await page.fill('#o-qty', '1024');
+		await page.fill('#o-price', '0.000001');
+		// a small order's yearly value is readable, not "$0.00"
+		const ph = await textOf(page, '#o-price-hint');
+		assert(ph.includes('$0.001 per year for this order'), `price hint "${ph}"`);
+		await page.click('#o-submit');
+		await page.waitForFunction(() => /resting in the book/.test(document.querySelector('#o-result').textContent), null, {timeout: WAIT});
+		const bid = (/order (\d+)/.exec(await textOf(page, '#o-result')) || [])[1];
+		assert(bid, 'no order id for the bid');
+		await samples(5);
+		const b = await must(W.trader, 'GET', `/v1/orders/${bid}`);
+		assert(b.status === 'open' && !b.cancelled_by, `after 5 samples of the agent the bid is ${b.status}, cancelled by ${b.cancelled_by}: ${b.cancel_note}`);
+		await page.waitForSelector(`#orders tr[data-order="${bid}"][data-by="person"]`, {timeout: WAIT});
+		assert(/you/.test(await textOf(page, `#orders tr[data-order="${bid}"]`)), 'the bid is not "you"');
+
+		// paused from the page: the agent withdraws its quote and places nothing
+		const row = `#nodes tr[data-node="${cid}"]`;
+		page.once('dialog', d => d.accept('trading by hand'));
+		await page.click(`${row} button`);
+		await page.waitForSelector(`${row}[data-paused="yes"]`, {timeout: WAIT});
+		await until('paused, the agent still quotes', async () => metric('ramex_agent_paused') === 1 && !(await open()).some(o => o.by_agent));
+		const placed = (await agentOrders()).length;
+		await samples(5);
+		assert((await agentOrders()).length === placed, 'paused, the agent placed an order');
+		assert((await open()).some(o => String(o.id) === bid), 'paused, the trader\'s bid went');
+		await page.waitForSelector(`#orders tr[data-order="${quote.id}"]`, {state: 'detached', timeout: WAIT});
+		await shot(page, 'trade-agent-paused');
+		// resumed from the page: it quotes again (it was alive all along)
+		await page.click(`${row} button`);
+		await page.waitForSelector(`${row}[data-paused="no"]`, {timeout: WAIT});
+		await until('resumed, the agent does not quote', async () => (await agentOrders()).length > placed);
+		// out of the way of the tests that follow: paused again, its quote withdrawn
+		await must(W.trader, 'POST', `/v1/nodes/${cid}/pause`, {note: 'end of the test'});
+		await until('the agent does not withdraw', async () => !(await open()).some(o => o.by_agent));
+		agent.kill('SIGTERM');
+		agent = null;
+		await must(W.trader, 'DELETE', `/v1/orders/${bid}`);
+		noErrors(page, 'trade with an agent');
+		await page.close();
+	});
+
+	await test('every page, every role, at 1280, 1366 and 1920 px: nothing overflows its box', async () => {
 		const roles = [['trader', W.trader], ['operator', W.operator], ['finance', W.finance], ['admin', ADMIN]];
 		const pages = {market: ['trader', 'operator', 'finance', 'admin'], trade: ['trader', 'operator', 'admin'],
 		               billing: ['trader', 'operator', 'finance', 'admin']};
 		const bad = [];
-		for (const width of [1280, 1920]) {
+		// 1366: a laptop, where the order form has five narrow columns
+		for (const width of [1280, 1366, 1920]) {
 			const ctx = await browser.newContext({viewport: {width, height: 900}, acceptDownloads: true});
 			for (const [role, tok] of roles) {
 				const page = await ctx.newPage();
@@ -804,7 +904,7 @@ function overflowing()
 {
 	const out = [];
 	const name = e => `${e.tagName.toLowerCase()}${e.id ? `#${e.id}` : ''}${e.closest('table[id]') ? ` in #${e.closest('table[id]').id}` : ''}`;
-	const sel = 'th, td, label, h1, h2, button, .hint, select, .scroll, #whoami, #market-info, .toolbar > *';
+	const sel = 'th, td, label, h1, h2, button, .hint, select, .scroll, #whoami, #market-info, .toolbar > *, .field, .inline';
 	for (const e of document.querySelectorAll(sel)) {
 		if (!e.offsetParent)
 			continue; // not shown
@@ -911,6 +1011,8 @@ try {
 	failed++;
 	console.log(`not ok setup: ${e.message}`);
 } finally {
+	if (agent)
+		agent.kill('SIGTERM');
 	if (browser)
 		await browser.close().catch(() => {});
 	writeFileSync(join(OUT, 'console.log'), consoleLog.join('\n') + '\n');

@@ -95,7 +95,7 @@ function readForm(quiet)
 		body.price = Number(p.value);
 		let hint = `= ${fmt.groupDigits(p.value.toString())} n$/page-year · ${fmt.pricePerGiB(p.value)} per GiB-year`;
 		if (q.ok)
-			hint += ` · ${fmt.money(p.value * q.value)} per year for this order`;
+			hint += ` · ${fmt.amount(p.value * q.value)} per year for this order`;
 		$('o-price-hint').textContent = hint;
 		mark('o-price', '');
 	} else {
