@@ -444,7 +444,7 @@ async function main()
 	await test('market: an empty market says so inside its charts', async () => {
 		// a market no one has traded in yet
 		W.empty = `perm-${W.year + 1}`;
-		await must(W.operator, 'POST', '/v1/markets', market(W.empty));
+		await must(W.operator, 'POST', '/v1/markets', {...market(W.empty), price_min: 0});
 		const page = await newPage('market-empty');
 		await page.goto(`${URL_}/web/market.html?market=${W.empty}`);
 		await signIn(page, W.trader);
@@ -540,6 +540,27 @@ async function main()
 		await shot(page, 'market-candle-tip');
 		await page.keyboard.press('Escape');
 		noErrors(page, 'market candle tooltip');
+	});
+
+	await test('trade: a market with no floor says "up to"; a perm contract\'s term end has its year', async () => {
+		await must(W.operator, 'POST', '/v1/orders', {market: `perm-${W.year}`, side: 'buy', pages: 256, price: 200000});
+		const r = await must(W.trader, 'POST', '/v1/orders', {market: `perm-${W.year}`, account_id: W.nodeB.account.id, side: 'sell', pages: 256, price: 200000});
+		assert(r.trades && r.trades.length === 1, 'the perm offer did not trade');
+		const c = await must(W.trader, 'GET', `/v1/contracts/${r.trades[0].contract_id}`);
+		const page = await newPage('trade-perm');
+		await page.goto(`${URL_}/web/trade.html`);
+		await signIn(page, W.trader);
+		await page.waitForSelector(`#o-market option[value="${W.empty}"]`, {state: 'attached', timeout: WAIT});
+		await page.selectOption('#o-market', W.empty);
+		const h = await textOf(page, '#o-market-hint');
+		assert(h.startsWith('price up to $1.00 in steps of'), `market hint "${h}" (price_min 0 read "$0.00 to")`);
+		const sel = `#contracts tr[data-contract="${c.id}"]`;
+		await page.waitForSelector(sel, {timeout: WAIT});
+		const cells = await page.$$eval(`${sel} td`, tds => tds.map(t => t.textContent));
+		const want = fmt.time(c.term_end).slice(0, 10);
+		assert(/^\d{4}-\d\d-\d\d$/.test(want) && cells.includes(want), `contract row ${cells.join(' | ')}, want the term end ${want}`);
+		noErrors(page, 'trade perm');
+		await page.close();
 	});
 
 	await test('trade: Tab walks the order form in reading order', async () => {
@@ -805,55 +826,62 @@ async function main()
 			throw new Error(`${what} (see agent-c/agent.log)`);
 		};
 
-		const page = await newPage('trade-agent');
-		await page.goto(`${URL_}/web/trade.html`);
-		await signIn(page, W.trader);
-		// the agent quotes: the page shows its offer, placed by "agent of" the node
-		await until('the agent does not quote', async () => (await open()).some(o => o.by_agent));
-		const quote = (await open()).find(o => o.by_agent);
-		await page.waitForSelector(`#orders tr[data-order="${quote.id}"][data-by="agent"]`, {timeout: WAIT});
-		// a trader's bid for node C, from the page's form, under the agent's ask
-		await page.selectOption('#o-market', 'spot');
-		await page.check('#o-buy');
-		await page.selectOption('#o-account', String(cid));
-		await page.selectOption('#o-unit', 'pages');
-		await page.fill('#o-qty', '1024');
-		await page.fill('#o-price', '0.000001');
-		// a small order's yearly value is readable, not "$0.00"
-		const ph = await textOf(page, '#o-price-hint');
-		assert(ph.includes('$0.001 per year for this order'), `price hint "${ph}"`);
-		await page.click('#o-submit');
-		await page.waitForFunction(() => /resting in the book/.test(document.querySelector('#o-result').textContent), null, {timeout: WAIT});
-		const bid = (/order (\d+)/.exec(await textOf(page, '#o-result')) || [])[1];
-		assert(bid, 'no order id for the bid');
-		await samples(5);
-		const b = await must(W.trader, 'GET', `/v1/orders/${bid}`);
-		assert(b.status === 'open' && !b.cancelled_by, `after 5 samples of the agent the bid is ${b.status}, cancelled by ${b.cancelled_by}: ${b.cancel_note}`);
-		await page.waitForSelector(`#orders tr[data-order="${bid}"][data-by="person"]`, {timeout: WAIT});
-		assert(/you/.test(await textOf(page, `#orders tr[data-order="${bid}"]`)), 'the bid is not "you"');
+		let page;
+		try {
+			page = await newPage('trade-agent');
+			await page.goto(`${URL_}/web/trade.html`);
+			await signIn(page, W.trader);
+			// the agent quotes: the page shows its offer, placed by "agent of" the node
+			await until('the agent does not quote', async () => (await open()).some(o => o.by_agent));
+			const quote = (await open()).find(o => o.by_agent);
+			await page.waitForSelector(`#orders tr[data-order="${quote.id}"][data-by="agent"]`, {timeout: WAIT});
+			// a trader's bid for node C, from the page's form, under the agent's ask
+			await page.selectOption('#o-market', 'spot');
+			await page.check('#o-buy');
+			await page.selectOption('#o-account', String(cid));
+			await page.selectOption('#o-unit', 'pages');
+			await page.fill('#o-qty', '1024');
+			await page.fill('#o-price', '0.000001');
+			// a small order's yearly value is readable, not "$0.00"
+			const ph = await textOf(page, '#o-price-hint');
+			assert(ph.includes('$0.001 per year for this order'), `price hint "${ph}"`);
+			await page.click('#o-submit');
+			await page.waitForFunction(() => /resting in the book/.test(document.querySelector('#o-result').textContent), null, {timeout: WAIT});
+			const bid = (/order (\d+)/.exec(await textOf(page, '#o-result')) || [])[1];
+			assert(bid, 'no order id for the bid');
+			await samples(5);
+			const b = await must(W.trader, 'GET', `/v1/orders/${bid}`);
+			assert(b.status === 'open' && !b.cancelled_by, `after 5 samples of the agent the bid is ${b.status}, cancelled by ${b.cancelled_by}: ${b.cancel_note}`);
+			await page.waitForSelector(`#orders tr[data-order="${bid}"][data-by="person"]`, {timeout: WAIT});
+			assert(/you/.test(await textOf(page, `#orders tr[data-order="${bid}"]`)), 'the bid is not "you"');
 
-		// paused from the page: the agent withdraws its quote and places nothing
-		const row = `#nodes tr[data-node="${cid}"]`;
-		page.once('dialog', d => d.accept('trading by hand'));
-		await page.click(`${row} button`);
-		await page.waitForSelector(`${row}[data-paused="yes"]`, {timeout: WAIT});
-		await until('paused, the agent still quotes', async () => metric('ramex_agent_paused') === 1 && !(await open()).some(o => o.by_agent));
-		const placed = (await agentOrders()).length;
-		await samples(5);
-		assert((await agentOrders()).length === placed, 'paused, the agent placed an order');
-		assert((await open()).some(o => String(o.id) === bid), 'paused, the trader\'s bid went');
-		await page.waitForSelector(`#orders tr[data-order="${quote.id}"]`, {state: 'detached', timeout: WAIT});
-		await shot(page, 'trade-agent-paused');
-		// resumed from the page: it quotes again (it was alive all along)
-		await page.click(`${row} button`);
-		await page.waitForSelector(`${row}[data-paused="no"]`, {timeout: WAIT});
-		await until('resumed, the agent does not quote', async () => (await agentOrders()).length > placed);
-		// out of the way of the tests that follow: paused again, its quote withdrawn
-		await must(W.trader, 'POST', `/v1/nodes/${cid}/pause`, {note: 'end of the test'});
-		await until('the agent does not withdraw', async () => !(await open()).some(o => o.by_agent));
-		agent.kill('SIGTERM');
-		agent = null;
-		await must(W.trader, 'DELETE', `/v1/orders/${bid}`);
+			// paused from the page: the agent withdraws its quote and places nothing
+			const row = `#nodes tr[data-node="${cid}"]`;
+			page.once('dialog', d => d.accept('trading by hand'));
+			await page.click(`${row} button`);
+			await page.waitForSelector(`${row}[data-paused="yes"]`, {timeout: WAIT});
+			await until('paused, the agent still quotes', async () => metric('ramex_agent_paused') === 1 && !(await open()).some(o => o.by_agent));
+			const placed = (await agentOrders()).length;
+			await samples(5);
+			assert((await agentOrders()).length === placed, 'paused, the agent placed an order');
+			assert((await open()).some(o => String(o.id) === bid), 'paused, the trader\'s bid went');
+			await page.waitForSelector(`#orders tr[data-order="${quote.id}"]`, {state: 'detached', timeout: WAIT});
+			await shot(page, 'trade-agent-paused');
+			// resumed from the page: it quotes again (it was alive all along)
+			await page.click(`${row} button`);
+			await page.waitForSelector(`${row}[data-paused="no"]`, {timeout: WAIT});
+			await until('resumed, the agent does not quote', async () => (await agentOrders()).length > placed);
+		} finally {
+			// out of the way of the tests that follow, passed or not: node C
+			// paused (its agent withdraws its quote), the agent stopped, what
+			// is left of C's orders cancelled
+			await call(W.trader, 'POST', `/v1/nodes/${cid}/pause`, {note: 'end of the test'});
+			await until('the agent does not withdraw', async () => !(await open()).some(o => o.by_agent)).catch(() => {});
+			agent.kill('SIGTERM');
+			agent = null;
+			for (const o of await open())
+				await call(W.trader, 'DELETE', `/v1/orders/${o.id}`, {note: 'end of the test'});
+		}
 		noErrors(page, 'trade with an agent');
 		await page.close();
 	});
@@ -915,6 +943,12 @@ function overflowing()
 		const svg = t.ownerSVGElement.getBoundingClientRect(), b = t.getBoundingClientRect();
 		if (b.width && (b.left < svg.left - 1 || b.right > svg.right + 1 || b.top < svg.top - 1 || b.bottom > svg.bottom + 1))
 			out.push(`svg text "${t.textContent}" outside its svg`);
+	}
+	// a radio button or checkbox stays beside its words (a rule for the
+	// text fields once stretched them across the column)
+	for (const b of document.querySelectorAll('label input[type="radio"], label input[type="checkbox"]')) {
+		if (b.offsetParent && b.getBoundingClientRect().width > 30)
+			out.push(`${name(b.closest('label'))}: its ${b.type} is ${Math.round(b.getBoundingClientRect().width)} px wide, away from its words`);
 	}
 	if (document.documentElement.scrollWidth > document.documentElement.clientWidth + 1)
 		out.push(`the page scrolls sideways (${document.documentElement.scrollWidth} > ${document.documentElement.clientWidth} px)`);

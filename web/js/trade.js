@@ -148,7 +148,7 @@ function syncMarket()
 {
 	const m = markets.find(x => x.name === $('o-market').value);
 	$('o-market-hint').textContent = m
-	    ? `price ${fmt.price(m.price_min)} to ${fmt.price(m.price_max)} in steps of ${fmt.price(m.tick)}; ` +
+	    ? `price ${Number(m.price_min) > 0 ? `${fmt.price(m.price_min)} to ` : 'up to '}${fmt.price(m.price_max)} in steps of ${fmt.price(m.tick)}; ` +
 	          `${fmt.pages(m.min_pages)} to ${fmt.pagesAndBytes(m.max_pages)} in lots of ${fmt.pages(m.lot)}`
 	    : '';
 }
@@ -509,12 +509,14 @@ async function loadContracts()
 		drawFills();
 		const rows = items.map(c => el('tr', {'data-contract': c.id},
 		                               el('td', {}, c.id), el('td', {}, c.market), el('td', {}, c.delivery),
-		                               el('td', {}, c.state.replace('_', ' ')),
+		                               // "pending delivery" on two lines: room for the actions at 1280 px
+		                               el('td', {class: 'wrap'}, c.state.replace('_', ' ')),
 		                               acctCell(c.buyer_id, c.buyer_name), acctCell(c.seller_id, c.seller_name),
 		                               pagesCell(c.pages),
 		                               el('td', {class: 'num', title: `${c.price} n$/page-year`}, fmt.price(c.price)),
 		                               c.deliver_by ? timeCell(c.deliver_by) : el('td', {}, ''),
-		                               c.term_end ? timeCell(c.term_end) : el('td', {}, '—'),
+		                               // a term ends at a year's turn: the year, not "01-01 00:00:00"
+		                               c.term_end ? el('td', {title: fmt.time(c.term_end)}, fmt.time(c.term_end).slice(0, 10)) : el('td', {}, '—'),
 		                               el('td', {}, ...moves(c))));
 		fillRows($('contracts').tBodies[0], rows, 11, 'no contracts yet');
 	} catch (e) {
