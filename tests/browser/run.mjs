@@ -706,6 +706,15 @@ async function main()
 		assert(ct.includes(month) && ct.includes(`revenue ${fmt.amount(rev, true)}`) && ct.includes(`spend ${fmt.amount(spend, true)}`),
 		       `the chart's tooltip "${ct}", want ${month}, revenue ${fmt.amount(rev, true)}, spend ${fmt.amount(spend, true)}`);
 		await page.keyboard.press('Escape');
+		// an open invoice with exact amounts fits the page (its "reconciled"
+		// column was cut at 1366 px)
+		for (const width of [1280, 1366]) {
+			await page.setViewportSize({width, height: 900});
+			await new Promise(r => setTimeout(r, 300));
+			const over = await page.evaluate(overflowing);
+			assert(!over.length, `at ${width} px with exact amounts: ${over.join('; ')}`);
+		}
+		await page.setViewportSize({width: 1366, height: 768});
 		await shot(page, 'billing-exact');
 		await page.uncheck('#b-exact');
 		await page.emulateMedia({media: 'print'});

@@ -216,8 +216,10 @@ const LINE_COLS = [
 	['kind', 'kind', v => v],
 	['role', 'role', v => v],
 	['usage_month', 'usage month', v => v],
-	['charge_start', 'from', v => fmt.time(v)],
-	['charge_end', 'to', v => fmt.time(v)],
+	// short ("12-06 22:24:59"; the usage month has the year), the full
+	// instant in the tooltip: the lines fit 1280 px with exact amounts
+	['charge_start', 'from (UTC)', v => fmt.shortTime(v)],
+	['charge_end', 'to (UTC)', v => fmt.shortTime(v)],
 	['page_seconds', 'page-years', v => fmt.pageYears(v)],
 	['unit_price', 'price / page-year', v => fmt.price(v)],
 	['reports', 'reports', v => v],
@@ -300,7 +302,8 @@ function drawInvoice()
 	const cell = (l, k, f) => {
 		const v = l[k];
 		const num = typeof v === 'number' || typeof v === 'bigint' || MONEY.has(k);
-		return el('td', {class: num ? 'num' : null, title: MONEY.has(k) && v !== undefined ? `${fmt.amount(v, true)} exactly` : null},
+		const when = (k === 'charge_start' || k === 'charge_end') && v ? fmt.time(v) : null;
+		return el('td', {class: num ? 'num' : null, title: MONEY.has(k) && v !== undefined ? `${fmt.amount(v, true)} exactly` : when},
 		          v === undefined || v === null ? '' : f(v));
 	};
 	const trs = [];
@@ -422,6 +425,11 @@ $('range').addEventListener('submit', ev => {
 	ev.preventDefault();
 	show();
 });
+// the chart follows its box (a narrower window left it wider than the page)
+new ResizeObserver(() => {
+	if (plot && Math.abs(plot.width - Math.max(300, $('chart').clientWidth)) > 1)
+		plot.setSize({width: Math.max(300, $('chart').clientWidth), height: 240});
+}).observe($('chart'));
 $('csv').addEventListener('click', downloadCsv);
 $('print').addEventListener('click', () => window.print());
 // one click between rounded and exact amounts, everywhere on the page
