@@ -603,6 +603,12 @@ async function main()
 		await signIn(page, W.finance);
 		await page.waitForSelector('#trades tr[data-trade]', {timeout: WAIT});
 		await page.waitForFunction(() => /refreshed every/.test(document.querySelector('#live-text').textContent), null, {timeout: WAIT});
+		// a poll is not a fault: the dot is not the red of a lost stream
+		assert(!(await page.getAttribute('#live .status-dot', 'class')).includes('down'), 'finance\'s poll shows a red dot');
+		// spot's book is empty after its trades: not "no orders yet"
+		await page.waitForSelector('#depth .chart-empty', {timeout: WAIT});
+		const e = await textOf(page, '#depth .chart-empty');
+		assert(/book is empty/.test(e) && !/yet/.test(e), `spot's empty book after trades says "${e}"`);
 		assert(!(await textOf(page, '#banner')).trim(), `banner "${await textOf(page, '#banner')}"`);
 		noErrors(page, 'market as finance');
 		await page.close();

@@ -144,7 +144,7 @@ function depthTip(u, i)
 	];
 }
 
-function drawDepth(book)
+function drawDepth(book, traded)
 {
 	const box = $('depth');
 	const {data, levels} = depthData(book);
@@ -173,7 +173,11 @@ function drawDepth(book)
 	} else {
 		depthPlot.setData(data);
 	}
-	setEmpty(box, levels.length ? '' : 'No orders in this market yet: bids and offers show here as they arrive.');
+	// "yet" only where nothing ever traded: an empty book after trades is
+	// not a new market
+	setEmpty(box, levels.length ? ''
+	                            : traded ? 'The book is empty: no bids or offers rest in this market now.'
+	                                     : 'No orders in this market yet: bids and offers show here as they arrive.');
 }
 
 function drawBook(book)
@@ -337,7 +341,7 @@ async function refresh()
 			api(`/v1/markets/${encodeURIComponent(m)}/candles?interval=60&from=${from}&limit=1000`)
 		]);
 		drawStats(book, trades.items || [], day.items || []);
-		drawDepth(book);
+		drawDepth(book, (trades.items || []).length > 0);
 		drawBook(book);
 		drawTrades(trades.items || []);
 		drawCandles(candles.items || []);
@@ -412,7 +416,7 @@ async function start(principal)
 	// finance reads the market but has no event stream (it is for those who
 	// trade and the admin): the poll keeps its page fresh
 	if (principal.role === 'finance')
-		setLive('down', `refreshed every ${POLL_MS / 1000} s`);
+		setLive('polled', `refreshed every ${POLL_MS / 1000} s`); // grey: nothing is wrong
 	else
 		stream = openEvents(ev => {
 			if (ev.event === 'fill' && ev.data && ev.data.market && ev.data.market !== current())
