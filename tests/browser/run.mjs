@@ -970,24 +970,16 @@ function overflowing()
 	return out;
 }
 
-// Runs in the page: each "agent of NAME" cell whose NAME is broken over
-// two lines ("agent of" may wrap before it; "web-a-" / "mxcd" broke at
-// the hyphen).
+// Runs in the page: each "placed by" cell whose name ("agent of NODE",
+// "PERSON (role)") is broken over two lines: the words around it may
+// wrap, the name not ("web-a-" / "mxcd" broke at the hyphen).
 function brokenNames()
 {
-	return [...document.querySelectorAll('td.who')].filter(td => {
-		if (!td.textContent.startsWith('agent of '))
-			return false;
-		const walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
-		const texts = [];
-		while (walker.nextNode())
-			texts.push(walker.currentNode);
-		const last = texts[texts.length - 1];
+	return [...document.querySelectorAll('td.who .name')].filter(span => {
 		const r = document.createRange();
-		r.setStart(last, last.textContent.startsWith('agent of ') ? 9 : 0);
-		r.setEnd(last, last.textContent.length);
-		return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size > 1;
-	}).map(td => `"${td.textContent}" broken over lines in #${td.closest('table').id}`);
+		r.selectNodeContents(span);
+		return new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top))).size > 1;
+	}).map(span => `"${span.closest('td').textContent}" broken over lines in #${span.closest('table').id}`);
 }
 
 // Runs in the page: each scrolling list (.scroll) whose box cuts a row

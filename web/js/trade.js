@@ -239,11 +239,11 @@ function whoCell(scope, name, byAgent)
 		return el('td', {class: 'muted'}, '—');
 	if (me && scope === me.scope)
 		return el('td', {title: scope}, 'you');
-	// "agent of " + the node's name, which does not break at its hyphens
+	// "agent of NODE" or "PERSON (role)": the name does not break at its
+	// hyphens; the words around it may wrap
 	const n = name || scope;
-	const m = /^(agent of )(.+)$/.exec(n);
-	return el('td', {title: scope, class: byAgent ? 'who agent' : 'who'},
-	          ...(m ? [m[1], el('span', {class: 'name'}, m[2])] : [el('span', {class: 'name'}, n)]));
+	const m = /^(agent of )(.+)$/.exec(n) || /^()(.+?)( \([a-z]+\))$/.exec(n) || ['', '', n, ''];
+	return el('td', {title: scope, class: byAgent ? 'who agent' : 'who'}, m[1], el('span', {class: 'name'}, m[2]), m[3] || '');
 }
 
 // a time in a list: short, the full instant on hover
