@@ -91,12 +91,19 @@ fuzz: deps
 
 # Quiet: a line per step; the compiler's lines go to var/demo-build.log
 # (its last lines are shown when the build fails).
+# Ctrl-C ends a demo: from a terminal, the demo runs as a job of its own in
+# the terminal's foreground (bash -m), so that only it gets the SIGINT,
+# prints its summary and exits 0; make, which would otherwise get the SIGINT
+# too and say "Interrupt", exits with the demo's status. bash gives the
+# terminal back to make's group when the demo ends ("; exit $$?" keeps bash
+# from exec'ing the demo in its own place). tests/demo checks it in a pty.
 demo: deps
 	@mkdir -p var
 	@echo "demo: building ramexd, the agents, ramexctl and the pages (log: var/demo-build.log)"
 	@$(MAKE) --no-print-directory -j$(JOBS) all >var/demo-build.log 2>&1 || \
 	  { tail -n 30 var/demo-build.log; echo "demo: the build failed; the whole log is var/demo-build.log"; exit 1; }
-	@BUILD="$(BUILD)" bash scripts/demo.sh
+	@if [ -t 0 ]; then BUILD="$(BUILD)" exec bash -c 'set -m; bash scripts/demo.sh; exit $$?'; \
+	else BUILD="$(BUILD)" exec bash scripts/demo.sh; fi
 
 # FLEET_ARGS: more ramex-fleet options (e.g. --machines 10000 --seed 2).
 FLEET_OUT ?= $(BUILD)/fleet

@@ -28,37 +28,41 @@ die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
 # GET as finance, the body on stdout ("" when it fails).
 fin_get() { curl -sS -f -H "Authorization: Bearer $FINANCE" "$URL$1" 2>/dev/null || true; }
 
-# What the market did, from the API (finance sees everything).
+# What the market did, from the API (finance sees everything). The JSON
+# goes to node on its standard input: as an argument, a long list (500
+# usage reports) is past the kernel's limit for one ("Argument list too long").
 summary() {
   [[ -n $URL && -n $FINANCE ]] || return 0
   curl -sS -f "$URL/readyz" >/dev/null 2>&1 || return 0
   local trades=0 m t
   for m in spot "perm-$(date -u +%Y)"; do
     t=$(curl -sS -f -H "Authorization: Bearer $TRADER" "$URL/v1/markets/$m/trades?limit=500" 2>/dev/null || true)
-    trades=$((trades + $(count "$t")))
+    trades=$((trades + $(count <<<"$t")))
   done
   say "after ${SECONDS}s: $trades trades (at most 500 counted per market)"
-  say "  contracts: $(node -e '
-      const o = JSON.parse(process.argv[1] || "{\"items\":[]}"), n = {};
+  say "  contracts: $(fin_get '/v1/contracts?limit=500' | json '
+      const n = {};
       for (const c of o.items) { const k = c.delivery + " " + c.state; n[k] = (n[k] || 0) + 1; }
       console.log(o.items.length + (o.items.length ? " (" + Object.entries(n).map(e => e[1] + " " + e[0]).join(", ") + ")" : ""));
-    ' "$(fin_get '/v1/contracts?limit=500')")"
+    ')"
   local u
   u=$(fin_get '/v1/usage?limit=500')
-  if [[ -n $u ]]; then say "  usage reports: $(count "$u")"; fi
-  say "  invoices: $(node -e '
-      const o = JSON.parse(process.argv[1] || "{\"items\":[]}");
+  if [[ -n $u ]]; then say "  usage reports: $(count <<<"$u")"; fi
+  say "  invoices: $(fin_get '/v1/invoices?limit=500' | json '
       const f = n => (n < 0 ? "-" : "") + "$" + (Math.abs(n) / 1e9).toFixed(6);
       console.log(o.items.length + (o.items.length ? ": " + o.items.map(i => i.account + " " + f(i.total)).join(", ") : ""));
-    ' "$(fin_get '/v1/invoices?limit=500')")"
-  say "  ledger check: $(node -e '
-      try { const o = JSON.parse(process.argv[1]);
+    ')"
+  say "  ledger check: $(fin_get /v1/ledger/check | node -e '
+      try { const o = JSON.parse(require("fs").readFileSync(0, "utf8"));
             console.log(o.ok ? "balanced, " + o.postings + " postings" : "NOT balanced: " + o.problems.join("; ")) }
       catch (e) { console.log("not available") }
-    ' "$(fin_get /v1/ledger/check)")"
+    ')"
 }
-# count JSON -> the number of .items
-count() { node -e 'try { console.log(JSON.parse(process.argv[1]).items.length) } catch (e) { console.log(0) }' "$1"; }
+# json SCRIPT: runs SCRIPT with o = the page of items on standard input
+# ({items: []} when it is empty or not JSON)
+json() { node -e 'let o; try { o = JSON.parse(require("fs").readFileSync(0, "utf8")); } catch (e) {} if (!o || !Array.isArray(o.items)) o = {items: []}; '"$1"; }
+# count: the number of .items of the JSON on standard input
+count() { json 'console.log(o.items.length)'; }
 
 cleanup() {
   trap - EXIT INT TERM

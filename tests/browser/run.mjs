@@ -11,11 +11,15 @@
 //   RAMEX_ADMIN_TOKEN  an admin token (ramexd token create)
 //   RAMEX_BROWSER_OUT  where screenshots and the console log go
 //   RAMEX_WEB_ROOT     the served tree (build/web), for the static checks
+//   RAMEX_BIN          build/bin, for ramex-agent
 
 import {createHash, createHmac, randomBytes} from 'node:crypto';
-import {readdirSync, readFileSync, writeFileSync} from 'node:fs';
+import {spawn} from 'node:child_process';
+import {mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync} from 'node:fs';
 import {createRequire} from 'node:module';
 import {join} from 'node:path';
+
+import * as fmt from '../../web/js/fmt.js';
 
 const require = createRequire(import.meta.url);
 const {chromium} = require('playwright-core');
@@ -24,6 +28,7 @@ const URL_ = process.env.RAMEX_URL;
 const ADMIN = process.env.RAMEX_ADMIN_TOKEN;
 const OUT = process.env.RAMEX_BROWSER_OUT;
 const WEB = process.env.RAMEX_WEB_ROOT;
+const BIN = process.env.RAMEX_BIN;
 const WAIT = 15000;
 
 let passed = 0, failed = 0;
@@ -59,6 +64,11 @@ async function must(tok, method, path, body, want = [200, 201])
 
 const W = {}; // the world
 
+const market = name => ({
+	name, tick: 1000, lot: 1, min_pages: 1, max_pages: 1 << 30, price_min: 1000,
+	price_max: 1000000000, notice_period_s: 60, breach_penalty: 10000, delivery_deadline_s: 3600
+});
+
 async function buildWorld()
 {
 	const sfx = Date.now().toString(36);
@@ -69,10 +79,6 @@ async function buildWorld()
 	W.trader = (await must(ADMIN, 'POST', '/v1/tokens', {name: `web-trader-${sfx}`, role: 'trader', team_id: W.team.id})).token;
 	W.operator = (await must(ADMIN, 'POST', '/v1/tokens', {name: `web-operator-${sfx}`, role: 'operator', account_id: W.op.id})).token;
 	W.finance = (await must(ADMIN, 'POST', '/v1/tokens', {name: `web-finance-${sfx}`, role: 'finance'})).token;
-	const market = name => ({
-		name, tick: 1000, lot: 1, min_pages: 1, max_pages: 1 << 30, price_min: 1000,
-		price_max: 1000000000, notice_period_s: 60, breach_penalty: 10000, delivery_deadline_s: 3600
-	});
 	W.year = new Date().getUTCFullYear() + 1;
 	await must(W.operator, 'POST', '/v1/markets', market('spot'));
 	await must(W.operator, 'POST', '/v1/markets', market(`perm-${W.year}`));
@@ -81,6 +87,7 @@ async function buildWorld()
 // ---- the browser ----
 
 let browser, context, lastPage = null;
+let agent = null; // a ramex-agent this driver started
 
 async function newPage(name)
 {
@@ -353,6 +360,25 @@ async function main()
 		const o = await must(W.trader, 'GET', `/v1/orders/${qid}`);
 		assert(o.cancel_note === 'price too low for this week' && /trader/.test(o.cancelled_by_name), `order ${JSON.stringify(o)}`);
 		await shot(page, 'trade-history');
+		// an agent cancelling its own quote is no news; someone else
+		// cancelling the trader's order is, with names
+		const own = await signed(W.nodeA, 'POST', '/v1/orders', JSON.stringify({market: 'spot', side: 'sell', pages: 4096, price: 6000000}));
+		const ownId = JSON.parse(own.text).order.id;
+		await page.waitForSelector(`#orders tr[data-order="${ownId}"]`, {timeout: WAIT});
+		await signed(W.nodeA, 'DELETE', `/v1/orders/${ownId}`, JSON.stringify({note: 're-quote'}));
+		await page.waitForSelector(`#history tr[data-order="${ownId}"]`, {timeout: WAIT});
+		await new Promise(r => setTimeout(r, 600));
+		const b1 = await textOf(page, '#banner');
+		assert(!b1.includes(`order ${ownId}`), `an agent's re-quote made the banner say "${b1}"`);
+		const mine = await must(W.trader, 'POST', '/v1/orders', {market: 'spot', account_id: W.nodeA.account.id, side: 'buy', pages: 256, price: 3000});
+		await page.waitForSelector(`#orders tr[data-order="${mine.order.id}"]`, {timeout: WAIT});
+		// a second trader of the team cancels it
+		const other = (await must(ADMIN, 'POST', '/v1/tokens', {name: `web-trader2-${Date.now().toString(36)}`, role: 'trader', team_id: W.team.id}));
+		await must(other.token, 'DELETE', `/v1/orders/${mine.order.id}`, {note: 'maintenance window'});
+		await page.waitForFunction(id => document.querySelector('#banner').textContent.includes(`order ${id}`), mine.order.id, {timeout: WAIT});
+		const b2 = await textOf(page, '#banner');
+		assert(b2.includes('placed by you') && b2.includes('web-trader2-') && b2.includes('(trader)') && b2.includes('maintenance window') && !b2.includes('tok:'),
+		       `the banner says "${b2}"`);
 		noErrors(page, 'trade who placed');
 	});
 
@@ -415,6 +441,128 @@ async function main()
 		noErrors(page, 'market perm');
 	});
 
+	await test('market: an empty market says so inside its charts', async () => {
+		// a market no one has traded in yet
+		W.empty = `perm-${W.year + 1}`;
+		await must(W.operator, 'POST', '/v1/markets', {...market(W.empty), price_min: 0});
+		const page = await newPage('market-empty');
+		await page.goto(`${URL_}/web/market.html?market=${W.empty}`);
+		await signIn(page, W.trader);
+		await page.waitForSelector('#depth .chart-empty', {timeout: WAIT});
+		for (const [box, want] of [['#depth', /no orders in this market yet/i], ['#candles', /no trades in this market yet/i]]) {
+			const t = await textOf(page, `${box} .chart-empty`);
+			assert(want.test(t), `${box} says "${t}"`);
+			// inside the chart's box, over its plot, and visible
+			const r = await page.evaluate(b => {
+				const e = document.querySelector(`${b} .chart-empty`).getBoundingClientRect();
+				const c = document.querySelector(b).getBoundingClientRect();
+				return {inside: e.left >= c.left && e.right <= c.right && e.top >= c.top && e.bottom <= c.bottom, h: e.height};
+			}, box);
+			assert(r.inside && r.h > 20 && await page.isVisible(`${box} .chart-empty`), `${box}'s empty state is not inside it`);
+		}
+		await shot(page, 'market-empty');
+		// the first order takes the empty state away
+		W.tipOrders = [
+			// in a perm market only the operator buys
+			[W.operator, await must(W.operator, 'POST', '/v1/orders', {market: W.empty, side: 'buy', pages: 1000, price: 99000000})],
+			[W.operator, await must(W.operator, 'POST', '/v1/orders', {market: W.empty, side: 'buy', pages: 300000, price: 100001000})],
+			[W.trader, await must(W.trader, 'POST', '/v1/orders', {market: W.empty, account_id: W.nodeB.account.id, side: 'sell', pages: 262144, price: 150000000})]
+		].map(([tok, r]) => [tok, r.order.id]);
+		// resting orders of others come with the 15 s poll: read them now
+		await page.reload();
+		await page.waitForSelector('#book tr[data-side="ask"]', {timeout: WAIT});
+		await page.waitForSelector('#depth .chart-empty', {state: 'detached', timeout: WAIT});
+		assert(await page.isVisible('#candles .chart-empty'), 'orders without a trade took the candles\' empty state away');
+		noErrors(page, 'market empty');
+		W.tipPage = page;
+	});
+
+	await test('market: the depth chart\'s tooltip has each level\'s exact price and cumulative pages, by mouse and by keys', async () => {
+		const page = W.tipPage;
+		const tip = '#depth .chart-tip';
+		// by keys: Tab reaches the chart, Home is the lowest level
+		await page.focus('#depth');
+		await page.keyboard.press('Home');
+		await page.waitForSelector(tip, {state: 'visible', timeout: WAIT});
+		const lines = [
+			['bid at $0.099 per page-year', '99,000,000 n$/page-year', `${fmt.pricePerGiB(99000000)} per GiB-year`,
+			 'this level: 1,000 pages (3.91 MiB), 1 order', `bids at this price or higher: ${fmt.pagesAndBytes(301000)}`],
+			// a price the axis rounds ($0.1) is exact here
+			['bid at $0.100001 per page-year', '100,001,000 n$/page-year', `${fmt.pricePerGiB(100001000)} per GiB-year`,
+			 `this level: ${fmt.pagesAndBytes(300000)}, 1 order`, `bids at this price or higher: ${fmt.pagesAndBytes(300000)}`],
+			['ask at $0.15 per page-year', '150,000,000 n$/page-year', 'asks at this price or lower: 262,144 pages (1.00 GiB)']
+		];
+		for (let i = 0; i < lines.length; i++) {
+			if (i)
+				await page.keyboard.press('ArrowRight');
+			const t = await textOf(page, tip);
+			for (const want of lines[i])
+				assert(t.includes(want), `level ${i}: the tooltip "${t}" lacks "${want}"`);
+		}
+		// the tip stays inside the chart and is what the chart's description points at
+		const inside = await page.evaluate(() => {
+			const t = document.querySelector('#depth .chart-tip').getBoundingClientRect();
+			const c = document.querySelector('#depth').getBoundingClientRect();
+			return t.left >= c.left - 1 && t.right <= c.right + 1 && t.top >= c.top - 1 && t.bottom <= c.bottom + 1;
+		});
+		assert(inside, 'the tooltip sticks out of the chart');
+		assert(await page.getAttribute('#depth', 'aria-describedby') === await page.getAttribute(tip, 'id'), 'aria-describedby');
+		await shot(page, 'market-depth-tip-keys');
+		await page.keyboard.press('Escape');
+		assert(!(await page.isVisible(tip)), 'Escape left the tooltip up');
+		// by mouse: the pointer over the plot shows a level, leaving hides it
+		const over = await page.$('#depth .u-over');
+		const b = await over.boundingBox();
+		await page.mouse.move(b.x + b.width * 0.9, b.y + b.height / 2);
+		await page.waitForSelector(tip, {state: 'visible', timeout: WAIT});
+		assert(/ask at \$0\.15 per page-year/.test(await textOf(page, tip)), `hovered near the right: "${await textOf(page, tip)}"`);
+		await shot(page, 'market-depth-tip-mouse');
+		await page.mouse.move(b.x + b.width / 2, b.y + b.height + 200);
+		await page.waitForSelector(tip, {state: 'hidden', timeout: WAIT});
+		for (const [tok, id] of W.tipOrders)
+			await must(tok, 'DELETE', `/v1/orders/${id}`);
+		noErrors(page, 'market depth tooltip');
+		await page.close();
+	});
+
+	await test('market: the price history\'s tooltip has a candle\'s exact prices and volume', async () => {
+		const page = marketPage;
+		await page.selectOption('#market', 'spot');
+		await page.waitForSelector('#trades tr[data-trade]', {timeout: WAIT});
+		const c = (await must(W.trader, 'GET', '/v1/markets/spot/candles?interval=3600&limit=1')).items[0];
+		await page.focus('#candles');
+		await page.keyboard.press('End'); // the newest candle
+		await page.waitForSelector('#candles .chart-tip', {state: 'visible', timeout: WAIT});
+		const t = await textOf(page, '#candles .chart-tip');
+		for (const want of [`open ${fmt.price(c.open)}`, `high ${fmt.price(c.high)}`, `low ${fmt.price(c.low)}`, `close ${fmt.price(c.close)}`,
+		                    `volume ${fmt.pagesAndBytes(c.volume)} in ${c.trades} trade`])
+			assert(t.includes(want), `the candle tooltip "${t}" lacks "${want}"`);
+		await shot(page, 'market-candle-tip');
+		await page.keyboard.press('Escape');
+		noErrors(page, 'market candle tooltip');
+	});
+
+	await test('trade: a market with no floor says "up to"; a perm contract\'s term end has its year', async () => {
+		await must(W.operator, 'POST', '/v1/orders', {market: `perm-${W.year}`, side: 'buy', pages: 256, price: 200000});
+		const r = await must(W.trader, 'POST', '/v1/orders', {market: `perm-${W.year}`, account_id: W.nodeB.account.id, side: 'sell', pages: 256, price: 200000});
+		assert(r.trades && r.trades.length === 1, 'the perm offer did not trade');
+		const c = await must(W.trader, 'GET', `/v1/contracts/${r.trades[0].contract_id}`);
+		const page = await newPage('trade-perm');
+		await page.goto(`${URL_}/web/trade.html`);
+		await signIn(page, W.trader);
+		await page.waitForSelector(`#o-market option[value="${W.empty}"]`, {state: 'attached', timeout: WAIT});
+		await page.selectOption('#o-market', W.empty);
+		const h = await textOf(page, '#o-market-hint');
+		assert(h.startsWith('price up to $1.00 in steps of'), `market hint "${h}" (price_min 0 read "$0.00 to")`);
+		const sel = `#contracts tr[data-contract="${c.id}"]`;
+		await page.waitForSelector(sel, {timeout: WAIT});
+		const cells = await page.$$eval(`${sel} td`, tds => tds.map(t => t.textContent));
+		const want = fmt.time(c.term_end).slice(0, 10);
+		assert(/^\d{4}-\d\d-\d\d$/.test(want) && cells.includes(want), `contract row ${cells.join(' | ')}, want the term end ${want}`);
+		noErrors(page, 'trade perm');
+		await page.close();
+	});
+
 	await test('trade: Tab walks the order form in reading order', async () => {
 		const t = tradePage;
 		await t.focus('#o-market');
@@ -455,6 +603,12 @@ async function main()
 		await signIn(page, W.finance);
 		await page.waitForSelector('#trades tr[data-trade]', {timeout: WAIT});
 		await page.waitForFunction(() => /refreshed every/.test(document.querySelector('#live-text').textContent), null, {timeout: WAIT});
+		// a poll is not a fault: the dot is not the red of a lost stream
+		assert(!(await page.getAttribute('#live .status-dot', 'class')).includes('down'), 'finance\'s poll shows a red dot');
+		// spot's book is empty after its trades: not "no orders yet"
+		await page.waitForSelector('#depth .chart-empty', {timeout: WAIT});
+		const e = await textOf(page, '#depth .chart-empty');
+		assert(/book is empty/.test(e) && !/yet/.test(e), `spot's empty book after trades says "${e}"`);
 		assert(!(await textOf(page, '#banner')).trim(), `banner "${await textOf(page, '#banner')}"`);
 		noErrors(page, 'market as finance');
 		await page.close();
@@ -547,6 +701,26 @@ async function main()
 		const total = /total (-?\$[\d,.]+)/.exec(await textOf(page, '#invoice-head'))[1];
 		const foot = (await textOf(page, '#lines tfoot')).trim();
 		assert(foot.includes(total), `the lines' total "${foot}" is not the invoice's ${total}`);
+		// the chart's tooltip: this month's revenue and spend, exactly
+		const month = new Date().toISOString().slice(0, 7);
+		const sumRows = (await must(W.finance, 'GET', `/v1/billing/summary?from=${month}&to=${month}&by=account`)).items || [];
+		const rev = sumRows.reduce((a, r) => a + fmt.big(r.revenue ?? 0), 0n), spend = sumRows.reduce((a, r) => a + fmt.big(r.spend ?? 0), 0n);
+		await page.focus('#chart');
+		await page.keyboard.press('End');
+		await page.waitForSelector('#chart .chart-tip', {state: 'visible', timeout: WAIT});
+		const ct = await textOf(page, '#chart .chart-tip');
+		assert(ct.includes(month) && ct.includes(`revenue ${fmt.amount(rev, true)}`) && ct.includes(`spend ${fmt.amount(spend, true)}`),
+		       `the chart's tooltip "${ct}", want ${month}, revenue ${fmt.amount(rev, true)}, spend ${fmt.amount(spend, true)}`);
+		await page.keyboard.press('Escape');
+		// an open invoice with exact amounts fits the page (its "reconciled"
+		// column was cut at 1366 px)
+		for (const width of [1280, 1366]) {
+			await page.setViewportSize({width, height: 900});
+			await new Promise(r => setTimeout(r, 300));
+			const over = await page.evaluate(overflowing);
+			assert(!over.length, `at ${width} px with exact amounts: ${over.join('; ')}`);
+		}
+		await page.setViewportSize({width: 1366, height: 768});
 		await shot(page, 'billing-exact');
 		await page.uncheck('#b-exact');
 		await page.emulateMedia({media: 'print'});
@@ -595,12 +769,145 @@ async function main()
 		}
 	});
 
-	await test('every page, every role, at 1280 and 1920 px: nothing overflows its box', async () => {
+	await test('trade: a long order history scrolls whole rows: none cut at the box\'s edge, the last one fully shown', async () => {
+		// 30 orders placed and cancelled, some notes long enough to wrap
+		for (let i = 0; i < 30; i++) {
+			const o = await must(W.trader, 'POST', '/v1/orders', {market: 'spot', account_id: W.nodeA.account.id, side: 'buy', pages: 256 + i, price: 2000});
+			const note = i % 4 ? 'tidying up' : 'replaced by a larger bid for the batch jobs that start tonight, see the capacity plan for week 50';
+			await must(W.trader, 'DELETE', `/v1/orders/${o.order.id}`, {note});
+		}
+		for (const width of [1280, 1920]) {
+			const ctx = await browser.newContext({viewport: {width, height: 900}});
+			const page = await ctx.newPage();
+			lastPage = page;
+			await page.goto(`${URL_}/web/trade.html`);
+			await signIn(page, W.trader);
+			await page.waitForFunction(() => document.querySelectorAll('#history tr[data-order]').length >= 30, null, {timeout: WAIT});
+			await new Promise(r => setTimeout(r, 300));
+			const m = {
+				scrolls: await page.evaluate(() => {
+					const box = document.querySelector('#history').closest('.scroll');
+					return box.scrollHeight > box.clientHeight + 10;
+				}),
+				cut: await page.evaluate(cutRows)
+			};
+			assert(m.scrolls, `the history does not scroll at ${width} px: the test shows nothing`);
+			assert(!m.cut.length, `at ${width} px: ${m.cut.join('; ')}`);
+			await page.evaluate(() => document.querySelector('#history').closest('.scroll').scrollIntoView());
+			await shot(page, `trade-history-long-${width}`);
+			await ctx.close();
+		}
+	});
+
+	await test('trade: with a real agent, a trader\'s bid for its node survives the agent\'s samples; paused, the agent places nothing; resumed, it quotes', async () => {
+		// node C and its agent (the sim backend: 256 MiB of 2 GiB in use, so it offers)
+		const C = await must(ADMIN, 'POST', '/v1/nodes', {name: `web-c-${Date.now().toString(36)}`, team_id: W.team.id});
+		const cid = C.account.id;
+		const dir = join(OUT, 'agent-c');
+		rmSync(dir, {recursive: true, force: true});
+		mkdirSync(dir, {recursive: true});
+		writeFileSync(join(dir, 'secret'), `${C.secret}\n`, {mode: 0o600});
+		writeFileSync(join(dir, 'usage'), '65536\n');
+		const status = join(dir, 'status.prom');
+		const args = [`--exchange_url=${URL_}`, `--key_id=${C.key_id}`, `--secret_file=${join(dir, 'secret')}`, '--backend=sim',
+		              '--sim_total_pages=524288', '--sim_usage_pages=65536', `--sim_usage_file=${join(dir, 'usage')}`,
+		              `--spool=${join(dir, 'spool')}`, `--status_file=${status}`, '--sample_s=1', '--report_s=1', '--poll_s=2',
+		              '--spot_market=spot', '--perm_market=', '--tick=1000', '--margin_min_pages=4096', '--spot_floor=100000',
+		              '--stall_value=10', '--log_level=debug'];
+		const log = openSync(join(dir, 'agent.log'), 'w');
+		agent = spawn(join(BIN, 'ramex-agent'), args, {stdio: ['ignore', log, log]});
+		const metric = name => {
+			try {
+				const m = new RegExp(`^${name} (\\d+)`, 'm').exec(readFileSync(status, 'utf8'));
+				return m ? Number(m[1]) : -1;
+			} catch {
+				return -1;
+			}
+		};
+		const samples = async n => {
+			const s0 = metric('ramex_agent_samples_total');
+			for (let i = 0; i < 300 && metric('ramex_agent_samples_total') < s0 + n; i++)
+				await new Promise(r => setTimeout(r, 100));
+			assert(metric('ramex_agent_samples_total') >= s0 + n, `the agent took no ${n} samples (see agent-c/agent.log)`);
+		};
+		const open = async () => ((await must(W.trader, 'GET', '/v1/orders?status=open&limit=200')).items || []).filter(o => o.account_id === cid);
+		const agentOrders = async () => ((await must(W.trader, 'GET', '/v1/orders?limit=200')).items || []).filter(o => o.account_id === cid && o.by_agent);
+		const until = async (what, fn) => {
+			for (let i = 0; i < 300; i++) {
+				if (await fn())
+					return;
+				await new Promise(r => setTimeout(r, 100));
+			}
+			throw new Error(`${what} (see agent-c/agent.log)`);
+		};
+
+		let page;
+		try {
+			page = await newPage('trade-agent');
+			await page.goto(`${URL_}/web/trade.html`);
+			await signIn(page, W.trader);
+			// the agent quotes: the page shows its offer, placed by "agent of" the node
+			await until('the agent does not quote', async () => (await open()).some(o => o.by_agent));
+			const quote = (await open()).find(o => o.by_agent);
+			await page.waitForSelector(`#orders tr[data-order="${quote.id}"][data-by="agent"]`, {timeout: WAIT});
+			// a trader's bid for node C, from the page's form, under the agent's ask
+			await page.selectOption('#o-market', 'spot');
+			await page.check('#o-buy');
+			await page.selectOption('#o-account', String(cid));
+			await page.selectOption('#o-unit', 'pages');
+			await page.fill('#o-qty', '1024');
+			await page.fill('#o-price', '0.000001');
+			// a small order's yearly value is readable, not "$0.00"
+			const ph = await textOf(page, '#o-price-hint');
+			assert(ph.includes('$0.001 per year for this order'), `price hint "${ph}"`);
+			await page.click('#o-submit');
+			await page.waitForFunction(() => /resting in the book/.test(document.querySelector('#o-result').textContent), null, {timeout: WAIT});
+			const bid = (/order (\d+)/.exec(await textOf(page, '#o-result')) || [])[1];
+			assert(bid, 'no order id for the bid');
+			await samples(5);
+			const b = await must(W.trader, 'GET', `/v1/orders/${bid}`);
+			assert(b.status === 'open' && !b.cancelled_by, `after 5 samples of the agent the bid is ${b.status}, cancelled by ${b.cancelled_by}: ${b.cancel_note}`);
+			await page.waitForSelector(`#orders tr[data-order="${bid}"][data-by="person"]`, {timeout: WAIT});
+			assert(/you/.test(await textOf(page, `#orders tr[data-order="${bid}"]`)), 'the bid is not "you"');
+
+			// paused from the page: the agent withdraws its quote and places nothing
+			const row = `#nodes tr[data-node="${cid}"]`;
+			page.once('dialog', d => d.accept('trading by hand'));
+			await page.click(`${row} button`);
+			await page.waitForSelector(`${row}[data-paused="yes"]`, {timeout: WAIT});
+			await until('paused, the agent still quotes', async () => metric('ramex_agent_paused') === 1 && !(await open()).some(o => o.by_agent));
+			const placed = (await agentOrders()).length;
+			await samples(5);
+			assert((await agentOrders()).length === placed, 'paused, the agent placed an order');
+			assert((await open()).some(o => String(o.id) === bid), 'paused, the trader\'s bid went');
+			await page.waitForSelector(`#orders tr[data-order="${quote.id}"]`, {state: 'detached', timeout: WAIT});
+			await shot(page, 'trade-agent-paused');
+			// resumed from the page: it quotes again (it was alive all along)
+			await page.click(`${row} button`);
+			await page.waitForSelector(`${row}[data-paused="no"]`, {timeout: WAIT});
+			await until('resumed, the agent does not quote', async () => (await agentOrders()).length > placed);
+		} finally {
+			// out of the way of the tests that follow, passed or not: node C
+			// paused (its agent withdraws its quote), the agent stopped, what
+			// is left of C's orders cancelled
+			await call(W.trader, 'POST', `/v1/nodes/${cid}/pause`, {note: 'end of the test'});
+			await until('the agent does not withdraw', async () => !(await open()).some(o => o.by_agent)).catch(() => {});
+			agent.kill('SIGTERM');
+			agent = null;
+			for (const o of await open())
+				await call(W.trader, 'DELETE', `/v1/orders/${o.id}`, {note: 'end of the test'});
+		}
+		noErrors(page, 'trade with an agent');
+		await page.close();
+	});
+
+	await test('every page, every role, at 1280, 1366 and 1920 px: nothing overflows its box', async () => {
 		const roles = [['trader', W.trader], ['operator', W.operator], ['finance', W.finance], ['admin', ADMIN]];
 		const pages = {market: ['trader', 'operator', 'finance', 'admin'], trade: ['trader', 'operator', 'admin'],
 		               billing: ['trader', 'operator', 'finance', 'admin']};
 		const bad = [];
-		for (const width of [1280, 1920]) {
+		// 1366: a laptop, where the order form has five narrow columns
+		for (const width of [1280, 1366, 1920]) {
 			const ctx = await browser.newContext({viewport: {width, height: 900}, acceptDownloads: true});
 			for (const [role, tok] of roles) {
 				const page = await ctx.newPage();
@@ -618,7 +925,7 @@ async function main()
 					await page.waitForFunction(() => [...document.querySelectorAll('tbody')].every(b => b.rows.length > 0 || !b.closest('table').id || b.closest('#lines')),
 					                           null, {timeout: WAIT}).catch(() => {});
 					await new Promise(r => setTimeout(r, 400));
-					const over = await page.evaluate(overflowing);
+					const over = [...await page.evaluate(overflowing), ...await page.evaluate(cutRows), ...await page.evaluate(brokenNames)];
 					for (const o of over)
 						bad.push(`${name} as ${role} at ${width}px: ${o}`);
 					await page.screenshot({path: join(OUT, `${name}-${role}-${width}.png`), fullPage: true});
@@ -640,7 +947,7 @@ function overflowing()
 {
 	const out = [];
 	const name = e => `${e.tagName.toLowerCase()}${e.id ? `#${e.id}` : ''}${e.closest('table[id]') ? ` in #${e.closest('table[id]').id}` : ''}`;
-	const sel = 'th, td, label, h1, h2, button, .hint, select, .scroll, #whoami, #market-info, .toolbar > *';
+	const sel = 'th, td, label, h1, h2, button, .hint, select, .scroll, #whoami, #market-info, .toolbar > *, .field, .inline';
 	for (const e of document.querySelectorAll(sel)) {
 		if (!e.offsetParent)
 			continue; // not shown
@@ -652,8 +959,54 @@ function overflowing()
 		if (b.width && (b.left < svg.left - 1 || b.right > svg.right + 1 || b.top < svg.top - 1 || b.bottom > svg.bottom + 1))
 			out.push(`svg text "${t.textContent}" outside its svg`);
 	}
+	// a radio button or checkbox stays beside its words (a rule for the
+	// text fields once stretched them across the column)
+	for (const b of document.querySelectorAll('label input[type="radio"], label input[type="checkbox"]')) {
+		if (b.offsetParent && b.getBoundingClientRect().width > 30)
+			out.push(`${name(b.closest('label'))}: its ${b.type} is ${Math.round(b.getBoundingClientRect().width)} px wide, away from its words`);
+	}
 	if (document.documentElement.scrollWidth > document.documentElement.clientWidth + 1)
 		out.push(`the page scrolls sideways (${document.documentElement.scrollWidth} > ${document.documentElement.clientWidth} px)`);
+	return out;
+}
+
+// Runs in the page: each "placed by" cell whose name ("agent of NODE",
+// "PERSON (role)") is broken over two lines: the words around it may
+// wrap, the name not ("web-a-" / "mxcd" broke at the hyphen).
+function brokenNames()
+{
+	return [...document.querySelectorAll('td.who .name')].filter(span => {
+		const r = document.createRange();
+		r.selectNodeContents(span);
+		return new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top))).size > 1;
+	}).map(span => `"${span.closest('td').textContent}" broken over lines in #${span.closest('table').id}`);
+}
+
+// Runs in the page: each scrolling list (.scroll) whose box cuts a row
+// at its bottom edge, at the top of the list and scrolled to its end
+// (where the last row must be whole). Leaves the lists at their top.
+function cutRows()
+{
+	const out = [];
+	for (const box of document.querySelectorAll('.scroll')) {
+		if (!box.offsetParent || box.scrollHeight <= box.clientHeight)
+			continue;
+		const id = (box.querySelector('table[id]') || {}).id;
+		for (const end of [false, true]) {
+			box.scrollTop = end ? box.scrollHeight : 0;
+			// the visible bottom of the box (a horizontal scroll bar is not)
+			const edge = box.getBoundingClientRect().top + box.clientTop + box.clientHeight;
+			const rows = [...box.querySelectorAll('tbody tr')].filter(r => !r.hidden);
+			for (const r of rows) {
+				const b = r.getBoundingClientRect();
+				if (b.top < edge - 1 && b.bottom > edge + 1)
+					out.push(`#${id}${end ? ' scrolled to its end' : ''}: row "${r.textContent.trim().slice(0, 30)}" cut at the box's edge (${b.top.toFixed(1)}-${b.bottom.toFixed(1)}, edge ${edge.toFixed(1)})`);
+			}
+			if (end && rows.length && rows[rows.length - 1].getBoundingClientRect().bottom > edge + 1)
+				out.push(`#${id}: the last row ends below the box's edge when scrolled to the end`);
+		}
+		box.scrollTop = 0;
+	}
 	return out;
 }
 
@@ -699,6 +1052,8 @@ try {
 	failed++;
 	console.log(`not ok setup: ${e.message}`);
 } finally {
+	if (agent)
+		agent.kill('SIGTERM');
 	if (browser)
 		await browser.close().catch(() => {});
 	writeFileSync(join(OUT, 'console.log'), consoleLog.join('\n') + '\n');

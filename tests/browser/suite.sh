@@ -92,7 +92,7 @@ for _ in $(seq 1 100); do [[ -s $portfile ]] && break; sleep 0.1; done
 # run.mjs loads playwright-core with require(), which honours NODE_PATH.
 # timeout: the suite stops by itself even if a browser hangs.
 RAMEX_URL="http://127.0.0.1:$(cat "$portfile")" RAMEX_ADMIN_TOKEN=$admin RAMEX_BROWSER_OUT=$OUT \
-	RAMEX_WEB_ROOT="$BUILD/web" NODE_PATH=$npmdir/node_modules timeout -k 5 400 node tests/browser/run.mjs >"$OUT/run.log" 2>&1
+	RAMEX_WEB_ROOT="$BUILD/web" RAMEX_BIN="$BUILD/bin" NODE_PATH=$npmdir/node_modules timeout -k 5 600 node tests/browser/run.mjs >"$OUT/run.log" 2>&1
 rc=$?
 cat "$OUT/run.log"
 line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$OUT/run.log" | tail -n 1)

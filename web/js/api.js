@@ -147,14 +147,56 @@ export function say(banner, msg, kind = 'error')
 export function fillRows(tbody, rows, cols, empty)
 {
 	tbody.replaceChildren();
-	if (!rows.length) {
+	if (!rows.length)
 		tbody.append(el('tr', {}, el('td', {colspan: cols, class: 'muted'},
 		                                 empty)));
-		return;
-	}
-	for (const r of rows)
-		tbody.append(r);
+	else
+		for (const r of rows)
+			tbody.append(r);
+	const box = tbody.closest('.scroll');
+	if (box)
+		fitRows(box);
 }
+
+// A scrolling list (.scroll, at most its CSS max-height) ends at the bottom
+// of a row, not through one: a row cut in half at the box's edge reads as
+// a clipped page, and whether there is more is what the scroll bar says.
+// Rows differ in height (a long note wraps), so the height is measured.
+export function fitRows(box)
+{
+	const table = box.querySelector('table');
+	if (watched && table && !table.dataset.fitted) {
+		table.dataset.fitted = 'yes';
+		watched.observe(table);
+	}
+	box.style.maxHeight = '';
+	if (!box.offsetParent || box.scrollHeight <= box.clientHeight)
+		return; // hidden, or everything fits
+	const limit = box.clientHeight;
+	const top = box.getBoundingClientRect().top - box.scrollTop;
+	let fit = 0;
+	for (const r of box.querySelectorAll('tbody tr')) {
+		if (r.hidden)
+			continue;
+		const bottom = r.getBoundingClientRect().bottom - top;
+		if (bottom > limit + 0.5)
+			break;
+		fit = bottom;
+	}
+	// the horizontal scroll bar, if any, sits inside the max-height
+	if (fit > 0)
+		box.style.maxHeight = `${Math.ceil(fit) + (box.offsetHeight - box.clientHeight)}px`;
+}
+
+// A table that changes size (the page's columns settle, the window is
+// resized, a row wraps) fits its box again.
+const watched = typeof ResizeObserver === 'undefined' ? null : new ResizeObserver(entries => {
+	for (const e of entries) {
+		const box = e.target.closest('.scroll');
+		if (box)
+			fitRows(box);
+	}
+});
 
 // The sign-in box in the header (#session). onChange(principal or null)
 // runs once at start and after each sign in or out; roles (optional) are

@@ -12,7 +12,8 @@
 
 import uPlot from '../vendor/uPlot.esm.js';
 
-import {all, api, el, fillRows, mountSession, raw, roleProblem, say} from './api.js';
+import {all, api, el, fillRows, fitRows, mountSession, raw, roleProblem, say} from './api.js';
+import {uplotTip} from './charttip.js';
 import * as fmt from './fmt.js';
 
 const ROLES = ['trader', 'operator', 'finance', 'admin'];
@@ -103,6 +104,8 @@ function rowKey(r, by)
 function drawChart(rows, ms)
 {
 	const spend = ms.map(() => 0), revenue = ms.map(() => 0);
+	// the exact sums, in nanodollars, for the tooltip
+	const exactSpend = ms.map(() => 0n), exactRevenue = ms.map(() => 0n);
 	for (const r of rows) {
 		const i = ms.indexOf(rowMonth(r));
 		if (i < 0)
@@ -110,29 +113,39 @@ function drawChart(rows, ms)
 		// dollars as floats only to place points on the chart
 		spend[i] += Number(r.spend || 0) / 1e9;
 		revenue[i] += Number(r.revenue || 0) / 1e9;
+		exactSpend[i] += fmt.big(r.spend ?? 0);
+		exactRevenue[i] += fmt.big(r.revenue ?? 0);
 	}
 	const data = [ms.map((_, i) => i), revenue, spend]; // spend drawn last, on top
 	const box = $('chart');
 	if (plot)
 		plot.destroy();
+	// the month's exact spend and revenue, read as the table reads them
+	// (fmt.amount: cents, under a cent two significant digits) with the
+	// exact amount to the nanodollar beside each
+	const figure = ns => (exact() ? fmt.amount(ns, true) : `${fmt.amount(ns)} (exactly ${fmt.amount(ns, true)})`);
+	const tip = (u, i) => [ms[i], {text: `revenue ${figure(exactRevenue[i])}`, cls: 'buyside'},
+	                       {text: `spend ${figure(exactSpend[i])}`, cls: 'sellside'}];
 	plot = new uPlot({
 		width: Math.max(300, box.clientWidth),
 		height: 240,
 		scales: {x: {time: false}},
-		// the legend names the series; exact values are in the summary
-		// table (a live legend read "month: _ spend: _" off the chart)
+		// the legend names the series; exact values are in the tooltip
+		// and the summary table (a live legend read "month: _ spend: _"
+		// off the chart)
 		legend: {live: false},
+		plugins: [uplotTip(tip)],
 		axes: [
 			{values: (u, vals) => vals.map(v => (Number.isInteger(v) && ms[v]) || '')},
 			// ticks with the decimals they need: a small month is not "$0.00" five times
 			{size: 90, values: (u, vals) => vals.map(v => fmt.price(Math.round(v * 1e9)))}
 		],
 		series: [
-			{label: 'month', value: (u, v) => (v === null ? '' : ms[v] || '')},
-			{label: 'revenue', stroke: '#0a7d32', width: 2, value: (u, v) => (v === null ? '' : fmt.money(Math.round(v * 1e9)))},
+			{label: 'month'},
+			{label: 'revenue', stroke: '#0a7d32', width: 2},
 			// dashed and on top: equal spend and revenue (one account pays
 			// another) do not hide one line under the other
-			{label: 'spend', stroke: '#b42318', width: 2, dash: [6, 4], value: (u, v) => (v === null ? '' : fmt.money(Math.round(v * 1e9)))}
+			{label: 'spend', stroke: '#b42318', width: 2, dash: [6, 4]}
 		]
 	}, data, box);
 }
@@ -203,8 +216,10 @@ const LINE_COLS = [
 	['kind', 'kind', v => v],
 	['role', 'role', v => v],
 	['usage_month', 'usage month', v => v],
-	['charge_start', 'from', v => fmt.time(v)],
-	['charge_end', 'to', v => fmt.time(v)],
+	// short ("12-06 22:24:59"; the usage month has the year), the full
+	// instant in the tooltip: the lines fit 1280 px with exact amounts
+	['charge_start', 'from (UTC)', v => fmt.shortTime(v)],
+	['charge_end', 'to (UTC)', v => fmt.shortTime(v)],
 	['page_seconds', 'page-years', v => fmt.pageYears(v)],
 	['unit_price', 'price / page-year', v => fmt.price(v)],
 	['reports', 'reports', v => v],
@@ -287,7 +302,8 @@ function drawInvoice()
 	const cell = (l, k, f) => {
 		const v = l[k];
 		const num = typeof v === 'number' || typeof v === 'bigint' || MONEY.has(k);
-		return el('td', {class: num ? 'num' : null, title: MONEY.has(k) && v !== undefined ? `${fmt.amount(v, true)} exactly` : null},
+		const when = (k === 'charge_start' || k === 'charge_end') && v ? fmt.time(v) : null;
+		return el('td', {class: num ? 'num' : null, title: MONEY.has(k) && v !== undefined ? `${fmt.amount(v, true)} exactly` : when},
 		          v === undefined || v === null ? '' : f(v));
 	};
 	const trs = [];
@@ -305,6 +321,7 @@ function drawInvoice()
 				b.textContent = `${g.detail.length} ${open ? '▾' : '▸'}`;
 				for (const d of $('lines').tBodies[0].querySelectorAll(`tr[data-detail="${gi}"]`))
 					d.hidden = !open;
+				fitRows($('lines').closest('.scroll'));
 			});
 			return el('td', {class: 'num'}, b, el('span', {class: 'print-only'}, String(g.detail.length)));
 		}));
@@ -408,6 +425,11 @@ $('range').addEventListener('submit', ev => {
 	ev.preventDefault();
 	show();
 });
+// the chart follows its box (a narrower window left it wider than the page)
+new ResizeObserver(() => {
+	if (plot && Math.abs(plot.width - Math.max(300, $('chart').clientWidth)) > 1)
+		plot.setSize({width: Math.max(300, $('chart').clientWidth), height: 240});
+}).observe($('chart'));
 $('csv').addEventListener('click', downloadCsv);
 $('print').addEventListener('click', () => window.print());
 // one click between rounded and exact amounts, everywhere on the page

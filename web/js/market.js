@@ -8,6 +8,7 @@ import {createChart, CandlestickSeries, HistogramSeries} from '../vendor/lightwe
 import uPlot from '../vendor/uPlot.esm.js';
 
 import {api, el, fillRows, mountSession, roleProblem, say} from './api.js';
+import {hideTip, keyWalk, setEmpty, showTip, uplotTip} from './charttip.js';
 import {openEvents} from './events.js';
 import * as fmt from './fmt.js';
 
@@ -35,7 +36,9 @@ function setLive(state, detail)
 // ---- depth ----
 
 // Cumulative pages at each price: bids from the best (highest) down, asks
-// from the best (lowest) up, on one shared ascending price axis.
+// from the best (lowest) up, on one shared ascending price axis. `levels`
+// keeps, per point, the book's level at that price (null for the two ends
+// added to draw the steps), for the tooltip.
 function depthData(book)
 {
 	const bids = (book.bids || []).slice().sort((a, b) => b.price - a.price);
@@ -69,6 +72,7 @@ function depthData(book)
 			run = askAt.get(p);
 		askY[i] = p >= bestAsk ? run : null;
 	}
+	const levels = prices.map(p => ({bid: bids.find(l => l.price === p) || null, ask: asks.find(l => l.price === p) || null}));
 	// A step needs two ends: carry the bids' total out to the left and
 	// the asks' total out to the right, a tenth of the span beyond.
 	if (prices.length) {
@@ -80,8 +84,10 @@ function depthData(book)
 		prices.push(hi + pad);
 		askY.push(asks.length ? askY[askY.length - 1] : null);
 		bidY.push(null);
+		levels.unshift(null);
+		levels.push(null);
 	}
-	return [prices, bidY, askY];
+	return {data: [prices, bidY, askY], levels};
 }
 
 // An axis label: three significant digits, since the tooltip and the book
@@ -103,25 +109,63 @@ function axisSize(u, values)
 	return Math.ceil(longest * 7.2) + 18;
 }
 
-function drawDepth(book)
+// The quantity axis steps in sizes that read round as fmt.bytes writes
+// them (1 GiB, 100 GiB; not the 381.47 GiB that 100,000,000 pages are):
+// pages, then MiB, then quarter GiB and up.
+const GIB = 262144;
+const PAGE_STEPS = [1, 2, 5, 10, 20, 50, 100, 256, 512, 1280, 2560, 5120, 12800, 25600,
+                    GIB / 4, GIB / 2, ...[1, 2, 5].flatMap(m => [1, 10, 100, 1000, 10000].map(k => GIB * m * k))]
+	.sort((a, b) => a - b);
+
+let depthLevels = [];
+
+// The depth tooltip of point i: the level's exact price (per page-year as
+// the book shows it, in n$, and per GiB-year), its side, the cumulative
+// pages and GiB that would trade down to (bids) or up to (asks) it, and
+// the level itself. The two drawn ends are not levels: they show the
+// nearest one.
+function depthTip(u, i)
+{
+	const n = depthLevels.length;
+	if (!n)
+		return [];
+	const k = depthLevels[i] ? i : i === 0 ? 1 : n - 2;
+	const lv = depthLevels[k];
+	if (!lv)
+		return [];
+	const l = lv.bid || lv.ask;
+	const side = lv.bid ? 'bid' : 'ask';
+	const cum = u.data[lv.bid ? 1 : 2][k];
+	return [
+		{text: `${side} at ${fmt.price(l.price)} per page-year`, cls: side === 'bid' ? 'buyside' : 'sellside'},
+		`${fmt.groupDigits(String(l.price))} n$/page-year · ${fmt.pricePerGiB(l.price)} per GiB-year`,
+		`this level: ${fmt.pagesAndBytes(l.pages)}, ${l.orders} ${l.orders === 1 ? 'order' : 'orders'}`,
+		`cumulative ${side === 'bid' ? 'bids at this price or higher' : 'asks at this price or lower'}: ${fmt.pagesAndBytes(cum)}`
+	];
+}
+
+function drawDepth(book, traded)
 {
 	const box = $('depth');
-	const data = depthData(book);
+	const {data, levels} = depthData(book);
+	depthLevels = levels;
 	const width = Math.max(300, box.clientWidth);
 	if (!depthPlot) {
 		depthPlot = new uPlot({
 			width,
 			height: 240,
-			scales: {x: {time: false}},
-			legend: {live: false},
+			// quantities from zero, so that a step's height is its size
+			scales: {x: {time: false}, y: {range: (u, min, max) => [0, max > 0 ? max * 1.08 : 1]}},
+			legend: {live: false}, // names the series; the tooltip has the values
 			// room on the right for the last price label
 			padding: [12, 36, 0, 0],
+			plugins: [uplotTip(depthTip, () => depthLevels.map((l, i) => (l ? i : -1)).filter(i => i >= 0))],
 			axes: [
 				{space: 90, values: (u, vals) => vals.map(axisPrice)},
-				{size: axisSize, values: (u, vals) => vals.map(v => fmt.bytes(Math.round(v)))}
+				{size: axisSize, incrs: PAGE_STEPS, values: (u, vals) => vals.map(v => fmt.bytes(Math.round(v)))}
 			],
 			series: [
-				{label: 'price', value: (u, v) => (v === null ? '' : fmt.price(Math.round(v)))},
+				{label: 'price'},
 				{label: 'bids', stroke: '#0a7d32', fill: 'rgba(10,125,50,0.15)', paths: uPlot.paths.stepped({align: -1})},
 				{label: 'asks', stroke: '#b42318', fill: 'rgba(180,35,24,0.15)', paths: uPlot.paths.stepped({align: 1})}
 			]
@@ -129,6 +173,11 @@ function drawDepth(book)
 	} else {
 		depthPlot.setData(data);
 	}
+	// "yet" only where nothing ever traded: an empty book after trades is
+	// not a new market
+	setEmpty(box, levels.length ? ''
+	                            : traded ? 'The book is empty: no bids or offers rest in this market now.'
+	                                     : 'No orders in this market yet: bids and offers show here as they arrive.');
 }
 
 function drawBook(book)
@@ -197,6 +246,22 @@ function drawTrades(items)
 	fillRows($('trades').tBodies[0], rows, 5, 'no trades yet');
 }
 
+let candleData = []; // the candles drawn, ascending, as the API sent them
+let candleSecs = 3600;
+
+// The candle tooltip: its interval, open, high, low and close exactly
+// (the same text as the book's prices), and its volume in pages and GiB.
+function candleTip(c)
+{
+	const end = new Date((c.start + candleSecs) * 1000);
+	return [
+		`${fmt.time(new Date(c.start * 1000))} to ${fmt.time(end).slice(11)}`,
+		`per page-year: open ${fmt.price(c.open)} · high ${fmt.price(c.high)}`,
+		`low ${fmt.price(c.low)} · close ${fmt.price(c.close)}`,
+		`volume ${fmt.pagesAndBytes(c.volume ?? 0)}${c.trades !== undefined ? ` in ${c.trades} ${c.trades === 1 ? 'trade' : 'trades'}` : ''}`
+	];
+}
+
 function ensureCandleChart()
 {
 	if (candleChart)
@@ -221,6 +286,24 @@ function ensureCandleChart()
 		color: 'rgba(11,95,255,0.35)'
 	});
 	candleChart.priceScale('volume').applyOptions({scaleMargins: {top: 0.8, bottom: 0}});
+	const at = t => candleData.find(c => c.start === t);
+	candleChart.subscribeCrosshairMove(param => {
+		const c = param.point && param.time !== undefined ? at(param.time) : null;
+		if (c)
+			showTip(box, candleTip(c), param.point.x, param.point.y);
+		else if (document.activeElement !== box)
+			hideTip(box);
+	});
+	keyWalk(box, () => candleData.length, i => {
+		const c = candleData[i];
+		candleChart.setCrosshairPosition(c.close, c.start, candleSeries);
+		const x = candleChart.timeScale().timeToCoordinate(c.start) ?? 0;
+		const y = candleSeries.priceToCoordinate(c.close) ?? 0;
+		showTip(box, candleTip(c), x, y);
+	}, () => {
+		candleChart.clearCrosshairPosition();
+		hideTip(box);
+	});
 }
 
 function drawCandles(items)
@@ -232,9 +315,11 @@ function drawCandles(items)
 	if (m && m.tick > 0)
 		candleSeries.applyOptions({priceFormat: {type: 'custom', minMove: m.tick, formatter: p => fmt.price(Math.round(p / m.tick) * m.tick)}});
 	const asc = items.slice().reverse();
+	candleData = asc;
+	candleSecs = Number($('interval').value) || 3600;
 	candleSeries.setData(asc.map(c => ({time: c.start, open: c.open, high: c.high, low: c.low, close: c.close})));
 	volumeSeries.setData(asc.map(c => ({time: c.start, value: c.volume})));
-	$('candles-empty').textContent = asc.length ? '' : 'no trades in this market yet';
+	setEmpty($('candles'), asc.length ? '' : 'No trades in this market yet: candles show here after the first fill.');
 	if (asc.length)
 		candleChart.timeScale().fitContent();
 }
@@ -256,7 +341,7 @@ async function refresh()
 			api(`/v1/markets/${encodeURIComponent(m)}/candles?interval=60&from=${from}&limit=1000`)
 		]);
 		drawStats(book, trades.items || [], day.items || []);
-		drawDepth(book);
+		drawDepth(book, (trades.items || []).length > 0);
 		drawBook(book);
 		drawTrades(trades.items || []);
 		drawCandles(candles.items || []);
@@ -331,7 +416,7 @@ async function start(principal)
 	// finance reads the market but has no event stream (it is for those who
 	// trade and the admin): the poll keeps its page fresh
 	if (principal.role === 'finance')
-		setLive('down', `refreshed every ${POLL_MS / 1000} s`);
+		setLive('polled', `refreshed every ${POLL_MS / 1000} s`); // grey: nothing is wrong
 	else
 		stream = openEvents(ev => {
 			if (ev.event === 'fill' && ev.data && ev.data.market && ev.data.market !== current())

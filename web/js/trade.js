@@ -95,7 +95,7 @@ function readForm(quiet)
 		body.price = Number(p.value);
 		let hint = `= ${fmt.groupDigits(p.value.toString())} n$/page-year · ${fmt.pricePerGiB(p.value)} per GiB-year`;
 		if (q.ok)
-			hint += ` · ${fmt.money(p.value * q.value)} per year for this order`;
+			hint += ` · ${fmt.amount(p.value * q.value)} per year for this order`;
 		$('o-price-hint').textContent = hint;
 		mark('o-price', '');
 	} else {
@@ -148,7 +148,7 @@ function syncMarket()
 {
 	const m = markets.find(x => x.name === $('o-market').value);
 	$('o-market-hint').textContent = m
-	    ? `price ${fmt.price(m.price_min)} to ${fmt.price(m.price_max)} in steps of ${fmt.price(m.tick)}; ` +
+	    ? `price ${Number(m.price_min) > 0 ? `${fmt.price(m.price_min)} to ` : 'up to '}${fmt.price(m.price_max)} in steps of ${fmt.price(m.tick)}; ` +
 	          `${fmt.pages(m.min_pages)} to ${fmt.pagesAndBytes(m.max_pages)} in lots of ${fmt.pages(m.lot)}`
 	    : '';
 }
@@ -239,7 +239,11 @@ function whoCell(scope, name, byAgent)
 		return el('td', {class: 'muted'}, '—');
 	if (me && scope === me.scope)
 		return el('td', {title: scope}, 'you');
-	return el('td', {title: scope, class: byAgent ? 'who agent' : 'who'}, name || scope);
+	// "agent of NODE" or "PERSON (role)": the name does not break at its
+	// hyphens; the words around it may wrap
+	const n = name || scope;
+	const m = /^(agent of )(.+)$/.exec(n) || /^()(.+?)( \([a-z]+\))$/.exec(n) || ['', '', n, ''];
+	return el('td', {title: scope, class: byAgent ? 'who agent' : 'who'}, m[1], el('span', {class: 'name'}, m[2]), m[3] || '');
 }
 
 // a time in a list: short, the full instant on hover
@@ -324,6 +328,27 @@ function whyCell(o)
 	return el('td', {class: 'why', title: r}, r);
 }
 
+// Orders someone else cancelled, from the event stream: one is worth a
+// word above the page when the one who cancelled it is not the one who
+// placed it (a person cancelling an agent's quote, an agent or a person
+// cancelling a person's order), not when an agent re-quotes its own.
+const toName = new Set();
+
+function sayCancels(done)
+{
+	for (const o of done) {
+		if (!toName.delete(Number(o.id)) || !o.cancelled_by || o.cancelled_by === o.placed_by)
+			continue;
+		const who = s => (me && s === me.scope ? 'you' : null);
+		const placer = who(o.placed_by) || o.placed_by_name || o.placed_by;
+		const by = o.cancelled_by_name || o.cancelled_by;
+		say(banner, `order ${o.id}, placed by ${placer}, was cancelled by ${by}` +
+		            `${o.cancel_note ? `: “${o.cancel_note}”` : ''}`, 'warn');
+	}
+	if (toName.size > 200) // ids the history no longer reaches
+		toName.clear();
+}
+
 async function loadHistory()
 {
 	try {
@@ -339,6 +364,7 @@ async function loadHistory()
 		                              whoCell(o.placed_by, o.placed_by_name, o.by_agent),
 		                              timeCell(o.updated_ns)));
 		fillRows($('history').tBodies[0], rows, 10, 'no filled, cancelled or expired orders yet');
+		sayCancels(done);
 	} catch (e) {
 		say(banner, `could not list your order history: ${e.message}`);
 	}
@@ -483,12 +509,14 @@ async function loadContracts()
 		drawFills();
 		const rows = items.map(c => el('tr', {'data-contract': c.id},
 		                               el('td', {}, c.id), el('td', {}, c.market), el('td', {}, c.delivery),
-		                               el('td', {}, c.state.replace('_', ' ')),
+		                               // "pending delivery" on two lines: room for the actions at 1280 px
+		                               el('td', {class: 'wrap'}, c.state.replace('_', ' ')),
 		                               acctCell(c.buyer_id, c.buyer_name), acctCell(c.seller_id, c.seller_name),
 		                               pagesCell(c.pages),
 		                               el('td', {class: 'num', title: `${c.price} n$/page-year`}, fmt.price(c.price)),
 		                               c.deliver_by ? timeCell(c.deliver_by) : el('td', {}, ''),
-		                               c.term_end ? timeCell(c.term_end) : el('td', {}, '—'),
+		                               // a term ends at a year's turn: the year, not "01-01 00:00:00"
+		                               c.term_end ? el('td', {title: fmt.time(c.term_end)}, fmt.time(c.term_end).slice(0, 10)) : el('td', {}, '—'),
 		                               el('td', {}, ...moves(c))));
 		fillRows($('contracts').tBodies[0], rows, 11, 'no contracts yet');
 	} catch (e) {
@@ -563,10 +591,10 @@ async function start(principal)
 			soon('orders', loadOrders);
 			soon('history', loadHistory);
 			const d = ev.data || {};
-			// someone else cancelled one of the orders we see: say who
+			// cancelled by someone else: the history, read next, tells
+			// whether it was someone else than who placed it, and names them
 			if (d.status === 'cancelled' && d.cancelled_by && d.cancelled_by !== me.scope)
-				say(banner, `order ${d.id} was cancelled by ${d.cancelled_by}` +
-				            `${d.cancel_note ? `: “${d.cancel_note}”` : ''} (the history names them)`, 'warn');
+				toName.add(Number(d.id));
 		} else if (ev.event === 'automation') {
 			soon('nodes', loadNodes);
 		} else if (ev.event === 'contract') {
