@@ -393,6 +393,7 @@ int sample_take(const struct sample_source *src, rx_time_ns t,
 	out->psi_some_us = psi.some.total_us;
 	out->psi_full_us = psi.full.total_us;
 	out->refaults = ctr.refault_anon + ctr.refault_file;
+	out->majfaults = ctr.pgmajfault;
 	out->active = mem.active_anon + mem.active_file;
 	out->inactive = mem.inactive_anon + mem.inactive_file;
 	out->unevictable = mem.unevictable;

@@ -175,6 +175,7 @@ START_TEST(take_machine_and_cgroup)
 	ck_assert_int_eq(s.psi_some_us, 83423117);
 	ck_assert_int_eq(s.psi_full_us, 20981544);
 	ck_assert_int_eq(s.refaults, 1200 + 98765);
+	ck_assert_int_eq(s.majfaults, 4567);
 	ck_assert_int_eq(s.unevictable, 1024);
 
 	struct sample_source none = {.root = FIX "/nope"};
