@@ -83,8 +83,12 @@ struct agent {
 	char *mglru_buf;
 	struct mglru_view *mg;
 	enum wsest_source source; /* the last estimate's, for the log */
-	/* Active probing (cgroup backend, memory.reclaim present). */
-	int probe_on;
+	/* Active probing: off, or through memory.reclaim or memory.high of
+	 * probe_dir (the cgroup backend's cgroup, or probe_cgroup); the
+	 * marker keeps memory.high to set back across a crash. */
+	enum { PROBE_OFF, PROBE_RECLAIM, PROBE_HIGH } probe_on;
+	char probe_dir[CONFIG_STR];
+	char probe_marker[CONFIG_STR + 16];
 	struct probe probe;
 	rx_pages probed_pending; /* taken since the last sample */
 	int64_t n_probes, probed_total;
@@ -297,10 +301,13 @@ static void probe_tick(struct agent *a)
 	want = probe_next(&a->cfg.prb, &a->probe, &a->e);
 	if (want <= 0)
 		return;
-	if (sample_reclaim(a->cfg.cgroup, want, &taken, err, sizeof err) < 0) {
+	if ((a->probe_on == PROBE_RECLAIM
+	         ? sample_reclaim(a->probe_dir, want, &taken, err, sizeof err)
+	         : sample_probe_high(a->probe_dir, want, a->probe_marker,
+	                             &taken, err, sizeof err)) < 0) {
 		log_warn("probing stopped", "err=%s",
 		         log_quote((char[600]){0}, 600, err));
-		a->probe_on = 0;
+		a->probe_on = PROBE_OFF;
 		return;
 	}
 	log_debug("probe", "asked_pages=%lld taken_pages=%lld stall_ppm=%lld",
@@ -1636,6 +1643,56 @@ off:
 	         log_quote((char[600]){0}, 600, err));
 }
 
+/* Probing: through the cgroup backend's cgroup, or for the whole machine
+ * (kmod) through probe_cgroup; memory.reclaim or memory.high as probe_via
+ * says and the cgroup offers. A memory.high an earlier agent left lowered
+ * (killed mid-probe) is set back first. */
+static void probe_start(struct agent *a)
+{
+	char rp[CONFIG_STR + 32], hp[CONFIG_STR + 32], err[512];
+	const char *dir = !strcmp(a->cfg.backend, "cgroup") ? a->cfg.cgroup
+	                  : !strcmp(a->cfg.backend, "kmod")
+	                      ? a->cfg.probe_cgroup
+	                      : "";
+	const char *via = a->cfg.probe_via;
+
+	if (!a->cfg.probe || !dir[0])
+		return;
+	snprintf(a->probe_dir, sizeof a->probe_dir, "%s", dir);
+	snprintf(a->probe_marker, sizeof a->probe_marker, "%s.probe-high",
+	         a->cfg.spool);
+	int r = sample_probe_high_restore(dir, a->probe_marker, err,
+	                                  sizeof err);
+	if (r < 0) {
+		log_error("memory.high left lowered by a probe could not be set "
+		          "back; no probing",
+		          "err=%s", log_quote((char[600]){0}, 600, err));
+		return;
+	}
+	if (r > 0)
+		log_warn("set back memory.high that a probe had lowered when "
+		         "the agent stopped",
+		         "cgroup=%s", dir);
+	snprintf(rp, sizeof rp, "%s/memory.reclaim", dir);
+	snprintf(hp, sizeof hp, "%s/memory.high", dir);
+	if (strcmp(via, "high") && access(rp, W_OK) == 0)
+		a->probe_on = PROBE_RECLAIM;
+	else if (strcmp(via, "reclaim") && access(hp, W_OK) == 0)
+		a->probe_on = PROBE_HIGH;
+	if (a->probe_on)
+		log_info(a->probe_on == PROBE_RECLAIM
+		             ? "probing through memory.reclaim"
+		             : "probing through memory.high",
+		         "cgroup=%s ceiling_ppm=%lld step_pct=%d", dir,
+		         (long long)a->cfg.prb.ceiling_ppm, a->cfg.prb.step_pct);
+	else
+		log_info("no probing",
+		         "why=%s is not writable "
+		         "(memory.reclaim: kernel 5.19+; memory.high: not at the "
+		         "cgroup2 root)",
+		         !strcmp(via, "high") ? hp : rp);
+}
+
 static int start(struct agent *a, char *err, size_t errlen)
 {
 	char secret[256];
@@ -1698,21 +1755,7 @@ static int start(struct agent *a, char *err, size_t errlen)
 	}
 	if (strcmp(a->cfg.backend, "sim") && a->cfg.mglru)
 		mglru_start(a);
-	if (!strcmp(a->cfg.backend, "cgroup") && a->cfg.probe) {
-		char rp[CONFIG_STR + 32];
-		snprintf(rp, sizeof rp, "%s/memory.reclaim", a->cfg.cgroup);
-		a->probe_on = access(rp, W_OK) == 0;
-		if (a->probe_on)
-			log_info("probing through memory.reclaim",
-			         "ceiling_ppm=%lld step_pct=%d",
-			         (long long)a->cfg.prb.ceiling_ppm,
-			         a->cfg.prb.step_pct);
-		else
-			log_info("no probing",
-			         "why=%s is not writable "
-			         "(kernel older than 5.19?)",
-			         rp);
-	}
+	probe_start(a);
 	if (strcmp(a->cfg.backend, "sim") && a->cfg.idle_sampling &&
 	    !a->mglru_on) {
 		char e2[512];

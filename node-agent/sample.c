@@ -560,3 +560,136 @@ int sample_reclaim(const char *dir, rx_pages pages, rx_pages *taken, char *err,
 	    before > after ? (rx_pages)((before - after) / RX_PAGE_SIZE) : 0;
 	return 0;
 }
+
+/* Writes `text` to DIR/NAME in one write. */
+static int write_in(const char *dir, const char *name, const char *text,
+                    char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	size_t n = strlen(text);
+	int fd;
+
+	if (snprintf(path, sizeof path, "%s/%s", dir, name) >=
+	    (int)sizeof path) {
+		errf(err, errlen, "path too long: %s/%s", dir, name);
+		return -1;
+	}
+	/* O_TRUNC as the shell's `>` does: cgroup files take it, and a plain
+	 * file (tests) then holds only the value. */
+	fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	if (fd < 0) {
+		errf(err, errlen, "could not open %s: %s", path,
+		     strerror(errno));
+		return -1;
+	}
+	ssize_t w = write(fd, text, n);
+	int e = errno;
+	close(fd);
+	if (w != (ssize_t)n) {
+		errf(err, errlen, "could not write %s: %s", path,
+		     w < 0 ? strerror(e) : "short write");
+		return -1;
+	}
+	return 0;
+}
+
+/* memory.high as read ("max" or bytes), one line, for writing back. */
+static int read_high(const char *dir, char *out, size_t len, char *err,
+                     size_t errlen)
+{
+	char buf[64];
+	uint64_t v;
+	const char *rest;
+
+	if (read_in(dir, "memory.high", buf, sizeof buf, err, errlen) < 0)
+		return -1;
+	if (!strncmp(buf, "max", 3) && (buf[3] == '\n' || !buf[3])) {
+		snprintf(out, len, "max\n");
+		return 0;
+	}
+	if (parse_u64(buf, &rest, &v) < 0 || v > INT64_MAX) {
+		errf(err, errlen, "%s/memory.high: neither \"max\" nor a byte "
+		     "count",
+		     dir);
+		return -1;
+	}
+	snprintf(out, len, "%llu\n", (unsigned long long)v);
+	return 0;
+}
+
+int sample_probe_high(const char *dir, rx_pages pages, const char *marker,
+                      rx_pages *taken, char *err, size_t errlen)
+{
+	char high[32], low[32];
+	int64_t before, after;
+
+	*taken = 0;
+	if (pages <= 0)
+		return 0;
+	if (read_current(dir, &before, err, errlen) < 0 ||
+	    read_high(dir, high, sizeof high, err, errlen) < 0)
+		return -1;
+	int64_t target = before - (int64_t)pages * RX_PAGE_SIZE;
+	if (target < 0)
+		target = 0;
+	snprintf(low, sizeof low, "%lld\n", (long long)target);
+	if (marker) {
+		FILE *f = fopen(marker, "w");
+		if (!f || fputs(high, f) < 0 || fflush(f) != 0 ||
+		    fsync(fileno(f)) != 0) {
+			errf(err, errlen,
+			     "could not write %s (it keeps memory.high to set "
+			     "back): %s",
+			     marker, strerror(errno));
+			if (f)
+				fclose(f);
+			return -1;
+		}
+		fclose(f);
+	}
+	/* The kernel reclaims down to the new memory.high before the write
+	 * returns; a signal (the agent told to stop) ends it early. */
+	int rc = write_in(dir, "memory.high", low, err, errlen);
+	if (rc == 0)
+		rc = read_current(dir, &after, err, errlen);
+	char e2[256];
+	if (write_in(dir, "memory.high", high, e2, sizeof e2) < 0) {
+		errf(err, errlen,
+		     "%s; memory.high is left lowered (%s is kept, the agent "
+		     "sets it back when it starts)",
+		     e2, marker ? marker : "no marker");
+		return -1;
+	}
+	if (marker)
+		unlink(marker);
+	if (rc < 0)
+		return -1;
+	*taken =
+	    before > after ? (rx_pages)((before - after) / RX_PAGE_SIZE) : 0;
+	return 0;
+}
+
+int sample_probe_high_restore(const char *dir, const char *marker, char *err,
+                              size_t errlen)
+{
+	char buf[64];
+	uint64_t v;
+	const char *rest;
+
+	if (access(marker, F_OK) < 0)
+		return 0;
+	if (sample_read_file(marker, buf, sizeof buf, err, errlen) < 0)
+		return -1;
+	if (strcmp(buf, "max\n") &&
+	    (parse_u64(buf, &rest, &v) < 0 || v > INT64_MAX)) {
+		errf(err, errlen,
+		     "%s holds neither \"max\" nor a byte count: set %s's "
+		     "memory.high by hand, then remove it",
+		     marker, dir);
+		return -1;
+	}
+	if (write_in(dir, "memory.high", buf, err, errlen) < 0)
+		return -1;
+	unlink(marker);
+	return 1;
+}
