@@ -81,7 +81,7 @@ struct agent {
 	int mglru_on;
 	char memcg[CONFIG_STR];
 	char *mglru_buf;
-	struct mglru_view *mg;
+	struct mglru_view *mg, *mg_probe; /* mg_probe: read after a probe */
 	enum wsest_source source; /* the last estimate's, for the log */
 	/* Active probing: off, or through memory.reclaim or memory.high of
 	 * probe_dir (the cgroup backend's cgroup, or probe_cgroup); the
@@ -90,7 +90,8 @@ struct agent {
 	char probe_dir[CONFIG_STR];
 	char probe_marker[CONFIG_STR + 16];
 	struct probe probe;
-	rx_pages probed_pending; /* taken since the last sample */
+	rx_pages probed_pending;   /* taken since the last sample */
+	rx_pages rejected_pending; /* put in young generations unaccessed */
 	int64_t n_probes, probed_total;
 	int64_t account;
 	/* this agent's principal as orders record it (node:KEY): the orders
@@ -262,7 +263,9 @@ static int take_sample(struct agent *a, rx_time_ns t, struct wsest_sample *s)
 			return -1;
 		}
 		s->probed = a->probed_pending;
+		s->rejected = a->rejected_pending;
 		a->probed_pending = 0;
+		a->rejected_pending = 0;
 		if (a->mglru_on && mglru_sample(a, s, err, sizeof err) < 0) {
 			log_warn("MGLRU generations unreadable; working set "
 			         "from the other sources from now on",
@@ -301,6 +304,14 @@ static void probe_tick(struct agent *a)
 	want = probe_next(&a->cfg.prb, &a->probe, &a->e);
 	if (want <= 0)
 		return;
+	/* The generations either side of the probe: what it could not
+	 * evict, reclaim puts into the youngest one (mglru.h). */
+	const char *memcg = a->memcg[0] ? a->memcg : NULL;
+	int gens = a->mglru_on &&
+	           sample_read_file(a->cfg.mglru_file, a->mglru_buf,
+	                            AGENT_LRU_GEN_MAX, err, sizeof err) == 0 &&
+	           mglru_parse(a->mglru_buf, memcg, 1000, a->mg, err,
+	                       sizeof err) == 0;
 	if ((a->probe_on == PROBE_RECLAIM
 	         ? sample_reclaim(a->probe_dir, want, &taken, err, sizeof err)
 	         : sample_probe_high(a->probe_dir, want, a->probe_marker,
@@ -309,6 +320,15 @@ static void probe_tick(struct agent *a)
 		         log_quote((char[600]){0}, 600, err));
 		a->probe_on = PROBE_OFF;
 		return;
+	}
+	if (gens &&
+	    sample_read_file(a->cfg.mglru_file, a->mglru_buf,
+	                     AGENT_LRU_GEN_MAX, err, sizeof err) == 0 &&
+	    mglru_parse(a->mglru_buf, memcg, 1000, a->mg_probe, err,
+	                sizeof err) == 0) {
+		rx_pages r = mglru_young_gain(a->mg, a->mg_probe);
+		a->rejected_pending += r;
+		log_debug("probe rejected", "pages=%lld", (long long)r);
 	}
 	log_debug("probe", "asked_pages=%lld taken_pages=%lld stall_ppm=%lld",
 	          (long long)want, (long long)taken, (long long)a->e.stall_ppm);
@@ -1624,7 +1644,8 @@ static void mglru_start(struct agent *a)
 	}
 	a->mglru_buf = malloc(AGENT_LRU_GEN_MAX);
 	a->mg = malloc(sizeof *a->mg);
-	if (!a->mglru_buf || !a->mg) {
+	a->mg_probe = malloc(sizeof *a->mg_probe);
+	if (!a->mglru_buf || !a->mg || !a->mg_probe) {
 		snprintf(err, sizeof err, "out of memory");
 		goto off;
 	}
@@ -1952,5 +1973,6 @@ int main(int argc, char **argv)
 	sample_idle_free(a.idle);
 	free(a.mglru_buf);
 	free(a.mg);
+	free(a.mg_probe);
 	return 0;
 }

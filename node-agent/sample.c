@@ -8,7 +8,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #define SAMPLE_FILE_MAX 16384 /* /proc/vmstat is about 5 KiB */
@@ -503,12 +505,36 @@ int sample_idle_scan(struct sample_idle *si, struct wsest_idle *out, char *err,
 	return 0;
 }
 
+/* What the cgroup uses, in bytes: memory.current, or where there is none
+ * (the cgroup2 root) the pages on its LRU lists from memory.stat. */
 static int read_current(const char *dir, int64_t *out, char *err, size_t errlen)
 {
-	char buf[64];
+	char buf[64], path[PATH_MAX];
 	uint64_t v;
 	const char *rest;
 
+	snprintf(path, sizeof path, "%s/memory.current", dir);
+	if (access(path, F_OK) < 0 && errno == ENOENT) {
+		struct sample_mem mem;
+		struct sample_counters ctr;
+		char *st = malloc(SAMPLE_FILE_MAX);
+		int rc = -1;
+		if (!st) {
+			errf(err, errlen, "out of memory");
+			return -1;
+		}
+		if (read_in(dir, "memory.stat", st, SAMPLE_FILE_MAX, err,
+		            errlen) == 0 &&
+		    sample_parse_memstat(st, &mem, &ctr, err, errlen) == 0) {
+			*out = (int64_t)(mem.active_anon + mem.inactive_anon +
+			                 mem.active_file + mem.inactive_file +
+			                 mem.unevictable) *
+			       RX_PAGE_SIZE;
+			rc = 0;
+		}
+		free(st);
+		return rc;
+	}
 	if (read_in(dir, "memory.current", buf, sizeof buf, err, errlen) < 0)
 		return -1;
 	if (parse_u64(buf, &rest, &v) < 0 || v > INT64_MAX) {
@@ -588,9 +614,15 @@ static int write_in(const char *dir, const char *name, const char *text,
 	if (w != (ssize_t)n) {
 		errf(err, errlen, "could not write %s: %s", path,
 		     w < 0 ? strerror(e) : "short write");
+		errno = w < 0 ? e : EIO;
 		return -1;
 	}
 	return 0;
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
 }
 
 /* memory.high as read ("max" or bytes), one line, for writing back. */
@@ -648,8 +680,22 @@ int sample_probe_high(const char *dir, rx_pages pages, const char *marker,
 		fclose(f);
 	}
 	/* The kernel reclaims down to the new memory.high before the write
-	 * returns; a signal (the agent told to stop) ends it early. */
+	 * returns, and goes on while the workload grows past it (taking
+	 * what it grows into, and throttling it meanwhile): a timer's signal
+	 * ends the write after SAMPLE_PROBE_HIGH_MS, whatever it got. */
+	struct sigaction sa, old_sa;
+	struct itimerval it = {{0, 0}, {0, SAMPLE_PROBE_HIGH_MS * 1000}}, off;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_alarm; /* no SA_RESTART: the write returns */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGALRM, &sa, &old_sa);
+	setitimer(ITIMER_REAL, &it, NULL);
 	int rc = write_in(dir, "memory.high", low, err, errlen);
+	if (rc < 0 && errno == EINTR)
+		rc = 0; /* the timer ended it: what it got is taken */
+	memset(&off, 0, sizeof off);
+	setitimer(ITIMER_REAL, &off, NULL);
+	sigaction(SIGALRM, &old_sa, NULL);
 	if (rc == 0)
 		rc = read_current(dir, &after, err, errlen);
 	char e2[256];

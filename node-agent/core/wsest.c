@@ -11,6 +11,7 @@
  * stall with almost no refaults, or the reverse), not a device. */
 #define WSEST_COST_MIN_NS 1000
 #define WSEST_COST_MAX_NS 10000000
+#define WSEST_REJ_MAX     64 /* probes remembered within a window */
 
 struct wsest {
 	struct wsest_config cfg;
@@ -32,6 +33,14 @@ struct wsest {
 	int have_thrash;
 	double fault_rate; /* pages faulted back a second, smoothed */
 	double evict_ms;   /* the oldest generation's age, smoothed */
+	/* Pages probes could not evict, put in the youngest generation
+	 * unaccessed: when, and until when they count as working (0: the
+	 * generation after theirs is not made yet). */
+	int nrej;
+	struct {
+		rx_time_ns t, until;
+		rx_pages pages;
+	} rej[WSEST_REJ_MAX];
 };
 
 void wsest_config_default(struct wsest_config *c)
@@ -343,6 +352,43 @@ static double lru_estimate(struct wsest *w, const struct wsest_sample *s,
 	return (double)hot + half;
 }
 
+/* The pages probes put into the youngest generation unaccessed that the
+ * generations still count as working, this sample's added. A page there
+ * counts until the generation made after it is a window old: the walk
+ * that made that one is the first that could have seen it accessed. */
+static double rejected_recent(struct wsest *w, const struct wsest_sample *s)
+{
+	rx_time_ns born = s->t - (rx_time_ns)s->gens.walk_age_ms * 1000000;
+	int k = 0;
+	double sum = 0;
+
+	for (int i = 0; i < w->nrej; i++) {
+		if (!w->rej[i].until && born > w->rej[i].t)
+			w->rej[i].until = born + w->cfg.window_ns;
+		if (!w->rej[i].until || s->t < w->rej[i].until)
+			w->rej[k++] = w->rej[i];
+	}
+	w->nrej = k;
+	if (s->rejected > 0) {
+		if (w->nrej == WSEST_REJ_MAX) {
+			/* full: the two oldest as one, dated the later */
+			w->rej[1].pages += w->rej[0].pages;
+			memmove(&w->rej[0], &w->rej[1],
+			        (size_t)(WSEST_REJ_MAX - 1) * sizeof w->rej[0]);
+			w->nrej--;
+		}
+		/* carried by this sample, made at the probe after the
+		 * previous one */
+		w->rej[w->nrej].t = w->prev.t;
+		w->rej[w->nrej].until = 0;
+		w->rej[w->nrej].pages = s->rejected;
+		w->nrej++;
+	}
+	for (int i = 0; i < w->nrej; i++)
+		sum += (double)w->rej[i].pages;
+	return sum;
+}
+
 /* Thrashing: pages fault back while the oldest generation, the one
  * reclaim evicts from, is younger than the window, so the pages evicted
  * were touched within it. Each such page stays in the working set, and
@@ -385,7 +431,7 @@ int wsest_update(struct wsest *w, const struct wsest_sample *s,
 {
 	memset(e, 0, sizeof *e);
 	if (s->active < 0 || s->inactive < 0 || s->unevictable < 0 ||
-	    s->probed < 0) {
+	    s->probed < 0 || s->rejected < 0) {
 		*why = "negative list size in sample";
 		return -1;
 	}
@@ -456,6 +502,17 @@ int wsest_update(struct wsest *w, const struct wsest_sample *s,
 		lo += (double)s->unevictable;
 		hi += (double)s->unevictable;
 		keep = 1;
+		double rej = rejected_recent(w, s);
+		e->rejected = (rx_pages)rej;
+		raw -= rej;
+		lo -= rej;
+		hi -= rej;
+		if (raw < 0)
+			raw = 0;
+		if (lo < 0)
+			lo = 0;
+		if (hi < raw)
+			hi = raw;
 		double th = thrash_bound(w, dref, dt_s, evict_ms, e);
 		if (th / 2 > def_half)
 			def_half = th / 2;

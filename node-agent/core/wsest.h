@@ -90,6 +90,12 @@ struct wsest_sample {
 	 * the page was evicted from is still the oldest, which thrashing
 	 * outruns: the faults count every page that came back. */
 	uint64_t majfaults;
+	/* Pages the probes since the previous sample could not evict, which
+	 * MGLRU's reclaim puts into the youngest generation without their
+	 * being accessed (the agent reads the generations either side of a
+	 * probe): the walk-based reading would count them as working for a
+	 * window, so they are taken off it for one. */
+	rx_pages rejected;
 };
 
 enum wsest_source {
@@ -143,6 +149,7 @@ struct wsest_estimate {
 	int thrashing;
 	rx_pages thrash_hi;
 	int64_t evict_age_ms; /* the oldest generation's age, smoothed */
+	rx_pages rejected;    /* probe-rejected pages taken off (window) */
 };
 
 struct wsest;

@@ -204,6 +204,39 @@ START_TEST(aging_commands)
 }
 END_TEST
 
+/* Reads either side of a probe, as recorded in the guest after thrashing
+ * (t=416.6 and 418.7): the youngest generation's growth is what reclaim
+ * could not evict; when a younger generation was made meanwhile, all of
+ * the new one. Lruvecs are matched by memcg and node. */
+START_TEST(young_gain)
+{
+	static struct mglru_view before, after;
+	ck_assert_int_eq(mglru_parse("memcg 3 /c\n node 0\n"
+	                             " 41 27944 33649 0\n 42 25580 17679 0\n"
+	                             " 43 21708 12961 0\n 44 11280 0 0\n"
+	                             "memcg 4 /d\n node 0\n"
+	                             " 7 9000 100 0\n 8 1000 50 5\n",
+	                             NULL, 0, &before, err, sizeof err),
+	                 0);
+	ck_assert_int_eq(mglru_parse("memcg 3 /c\n node 0\n"
+	                             " 41 28100 25215 0\n 42 25736 17679 0\n"
+	                             " 43 21864 12961 0\n 44 11436 5518 0\n"
+	                             "memcg 4 /d\n node 0\n"
+	                             " 7 9100 100 0\n 8 1100 40 5\n",
+	                             NULL, 0, &after, err, sizeof err),
+	                 0);
+	ck_assert_int_eq(after.lv[0].young_pages, 5518);
+	ck_assert_int_eq(mglru_young_gain(&before, &after), 5518);
+	/* a walk made generation 9 during the probe: all of it counts */
+	ck_assert_int_eq(mglru_parse("memcg 4 /d\n node 0\n"
+	                             " 7 9100 100 0\n 8 1100 45 5\n"
+	                             " 9 10 7 0\n",
+	                             NULL, 0, &after, err, sizeof err),
+	                 0);
+	ck_assert_int_eq(mglru_young_gain(&before, &after), 7);
+}
+END_TEST
+
 START_TEST(enable_file)
 {
 	char path[] = "/tmp/ramex-test-enabled-XXXXXX";
@@ -390,6 +423,7 @@ int main(void)
 	tcase_add_test(tc, memcg_path);
 	tcase_add_test(tc, aging_commands);
 	tcase_add_test(tc, enable_file);
+	tcase_add_test(tc, young_gain);
 	tcase_add_test(tc, recorded_trace);
 	tcase_add_test(tc, recorded_thrashing);
 	suite_add_tcase(s, tc);

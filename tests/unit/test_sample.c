@@ -259,6 +259,31 @@ START_TEST(probe_high_sets_back)
 }
 END_TEST
 
+/* The cgroup2 root (the whole machine's probes) has memory.reclaim and
+ * memory.stat but no memory.current: what a probe took is measured on the
+ * LRU lists memory.stat counts. */
+START_TEST(reclaim_at_the_root)
+{
+	char dir[] = "/tmp/ramex-root-XXXXXX", p[600];
+	rx_pages taken = -1;
+
+	ck_assert(mkdtemp(dir));
+	put(dir, "memory.stat", fixture("cgroup/memory.stat"));
+	put(dir, "memory.reclaim", "");
+	ck_assert_msg(sample_reclaim(dir, 256, &taken, err, sizeof err) == 0,
+	              "%s", err);
+	ck_assert_int_eq(taken, 0);
+	ck_assert_str_eq(get(dir, "memory.reclaim"), "1048576\n");
+	snprintf(p, sizeof p, "%s/memory.stat", dir);
+	unlink(p);
+	ck_assert_int_eq(sample_reclaim(dir, 256, &taken, err, sizeof err), -1);
+	ck_assert_msg(strstr(err, "memory.stat"), "%s", err);
+	snprintf(p, sizeof p, "%s/memory.reclaim", dir);
+	unlink(p);
+	ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 /* A plain file stands in for page_idle/bitmap: the sampler sets a page's
  * bit, the test "touches" a page by clearing it, as the kernel does. */
 static void touch(int fd, uint64_t pfn)
@@ -371,6 +396,7 @@ int main(void)
 	tcase_add_test(tc, idle_ages);
 	tcase_add_test(tc, truncated_inputs);
 	tcase_add_test(tc, probe_high_sets_back);
+	tcase_add_test(tc, reclaim_at_the_root);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
