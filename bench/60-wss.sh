@@ -15,8 +15,10 @@
 # leave the working set, by definition τ after it stopped being touched,
 # within the 60 s the goal allows). Cases: the whole machine (kmod backend)
 # in a 1 GiB guest and a 512 MiB one (below the allocation), and one cgroup
-# without a limit and with memory.max 256 MiB (probing on, and again off:
-# cglimit0). zram is the guest's swap.
+# without a limit (probing through memory.reclaim, and again through
+# memory.high: cghigh), with memory.max 400 MiB (cglimit400) and with 256
+# MiB (probing on, and again off: cglimit0); the whole machine probes
+# through the cgroup2 root's memory.reclaim. zram is the guest's swap.
 #
 #   RAMEX_WSS_PHASE_S (60)  RAMEX_WSS_WINDOW_S (20)  RAMEX_WSS_CASES (all)
 set -uo pipefail
@@ -26,7 +28,7 @@ BIN=$BUILD/bin
 . "$ROOT/tests/wss/guest.sh"
 P=${RAMEX_WSS_PHASE_S:-60}
 W=${RAMEX_WSS_WINDOW_S:-20}
-CASES=${RAMEX_WSS_CASES:-whole cg cglimit cglimit0 knee whole512}
+CASES=${RAMEX_WSS_CASES:-whole cg cghigh cglimit400 cglimit cglimit0 knee whole512}
 work=$BUILD/wss-bench
 mkdir -p "$work"
 
@@ -48,8 +50,10 @@ WSS_TRUTH_WINDOW_S=$W /wss_workload phases $phases
 wss_stop \$MON \$AGENT; rmmod ramex
 SH
       ;;
-      cg|cglimit|cglimit0) lim=max pages=262144 probe=
-        [[ $c == cglimit* ]] && lim=256M pages=65536
+      cg|cghigh|cglimit|cglimit0|cglimit400) lim=max pages=262144 probe=
+        [[ $c == cghigh ]] && probe=--probe_via=high
+        [[ $c == cglimit || $c == cglimit0 ]] && lim=256M pages=65536
+        [[ $c == cglimit400 ]] && lim=400M pages=102400
         [[ $c == cglimit0 ]] && probe=--probe=0
         cat <<SH
 mkdir /sys/fs/cgroup/$c; echo $lim >/sys/fs/cgroup/$c/memory.max
@@ -76,7 +80,7 @@ SH
       ;;
     esac
   done
-  echo 'grep -h -E "working-set source|MGLRU" /tmp/*.log | head -n 8 | sed "s/^/WSS-LOG /"'
+  echo 'grep -h -E "working-set source|MGLRU|probing" /tmp/*.log | head -n 40 | sed "s/^/WSS-LOG /"'
 }
 
 boot() { # name mem-mib seconds cases...

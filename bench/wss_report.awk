@@ -51,7 +51,7 @@ END {
   }
   printf "  %d of %d phases within ±10 %% of the truth (or the truth inside an error bar ≤ ±15 %%)\n", within, total
   printf "  truth: the pages the workload wrote within the window (its own count, averaged over the phase's last 15 s like the estimate); for the whole machine up to that plus the Unevictable+AnonPages+Mapped the guest held with the agent running before the workload (ratio: to the nearer end)\n"
-  printf "  stall%%: PSI some, share of the phase's time; probed: MiB the agent's probes took in the phase (cgroup cases; the whole-machine cases do not probe)\n"
+  printf "  stall%%: PSI some, share of the phase's time; probed: MiB the agent's probes took in the phase (the whole machine through the cgroup2 root's memory.reclaim; cglimit0 does not probe)\n"
   if (nl) {
     printf "  knee workload: 64 MiB written 40 times, runtime by memory.max:"
     for (i = 1; i <= nl; i++) printf " %s MiB %s;", limits[i], run[limits[i]] == "" ? ">60s" : run[limits[i]] "s"

@@ -207,21 +207,7 @@ static int start(struct agent *a, char *err, size_t errlen)
 	}
 	if (strcmp(a->cfg.backend, "sim") && a->cfg.mglru)
 		agent_sample_mglru_start(a);
-	if (!strcmp(a->cfg.backend, "cgroup") && a->cfg.probe) {
-		char rp[CONFIG_STR + 32];
-		snprintf(rp, sizeof rp, "%s/memory.reclaim", a->cfg.cgroup);
-		a->probe_on = access(rp, W_OK) == 0;
-		if (a->probe_on)
-			log_info("probing through memory.reclaim",
-			         "ceiling_ppm=%lld step_pct=%d",
-			         (long long)a->cfg.prb.ceiling_ppm,
-			         a->cfg.prb.step_pct);
-		else
-			log_info("no probing",
-			         "why=%s is not writable "
-			         "(kernel older than 5.19?)",
-			         rp);
-	}
+	agent_sample_probe_start(a);
 	if (strcmp(a->cfg.backend, "sim") && a->cfg.idle_sampling &&
 	    !a->mglru_on) {
 		char e2[512];
@@ -415,5 +401,6 @@ int main(int argc, char **argv)
 	sample_idle_free(a.idle);
 	free(a.mglru_buf);
 	free(a.mg);
+	free(a.mg_probe);
 	return 0;
 }

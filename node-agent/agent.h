@@ -72,12 +72,17 @@ struct agent {
 	int mglru_on;
 	char memcg[CONFIG_STR];
 	char *mglru_buf;
-	struct mglru_view *mg;
-	enum wsest_source source; /* the last estimate's, for the log */
-	/* Active probing (cgroup backend, memory.reclaim present). */
-	int probe_on;
+	struct mglru_view *mg, *mg_probe; /* mg_probe: read after a probe */
+	enum wsest_source source;         /* the last estimate's, for the log */
+	/* Active probing: off, or through memory.reclaim or memory.high of
+	 * probe_dir (the cgroup backend's cgroup, or probe_cgroup); the
+	 * marker keeps memory.high to set back across a crash. */
+	enum { PROBE_OFF, PROBE_RECLAIM, PROBE_HIGH } probe_on;
+	char probe_dir[CONFIG_STR];
+	char probe_marker[CONFIG_STR + 16];
 	struct probe probe;
-	rx_pages probed_pending; /* taken since the last sample */
+	rx_pages probed_pending;   /* taken since the last sample */
+	rx_pages rejected_pending; /* put in young generations unaccessed */
 	int64_t n_probes, probed_total;
 	int64_t account;
 	/* this agent's principal as orders record it (node:KEY): the orders

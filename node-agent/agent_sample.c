@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* sim: the workload's size may be changed from outside (tests, demos)
  * through sim_usage_file, re-read every sample. */
@@ -95,7 +96,9 @@ int agent_sample_take(struct agent *a, rx_time_ns t, struct wsest_sample *s)
 			return -1;
 		}
 		s->probed = a->probed_pending;
+		s->rejected = a->rejected_pending;
 		a->probed_pending = 0;
+		a->rejected_pending = 0;
 		if (a->mglru_on && mglru_sample(a, s, err, sizeof err) < 0) {
 			log_warn("MGLRU generations unreadable; working set "
 			         "from the other sources from now on",
@@ -134,11 +137,31 @@ void agent_sample_probe(struct agent *a)
 	want = probe_next(&a->cfg.prb, &a->probe, &a->e);
 	if (want <= 0)
 		return;
-	if (sample_reclaim(a->cfg.cgroup, want, &taken, err, sizeof err) < 0) {
+	/* The generations either side of the probe: what it could not
+	 * evict, reclaim puts into the youngest one (mglru.h). */
+	const char *memcg = a->memcg[0] ? a->memcg : NULL;
+	int gens =
+	    a->mglru_on &&
+	    sample_read_file(a->cfg.mglru_file, a->mglru_buf, AGENT_LRU_GEN_MAX,
+	                     err, sizeof err) == 0 &&
+	    mglru_parse(a->mglru_buf, memcg, 1000, a->mg, err, sizeof err) == 0;
+	if ((a->probe_on == PROBE_RECLAIM
+	         ? sample_reclaim(a->probe_dir, want, &taken, err, sizeof err)
+	         : sample_probe_high(a->probe_dir, want, a->probe_marker,
+	                             &taken, err, sizeof err)) < 0) {
 		log_warn("probing stopped", "err=%s",
 		         log_quote((char[600]){0}, 600, err));
-		a->probe_on = 0;
+		a->probe_on = PROBE_OFF;
 		return;
+	}
+	if (gens &&
+	    sample_read_file(a->cfg.mglru_file, a->mglru_buf, AGENT_LRU_GEN_MAX,
+	                     err, sizeof err) == 0 &&
+	    mglru_parse(a->mglru_buf, memcg, 1000, a->mg_probe, err,
+	                sizeof err) == 0) {
+		rx_pages r = mglru_young_gain(a->mg, a->mg_probe);
+		a->rejected_pending += r;
+		log_debug("probe rejected", "pages=%lld", (long long)r);
 	}
 	log_debug("probe", "asked_pages=%lld taken_pages=%lld stall_ppm=%lld",
 	          (long long)want, (long long)taken, (long long)a->e.stall_ppm);
@@ -171,7 +194,8 @@ void agent_sample_mglru_start(struct agent *a)
 	}
 	a->mglru_buf = malloc(AGENT_LRU_GEN_MAX);
 	a->mg = malloc(sizeof *a->mg);
-	if (!a->mglru_buf || !a->mg) {
+	a->mg_probe = malloc(sizeof *a->mg_probe);
+	if (!a->mglru_buf || !a->mg || !a->mg_probe) {
 		snprintf(err, sizeof err, "out of memory");
 		goto off;
 	}
@@ -188,4 +212,57 @@ void agent_sample_mglru_start(struct agent *a)
 off:
 	log_info("no MGLRU working-set source", "why=%s",
 	         log_quote((char[600]){0}, 600, err));
+}
+
+/* Probing: through the cgroup backend's cgroup, or for the whole machine
+ * (kmod) through probe_cgroup; memory.reclaim or memory.high as probe_via
+ * says and the cgroup offers. A memory.high an earlier agent left lowered
+ * (killed mid-probe) is set back first. */
+void agent_sample_probe_start(struct agent *a)
+{
+	char rp[CONFIG_STR + 32], hp[CONFIG_STR + 32], err[512];
+	const char *dir = !strcmp(a->cfg.backend, "cgroup") ? a->cfg.cgroup
+	                  : !strcmp(a->cfg.backend, "kmod")
+	                      ? a->cfg.probe_cgroup
+	                      : "";
+	const char *via = a->cfg.probe_via;
+
+	if (!a->cfg.probe || !dir[0])
+		return;
+	snprintf(a->probe_dir, sizeof a->probe_dir, "%s", dir);
+	snprintf(a->probe_marker, sizeof a->probe_marker, "%s.probe-high",
+	         a->cfg.spool);
+	int r =
+	    sample_probe_high_restore(dir, a->probe_marker, err, sizeof err);
+	if (r < 0) {
+		log_error(
+		    "memory.high left lowered by a probe could not be set "
+		    "back; no probing",
+		    "err=%s", log_quote((char[600]){0}, 600, err));
+		return;
+	}
+	if (r > 0)
+		log_warn("set back memory.high that a probe had lowered when "
+		         "the agent stopped",
+		         "cgroup=%s", dir);
+	snprintf(rp, sizeof rp, "%s/memory.reclaim", dir);
+	snprintf(hp, sizeof hp, "%s/memory.high", dir);
+	if (strcmp(via, "high") && access(rp, W_OK) == 0)
+		a->probe_on = PROBE_RECLAIM;
+	else if (strcmp(via, "reclaim") && access(hp, W_OK) == 0)
+		a->probe_on = PROBE_HIGH;
+	if (a->probe_on)
+		log_info(a->probe_on == PROBE_RECLAIM
+		             ? "probing through memory.reclaim"
+		             : "probing through memory.high",
+		         "cgroup=%s ceiling_ppm=%lld step_pct=%d", dir,
+		         (long long)a->cfg.prb.ceiling_ppm,
+		         a->cfg.prb.step_pct);
+	else
+		log_info(
+		    "no probing",
+		    "why=%s is not writable "
+		    "(memory.reclaim: kernel 5.19+; memory.high: not at the "
+		    "cgroup2 root)",
+		    !strcmp(via, "high") ? hp : rp);
 }

@@ -20,5 +20,8 @@ void agent_sample_probe(struct agent *a);
 /* MGLRU as the working-set source, if the kernel and settings allow;
  * a failure is logged and leaves the other sources. */
 void agent_sample_mglru_start(struct agent *a);
+/* Chooses how to probe (memory.reclaim, memory.high, or not at all) and
+ * sets back a memory.high a killed agent left lowered. */
+void agent_sample_probe_start(struct agent *a);
 
 #endif

@@ -42,6 +42,8 @@ void agent_status_write(struct agent *a)
 	        "ramex_agent_wss_err_pages %lld\n"
 	        "ramex_agent_wss_source{source=\"%s\"} 1\n"
 	        "ramex_agent_resident_pages %lld\n"
+	        "ramex_agent_deficit_pages %lld\n"
+	        "ramex_agent_thrashing %d\n"
 	        "ramex_agent_dydx_us_per_page_year %lld\n"
 	        "ramex_agent_probe_dydx_us_per_page_year %lld\n"
 	        "ramex_agent_probes_total %lld\n"
@@ -78,12 +80,12 @@ void agent_status_write(struct agent *a)
 	        "ramex_agent_errors_total %lld\n",
 	        (long long)a->e.wss, (long long)a->e.wss_err,
 	        wsest_source_name(a->e.source), (long long)a->e.resident,
-	        (long long)a->e.dydx, (long long)a->e.probe_dydx,
-	        (long long)a->n_probes, (long long)a->probed_total,
-	        (long long)a->e.stall_ppm, a->e.pressure, a->e.stable,
-	        (long long)a->view.need, (long long)a->view.sold,
-	        (long long)a->view.borrowed, (long long)a->view.spare,
-	        (long long)a->view.ask[STRATEGY_SPOT],
+	        (long long)a->e.deficit, a->e.thrashing, (long long)a->e.dydx,
+	        (long long)a->e.probe_dydx, (long long)a->n_probes,
+	        (long long)a->probed_total, (long long)a->e.stall_ppm,
+	        a->e.pressure, a->e.stable, (long long)a->view.need,
+	        (long long)a->view.sold, (long long)a->view.borrowed,
+	        (long long)a->view.spare, (long long)a->view.ask[STRATEGY_SPOT],
 	        (long long)a->view.ask[STRATEGY_PERM], (long long)a->view.bid,
 	        exec_count(a->ex), a->reachable, (long long)a->n_samples,
 	        (long long)a->n_orders, (long long)a->n_cancels,

@@ -98,9 +98,17 @@ static const struct setting settings[] = {
     S("mglru_file", mglru_file,
       "MGLRU's generations file (debugfs must be mounted)"),
     B("probe", probe,
-      "cgroup backend: probe actively (Senpai/TMO), taking a share of the "
-      "cold pages away through memory.reclaim and measuring dy/dx by the "
-      "refaults that follow"),
+      "probe actively (Senpai/TMO), taking a share of the cold pages away "
+      "and measuring dy/dx by the refaults that follow (cgroup backend: "
+      "its cgroup; kmod: probe_cgroup)"),
+    S("probe_via", probe_via,
+      "how a probe takes pages: reclaim (memory.reclaim, 5.19+), high (a "
+      "memory.high lowered by the step, then set back) or auto (reclaim "
+      "where the cgroup has it, else high)"),
+    S("probe_cgroup", probe_cgroup,
+      "kmod backend (the whole machine): the cgroup v2 directory probes "
+      "take pages from: the cgroup2 root (it has memory.reclaim from "
+      "5.19 on), or one holding the workload; empty: not probed"),
     I("probe_ceiling_ppm", prb.ceiling_ppm, 1, 1, 1000000,
       "no probe while PSI some (ppm of time) is at half of this or more; "
       "after one, none for probe_backoff_samples"),
@@ -220,6 +228,10 @@ void config_default(struct agent_config *c)
 	strategy_config_default(&c->strat);
 	probe_config_default(&c->prb);
 	c->probe = 1;
+	strcpy(c->probe_via, "auto");
+	/* The whole machine is probed through the cgroup2 root: Debian's 6.1
+	 * has memory.reclaim there (no memory.high). */
+	strcpy(c->probe_cgroup, "/sys/fs/cgroup");
 }
 
 static const struct setting *lookup(const char *key, size_t len)
@@ -449,6 +461,13 @@ int config_check(const struct agent_config *c, char *err, size_t errlen)
 	wsest_free(w);
 	if ((why = probe_config_check(&c->prb))) {
 		err_set(err, errlen, "%s", why);
+		return -1;
+	}
+	if (strcmp(c->probe_via, "auto") && strcmp(c->probe_via, "reclaim") &&
+	    strcmp(c->probe_via, "high")) {
+		err_set(err, errlen,
+		        "probe_via must be auto, reclaim or high, not \"%s\"",
+		        c->probe_via);
 		return -1;
 	}
 	if ((why = strategy_config_check(&c->strat))) {

@@ -61,7 +61,9 @@ struct agent_config {
 	int lend_plaintext; /* allow plain TCP off loopback (both ends) */
 	struct wsest_config est;
 	struct strategy_config strat;
-	int probe; /* active probing through memory.reclaim */
+	int probe; /* active probing through memory.reclaim or memory.high */
+	char probe_via[16];          /* auto | reclaim | high */
+	char probe_cgroup[CONFIG_STR]; /* kmod backend: the cgroup probed */
 	struct probe_config prb;
 };
 

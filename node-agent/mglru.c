@@ -116,8 +116,9 @@ static void flush_lruvec(struct mglru_view *v, const struct gen *gs, int n,
 	}
 	int64_t young = (int64_t)gs[n - 1].age_ms;
 	if (v->nlv < MGLRU_MAX_LRUVECS)
-		v->lv[v->nlv++] =
-		    (struct mglru_lruvec){memcg, node, gs[n - 1].seq, young, n};
+		v->lv[v->nlv++] = (struct mglru_lruvec){
+		    memcg, node, gs[n - 1].seq, young, n,
+		    (int64_t)gs[n - 1].pages};
 	if (v->nlv == 1 || young < v->gens.walk_age_ms)
 		v->gens.walk_age_ms = young;
 }
@@ -194,6 +195,27 @@ int mglru_parse(const char *text, const char *memcg, int64_t merge_ms,
 		out->gens.nbins = 1;
 	}
 	return 0;
+}
+
+int64_t mglru_young_gain(const struct mglru_view *before,
+                         const struct mglru_view *after)
+{
+	int64_t gain = 0;
+
+	for (int i = 0; i < after->nlv; i++) {
+		const struct mglru_lruvec *a = &after->lv[i];
+		for (int j = 0; j < before->nlv; j++) {
+			const struct mglru_lruvec *b = &before->lv[j];
+			if (b->memcg_id != a->memcg_id || b->node != a->node)
+				continue;
+			if (a->max_seq != b->max_seq)
+				gain += a->young_pages;
+			else if (a->young_pages > b->young_pages)
+				gain += a->young_pages - b->young_pages;
+			break;
+		}
+	}
+	return gain;
 }
 
 static int write_str(const char *path, const char *s, char *err, size_t errlen)

@@ -34,6 +34,7 @@ struct mglru_lruvec {
 	uint64_t max_seq;        /* the youngest generation's number */
 	int64_t youngest_age_ms; /* age of that generation */
 	int ngens;
+	int64_t young_pages; /* pages in that generation */
 };
 
 struct mglru_view {
@@ -53,6 +54,16 @@ struct mglru_view {
  * that no memcg matched. */
 int mglru_parse(const char *text, const char *memcg, int64_t merge_ms,
                 struct mglru_view *out, char *err, size_t errlen);
+
+/* Pages that went into the youngest generations between two reads of
+ * the same memcgs (`before`, `after`) without being seen accessed: reclaim
+ * puts the pages it could not evict there (6.1's evict_folios: "don't add
+ * rejected folios to the oldest generation"). Meant for the reads either
+ * side of a probe, too short for anything else to fill them: per lruvec
+ * the youngest generation's growth, or all of it when a younger one was
+ * made meanwhile. */
+int64_t mglru_young_gain(const struct mglru_view *before,
+                         const struct mglru_view *after);
 
 /* Ages every lruvec of `v` whose youngest generation is at least
  * `interval_ms` old (force_scan: walk every page table, swap or not).

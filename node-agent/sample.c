@@ -6,10 +6,12 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #define SAMPLE_FILE_MAX 16384 /* /proc/vmstat is about 5 KiB */
@@ -387,6 +389,7 @@ int sample_take(const struct sample_source *src, rx_time_ns t,
 	out->psi_some_us = psi.some.total_us;
 	out->psi_full_us = psi.full.total_us;
 	out->refaults = ctr.refault_anon + ctr.refault_file;
+	out->majfaults = ctr.pgmajfault;
 	out->active = mem.active_anon + mem.active_file;
 	out->inactive = mem.inactive_anon + mem.inactive_file;
 	out->unevictable = mem.unevictable;
@@ -496,12 +499,36 @@ int sample_idle_scan(struct sample_idle *si, struct wsest_idle *out, char *err,
 	return 0;
 }
 
+/* What the cgroup uses, in bytes: memory.current, or where there is none
+ * (the cgroup2 root) the pages on its LRU lists from memory.stat. */
 static int read_current(const char *dir, int64_t *out, char *err, size_t errlen)
 {
-	char buf[64];
+	char buf[64], path[PATH_MAX];
 	uint64_t v;
 	const char *rest;
 
+	snprintf(path, sizeof path, "%s/memory.current", dir);
+	if (access(path, F_OK) < 0 && errno == ENOENT) {
+		struct sample_mem mem;
+		struct sample_counters ctr;
+		char *st = malloc(SAMPLE_FILE_MAX);
+		int rc = -1;
+		if (!st) {
+			err_set(err, errlen, "out of memory");
+			return -1;
+		}
+		if (read_in(dir, "memory.stat", st, SAMPLE_FILE_MAX, err,
+		            errlen) == 0 &&
+		    sample_parse_memstat(st, &mem, &ctr, err, errlen) == 0) {
+			*out = (int64_t)(mem.active_anon + mem.inactive_anon +
+			                 mem.active_file + mem.inactive_file +
+			                 mem.unevictable) *
+			       RX_PAGE_SIZE;
+			rc = 0;
+		}
+		free(st);
+		return rc;
+	}
 	if (read_in(dir, "memory.current", buf, sizeof buf, err, errlen) < 0)
 		return -1;
 	if (parse_u64(buf, &rest, &v) < 0 || v > INT64_MAX) {
@@ -555,4 +582,160 @@ int sample_reclaim(const char *dir, rx_pages pages, rx_pages *taken, char *err,
 	*taken =
 	    before > after ? (rx_pages)((before - after) / RX_PAGE_SIZE) : 0;
 	return 0;
+}
+
+/* Writes `text` to DIR/NAME in one write. */
+static int write_in(const char *dir, const char *name, const char *text,
+                    char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	size_t n = strlen(text);
+	int fd;
+
+	if (snprintf(path, sizeof path, "%s/%s", dir, name) >=
+	    (int)sizeof path) {
+		err_set(err, errlen, "path too long: %s/%s", dir, name);
+		return -1;
+	}
+	/* O_TRUNC as the shell's `>` does: cgroup files take it, and a plain
+	 * file (tests) then holds only the value. */
+	fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	if (fd < 0) {
+		err_set(err, errlen, "could not open %s: %s", path,
+		        strerror(errno));
+		return -1;
+	}
+	ssize_t w = write(fd, text, n);
+	int e = errno;
+	close(fd);
+	if (w != (ssize_t)n) {
+		err_set(err, errlen, "could not write %s: %s", path,
+		        w < 0 ? strerror(e) : "short write");
+		errno = w < 0 ? e : EIO;
+		return -1;
+	}
+	return 0;
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+/* memory.high as read ("max" or bytes), one line, for writing back. */
+static int read_high(const char *dir, char *out, size_t len, char *err,
+                     size_t errlen)
+{
+	char buf[64];
+	uint64_t v;
+	const char *rest;
+
+	if (read_in(dir, "memory.high", buf, sizeof buf, err, errlen) < 0)
+		return -1;
+	if (!strncmp(buf, "max", 3) && (buf[3] == '\n' || !buf[3])) {
+		snprintf(out, len, "max\n");
+		return 0;
+	}
+	if (parse_u64(buf, &rest, &v) < 0 || v > INT64_MAX) {
+		err_set(err, errlen,
+		        "%s/memory.high: neither \"max\" nor a byte "
+		        "count",
+		        dir);
+		return -1;
+	}
+	snprintf(out, len, "%llu\n", (unsigned long long)v);
+	return 0;
+}
+
+int sample_probe_high(const char *dir, rx_pages pages, const char *marker,
+                      rx_pages *taken, char *err, size_t errlen)
+{
+	char high[32], low[32];
+	int64_t before, after;
+
+	*taken = 0;
+	if (pages <= 0)
+		return 0;
+	if (read_current(dir, &before, err, errlen) < 0 ||
+	    read_high(dir, high, sizeof high, err, errlen) < 0)
+		return -1;
+	int64_t target = before - (int64_t)pages * RX_PAGE_SIZE;
+	if (target < 0)
+		target = 0;
+	snprintf(low, sizeof low, "%lld\n", (long long)target);
+	if (marker) {
+		FILE *f = fopen(marker, "w");
+		if (!f || fputs(high, f) < 0 || fflush(f) != 0 ||
+		    fsync(fileno(f)) != 0) {
+			err_set(
+			    err, errlen,
+			    "could not write %s (it keeps memory.high to set "
+			    "back): %s",
+			    marker, strerror(errno));
+			if (f)
+				fclose(f);
+			return -1;
+		}
+		fclose(f);
+	}
+	/* The kernel reclaims down to the new memory.high before the write
+	 * returns, and goes on while the workload grows past it (taking
+	 * what it grows into, and throttling it meanwhile): a timer's signal
+	 * ends the write after SAMPLE_PROBE_HIGH_MS, whatever it got. */
+	struct sigaction sa, old_sa;
+	struct itimerval it = {{0, 0}, {0, SAMPLE_PROBE_HIGH_MS * 1000}}, off;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_alarm; /* no SA_RESTART: the write returns */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGALRM, &sa, &old_sa);
+	setitimer(ITIMER_REAL, &it, NULL);
+	int rc = write_in(dir, "memory.high", low, err, errlen);
+	if (rc < 0 && errno == EINTR)
+		rc = 0; /* the timer ended it: what it got is taken */
+	memset(&off, 0, sizeof off);
+	setitimer(ITIMER_REAL, &off, NULL);
+	sigaction(SIGALRM, &old_sa, NULL);
+	if (rc == 0)
+		rc = read_current(dir, &after, err, errlen);
+	char e2[256];
+	if (write_in(dir, "memory.high", high, e2, sizeof e2) < 0) {
+		err_set(
+		    err, errlen,
+		    "%s; memory.high is left lowered (%s is kept, the agent "
+		    "sets it back when it starts)",
+		    e2, marker ? marker : "no marker");
+		return -1;
+	}
+	if (marker)
+		unlink(marker);
+	if (rc < 0)
+		return -1;
+	*taken =
+	    before > after ? (rx_pages)((before - after) / RX_PAGE_SIZE) : 0;
+	return 0;
+}
+
+int sample_probe_high_restore(const char *dir, const char *marker, char *err,
+                              size_t errlen)
+{
+	char buf[64];
+	uint64_t v;
+	const char *rest;
+
+	if (access(marker, F_OK) < 0)
+		return 0;
+	if (sample_read_file(marker, buf, sizeof buf, err, errlen) < 0)
+		return -1;
+	if (strcmp(buf, "max\n") &&
+	    (parse_u64(buf, &rest, &v) < 0 || v > INT64_MAX)) {
+		err_set(err, errlen,
+		        "%s holds neither \"max\" nor a byte count: set %s's "
+		        "memory.high by hand, then remove it",
+		        marker, dir);
+		return -1;
+	}
+	if (write_in(dir, "memory.high", buf, err, errlen) < 0)
+		return -1;
+	unlink(marker);
+	return 1;
 }

@@ -73,6 +73,26 @@ int sample_take(const struct sample_source *src, rx_time_ns t,
 int sample_reclaim(const char *dir, rx_pages pages, rx_pages *taken, char *err,
                    size_t errlen);
 
+/* The other edge, for cgroups without memory.reclaim (kernels before 5.19)
+ * or by choice: lowers `dir`'s memory.high to memory.current less `pages`
+ * (the kernel reclaims down to it in the writer's context, for at most
+ * SAMPLE_PROBE_HIGH_MS: a workload growing meanwhile is throttled, and its
+ * new pages would be taken too), then sets memory.high back to what it
+ * read. The value to set back is written
+ * to `marker` first (NULL: none) and the marker removed after, so that an
+ * agent killed between the two writes restores it when it starts again
+ * (sample_probe_high_restore). *taken: the pages memory.current fell by.
+ * Returns 0, or -1 with err (memory.high then holds what it held before,
+ * or the marker says what it should). */
+#define SAMPLE_PROBE_HIGH_MS 300 /* the longest memory.high stays lowered */
+int sample_probe_high(const char *dir, rx_pages pages, const char *marker,
+                      rx_pages *taken, char *err, size_t errlen);
+
+/* Sets `dir`'s memory.high back to what `marker` holds and removes it.
+ * Returns 1 when it did, 0 when there was no marker, -1 with err. */
+int sample_probe_high_restore(const char *dir, const char *marker, char *err,
+                              size_t errlen);
+
 /* Reads a whole small file into buf (NUL-terminated). */
 int sample_read_file(const char *path, char *buf, size_t len, char *err,
                      size_t errlen);

@@ -11,6 +11,7 @@
  * stall with almost no refaults, or the reverse), not a device. */
 #define WSEST_COST_MIN_NS 1000
 #define WSEST_COST_MAX_NS 10000000
+#define WSEST_REJ_MAX     64 /* probes remembered within a window */
 
 struct wsest {
 	struct wsest_config cfg;
@@ -29,6 +30,17 @@ struct wsest {
 	int stable_run;
 	int have_probe;
 	double probe_rate; /* refaults a second per probed page, smoothed */
+	int have_thrash;
+	double fault_rate; /* pages faulted back a second, smoothed */
+	double evict_ms;   /* the oldest generation's age, smoothed */
+	/* Pages probes could not evict, put in the youngest generation
+	 * unaccessed: when, and until when they count as working (0: the
+	 * generation after theirs is not made yet). */
+	int nrej;
+	struct {
+		rx_time_ns t, until;
+		rx_pages pages;
+	} rej[WSEST_REJ_MAX];
 };
 
 void wsest_config_default(struct wsest_config *c)
@@ -236,7 +248,7 @@ static int check_gens(const struct wsest_gens *g, const char **why)
  * ranges allow. */
 static double gens_estimate(struct wsest *w, const struct wsest_sample *s,
                             double *var, double *lo, double *hi,
-                            struct wsest_estimate *e)
+                            double *evict_ms, struct wsest_estimate *e)
 {
 	const struct wsest_gens *g = &s->gens;
 	double tau = (double)w->cfg.window_ns / 1e6, in = 0, unsure = 0;
@@ -244,9 +256,15 @@ static double gens_estimate(struct wsest *w, const struct wsest_sample *s,
 
 	*lo = 0;
 	*hi = 0;
+	*evict_ms = -1;
 	for (int i = 0; i < n; i++) {
 		const struct wsest_gen_bin *b = &g->bin[i];
 		double p = (double)b->pages;
+		/* Reclaim evicts from the oldest generation: its pages were
+		 * last seen accessed at least idle_min ago. */
+		if (b->idle_max_ms == WSEST_GEN_OPEN && b->pages > 0 &&
+		    (*evict_ms < 0 || (double)b->idle_min_ms < *evict_ms))
+			*evict_ms = (double)b->idle_min_ms;
 		if ((double)b->idle_min_ms < tau) {
 			in += p;
 			*hi += p;
@@ -334,12 +352,86 @@ static double lru_estimate(struct wsest *w, const struct wsest_sample *s,
 	return (double)hot + half;
 }
 
+/* The pages probes put into the youngest generation unaccessed that the
+ * generations still count as working, this sample's added. A page there
+ * counts until the generation made after it is a window old: the walk
+ * that made that one is the first that could have seen it accessed. */
+static double rejected_recent(struct wsest *w, const struct wsest_sample *s)
+{
+	rx_time_ns born = s->t - (rx_time_ns)s->gens.walk_age_ms * 1000000;
+	int k = 0;
+	double sum = 0;
+
+	for (int i = 0; i < w->nrej; i++) {
+		if (!w->rej[i].until && born > w->rej[i].t)
+			w->rej[i].until = born + w->cfg.window_ns;
+		if (!w->rej[i].until || s->t < w->rej[i].until)
+			w->rej[k++] = w->rej[i];
+	}
+	w->nrej = k;
+	if (s->rejected > 0) {
+		if (w->nrej == WSEST_REJ_MAX) {
+			/* full: the two oldest as one, dated the later */
+			w->rej[1].pages += w->rej[0].pages;
+			memmove(&w->rej[0], &w->rej[1],
+			        (size_t)(WSEST_REJ_MAX - 1) * sizeof w->rej[0]);
+			w->nrej--;
+		}
+		/* carried by this sample, made at the probe after the
+		 * previous one */
+		w->rej[w->nrej].t = w->prev.t;
+		w->rej[w->nrej].until = 0;
+		w->rej[w->nrej].pages = s->rejected;
+		w->nrej++;
+	}
+	for (int i = 0; i < w->nrej; i++)
+		sum += (double)w->rej[i].pages;
+	return sum;
+}
+
+/* Thrashing: pages fault back while the oldest generation, the one
+ * reclaim evicts from, is younger than the window, so the pages evicted
+ * were touched within it. Each such page stays in the working set, and
+ * out of memory, until it faults back or its last touch is a window old:
+ * at most the window less its age at eviction. So the working-set pages
+ * not resident are at most the fault rate times that (Little's law with
+ * the longest stay out); how long they really stay out the kernel does
+ * not say, so the deficit is taken as half the bound, ± half. Rate and
+ * age are smoothed (reclaim ages generations in bursts). Returns the
+ * bound in pages, 0 when not thrashing. */
+static double thrash_bound(struct wsest *w, double faults, double dt_s,
+                           double evict_ms, struct wsest_estimate *e)
+{
+	double alpha = w->cfg.smooth_pct / 100.0;
+	double tau_ms = (double)w->cfg.window_ns / 1e6;
+
+	if (faults < (double)w->cfg.min_refaults || evict_ms < 0) {
+		w->have_thrash = 0; /* nothing came back: over at once */
+		return 0;
+	}
+	if (!w->have_thrash) {
+		w->fault_rate = faults / dt_s;
+		w->evict_ms = evict_ms;
+		w->have_thrash = 1;
+	} else {
+		w->fault_rate += alpha * (faults / dt_s - w->fault_rate);
+		w->evict_ms += alpha * (evict_ms - w->evict_ms);
+	}
+	e->evict_age_ms = (int64_t)llround(w->evict_ms);
+	if (w->evict_ms >= tau_ms)
+		return 0;
+	double bound = w->fault_rate * (tau_ms - w->evict_ms) / 1000;
+	e->thrashing = 1;
+	e->thrash_hi = (rx_pages)llround(bound);
+	return bound;
+}
+
 int wsest_update(struct wsest *w, const struct wsest_sample *s,
                  struct wsest_estimate *e, const char **why)
 {
 	memset(e, 0, sizeof *e);
 	if (s->active < 0 || s->inactive < 0 || s->unevictable < 0 ||
-	    s->probed < 0) {
+	    s->probed < 0 || s->rejected < 0) {
 		*why = "negative list size in sample";
 		return -1;
 	}
@@ -363,7 +455,13 @@ int wsest_update(struct wsest *w, const struct wsest_sample *s,
 	double dt_s = (double)(s->t - w->prev.t) / 1e9;
 	double dsome = (double)delta(s->psi_some_us, w->prev.psi_some_us);
 	double dref = (double)delta(s->refaults, w->prev.refaults);
+	double dmaj = (double)delta(s->majfaults, w->prev.majfaults);
 	double alpha = w->cfg.smooth_pct / 100.0;
+	/* Pages that came back: the refault counter, or the major faults
+	 * where they count more (MGLRU's refault counter misses most of a
+	 * thrashing workload's, see wsest.h). */
+	if (dmaj > dref)
+		dref = dmaj;
 	double refault_rate = dref / dt_s;
 
 	e->stall_ppm = (int64_t)llround(dsome / (dt_s * 1e6) * 1e6);
@@ -397,12 +495,27 @@ int wsest_update(struct wsest *w, const struct wsest_sample *s,
 	if (s->has_gens) {
 		/* The generations already integrate over the window: a
 		 * further average would only add lag. */
+		double evict_ms;
 		e->source = WSEST_MGLRU;
-		raw = gens_estimate(w, s, &var_samp, &lo, &hi, e);
+		raw = gens_estimate(w, s, &var_samp, &lo, &hi, &evict_ms, e);
 		raw += (double)s->unevictable;
 		lo += (double)s->unevictable;
 		hi += (double)s->unevictable;
 		keep = 1;
+		double rej = rejected_recent(w, s);
+		e->rejected = (rx_pages)rej;
+		raw -= rej;
+		lo -= rej;
+		hi -= rej;
+		if (raw < 0)
+			raw = 0;
+		if (lo < 0)
+			lo = 0;
+		if (hi < raw)
+			hi = raw;
+		double th = thrash_bound(w, dref, dt_s, evict_ms, e);
+		if (th / 2 > def_half)
+			def_half = th / 2;
 	} else if (s->has_idle && w->prev.has_idle) {
 		e->source = WSEST_IDLE;
 		raw = idle_estimate(w, s, dt_s, &var_samp, e);

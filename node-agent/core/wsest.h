@@ -85,6 +85,17 @@ struct wsest_sample {
 	/* Pages active probing (memory.reclaim) took away since the previous
 	 * sample: their refaults in this interval are dy/dx at the margin. */
 	rx_pages probed;
+	/* Pages faulted in from swap or files (pgmajfault). MGLRU on 6.1
+	 * counts a refault in workingset_refault only while the generation
+	 * the page was evicted from is still the oldest, which thrashing
+	 * outruns: the faults count every page that came back. */
+	uint64_t majfaults;
+	/* Pages the probes since the previous sample could not evict, which
+	 * MGLRU's reclaim puts into the youngest generation without their
+	 * being accessed (the agent reads the generations either side of a
+	 * probe): the walk-based reading would count them as working for a
+	 * window, so they are taken off it for one. */
+	rx_pages rejected;
 };
 
 enum wsest_source {
@@ -130,6 +141,15 @@ struct wsest_estimate {
 	 * least this once measured. */
 	int64_t probe_dydx;
 	rx_pages probed; /* pages the probe of this interval took away */
+	/* Thrashing: pages touched within the window are being evicted (the
+	 * oldest generation is younger than the window while pages fault
+	 * back). Then the missing pages are at most the fault rate times
+	 * the time from eviction to the window's end (thrash_hi); the
+	 * deficit is half of that, give or take the other half. */
+	int thrashing;
+	rx_pages thrash_hi;
+	int64_t evict_age_ms; /* the oldest generation's age, smoothed */
+	rx_pages rejected;    /* probe-rejected pages taken off (window) */
 };
 
 struct wsest;

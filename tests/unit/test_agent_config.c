@@ -130,6 +130,12 @@ START_TEST(check_catches_nonsense)
 	config_default(&c);
 	strcpy(c.exchange_url, "ftp://x");
 	ck_assert_int_eq(config_check(&c, err, sizeof err), -1);
+	config_default(&c);
+	strcpy(c.probe_via, "max");
+	ck_assert_int_eq(config_check(&c, err, sizeof err), -1);
+	ck_assert(strstr(err, "probe_via must be auto, reclaim or high"));
+	strcpy(c.probe_via, "high");
+	ck_assert_int_eq(config_check(&c, err, sizeof err), 0);
 	/* lend_listen: HOST:PORT, an IPv6 host in brackets */
 	const char *good[] = {"10.0.0.7:7100", "[::1]:0", "[2001:db8::7]:7100",
 	                      "lender.dc1:0"};

@@ -2,7 +2,8 @@
  * test_sample.c — the memory-file parsers on recorded fixtures
  * (tests/unit/fixtures/agent/: a real machine's /proc files, a cgroup's
  * memory.pressure and memory.stat, legacy and broken variants), and the
- * idle-page sampler on a fake bitmap file.
+ * idle-page sampler on a fake bitmap file, and probing through memory.high
+ * on a fake cgroup directory.
  */
 #include "node-agent/sample.h"
 
@@ -175,11 +176,111 @@ START_TEST(take_machine_and_cgroup)
 	ck_assert_int_eq(s.psi_some_us, 83423117);
 	ck_assert_int_eq(s.psi_full_us, 20981544);
 	ck_assert_int_eq(s.refaults, 1200 + 98765);
+	ck_assert_int_eq(s.majfaults, 4567);
 	ck_assert_int_eq(s.unevictable, 1024);
 
 	struct sample_source none = {.root = FIX "/nope"};
 	ck_assert_int_eq(sample_take(&none, 7, &s, NULL, err, sizeof err), -1);
 	ck_assert_msg(strstr(err, "could not open"), "%s", err);
+}
+END_TEST
+
+static void put(const char *dir, const char *name, const char *text)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	FILE *f = fopen(path, "w");
+	ck_assert_msg(f, "%s", path);
+	fputs(text, f);
+	fclose(f);
+}
+
+static const char *get(const char *dir, const char *name)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	ck_assert_msg(
+	    sample_read_file(path, buf, sizeof buf, err, sizeof err) == 0, "%s",
+	    err);
+	return buf;
+}
+
+/* Plain files stand in for a cgroup: no kernel reclaims, so nothing is
+ * taken, but memory.high must read what it read before, the marker must
+ * be gone, and a marker an agent killed mid-probe left is set back. */
+START_TEST(probe_high_sets_back)
+{
+	char dir[] = "/tmp/ramex-probe-XXXXXX", marker[600];
+	rx_pages taken = -1;
+
+	ck_assert(mkdtemp(dir));
+	snprintf(marker, sizeof marker, "%s/agent.spool.probe-high", dir);
+	put(dir, "memory.current", "104857600\n");
+	put(dir, "memory.high", "max\n");
+	ck_assert_msg(sample_probe_high(dir, 256, marker, &taken, err,
+	                                sizeof err) == 0,
+	              "%s", err);
+	ck_assert_int_eq(taken, 0);
+	ck_assert_str_eq(get(dir, "memory.high"), "max\n");
+	ck_assert_int_eq(access(marker, F_OK), -1);
+	put(dir, "memory.high", "209715200\n");
+	ck_assert_int_eq(sample_probe_high(dir, 256, marker, &taken, err,
+	                                   sizeof err),
+	                 0);
+	ck_assert_str_eq(get(dir, "memory.high"), "209715200\n");
+
+	/* killed between the writes: memory.high lowered, the marker kept */
+	put(dir, "memory.high", "94371840\n");
+	put(dir, "agent.spool.probe-high", "max\n");
+	ck_assert_int_eq(sample_probe_high_restore(dir, marker, err, sizeof err),
+	                 1);
+	ck_assert_str_eq(get(dir, "memory.high"), "max\n");
+	ck_assert_int_eq(access(marker, F_OK), -1);
+	ck_assert_int_eq(sample_probe_high_restore(dir, marker, err, sizeof err),
+	                 0);
+	put(dir, "agent.spool.probe-high", "lots\n");
+	ck_assert_int_eq(sample_probe_high_restore(dir, marker, err, sizeof err),
+	                 -1);
+	ck_assert_msg(strstr(err, "by hand"), "%s", err);
+	unlink(marker);
+
+	/* no memory.high (the cgroup2 root): an error, nothing written */
+	char p2[600];
+	snprintf(p2, sizeof p2, "%s/memory.high", dir);
+	unlink(p2);
+	ck_assert_int_eq(sample_probe_high(dir, 256, marker, &taken, err,
+	                                   sizeof err),
+	                 -1);
+	ck_assert_msg(strstr(err, "memory.high"), "%s", err);
+	ck_assert_int_eq(access(marker, F_OK), -1);
+	snprintf(p2, sizeof p2, "%s/memory.current", dir);
+	unlink(p2);
+	ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+/* The cgroup2 root (the whole machine's probes) has memory.reclaim and
+ * memory.stat but no memory.current: what a probe took is measured on the
+ * LRU lists memory.stat counts. */
+START_TEST(reclaim_at_the_root)
+{
+	char dir[] = "/tmp/ramex-root-XXXXXX", p[600];
+	rx_pages taken = -1;
+
+	ck_assert(mkdtemp(dir));
+	put(dir, "memory.stat", fixture("cgroup/memory.stat"));
+	put(dir, "memory.reclaim", "");
+	ck_assert_msg(sample_reclaim(dir, 256, &taken, err, sizeof err) == 0,
+	              "%s", err);
+	ck_assert_int_eq(taken, 0);
+	ck_assert_str_eq(get(dir, "memory.reclaim"), "1048576\n");
+	snprintf(p, sizeof p, "%s/memory.stat", dir);
+	unlink(p);
+	ck_assert_int_eq(sample_reclaim(dir, 256, &taken, err, sizeof err), -1);
+	ck_assert_msg(strstr(err, "memory.stat"), "%s", err);
+	snprintf(p, sizeof p, "%s/memory.reclaim", dir);
+	unlink(p);
+	ck_assert_int_eq(rmdir(dir), 0);
 }
 END_TEST
 
@@ -294,6 +395,8 @@ int main(void)
 	tcase_add_test(tc, take_machine_and_cgroup);
 	tcase_add_test(tc, idle_ages);
 	tcase_add_test(tc, truncated_inputs);
+	tcase_add_test(tc, probe_high_sets_back);
+	tcase_add_test(tc, reclaim_at_the_root);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -2,19 +2,20 @@
 # working-set guest's log (bench/60-wss.sh; build/wss-bench/big.log):
 #   awk -v case=cg -f tests/wss/cut-trace.awk build/wss-bench/big.log
 # Output: "phase T HOT_MIB" ("end T" when the workload ends), then per
-# monitor sample "sample T REFAULTS
-# PSI_SOME_US UNEVICTABLE_PAGES" followed by the cgroup's lru_gen section.
+# monitor sample "sample T REFAULTS PSI_SOME_US UNEVICTABLE_PAGES
+# MAJFAULTS" followed by the cgroup's lru_gen section.
 /^WSS-CASE / { on = ($2 == case); next }
 !on { next }
 /^WSS-PHASE / && /hot=/ { split($2, a, "="); split($3, b, "="); print "phase", a[2], b[2]; next }
 /^WSS-PHASE / && / end/ { split($2, a, "="); print "end", a[2]; next }
 /^WSS-TRACE / {
-  split($2, a, "="); ref = 0; psi = 0; unev = 0
+  split($2, a, "="); ref = 0; psi = -1; unev = 0; maj = 0
   for (i = 3; i <= NF; i++) {
     if ($i == "unevictable") unev = $(i + 1) / 4096
+    if ($i == "pgmajfault") maj = $(i + 1)
     if ($i ~ /^workingset_refault_/) ref += $(i + 1)
-    if ($i ~ /^total=/) { split($i, b, "="); psi = b[2] }
+    if ($i ~ /^total=/ && psi < 0) { split($i, b, "="); psi = b[2] }
   }
-  print "sample", a[2], ref, psi, unev; next
+  print "sample", a[2], ref, psi, unev, maj; next
 }
 /^WSS-LRUGEN / { sub(/^WSS-LRUGEN /, ""); print }

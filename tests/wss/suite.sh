@@ -7,9 +7,11 @@
 # one window after the pages were last touched, and the aging walks that see
 # it run late when TCG shares a busy host: at 25 s the last phase once still
 # read 52 MiB). The estimate averaged
-# over each phase's last 6 s must lie within a factor of two of the hot set,
-# rise with the growth and fall with the shrink (a wide tolerance: the bench,
-# bench/60-wss.sh, measures how close it is). About 105 s of wall time.
+# over each phase's last 6 s must lie within 30 % of the hot set, rise with
+# the growth and fall with the shrink (runs read 32.0, 96.0 and 16.0 MiB; an
+# estimate off by a third fails, while load that delays the walks by a few
+# seconds does not; the bench, bench/60-wss.sh, measures how close it is).
+# About 105 s of wall time (160 s at load 13-17).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${RAMEX_BUILD:-$ROOT/build}
@@ -54,7 +56,7 @@ END {
     e = pe = (p < 4 ? ts[p + 1] : tend); k = 0; s = 0
     for (j = 1; j <= m; j++) if (t[j] >= e - 6 && t[j] <= e) { s += w[j]; k++ }
     est[p] = k ? s / k : -1
-    if (k == 0 || est[p] < hot[p] / 2 || est[p] > hot[p] * 2) { ok = 0; why = sprintf("phase %d (hot %d MiB): estimate %.1f MiB over %d samples", p - 1, hot[p], est[p], k) }
+    if (k == 0 || est[p] < hot[p] * 0.7 || est[p] > hot[p] * 1.3) { ok = 0; why = sprintf("phase %d (hot %d MiB): estimate %.1f MiB over %d samples, not within 30 %%", p - 1, hot[p], est[p], k) }
   }
   if (ok && !(est[3] > est[2] && est[4] < est[3])) { ok = 0; why = "the estimate did not rise and fall with the hot set" }
   if (ok) printf "PASS follows_phases\n"; else printf "FAIL follows_phases: %s\n", why
