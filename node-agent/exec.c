@@ -1,10 +1,18 @@
 /* exec.c — the contract table over a backend; see exec.h. */
 #include "node-agent/exec.h"
 
+#include "node-agent/core/meter.h"
+#include "node-agent/core/strategy.h"
+
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Every contract the strategy may hold is executed and metered. */
+_Static_assert(EXEC_MAX_CONTRACTS == STRATEGY_MAX_CONTRACTS &&
+                   METER_MAX_CONTRACTS == STRATEGY_MAX_CONTRACTS,
+               "the executor and the meter hold what the strategy may");
 
 struct exec_contract {
 	char id[EXEC_ID_LEN];

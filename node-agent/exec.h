@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define EXEC_MAX_CONTRACTS 256
+#define EXEC_MAX_CONTRACTS 8192 /* = STRATEGY_MAX_CONTRACTS */
 #define EXEC_ID_LEN        48
 
 enum exec_kind {

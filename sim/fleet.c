@@ -71,9 +71,8 @@ struct fl_machine {
 	int moves; /* some contract of its has pages to move */
 	/* The contracts as the strategy sees them, rebuilt when one of them
 	 * changes (dirty), not every step. */
-	struct strategy_contract sk[STRATEGY_MAX_CONTRACTS];
-	int nsk, dirty;
-	rx_pages sk_total;
+	struct strategy_contract *sk;
+	int nsk, capsk, dirty;
 };
 
 struct fleet {
@@ -94,9 +93,10 @@ struct fleet {
 	struct contract_market market;
 	struct invoice_ledger ledger;
 	int64_t movement_id;
-	/* the trades of the command being applied */
-	struct book_event ev[STRATEGY_MAX_ACTIONS * 4];
-	int nev;
+	/* the events of the command being applied: a trade is at least a
+	 * lot, so at most one a lot of the largest order, and a few more */
+	struct book_event *ev;
+	int nev, capev;
 	rx_time_ns now;
 	double *dur, *mv;
 	int ndur;
@@ -175,7 +175,7 @@ static void month_of(rx_time_ns t, int *y, int *m)
 static void on_event(void *ctx, const struct book_event *ev)
 {
 	struct fleet *f = ctx;
-	if (f->nev < (int)(sizeof f->ev / sizeof f->ev[0]))
+	if (f->nev < f->capev)
 		f->ev[f->nev++] = *ev;
 	else
 		f->r->bad_core++;
@@ -634,8 +634,13 @@ static void vacate(struct fleet *f, struct fl_contract *x)
 static void list_contracts(struct fleet *f, struct fl_machine *m)
 {
 	int nk = 0;
-	rx_pages total = m->installed;
 
+	if (m->capsk < m->nks) {
+		m->capsk = m->nks;
+		m->sk = realloc(m->sk, (size_t)m->capsk * sizeof *m->sk);
+		if (!m->sk)
+			abort();
+	}
 	for (int i = 0; i < m->nks; i++) {
 		struct fl_contract *x = &f->k[m->ks[i]];
 		if (x->k.state != CONTRACT_PENDING_DELIVERY &&
@@ -645,19 +650,11 @@ static void list_contracts(struct fleet *f, struct fl_machine *m)
 		int buy = x->buyer == m->idx && !x->released;
 		if (!sell && !buy)
 			continue;
-		if (nk == STRATEGY_MAX_CONTRACTS) {
-			/* More contracts than the strategy takes: the oldest
-			 * are listed, the rest only shrink (or grow) the
-			 * pages it manages. */
-			total += sell ? -x->k.pages : x->k.pages;
-			continue;
-		}
 		m->sk[nk++] = (struct strategy_contract){
 		    (uint64_t)x->k.id, STRATEGY_SPOT,
 		    sell ? STRATEGY_SELL : STRATEGY_BUY, x->k.pages};
 	}
 	m->nsk = nk;
-	m->sk_total = total;
 }
 
 static void decide(struct fleet *f, struct fl_machine *m,
@@ -672,7 +669,7 @@ static void decide(struct fleet *f, struct fl_machine *m,
 		m->dirty = 0;
 	}
 	struct strategy_input in = {.est = e,
-	                            .total = m->sk_total,
+	                            .total = m->installed,
 	                            .quotes = m->quotes,
 	                            .nquotes = m->nquotes,
 	                            .contracts = m->sk,
@@ -987,11 +984,13 @@ int fleet_run(const struct fleet_config *c, struct fleet_result *r, char *err,
 
 	memset(r, 0, sizeof *r);
 	memset(f, 0, sizeof *f);
-	if (c->machines < 1 || c->days <= 0 || c->dt_s < 1 ||
+	if (c->machines < 1 || c->days <= 0 || c->dt_s < 1 || c->lot < 1 ||
+	    c->max_order < c->lot ||
 	    3600 % c->dt_s != 0 || c->report_s % c->dt_s != 0) {
 		snprintf(err, errlen,
-		         "machines and days must be positive, and the step "
-		         "must divide an hour and the report interval");
+		         "machines, days and the lot must be positive, the "
+		         "largest order at least a lot, and the step must "
+		         "divide an hour and the report interval");
 		return -1;
 	}
 	if ((why = strategy_config_check(&c->strat))) {
@@ -1005,6 +1004,8 @@ int fleet_run(const struct fleet_config *c, struct fleet_result *r, char *err,
 	r->machines = c->machines;
 	r->days = c->days;
 	f->m = calloc((size_t)f->n, sizeof *f->m);
+	f->capev = (int)(c->max_order / c->lot) + 8;
+	f->ev = calloc((size_t)f->capev, sizeof *f->ev);
 	struct book_params bp = {.tick = c->tick,
 	                         .lot = c->lot,
 	                         .min_pages = c->lot,
@@ -1014,7 +1015,7 @@ int fleet_run(const struct fleet_config *c, struct fleet_result *r, char *err,
 	                         .capacity = (uint32_t)(f->n * 4 + 8192)};
 	char berr[160];
 	f->book = book_new(&bp, berr, sizeof berr);
-	if (!f->m || !f->book) {
+	if (!f->m || !f->ev || !f->book) {
 		snprintf(err, errlen, "cannot set up the fleet: %s",
 		         f->book ? "out of memory" : berr);
 		goto out;
@@ -1198,8 +1199,10 @@ out:
 	for (int i = 0; f->m && i < f->n; i++) {
 		wsest_free(f->m[i].est);
 		free(f->m[i].ks);
+		free(f->m[i].sk);
 	}
 	free(f->m);
+	free(f->ev);
 	free(f->k);
 	free(f->live);
 	free(f->watch);

@@ -98,6 +98,23 @@ static int near(int64_t have, int64_t want, int pct)
 	return d <= (__int128)pct * want;
 }
 
+/* The most pages a new quote may have so that the contracts it and a
+ * person's open orders can fill into still fit what the agent holds: a
+ * trade is at least one lot, so a quote fills into at most one contract a
+ * lot. A kept quote may be requote_qty_pct larger than the one wanted. */
+static rx_pages fill_room(const struct strategy_config *c,
+                          const struct strategy_input *in,
+                          const struct strategy_view *v)
+{
+	__int128 r =
+	    (__int128)(STRATEGY_MAX_CONTRACTS - in->ncontracts) * c->lot -
+	    v->others_buy - v->others_sell;
+	if (r <= 0)
+		return 0;
+	r = r * 100 / (100 + c->requote_qty_pct);
+	return round_down(clamp128(r), c->lot);
+}
+
 struct out {
 	struct strategy_action *a;
 	int n;
@@ -169,21 +186,29 @@ static void cover_shortfall(const struct strategy_config *c,
 		converge(c, in, o, p, STRATEGY_SELL, 0, 0, STRATEGY_GTC,
 		         "workload needs the pages");
 	/* The agent recalls whole contracts: take the one that covers what
-	 * is missing with the least excess, else the largest, and again. */
-	char used[STRATEGY_MAX_CONTRACTS] = {0};
+	 * is missing with the least excess, else the largest, and again.
+	 * Until one fits, the ones taken are the largest in the order
+	 * (pages down, index up), so the contracts still free are those
+	 * after the last one taken in that order: no list of the taken. */
 	for (int pass = 0; pass < 2 && left > 0; pass++) {
 		enum strategy_product p =
 		    pass == 0 ? STRATEGY_SPOT : STRATEGY_PERM;
 		if (p == STRATEGY_PERM && !c->breach_perm)
 			break;
+		rx_pages last_pages = 0;
+		int last = -1;
 		while (left > 0) {
 			int best = -1, fits = 0;
 			for (int i = 0; i < in->ncontracts; i++) {
 				const struct strategy_contract *k =
 				    &in->contracts[i];
-				if (used[i] || k->side != STRATEGY_SELL ||
+				if (k->side != STRATEGY_SELL ||
 				    k->product != p)
 					continue;
+				if (last >= 0 &&
+				    (k->pages > last_pages ||
+				     (k->pages == last_pages && i <= last)))
+					continue; /* taken already */
 				int f = k->pages >= left;
 				if (best < 0 || (f && !fits) ||
 				    (f && k->pages <
@@ -198,7 +223,8 @@ static void cover_shortfall(const struct strategy_config *c,
 				break;
 			const struct strategy_contract *k =
 			    &in->contracts[best];
-			used[best] = 1;
+			last = best;
+			last_pages = k->pages;
 			emit(o, (struct strategy_action){
 			            .kind = STRATEGY_RECALL,
 			            .id = k->id,
@@ -218,6 +244,8 @@ static void cover_shortfall(const struct strategy_config *c,
 	rx_pages want = round_up(left, c->lot);
 	if (c->max_order > 0 && want > c->max_order)
 		want = round_down(c->max_order, c->lot);
+	if (want > fill_room(c, in, v))
+		want = fill_room(c, in, v);
 	rx_price move = move_price(c);
 	rx_price value = strategy_price_of(c, e->dydx_above);
 	rx_price bid = value > move ? value - move : 0;
@@ -324,6 +352,8 @@ static void offer_spare(const struct strategy_config *c,
 		target = 0;
 	if (c->max_order > 0 && target > c->max_order)
 		target = round_down(c->max_order, c->lot);
+	if (target > fill_room(c, in, v))
+		target = fill_room(c, in, v);
 	rx_pages perm = 0;
 	if (e->stable && c->perm_market[0])
 		perm = round_down(target * c->perm_share_pct / 100, c->lot);

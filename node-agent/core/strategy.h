@@ -34,7 +34,13 @@
 
 #define STRATEGY_MARKET_LEN    32
 #define STRATEGY_MAX_QUOTES    32  /* open quotes an agent tracks */
-#define STRATEGY_MAX_CONTRACTS 256 /* live contracts an agent holds */
+/* Live contracts an agent holds: a 2 TiB machine sold whole in offers of
+ * 256 MiB (ramex-fleet's agents' min_offer), or 32 TiB in the spot
+ * market's 4 GiB orders. The agent's executor and meter hold as many
+ * (EXEC_MAX_CONTRACTS, METER_MAX_CONTRACTS), and the strategy never
+ * quotes more than the contracts left to hold can take (a trade is at
+ * least one lot, so one contract a lot). */
+#define STRATEGY_MAX_CONTRACTS 8192
 /* Every quote cancelled, every contract recalled, plus two new quotes. */
 #define STRATEGY_MAX_ACTIONS (STRATEGY_MAX_QUOTES + STRATEGY_MAX_CONTRACTS + 2)
 
