@@ -441,6 +441,14 @@ int strategy_decide(const struct strategy_config *c,
 		if (e->pressure) {
 			rx_pages more = margin > 2 * e->deficit ? margin
 			                                        : 2 * e->deficit;
+			/* Stalled half the interval or more, the workload
+			 * refaulted as fast as the faults were served: the
+			 * refaults bound the time it waited, not the pages
+			 * it misses (ramex-fleet: a burst then took two or
+			 * three steps of full stall to take back). */
+			if (e->stall_ppm >= STRATEGY_SATURATED_PPM &&
+			    more < 4 * margin)
+				more = 4 * margin;
 			if (more < c->lot)
 				more = c->lot;
 			if (short_by < more)

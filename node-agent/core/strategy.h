@@ -9,7 +9,8 @@
  * on perm when the estimate is stable), and when the workload is short of
  * memory cancel offers (under PSI pressure asking for at least the margin
  * or all the refaults say may be missing, as the smoothed estimate lags a
- * burst), recall sold contracts whole (spot first, then perm,
+ * burst, and four margins when the stall is so long that the refaults no
+ * longer bound what is missing), recall sold contracts whole (spot first, then perm,
  * which breaches; the one that covers the shortfall with the least excess
  * first) and bid for the remainder. Prices are the marginal value of a
  * page at the size the node would keep plus the cost of moving it, within
@@ -43,6 +44,11 @@
 #define STRATEGY_MAX_CONTRACTS 8192
 /* Every quote cancelled, every contract recalled, plus two new quotes. */
 #define STRATEGY_MAX_ACTIONS (STRATEGY_MAX_QUOTES + STRATEGY_MAX_CONTRACTS + 2)
+
+/* PSI some past this share of the interval (ppm): the refaults are
+ * bounded by the time the workload waited, not by the pages it misses, so
+ * under pressure the strategy asks back four margins at least. */
+#define STRATEGY_SATURATED_PPM 500000
 
 enum strategy_product { STRATEGY_SPOT, STRATEGY_PERM, STRATEGY_NPRODUCTS };
 enum strategy_side { STRATEGY_BUY, STRATEGY_SELL };

@@ -627,6 +627,35 @@ START_TEST(pressure_takes_back_what_refaults_bound)
 }
 END_TEST
 
+/* Stalled most of the interval, the refaults bound only the time it
+ * waited (deficit 1000 here, for a burst of far more): ask back four
+ * margins (4 x 20000), not the one margin the refaults would give. */
+START_TEST(saturated_stall_takes_back_four_margins)
+{
+	struct wsest_estimate e = est(200000, 10000, 1000000000, 0, 1);
+	e.deficit = 1000;
+	e.stall_ppm = 600000;
+	struct strategy_contract k[] = {
+	    {.id = 1, .product = STRATEGY_SPOT, .side = STRATEGY_SELL,
+	     .pages = 50000},
+	    {.id = 2, .product = STRATEGY_SPOT, .side = STRATEGY_SELL,
+	     .pages = 90000},
+	    {.id = 3, .product = STRATEGY_SPOT, .side = STRATEGY_SELL,
+	     .pages = 300000},
+	};
+	struct run r = decide(&e, NULL, 0, k, 3, 0, 0);
+	ck_assert_int_gt(r.v.spare, 0);
+	ck_assert_int_eq(r.n, 1);
+	ck_assert_int_eq(r.a[0].kind, STRATEGY_RECALL);
+	ck_assert_int_eq(r.a[0].id, 2);
+	/* Under the saturation, the margin (20000) is enough. */
+	e.stall_ppm = STRATEGY_SATURATED_PPM - 1;
+	r = decide(&e, NULL, 0, k, 3, 0, 0);
+	ck_assert_int_eq(r.n, 1);
+	ck_assert_int_eq(r.a[0].id, 1);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("strategy");
@@ -638,6 +667,7 @@ int main(void)
 	tcase_add_test(tc, recall_takes_the_contract_that_fits);
 	tcase_add_test(tc, no_offer_while_data_waits);
 	tcase_add_test(tc, pressure_takes_back_what_refaults_bound);
+	tcase_add_test(tc, saturated_stall_takes_back_four_margins);
 	tcase_add_test(tc, price_follows_marginal_value);
 	tcase_add_test(tc, prices_round_to_the_tick);
 	tcase_add_test(tc, ceiling_keeps_valuable_pages);
