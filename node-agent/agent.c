@@ -55,6 +55,7 @@ struct held { /* a contract of ours the exchange knows */
 	int confirmed;  /* seller: the exchange has our delivery; buyer: active
 	                 */
 	int metering;   /* its pages are held and metered */
+	int refused;    /* the exchange refused our delivery: stop trying */
 	/* Pages given back, the exchange not yet told (recall or end): the
 	 * call is retried until it answers. */
 	const char *tell; /* "recall", "end" or NULL */
@@ -102,6 +103,11 @@ struct agent {
 	struct strategy_view view;
 	int nheld;
 	struct held held[STRATEGY_MAX_CONTRACTS];
+	/* lend contracts we bought whose seller has not delivered yet: not
+	 * held (nothing to receive), but ours, so the strategy counts them
+	 * and does not bid for the same pages again while they move */
+	int npend;
+	struct strategy_contract pend[STRATEGY_MAX_QUOTES];
 	int nquotes;
 	struct strategy_quote quotes[STRATEGY_MAX_QUOTES];
 	struct strategy_top top[STRATEGY_NPRODUCTS];
@@ -548,7 +554,8 @@ static int take_pages(struct agent *a, struct held *h, rx_pages *got)
 		return -1;
 	}
 	*got = (have > 0 ? have : 0) + more;
-	if (*got < h->pages)
+	/* still moving (a rate-limited backend) is not short */
+	if (*got < h->pages && exec_moving(a->ex, id) <= 0)
 		log_warn("delivered short: memory in use",
 		         "contract=%s missing=%lld", id,
 		         (long long)(h->pages - *got));
@@ -922,6 +929,7 @@ static void deliver(struct agent *a, struct held *h, rx_time_ns t)
 	if (rc == 0) {
 		/* Too late or no longer ours: the contract's next listing
 		 * (breached, ended) gives the pages back. */
+		h->refused = 1;
 		return;
 	}
 	h->confirmed = 1;
@@ -942,7 +950,8 @@ static void take_back(struct agent *a, struct held *h, rx_pages pages,
 
 	snprintf(id, sizeof id, "%" PRId64, h->id);
 	rx_pages have = exec_held(a->ex, id);
-	if (have > 0 && exec_give_back(a->ex, id, pages, err, sizeof err) < 0) {
+	/* held but nothing moved yet: giving back stops the move */
+	if (have >= 0 && exec_give_back(a->ex, id, pages, err, sizeof err) < 0) {
 		log_error("could not give pages back", "contract=%s err=%s", id,
 		          log_quote((char[600]){0}, 600, err));
 		a->n_errors++;
@@ -1004,8 +1013,14 @@ static void reconcile_one(struct agent *a, json_t *c, rx_time_ns t)
 	/* An offline buyer (the operator) receives nothing; a lend buyer
 	 * receives once the seller delivered. */
 	if (seller != a->account &&
-	    (!delivery || strcmp(delivery, "lend") || !active))
+	    (!delivery || strcmp(delivery, "lend") || !active)) {
+		if (pending && delivery && !strcmp(delivery, "lend") &&
+		    a->npend < STRATEGY_MAX_QUOTES)
+			a->pend[a->npend++] = (struct strategy_contract){
+			    (uint64_t)id, STRATEGY_SPOT, STRATEGY_BUY,
+			    json_integer_value(json_object_get(c, "pages"))};
 		return;
+	}
 	if (!h) {
 		if (a->nheld == STRATEGY_MAX_CONTRACTS) {
 			log_error("too many contracts to hold; not delivering",
@@ -1050,22 +1065,36 @@ static int list_contracts(struct agent *a, const char *state, rx_time_ns t)
 {
 	struct client_resp r;
 	char path[128];
+	int64_t before = INT64_MAX;
 
-	snprintf(path, sizeof path, "/v1/contracts?state=%s&limit=500", state);
-	if (call(a, "GET", path, NULL, NULL, &r) < 0)
-		return -1;
-	if (r.status != 200) {
-		log_warn("could not list contracts", "status=%ld detail=%s",
-		         r.status, log_quote((char[300]){0}, 300, r.detail));
+	/* 500 a page, newest first: an agent may hold far more */
+	for (;;) {
+		snprintf(path, sizeof path,
+		         "/v1/contracts?state=%s&limit=500&before=%" PRId64,
+		         state, before);
+		if (call(a, "GET", path, NULL, NULL, &r) < 0)
+			return -1;
+		if (r.status != 200) {
+			log_warn("could not list contracts",
+			         "status=%ld detail=%s", r.status,
+			         log_quote((char[300]){0}, 300, r.detail));
+			client_resp_clear(&r);
+			return -1;
+		}
+		json_t *c, *items = json_object_get(r.json, "items");
+		size_t i, n = json_array_size(items);
+		json_array_foreach(items, i, c)
+		{
+			int64_t id =
+			    json_integer_value(json_object_get(c, "id"));
+			if (id > 0 && id < before)
+				before = id;
+			reconcile_one(a, c, t);
+		}
 		client_resp_clear(&r);
-		return -1;
+		if (n < 500 || before <= 1)
+			return 0;
 	}
-	json_t *c;
-	size_t i;
-	json_array_foreach(json_object_get(r.json, "items"), i, c)
-	    reconcile_one(a, c, t);
-	client_resp_clear(&r);
-	return 0;
 }
 
 /* Brings local contracts in line with the exchange's: deliver what we
@@ -1075,6 +1104,7 @@ static void reconcile(struct agent *a, rx_time_ns t)
 {
 	for (int i = 0; i < a->nheld; i++)
 		a->held[i].seen = 0;
+	a->npend = 0;
 	if (list_contracts(a, "pending_delivery", t) < 0 ||
 	    list_contracts(a, "active", t) < 0)
 		return; /* without the whole picture, change nothing */
@@ -1124,6 +1154,48 @@ static void give_up(struct agent *a, struct held *h, const char *move,
 	         (long long)h->pages, log_quote((char[200]){0}, 200, why));
 	if (contract_move(a, h->id, move, why) >= 0)
 		drop_held(a, h);
+}
+
+/* Moves take time (exec_set_rates: the sim at the real path's rates): every
+ * sample, the pages moved since are delivered (a sale's first pages), and
+ * metered (the meter follows what has moved, so usage is only ever the
+ * pages actually out). */
+static void moving_tick(struct agent *a, rx_time_ns t)
+{
+	char err[512];
+	const char *why;
+
+	if (exec_advance(a->ex, t, err, sizeof err) < 0) {
+		log_error("could not move pages", "err=%s",
+		          log_quote((char[600]){0}, 600, err));
+		a->n_errors++;
+		return;
+	}
+	for (int i = 0; i < a->nheld; i++) {
+		struct held *h = &a->held[i];
+		char id[32];
+		snprintf(id, sizeof id, "%" PRId64, h->id);
+		rx_pages have = exec_held(a->ex, id);
+		if (h->tell || have <= 0)
+			continue;
+		if (h->side == STRATEGY_SELL && !h->confirmed) {
+			if (!h->refused && a->account)
+				deliver(a, h, t);
+		} else if (!h->metering) {
+			h->confirmed = 1;
+			start_meter(a, h, have, t);
+			a->n_deliveries++;
+			log_info("receiving", "contract=%" PRId64 " pages=%lld",
+			         h->id, (long long)have);
+		} else if (meter_pages(a->meter, id) != have) {
+			meter_set(a->meter, id, t, have, &why);
+			if (exec_moving(a->ex, id) == 0)
+				log_info("moved", "contract=%" PRId64
+				         " pages=%lld of=%lld",
+				         h->id, (long long)have,
+				         (long long)h->pages);
+		}
+	}
 }
 
 /* The kernel took offline pages back (OOM): meter the loss. */
@@ -1350,13 +1422,20 @@ static void decide(struct agent *a, rx_time_ns t, int known)
 	for (int i = 0; i < a->nheld; i++) {
 		char id[32];
 		snprintf(id, sizeof id, "%" PRId64, a->held[i].id);
+		/* pages still moving are the contract's too: not to sell
+		 * again */
 		rx_pages p = exec_held(a->ex, id);
+		if (p >= 0)
+			p += exec_moving(a->ex, id);
 		if (p <= 0)
 			continue;
 		ks[nk++] = (struct strategy_contract){(uint64_t)a->held[i].id,
 		                                      a->held[i].product,
 		                                      a->held[i].side, p};
 	}
+	for (int i = 0; i < a->npend && nk < STRATEGY_MAX_CONTRACTS; i++)
+		if (a->pend[i].pages > 0 && !find_held(a, (int64_t)a->pend[i].id))
+			ks[nk++] = a->pend[i];
 	struct strategy_input in = {.est = &a->e,
 	                            .total = a->managed,
 	                            .quotes = a->quotes,
@@ -1462,6 +1541,9 @@ static void write_status(struct agent *a)
 	        "ramex_agent_offline_pages %lld\n"
 	        "ramex_agent_lent_pages %lld\n"
 	        "ramex_agent_borrowed_held_pages %lld\n"
+	        "ramex_agent_offline_moving_pages %lld\n"
+	        "ramex_agent_lent_moving_pages %lld\n"
+	        "ramex_agent_borrowed_moving_pages %lld\n"
 	        "ramex_agent_errors_total %lld\n",
 	        (long long)a->e.wss, (long long)a->e.wss_err,
 	        wsest_source_name(a->e.source), (long long)a->e.resident,
@@ -1483,7 +1565,11 @@ static void write_status(struct agent *a)
 	        (long long)(a->ev ? events_connects(a->ev) : 0),
 	        (long long)held_of(a, EXEC_OFFLINE),
 	        (long long)held_of(a, EXEC_LEND),
-	        (long long)held_of(a, EXEC_BORROW), (long long)a->n_errors);
+	        (long long)held_of(a, EXEC_BORROW),
+	        (long long)exec_moving_total(a->ex, EXEC_OFFLINE),
+	        (long long)exec_moving_total(a->ex, EXEC_LEND),
+	        (long long)exec_moving_total(a->ex, EXEC_BORROW),
+	        (long long)a->n_errors);
 	/* a person paused the automation; what people's orders hold open */
 	fprintf(f,
 	        "ramex_agent_paused %d\n"
@@ -1648,8 +1734,17 @@ static int start(struct agent *a, char *err, size_t errlen)
 	if (!a->cl)
 		return -1;
 	default_scope(a);
-	if (!strcmp(a->cfg.backend, "sim"))
+	if (!strcmp(a->cfg.backend, "sim")) {
 		a->ex = exec_sim_new(a->cfg.sim_total, a->cfg.sim_usage);
+		/* the sim moves at the real path's rates (sim_*_rate) */
+		int64_t rate[EXEC_NKINDS] = {a->cfg.sim_offline_rate,
+		                             a->cfg.sim_lend_rate,
+		                             a->cfg.sim_lend_rate};
+		if (a->ex) {
+			exec_set_rates(a->ex, rate);
+			exec_sim_set_online_rate(a->ex, a->cfg.sim_online_rate);
+		}
+	}
 	else if (!strcmp(a->cfg.backend, "cgroup"))
 		a->ex = exec_cgroup_new(a->cfg.cgroup, a->cfg.cgroup_pages, err,
 		                        errlen);
@@ -1858,6 +1953,7 @@ int main(int argc, char **argv)
 		    (!a.ev || !events_up(a.ev) ||
 		     events_now_ms() - a.last_list_ms >= a.cfg.poll_s * 1000))
 			reconcile(&a, t);
+		moving_tick(&a, t);
 		sync_losses(&a, t);
 		if (known)
 			lend_tick(&a);
