@@ -1043,7 +1043,8 @@ static void reconcile_one(struct agent *a, json_t *c, rx_time_ns t)
 	if (h->tell)
 		return; /* given back; the exchange is told below */
 	if (h->side == STRATEGY_SELL && pending && !h->confirmed) {
-		deliver(a, h, t);
+		if (!h->refused)
+			deliver(a, h, t);
 	} else if (!h->metering) {
 		/* Active and not held here: a buyer's new lend, or our own
 		 * contract after a restart (metering resumes from the spool).
@@ -1145,6 +1146,24 @@ static void reconcile(struct agent *a, rx_time_ns t)
 static void give_up(struct agent *a, struct held *h, const char *move,
                     const char *why, rx_time_ns t)
 {
+	if (h->side == STRATEGY_SELL && !h->confirmed) {
+		/* A sale still moving (pending delivery): the exchange
+		 * recalls only a delivered contract, so deliver what has
+		 * moved, then recall it. With nothing out yet the move
+		 * stops, and the contract ends at its delivery deadline. */
+		char id[32];
+		snprintf(id, sizeof id, "%" PRId64, h->id);
+		if (!h->refused && exec_held(a->ex, id) > 0)
+			deliver(a, h, t);
+		if (!h->confirmed) {
+			take_back(a, h, h->pages, t);
+			h->refused = 1;
+			log_warn("gave up a sale before its delivery",
+			         "contract=%" PRId64 " why=%s", h->id,
+			         log_quote((char[200]){0}, 200, why));
+			return;
+		}
+	}
 	take_back(a, h, h->pages, t);
 	h->tell = move;
 	a->n_recalls++;
