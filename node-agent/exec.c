@@ -87,6 +87,25 @@ static void forget(struct exec *e, int i)
 	e->n--;
 }
 
+/* Asks the backend for `n` more pages of kind k and sets *moved to what it
+ * took (0..n), added to the totals. Only `k` is updated: a backend whose
+ * pages the kernel took back meanwhile (kmod's OOM give-back) reports
+ * less, and exec_sync, not this call, attributes that loss to contracts. */
+static int move_more(struct exec *e, enum exec_kind k, rx_pages n,
+                     rx_pages *moved, char *err, size_t errlen)
+{
+	struct exec_totals want = e->total, have;
+	want.pages[k] += n;
+	if (e->ops->apply(e->impl, &want, &have, err, errlen) < 0)
+		return -1;
+	*moved = have.pages[k] - e->total.pages[k];
+	if (*moved < 0)
+		*moved = 0;
+	assert(*moved <= n);
+	e->total.pages[k] += *moved;
+	return 0;
+}
+
 /* Moves what the budget allows for the contracts still moving, oldest
  * first. A backend that gives less than asked is short of memory: the
  * contract keeps what it got and stops moving (delivered short). */
@@ -103,15 +122,9 @@ static int pump(struct exec *e, char *err, size_t errlen)
 			n = may;
 		if (n == 0)
 			continue;
-		struct exec_totals want = e->total, have;
-		want.pages[k] += n;
-		if (e->ops->apply(e->impl, &want, &have, err, errlen) < 0)
+		rx_pages moved;
+		if (move_more(e, c->kind, n, &moved, err, errlen) < 0)
 			return -1;
-		rx_pages moved = have.pages[k] - e->total.pages[k];
-		if (moved < 0)
-			moved = 0;
-		assert(moved <= n);
-		e->total.pages[k] += moved;
 		c->pages += moved;
 		e->budget[k] -= (__int128)moved * NS_PER_S;
 		if (moved < n)
@@ -183,7 +196,6 @@ rx_pages exec_moving_total(const struct exec *e, enum exec_kind kind)
 int exec_take(struct exec *e, const char *id, enum exec_kind kind,
               rx_pages pages, rx_pages *got, char *err, size_t errlen)
 {
-	struct exec_totals want = e->total, have;
 	int i = find(e, id);
 
 	*got = 0;
@@ -221,17 +233,9 @@ int exec_take(struct exec *e, const char *id, enum exec_kind kind,
 		*got = e->c[i].pages - before;
 		return 0;
 	}
-	want.pages[kind] += pages;
-	if (e->ops->apply(e->impl, &want, &have, err, errlen) < 0)
+	rx_pages moved;
+	if (move_more(e, kind, pages, &moved, err, errlen) < 0)
 		return -1;
-	/* Only `kind` is updated: a backend whose pages the kernel took back
-	 * meanwhile (kmod's OOM give-back) reports less, and exec_sync, not
-	 * this call, attributes that loss to contracts. */
-	rx_pages moved = have.pages[kind] - e->total.pages[kind];
-	if (moved < 0)
-		moved = 0;
-	assert(moved <= pages);
-	e->total.pages[kind] += moved;
 	*got = moved;
 	if (moved == 0 && i < 0)
 		return 0;
