@@ -951,7 +951,8 @@ static void take_back(struct agent *a, struct held *h, rx_pages pages,
 	snprintf(id, sizeof id, "%" PRId64, h->id);
 	rx_pages have = exec_held(a->ex, id);
 	/* held but nothing moved yet: giving back stops the move */
-	if (have >= 0 && exec_give_back(a->ex, id, pages, err, sizeof err) < 0) {
+	if (have >= 0 &&
+	    exec_give_back(a->ex, id, pages, err, sizeof err) < 0) {
 		log_error("could not give pages back", "contract=%s err=%s", id,
 		          log_quote((char[600]){0}, 600, err));
 		a->n_errors++;
@@ -1209,7 +1210,8 @@ static void moving_tick(struct agent *a, rx_time_ns t)
 		} else if (meter_pages(a->meter, id) != have) {
 			meter_set(a->meter, id, t, have, &why);
 			if (exec_moving(a->ex, id) == 0)
-				log_info("moved", "contract=%" PRId64
+				log_info("moved",
+				         "contract=%" PRId64
 				         " pages=%lld of=%lld",
 				         h->id, (long long)have,
 				         (long long)h->pages);
@@ -1453,7 +1455,8 @@ static void decide(struct agent *a, rx_time_ns t, int known)
 		                                      a->held[i].side, p};
 	}
 	for (int i = 0; i < a->npend && nk < STRATEGY_MAX_CONTRACTS; i++)
-		if (a->pend[i].pages > 0 && !find_held(a, (int64_t)a->pend[i].id))
+		if (a->pend[i].pages > 0 &&
+		    !find_held(a, (int64_t)a->pend[i].id))
 			ks[nk++] = a->pend[i];
 	struct strategy_input in = {.est = &a->e,
 	                            .total = a->managed,

@@ -22,8 +22,10 @@
  * exec_take on, as the clock passed to exec_advance allows, oldest first,
  * and holds (and is metered for) only what has moved. exec_moving says
  * what is still in flight; giving a contract back (a recall mid-move)
- * stops the rest. No clock is read here: time comes in by exec_advance. exec_sync notices pages the kernel took back on its own
- * (the OOM notifier) and says which contracts lost them.
+ * stops the rest. No clock is read here: time comes in by exec_advance.
+ *
+ * exec_sync notices pages the kernel took back on its own (the OOM
+ * notifier) and says which contracts lost them.
  */
 #ifndef RAMEX_EXEC_H
 #define RAMEX_EXEC_H
@@ -81,9 +83,10 @@ int exec_sim_set_load(struct exec *e, const struct simload_config *load,
  * once). Pages given back are the workload's again only once moved. */
 void exec_sim_set_online_rate(struct exec *e, int64_t pages_per_s);
 /* sim only: brings the workload to its size at t and returns the pages it
- * uses, for the sampler; moves pages coming back online. Growing into pages that were given away, it takes
- * offline pages back as the kernel's OOM give-back does (exec_sync sees
- * the loss); lent pages hold a buyer's data and stay. */
+ * uses, for the sampler; moves pages coming back online. Growing into
+ * pages that were given away, it takes offline pages back as the kernel's
+ * OOM give-back does (exec_sync sees the loss); lent pages hold a buyer's
+ * data and stay. */
 rx_pages exec_sim_advance(struct exec *e, rx_time_ns t);
 
 /* `pages` is what the cgroup may use when nothing is sold (0: read its

@@ -202,8 +202,7 @@ static void cover_shortfall(const struct strategy_config *c,
 			for (int i = 0; i < in->ncontracts; i++) {
 				const struct strategy_contract *k =
 				    &in->contracts[i];
-				if (k->side != STRATEGY_SELL ||
-				    k->product != p)
+				if (k->side != STRATEGY_SELL || k->product != p)
 					continue;
 				if (last >= 0 &&
 				    (k->pages > last_pages ||

@@ -5,22 +5,22 @@
  * Given the working-set estimate, the pages the agent manages, its open
  * quotes, its contracts and the top of the book, strategy_decide returns the
  * actions that bring the market position to what the node needs: keep a
- * safety margin above the working set, offer the rest on spot (and a share
- * on perm when the estimate is stable), and when the workload is short of
- * memory cancel offers (under PSI pressure asking for at least the margin
- * or all the refaults say may be missing, as the smoothed estimate lags a
- * burst, and four margins when the stall is so long that the refaults no
- * longer bound what is missing), recall sold contracts whole (spot first, then perm,
- * which breaches; the one that covers the shortfall with the least excess
- * first) and bid for the remainder. Prices are the marginal value of a
- * page at the size the node would keep plus the cost of moving it, within
- * the operator's floors and ceilings; when the best bid pays less than the
- * page at the margin is worth, the node keeps the pages worth more and
- * offers only those below the bid. A quote is replaced only when price or
- * size moved past a threshold, and spare memory is offered only once it
- * exceeds a band (min_offer, sell_band_pct) whose half stays kept, so noise
- * in the estimate neither sells small slices nor recalls them a minute
- * later (the churn ramex-fleet showed: docs/economics.md).
+ * safety margin above the working set, offer the rest on spot (and a share on
+ * perm when the estimate is stable), and when the workload is short of memory
+ * cancel offers (under PSI pressure asking for at least the margin or all the
+ * refaults say may be missing, as the smoothed estimate lags a burst, and
+ * four margins when the stall is so long that the refaults no longer bound
+ * what is missing), recall sold contracts whole (spot first, then perm, which
+ * breaches; the one that covers the shortfall with the least excess first)
+ * and bid for the remainder. Prices are the marginal value of a page at the
+ * size the node would keep plus the cost of moving it, within the operator's
+ * floors and ceilings; when the best bid pays less than the page at the
+ * margin is worth, the node keeps the pages worth more and offers only those
+ * below the bid. A quote is replaced only when price or size moved past a
+ * threshold, and spare memory is offered only once it exceeds a band
+ * (min_offer, sell_band_pct) whose half stays kept, so noise in the estimate
+ * neither sells small slices nor recalls them a minute later (the churn
+ * ramex-fleet showed: docs/economics.md).
  *
  * Pure: no clock, no I/O, no allocation. Owns no state between calls: the
  * open quotes passed in are the memory that the hysteresis compares with.
@@ -33,8 +33,8 @@
 
 #include <stdint.h>
 
-#define STRATEGY_MARKET_LEN    32
-#define STRATEGY_MAX_QUOTES    32  /* open quotes an agent tracks */
+#define STRATEGY_MARKET_LEN 32
+#define STRATEGY_MAX_QUOTES 32 /* open quotes an agent tracks */
 /* Live contracts an agent holds: a 2 TiB machine sold whole in offers of
  * 256 MiB (ramex-fleet's agents' min_offer), or 32 TiB in the spot
  * market's 4 GiB orders. The agent's executor and meter hold as many

@@ -153,7 +153,7 @@ START_TEST(sim_moves_at_a_rate)
 	ck_assert_int_eq(exec_advance(e, t0, err, sizeof err), 0);
 	ck_assert_int_eq(exec_held(e, "a"), 1501);
 	rx_time_ns t = t0 + 2 * S + S / 2 + S / 1000; /* where it was */
-	exec_advance(e, t + 4 * S, err, sizeof err); /* 4000 pages */
+	exec_advance(e, t + 4 * S, err, sizeof err);  /* 4000 pages */
 	ck_assert_int_eq(exec_held(e, "a"), 5000);
 	ck_assert_int_eq(exec_held(e, "b"), 501);
 	/* a recall mid-move: what moved comes back, the rest never goes */

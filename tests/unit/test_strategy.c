@@ -389,7 +389,8 @@ START_TEST(contracts_up_to_the_limit)
 	/* One more than it can hold is malformed input. */
 	in.ncontracts = N + 1;
 	ck_assert_int_eq(strategy_decide(&cfg, &in, a, &v, &why), -1);
-	ck_assert_str_eq(why, "too many open quotes or contracts for one agent");
+	ck_assert_str_eq(why,
+	                 "too many open quotes or contracts for one agent");
 	/* At the limit and short: the contract that fits, found among all
 	 * of them (the last but one), and no bid it could not hold. */
 	in.ncontracts = N;
