@@ -173,10 +173,14 @@ static void converge(const struct strategy_config *c,
 
 /* Short of memory: the workload wins. Take back what we sold, spot first
  * (recall is the seller's right), perm only if allowed (a breach, settled
- * by the market's rules), then bid for what is still missing. */
+ * by the market's rules), then bid for what is still missing. `guess` of
+ * short_by is a guess past what was measured (a saturated stall): it is
+ * taken back from what we sold, never bid for, as a lender's pages take
+ * minutes to arrive and cost it its own. */
 static void cover_shortfall(const struct strategy_config *c,
                             const struct strategy_input *in, struct out *o,
-                            rx_pages short_by, struct strategy_view *v)
+                            rx_pages short_by, rx_pages guess,
+                            struct strategy_view *v)
 {
 	rx_pages left = short_by;
 	const struct wsest_estimate *e = in->est;
@@ -238,6 +242,7 @@ static void cover_shortfall(const struct strategy_config *c,
 		}
 	}
 
+	left = left > guess ? left - guess : 0;
 	/* a person's open bids for this node cover their part */
 	left = left > v->others_buy ? left - v->others_buy : 0;
 	rx_pages want = round_up(left, c->lot);
@@ -436,7 +441,7 @@ int strategy_decide(const struct strategy_config *c,
 		 * it follows a burst only by its smoothing: ask for the
 		 * margin's worth more at once, or for all the refaults say
 		 * may be missing (twice the deficit), whichever is more. */
-		rx_pages short_by = v->spare < 0 ? -v->spare : 0;
+		rx_pages short_by = v->spare < 0 ? -v->spare : 0, guess = 0;
 		if (e->pressure) {
 			rx_pages more = margin > 2 * e->deficit ? margin
 			                                        : 2 * e->deficit;
@@ -445,15 +450,20 @@ int strategy_decide(const struct strategy_config *c,
 			 * refaults bound the time it waited, not the pages
 			 * it misses (ramex-fleet: a burst then took two or
 			 * three steps of full stall to take back). */
+			rx_pages measured = more;
 			if (e->stall_ppm >= STRATEGY_SATURATED_PPM &&
 			    more < 4 * margin)
 				more = 4 * margin;
 			if (more < c->lot)
 				more = c->lot;
-			if (short_by < more)
+			if (short_by < more) {
+				rx_pages base =
+				    short_by > measured ? short_by : measured;
 				short_by = more;
+				guess = short_by > base ? short_by - base : 0;
+			}
 		}
-		cover_shortfall(c, in, &o, short_by, v);
+		cover_shortfall(c, in, &o, short_by, guess, v);
 	} else {
 		offer_spare(c, in, &o, v->spare, v);
 	}
