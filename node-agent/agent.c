@@ -159,9 +159,17 @@ static int start(struct agent *a, char *err, size_t errlen)
 	if (!a->cl)
 		return -1;
 	default_scope(a);
-	if (!strcmp(a->cfg.backend, "sim"))
+	if (!strcmp(a->cfg.backend, "sim")) {
 		a->ex = exec_sim_new(a->cfg.sim_total, a->cfg.sim_usage);
-	else if (!strcmp(a->cfg.backend, "cgroup"))
+		/* the sim moves at the real path's rates (sim_*_rate) */
+		int64_t rate[EXEC_NKINDS] = {a->cfg.sim_offline_rate,
+		                             a->cfg.sim_lend_rate,
+		                             a->cfg.sim_lend_rate};
+		if (a->ex) {
+			exec_set_rates(a->ex, rate);
+			exec_sim_set_online_rate(a->ex, a->cfg.sim_online_rate);
+		}
+	} else if (!strcmp(a->cfg.backend, "cgroup"))
 		a->ex = exec_cgroup_new(a->cfg.cgroup, a->cfg.cgroup_pages, err,
 		                        errlen);
 	else
@@ -352,6 +360,7 @@ int main(int argc, char **argv)
 		    (!a.ev || !events_up(a.ev) ||
 		     events_now_ms() - a.last_list_ms >= a.cfg.poll_s * 1000))
 			agent_contract_reconcile(&a, t);
+		agent_contract_moving_tick(&a, t);
 		agent_contract_sync_losses(&a, t);
 		if (known)
 			agent_lend_tick(&a);

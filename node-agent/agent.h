@@ -46,6 +46,7 @@ struct held { /* a contract of ours the exchange knows */
 	int confirmed;  /* seller: the exchange has our delivery; buyer: active
 	                 */
 	int metering;   /* its pages are held and metered */
+	int refused;    /* the exchange refused our delivery: stop trying */
 	/* Pages given back, the exchange not yet told (recall or end): the
 	 * call is retried until it answers. */
 	const char *tell; /* "recall", "end" or NULL */
@@ -98,6 +99,11 @@ struct agent {
 	struct strategy_view view;
 	int nheld;
 	struct held held[STRATEGY_MAX_CONTRACTS];
+	/* lend contracts we bought whose seller has not delivered yet: not
+	 * held (nothing to receive), but ours, so the strategy counts them
+	 * and does not bid for the same pages again while they move */
+	int npend;
+	struct strategy_contract pend[STRATEGY_MAX_QUOTES];
 	int nquotes;
 	struct strategy_quote quotes[STRATEGY_MAX_QUOTES];
 	struct strategy_top top[STRATEGY_NPRODUCTS];

@@ -74,7 +74,8 @@ static int take_pages(struct agent *a, struct held *h, rx_pages *got)
 		return -1;
 	}
 	*got = (have > 0 ? have : 0) + more;
-	if (*got < h->pages)
+	/* still moving (a rate-limited backend) is not short */
+	if (*got < h->pages && exec_moving(a->ex, id) <= 0)
 		log_warn("delivered short: memory in use",
 		         "contract=%s missing=%lld", id,
 		         (long long)(h->pages - *got));
@@ -136,6 +137,7 @@ static void deliver(struct agent *a, struct held *h, rx_time_ns t)
 	if (rc == 0) {
 		/* Too late or no longer ours: the contract's next listing
 		 * (breached, ended) gives the pages back. */
+		h->refused = 1;
 		return;
 	}
 	h->confirmed = 1;
@@ -156,7 +158,9 @@ void agent_contract_take_back(struct agent *a, struct held *h, rx_pages pages,
 
 	snprintf(id, sizeof id, "%" PRId64, h->id);
 	rx_pages have = exec_held(a->ex, id);
-	if (have > 0 && exec_give_back(a->ex, id, pages, err, sizeof err) < 0) {
+	/* held but nothing moved yet: giving back stops the move */
+	if (have >= 0 &&
+	    exec_give_back(a->ex, id, pages, err, sizeof err) < 0) {
 		log_error("could not give pages back", "contract=%s err=%s", id,
 		          log_quote((char[600]){0}, 600, err));
 		a->n_errors++;
@@ -214,8 +218,14 @@ static void reconcile_one(struct agent *a, json_t *c, rx_time_ns t)
 	/* An offline buyer (the operator) receives nothing; a lend buyer
 	 * receives once the seller delivered. */
 	if (seller != a->account &&
-	    (!delivery || strcmp(delivery, "lend") || !active))
+	    (!delivery || strcmp(delivery, "lend") || !active)) {
+		if (pending && delivery && !strcmp(delivery, "lend") &&
+		    a->npend < STRATEGY_MAX_QUOTES)
+			a->pend[a->npend++] = (struct strategy_contract){
+			    (uint64_t)id, STRATEGY_SPOT, STRATEGY_BUY,
+			    json_integer_value(json_object_get(c, "pages"))};
 		return;
+	}
 	if (!h) {
 		if (a->nheld == STRATEGY_MAX_CONTRACTS) {
 			log_error("too many contracts to hold; not delivering",
@@ -238,7 +248,8 @@ static void reconcile_one(struct agent *a, json_t *c, rx_time_ns t)
 	if (h->tell)
 		return; /* given back; the exchange is told below */
 	if (h->side == STRATEGY_SELL && pending && !h->confirmed) {
-		deliver(a, h, t);
+		if (!h->refused)
+			deliver(a, h, t);
 	} else if (!h->metering) {
 		/* Active and not held here: a buyer's new lend, or our own
 		 * contract after a restart (metering resumes from the spool).
@@ -260,22 +271,36 @@ static int list_contracts(struct agent *a, const char *state, rx_time_ns t)
 {
 	struct client_resp r;
 	char path[128];
+	int64_t before = INT64_MAX;
 
-	snprintf(path, sizeof path, "/v1/contracts?state=%s&limit=500", state);
-	if (agent_call(a, "GET", path, NULL, NULL, &r) < 0)
-		return -1;
-	if (r.status != 200) {
-		log_warn("could not list contracts", "status=%ld detail=%s",
-		         r.status, log_quote((char[300]){0}, 300, r.detail));
+	/* 500 a page, newest first: an agent may hold far more */
+	for (;;) {
+		snprintf(path, sizeof path,
+		         "/v1/contracts?state=%s&limit=500&before=%" PRId64,
+		         state, before);
+		if (agent_call(a, "GET", path, NULL, NULL, &r) < 0)
+			return -1;
+		if (r.status != 200) {
+			log_warn("could not list contracts",
+			         "status=%ld detail=%s", r.status,
+			         log_quote((char[300]){0}, 300, r.detail));
+			client_resp_clear(&r);
+			return -1;
+		}
+		json_t *c, *items = json_object_get(r.json, "items");
+		size_t i, n = json_array_size(items);
+		json_array_foreach(items, i, c)
+		{
+			int64_t id =
+			    json_integer_value(json_object_get(c, "id"));
+			if (id > 0 && id < before)
+				before = id;
+			reconcile_one(a, c, t);
+		}
 		client_resp_clear(&r);
-		return -1;
+		if (n < 500 || before <= 1)
+			return 0;
 	}
-	json_t *c;
-	size_t i;
-	json_array_foreach(json_object_get(r.json, "items"), i, c)
-	    reconcile_one(a, c, t);
-	client_resp_clear(&r);
-	return 0;
 }
 
 /* Brings local contracts in line with the exchange's: deliver what we
@@ -285,6 +310,7 @@ void agent_contract_reconcile(struct agent *a, rx_time_ns t)
 {
 	for (int i = 0; i < a->nheld; i++)
 		a->held[i].seen = 0;
+	a->npend = 0;
 	if (list_contracts(a, "pending_delivery", t) < 0 ||
 	    list_contracts(a, "active", t) < 0)
 		return; /* without the whole picture, change nothing */
@@ -325,6 +351,24 @@ void agent_contract_reconcile(struct agent *a, rx_time_ns t)
 void agent_contract_give_up(struct agent *a, struct held *h, const char *move,
                             const char *why, rx_time_ns t)
 {
+	if (h->side == STRATEGY_SELL && !h->confirmed) {
+		/* A sale still moving (pending delivery): the exchange
+		 * recalls only a delivered contract, so deliver what has
+		 * moved, then recall it. With nothing out yet the move
+		 * stops, and the contract ends at its delivery deadline. */
+		char id[32];
+		snprintf(id, sizeof id, "%" PRId64, h->id);
+		if (!h->refused && exec_held(a->ex, id) > 0)
+			deliver(a, h, t);
+		if (!h->confirmed) {
+			agent_contract_take_back(a, h, h->pages, t);
+			h->refused = 1;
+			log_warn("gave up a sale before its delivery",
+			         "contract=%" PRId64 " why=%s", h->id,
+			         log_quote((char[200]){0}, 200, why));
+			return;
+		}
+	}
 	agent_contract_take_back(a, h, h->pages, t);
 	h->tell = move;
 	a->n_recalls++;
@@ -334,6 +378,49 @@ void agent_contract_give_up(struct agent *a, struct held *h, const char *move,
 	         (long long)h->pages, log_quote((char[200]){0}, 200, why));
 	if (agent_contract_move(a, h->id, move, why) >= 0)
 		drop_held(a, h);
+}
+
+/* Moves take time (exec_set_rates: the sim at the real path's rates): every
+ * sample, the pages moved since are delivered (a sale's first pages), and
+ * metered (the meter follows what has moved, so usage is only ever the
+ * pages actually out). */
+void agent_contract_moving_tick(struct agent *a, rx_time_ns t)
+{
+	char err[512];
+	const char *why;
+
+	if (exec_advance(a->ex, t, err, sizeof err) < 0) {
+		log_error("could not move pages", "err=%s",
+		          log_quote((char[600]){0}, 600, err));
+		a->n_errors++;
+		return;
+	}
+	for (int i = 0; i < a->nheld; i++) {
+		struct held *h = &a->held[i];
+		char id[32];
+		snprintf(id, sizeof id, "%" PRId64, h->id);
+		rx_pages have = exec_held(a->ex, id);
+		if (h->tell || have <= 0)
+			continue;
+		if (h->side == STRATEGY_SELL && !h->confirmed) {
+			if (!h->refused && a->account)
+				deliver(a, h, t);
+		} else if (!h->metering) {
+			h->confirmed = 1;
+			start_meter(a, h, have, t);
+			a->n_deliveries++;
+			log_info("receiving", "contract=%" PRId64 " pages=%lld",
+			         h->id, (long long)have);
+		} else if (meter_pages(a->meter, id) != have) {
+			meter_set(a->meter, id, t, have, &why);
+			if (exec_moving(a->ex, id) == 0)
+				log_info("moved",
+				         "contract=%" PRId64
+				         " pages=%lld of=%lld",
+				         h->id, (long long)have,
+				         (long long)h->pages);
+		}
+	}
 }
 
 /* The kernel took offline pages back (OOM): meter the loss. */

@@ -33,6 +33,9 @@ void agent_contract_reconcile(struct agent *a, rx_time_ns t);
 void agent_contract_give_up(struct agent *a, struct held *h, const char *move,
                             const char *why, rx_time_ns t);
 
+/* Moves that take time: delivers and meters the pages moved since the
+ * last call (a sale is delivered with its first pages). */
+void agent_contract_moving_tick(struct agent *a, rx_time_ns t);
 /* The kernel took offline pages back (OOM): meter the loss, recall. */
 void agent_contract_sync_losses(struct agent *a, rx_time_ns t);
 

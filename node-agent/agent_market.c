@@ -224,13 +224,21 @@ void agent_market_decide(struct agent *a, rx_time_ns t, int known)
 	for (int i = 0; i < a->nheld; i++) {
 		char id[32];
 		snprintf(id, sizeof id, "%" PRId64, a->held[i].id);
+		/* pages still moving are the contract's too: not to sell
+		 * again */
 		rx_pages p = exec_held(a->ex, id);
+		if (p >= 0)
+			p += exec_moving(a->ex, id);
 		if (p <= 0)
 			continue;
 		ks[nk++] = (struct strategy_contract){(uint64_t)a->held[i].id,
 		                                      a->held[i].product,
 		                                      a->held[i].side, p};
 	}
+	for (int i = 0; i < a->npend && nk < STRATEGY_MAX_CONTRACTS; i++)
+		if (a->pend[i].pages > 0 &&
+		    !agent_contract_find(a, (int64_t)a->pend[i].id))
+			ks[nk++] = a->pend[i];
 	struct strategy_input in = {.est = &a->e,
 	                            .total = a->managed,
 	                            .quotes = a->quotes,

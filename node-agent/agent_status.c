@@ -77,6 +77,9 @@ void agent_status_write(struct agent *a)
 	        "ramex_agent_offline_pages %lld\n"
 	        "ramex_agent_lent_pages %lld\n"
 	        "ramex_agent_borrowed_held_pages %lld\n"
+	        "ramex_agent_offline_moving_pages %lld\n"
+	        "ramex_agent_lent_moving_pages %lld\n"
+	        "ramex_agent_borrowed_moving_pages %lld\n"
 	        "ramex_agent_errors_total %lld\n",
 	        (long long)a->e.wss, (long long)a->e.wss_err,
 	        wsest_source_name(a->e.source), (long long)a->e.resident,
@@ -98,7 +101,11 @@ void agent_status_write(struct agent *a)
 	        (long long)(a->ev ? events_connects(a->ev) : 0),
 	        (long long)held_of(a, EXEC_OFFLINE),
 	        (long long)held_of(a, EXEC_LEND),
-	        (long long)held_of(a, EXEC_BORROW), (long long)a->n_errors);
+	        (long long)held_of(a, EXEC_BORROW),
+	        (long long)exec_moving_total(a->ex, EXEC_OFFLINE),
+	        (long long)exec_moving_total(a->ex, EXEC_LEND),
+	        (long long)exec_moving_total(a->ex, EXEC_BORROW),
+	        (long long)a->n_errors);
 	/* a person paused the automation; what people's orders hold open */
 	fprintf(f,
 	        "ramex_agent_paused %d\n"

@@ -71,6 +71,15 @@ static const struct setting settings[] = {
       "sim: seconds of one diurnal day, or of one bursty slot"),
     I("sim_seed", sim_seed, 1, 0, BIG,
       "sim: diurnal phase shift in ms; which bursty slots burst"),
+    I("sim_offline_rate", sim_offline_rate, 1, 0, BIG,
+      "sim: pages a second taken offline (0: at once; the kernel "
+      "module's measured 569747, bench/30-kmod.sh)"),
+    I("sim_online_rate", sim_online_rate, 1, 0, BIG,
+      "sim: pages a second given back online (0: at once; measured "
+      "1461478)"),
+    I("sim_lend_rate", sim_lend_rate, 1, 0, BIG,
+      "sim: pages a second lent or borrowed (0: at once; 262144, 1 GiB/s, "
+      "the lending bridge's stream, docs/lending.md)"),
     I("managed_pages", managed_pages, 1, 0, YEAR_PAGES,
       "pages the agent trades (0: MemTotal, or sim_total_pages)"),
     S("spool", spool, "usage report spool file (fsync'd)"),
@@ -210,6 +219,9 @@ void config_default(struct agent_config *c)
 	strcpy(c->sim_profile, "steady");
 	c->sim_period_s = 86400;
 	c->sim_seed = 1;
+	c->sim_offline_rate = 569747;
+	c->sim_online_rate = 1461478;
+	c->sim_lend_rate = 262144;
 	strcpy(c->spool, "/var/lib/ramex/agent.spool");
 	strcpy(c->status_file, "/run/ramex/agent.prom");
 	strcpy(c->log_level, "info");

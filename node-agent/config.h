@@ -33,9 +33,11 @@ struct agent_config {
 	rx_pages sim_usage;              /* sim: pages the workload uses */
 	char sim_usage_file[CONFIG_STR]; /* sim: usage re-read from, "" off */
 	char sim_profile[16];            /* sim: steady | diurnal | bursty */
-	rx_pages sim_swing;     /* sim: diurnal amplitude, highest burst */
-	int64_t sim_period_s;   /* sim: a diurnal day, a bursty slot */
-	int64_t sim_seed;       /* sim: diurnal phase, which slots burst */
+	rx_pages sim_swing;   /* sim: diurnal amplitude, highest burst */
+	int64_t sim_period_s; /* sim: a diurnal day, a bursty slot */
+	int64_t sim_seed;     /* sim: diurnal phase, which slots burst */
+	/* sim: pages a second moves take, as on the real path (0: at once) */
+	int64_t sim_offline_rate, sim_online_rate, sim_lend_rate;
 	rx_pages managed_pages; /* pages traded; 0 = MemTotal */
 	char spool[CONFIG_STR];
 	char status_file[CONFIG_STR]; /* metrics in Prometheus text, "" off */

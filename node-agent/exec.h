@@ -15,8 +15,17 @@
  *
  * A backend may achieve less than asked (memory is short): exec_take says
  * how many pages it really took, and that is what the contract holds and
- * what gets metered. exec_sync notices pages the kernel took back on its own
- * (the OOM notifier) and says which contracts lost them.
+ * what gets metered.
+ *
+ * Moves at a rate: a backend whose moves complete at once (sim) is given
+ * the rates of the real path (exec_set_rates); a contract then moves from
+ * exec_take on, as the clock passed to exec_advance allows, oldest first,
+ * and holds (and is metered for) only what has moved. exec_moving says
+ * what is still in flight; giving a contract back (a recall mid-move)
+ * stops the rest. No clock is read here: time comes in by exec_advance.
+ *
+ * exec_sync notices pages the kernel took back on its own (the OOM
+ * notifier) and says which contracts lost them.
  */
 #ifndef RAMEX_EXEC_H
 #define RAMEX_EXEC_H
@@ -26,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define EXEC_MAX_CONTRACTS 256
+#define EXEC_MAX_CONTRACTS 8192 /* = STRATEGY_MAX_CONTRACTS */
 #define EXEC_ID_LEN        48
 
 enum exec_kind {
@@ -70,10 +79,14 @@ void exec_sim_oom(struct exec *e, rx_pages pages);
 struct simload_config;
 int exec_sim_set_load(struct exec *e, const struct simload_config *load,
                       char *err, size_t errlen);
+/* sim only: pages a second that offline pages come back online at (0: at
+ * once). Pages given back are the workload's again only once moved. */
+void exec_sim_set_online_rate(struct exec *e, int64_t pages_per_s);
 /* sim only: brings the workload to its size at t and returns the pages it
- * uses, for the sampler. Growing into pages that were given away, it takes
- * offline pages back as the kernel's OOM give-back does (exec_sync sees
- * the loss); lent pages hold a buyer's data and stay. */
+ * uses, for the sampler; moves pages coming back online. Growing into
+ * pages that were given away, it takes offline pages back as the kernel's
+ * OOM give-back does (exec_sync sees the loss); lent pages hold a buyer's
+ * data and stay. */
 rx_pages exec_sim_advance(struct exec *e, rx_time_ns t);
 
 /* `pages` is what the cgroup may use when nothing is sold (0: read its
@@ -85,8 +98,24 @@ struct exec *exec_kmod_new(const char *device, char *err, size_t errlen);
 
 const char *exec_name(const struct exec *e);
 
+/* Pages per second each kind moves at, 0: at once (the default). Resets
+ * what the movers saved up; -1 when a rate is negative. */
+int exec_set_rates(struct exec *e, const int64_t rate[EXEC_NKINDS]);
+
+/* The clock is at t: the contracts still moving move what their kind's
+ * rate allows since the last call (a mover with nothing to move saves up
+ * nothing). 0, or -1 with err when the backend failed. */
+int exec_advance(struct exec *e, rx_time_ns t, char *err, size_t errlen);
+
+/* Pages of contract `id` still moving (-1: unknown), and of every
+ * contract of a kind. */
+rx_pages exec_moving(const struct exec *e, const char *id);
+rx_pages exec_moving_total(const struct exec *e, enum exec_kind kind);
+
 /* Takes up to `pages` more pages for contract `id` (created when new) and
- * sets *got to how many it took (0..pages). */
+ * sets *got to how many it took (0..pages). At a rate, the contract is
+ * recorded (exec_held 0) and moves from now on; *got is what moved in
+ * this call, and asking again for pages still moving adds none. */
 int exec_take(struct exec *e, const char *id, enum exec_kind kind,
               rx_pages pages, rx_pages *got, char *err, size_t errlen);
 

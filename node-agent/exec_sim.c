@@ -9,6 +9,11 @@
  * that grows into given-away pages gets offline pages back, the way the
  * kernel module's OOM notifier does; lent pages hold a buyer's data and
  * are not taken.
+ *
+ * Taking pages at the real path's rate is exec.c's (exec_set_rates); the
+ * way back is this backend's: offline pages given back come online at
+ * `online_rate` pages a second of the clock exec_sim_advance passes in,
+ * and until then they are neither the contract's nor the workload's.
  */
 #include "node-agent/core/simload.h"
 #include "node-agent/exec.h"
@@ -23,7 +28,21 @@ struct sim {
 	rx_pages oom_pending; /* offline pages the "kernel" took back */
 	struct simload_config load;
 	int has_load; /* usage follows `load`, else it stays as set */
+	/* Offline pages on their way back online, in page-ns still to go
+	 * at online_rate pages a second, from the clock at `now`. */
+	int64_t online_rate;
+	rx_pages returning;
+	__int128 carry;
+	rx_time_ns now;
+	int has_now;
 };
+
+/* Pages neither given away nor used nor on their way back. */
+static rx_pages free_of(const struct sim *s, const struct exec_totals *h)
+{
+	return s->total - s->usage - s->returning - h->pages[EXEC_OFFLINE] -
+	       h->pages[EXEC_LEND] + h->pages[EXEC_BORROW];
+}
 
 static int sim_apply(void *impl, const struct exec_totals *want,
                      struct exec_totals *got, char *err, size_t errlen)
@@ -32,11 +51,15 @@ static int sim_apply(void *impl, const struct exec_totals *want,
 	(void)err;
 	(void)errlen;
 
-	/* Returns first, so that their pages are free for what follows. */
+	/* Returns first, so that their pages are free for what follows
+	 * (offline ones once they are back online). */
 	*got = s->held;
 	for (int k = 0; k < EXEC_NKINDS; k++)
-		if (want->pages[k] < got->pages[k])
+		if (want->pages[k] < got->pages[k]) {
+			if (k == EXEC_OFFLINE && s->online_rate > 0)
+				s->returning += got->pages[k] - want->pages[k];
 			got->pages[k] = want->pages[k];
+		}
 	for (int k = 0; k < EXEC_NKINDS; k++) {
 		if (want->pages[k] <= got->pages[k])
 			continue;
@@ -44,9 +67,7 @@ static int sim_apply(void *impl, const struct exec_totals *want,
 			got->pages[k] = want->pages[k];
 			continue;
 		}
-		rx_pages free_pages =
-		    s->total - s->usage - got->pages[EXEC_OFFLINE] -
-		    got->pages[EXEC_LEND] + got->pages[EXEC_BORROW];
+		rx_pages free_pages = free_of(s, got);
 		rx_pages more = want->pages[k] - got->pages[k];
 		if (more > free_pages)
 			more = free_pages > 0 ? free_pages : 0;
@@ -120,15 +141,38 @@ int exec_sim_set_load(struct exec *e, const struct simload_config *load,
 	return 0;
 }
 
+void exec_sim_set_online_rate(struct exec *e, int64_t pages_per_s)
+{
+	struct sim *s = sim_of(e);
+	s->online_rate = pages_per_s > 0 ? pages_per_s : 0;
+	if (!s->online_rate)
+		s->returning = 0, s->carry = 0;
+}
+
 rx_pages exec_sim_advance(struct exec *e, rx_time_ns t)
 {
 	struct sim *s = sim_of(e);
+	if (s->has_now && t > s->now && s->returning > 0) {
+		s->carry += (__int128)s->online_rate * (t - s->now);
+		rx_pages back = (rx_pages)(s->carry / 1000000000);
+		if (back >= s->returning) {
+			back = s->returning;
+			s->carry = 0;
+		} else {
+			s->carry -= (__int128)back * 1000000000;
+		}
+		s->returning -= back;
+	}
+	if (s->returning == 0)
+		s->carry = 0;
+	if (!s->has_now || t > s->now)
+		s->now = t, s->has_now = 1;
 	if (!s->has_load)
 		return s->usage;
 	s->usage = simload_pages(&s->load, t);
-	rx_pages free_pages =
-	    s->total - s->usage - s->held.pages[EXEC_OFFLINE] -
-	    s->held.pages[EXEC_LEND] + s->held.pages[EXEC_BORROW];
+	/* The workload grows into what is free or coming back; past that,
+	 * into offline pages. */
+	rx_pages free_pages = free_of(s, &s->held) + s->returning;
 	if (free_pages < 0)
 		exec_sim_oom(e, -free_pages);
 	return s->usage;

@@ -3,7 +3,7 @@
 # machines. `make fleet` (top-level Makefile) runs the default fleet.
 # Included by the top-level Makefile.
 
-SIM_CORE := sim/workload.c sim/fleet.c node-agent/core/wsest.c \
+SIM_CORE := sim/workload.c sim/fleet.c sim/exchange.c node-agent/core/wsest.c \
   node-agent/core/strategy.c $(BOOK_SRC) exchange/core/contract.c \
   exchange/core/usage.c exchange/core/invoice.c common/money.c
 $(call program,ramex-fleet,sim/main.c sim/report.c $(SIM_CORE),)

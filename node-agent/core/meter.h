@@ -22,7 +22,7 @@
 
 #include <stdint.h>
 
-#define METER_MAX_CONTRACTS 256
+#define METER_MAX_CONTRACTS 8192 /* = STRATEGY_MAX_CONTRACTS */
 #define METER_ID_LEN        48
 
 struct meter_period {

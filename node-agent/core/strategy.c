@@ -98,6 +98,23 @@ static int near(int64_t have, int64_t want, int pct)
 	return d <= (__int128)pct * want;
 }
 
+/* The most pages a new quote may have so that the contracts it and a
+ * person's open orders can fill into still fit what the agent holds: a
+ * trade is at least one lot, so a quote fills into at most one contract a
+ * lot. A kept quote may be requote_qty_pct larger than the one wanted. */
+static rx_pages fill_room(const struct strategy_config *c,
+                          const struct strategy_input *in,
+                          const struct strategy_view *v)
+{
+	__int128 r =
+	    (__int128)(STRATEGY_MAX_CONTRACTS - in->ncontracts) * c->lot -
+	    v->others_buy - v->others_sell;
+	if (r <= 0)
+		return 0;
+	r = r * 100 / (100 + c->requote_qty_pct);
+	return round_down(clamp128(r), c->lot);
+}
+
 struct out {
 	struct strategy_action *a;
 	int n;
@@ -156,10 +173,14 @@ static void converge(const struct strategy_config *c,
 
 /* Short of memory: the workload wins. Take back what we sold, spot first
  * (recall is the seller's right), perm only if allowed (a breach, settled
- * by the market's rules), then bid for what is still missing. */
+ * by the market's rules), then bid for what is still missing. `guess` of
+ * short_by is a guess past what was measured (a saturated stall): it is
+ * taken back from what we sold, never bid for, as a lender's pages take
+ * minutes to arrive and cost it its own. */
 static void cover_shortfall(const struct strategy_config *c,
                             const struct strategy_input *in, struct out *o,
-                            rx_pages short_by, struct strategy_view *v)
+                            rx_pages short_by, rx_pages guess,
+                            struct strategy_view *v)
 {
 	rx_pages left = short_by;
 	const struct wsest_estimate *e = in->est;
@@ -169,21 +190,28 @@ static void cover_shortfall(const struct strategy_config *c,
 		converge(c, in, o, p, STRATEGY_SELL, 0, 0, STRATEGY_GTC,
 		         "workload needs the pages");
 	/* The agent recalls whole contracts: take the one that covers what
-	 * is missing with the least excess, else the largest, and again. */
-	char used[STRATEGY_MAX_CONTRACTS] = {0};
+	 * is missing with the least excess, else the largest, and again.
+	 * Until one fits, the ones taken are the largest in the order
+	 * (pages down, index up), so the contracts still free are those
+	 * after the last one taken in that order: no list of the taken. */
 	for (int pass = 0; pass < 2 && left > 0; pass++) {
 		enum strategy_product p =
 		    pass == 0 ? STRATEGY_SPOT : STRATEGY_PERM;
 		if (p == STRATEGY_PERM && !c->breach_perm)
 			break;
+		rx_pages last_pages = 0;
+		int last = -1;
 		while (left > 0) {
 			int best = -1, fits = 0;
 			for (int i = 0; i < in->ncontracts; i++) {
 				const struct strategy_contract *k =
 				    &in->contracts[i];
-				if (used[i] || k->side != STRATEGY_SELL ||
-				    k->product != p)
+				if (k->side != STRATEGY_SELL || k->product != p)
 					continue;
+				if (last >= 0 &&
+				    (k->pages > last_pages ||
+				     (k->pages == last_pages && i <= last)))
+					continue; /* taken already */
 				int f = k->pages >= left;
 				if (best < 0 || (f && !fits) ||
 				    (f && k->pages <
@@ -198,7 +226,8 @@ static void cover_shortfall(const struct strategy_config *c,
 				break;
 			const struct strategy_contract *k =
 			    &in->contracts[best];
-			used[best] = 1;
+			last = best;
+			last_pages = k->pages;
 			emit(o, (struct strategy_action){
 			            .kind = STRATEGY_RECALL,
 			            .id = k->id,
@@ -213,11 +242,14 @@ static void cover_shortfall(const struct strategy_config *c,
 		}
 	}
 
+	left = left > guess ? left - guess : 0;
 	/* a person's open bids for this node cover their part */
 	left = left > v->others_buy ? left - v->others_buy : 0;
 	rx_pages want = round_up(left, c->lot);
 	if (c->max_order > 0 && want > c->max_order)
 		want = round_down(c->max_order, c->lot);
+	if (want > fill_room(c, in, v))
+		want = fill_room(c, in, v);
 	rx_price move = move_price(c);
 	rx_price value = strategy_price_of(c, e->dydx_above);
 	rx_price bid = value > move ? value - move : 0;
@@ -324,6 +356,8 @@ static void offer_spare(const struct strategy_config *c,
 		target = 0;
 	if (c->max_order > 0 && target > c->max_order)
 		target = round_down(c->max_order, c->lot);
+	if (target > fill_room(c, in, v))
+		target = fill_room(c, in, v);
 	rx_pages perm = 0;
 	if (e->stable && c->perm_market[0])
 		perm = round_down(target * c->perm_share_pct / 100, c->lot);
@@ -407,16 +441,29 @@ int strategy_decide(const struct strategy_config *c,
 		 * it follows a burst only by its smoothing: ask for the
 		 * margin's worth more at once, or for all the refaults say
 		 * may be missing (twice the deficit), whichever is more. */
-		rx_pages short_by = v->spare < 0 ? -v->spare : 0;
+		rx_pages short_by = v->spare < 0 ? -v->spare : 0, guess = 0;
 		if (e->pressure) {
 			rx_pages more = margin > 2 * e->deficit ? margin
 			                                        : 2 * e->deficit;
+			/* Stalled half the interval or more, the workload
+			 * refaulted as fast as the faults were served: the
+			 * refaults bound the time it waited, not the pages
+			 * it misses (ramex-fleet: a burst then took two or
+			 * three steps of full stall to take back). */
+			rx_pages measured = more;
+			if (e->stall_ppm >= STRATEGY_SATURATED_PPM &&
+			    more < 4 * margin)
+				more = 4 * margin;
 			if (more < c->lot)
 				more = c->lot;
-			if (short_by < more)
+			if (short_by < more) {
+				rx_pages base =
+				    short_by > measured ? short_by : measured;
 				short_by = more;
+				guess = short_by > base ? short_by - base : 0;
+			}
 		}
-		cover_shortfall(c, in, &o, short_by, v);
+		cover_shortfall(c, in, &o, short_by, guess, v);
 	} else {
 		offer_spare(c, in, &o, v->spare, v);
 	}

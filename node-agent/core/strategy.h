@@ -5,21 +5,22 @@
  * Given the working-set estimate, the pages the agent manages, its open
  * quotes, its contracts and the top of the book, strategy_decide returns the
  * actions that bring the market position to what the node needs: keep a
- * safety margin above the working set, offer the rest on spot (and a share
- * on perm when the estimate is stable), and when the workload is short of
- * memory cancel offers (under PSI pressure asking for at least the margin
- * or all the refaults say may be missing, as the smoothed estimate lags a
- * burst), recall sold contracts whole (spot first, then perm,
- * which breaches; the one that covers the shortfall with the least excess
- * first) and bid for the remainder. Prices are the marginal value of a
- * page at the size the node would keep plus the cost of moving it, within
- * the operator's floors and ceilings; when the best bid pays less than the
- * page at the margin is worth, the node keeps the pages worth more and
- * offers only those below the bid. A quote is replaced only when price or
- * size moved past a threshold, and spare memory is offered only once it
- * exceeds a band (min_offer, sell_band_pct) whose half stays kept, so noise
- * in the estimate neither sells small slices nor recalls them a minute
- * later (the churn ramex-fleet showed: docs/economics.md).
+ * safety margin above the working set, offer the rest on spot (and a share on
+ * perm when the estimate is stable), and when the workload is short of memory
+ * cancel offers (under PSI pressure asking for at least the margin or all the
+ * refaults say may be missing, as the smoothed estimate lags a burst, and
+ * four margins when the stall is so long that the refaults no longer bound
+ * what is missing), recall sold contracts whole (spot first, then perm, which
+ * breaches; the one that covers the shortfall with the least excess first)
+ * and bid for the remainder. Prices are the marginal value of a page at the
+ * size the node would keep plus the cost of moving it, within the operator's
+ * floors and ceilings; when the best bid pays less than the page at the
+ * margin is worth, the node keeps the pages worth more and offers only those
+ * below the bid. A quote is replaced only when price or size moved past a
+ * threshold, and spare memory is offered only once it exceeds a band
+ * (min_offer, sell_band_pct) whose half stays kept, so noise in the estimate
+ * neither sells small slices nor recalls them a minute later (the churn
+ * ramex-fleet showed: docs/economics.md).
  *
  * Pure: no clock, no I/O, no allocation. Owns no state between calls: the
  * open quotes passed in are the memory that the hysteresis compares with.
@@ -32,11 +33,22 @@
 
 #include <stdint.h>
 
-#define STRATEGY_MARKET_LEN    32
-#define STRATEGY_MAX_QUOTES    32  /* open quotes an agent tracks */
-#define STRATEGY_MAX_CONTRACTS 256 /* live contracts an agent holds */
+#define STRATEGY_MARKET_LEN 32
+#define STRATEGY_MAX_QUOTES 32 /* open quotes an agent tracks */
+/* Live contracts an agent holds: a 2 TiB machine sold whole in offers of
+ * 256 MiB (ramex-fleet's agents' min_offer), or 32 TiB in the spot
+ * market's 4 GiB orders. The agent's executor and meter hold as many
+ * (EXEC_MAX_CONTRACTS, METER_MAX_CONTRACTS), and the strategy never
+ * quotes more than the contracts left to hold can take (a trade is at
+ * least one lot, so one contract a lot). */
+#define STRATEGY_MAX_CONTRACTS 8192
 /* Every quote cancelled, every contract recalled, plus two new quotes. */
 #define STRATEGY_MAX_ACTIONS (STRATEGY_MAX_QUOTES + STRATEGY_MAX_CONTRACTS + 2)
+
+/* PSI some past this share of the interval (ppm): the refaults are
+ * bounded by the time the workload waited, not by the pages it misses, so
+ * under pressure the strategy asks back four margins at least. */
+#define STRATEGY_SATURATED_PPM 500000
 
 enum strategy_product { STRATEGY_SPOT, STRATEGY_PERM, STRATEGY_NPRODUCTS };
 enum strategy_side { STRATEGY_BUY, STRATEGY_SELL };

@@ -108,6 +108,124 @@ START_TEST(sim_adopt)
 }
 END_TEST
 
+#define S INT64_C(1000000000)
+
+/* Moves at a rate (the demo's sim at the real path's rates): a contract
+ * holds, and is metered for, only what has moved by the clock passed in;
+ * the oldest moves first; asking again adds nothing; an idle mover saves
+ * up nothing; a recall mid-move stops the rest. */
+START_TEST(sim_moves_at_a_rate)
+{
+	struct exec *e = exec_sim_new(1000000, 0);
+	int64_t rate[EXEC_NKINDS] = {1000, 0, 0}; /* offline: 1000 pages/s */
+	rx_pages got;
+	rx_time_ns t0 = 1000 * S;
+
+	ck_assert_int_eq(exec_set_rates(e, rate), 0);
+	ck_assert_int_eq(exec_advance(e, t0, err, sizeof err), 0);
+	ck_assert_int_eq(
+	    exec_take(e, "a", EXEC_OFFLINE, 5000, &got, err, sizeof err), 0);
+	ck_assert_int_eq(got, 0); /* in flight, held 0, not unknown */
+	ck_assert_int_eq(exec_held(e, "a"), 0);
+	ck_assert_int_eq(exec_moving(e, "a"), 5000);
+	ck_assert_int_eq(exec_moving_total(e, EXEC_OFFLINE), 5000);
+	/* the mover starts at the first clock after the ask */
+	ck_assert_int_eq(exec_advance(e, t0 + S, err, sizeof err), 0);
+	ck_assert_int_eq(exec_held(e, "a"), 0);
+	ck_assert_int_eq(exec_advance(e, t0 + 2 * S, err, sizeof err), 0);
+	ck_assert_int_eq(exec_held(e, "a"), 1000);
+	/* half a second is 500 pages, a third of a ms a third of a page:
+	 * the remainder carries */
+	ck_assert_int_eq(exec_advance(e, t0 + 2 * S + S / 2, err, sizeof err),
+	                 0);
+	ck_assert_int_eq(exec_held(e, "a"), 1500);
+	for (int i = 1; i <= 3; i++)
+		exec_advance(e, t0 + 2 * S + S / 2 + i * S / 3000, err,
+		             sizeof err);
+	ck_assert_int_eq(exec_held(e, "a"), 1501);
+	/* asking again for what is moving adds nothing */
+	ck_assert_int_eq(
+	    exec_take(e, "a", EXEC_OFFLINE, 3499, &got, err, sizeof err), 0);
+	ck_assert_int_eq(exec_moving(e, "a"), 3499);
+	/* a second contract waits for the first; a clock that goes back
+	 * moves nothing */
+	exec_take(e, "b", EXEC_OFFLINE, 2000, &got, err, sizeof err);
+	ck_assert_int_eq(exec_advance(e, t0, err, sizeof err), 0);
+	ck_assert_int_eq(exec_held(e, "a"), 1501);
+	rx_time_ns t = t0 + 2 * S + S / 2 + S / 1000; /* where it was */
+	exec_advance(e, t + 4 * S, err, sizeof err);  /* 4000 pages */
+	ck_assert_int_eq(exec_held(e, "a"), 5000);
+	ck_assert_int_eq(exec_held(e, "b"), 501);
+	/* a recall mid-move: what moved comes back, the rest never goes */
+	ck_assert_int_eq(exec_give_back(e, "b", 501, err, sizeof err), 0);
+	ck_assert_int_eq(exec_held(e, "b"), -1);
+	ck_assert_int_eq(exec_moving_total(e, EXEC_OFFLINE), 0);
+	/* idle for a minute: the next contract still takes its time */
+	exec_advance(e, t + 5 * S, err, sizeof err);
+	exec_advance(e, t + 65 * S, err, sizeof err);
+	exec_take(e, "c", EXEC_OFFLINE, 3000, &got, err, sizeof err);
+	ck_assert_int_eq(got, 0);
+	exec_advance(e, t + 66 * S, err, sizeof err);
+	exec_advance(e, t + 67 * S, err, sizeof err);
+	ck_assert_int_eq(exec_held(e, "c"), 1000);
+	/* a recall of a contract none of whose pages moved yet */
+	exec_take(e, "d", EXEC_OFFLINE, 100, &got, err, sizeof err);
+	ck_assert_int_eq(exec_held(e, "d"), 0);
+	ck_assert_int_eq(exec_give_back(e, "d", 0, err, sizeof err), 0);
+	ck_assert_int_eq(exec_held(e, "d"), -1);
+	/* kinds without a rate move at once */
+	ck_assert_int_eq(
+	    exec_take(e, "l", EXEC_LEND, 700, &got, err, sizeof err), 0);
+	ck_assert_int_eq(got, 700);
+	int64_t bad[EXEC_NKINDS] = {-1, 0, 0};
+	ck_assert_int_eq(exec_set_rates(e, bad), -1);
+	exec_close(e);
+}
+END_TEST
+
+/* Short of memory mid-move: the contract keeps what moved and stops. */
+START_TEST(sim_rate_short_of_memory)
+{
+	struct exec *e = exec_sim_new(10000, 8000); /* 2000 free */
+	int64_t rate[EXEC_NKINDS] = {1000, 1000, 1000};
+	rx_pages got;
+
+	exec_set_rates(e, rate);
+	exec_advance(e, 0, err, sizeof err);
+	exec_take(e, "a", EXEC_LEND, 5000, &got, err, sizeof err);
+	exec_advance(e, S, err, sizeof err);
+	exec_advance(e, 10 * S, err, sizeof err);
+	ck_assert_int_eq(exec_held(e, "a"), 2000);
+	ck_assert_int_eq(exec_moving(e, "a"), 0);
+	exec_close(e);
+}
+END_TEST
+
+/* Offline pages given back come online at the online rate: until then
+ * they are neither the contract's nor free to give again. */
+START_TEST(sim_online_takes_time)
+{
+	struct exec *e = exec_sim_new(10000, 0);
+	rx_pages got;
+
+	exec_sim_set_online_rate(e, 500);
+	exec_sim_advance(e, 0);
+	exec_take(e, "a", EXEC_OFFLINE, 10000, &got, err, sizeof err);
+	ck_assert_int_eq(got, 10000);
+	ck_assert_int_eq(exec_give_back(e, "a", 1000, err, sizeof err), 0);
+	ck_assert_int_eq(exec_held(e, "a"), 9000);
+	exec_take(e, "b", EXEC_LEND, 1000, &got, err, sizeof err);
+	ck_assert_int_eq(got, 0); /* still coming back online */
+	exec_sim_advance(e, S);
+	exec_take(e, "b", EXEC_LEND, 1000, &got, err, sizeof err);
+	ck_assert_int_eq(got, 500);
+	exec_sim_advance(e, 3 * S);
+	exec_take(e, "b", EXEC_LEND, 500, &got, err, sizeof err);
+	ck_assert_int_eq(got, 500);
+	exec_close(e);
+}
+END_TEST
+
 static char dir[256];
 
 static void put(const char *file, const char *text)
@@ -241,6 +359,9 @@ int main(void)
 	tcase_add_test(tc, sim_take_and_give_back);
 	tcase_add_test(tc, sim_oom_sync);
 	tcase_add_test(tc, sim_adopt);
+	tcase_add_test(tc, sim_moves_at_a_rate);
+	tcase_add_test(tc, sim_rate_short_of_memory);
+	tcase_add_test(tc, sim_online_takes_time);
 	tcase_add_test(tc, kmod_refusals);
 	suite_add_tcase(s, tc);
 	TCase *cg = tcase_create("cgroup");

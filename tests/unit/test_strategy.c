@@ -352,6 +352,62 @@ START_TEST(malformed_input)
 }
 END_TEST
 
+/* A node of a large machine holds up to STRATEGY_MAX_CONTRACTS contracts
+ * (ramex-fleet used to hand the strategy only the oldest 256). At the
+ * limit it still decides, and recalls, but quotes nothing that could fill
+ * into one contract more than it can hold: a trade is at least a lot. */
+START_TEST(contracts_up_to_the_limit)
+{
+	enum { N = STRATEGY_MAX_CONTRACTS };
+	static struct strategy_contract k[N + 1];
+	static struct strategy_action a[STRATEGY_MAX_ACTIONS];
+	struct strategy_view v;
+	const char *why = NULL;
+	rx_pages total = (rx_pages)N * 1024 + 4 * TOTAL;
+
+	for (int i = 0; i <= N; i++)
+		k[i] = (struct strategy_contract){.id = (uint64_t)i + 1,
+		                                  .product = STRATEGY_SPOT,
+		                                  .side = STRATEGY_SELL,
+		                                  .pages = 1024};
+	k[N - 1].pages = 50000; /* the one that fits a shortfall of 40000 */
+	struct wsest_estimate e = est(200000, 10000, 10000000, 0, 0);
+	struct strategy_input in = {
+	    .est = &e, .total = total, .contracts = k, .ncontracts = N};
+
+	/* At the limit: a spare of millions of pages, and no offer. */
+	int n = strategy_decide(&cfg, &in, a, &v, &why);
+	ck_assert_int_eq(n, 0);
+	ck_assert_int_gt(v.spare, 1000000);
+	/* Ten contracts short of it: at most ten lots, less the room a
+	 * kept quote may take above the one wanted (10 %), in lots. */
+	in.ncontracts = N - 10;
+	n = strategy_decide(&cfg, &in, a, &v, &why);
+	ck_assert_int_eq(n, 1);
+	ck_assert_int_eq(a[0].kind, STRATEGY_PLACE);
+	ck_assert_int_eq(a[0].pages, 2304); /* 2560 * 100 / 110, in lots */
+	/* One more than it can hold is malformed input. */
+	in.ncontracts = N + 1;
+	ck_assert_int_eq(strategy_decide(&cfg, &in, a, &v, &why), -1);
+	ck_assert_str_eq(why,
+	                 "too many open quotes or contracts for one agent");
+	/* At the limit and short: the contract that fits, found among all
+	 * of them (the last but one), and no bid it could not hold. */
+	in.ncontracts = N;
+	rx_pages kept = total - (rx_pages)(N - 1) * 1024 - 50000;
+	e.wss = (kept + 40000) * 10 / 11; /* need = wss + 10 % */
+	e.wss_err = 0;
+	n = strategy_decide(&cfg, &in, a, &v, &why);
+	ck_assert_int_ge(n, 1);
+	ck_assert_int_lt(v.spare, -39990);
+	ck_assert_int_gt(v.spare, -40010);
+	ck_assert_int_eq(a[0].kind, STRATEGY_RECALL);
+	ck_assert_int_eq(a[0].id, N);
+	for (int i = 0; i < n; i++)
+		ck_assert_int_ne(a[i].kind, STRATEGY_PLACE);
+}
+END_TEST
+
 /* Applies a decision to the node's open quotes, as the exchange would. */
 static int apply(const struct run *r, struct strategy_quote *q, int nq,
                  uint64_t *next_id)
@@ -572,6 +628,46 @@ START_TEST(pressure_takes_back_what_refaults_bound)
 }
 END_TEST
 
+/* Stalled most of the interval, the refaults bound only the time it
+ * waited (deficit 1000 here, for a burst of far more): ask back four
+ * margins (4 x 20000), not the one margin the refaults would give. */
+START_TEST(saturated_stall_takes_back_four_margins)
+{
+	struct wsest_estimate e = est(200000, 10000, 1000000000, 0, 1);
+	e.deficit = 1000;
+	e.stall_ppm = 600000;
+	struct strategy_contract k[] = {
+	    {.id = 1, .product = STRATEGY_SPOT, .side = STRATEGY_SELL,
+	     .pages = 50000},
+	    {.id = 2, .product = STRATEGY_SPOT, .side = STRATEGY_SELL,
+	     .pages = 90000},
+	    {.id = 3, .product = STRATEGY_SPOT, .side = STRATEGY_SELL,
+	     .pages = 300000},
+	};
+	struct run r = decide(&e, NULL, 0, k, 3, 0, 0);
+	ck_assert_int_gt(r.v.spare, 0);
+	ck_assert_int_eq(r.n, 1);
+	ck_assert_int_eq(r.a[0].kind, STRATEGY_RECALL);
+	ck_assert_int_eq(r.a[0].id, 2);
+	/* Under the saturation, the margin (20000) is enough. */
+	e.stall_ppm = STRATEGY_SATURATED_PPM - 1;
+	r = decide(&e, NULL, 0, k, 3, 0, 0);
+	ck_assert_int_eq(r.n, 1);
+	ck_assert_int_eq(r.a[0].id, 1);
+	/* Nothing sold to take back: the guess past the margin is never bid
+	 * for (a lender's pages take minutes and cost it its own; on
+	 * 10 000 machines bidding for it made 22 645 lend contracts, 112
+	 * late deliveries and one machine stalled 30 % of the week): the bid
+	 * is for the margin the refaults bound, as without saturation. */
+	e.stall_ppm = 600000;
+	r = decide(&e, NULL, 0, NULL, 0, 0, 0);
+	ck_assert_int_eq(r.n, 1);
+	ck_assert_int_eq(r.a[0].kind, STRATEGY_PLACE);
+	ck_assert_int_eq(r.a[0].side, STRATEGY_BUY);
+	ck_assert_int_eq(r.a[0].pages, 20224); /* the margin, in lots */
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("strategy");
@@ -583,6 +679,7 @@ int main(void)
 	tcase_add_test(tc, recall_takes_the_contract_that_fits);
 	tcase_add_test(tc, no_offer_while_data_waits);
 	tcase_add_test(tc, pressure_takes_back_what_refaults_bound);
+	tcase_add_test(tc, saturated_stall_takes_back_four_margins);
 	tcase_add_test(tc, price_follows_marginal_value);
 	tcase_add_test(tc, prices_round_to_the_tick);
 	tcase_add_test(tc, ceiling_keeps_valuable_pages);
@@ -593,6 +690,7 @@ int main(void)
 	tcase_add_test(tc, plans_around_peoples_orders);
 	tcase_add_test(tc, no_estimate_no_action);
 	tcase_add_test(tc, malformed_input);
+	tcase_add_test(tc, contracts_up_to_the_limit);
 	tcase_add_test(tc, scripted_day);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
