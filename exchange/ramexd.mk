@@ -12,7 +12,9 @@ $(call unit_test,test_pgarr,tests/unit/test_pgarr.c exchange/pgarr.c)
 # we link it as it is.
 RAMEXD_LIB := exchange/config.c exchange/http.c exchange/auth.c exchange/db.c \
   exchange/seal.c exchange/target.c \
-  exchange/events.c exchange/metrics.c exchange/writer.c exchange/pgpipe.c \
+  exchange/events.c exchange/metrics.c exchange/pgpipe.c \
+  exchange/writer.c exchange/writer_rows.c exchange/writer_apply.c \
+  exchange/writer_idem.c exchange/writer_pipe.c exchange/writer_pq.c \
   exchange/input.c \
   exchange/routes.c exchange/h_system.c exchange/h_admin.c exchange/h_nodes.c \
   exchange/h_market.c \

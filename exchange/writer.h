@@ -33,10 +33,11 @@
  * the books are rebuilt from the database before the next batch. When the
  * connection was lost after the batch's COMMIT went out and before its
  * answer came, the batch may have committed: it is answered 503
- * outcome-unknown, and a retry with the same key finds out which. So the books run at most one batch ahead
- * of what is committed, and nothing of that batch is answered or shown
- * (depth reads wait for it) before its COMMIT. writer_start rebuilds every
- * book from the open orders in the database the same way.
+ * outcome-unknown, and a retry with the same key finds out which. So the books
+ * run at most one batch ahead of what is committed, and nothing of that batch
+ * is answered or shown (depth reads wait for it) before its COMMIT.
+ * writer_start rebuilds every book from the open orders in the database the
+ * same way.
  *
  * Authorisation of who may act for which account happens here too, against
  * the writer's cache of accounts, so that the order path needs no query of
@@ -153,7 +154,7 @@ bool writer_ready(struct writer *w);
 /* Refuses new commands (503), finishes those queued, joins the thread. */
 void writer_stop(struct writer *w);
 
-/* Order and book fields as the API spells them. */
+/* Order and book fields as the API spells them (writer_rows.c). */
 const char *writer_side_name(enum book_side s);
 const char *writer_tif_name(enum book_tif t);
 const char *writer_stp_name(enum book_stp s);
