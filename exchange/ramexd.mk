@@ -7,6 +7,11 @@ $(call unit_test,test_sign,tests/unit/test_sign.c $(SIGN_SRC),libcrypto)
 $(call unit_test,test_seal,tests/unit/test_seal.c exchange/seal.c,libcrypto)
 $(call unit_test,test_target,tests/unit/test_target.c exchange/target.c)
 $(call unit_test,test_pgarr,tests/unit/test_pgarr.c exchange/pgarr.c)
+# The writer's commit pipeline against a fake connection (no PostgreSQL;
+# libpq only for its header's types).
+$(call unit_test,test_writer_pipe,tests/unit/test_writer_pipe.c \
+  exchange/writer_pipe.c exchange/writer_rows.c exchange/pgarr.c \
+  exchange/core/book.c $(CONTRACT_SRC) $(MONEY_SRC) common/log.c,jansson libpq)
 
 # ramexd. The matching engine (exchange/core/book.c) belongs to the core;
 # we link it as it is.
