@@ -506,8 +506,10 @@ static void apply_cmds(struct writer *w, struct flight *f, int from,
 {
 	struct wpipe_batch *p = &f->p;
 	struct writer_cmd *def = NULL, **tail = &f->deferred;
-	int rc = idem_accounts(&w->idem, &w->bk, p->cmds + from, p->n - from,
-	                       p->err, sizeof p->err);
+	int rc = apply_ids_reserve(&w->bk, p->n - from, p->err, sizeof p->err);
+	if (rc == 0)
+		rc = idem_accounts(&w->idem, &w->bk, p->cmds + from,
+		                   p->n - from, p->err, sizeof p->err);
 	if (rc == 0)
 		rc = idem_lookup(&w->idem, &w->bk, p->cmds + from, p->n - from,
 		                 held, &f->keys, &def, p->err, sizeof p->err);
@@ -529,6 +531,11 @@ static void apply_cmds(struct writer *w, struct flight *f, int from,
 		else if (c->kind == WR_CANCEL || c->kind == WR_REDUCE)
 			apply_change(&w->bk, &f->b, c, now);
 		idem_store(&w->idem, &f->b, c);
+	}
+	if (w->bk.ids_lost && p->ok) { /* its ids are not its own */
+		p->ok = false;
+		p->down = db_broken(w->idem.lconn);
+		snprintf(p->err, sizeof p->err, "no block of ids");
 	}
 }
 
@@ -695,6 +702,7 @@ struct writer *writer_start(const struct writer_opts *o, char *err,
 	w->o = *o;
 	snprintf(w->conninfo, sizeof w->conninfo, "%s", o->conninfo);
 	w->bk.book_capacity = o->book_capacity;
+	w->bk.idconn = &w->idem.lconn;
 	w->pipe.pq = &writer_pq_libpq;
 	w->pipe.h = &writer_hooks;
 	w->pipe.ctx = w;

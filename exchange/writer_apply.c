@@ -141,25 +141,10 @@ static int add_market(struct apply_books *bk, const PGresult *r, int i,
 	"price_max, extract(epoch FROM term_end)::bigint, notice_period_s, "   \
 	"breach_penalty, delivery_deadline_s, seq"
 
-static int next_id(PGconn *c, const char *table, uint64_t *out, char *err,
-                   size_t errlen)
-{
-	char sql[96];
-	snprintf(sql, sizeof sql, "SELECT coalesce(max(id), 0) + 1 FROM %s",
-	         table); /* table is one of ours, never input */
-	PGresult *r = db_exec(c, PGRES_TUPLES_OK, sql, 0, NULL, err, errlen);
-	if (!r)
-		return -1;
-	*out = (uint64_t)db_int(r, 0, 0);
-	PQclear(r);
-	return 0;
-}
-
 /* Rebuilds every book from the open orders, in priority order. */
 int apply_load(struct apply_books *bk, PGconn *c, char *err, size_t errlen)
 {
 	PGresult *r = NULL;
-	uint64_t next_contract;
 	apply_free_books(bk);
 	if (load_accounts(bk, c, err, errlen) < 0)
 		return -1;
@@ -208,13 +193,6 @@ int apply_load(struct apply_books *bk, PGconn *c, char *err, size_t errlen)
 	}
 	PQclear(r);
 	r = NULL;
-	if (next_id(c, "orders", &bk->next_order, err, errlen) < 0 ||
-	    next_id(c, "trades", &bk->next_trade, err, errlen) < 0 ||
-	    next_id(c, "contracts", &next_contract, err, errlen) < 0)
-		goto fail;
-	/* past every id of both: rows written before 0010 may differ */
-	if (next_contract > bk->next_trade)
-		bk->next_trade = next_contract;
 	log_info("books rebuilt", "markets=%d open_orders=%ld", bk->nm, n);
 	bk->need_rebuild = false;
 	return 0;
@@ -222,6 +200,61 @@ fail:
 	PQclear(r);
 	apply_free_books(bk);
 	return -1;
+}
+
+/* --- ids ------------------------------------------------------------------ */
+
+/* A new block from sequence `seq` (one of ours, never input): [*next, *end).
+ * -1 with err set when the database does not give one. */
+static int take_block(struct apply_books *bk, const char *seq, uint64_t *next,
+                      uint64_t *end, char *err, size_t errlen)
+{
+	const char *pv[] = {seq};
+	PGresult *r =
+	    db_exec(*bk->idconn, PGRES_TUPLES_OK,
+	            "SELECT nextval($1::regclass)", 1, pv, err, errlen);
+	if (!r)
+		return -1;
+	int64_t v = db_int(r, 0, 0);
+	PQclear(r);
+	assert(v > 0);
+	*next = (uint64_t)v;
+	*end = (uint64_t)v + APPLY_ID_BLOCK;
+	return 0;
+}
+
+int apply_ids_reserve(struct apply_books *bk, int orders, char *err,
+                      size_t errlen)
+{
+	if ((bk->ids_lost ||
+	     bk->next_order + (uint64_t)orders > bk->order_end) &&
+	    take_block(bk, "order_id_blocks", &bk->next_order, &bk->order_end,
+	               err, errlen) < 0)
+		return -1;
+	if ((bk->ids_lost ||
+	     bk->next_trade + APPLY_ID_BLOCK / 16 > bk->trade_end) &&
+	    take_block(bk, "trade_id_blocks", &bk->next_trade, &bk->trade_end,
+	               err, errlen) < 0)
+		return -1;
+	bk->ids_lost = false;
+	return 0;
+}
+
+/* The next id of a block, taking a new block when it is used up (rare:
+ * apply_ids_reserve takes them before a batch). When none can be taken,
+ * the id is past the block, never written: ids_lost fails the batch, and
+ * the rest of it tries no more. */
+static uint64_t next_id(struct apply_books *bk, const char *seq, uint64_t *next,
+                        uint64_t *end)
+{
+	char err[256];
+	if (*next >= *end && !bk->ids_lost &&
+	    take_block(bk, seq, next, end, err, sizeof err) < 0) {
+		log_error("could not take a block of ids", "seq=%s err=\"%s\"",
+		          seq, err);
+		bk->ids_lost = true;
+	}
+	return (*next)++;
 }
 
 void apply_free(struct apply_books *bk)
@@ -338,7 +371,9 @@ static void trade_rows(struct apply_books *bk, struct rows_batch *b,
 	int64_t seller = ev->side == BOOK_BUY ? ev->maker_account : ev->account;
 	struct apply_acct *ba = apply_acct_get(bk, buyer);
 	bool operator_buys = ba && ba->kind == 'o';
-	uint64_t tid = bk->next_trade++, cid = tid;
+	uint64_t tid = next_id(bk, "trade_id_blocks", &bk->next_trade,
+	                       &bk->trade_end),
+	         cid = tid;
 
 	struct rows_trade *t = ROWS_PUSH(b->trades);
 	t->id = tid, t->market_id = m->id, t->seq = (int64_t)ev->seq;
@@ -504,7 +539,8 @@ void apply_new(struct apply_books *bk, struct rows_batch *b,
 		return;
 	}
 
-	uint64_t id = bk->next_order++;
+	uint64_t id =
+	    next_id(bk, "order_id_blocks", &bk->next_order, &bk->order_end);
 	struct book_cmd bc = {
 	    .kind = BOOK_CMD_NEW,
 	    .now = now,

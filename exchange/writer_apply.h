@@ -37,8 +37,12 @@ struct apply_books {
 	/* the accounts, by id (an array: ids are dense) */
 	struct apply_acct *acct;
 	size_t nacct;
-	/* a trade's contract has the trade's id (0010_contract_is_trade.sql) */
-	uint64_t next_order, next_trade;
+	/* ids come in blocks from the database (0016_id_blocks.sql): the next
+	 * order id and the end of its block (exclusive), the same for trades;
+	 * a trade's contract has the trade's id (0010_contract_is_trade.sql) */
+	uint64_t next_order, order_end, next_trade, trade_end;
+	PGconn **idconn; /* where blocks are taken: the lookup connection */
+	bool ids_lost;   /* a block could not be taken: the batch fails */
 	/* memory runs ahead of the database: load again before the next */
 	bool need_rebuild;
 	/* events of the command being applied */
@@ -47,8 +51,13 @@ struct apply_books {
 	char reject_msg[BOOK_MSG_MAX];
 };
 
+/* Ids taken with one nextval each (0016_id_blocks.sql): a block holds
+ * APPLY_ID_BLOCK ids, so the order path costs a query every 65 536 ids. */
+#define APPLY_ID_BLOCK 65536
+
 /* Rebuilds every book from the open orders on c, in priority order, and
- * reads the accounts and the next ids. -1 with err set. */
+ * reads the accounts. -1 with err set. Ids go on from the blocks held:
+ * none is ever handed out twice, even after a failed batch. */
 int apply_load(struct apply_books *bk, PGconn *c, char *err, size_t errlen);
 /* Frees the books, the accounts and the event buffer. */
 void apply_free(struct apply_books *bk);
@@ -61,6 +70,14 @@ int64_t apply_cmd_account(const struct writer_cmd *c);
  * 403) and returns -1. */
 int apply_may_act_for(struct apply_books *bk, struct writer_cmd *c,
                       int64_t account);
+
+/* Before a batch of `orders` new orders: takes the blocks of ids it may
+ * need (a new order block when fewer ids are left, a new trade block when
+ * fewer than APPLY_ID_BLOCK / 16 are), so that applying it seldom queries.
+ * A batch whose trades outrun the block takes one more as it goes; when
+ * that fails, ids_lost is set and the batch must fail. -1 with err set. */
+int apply_ids_reserve(struct apply_books *bk, int orders, char *err,
+                      size_t errlen);
 
 /* WR_NEW, WR_CANCEL and WR_REDUCE: through the book, rows into b, an
  * answer into c. */
