@@ -242,9 +242,10 @@ static void *place_stream(void *arg)
 		 * 503 at once by the credential lookup), then had no record
 		 * left to place an order after the outage with ("placed no
 		 * order after the outage", one run in seven on a busy host).
-		 * 20 ms keeps a placer under 50 records a second. */
+		 * 100 ms keeps a placer under 10 records a second: MAXREC
+		 * lasts longer than the test case may (300 s). */
 		if (r->status == 503)
-			usleep(20000);
+			usleep(100000);
 	}
 	return NULL;
 }
