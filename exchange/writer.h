@@ -42,7 +42,13 @@
  * Authorisation of who may act for which account happens here too, against
  * the writer's cache of accounts, so that the order path needs no query of
  * its own: a node acts only for itself, a trader for its team's nodes, an
- * operator buys for its operator account.
+ * operator buys for its operator account (apply_may_act_for).
+ *
+ * Where each step lives: 1 and 3 in writer_apply.h (the books), 2 in
+ * writer_idem.h (the lookups), the rows and answers in writer_rows.h, 4
+ * and 5 in writer_pipe.h (the commit pipeline, its states drawn there, on
+ * libpq through writer_pq.h); this interface, the thread and its queue,
+ * the connections and the recovery in writer.c.
  */
 #ifndef RAMEX_WRITER_H
 #define RAMEX_WRITER_H
