@@ -11,13 +11,20 @@ $(call unit_test,test_pgarr,tests/unit/test_pgarr.c exchange/pgarr.c)
 $(call unit_test,test_auth,tests/unit/test_auth.c exchange/auth.c \
   exchange/db.c exchange/seal.c exchange/metrics.c $(SIGN_SRC) common/log.c,\
   libpq jansson libcrypto)
+# The writer's commit pipeline against a fake connection (no PostgreSQL;
+# libpq only for its header's types).
+$(call unit_test,test_writer_pipe,tests/unit/test_writer_pipe.c \
+  exchange/writer_pipe.c exchange/writer_rows.c exchange/pgarr.c \
+  $(BOOK_SRC) $(CONTRACT_SRC) $(MONEY_SRC) common/log.c,jansson libpq)
 
 # ramexd. The matching engine (exchange/core/book.mk) belongs to the core;
 # we link it as it is.
 RAMEXD_LIB := exchange/config.c exchange/http.c exchange/http_req.c \
   exchange/auth.c exchange/db.c \
   exchange/seal.c exchange/target.c \
-  exchange/events.c exchange/metrics.c exchange/writer.c exchange/pgpipe.c \
+  exchange/events.c exchange/metrics.c exchange/pgpipe.c \
+  exchange/writer.c exchange/writer_rows.c exchange/writer_apply.c \
+  exchange/writer_idem.c exchange/writer_pipe.c exchange/writer_pq.c \
   exchange/input.c \
   exchange/routes.c exchange/h_system.c exchange/h_admin.c exchange/h_nodes.c \
   exchange/h_market.c \

@@ -33,15 +33,22 @@
  * the books are rebuilt from the database before the next batch. When the
  * connection was lost after the batch's COMMIT went out and before its
  * answer came, the batch may have committed: it is answered 503
- * outcome-unknown, and a retry with the same key finds out which. So the books run at most one batch ahead
- * of what is committed, and nothing of that batch is answered or shown
- * (depth reads wait for it) before its COMMIT. writer_start rebuilds every
- * book from the open orders in the database the same way.
+ * outcome-unknown, and a retry with the same key finds out which. So the books
+ * run at most one batch ahead of what is committed, and nothing of that batch
+ * is answered or shown (depth reads wait for it) before its COMMIT.
+ * writer_start rebuilds every book from the open orders in the database the
+ * same way.
  *
  * Authorisation of who may act for which account happens here too, against
  * the writer's cache of accounts, so that the order path needs no query of
  * its own: a node acts only for itself, a trader for its team's nodes, an
- * operator buys for its operator account.
+ * operator buys for its operator account (apply_may_act_for).
+ *
+ * Where each step lives: 1 and 3 in writer_apply.h (the books), 2 in
+ * writer_idem.h (the lookups), the rows and answers in writer_rows.h, 4
+ * and 5 in writer_pipe.h (the commit pipeline, its states drawn there, on
+ * libpq through writer_pq.h); this interface, the thread and its queue,
+ * the connections and the recovery in writer.c.
  */
 #ifndef RAMEX_WRITER_H
 #define RAMEX_WRITER_H
@@ -153,7 +160,7 @@ bool writer_ready(struct writer *w);
 /* Refuses new commands (503), finishes those queued, joins the thread. */
 void writer_stop(struct writer *w);
 
-/* Order and book fields as the API spells them. */
+/* Order and book fields as the API spells them (writer_rows.c). */
 const char *writer_side_name(enum book_side s);
 const char *writer_tif_name(enum book_tif t);
 const char *writer_stp_name(enum book_stp s);

@@ -494,6 +494,97 @@ START_TEST(mixed_commands_keep_books_and_database_equal)
 }
 END_TEST
 
+/* An order placed through h: its id, or minus the status when refused.
+ * `market` spot or perm-2027; the trades' ids go to *trade (0: none). */
+static int64_t place_id(struct rxh *h, const char *tok, const char *market,
+                        int64_t acct, const char *side, int64_t price,
+                        int64_t *trade)
+{
+	char body[256];
+	struct rxh_resp r;
+	snprintf(body, sizeof body,
+	         "{\"market\":\"%s\",\"account_id\":%lld,\"side\":\"%s\","
+	         "\"pages\":256,\"price\":%lld}",
+	         market, (long long)acct, side, (long long)price);
+	long st = rxh_call(h, "POST", "/v1/orders", tok, body, NULL, &r);
+	int64_t id = -st;
+	if (st == 201) {
+		json_t *o = json_object_get(r.json, "order");
+		json_t *t = json_array_get(json_object_get(r.json, "trades"), 0);
+		id = json_integer_value(json_object_get(o, "id"));
+		*trade = t ? json_integer_value(json_object_get(t, "trade_id"))
+		           : 0;
+	}
+	rxh_resp_free(&r);
+	return id;
+}
+
+/* Ids come from the database in blocks (0016_id_blocks.sql), not from
+ * max(id) + 1 read at start: a second ramexd started on the database of a
+ * running one hands out no id the first has handed out or will (before,
+ * it started at the first's next id: its orders were refused, 500, a
+ * unique violation), and a restart keeps ids going up. The two trade in
+ * markets of their own (a in spot, b in perm-2027): one owner per market. */
+START_TEST(two_ramexd_on_one_database_share_no_id)
+{
+	struct rxh a, b;
+	struct rxh_world w;
+	int64_t ids[64], trades[64], t;
+	int n = 0, nt = 0;
+	rxh_start(&a, "ramex_t_writer_ids", "");
+	rxh_world(&a, &w);
+	ids[n++] = place_id(&a, w.trader_token, "spot", w.node_b, "buy",
+	                    100000, &t);
+	b = a;
+	b.pid = 0;
+	b.port = 0;
+	snprintf(b.log, sizeof b.log, "%.500s-b", a.log);
+	rxh_restart(&b);
+	for (int k = 0; k < 6; k++) {
+		/* a: a sell that trades with a's resting buy, and a new buy */
+		ids[n++] = place_id(&a, w.trader_token, "spot", w.node_a,
+		                    "sell", 100000, &t);
+		trades[nt++] = t;
+		ids[n++] = place_id(&a, w.trader_token, "spot", w.node_b,
+		                    "buy", 100000, &t);
+		/* b: an operator's perm buy and a node's sell that takes it */
+		ids[n++] = place_id(&b, w.op_token, "perm-2027", w.op_account,
+		                    "buy", 100000, &t);
+		ids[n++] = place_id(&b, w.trader_token, "perm-2027", w.node_a,
+		                    "sell", 100000, &t);
+		trades[nt++] = t;
+	}
+	for (int i = 0; i < n; i++) {
+		ck_assert_msg(ids[i] > 0, "order %d refused: %lld", i,
+		              (long long)-ids[i]);
+		for (int j = 0; j < i; j++)
+			ck_assert_msg(ids[i] != ids[j], "order id %lld twice",
+			              (long long)ids[i]);
+	}
+	for (int i = 0; i < nt; i++) {
+		ck_assert_msg(trades[i] > 0, "trade %d did not happen", i);
+		for (int j = 0; j < i; j++)
+			ck_assert_int_ne(trades[i], trades[j]);
+	}
+	rxh_stop(&b);
+	/* a restart takes a new block: every id above those before */
+	int64_t top = 0, ttop = 0;
+	for (int i = 0; i < n; i++)
+		top = ids[i] > top ? ids[i] : top;
+	for (int i = 0; i < nt; i++)
+		ttop = trades[i] > ttop ? trades[i] : ttop;
+	rxh_stop(&a);
+	rxh_restart(&a);
+	int64_t after = place_id(&a, w.trader_token, "spot", w.node_a, "sell",
+	                         100000, &t);
+	ck_assert_msg(after > top, "order id %lld after a restart, %lld before",
+	              (long long)after, (long long)top);
+	ck_assert_msg(t > ttop, "trade id %lld after a restart, %lld before",
+	              (long long)t, (long long)ttop);
+	rxh_stop(&a);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("writer");
@@ -503,6 +594,7 @@ int main(void)
 	tcase_add_test(tc, gtd_expiry_then_orders_go_on);
 	tcase_add_loop_test(tc, mixed_commands_keep_books_and_database_equal, 0,
 	                    2);
+	tcase_add_test(tc, two_ramexd_on_one_database_share_no_id);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
