@@ -19,7 +19,9 @@ $(call program,ramex-lend-workload,tests/lending/workload.c,libcrypto)
 $(call program,ramex-lend-bench,node-agent/lend/lend_bench.c $(LEND_SRC),\
   libssl libcrypto)
 
-$(call unit_test,test_lend,tests/unit/test_lend.c $(LEND_SRC),\
-  libssl libcrypto)
+$(call unit_test,test_lend,tests/unit/test_lend.c tests/unit/lend_fixture.c \
+  $(LEND_SRC),libssl libcrypto)
+$(call unit_test,test_lend_nbd,tests/unit/test_lend_nbd.c \
+  tests/unit/lend_fixture.c $(LEND_SRC),libssl libcrypto)
 
 INSTALL_BIN += $(BUILD)/bin/ramex-lend-server $(BUILD)/bin/ramex-lend-nbd

@@ -1,0 +1,828 @@
+/*
+ * test_lend_nbd.c — remote lending seen from the borrower's block device:
+ * the NBD server and bridge in front of a real lender on 127.0.0.1 (its
+ * handshake, requests in flight, a lender that vanishes or falls silent),
+ * and the lend client against a fake lender that answers out of order,
+ * late, or not at all. Split from test_lend.c (issue #30); the shared
+ * fixture is lend_fixture.h.
+ */
+#include <check.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "node-agent/lend/lend_args.h"
+#include "node-agent/lend/lend_bridge.h"
+#include "node-agent/lend/lend_client.h"
+#include "node-agent/lend/lend_meter.h"
+#include "node-agent/lend/lend_nbd.h"
+#include "node-agent/lend/lend_proto.h"
+#include "node-agent/lend/lend_server.h"
+#include "tests/unit/lend_fixture.h"
+
+END_TEST
+
+END_TEST
+
+/* ---- NBD ---------------------------------------------------------- */
+
+struct br {
+	struct lend_bridge b;
+	struct lend_client c;
+	pthread_t thr;
+	int fd;
+	enum lend_bridge_end end;
+};
+
+static void *br_main(void *arg)
+{
+	struct br *x = arg;
+	if (lend_bridge_accept(&x->b, x->fd) == 0)
+		x->end = lend_bridge_run(&x->b);
+	else
+		x->end = LEND_BRIDGE_ERROR;
+	return NULL;
+}
+
+/* A bridge to `port`'s lender whose replies may take up to timeout_ms;
+ * returns the NBD client's end. */
+static int br_start_timeout(struct br *x, int port, int64_t timeout_ms)
+{
+	int sv[2];
+	ck_assert_int_eq(lend_client_connect(&x->c, "127.0.0.1", port, NULL, 7,
+	                                     secret_a, 2000),
+	                 0);
+	x->c.reply_timeout_ms = timeout_ms;
+	ck_assert_int_eq(lend_bridge_init(&x->b, &x->c, "ramex"), 0);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	x->fd = sv[0];
+	pthread_create(&x->thr, NULL, br_main, x);
+	return sv[1];
+}
+
+static int br_start(struct br *x, int port)
+{
+	return br_start_timeout(x, port, LEND_CLIENT_REPLY_TIMEOUT_MS);
+}
+
+static enum lend_bridge_end br_join(struct br *x)
+{
+	pthread_join(x->thr, NULL);
+	x->b.fd = -1; /* closed with the bridge below */
+	close(x->fd);
+	lend_bridge_free(&x->b);
+	return x->end;
+}
+
+START_TEST(nbd_through_bridge_to_lender)
+{
+	struct srv x;
+	struct br y;
+	char err[200];
+	uint64_t size = 0;
+	uint16_t fl = 0;
+	uint32_t e = 99;
+	enum { LEN = 2 * LEND_BRIDGE_BUF + 3 * 4096 }; /* several chunks */
+	uint8_t *w = malloc(LEN), *r = malloc(LEN);
+
+	srv_start(&x, 7, secret_a, 2048, NULL, 1000);
+	int fd = br_start(&y, x.s.port);
+	ck_assert_msg(lend_nbd_client_handshake(fd, "ramex", &size, &fl, err,
+	                                        sizeof err) == 0,
+	              "%s", err);
+	ck_assert_uint_eq(size, 2048 * 4096);
+	ck_assert(fl & LEND_NBD_FLAG_SEND_TRIM);
+	fill(w, LEN / 4096, 9);
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE, 1, 8192,
+	                                     LEN, w, NULL, &e),
+	                 0);
+	ck_assert_uint_eq(e, 0);
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_READ, 2, 8192,
+	                                     LEN, NULL, r, &e),
+	                 0);
+	ck_assert_uint_eq(e, 0);
+	ck_assert_mem_eq(r, w, LEN);
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_FLUSH, 3, 0, 0,
+	                                     NULL, NULL, &e),
+	                 0);
+	ck_assert_uint_eq(e, 0);
+	/* a FLUSH's length means nothing: still one flush, and success */
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_FLUSH, 3, 0,
+	                                     1 << 20, NULL, NULL, &e),
+	                 0);
+	ck_assert_uint_eq(e, 0);
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_TRIM, 4, 8192,
+	                                     4096, NULL, NULL, &e),
+	                 0);
+	ck_assert_uint_eq(e, 0);
+	/* unaligned, and past the end: EINVAL, the connection survives */
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_READ, 5, 100,
+	                                     4096, NULL, r, &e),
+	                 0);
+	ck_assert_uint_eq(e, EINVAL);
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE, 6,
+	                                     size - 4096, 8192, w, NULL, &e),
+	                 0);
+	ck_assert_uint_eq(e, EINVAL);
+	ck_assert_int_eq(
+	    lend_nbd_client_cmd(fd, LEND_NBD_CMD_READ, 7, 0, 4096, NULL, r, &e),
+	    0);
+	ck_assert_uint_eq(e, 0);
+	/* both meters agree on what moved */
+	struct lend_meter_report l = lend_server_report(&x.s);
+	struct lend_meter_report b = lend_client_report(&y.c);
+	struct lend_recon_result out;
+	ck_assert_int_eq(l.page_writes, LEN / 4096);
+	ck_assert_int_eq(b.page_writes, l.page_writes);
+	ck_assert_int_eq(b.page_reads, l.page_reads);
+	ck_assert_int_eq(b.pages_in_use, LEN / 4096 - 1);
+	ck_assert_int_eq(lend_meter_reconcile(&l, &b, &out), LEND_RECON_AGREE);
+	lend_nbd_client_cmd(fd, LEND_NBD_CMD_DISC, 8, 0, 0, NULL, NULL, &e);
+	ck_assert_int_eq(br_join(&y), LEND_BRIDGE_DISC);
+	close(fd);
+	lend_client_close(&y.c);
+	srv_join(&x, 1);
+	lend_server_close(&x.s);
+	free(w);
+	free(r);
+}
+END_TEST
+
+START_TEST(nbd_lender_vanishes_gives_eio)
+{
+	struct srv x;
+	struct br y;
+	char err[200];
+	uint64_t size;
+	uint16_t fl;
+	uint32_t e = 0;
+	uint8_t p[4096] = {3};
+
+	srv_start(&x, 7, secret_a, 64, NULL, 1000);
+	int fd = br_start(&y, x.s.port);
+	ck_assert_int_eq(
+	    lend_nbd_client_handshake(fd, "", &size, &fl, err, sizeof err), 0);
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE, 1, 0, 4096,
+	                                     p, NULL, &e),
+	                 0);
+	ck_assert_uint_eq(e, 0);
+	srv_join(&x, 1);
+	lend_server_close(&x.s); /* the lender and its memory are gone */
+	/* the bridge notices, answers EIO at once and ends: lost */
+	int got_eio = 0;
+	for (int i = 0; i < 50 && !got_eio; i++) {
+		if (lend_nbd_client_cmd(fd, LEND_NBD_CMD_READ, 2, 0, 4096, NULL,
+		                        p, &e) < 0)
+			break;
+		got_eio = e == EIO;
+	}
+	ck_assert_int_eq(got_eio, 1);
+	/* and keeps answering EIO until the client leaves */
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE, 3, 0, 4096,
+	                                     p, NULL, &e),
+	                 0);
+	ck_assert_uint_eq(e, EIO);
+	lend_nbd_client_cmd(fd, LEND_NBD_CMD_DISC, 4, 0, 0, NULL, NULL, &e);
+	ck_assert_int_eq(br_join(&y), LEND_BRIDGE_LOST);
+	ck_assert_int_eq(lend_client_report(&y.c).lost, 1);
+	close(fd);
+	lend_client_close(&y.c);
+}
+END_TEST
+
+static void opt(int fd, uint32_t o, const void *d, uint32_t len)
+{
+	uint8_t h[16] = {'I', 'H', 'A', 'V', 'E', 'O', 'P', 'T'};
+	h[8] = (uint8_t)(o >> 24), h[9] = (uint8_t)(o >> 16);
+	h[10] = (uint8_t)(o >> 8), h[11] = (uint8_t)o;
+	h[12] = (uint8_t)(len >> 24), h[13] = (uint8_t)(len >> 16);
+	h[14] = (uint8_t)(len >> 8), h[15] = (uint8_t)len;
+	ck_assert_int_eq(write(fd, h, 16), 16);
+	if (len)
+		ck_assert_int_eq(write(fd, d, len), (ssize_t)len);
+}
+
+static uint32_t opt_reply_type(int fd)
+{
+	uint8_t r[20], d[64];
+	ck_assert_int_eq(read_full(fd, r, 20), 0);
+	uint32_t len = (uint32_t)r[16] << 24 | r[17] << 16 | r[18] << 8 | r[19];
+	ck_assert_uint_le(len, sizeof d);
+	ck_assert_int_eq(read_full(fd, d, len), 0);
+	return (uint32_t)r[12] << 24 | r[13] << 16 | r[14] << 8 | r[15];
+}
+
+static void *nbd_srv_main(void *arg)
+{
+	int fd = *(int *)arg;
+	char err[200];
+	struct lend_nbd_export e = {
+	    .name = "ramex", .size = 1 << 20, .tflags = LEND_NBD_TFLAGS};
+	*(int *)arg = lend_nbd_server_handshake(fd, &e, err, sizeof err);
+	return NULL;
+}
+
+START_TEST(nbd_handshake_options)
+{
+	int sv[2];
+	pthread_t t;
+	uint8_t b[18 + 134];
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	int arg = sv[0];
+	pthread_create(&t, NULL, nbd_srv_main, &arg);
+	ck_assert_int_eq(read_full(sv[1], b, 18), 0);
+	ck_assert_mem_eq(b, "NBDMAGICIHAVEOPT", 16);
+	ck_assert_int_eq(b[17] & 1, 1); /* fixed newstyle */
+	uint8_t cf[4] = {0, 0, 0, 1};   /* fixed newstyle, with zeroes */
+	ck_assert_int_eq(write(sv[1], cf, 4), 4);
+	opt(sv[1], 3, NULL, 0);                      /* LIST */
+	ck_assert_uint_eq(opt_reply_type(sv[1]), 2); /* REP_SERVER */
+	ck_assert_uint_eq(opt_reply_type(sv[1]), 1); /* ACK */
+	opt(sv[1], 5, NULL, 0);                      /* STARTTLS: not here */
+	ck_assert_uint_eq(opt_reply_type(sv[1]), (UINT32_C(1) << 31) | 1);
+	uint8_t go[4 + 5 + 2] = {0, 0, 0, 5, 'o', 't', 'h', 'e', 'r', 0, 0};
+	opt(sv[1], 7, go, sizeof go); /* GO for an unknown export */
+	ck_assert_uint_eq(opt_reply_type(sv[1]), (UINT32_C(1) << 31) | 6);
+	opt(sv[1], 1, "ramex", 5); /* EXPORT_NAME: size, flags, 124 zeroes */
+	ck_assert_int_eq(read_full(sv[1], b, 10 + 124), 0);
+	ck_assert_int_eq(b[5], 0x10); /* 1 MiB, big-endian */
+	ck_assert_int_eq(b[133], 0);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(arg, 0);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* ---- many requests in flight ------------------------------------- */
+
+/* A scripted lender that knows the secret: it reads `nreq` requests, then
+ * answers them as `mode` says. The pages of a READ reply are filled with
+ * the page number, so that a reply matched to the wrong request shows. */
+enum fake_mode {
+	FAKE_REVERSE,
+	FAKE_BAD_HANDLE,
+	FAKE_CLOSE,
+	FAKE_SILENT,    /* takes the requests, never answers, stays */
+	FAKE_HALF_HDR,  /* half of the first reply's header, then silence */
+	FAKE_HALF_DATA, /* its header and half its page, then silence */
+};
+struct fake {
+	int lfd, port, nreq, got;
+	enum fake_mode mode;
+	pthread_t thr;
+};
+
+static void fake_reply(int fd, const struct lend_hdr *q, uint64_t handle)
+{
+	uint8_t b[LEND_HDR_LEN];
+	struct lend_hdr r = {.type = q->type, .handle = handle,
+	                     .count = q->count};
+	lend_hdr_encode(&r, 1, b);
+	ck_assert_int_eq(write(fd, b, sizeof b), (ssize_t)sizeof b);
+	for (uint32_t i = 0; q->type == LEND_READ && i < q->count; i++) {
+		uint8_t page[LEND_PAGE_SIZE];
+		memset(page, (int)((q->page + i) & 0xff), sizeof page);
+		ck_assert_int_eq(write(fd, page, sizeof page),
+		                 (ssize_t)sizeof page);
+	}
+}
+
+static void *fake_main(void *arg)
+{
+	struct fake *f = arg;
+	int fd = accept(f->lfd, NULL, NULL);
+	uint8_t b[LEND_AUTH_LEN];
+	struct lend_hello h = {.version = LEND_VERSION};
+	struct lend_auth a;
+	struct lend_welcome w = {.status = LEND_OK, .pages = 4096};
+	struct lend_hdr q[64];
+	memset(h.server_nonce, 0x11, LEND_NONCE_LEN);
+	lend_hello_encode(&h, b);
+	ck_assert_int_eq(write(fd, b, LEND_HELLO_LEN), LEND_HELLO_LEN);
+	ck_assert_int_eq(read_full(fd, b, LEND_AUTH_LEN), 0);
+	ck_assert_int_eq(lend_auth_decode(b, &a), 0);
+	lend_mac(LEND_LENDER, secret_a, a.contract, h.server_nonce,
+	         a.client_nonce, NULL, w.mac);
+	lend_welcome_encode(&w, b);
+	ck_assert_int_eq(write(fd, b, LEND_WELCOME_LEN), LEND_WELCOME_LEN);
+	/* every request is read before any is answered: they were all in
+	 * flight at once */
+	int quiet = f->mode == FAKE_SILENT || f->mode == FAKE_HALF_HDR ||
+	            f->mode == FAKE_HALF_DATA;
+	for (f->got = 0; f->got < f->nreq; f->got++) {
+		/* a silent lender's borrower may give up before it sent all:
+		 * on a busy machine its timeout can come first */
+		if (quiet && read_full(fd, b, LEND_HDR_LEN) < 0)
+			break;
+		if (!quiet)
+			ck_assert_int_eq(read_full(fd, b, LEND_HDR_LEN), 0);
+		ck_assert_int_eq(lend_hdr_decode(b, 0, &q[f->got]), 0);
+		ck_assert_uint_eq(q[f->got].type, LEND_READ);
+	}
+	if (f->mode == FAKE_REVERSE)
+		for (int i = f->nreq - 1; i >= 0; i--)
+			fake_reply(fd, &q[i], q[i].handle);
+	if (f->mode == FAKE_BAD_HANDLE) {
+		fake_reply(fd, &q[0], q[0].handle);
+		fake_reply(fd, &q[1], 987654321);
+	}
+	if ((f->mode == FAKE_HALF_HDR || f->mode == FAKE_HALF_DATA) &&
+	    f->got > 0) {
+		struct lend_hdr r = {.type = q[0].type,
+		                     .handle = q[0].handle,
+		                     .count = q[0].count};
+		uint8_t page[LEND_PAGE_SIZE] = {0};
+		lend_hdr_encode(&r, 1, b);
+		size_t n = f->mode == FAKE_HALF_HDR ? LEND_HDR_LEN / 2
+		                                    : LEND_HDR_LEN;
+		/* the borrower may be gone already: no SIGPIPE, no check */
+		(void)!send(fd, b, n, MSG_NOSIGNAL);
+		if (f->mode == FAKE_HALF_DATA)
+			(void)!send(fd, page, sizeof page / 2, MSG_NOSIGNAL);
+	}
+	/* FAKE_CLOSE: the lender dies with every request unanswered; else
+	 * it stays until the borrower hangs up (the silent ones too: their
+	 * connection looks alive to the borrower) */
+	if (f->mode != FAKE_CLOSE)
+		while (read(fd, b, sizeof b) > 0)
+			;
+	close(fd);
+	return NULL;
+}
+
+static void fake_start(struct fake *f, enum fake_mode mode, int nreq)
+{
+	char err[200];
+	f->mode = mode;
+	f->nreq = nreq;
+	f->lfd = lend_tcp_listen("127.0.0.1", 0, &f->port, err, sizeof err);
+	ck_assert_int_ge(f->lfd, 0);
+	pthread_create(&f->thr, NULL, fake_main, f);
+}
+
+static void fake_join(struct fake *f)
+{
+	pthread_join(f->thr, NULL);
+	close(f->lfd);
+}
+
+struct done_log {
+	int n;
+	uint64_t tag[64];
+	uint32_t err[64];
+};
+
+static void log_done(void *arg, uint64_t tag, uint32_t error)
+{
+	struct done_log *d = arg;
+	d->tag[d->n] = tag;
+	d->err[d->n++] = error;
+}
+
+/* Starts a fake lender in `mode`, connects c to it and sends n one-page
+ * READs (page i into buf[i], tag i, completions logged in d) without
+ * waiting for any reply. */
+static void fake_reads(struct fake *f, enum fake_mode mode,
+                       struct lend_client *c, int n, struct done_log *d,
+                       uint8_t (*buf)[LEND_PAGE_SIZE], struct iovec *v)
+{
+	fake_start(f, mode, n);
+	ck_assert_int_eq(lend_client_connect(c, "127.0.0.1", f->port, NULL, 7,
+	                                     secret_a, 2000),
+	                 0);
+	for (int i = 0; i < n; i++) {
+		v[i] = (struct iovec){buf[i], LEND_PAGE_SIZE};
+		ck_assert_int_eq(lend_client_submit(c, LEND_READ, (uint64_t)i,
+		                                    1, &v[i], 1, log_done, d,
+		                                    (uint64_t)i),
+		                 0);
+	}
+}
+
+START_TEST(client_matches_replies_to_handles)
+{
+	enum { N = 8 };
+	struct fake f;
+	struct lend_client c;
+	struct done_log d = {0};
+	static uint8_t buf[N][2 * LEND_PAGE_SIZE];
+	struct iovec v[N];
+	fake_start(&f, FAKE_REVERSE, N);
+	ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", f.port, NULL, 7,
+	                                     secret_a, 2000),
+	                 0);
+	/* N requests sent before any reply is read */
+	for (int i = 0; i < N; i++) {
+		v[i] = (struct iovec){buf[i], sizeof buf[i]};
+		ck_assert_int_eq(lend_client_submit(&c, LEND_READ, 10 * i + 1,
+		                                    2, &v[i], 1, log_done, &d,
+		                                    (uint64_t)i),
+		                 0);
+	}
+	ck_assert_int_eq(c.inflight, N);
+	ck_assert_int_eq(c.inflight_pages, 2 * N);
+	while (d.n < N)
+		ck_assert_int_ge(lend_client_pump(&c, -1), 0);
+	/* answered last to first; each request got its own pages */
+	for (int i = 0; i < N; i++) {
+		ck_assert_uint_eq(d.tag[i], N - 1 - i);
+		ck_assert_uint_eq(d.err[i], LEND_OK);
+		ck_assert_int_eq(buf[i][0], 10 * i + 1);
+		ck_assert_int_eq(buf[i][LEND_PAGE_SIZE], 10 * i + 2);
+	}
+	ck_assert_int_eq(c.inflight, 0);
+	ck_assert_int_eq(lend_client_report(&c).page_reads, 2 * N);
+	lend_client_close(&c);
+	fake_join(&f);
+}
+END_TEST
+
+START_TEST(reply_to_no_request_loses_the_lender)
+{
+	enum { N = 4 };
+	struct fake f;
+	struct lend_client c;
+	struct done_log d = {0};
+	static uint8_t buf[N][LEND_PAGE_SIZE];
+	struct iovec v[N];
+	fake_reads(&f, FAKE_BAD_HANDLE, &c, N, &d, buf, v);
+	while (!c.lost)
+		(void)lend_client_pump(&c, -1);
+	/* the first was answered; the reply to handle 987654321 broke the
+	 * link, and every other request failed with it, once each */
+	ck_assert_int_eq(d.n, N);
+	ck_assert_uint_eq(d.tag[0], 0);
+	ck_assert_uint_eq(d.err[0], LEND_OK);
+	for (int i = 1; i < N; i++)
+		ck_assert_uint_eq(d.err[i], LEND_E_LOST);
+	ck_assert_ptr_nonnull(strstr(c.err, "not in flight"));
+	ck_assert_int_eq(c.inflight, 0);
+	ck_assert_int_eq(lend_client_report(&c).lost, 1);
+	ck_assert_int_eq(lend_client_submit(&c, LEND_READ, 0, 1, &v[0], 1,
+	                                    log_done, &d, 0),
+	                 -1);
+	ck_assert_int_eq(d.n, N);
+	lend_client_close(&c);
+	fake_join(&f);
+}
+END_TEST
+
+/* Sends an NBD request without waiting for its reply. */
+static void nbd_send(int fd, uint16_t type, uint64_t handle, uint64_t off,
+                     uint32_t len, const void *data)
+{
+	uint8_t h[LEND_NBD_REQ_LEN];
+	lend_nbd_req_encode(h, type, handle, off, len);
+	ck_assert_int_eq(lend_nbd_write_full(fd, h, sizeof h), 0);
+	if (data)
+		ck_assert_int_eq(lend_nbd_write_full(fd, data, len), 0);
+}
+
+/* Reads one NBD simple reply: its handle, and error. */
+static uint64_t nbd_recv(int fd, uint32_t *error)
+{
+	uint8_t r[LEND_NBD_REPLY_LEN];
+	uint64_t h = 0;
+	ck_assert_int_eq(lend_nbd_read_full(fd, r, sizeof r), 0);
+	ck_assert_int_eq(lend_nbd_reply_decode(r, error, &h), 0);
+	return h;
+}
+
+START_TEST(nbd_many_requests_in_flight)
+{
+	enum { N = 48 };
+	struct srv x;
+	struct br y;
+	char err[200];
+	uint64_t size;
+	uint16_t fl;
+	uint32_t e;
+	static uint8_t w[N][64 * 1024], r[64 * 1024];
+	int seen[2 * N] = {0};
+
+	srv_start(&x, 7, secret_a, 2048, NULL, 1000);
+	int fd = br_start(&y, x.s.port);
+	ck_assert_int_eq(
+	    lend_nbd_client_handshake(fd, "", &size, &fl, err, sizeof err), 0);
+	/* writes of 4 to 64 KiB, all sent before any reply is read; request
+	 * i at page 16 i */
+	for (int i = 0; i < N; i++) {
+		uint32_t len = (uint32_t)(1 + i % 16) * 4096;
+		fill(w[i], len / 4096, (unsigned)i);
+		nbd_send(fd, LEND_NBD_CMD_WRITE, 1000 + i, (uint64_t)i * 65536,
+		         len, w[i]);
+	}
+	for (int i = 0; i < N; i++) {
+		uint64_t h = nbd_recv(fd, &e);
+		ck_assert_uint_eq(e, 0);
+		ck_assert(h >= 1000 && h < 1000 + N && !seen[h - 1000]);
+		seen[h - 1000] = 1;
+	}
+	/* and read back the same way: each reply carries its own data */
+	for (int i = 0; i < N; i++)
+		nbd_send(fd, LEND_NBD_CMD_READ, 2000 + i, (uint64_t)i * 65536,
+		         (uint32_t)(1 + i % 16) * 4096, NULL);
+	for (int i = 0; i < N; i++) {
+		uint64_t h = nbd_recv(fd, &e);
+		ck_assert_uint_eq(e, 0);
+		ck_assert(h >= 2000 && h < 2000 + N && !seen[N + h - 2000]);
+		seen[N + h - 2000] = 1;
+		uint32_t len = (uint32_t)(1 + (h - 2000) % 16) * 4096;
+		ck_assert_int_eq(read_full(fd, r, len), 0);
+		ck_assert_mem_eq(r, w[h - 2000], len);
+	}
+	/* the bridge really kept several in flight */
+	ck_assert_int_gt(y.b.slots_peak, 1);
+	struct lend_meter_report l = lend_server_report(&x.s);
+	struct lend_meter_report b = lend_client_report(&y.c);
+	struct lend_recon_result out;
+	ck_assert_int_eq(b.page_writes, l.page_writes);
+	ck_assert_int_eq(b.page_reads, l.page_reads);
+	ck_assert_int_eq(b.page_reads, b.page_writes);
+	ck_assert_int_eq(lend_meter_reconcile(&l, &b, &out), LEND_RECON_AGREE);
+	lend_nbd_client_cmd(fd, LEND_NBD_CMD_DISC, 9, 0, 0, NULL, NULL, &e);
+	ck_assert_int_eq(br_join(&y), LEND_BRIDGE_DISC);
+	close(fd);
+	lend_client_close(&y.c);
+	srv_join(&x, 1);
+	lend_server_close(&x.s);
+}
+END_TEST
+
+START_TEST(nbd_lender_lost_mid_flight_fails_all)
+{
+	enum { N = 16 };
+	struct fake f;
+	struct br y;
+	char err[200];
+	uint64_t size;
+	uint16_t fl;
+	uint32_t e;
+	int seen[N] = {0};
+	uint8_t p[4096] = {0};
+
+	/* the lender takes N reads and dies without answering any */
+	fake_start(&f, FAKE_CLOSE, N);
+	int fd = br_start(&y, f.port);
+	ck_assert_int_eq(
+	    lend_nbd_client_handshake(fd, "", &size, &fl, err, sizeof err), 0);
+	for (int i = 0; i < N; i++)
+		nbd_send(fd, LEND_NBD_CMD_READ, 100 + i, (uint64_t)i * 4096,
+		         4096, NULL);
+	/* every one of them is answered, with EIO, and no data follows */
+	for (int i = 0; i < N; i++) {
+		uint64_t h = nbd_recv(fd, &e);
+		ck_assert_uint_eq(e, EIO);
+		ck_assert(h >= 100 && h < 100 + N && !seen[h - 100]);
+		seen[h - 100] = 1;
+	}
+	ck_assert_int_eq(f.got, N);
+	/* and so is every later one, at once */
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE, 200, 0,
+	                                     4096, p, NULL, &e),
+	                 0);
+	ck_assert_uint_eq(e, EIO);
+	lend_nbd_client_cmd(fd, LEND_NBD_CMD_DISC, 201, 0, 0, NULL, NULL, &e);
+	ck_assert_int_eq(br_join(&y), LEND_BRIDGE_LOST);
+	ck_assert_int_eq(lend_client_report(&y.c).lost, 1);
+	close(fd);
+	lend_client_close(&y.c);
+	fake_join(&f);
+}
+END_TEST
+
+/* A lender that stops answering without closing (silent after taking
+ * the requests, or silent halfway through a reply's header or data) is
+ * lost once the oldest request has waited the reply timeout: every
+ * request completes with LEND_E_LOST instead of the borrower waiting
+ * forever (before the bound, lend_client_pump(-1) never returned). */
+START_TEST(silent_lender_times_out)
+{
+	enum { N = 4 };
+	static const enum fake_mode modes[] = {FAKE_SILENT, FAKE_HALF_HDR,
+	                                       FAKE_HALF_DATA};
+	static uint8_t buf[N][LEND_PAGE_SIZE];
+	for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+		struct fake f;
+		struct lend_client c;
+		struct done_log d = {0};
+		struct iovec v[N];
+		fake_reads(&f, modes[m], &c, N, &d, buf, v);
+		ck_assert_int_eq(c.reply_timeout_ms,
+		                 LEND_CLIENT_REPLY_TIMEOUT_MS);
+		c.reply_timeout_ms = 200; /* sub-second bounds are allowed */
+		ck_assert_int_gt(lend_client_deadline_ms(&c), 0);
+		while (!c.lost)
+			(void)lend_client_pump(&c, -1);
+		ck_assert_int_eq(d.n, N);
+		for (int i = 0; i < N; i++)
+			ck_assert_uint_eq(d.err[i], LEND_E_LOST);
+		ck_assert_msg(strstr(c.err, "within 200 ms"), "%s", c.err);
+		ck_assert_int_eq(c.inflight, 0);
+		ck_assert_int_eq(lend_client_deadline_ms(&c), -1);
+		ck_assert_int_eq(lend_client_report(&c).lost, 1);
+		lend_client_close(&c); /* the fake sees the hang-up and ends */
+		fake_join(&f);
+	}
+}
+END_TEST
+
+/* A reply that came but was not read before the deadline (the borrower
+ * was slow, not the lender) is taken, not counted as a loss. */
+START_TEST(late_but_arrived_reply_is_no_loss)
+{
+	enum { N = 2 };
+	struct fake f;
+	struct lend_client c;
+	struct done_log d = {0};
+	static uint8_t buf[N][LEND_PAGE_SIZE];
+	struct iovec v[N];
+	fake_reads(&f, FAKE_REVERSE, &c, N, &d, buf, v);
+	c.reply_timeout_ms = 1; /* long passed once the replies are in */
+	/* both replies whole in the borrower's socket (written is not yet
+	 * readable: loopback delivers in a softirq) */
+	int avail = 0;
+	while (avail < N * (LEND_HDR_LEN + LEND_PAGE_SIZE)) {
+		usleep(1000);
+		ck_assert_int_eq(ioctl(c.conn.fd, FIONREAD, &avail), 0);
+	}
+	int64_t dl = lend_client_deadline_ms(&c);
+	ck_assert_int_gt(dl, 0);
+	while (lend_now_ms() <= dl)
+		usleep(1000);
+	ck_assert_msg(lend_client_expire(&c, lend_now_ms()) == 0, "%s", c.err);
+	ck_assert_int_eq(c.lost, 0);
+	ck_assert_int_eq(d.n, N);
+	ck_assert_uint_eq(d.err[0], LEND_OK);
+	ck_assert_uint_eq(d.err[1], LEND_OK);
+	ck_assert_int_eq(lend_client_deadline_ms(&c), -1);
+	lend_client_close(&c);
+	fake_join(&f);
+}
+END_TEST
+
+/* Requests held while corked start their reply clock when sent: held
+ * past the timeout and then sent, they are answered, not lost. */
+START_TEST(held_requests_time_from_sending)
+{
+	struct fake f;
+	struct lend_client c;
+	struct done_log d = {0};
+	static uint8_t buf[1][LEND_PAGE_SIZE];
+	struct iovec v[1];
+	fake_start(&f, FAKE_REVERSE, 1);
+	ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", f.port, NULL, 7,
+	                                     secret_a, 2000),
+	                 0);
+	c.reply_timeout_ms = 2000;
+	lend_client_cork(&c);
+	v[0] = (struct iovec){buf[0], LEND_PAGE_SIZE};
+	ck_assert_int_eq(lend_client_submit(&c, LEND_READ, 3, 1, v, 1,
+	                                    log_done, &d, 0),
+	                 0);
+	usleep(2100 * 1000); /* held longer than the bound */
+	ck_assert_int_eq(lend_client_uncork(&c), 0);
+	while (d.n < 1)
+		ck_assert_msg(lend_client_pump(&c, -1) >= 0, "%s", c.err);
+	ck_assert_uint_eq(d.err[0], LEND_OK);
+	ck_assert_int_eq(buf[0][0], 3);
+	lend_client_close(&c);
+	fake_join(&f);
+}
+END_TEST
+
+/* Through the bridge: NBD reads to a lender that went silent are all
+ * answered EIO, later ones at once, and the bridge ends "lender lost"
+ * (it used to wait forever, and the kernel's nbd driver with it). */
+START_TEST(nbd_silent_lender_gives_eio)
+{
+	enum { N = 16 };
+	static const enum fake_mode modes[] = {FAKE_SILENT, FAKE_HALF_DATA};
+	for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+		struct fake f;
+		struct br y;
+		char err[200];
+		uint64_t size;
+		uint16_t fl;
+		uint32_t e;
+		int seen[N] = {0};
+		uint8_t p[4096] = {0};
+
+		fake_start(&f, modes[m], N);
+		int fd = br_start_timeout(&y, f.port, 300);
+		ck_assert_int_eq(lend_nbd_client_handshake(fd, "", &size, &fl,
+		                                           err, sizeof err),
+		                 0);
+		for (int i = 0; i < N; i++)
+			nbd_send(fd, LEND_NBD_CMD_READ, 100 + i,
+			         (uint64_t)i * 4096, 4096, NULL);
+		for (int i = 0; i < N; i++) {
+			uint64_t h = nbd_recv(fd, &e);
+			ck_assert_uint_eq(e, EIO);
+			ck_assert(h >= 100 && h < 100 + N && !seen[h - 100]);
+			seen[h - 100] = 1;
+		}
+		ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE,
+		                                     200, 0, 4096, p, NULL, &e),
+		                 0);
+		ck_assert_uint_eq(e, EIO);
+		lend_nbd_client_cmd(fd, LEND_NBD_CMD_DISC, 201, 0, 0, NULL,
+		                    NULL, &e);
+		ck_assert_int_eq(br_join(&y), LEND_BRIDGE_LOST);
+		ck_assert_int_eq(lend_client_report(&y.c).lost, 1);
+		ck_assert_msg(strstr(y.c.err, "within 300 ms"), "%s", y.c.err);
+		close(fd);
+		lend_client_close(&y.c);
+		fake_join(&f);
+	}
+}
+END_TEST
+
+/* A WRITE refused at the bridge (unaligned) that comes in the same read
+ * as a good WRITE: its payload is dropped without touching the staging
+ * page the good one's data waits in to be sent (with both sides batched,
+ * dropping it through that page sent the refused bytes to the lender). */
+START_TEST(nbd_refused_write_spares_staged_data)
+{
+	struct srv x;
+	struct br y;
+	char err[200];
+	uint64_t size;
+	uint16_t fl;
+	uint32_t e;
+	static uint8_t two[2 * (LEND_NBD_REQ_LEN + 4096)], r[4096];
+	uint8_t *p = two;
+
+	srv_start(&x, 7, secret_a, 64, NULL, 1000);
+	int fd = br_start(&y, x.s.port);
+	ck_assert_int_eq(
+	    lend_nbd_client_handshake(fd, "", &size, &fl, err, sizeof err), 0);
+	lend_nbd_req_encode(p, LEND_NBD_CMD_WRITE, 1, 0, 4096);
+	memset(p + LEND_NBD_REQ_LEN, 0xaa, 4096);
+	p += LEND_NBD_REQ_LEN + 4096;
+	lend_nbd_req_encode(p, LEND_NBD_CMD_WRITE, 2, 100, 4096);
+	memset(p + LEND_NBD_REQ_LEN, 0xee, 4096);
+	/* one write: the bridge takes both with one recv */
+	ck_assert_int_eq(lend_nbd_write_full(fd, two, sizeof two), 0);
+	int ok = 0, einval = 0;
+	for (int i = 0; i < 2; i++) {
+		uint64_t h = nbd_recv(fd, &e);
+		ok += h == 1 && e == 0;
+		einval += h == 2 && e == EINVAL;
+	}
+	ck_assert_int_eq(ok, 1);
+	ck_assert_int_eq(einval, 1);
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_READ, 3, 0, 4096,
+	                                     NULL, r, &e),
+	                 0);
+	ck_assert_uint_eq(e, 0);
+	ck_assert_int_eq(r[0], 0xaa);
+	ck_assert_int_eq(r[4095], 0xaa);
+	lend_nbd_client_cmd(fd, LEND_NBD_CMD_DISC, 4, 0, 0, NULL, NULL, &e);
+	ck_assert_int_eq(br_join(&y), LEND_BRIDGE_DISC);
+	close(fd);
+	lend_client_close(&y.c);
+	srv_join(&x, 1);
+	lend_server_close(&x.s);
+}
+END_TEST
+
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("lend_nbd");
+	TCase *t = tcase_create("loopback");
+	tcase_set_timeout(t, 30);
+	tcase_add_checked_fixture(t, setup, NULL);
+	tcase_add_test(t, nbd_through_bridge_to_lender);
+	tcase_add_test(t, nbd_lender_vanishes_gives_eio);
+	tcase_add_test(t, nbd_handshake_options);
+	tcase_add_test(t, client_matches_replies_to_handles);
+	tcase_add_test(t, reply_to_no_request_loses_the_lender);
+	tcase_add_test(t, nbd_many_requests_in_flight);
+	tcase_add_test(t, nbd_lender_lost_mid_flight_fails_all);
+	tcase_add_test(t, silent_lender_times_out);
+	tcase_add_test(t, late_but_arrived_reply_is_no_loss);
+	tcase_add_test(t, held_requests_time_from_sending);
+	tcase_add_test(t, nbd_silent_lender_gives_eio);
+	tcase_add_test(t, nbd_refused_write_spares_staged_data);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *r = srunner_create(suite());
+	srunner_run_all(r, CK_NORMAL);
+	int failed = srunner_ntests_failed(r);
+	srunner_free(r);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
