@@ -45,9 +45,16 @@ INSTALL_BIN += $(BUILD)/bin/ramexd
 RAMEXD_HARNESS := tests/integration/ramexd_harness.c tests/integration/testdb.c \
   common/sign.c
 $(call integration_test,test_ramexd,tests/integration/test_ramexd.c \
-  $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
+  tests/integration/ramexd_fixture.c $(RAMEXD_HARNESS),\
+  libcurl jansson libpq libcrypto)
 $(BUILD)/san/bin/test_ramexd: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_ramexd: | $(BUILD)/san/bin/ramexd
+$(call integration_test,test_ramexd_recovery,\
+  tests/integration/test_ramexd_recovery.c \
+  tests/integration/ramexd_fixture.c $(RAMEXD_HARNESS),\
+  libcurl jansson libpq libcrypto)
+$(BUILD)/san/bin/test_ramexd_recovery: | $(BUILD)/san/bin/ramexd
+$(BUILD)/bin/test_ramexd_recovery: | $(BUILD)/san/bin/ramexd
 $(call integration_test,test_contracts,tests/integration/test_contracts.c \
   $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
 $(BUILD)/san/bin/test_contracts: | $(BUILD)/san/bin/ramexd
