@@ -135,7 +135,6 @@ static void count(struct http_req *rq)
 	rq->counted = 1;
 }
 
-
 /* --- the request's life ---------------------------------------------- */
 
 /* Matches the route; replies 404, 405 or 413 and returns -1 when none. */
@@ -165,16 +164,15 @@ static int route(struct http_req *rq)
 	 * an "invalid byte sequence"). */
 	int not_utf8 = !in_utf8_valid(rq->tg.path, strlen(rq->tg.path));
 	for (int i = 0; i < rq->tg.nquery && !not_utf8; i++)
-		not_utf8 = !in_utf8_valid(rq->tg.qname[i],
-		                          strlen(rq->tg.qname[i])) ||
-		           !in_utf8_valid(rq->tg.qval[i],
-		                          strlen(rq->tg.qval[i]));
+		not_utf8 =
+		    !in_utf8_valid(rq->tg.qname[i], strlen(rq->tg.qname[i])) ||
+		    !in_utf8_valid(rq->tg.qval[i], strlen(rq->tg.qval[i]));
 	if (not_utf8) {
-		http_problem(rq, 400, "invalid-target",
-		             "request target not UTF-8",
-		             "the path or the query string holds bytes that are "
-		             "not UTF-8 once percent-decoded (such as %%FF); "
-		             "ramex paths and parameters are UTF-8");
+		http_problem(
+		    rq, 400, "invalid-target", "request target not UTF-8",
+		    "the path or the query string holds bytes that are "
+		    "not UTF-8 once percent-decoded (such as %%FF); "
+		    "ramex paths and parameters are UTF-8");
 		return -1;
 	}
 
@@ -247,6 +245,23 @@ static int authorize(struct http_req *rq, int may_block)
 			view.timestamp = http_header(rq, SIGN_HDR_TIMESTAMP);
 			view.nonce = http_header(rq, SIGN_HDR_NONCE);
 			view.signature = http_header(rq, SIGN_HDR_SIGNATURE);
+		}
+		/* one credential, or none: a credential header sent twice
+		 * is refused, never read one way here and another way by
+		 * a proxy in front */
+		static const char *const cred[] = {
+		    "Authorization", SIGN_HDR_KEY, SIGN_HDR_TIMESTAMP,
+		    SIGN_HDR_NONCE, SIGN_HDR_SIGNATURE};
+		const char *twice = http_header_repeated(
+		    rq, cred, (int)(sizeof cred / sizeof cred[0]));
+		if (twice) {
+			http_problem(
+			    rq, 400, "ambiguous-credentials",
+			    "credential sent twice",
+			    "the %s header is sent more than once; send "
+			    "each credential header once",
+			    twice);
+			return -1;
 		}
 		int rc = auth_authenticate(o->auth, &view, &rq->principal,
 		                           &status, why, sizeof why, may_block);
@@ -456,7 +471,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 	(void)version;
 
 	(void)url; /* decoded by libmicrohttpd: rq->target is what was sent */
-	if (!rq) /* on_uri could not allocate */
+	if (!rq)   /* on_uri could not allocate */
 		return MHD_NO;
 	if (rq->fresh) {
 		rq->fresh = 0;
@@ -466,9 +481,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		rq->route_idx = -1;
 		atomic_init(&rq->state, RQ_RUNNING);
 		rq->tg.nquery = 0;
-		if (!rq->too_long && target_parse(rq->target, &rq->tg,
-		                                  &rq->bad_target) < 0)
-			rq->tg.path[0] = 0; /* nothing of it is read or logged */
+		if (!rq->too_long &&
+		    target_parse(rq->target, &rq->tg, &rq->bad_target) < 0)
+			rq->tg.path[0] =
+			    0; /* nothing of it is read or logged */
 		const char *cl = MHD_lookup_connection_value(
 		    conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl && strtoull(cl, NULL, 10) > srv->o.body_limit)
@@ -519,7 +535,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 		MHD_destroy_response(rq->resp);
 		rq->resp = NULL;
 	}
-	flush(rq); /* (uncounts it) */
+	flush(rq);        /* (uncounts it) */
 	if (!rq->fresh) { /* (fresh: it ended before its headers were in) */
 		metrics_http(rq->route_idx, rq->status, elapsed_ns(&rq->t0));
 		log_debug("request", "method=%s path=%s status=%d", rq->method,
@@ -717,4 +733,3 @@ void http_stop(struct http_server *s)
 	MHD_stop_daemon(s->d);
 	teardown(s);
 }
-

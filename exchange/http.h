@@ -86,6 +86,13 @@ const char *http_target(struct http_req *rq); /* as sent, with query */
 const char *http_param(struct http_req *rq, const char *name); /* {name} */
 const char *http_query(struct http_req *rq, const char *name);
 const char *http_header(struct http_req *rq, const char *name);
+/* The first of names (at most HTTP_REPEAT_MAX, matched without case) that
+ * the request carries more than once, or NULL. A header that must be one
+ * value (a credential) sent twice is ambiguous: http_header would read the
+ * first, a proxy in front might have read the last. */
+#define HTTP_REPEAT_MAX 8
+const char *http_header_repeated(struct http_req *rq, const char *const *names,
+                                 int n);
 const char *http_body(struct http_req *rq, size_t *len);
 const struct auth_principal *http_principal(struct http_req *rq);
 const struct http_route *http_route_of(struct http_req *rq);

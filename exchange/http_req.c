@@ -43,7 +43,6 @@ static void queue(struct http_req *rq, int status, const char *ctype,
 	rq->resp = r;
 }
 
-
 void http_reply_raw(struct http_req *rq, int status, const char *ctype,
                     const char *body, size_t len)
 {
@@ -273,6 +272,35 @@ const char *http_header(struct http_req *rq, const char *name)
 	return MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, name);
 }
 
+struct repeat_scan {
+	const char *const *names;
+	int n, seen[HTTP_REPEAT_MAX];
+	const char *repeated;
+};
+
+static enum MHD_Result repeat_cb(void *cls, enum MHD_ValueKind kind,
+                                 const char *key, const char *value)
+{
+	struct repeat_scan *s = cls;
+	(void)kind;
+	(void)value;
+	for (int i = 0; i < s->n; i++)
+		if (strcasecmp(key, s->names[i]) == 0 && ++s->seen[i] > 1) {
+			s->repeated = s->names[i];
+			return MHD_NO; /* one is enough to refuse */
+		}
+	return MHD_YES;
+}
+
+const char *http_header_repeated(struct http_req *rq, const char *const *names,
+                                 int n)
+{
+	struct repeat_scan s = {.names = names,
+	                        .n = n < HTTP_REPEAT_MAX ? n : HTTP_REPEAT_MAX};
+	MHD_get_connection_values(rq->conn, MHD_HEADER_KIND, repeat_cb, &s);
+	return s.repeated;
+}
+
 const char *http_body(struct http_req *rq, size_t *len)
 {
 	*len = rq->len;
@@ -365,4 +393,3 @@ json_t *http_body_object(struct http_req *rq)
 	}
 	return j;
 }
-

@@ -744,6 +744,44 @@ static long signed_at(struct rxh *h, const struct rxh_world *w, int64_t ts,
  * the timestamp is digits only ("+T" and "0T" passed as T). A timestamp
  * ahead is recorded before it is taken, so that a restarted ramexd, which
  * forgot the nonces, refuses its replay. */
+/* A credential header sent twice is ambiguous (a proxy in front may read
+ * the other one): refused with 400 whichever copy is good, changing
+ * nothing; once is fine. */
+START_TEST(a_credential_sent_twice_is_refused)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	char hdr[120], body[200];
+	rxh_start(&h, "ramex_t_edge_twice", "");
+	rxh_world(&h, &w);
+	snprintf(body, sizeof body,
+	         "{\"market\":\"spot\",\"side\":\"buy\",\"pages\":256,"
+	         "\"price\":100,\"account_id\":%lld}",
+	         (long long)w.node_a);
+	/* the good token first, then a bad one; and the other way round */
+	snprintf(hdr, sizeof hdr, "Authorization: Bearer rx_%064d", 0);
+	ck_assert_int_eq(rxh_call(&h, "POST", "/v1/orders", w.trader_token,
+	                          body, hdr, &r),
+	                 400);
+	ck_assert(rxh_is_problem(&r, "urn:ramex:problem:ambiguous-credentials"));
+	ck_assert_msg(strstr(r.body, "Authorization"), "%s", r.body);
+	rxh_resp_free(&r);
+	snprintf(hdr, sizeof hdr, "authorization: Bearer %s", w.trader_token);
+	ck_assert_int_eq(rxh_status(&h, "GET", "/v1/whoami", w.trader_token,
+	                            NULL, hdr),
+	                 400);
+	PGconn *c = PQconnectdb(h.conninfo);
+	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM orders"), 0);
+	PQfinish(c);
+	/* once is fine */
+	ck_assert_int_eq(rxh_status(&h, "GET", "/v1/whoami", w.trader_token,
+	                            NULL, NULL),
+	                 200);
+	rxh_stop(&h);
+}
+END_TEST
+
 START_TEST(timestamp_window_both_ways_digits_only)
 {
 	struct rxh h;
@@ -1047,6 +1085,7 @@ int main(void)
 	tcase_add_test(tc, a_burst_of_128_ready_connections_is_answered);
 	tcase_add_test(tc, http_threads_follow_cores_and_connections);
 	tcase_add_test(tc, signature_covers_the_target_as_sent);
+	tcase_add_test(tc, a_credential_sent_twice_is_refused);
 	tcase_add_test(tc, timestamp_window_both_ways_digits_only);
 	tcase_add_test(tc, nonces_per_key_and_negative_cache);
 	tcase_add_test(tc, a_row_copied_out_of_the_database_cannot_sign);
