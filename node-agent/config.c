@@ -7,6 +7,7 @@
 
 #include "common/log.h"
 #include "node-agent/core/simload.h"
+#include "node-agent/lend/lend_client.h" /* LEND_CLIENT_REPLY_TIMEOUT_MS */
 
 #include <errno.h>
 #include <stdint.h>
@@ -153,6 +154,12 @@ static const struct setting settings[] = {
     B("lend_plaintext", lend_plaintext,
       "allow plain TCP for lending off loopback, where pages would cross "
       "the network in clear (default no: TLS is required there)"),
+    I("lend_reply_timeout_ms", lend_reply_timeout_ms, 1, 1, 3600000,
+      "borrower: a request the lender leaves unanswered this long (ms) "
+      "loses the lender: every request in flight and after fails with "
+      "EIO and the device is swapped off, instead of the swap waiting "
+      "for ever on a silent peer; a false loss costs the lent pages, so "
+      "keep it well above the slowest healthy reply"),
     I("window_s", est.window_ns, 1000000000, 1, 86400,
       "working-set window: touched within it = working"),
     I("fault_cost_us", est.fault_cost_ns, 1000, 1, 10000,
@@ -236,6 +243,7 @@ void config_default(struct agent_config *c)
 	strcpy(c->mglru_file, "/sys/kernel/debug/lru_gen");
 	strcpy(c->lend_borrow_mode, "attach");
 	strcpy(c->lend_nbd_device, "/dev/nbd0");
+	c->lend_reply_timeout_ms = LEND_CLIENT_REPLY_TIMEOUT_MS;
 	wsest_config_default(&c->est);
 	strategy_config_default(&c->strat);
 	probe_config_default(&c->prb);

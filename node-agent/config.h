@@ -61,6 +61,9 @@ struct agent_config {
 	char lend_tls_key[CONFIG_STR];
 	char lend_tls_ca[CONFIG_STR]; /* borrower: TLS, trusting this CA */
 	int lend_plaintext; /* allow plain TCP off loopback (both ends) */
+	/* borrower: a request the lender leaves unanswered this long loses
+	 * the lender (ramex-lend-nbd --reply-timeout-ms) */
+	int64_t lend_reply_timeout_ms;
 	struct wsest_config est;
 	struct strategy_config strat;
 	int probe; /* active probing through memory.reclaim or memory.high */

@@ -196,6 +196,10 @@ int main(int argc, char **argv)
 		goto out_tls;
 	}
 	client.reply_timeout_ms = reply_timeout;
+	log_info("bridge reached its lender",
+	         "lender=%s contract=%llu tls=%d reply_timeout_ms=%lld", lender,
+	         (unsigned long long)contract, tls != NULL,
+	         (long long)reply_timeout);
 	if (lend_bridge_init(&bridge, &client, "ramex") < 0) {
 		log_error("cannot start", "why=\"%s\"", bridge.err);
 		goto out_client;

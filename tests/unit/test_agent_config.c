@@ -97,6 +97,17 @@ START_TEST(errors_say_where)
 	ck_assert_int_eq(
 	    config_set(&c, "breach_perm", "maybe", err, sizeof err), -1);
 
+	/* the bridge's reply timeout: the programs' own range, 1 ms..1 h */
+	ck_assert_int_eq(c.lend_reply_timeout_ms, 5000);
+	ck_assert_int_eq(config_set(&c, "lend_reply_timeout_ms", "0", err,
+	                            sizeof err),
+	                 -1);
+	ck_assert_msg(strstr(err, "outside 1..3600000"), "%s", err);
+	ck_assert_int_eq(config_set(&c, "lend_reply_timeout_ms", "250", err,
+	                            sizeof err),
+	                 0);
+	ck_assert_int_eq(c.lend_reply_timeout_ms, 250);
+
 	char *a1[] = {"ramex-agent", "--nope=1", NULL};
 	ck_assert_int_eq(config_args(&c, 2, a1, err, sizeof err), -1);
 	ck_assert(strstr(err, "unknown option --nope"));
