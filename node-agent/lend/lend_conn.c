@@ -12,6 +12,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -178,7 +179,8 @@ int lend_conn_open(struct lend_conn *c, int fd, SSL_CTX *ctx, int is_server,
 	if (!ctx)
 		return 0;
 	c->ssl = SSL_new(ctx);
-	if (!c->ssl || SSL_set_fd(c->ssl, fd) != 1) {
+	c->tls_buf = malloc(LEND_CONN_TLS_BATCH);
+	if (!c->ssl || !c->tls_buf || SSL_set_fd(c->ssl, fd) != 1) {
 		tls_err(c->err, sizeof c->err, "could not start TLS");
 		goto fail;
 	}
@@ -200,6 +202,8 @@ fail:
 	if (c->ssl)
 		SSL_free(c->ssl);
 	c->ssl = NULL;
+	free(c->tls_buf);
+	c->tls_buf = NULL;
 	close(fd);
 	c->fd = -1;
 	return -1;
@@ -312,26 +316,62 @@ ssize_t lend_conn_read_some(struct lend_conn *c, void *buf, size_t n)
 	}
 }
 
+/*
+ * OpenSSL has no writev. A buffer of a record or more is written as it
+ * is; smaller ones are gathered, up to a record, into tls_buf and written
+ * with one SSL_write: a batch of 32-byte request headers, or of headers
+ * and 4 KiB pages, becomes one record and one send instead of one of each
+ * per buffer. A write that would block keeps what it gathered (OpenSSL
+ * wants the retry to pass the same buffer); the caller's retry brings the
+ * same bytes in front, which are then not gathered again.
+ */
+static ssize_t tls_writev_some(struct lend_conn *c, const struct iovec *iov,
+                               int iovcnt)
+{
+	const void *p;
+	size_t n, put = 0;
+	while (iovcnt > 0 && iov->iov_len == 0)
+		iov++, iovcnt--;
+	if (c->tls_len > 0) {
+		p = c->tls_buf; /* a retry: the same bytes as last time */
+		n = c->tls_len;
+	} else if (iovcnt == 0) {
+		return 0;
+	} else if (iov->iov_len >= LEND_CONN_TLS_BATCH) {
+		p = iov->iov_base;
+		n = iov->iov_len;
+	} else {
+		for (n = 0; iovcnt > 0 && n < LEND_CONN_TLS_BATCH;
+		     iov++, iovcnt--) {
+			size_t k = iov->iov_len < LEND_CONN_TLS_BATCH - n
+			               ? iov->iov_len
+			               : LEND_CONN_TLS_BATCH - n;
+			memcpy(c->tls_buf + n, iov->iov_base, k);
+			n += k;
+		}
+		p = c->tls_buf;
+	}
+	if (SSL_write_ex(c->ssl, p, n, &put) == 1) {
+		c->tls_len = 0;
+		return (ssize_t)put;
+	}
+	int e = SSL_get_error(c->ssl, 0);
+	ERR_clear_error();
+	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+		if (p == c->tls_buf)
+			c->tls_len = n;
+		return 0;
+	}
+	c->tls_len = 0;
+	snprintf(c->err, sizeof c->err, "TLS write failed");
+	return -1;
+}
+
 ssize_t lend_conn_writev_some(struct lend_conn *c, const struct iovec *iov,
                               int iovcnt)
 {
-	if (c->ssl) {
-		/* one buffer at a time: OpenSSL has no writev, and a write
-		 * that wants a retry must see the same buffer again */
-		while (iovcnt > 0 && iov->iov_len == 0)
-			iov++, iovcnt--;
-		if (iovcnt == 0)
-			return 0;
-		size_t put = 0;
-		if (SSL_write_ex(c->ssl, iov->iov_base, iov->iov_len, &put) == 1)
-			return (ssize_t)put;
-		int e = SSL_get_error(c->ssl, 0);
-		ERR_clear_error();
-		if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
-			return 0;
-		snprintf(c->err, sizeof c->err, "TLS write failed");
-		return -1;
-	}
+	if (c->ssl)
+		return tls_writev_some(c, iov, iovcnt);
 	struct msghdr m = {.msg_iov = (struct iovec *)iov,
 	                   .msg_iovlen = (size_t)(iovcnt < IOV_MAX ? iovcnt
 	                                                           : IOV_MAX)};
@@ -381,6 +421,9 @@ void lend_conn_close(struct lend_conn *c)
 		SSL_free(c->ssl);
 		c->ssl = NULL;
 	}
+	free(c->tls_buf);
+	c->tls_buf = NULL;
+	c->tls_len = 0;
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;

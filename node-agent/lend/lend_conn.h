@@ -22,9 +22,17 @@
 typedef struct ssl_ctx_st SSL_CTX;
 typedef struct ssl_st SSL;
 
+#define LEND_CONN_TLS_BATCH (16u << 10) /* one TLS record's plaintext */
+
 struct lend_conn {
 	int fd;
 	SSL *ssl;    /* NULL for plain TCP */
+	/* TLS: small buffers gathered into one SSL_write (one record, one
+	 * send) instead of one each; tls_len bytes of it wait for a retry
+	 * after a write that would block (the same buffer, as OpenSSL
+	 * wants) */
+	uint8_t *tls_buf;
+	size_t tls_len;
 	int binding; /* 1 when bind[] holds the TLS exporter output */
 	uint8_t bind[LEND_BINDING_LEN];
 	char err[200]; /* why the last call failed */
@@ -63,8 +71,11 @@ int lend_conn_write(struct lend_conn *c, const void *buf, size_t n);
  * that both sends and receives must never block on one direction while
  * the other fills up). After lend_conn_set_nonblock(c, 1), only these move
  * bytes: each moves what it can now and returns the bytes moved, 0 when it
- * would block, or -1 on an error or the end of the stream (c->err). A TLS
- * write that returned 0 must be repeated with the same first buffer.
+ * would block, or -1 on an error or the end of the stream (c->err). A
+ * write that returned 0 must be repeated with the same bytes in front
+ * (TLS keeps them gathered). Under TLS, buffers smaller than a record
+ * (LEND_CONN_TLS_BATCH) go out together, one record per call, not one
+ * SSL_write (a record and a send) each.
  */
 int lend_conn_set_nonblock(struct lend_conn *c, int on);
 ssize_t lend_conn_read_some(struct lend_conn *c, void *buf, size_t n);

@@ -21,6 +21,7 @@
 #include "node-agent/lend/lend_args.h"
 #include "node-agent/lend/lend_bridge.h"
 #include "node-agent/lend/lend_client.h"
+#include "node-agent/lend/lend_iov.h"
 #include "node-agent/lend/lend_meter.h"
 #include "node-agent/lend/lend_nbd.h"
 #include "node-agent/lend/lend_proto.h"
@@ -704,6 +705,107 @@ START_TEST(tls_round_trip_and_refusals)
 }
 END_TEST
 
+/* A TLS reader for tls_small_writes_are_batched: takes the connection,
+ * waits for `go`, then reads everything and keeps it. */
+struct tls_reader {
+	int lfd, go[2];
+	SSL_CTX *ctx;
+	uint8_t *got;
+	size_t want;
+	int ok;
+};
+
+static void *tls_reader_main(void *arg)
+{
+	struct tls_reader *r = arg;
+	struct lend_conn c;
+	char b;
+	int fd = accept(r->lfd, NULL, NULL);
+	if (fd < 0 || lend_conn_open(&c, fd, r->ctx, 1, 5000) < 0)
+		return NULL;
+	if (read(r->go[0], &b, 1) == 1)
+		r->ok = lend_conn_read(&c, r->got, r->want) == 0;
+	lend_conn_close(&c);
+	return NULL;
+}
+
+/* Small buffers (request headers, a page) go out together under TLS: one
+ * call moves many, not only the first; and a write that would block,
+ * retried with the same bytes in front, sends each byte exactly once. */
+START_TEST(tls_small_writes_are_batched)
+{
+	enum { N = 4096 };
+	static uint8_t src[N * 32 + N / 4 * 4096];
+	struct tls_reader r = {.ctx = server_ctx(), .want = 0};
+	SSL_CTX *cctx = client_ctx("lender");
+	char err[256];
+	int port = 0;
+	struct iovec v[N], *iov = v;
+	size_t total = 0;
+	for (int i = 0; i < N; i++) {
+		/* 32-byte headers and an odd size among them */
+		size_t len = i % 4 == 3 ? 4096 + 7 : 32;
+		if (total + len > sizeof src)
+			len = 32;
+		v[i] = (struct iovec){src + total, len};
+		total += len;
+	}
+	for (size_t i = 0; i < total; i++)
+		src[i] = (uint8_t)(i * 131 + (i >> 9));
+	r.want = total;
+	r.got = malloc(total);
+	ck_assert_ptr_nonnull(r.got);
+	r.lfd = lend_tcp_listen("127.0.0.1", 0, &port, err, sizeof err);
+	ck_assert_int_ge(r.lfd, 0);
+	/* small socket buffers: the writer must block before the end */
+	int small = 32 << 10;
+	setsockopt(r.lfd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+	ck_assert_int_eq(pipe(r.go), 0);
+	pthread_t t;
+	pthread_create(&t, NULL, tls_reader_main, &r);
+	struct lend_conn c;
+	int fd = lend_tcp_connect("127.0.0.1", port, err, sizeof err);
+	ck_assert_int_ge(fd, 0);
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+	ck_assert_int_eq(lend_conn_open(&c, fd, cctx, 0, 5000), 0);
+	ck_assert_int_eq(lend_conn_set_nonblock(&c, 1), 0);
+	int n = N, blocked = 0;
+	size_t sent = 0;
+	ssize_t w = lend_conn_writev_some(&c, iov, n);
+	ck_assert_int_gt(w, 32 * 64); /* one record of many, not the first */
+	ck_assert_int_le(w, LEND_CONN_TLS_BATCH);
+	for (;;) {
+		if (w < 0)
+			ck_abort_msg("TLS write failed: %s", c.err);
+		sent += (size_t)w;
+		lend_iov_advance(&iov, &n, (size_t)w);
+		if (n == 0)
+			break;
+		if (w == 0) {
+			/* the reader has not started: the socket is full */
+			if (!blocked++)
+				ck_assert_int_eq(write(r.go[1], "g", 1), 1);
+			struct pollfd p = {.fd = c.fd, .events = POLLOUT};
+			(void)poll(&p, 1, 1000);
+		}
+		w = lend_conn_writev_some(&c, iov, n);
+	}
+	ck_assert_int_gt(blocked, 0); /* the retry was taken */
+	ck_assert_uint_eq(sent, total);
+	pthread_join(t, NULL);
+	ck_assert_msg(r.ok, "the reader did not get every byte");
+	ck_assert_msg(!memcmp(r.got, src, total),
+	              "the bytes arrived changed or out of order");
+	lend_conn_close(&c);
+	close(r.lfd);
+	close(r.go[0]);
+	close(r.go[1]);
+	free(r.got);
+	lend_tls_ctx_free(r.ctx);
+	lend_tls_ctx_free(cctx);
+}
+END_TEST
+
 /* ---- recall ------------------------------------------------------- */
 
 START_TEST(recall_release_frees_pages)
@@ -829,6 +931,7 @@ static Suite *suite(void)
 	tcase_set_timeout(t, 30);
 	tcase_add_checked_fixture(t, tls_setup, tls_teardown);
 	tcase_add_test(t, tls_round_trip_and_refusals);
+	tcase_add_test(t, tls_small_writes_are_batched);
 	suite_add_tcase(s, t);
 	return s;
 }
