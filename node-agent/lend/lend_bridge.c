@@ -490,8 +490,12 @@ static int serve_nbd(struct lend_bridge *b)
 	}
 	if (rc == 0 && c->lost)
 		rc = EIO; /* at once: a lost lender never makes anyone wait */
-	if (rc == 0 && q.type == LEND_NBD_CMD_TRIM && q.len == 0)
-		rc = -2; /* nothing to do: success */
+	/* nothing to do: success (a WRITE of no pages would be a request
+	 * the lender refuses, and a refused WRITE ends the stream; found by
+	 * fuzz_bridge) */
+	if (rc == 0 && q.len == 0 &&
+	    (q.type == LEND_NBD_CMD_TRIM || q.type == LEND_NBD_CMD_WRITE))
+		rc = -2;
 	if (rc != 0) {
 		if (q.type == LEND_NBD_CMD_WRITE && nbd_skip(b, q.len) < 0) {
 			snprintf(b->err, sizeof b->err,
@@ -562,8 +566,10 @@ static int serve_nbd(struct lend_bridge *b)
 			slot_finish(b, s);
 		return -1;
 	}
-	uint64_t page = q.off / LEND_PAGE_SIZE;
-	/* a FLUSH is one request of no pages, whatever its length says */
+	/* a FLUSH is one request of no pages at page 0, whatever its
+	 * length and offset say (the lender refuses any other) */
+	uint64_t page =
+	    q.type == LEND_NBD_CMD_FLUSH ? 0 : q.off / LEND_PAGE_SIZE;
 	uint32_t left =
 	    q.type == LEND_NBD_CMD_FLUSH ? 0 : q.len / LEND_PAGE_SIZE;
 	uint16_t type = q.type == LEND_NBD_CMD_READ    ? LEND_READ

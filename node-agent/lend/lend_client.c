@@ -36,6 +36,23 @@ int lend_client_connect(struct lend_client *c, const char *host, int port,
                         SSL_CTX *tls, uint64_t contract,
                         const uint8_t secret[LEND_SECRET_LEN], int timeout_ms)
 {
+	char err[sizeof c->err];
+	int fd = lend_tcp_connect(host, port, err, sizeof err);
+	if (fd < 0) {
+		memset(c, 0, sizeof *c);
+		c->conn.fd = -1;
+		c->contract = contract;
+		c->lost = 1;
+		snprintf(c->err, sizeof c->err, "%s", err);
+		return -1;
+	}
+	return lend_client_open(c, fd, tls, contract, secret, timeout_ms);
+}
+
+int lend_client_open(struct lend_client *c, int fd, SSL_CTX *tls,
+                     uint64_t contract, const uint8_t secret[LEND_SECRET_LEN],
+                     int timeout_ms)
+{
 	uint8_t buf[LEND_AUTH_LEN], want[LEND_MAC_LEN];
 	struct lend_hello hello;
 	struct lend_auth auth = {.contract = contract};
@@ -45,9 +62,6 @@ int lend_client_connect(struct lend_client *c, const char *host, int port,
 	c->conn.fd = -1;
 	c->contract = contract;
 	c->lost = 1;
-	int fd = lend_tcp_connect(host, port, c->err, sizeof c->err);
-	if (fd < 0)
-		return -1;
 	if (lend_conn_open(&c->conn, fd, tls, 0, timeout_ms) < 0) {
 		snprintf(c->err, sizeof c->err, "%s", c->conn.err);
 		return -1;

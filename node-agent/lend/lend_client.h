@@ -107,6 +107,11 @@ struct lend_client {
 int lend_client_connect(struct lend_client *c, const char *host, int port,
                         SSL_CTX *tls, uint64_t contract,
                         const uint8_t secret[LEND_SECRET_LEN], int timeout_ms);
+/* The same over a stream already connected (fd is taken over, closed on
+ * failure): the handshake alone. */
+int lend_client_open(struct lend_client *c, int fd, SSL_CTX *tls,
+                     uint64_t contract, const uint8_t secret[LEND_SECRET_LEN],
+                     int timeout_ms);
 
 /*
  * Sends one request (count <= LEND_MAX_REQ_PAGES; 0 for FLUSH, METER,

@@ -118,6 +118,19 @@ START_TEST(nbd_through_bridge_to_lender)
 	                                     1 << 20, NULL, NULL, &e),
 	                 0);
 	ck_assert_uint_eq(e, 0);
+	/* a WRITE of nothing is done at once: the lender never sees it
+	 * (it would refuse it and end the stream; found by fuzz_bridge) */
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE, 3, 8192, 0,
+	                                     w, NULL, &e),
+	                 0);
+	ck_assert_uint_eq(e, 0);
+	/* nor its offset (the lender takes a FLUSH at page 0 only; found
+	 * by fuzz_bridge) */
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_FLUSH, 3,
+	                                     UINT64_C(1) << 40, 4096, NULL,
+	                                     NULL, &e),
+	                 0);
+	ck_assert_uint_eq(e, 0);
 	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_TRIM, 4, 8192,
 	                                     4096, NULL, NULL, &e),
 	                 0);
