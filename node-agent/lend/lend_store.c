@@ -88,15 +88,39 @@ int lend_store_open(struct lend_store *s, int64_t pages,
 	    (kind == LEND_STORE_AUTO && access(device, F_OK) == 0))
 		return open_ramex(s, pages, device, err, errlen);
 
-	size_t len = (size_t)pages * RAMEX_PAGE_SIZE;
-	s->base = mmap(NULL, len, PROT_READ | PROT_WRITE,
-	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-	if (s->base == MAP_FAILED) {
+	size_t len = (size_t)pages * RAMEX_PAGE_SIZE, huge = 2u << 20;
+	/* huge pages where the kernel gives them (THP in madvise mode):
+	 * borrowers read pages at random, and with 4 KiB pages every read
+	 * of a large store missed the TLB (ramex.ko's pool is in the
+	 * kernel's direct map, on huge pages already). So the area is
+	 * aligned to 2 MiB and marked before any page is present: mapped
+	 * inaccessible first, since a process under mlockall(MCL_FUTURE)
+	 * (--mlock) would get 4 KiB pages populated at once by mmap. */
+	uint8_t *raw = mmap(NULL, len + huge, PROT_NONE,
+	                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (raw == MAP_FAILED) {
 		s->base = NULL;
 		snprintf(err, errlen, "could not map %lld anonymous pages: %s",
 		         (long long)pages, strerror(errno));
 		return -1;
 	}
+	size_t head = (huge - (uintptr_t)raw % huge) % huge;
+	if (head)
+		munmap(raw, head);
+	munmap(raw + head + len, huge - head);
+	s->base = raw + head;
+	(void)madvise(s->base, len, MADV_HUGEPAGE);
+	if (mprotect(s->base, len, PROT_READ | PROT_WRITE) < 0) {
+		snprintf(err, errlen, "could not map %lld anonymous pages: %s",
+		         (long long)pages, strerror(errno));
+		munmap(s->base, len);
+		s->base = NULL;
+		return -1;
+	}
+	/* every page present now, not at the borrower's first write */
+	if (madvise(s->base, len, MADV_POPULATE_WRITE) < 0)
+		for (size_t off = 0; off < len; off += RAMEX_PAGE_SIZE)
+			((volatile uint8_t *)s->base)[off] = 0;
 	/* the borrower swaps to these pages: they must never be swapped
 	 * themselves, or the lender would page on behalf of its borrower */
 	s->locked = mlock(s->base, len) == 0;
