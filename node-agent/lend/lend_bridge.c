@@ -90,6 +90,22 @@ out:
 	return NULL;
 }
 
+/*
+ * Room in the NBD socket for every reply the staging buffer can hold, so
+ * that one writev sends a batch of READ replies whole. With the default
+ * (about 200 KiB for a unix socket) a 512 KiB reply went in pieces, each
+ * a wait for the NBD client to read and a wakeup back, and meanwhile
+ * the bridge neither read the lender's replies nor sent it requests.
+ * SO_SNDBUFFORCE passes net.core.wmem_max for root (which the attached
+ * bridge is); elsewhere SO_SNDBUF gets what wmem_max allows.
+ */
+static void nbd_sndbuf(int fd)
+{
+	int sz = 2 * LEND_BRIDGE_BUF;
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz) < 0)
+		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+}
+
 int lend_bridge_attach(struct lend_bridge *b, const char *nbd_dev,
                        const char *swap_dev)
 {
@@ -109,6 +125,7 @@ int lend_bridge_attach(struct lend_bridge *b, const char *nbd_dev,
 	}
 	b->fd = sv[0];
 	b->kernel_fd = sv[1];
+	nbd_sndbuf(b->fd);
 	if (pthread_create(&b->attach_thr, NULL, attach_main, b) != 0) {
 		snprintf(b->err, sizeof b->err, "could not start a thread");
 		return -1;
@@ -137,6 +154,7 @@ int lend_bridge_attach(struct lend_bridge *b, const char *nbd_dev,
 int lend_bridge_accept(struct lend_bridge *b, int fd)
 {
 	b->fd = fd;
+	nbd_sndbuf(fd);
 	int rc = lend_nbd_server_handshake(fd, &b->exp, b->err, sizeof b->err);
 	return rc == 0 ? 0 : -1;
 }
@@ -250,6 +268,11 @@ static void tick(struct lend_bridge *b)
 static int pages_take(struct lend_bridge *b, int n)
 {
 	for (int i = 0, run = 0; i < (int)LEND_BRIDGE_PAGES; i++) {
+		if (i % 64 == 0 && b->used_pages[i / 64] == UINT64_MAX) {
+			run = 0;
+			i += 63; /* a word of taken pages at once */
+			continue;
+		}
 		if (b->used_pages[i / 64] >> (i % 64) & 1) {
 			run = 0;
 			continue;
@@ -656,8 +679,12 @@ enum lend_bridge_end lend_bridge_run(struct lend_bridge *b)
 		}
 		if (n <= 0 && !ahead)
 			continue;
-		if (p[2].revents)
+		if (p[2].revents) {
 			(void)lend_client_poll(c);
+			/* the answers first: each frees a slot the NBD
+			 * client waits to refill */
+			flush_replies(b);
+		}
 		if (p[1].revents & POLLIN) {
 			char ch;
 			while (read(b->wake[0], &ch, 1) == 1) {

@@ -365,7 +365,7 @@ static int take_reply(struct lend_client *c)
 
 int lend_client_pump(struct lend_client *c, int wait_ms)
 {
-	int taken = 0;
+	int taken = 0, drained = 0;
 	if (c->lost)
 		return -1;
 	/* held requests first: their replies may be what we wait for */
@@ -384,13 +384,20 @@ int lend_client_pump(struct lend_client *c, int wait_ms)
 		memmove(c->rb, c->rb + c->rb_off, c->rb_len - c->rb_off);
 		c->rb_len -= c->rb_off;
 		c->rb_off = 0;
+		size_t room = LEND_CLIENT_RBUF - c->rb_len;
+		if (drained && lend_conn_pending(&c->conn) == 0)
+			return taken;
 		ssize_t r = lend_conn_read_some(&c->conn, c->rb + c->rb_len,
-		                                LEND_CLIENT_RBUF - c->rb_len);
+		                                room);
 		if (r < 0)
 			return lose(c, "no reply from the lender");
 		if (r == 0)
 			return taken;
 		c->rb_len += (size_t)r;
+		/* a short read took all there was: the frames it brought
+		 * are taken, and the next recv, which would only say
+		 * EAGAIN, is left to the caller's next poll */
+		drained = (size_t)r < room && !c->conn.ssl;
 	}
 }
 

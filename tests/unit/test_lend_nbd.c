@@ -99,6 +99,15 @@ START_TEST(nbd_through_bridge_to_lender)
 	              "%s", err);
 	ck_assert_uint_eq(size, 2048 * 4096);
 	ck_assert(fl & LEND_NBD_FLAG_SEND_TRIM);
+	/* room in the NBD socket for all the staging buffer can answer at
+	 * once (root may pass net.core.wmem_max, as the attached bridge
+	 * does) */
+	int sndbuf = 0;
+	socklen_t sl = sizeof sndbuf;
+	ck_assert_int_eq(
+	    getsockopt(y.fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &sl), 0);
+	if (geteuid() == 0)
+		ck_assert_int_ge(sndbuf, 2 * (int)LEND_BRIDGE_BUF);
 	fill(w, LEN / 4096, 9);
 	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE, 1, 8192,
 	                                     LEN, w, NULL, &e),
