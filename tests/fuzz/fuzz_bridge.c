@@ -20,7 +20,9 @@
  */
 #include "node-agent/lend/lend_bridge.h"
 #include "node-agent/lend/lend_client.h"
+#include "node-agent/lend/lend_nbd.h"
 #include "node-agent/lend/lend_proto.h"
+#include "tests/fuzz/fuzz_peer.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -48,57 +50,6 @@ static void die_req(const char *what, const struct lend_hdr *q)
 	        what, q->type, q->flags, (unsigned long long)q->page,
 	        q->count);
 	abort();
-}
-
-static int read_full(int fd, void *b, size_t n)
-{
-	uint8_t *p = b;
-	while (n > 0) {
-		ssize_t r = read(fd, p, n);
-		if (r <= 0)
-			return -1;
-		p += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
-
-static int write_full(int fd, const void *b, size_t n)
-{
-	const uint8_t *p = b;
-	while (n > 0) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-/* ---- the NBD side: a feed of the input and a drain of the replies --- */
-
-struct feed {
-	int fd;
-	const uint8_t *d;
-	size_t n;
-};
-
-static void *feed_main(void *arg)
-{
-	struct feed *f = arg;
-	(void)write_full(f->fd, f->d, f->n);
-	shutdown(f->fd, SHUT_WR);
-	return NULL;
-}
-
-static void *drain_main(void *arg)
-{
-	int fd = *(int *)arg;
-	static __thread char b[65536];
-	while (read(fd, b, sizeof b) > 0)
-		;
-	return NULL;
 }
 
 /* ---- the fake lender ------------------------------------------------ */
@@ -131,16 +82,16 @@ static int send_reply(struct lender *l, const struct lend_hdr *r)
 	if (x.type == LEND_METER && x.error == LEND_OK)
 		x.extra = LEND_METER_WIRE;
 	lend_hdr_encode(&x, 1, h);
-	if (write_full(l->fd, h, sizeof h) < 0)
+	if (lend_nbd_write_full(l->fd, h, sizeof h) < 0)
 		return -1;
 	if (x.error != LEND_OK)
 		return 0;
 	if (x.type == LEND_READ)
-		return write_full(l->fd, l->page,
+		return lend_nbd_write_full(l->fd, l->page,
 		                  (size_t)x.count * LEND_PAGE_SIZE);
 	if (x.type == LEND_METER) {
 		uint8_t m[LEND_METER_WIRE] = {0};
-		return write_full(l->fd, m, sizeof m);
+		return lend_nbd_write_full(l->fd, m, sizeof m);
 	}
 	return 0;
 }
@@ -153,14 +104,14 @@ static int handshake(struct lender *l)
 	struct lend_welcome w = {.status = LEND_OK, .pages = PAGES};
 	memset(hello.server_nonce, 0x42, sizeof hello.server_nonce);
 	lend_hello_encode(&hello, b);
-	if (write_full(l->fd, b, LEND_HELLO_LEN) < 0 ||
-	    read_full(l->fd, b, LEND_AUTH_LEN) < 0 ||
+	if (lend_nbd_write_full(l->fd, b, LEND_HELLO_LEN) < 0 ||
+	    lend_nbd_read_full(l->fd, b, LEND_AUTH_LEN) < 0 ||
 	    lend_auth_decode(b, &auth) < 0)
 		return -1;
 	lend_mac(LEND_LENDER, secret, auth.contract, hello.server_nonce,
 	         auth.client_nonce, NULL, w.mac);
 	lend_welcome_encode(&w, b);
-	return write_full(l->fd, b, LEND_WELCOME_LEN);
+	return lend_nbd_write_full(l->fd, b, LEND_WELCOME_LEN);
 }
 
 static void *lender_main(void *arg)
@@ -171,7 +122,7 @@ static void *lender_main(void *arg)
 		goto out;
 	for (;;) {
 		struct lend_hdr q, r;
-		if (read_full(l->fd, b, sizeof b) < 0)
+		if (lend_nbd_read_full(l->fd, b, sizeof b) < 0)
 			break;
 		if (lend_hdr_decode(b, 0, &q) < 0)
 			die("the bridge sent a request with a bad magic");
@@ -184,7 +135,7 @@ static void *lender_main(void *arg)
 			while (left > 0) {
 				size_t k = left < l->page_len ? left
 				                              : l->page_len;
-				if (read_full(l->fd, l->page, k) < 0)
+				if (lend_nbd_read_full(l->fd, l->page, k) < 0)
 					goto out;
 				left -= k;
 			}
@@ -214,7 +165,7 @@ static void *lender_main(void *arg)
 			x %= 64;
 			if (l->n - l->at < x)
 				goto out;
-			if (write_full(l->fd, l->s + l->at, x) < 0)
+			if (lend_nbd_write_full(l->fd, l->s + l->at, x) < 0)
 				goto out;
 			l->at += x;
 			break;
@@ -275,12 +226,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	                   .n = size - split,
 	                   .page = page,
 	                   .page_len = sizeof page};
-	struct feed f = {.fd = nb[1], .d = in, .n = sizeof hello + split};
+	struct fuzz_feed f = {.fd = nb[1], .d = in, .n = sizeof hello + split};
 	int peer_r = dup(nb[1]);
 	pthread_t tl, tf, td;
 	if (peer_r < 0 || pthread_create(&tl, NULL, lender_main, &l) != 0 ||
-	    pthread_create(&tf, NULL, feed_main, &f) != 0 ||
-	    pthread_create(&td, NULL, drain_main, &peer_r) != 0)
+	    pthread_create(&tf, NULL, fuzz_feed_main, &f) != 0 ||
+	    pthread_create(&td, NULL, fuzz_drain_main, &peer_r) != 0)
 		abort();
 
 	struct lend_client c;

@@ -9,6 +9,7 @@
  * outside its buffers.
  */
 #include "node-agent/lend/lend_nbd.h"
+#include "tests/fuzz/fuzz_peer.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -64,35 +65,6 @@ static int be_trim(void *ctx, uint64_t off, uint32_t len)
 	return 0;
 }
 
-static void *drain(void *arg)
-{
-	int fd = *(int *)arg;
-	char b[65536];
-	while (read(fd, b, sizeof b) > 0)
-		;
-	return NULL;
-}
-
-struct feed {
-	int fd;
-	const uint8_t *d;
-	size_t n;
-};
-
-static void *feed_main(void *arg)
-{
-	struct feed *f = arg;
-	size_t off = 0;
-	while (off < f->n) {
-		ssize_t w = write(f->fd, f->d + off, f->n - off);
-		if (w <= 0)
-			break; /* the server hung up */
-		off += (size_t)w;
-	}
-	shutdown(f->fd, SHUT_WR);
-	return NULL;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -131,10 +103,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* the peer both feeds the input and drains the replies: one thread
 	 * each, so neither direction can fill up and stall the server */
 	int peer_r = dup(sv[1]);
-	struct feed f = {.fd = sv[1], .d = in, .n = n};
+	struct fuzz_feed f = {.fd = sv[1], .d = in, .n = n};
 	pthread_t tf, td;
-	if (peer_r < 0 || pthread_create(&tf, NULL, feed_main, &f) != 0 ||
-	    pthread_create(&td, NULL, drain, &peer_r) != 0)
+	if (peer_r < 0 || pthread_create(&tf, NULL, fuzz_feed_main, &f) != 0 ||
+	    pthread_create(&td, NULL, fuzz_drain_main, &peer_r) != 0)
 		abort();
 	int rc = lend_nbd_server_handshake(sv[0], &e, err, sizeof err);
 	if (rc < 0 && !err[0])
