@@ -24,7 +24,8 @@
 # with O_DIRECT (32 threads), and zram when the kernel has it. The
 # scheduler's floor (two processes bouncing a byte) comes first; slow peers
 # (8 trickling handshakes at the lender) and a slow lender (its replies
-# delivered late by a relay) are each run beside a healthy run.
+# delivered late by a relay) are each run beside a healthy run. The
+# in-flight runs are repeated over TLS 1.3 (required off loopback).
 # /proc/loadavg is printed beside each figure: the machine is shared.
 #
 # Every server binds 127.0.0.1 and is stopped when the script ends; every
@@ -58,11 +59,12 @@ od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$work/secret"
 # one lender per contract: a contract has one borrower at a time
 port=
 lpid=
+lender_tls=() # --tls-cert F --tls-key F for the next lender, or nothing
 lender() { # contract [pages]; sets port and lpid (not in a subshell: pids must stay ours)
   rm -f "$work/port$1"
   "$BIN/ramex-lend-server" --contract "$1" --secret-file "$work/secret" \
     --pages "${2:-$PAGES}" --listen 127.0.0.1:0 --port-file "$work/port$1" \
-    --store anon --mlock >/dev/null 2>"$work/lender$1.log" &
+    --store anon --mlock "${lender_tls[@]}" >/dev/null 2>"$work/lender$1.log" &
   lpid=$!
   pids+=($!)
   local i=0
@@ -135,9 +137,9 @@ timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4b.sock" --pages $SPAGE
 #    (ramex-lend-bench --relay) between the bridge and the lender, beside
 #    the healthy run. The bridge's reply timeout (5 s) is far above it.
 SLOW_US=${RAMEX_BENCH_SLOW_US:-1000}
-bridge() { # contract socket lender-port; starts a bridge, waits for its socket
+bridge() { # contract socket lender-port [--tls-ca F]; starts a bridge, waits for its socket
   "$BIN/ramex-lend-nbd" --lender 127.0.0.1:$3 --contract "$1" \
-    --secret-file "$work/secret" --listen-unix "$work/$2" \
+    --secret-file "$work/secret" --listen-unix "$work/$2" "${@:4}" \
     >/dev/null 2>"$work/$2.log" &
   pids+=($!)
   local i=0
@@ -177,6 +179,37 @@ i=0; while [[ ! -s $work/relay.port ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)
 bridge 4 nbd4slow.sock "$(cat "$work/relay.port")"
 timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4slow.sock" \
   --pages $SPAGES --ops "$OPS" --qd 32 --name nbd-slow${SLOW_US}us | sed 's/^/  /'
+
+# ---- TLS ---------------------------------------------------------------
+# Off loopback the pages must travel in TLS 1.3 (docs/lending.md): the same
+# in-flight runs over TLS, the protocol alone and through the bridge.
+if openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+  -nodes -days 1 -subj /CN=localhost -keyout "$work/tls.key" \
+  -out "$work/tls.crt" >/dev/null 2>&1; then
+  echo "host: TLS 1.3 on loopback; stream and randread as above"
+  lender_tls=(--tls-cert "$work/tls.crt" --tls-key "$work/tls.key")
+  lender 6 $SPAGES
+  lender_tls=()
+  load
+  timeout 300 "$BIN/ramex-lend-bench" --lender 127.0.0.1:$port --contract 6 \
+    --secret-file "$work/secret" --tls-ca "$work/tls.crt" --pages $SPAGES \
+    --ops "$OPS" --qd 8 --stream-mib "$SMIB" --name lend-tls | sed 's/^/  /'
+  load
+  timeout 300 "$BIN/ramex-lend-bench" --lender 127.0.0.1:$port --contract 6 \
+    --secret-file "$work/secret" --tls-ca "$work/tls.crt" --pages $SPAGES \
+    --ops "$OPS" --qd 32 --name lend-tls | sed 's/^/  /'
+  bridge 6 nbd6.sock $port --tls-ca "$work/tls.crt"
+  load
+  timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd6.sock" \
+    --pages $SPAGES --ops "$OPS" --qd 8 --stream-mib "$SMIB" --name nbd-tls |
+    sed 's/^/  /'
+  bridge 6 nbd6b.sock $port --tls-ca "$work/tls.crt"
+  load
+  timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd6b.sock" \
+    --pages $SPAGES --ops "$OPS" --qd 32 --name nbd-tls | sed 's/^/  /'
+else
+  echo "  TLS: openssl could not make a certificate here; not measured"
+fi
 
 lender 5 $SPAGES
 load
