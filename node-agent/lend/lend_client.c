@@ -387,8 +387,8 @@ int lend_client_pump(struct lend_client *c, int wait_ms)
 		size_t room = LEND_CLIENT_RBUF - c->rb_len;
 		if (drained && lend_conn_pending(&c->conn) == 0)
 			return taken;
-		ssize_t r = lend_conn_read_some(&c->conn, c->rb + c->rb_len,
-		                                room);
+		ssize_t r =
+		    lend_conn_read_some(&c->conn, c->rb + c->rb_len, room);
 		if (r < 0)
 			return lose(c, "no reply from the lender");
 		if (r == 0)

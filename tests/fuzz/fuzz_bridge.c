@@ -46,9 +46,8 @@ static void die(const char *what)
 static void die_req(const char *what, const struct lend_hdr *q)
 {
 	fprintf(stderr,
-	        "fuzz_bridge: %s: type %u flags %u page %llu count %u\n",
-	        what, q->type, q->flags, (unsigned long long)q->page,
-	        q->count);
+	        "fuzz_bridge: %s: type %u flags %u page %llu count %u\n", what,
+	        q->type, q->flags, (unsigned long long)q->page, q->count);
 	abort();
 }
 
@@ -88,7 +87,7 @@ static int send_reply(struct lender *l, const struct lend_hdr *r)
 		return 0;
 	if (x.type == LEND_READ)
 		return lend_nbd_write_full(l->fd, l->page,
-		                  (size_t)x.count * LEND_PAGE_SIZE);
+		                           (size_t)x.count * LEND_PAGE_SIZE);
 	if (x.type == LEND_METER) {
 		uint8_t m[LEND_METER_WIRE] = {0};
 		return lend_nbd_write_full(l->fd, m, sizeof m);
@@ -133,8 +132,8 @@ static void *lender_main(void *arg)
 		if (q.type == LEND_WRITE) {
 			size_t left = (size_t)q.count * LEND_PAGE_SIZE;
 			while (left > 0) {
-				size_t k = left < l->page_len ? left
-				                              : l->page_len;
+				size_t k =
+				    left < l->page_len ? left : l->page_len;
 				if (lend_nbd_read_full(l->fd, l->page, k) < 0)
 					goto out;
 				left -= k;
@@ -199,9 +198,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* a correct handshake: fixed newstyle, no zeroes, NBD_OPT_GO for
 	 * "ramex" without info requests */
 	static const uint8_t hello[] = {
-	    0,   0,   0,   3,   'I', 'H', 'A', 'V', 'E', 'O', 'P', 'T', 0, 0,
-	    0,   7,   0,   0,   0,   11,  0,   0,   0,   5,   'r', 'a', 'm',
-	    'e', 'x', 0,   0};
+	    0, 0, 0, 3,  'I', 'H', 'A', 'V', 'E', 'O', 'P', 'T', 0,   0, 0, 7,
+	    0, 0, 0, 11, 0,   0,   0,   5,   'r', 'a', 'm', 'e', 'x', 0, 0};
 	static uint8_t page[PAGES * LEND_PAGE_SIZE / 16]; /* 256 KiB */
 	int ln[2], nb[2];
 	if (size < 2)
@@ -244,7 +242,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	if (lend_bridge_accept(&b, nb[0]) == 0)
 		(void)lend_bridge_run(&b);
-	lend_bridge_free(&b); /* closes nb[0]: ends the feed and the drain */
+	lend_bridge_free(&b);  /* closes nb[0]: ends the feed and the drain */
 	lend_client_close(&c); /* ends the lender */
 	pthread_join(tl, NULL);
 	pthread_join(tf, NULL);

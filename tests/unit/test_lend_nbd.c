@@ -104,8 +104,8 @@ START_TEST(nbd_through_bridge_to_lender)
 	 * does) */
 	int sndbuf = 0;
 	socklen_t sl = sizeof sndbuf;
-	ck_assert_int_eq(
-	    getsockopt(y.fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &sl), 0);
+	ck_assert_int_eq(getsockopt(y.fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &sl),
+	                 0);
 	if (geteuid() == 0)
 		ck_assert_int_ge(sndbuf, 2 * (int)LEND_BRIDGE_BUF);
 	fill(w, LEN / 4096, 9);
