@@ -43,8 +43,9 @@ tr -d '\r' <"$log" >"$work/log"
 
 awk -f - "$work/log" >"$work/result" <<'AWK'
 function kv(k,   i, a) { for (i = 2; i <= NF; i++) { split($i, a, "="); if (a[1] == k) return substr($i, length(k) + 2) } return "" }
-/^WSS-PHASE / { if (kv("hot") != "") { n++; ts[n] = kv("t"); hot[n] = kv("hot") } else tend = kv("t") }
-/^WSS-STAT / { m++; t[m] = kv("t"); w[m] = kv("wss") * 4 / 1024; need[m] = kv("need") * 4 / 1024; src[m] = kv("source") }
+# times + 0: numbers, not strings ("101.2" sorts before "97.7" as text)
+/^WSS-PHASE / { if (kv("hot") != "") { n++; ts[n] = kv("t") + 0; hot[n] = kv("hot") + 0 } else tend = kv("t") + 0 }
+/^WSS-STAT / { m++; t[m] = kv("t") + 0; w[m] = kv("wss") * 4 / 1024; need[m] = kv("need") * 4 / 1024; src[m] = kv("source") }
 /^WSS-STATUS-SOURCE 1$/ { status_src = 1 }
 /^WSS-LOG .*ramex_agent_wss_source=mglru/ { log_src = 1 }
 END {
