@@ -29,6 +29,7 @@ static int http_conns = 0;
 static uint64_t http_refused;
 static uint64_t auth_queries;
 static uint64_t idem_looked, idem_filtered, kf_keys[2], kf_bytes[2];
+static uint64_t key_races;
 
 #define ADD(v, n) __atomic_fetch_add(&(v), (n), __ATOMIC_RELAXED)
 #define GET(v)    __atomic_load_n(&(v), __ATOMIC_RELAXED)
@@ -102,6 +103,11 @@ void metrics_key_filter(bool loaded, uint64_t keys, uint64_t bytes)
 {
 	__atomic_store_n(&kf_keys[loaded], keys, __ATOMIC_RELAXED);
 	__atomic_store_n(&kf_bytes[loaded], bytes, __ATOMIC_RELAXED);
+}
+
+void metrics_key_races(int n)
+{
+	ADD(key_races, (uint64_t)n);
 }
 
 struct buf {
@@ -236,6 +242,12 @@ char *metrics_render(size_t *len)
 	    GET(kf_bytes[1]) > 0, /* a loaded filter has memory */
 	    (unsigned long long)(GET(kf_keys[0]) + GET(kf_keys[1])),
 	    (unsigned long long)(GET(kf_bytes[0]) + GET(kf_bytes[1])));
+	put(&b,
+	    "# HELP ramex_key_races_total Batches run again because another "
+	    "ramexd on the database committed one of their keys first.\n"
+	    "# TYPE ramex_key_races_total counter\n"
+	    "ramex_key_races_total %llu\n",
+	    (unsigned long long)GET(key_races));
 	*len = b.n;
 	return b.s;
 }

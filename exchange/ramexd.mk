@@ -109,3 +109,10 @@ $(call integration_test,test_failover,tests/integration/test_failover.c \
   $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
 $(BUILD)/san/bin/test_failover: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_failover: | $(BUILD)/san/bin/ramexd
+# Two ramexd on one database (shared = 1): idempotency keys, nonces and
+# the event stream shared through PostgreSQL.
+$(call integration_test,test_shared,tests/integration/test_shared.c \
+  tests/integration/ramexd_fixture.c $(RAMEXD_HARNESS),\
+  libcurl jansson libpq libcrypto)
+$(BUILD)/san/bin/test_shared: | $(BUILD)/san/bin/ramexd
+$(BUILD)/bin/test_shared: | $(BUILD)/san/bin/ramexd
