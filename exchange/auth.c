@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/sign.h"
+#include "exchange/auth_nonces.h"
 #include "exchange/db.h"
 #include "exchange/metrics.h"
 #include "exchange/seal.h"
@@ -80,10 +81,12 @@ struct auth {
 	uint64_t gen;
 	struct nonce *nonces[NONCE_BUCKETS];
 	unsigned sweep; /* the next bucket swept of expired nonces */
+	/* shared = 1: the nonces of every instance (auth_share_nonces) */
+	struct auth_nonces *shared;
 	struct keyst *keys[KEY_BUCKETS];
-	struct idset known;        /* under mu */
-	int64_t known_at;          /* mono_s of the last refresh; under mu */
-	char known_since[40];      /* the database's clock then; under refresh_mu */
+	struct idset known;   /* under mu */
+	int64_t known_at;     /* mono_s of the last refresh; under mu */
+	char known_since[40]; /* the database's clock then; under refresh_mu */
 	pthread_mutex_t refresh_mu; /* one refresh at a time */
 };
 
@@ -140,6 +143,7 @@ void auth_free(struct auth *a)
 	for (size_t i = 0; i < a->known.cap; i++)
 		free(a->known.slot[i]);
 	free(a->known.slot);
+	auth_nonces_free(a->shared);
 	pthread_mutex_destroy(&a->mu);
 	pthread_mutex_destroy(&a->refresh_mu);
 	OPENSSL_cleanse(a->cache, sizeof a->cache);
@@ -299,7 +303,8 @@ static int known_refresh(struct auth *a, PGconn *c)
 	         "interval '%d s'",
 	         KNOWN_OVERLAP_S, KNOWN_OVERLAP_S);
 	metrics_auth_query();
-	PGresult *r = db_exec(c, PGRES_TUPLES_OK, q, 1, params, err, sizeof err);
+	PGresult *r =
+	    db_exec(c, PGRES_TUPLES_OK, q, 1, params, err, sizeof err);
 	if (!r) {
 		pthread_mutex_unlock(&a->refresh_mu);
 		return -1;
@@ -567,9 +572,10 @@ static int key_lookup(struct auth *a, const char *key_id,
 	PGconn *c = db_acquire(a->pool);
 	if (!c) {
 		*status = 503;
-		snprintf(why, whylen,
-		         "the exchange cannot reach PostgreSQL to check the key; "
-		         "retry after a few seconds");
+		snprintf(
+		    why, whylen,
+		    "the exchange cannot reach PostgreSQL to check the key; "
+		    "retry after a few seconds");
 		return -1;
 	}
 	const char *params[] = {key_id};
@@ -610,10 +616,11 @@ static int key_lookup(struct auth *a, const char *key_id,
 			          "key_id=%s hint=\"%s\"", key_id,
 			          "its sealing key is not in seal_key_file, or "
 			          "the row was changed or copied from another");
-			snprintf(why, whylen,
-			         "the exchange cannot open this key's secret "
-			         "(its sealing key is missing from the "
-			         "exchange's seal_key_file); tell the operator");
+			snprintf(
+			    why, whylen,
+			    "the exchange cannot open this key's secret "
+			    "(its sealing key is missing from the "
+			    "exchange's seal_key_file); tell the operator");
 			return -1;
 		}
 	} else { /* not sealed yet: written by an older ramexd */
@@ -649,9 +656,10 @@ static int record_signed_until(struct auth *a, const char *key_id,
 		db_release(a->pool, c);
 	if (!r) {
 		*status = 503;
-		snprintf(why, whylen,
-		         "the exchange could not record a timestamp ahead of its "
-		         "clock in PostgreSQL; retry after a few seconds");
+		snprintf(
+		    why, whylen,
+		    "the exchange could not record a timestamp ahead of its "
+		    "clock in PostgreSQL; retry after a few seconds");
 		return -1;
 	}
 	PQclear(r);
@@ -706,9 +714,10 @@ static int signature(struct auth *a, const struct auth_request *rq,
 			return -2;
 		if (k < 0) {
 			*status = 503;
-			snprintf(why, whylen,
-			         "the exchange cannot reach PostgreSQL to check "
-			         "the key; retry after a few seconds");
+			snprintf(
+			    why, whylen,
+			    "the exchange cannot reach PostgreSQL to check "
+			    "the key; retry after a few seconds");
 			return -1;
 		}
 		if (k == 0) {
@@ -754,13 +763,14 @@ static int signature(struct auth *a, const struct auth_request *rq,
 	int64_t hw = ks ? ks->hw : 0;
 	pthread_mutex_unlock(&a->mu);
 	if (t <= fence) {
-		snprintf(why, whylen,
-		         "an earlier exchange process took requests of this key "
-		         "signed ahead of its clock, up to %lld s from now, and "
-		         "their nonces are gone with it: until then a timestamp "
-		         "cannot be told from a replay; sign again after that "
-		         "and set the node's clock right (NTP)",
-		         (long long)(fence - now));
+		snprintf(
+		    why, whylen,
+		    "an earlier exchange process took requests of this key "
+		    "signed ahead of its clock, up to %lld s from now, and "
+		    "their nonces are gone with it: until then a timestamp "
+		    "cannot be told from a replay; sign again after that "
+		    "and set the node's clock right (NTP)",
+		    (long long)(fence - now));
 		return -1;
 	}
 	if (t > now + AUTH_FUTURE_S && t > hw) {
@@ -771,7 +781,25 @@ static int signature(struct auth *a, const struct auth_request *rq,
 		                        status, why, whylen) < 0)
 			return -1;
 	}
+	/* shared, the nonce is a query: where one may wait, before this
+	 * process remembers it (the retry there would find it) */
+	if (a->shared && !may_block)
+		return -2;
 	int once = nonce_once(a, key_id, nonce, t, now);
+	if (once == 1 && a->shared) {
+		/* new here; and to every other instance? */
+		once = auth_nonces_take(a->shared, key_id, nonce,
+		                        t + SIGN_MAX_SKEW_S);
+		if (once < 0) {
+			*status = 503;
+			snprintf(
+			    why, whylen,
+			    "the exchange cannot reach PostgreSQL to check "
+			    "the nonce; sign again and retry after a few "
+			    "seconds");
+			return -1;
+		}
+	}
 	if (once == 0) {
 		snprintf(why, whylen,
 		         "this nonce was already used; every signed request "
@@ -793,6 +821,12 @@ static int signature(struct auth *a, const struct auth_request *rq,
 		return -1;
 	}
 	return 0;
+}
+
+int auth_share_nonces(struct auth *a, const char *conninfo)
+{
+	a->shared = auth_nonces_new(conninfo);
+	return a->shared ? 0 : -1;
 }
 
 int auth_load_fences(struct auth *a, PGconn *c, char *err, size_t errlen)
@@ -849,21 +883,25 @@ static int seal_table(PGconn *c, const struct seal_keys *k, const char *table,
 		const char *id = PQgetvalue(r, i, 0);
 		snprintf(aad, sizeof aad, aadfmt, id);
 		if (!PQgetisnull(r, i, 1)) {
-			snprintf(plain, sizeof plain, "%s", PQgetvalue(r, i, 1));
+			snprintf(plain, sizeof plain, "%s",
+			         PQgetvalue(r, i, 1));
 		} else if (!seal_has_key(k, PQgetvalue(r, i, 2))) {
-			snprintf(err, errlen,
-			         "the secret of %s %s is sealed with a key that "
-			         "is not in seal_key_file; put that key back in "
-			         "the file (after the current one)",
-			         table, id);
+			snprintf(
+			    err, errlen,
+			    "the secret of %s %s is sealed with a key that "
+			    "is not in seal_key_file; put that key back in "
+			    "the file (after the current one)",
+			    table, id);
 			PQclear(r);
 			return -1;
 		} else if (seal_open(k, PQgetvalue(r, i, 2), aad, plain,
 		                     sizeof plain) < 0) {
 			/* changed, or copied from another row: it stays as it
 			 * is, and is refused when used */
-			log_error("a secret does not open", "table=%s id=%s "
-			          "hint=\"%s\"", table, id,
+			log_error("a secret does not open",
+			          "table=%s id=%s "
+			          "hint=\"%s\"",
+			          table, id,
 			          "the row was changed or copied from another "
 			          "row; make a new key (or lend session)");
 			continue;
@@ -892,19 +930,19 @@ static int seal_table(PGconn *c, const struct seal_keys *k, const char *table,
 int auth_seal_at_rest(PGconn *c, const struct seal_keys *k, char *err,
                       size_t errlen)
 {
-	PGresult *r = db_exec(c, PGRES_COMMAND_OK, "BEGIN", 0, NULL, err,
-	                      errlen);
+	PGresult *r =
+	    db_exec(c, PGRES_COMMAND_OK, "BEGIN", 0, NULL, err, errlen);
 	if (!r)
 		return -1;
 	PQclear(r);
-	int a = seal_table(c, k, "node_keys", "key_id", "node_key:%s", err,
-	                   errlen);
+	int a =
+	    seal_table(c, k, "node_keys", "key_id", "node_key:%s", err, errlen);
 	int b = a < 0 ? -1
 	              : seal_table(c, k, "lend_sessions", "contract_id",
 	                           "lend:%s", err, errlen);
 	char rb[256];
-	r = db_exec(c, PGRES_COMMAND_OK, b < 0 ? "ROLLBACK" : "COMMIT", 0,
-	            NULL, b < 0 ? rb : err, b < 0 ? sizeof rb : errlen);
+	r = db_exec(c, PGRES_COMMAND_OK, b < 0 ? "ROLLBACK" : "COMMIT", 0, NULL,
+	            b < 0 ? rb : err, b < 0 ? sizeof rb : errlen);
 	if (!r || b < 0) {
 		if (r)
 			PQclear(r);

@@ -20,17 +20,18 @@
 #include "common/log.h"
 #include "exchange/app.h"
 #include "exchange/auth.h"
-#include "exchange/seal.h"
 #include "exchange/billing.h"
 #include "exchange/config.h"
 #include "exchange/contracts.h"
 #include "exchange/db.h"
 #include "exchange/events.h"
+#include "exchange/events_db.h"
 #include "exchange/handlers.h"
 #include "exchange/http.h"
 #include "exchange/metrics.h"
 #include "exchange/migrate.h"
 #include "exchange/routes.h"
+#include "exchange/seal.h"
 #include "exchange/writer.h"
 
 extern char **environ;
@@ -237,15 +238,14 @@ static int serve(struct app *app)
 		return 1;
 	}
 	if (seal_is_demo(app->seal))
-		log_warn("secrets sealed with the demo key",
-		         "hint=\"%s\"",
+		log_warn("secrets sealed with the demo key", "hint=\"%s\"",
 		         "the demo key is public, so node and lend secrets in "
 		         "PostgreSQL are as good as plaintext; set "
 		         "seal_key_file (docs/operations.md, Sealing key)");
 	int sealed = auth_seal_at_rest(c, app->seal, err, sizeof err);
 	if (sealed < 0) {
-		log_error("cannot seal the secrets in PostgreSQL",
-		          "err=\"%s\"", err);
+		log_error("cannot seal the secrets in PostgreSQL", "err=\"%s\"",
+		          err);
 		PQfinish(c);
 		seal_free(app->seal);
 		return 1;
@@ -272,6 +272,11 @@ static int serve(struct app *app)
 		PQfinish(c);
 		goto out;
 	}
+	if (cfg->shared && auth_share_nonces(app->auth, cfg->db) < 0) {
+		log_error("cannot start", "err=\"out of memory\"");
+		PQfinish(c);
+		goto out;
+	}
 	if (auth_load_fences(app->auth, c, err, sizeof err) < 0) {
 		log_error("cannot read the node keys' fences", "err=\"%s\"",
 		          err);
@@ -279,6 +284,15 @@ static int serve(struct app *app)
 		goto out;
 	}
 	PQfinish(c);
+	if (cfg->shared) {
+		app->events_db =
+		    events_db_start(app->events, cfg->db, err, sizeof err);
+		if (!app->events_db) {
+			log_error("cannot share the event stream", "err=\"%s\"",
+			          err);
+			goto out;
+		}
+	}
 	struct writer_opts wo = {cfg->db, cfg->batch_max,
 	                         (uint32_t)cfg->book_capacity, app->events,
 	                         cfg->batch_overlap != 0};
@@ -346,6 +360,7 @@ out_writer:
 	contracts_timer_stop(app->contracts); /* NULL when never started */
 	writer_stop(app->writer);
 out:
+	events_db_stop(app->events_db); /* after whatever publishes */
 	auth_free(app->auth);
 	seal_free(app->seal);
 	if (app->reports != app->pool)

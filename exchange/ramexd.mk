@@ -8,7 +8,7 @@ $(call unit_test,test_seal,tests/unit/test_seal.c exchange/seal.c,libcrypto)
 $(call unit_test,test_target,tests/unit/test_target.c exchange/target.c)
 $(call unit_test,test_pgarr,tests/unit/test_pgarr.c exchange/pgarr.c)
 # auth without a server: it takes a view of the request (auth.h)
-$(call unit_test,test_auth,tests/unit/test_auth.c exchange/auth.c \
+$(call unit_test,test_auth,tests/unit/test_auth.c exchange/auth.c exchange/auth_nonces.c exchange/pgarr.c \
   exchange/db.c exchange/seal.c exchange/metrics.c $(SIGN_SRC) common/log.c,\
   libpq jansson libcrypto)
 # The writer's commit pipeline against a fake connection (no PostgreSQL;
@@ -20,9 +20,9 @@ $(call unit_test,test_writer_pipe,tests/unit/test_writer_pipe.c \
 # ramexd. The matching engine (exchange/core/book.mk) belongs to the core;
 # we link it as it is.
 RAMEXD_LIB := exchange/config.c exchange/http.c exchange/http_req.c \
-  exchange/auth.c exchange/db.c \
+  exchange/auth.c exchange/auth_nonces.c exchange/db.c \
   exchange/seal.c exchange/target.c \
-  exchange/events.c exchange/metrics.c exchange/pgpipe.c \
+  exchange/events.c exchange/events_db.c exchange/metrics.c exchange/pgpipe.c \
   exchange/writer.c exchange/writer_rows.c exchange/writer_apply.c \
   exchange/writer_idem.c exchange/writer_pipe.c exchange/writer_pq.c \
   exchange/input.c \

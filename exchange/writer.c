@@ -314,7 +314,8 @@ static void answer(struct writer_cmd **cmds, int n)
 
 static void publish(struct writer *w, struct rows_batch *b)
 {
-	if (!w->o.events)
+	/* shared, the batch wrote them: every instance reads them back */
+	if (!w->o.events || events_shared(w->o.events))
 		return;
 	for (size_t i = 0; i < b->pub.n; i++) {
 		const struct rows_event *e = &b->pub.v[i];
@@ -359,6 +360,9 @@ static int build_batch(void *ctx, struct wpipe_batch *pb)
 		rows_trade_cols(&cs[ROWS_INS_TRADES], &b->trades.v[i]);
 	for (size_t i = 0; i < b->contracts.n; i++)
 		rows_contract_cols(&cs[ROWS_INS_CONTRACTS], &b->contracts.v[i]);
+	if (events_shared(w->o.events))
+		for (size_t i = 0; i < b->pub.n; i++)
+			rows_event_cols(&cs[ROWS_EVENTS], b, &b->pub.v[i]);
 	for (int i = 0; i < ROWS_NSTMT; i++) {
 		struct rows_cols *c = i < ROWS_IDEM ? &cs[i] : &b->idem;
 		pb->rows[i] = c->rows;

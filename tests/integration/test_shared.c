@@ -4,7 +4,8 @@
  * through PostgreSQL (docs/ARCHITECTURE.md, "Scaling beyond one ramexd").
  *
  * Every test starts instance A on a fresh database, builds the world
- * there, then starts instance B on the same database, and waits until both have loaded their key filters (so
+ * there, then starts instance B on the same database, both with
+ * `shared = 1`, and waits until both have loaded their key filters (so
  * that a key A writes afterwards is one B's filter does not know: the
  * case the database must catch).
  *
@@ -15,9 +16,18 @@
  *   a_client_order_id_replayed_on_the_other_instance_is_one_order: the
  *     same with client_order_id, and with both in one batch of B's among
  *     fresh orders, which are placed once each.
+ *   a_nonce_replayed_on_the_other_instance_is_refused: a node's signed
+ *     order taken by A, sent again byte for byte to B: 401, one order;
+ *     a fresh nonce on B is taken.
+ *   b_streams_the_fills_of_a_in_order_and_resumes_on_either: a trader's
+ *     stream on B sees the fills of trades made on A, in A's order, with
+ *     the ids A's stream has; reconnected with Last-Event-ID to A, and to
+ *     B, each goes on after that id with what came meanwhile, nothing
+ *     twice and nothing lost.
  */
 #include <check.h>
 #include <jansson.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,10 +61,10 @@ static void pair(struct rxh *a, struct rxh *b, struct rxh_world *w,
                  const char *db)
 {
 	char bname[64];
-	rxh_start(a, db, "");
+	rxh_start(a, db, "--shared=1");
 	rxh_world(a, w);
 	snprintf(bname, sizeof bname, "%s_b", db);
-	rxh_start_at(b, bname, a->conninfo, "");
+	rxh_start_at(b, bname, a->conninfo, "--shared=1");
 	wait_log(a, "key filter loaded");
 	wait_log(b, "key filter loaded");
 }
@@ -181,6 +191,185 @@ START_TEST(a_client_order_id_replayed_on_the_other_instance_is_one_order)
 }
 END_TEST
 
+START_TEST(a_nonce_replayed_on_the_other_instance_is_refused)
+{
+	struct rxh a, b;
+	struct rxh_world w;
+	struct rxh_resp r;
+	pair(&a, &b, &w, "shared_nonce");
+	char body[256];
+	snprintf(body, sizeof body,
+	         "{\"market\":\"spot\",\"account_id\":%lld,\"side\":"
+	         "\"sell\",\"pages\":256,\"price\":97000}",
+	         (long long)w.node_a);
+	int64_t ts = (int64_t)time(NULL);
+	ck_assert_int_eq(rxh_status_signed(&a, "POST", "/v1/orders", w.key_a,
+	                                   w.secret_a, body, ts, "nonce-one-0123456789"),
+	                 201);
+	/* the same request, to B */
+	ck_assert_int_eq(rxh_call_signed(&b, "POST", "/v1/orders", w.key_a,
+	                                 w.secret_a, body, ts, "nonce-one-0123456789", &r),
+	                 401);
+	ck_assert_ptr_nonnull(strstr(r.body, "nonce was already used"));
+	rxh_resp_free(&r);
+	/* and to A again */
+	ck_assert_int_eq(rxh_status_signed(&a, "POST", "/v1/orders", w.key_a,
+	                                   w.secret_a, body, ts, "nonce-one-0123456789"),
+	                 401);
+	ck_assert_int_eq(count(&a, "SELECT count(*) FROM orders"), 1);
+	/* a fresh nonce is taken by B */
+	ck_assert_int_eq(rxh_status_signed(&b, "POST", "/v1/orders", w.key_a,
+	                                   w.secret_a, body, ts, "nonce-two-0123456789"),
+	                 201);
+	ck_assert_int_eq(count(&a, "SELECT count(*) FROM orders"), 2);
+	ck_assert_int_eq(count(&a, "SELECT count(*) FROM auth_nonces"), 2);
+	rxh_stop(&b);
+	rxh_stop(&a);
+}
+END_TEST
+
+/* An event stream read by hand (HTTP/1.0: no chunks), until it holds
+ * `want` fill events or 20 s pass. */
+struct sse {
+	struct rxh *h;
+	const char *token;
+	int64_t last_id; /* Last-Event-ID to send; -1: none */
+	int want;
+	int connected; /* atomic: the answer's head came */
+	int nfill;
+	int64_t id[32];    /* the fills' ids */
+	int64_t price[32]; /* and prices */
+};
+
+static void *sse_read(void *arg)
+{
+	struct sse *x = arg;
+	int fd = rxh_dial(x->h->port);
+	ck_assert_int_ge(fd, 0);
+	char req[512], lid[64] = "";
+	if (x->last_id >= 0)
+		snprintf(lid, sizeof lid, "Last-Event-ID: %lld\r\n",
+		         (long long)x->last_id);
+	int n = snprintf(req, sizeof req,
+	                 "GET /v1/events HTTP/1.0\r\nHost: 127.0.0.1\r\n"
+	                 "Authorization: Bearer %s\r\n%s\r\n",
+	                 x->token, lid);
+	ck_assert_int_eq(write(fd, req, (size_t)n), n);
+	static __thread char buf[65536];
+	size_t len = 0;
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (x->nfill < x->want && len + 1 < sizeof buf) {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec > 20)
+			break;
+		struct pollfd pf = {fd, POLLIN, 0};
+		if (poll(&pf, 1, 200) <= 0)
+			continue;
+		ssize_t k = read(fd, buf + len, sizeof buf - 1 - len);
+		if (k <= 0)
+			break;
+		len += (size_t)k;
+		buf[len] = 0;
+		if (strstr(buf, "\r\n\r\n"))
+			__atomic_store_n(&x->connected, 1, __ATOMIC_RELEASE);
+		/* every complete fill event so far */
+		x->nfill = 0;
+		for (char *p = buf; (p = strstr(p, "\nid: "));) {
+			long long id = strtoll(p + 5, &p, 10);
+			static const char fill[] = "\nevent: fill\ndata: ";
+			if (strncmp(p, fill, sizeof fill - 1) != 0)
+				continue;
+			char *end = strstr(p, "\n\n");
+			char *pr = strstr(p, "\"price\":");
+			if (!end || !pr || pr > end || x->nfill == 32)
+				break;
+			x->id[x->nfill] = id;
+			x->price[x->nfill++] = strtoll(pr + 8, NULL, 10);
+		}
+	}
+	close(fd);
+	return NULL;
+}
+
+static void sse_start(struct sse *x, pthread_t *th)
+{
+	ck_assert_int_eq(pthread_create(th, NULL, sse_read, x), 0);
+	for (int i = 0;
+	     i < 200 && !__atomic_load_n(&x->connected, __ATOMIC_ACQUIRE); i++)
+		sleep_ms(25);
+	ck_assert_msg(x->connected, "the event stream did not answer");
+}
+
+/* A trade on A's spot market at `price`: node_a sells, the operator buys. */
+static void trade(struct rxh *a, const struct rxh_world *w, int price)
+{
+	struct rxh_resp r;
+	ck_assert_int_eq(place(a, w->trader_token, w->node_a, "sell", 256,
+	                       price, NULL, NULL, &r),
+	                 201);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(place(a, w->op_token, w->op_account, "buy", 256, price,
+	                       NULL, NULL, &r),
+	                 201);
+	ck_assert_int_eq(json_array_size(json_object_get(r.json, "trades")), 1);
+	rxh_resp_free(&r);
+}
+
+START_TEST(b_streams_the_fills_of_a_in_order_and_resumes_on_either)
+{
+	struct rxh a, b;
+	struct rxh_world w;
+	pair(&a, &b, &w, "shared_events");
+	static const int price[5] = {90000, 93000, 91000, 95000, 92000};
+	/* a stream on each instance */
+	struct sse on_b = {&b, w.trader_token, -1, 3, 0, 0, {0}, {0}};
+	struct sse on_a = {&a, w.trader_token, -1, 3, 0, 0, {0}, {0}};
+	pthread_t tb, ta;
+	sse_start(&on_b, &tb);
+	sse_start(&on_a, &ta);
+	for (int i = 0; i < 3; i++)
+		trade(&a, &w, price[i]);
+	pthread_join(tb, NULL);
+	pthread_join(ta, NULL);
+	ck_assert_int_eq(on_b.nfill, 3);
+	ck_assert_int_eq(on_a.nfill, 3);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(on_b.price[i], price[i]);
+		ck_assert_int_eq(on_b.id[i], on_a.id[i]); /* one stream */
+		if (i)
+			ck_assert_int_gt(on_b.id[i], on_b.id[i - 1]);
+	}
+	/* two more while nobody listens */
+	for (int i = 3; i < 5; i++)
+		trade(&a, &w, price[i]);
+	/* the client of B comes back to A after its last fill */
+	struct sse back_a = {&a, w.trader_token, on_b.id[2], 2, 0, 0, {0}, {0}};
+	/* and one that saw only the first fill, to B */
+	struct sse back_b = {&b, w.trader_token, on_b.id[0], 4, 0, 0, {0}, {0}};
+	sse_start(&back_a, &ta);
+	sse_start(&back_b, &tb);
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	ck_assert_int_eq(back_a.nfill, 2);
+	ck_assert_int_eq(back_a.price[0], price[3]);
+	ck_assert_int_eq(back_a.price[1], price[4]);
+	ck_assert_int_gt(back_a.id[0], on_b.id[2]);
+	ck_assert_int_eq(back_b.nfill, 4);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(back_b.price[i], price[i + 1]);
+	ck_assert_int_eq(back_b.id[1], on_b.id[2]);
+	ck_assert_int_eq(back_b.id[2], back_a.id[0]);
+	/* the database holds the stream, ids dense from 1 */
+	ck_assert_int_eq(count(&a, "SELECT count(*) FROM events WHERE type = "
+	                           "'fill'"),
+	                 5);
+	ck_assert_int_eq(count(&a, "SELECT max(id) - count(*) FROM events"), 0);
+	rxh_stop(&b);
+	rxh_stop(&a);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("shared");
@@ -190,6 +379,9 @@ static Suite *suite(void)
 	    t, an_idempotency_key_replayed_on_the_other_instance_is_one_order);
 	tcase_add_test(
 	    t, a_client_order_id_replayed_on_the_other_instance_is_one_order);
+	tcase_add_test(t, a_nonce_replayed_on_the_other_instance_is_refused);
+	tcase_add_test(t,
+	               b_streams_the_fills_of_a_in_order_and_resumes_on_either);
 	suite_add_tcase(s, t);
 	return s;
 }
