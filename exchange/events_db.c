@@ -250,6 +250,36 @@ static void *follow(void *arg)
 	return NULL;
 }
 
+int events_db_write(PGconn *c, const char *type, int64_t acct_a, int64_t team_a,
+                    int64_t acct_b, int64_t team_b, const char *data, char *err,
+                    size_t errlen)
+{
+	struct pgarr col[6];
+	memset(col, 0, sizeof col);
+	pgarr_str(&col[0], type);
+	pgarr_i64(&col[1], acct_a);
+	pgarr_i64(&col[2], team_a);
+	pgarr_i64(&col[3], acct_b);
+	pgarr_i64(&col[4], team_b);
+	pgarr_str(&col[5], data);
+	const char *pv[6];
+	int rc = 0;
+	for (int k = 0; k < 6; k++)
+		if (!(pv[k] = pgarr_text(&col[k])))
+			rc = -1;
+	if (rc < 0) {
+		snprintf(err, errlen, "out of memory for the event");
+	} else {
+		PGresult *r = db_exec(c, PGRES_COMMAND_OK, EVENTS_DB_INSERT_SQL,
+		                      6, pv, err, errlen);
+		rc = r ? 0 : -1;
+		PQclear(r);
+	}
+	for (int k = 0; k < 6; k++)
+		pgarr_free(&col[k]);
+	return rc;
+}
+
 /* events_publish, shared: into the outbox, for the thread to write. */
 static void outbox(void *arg, const char *type, int64_t a, int64_t ta,
                    int64_t b, int64_t tb, const char *data)

@@ -4,10 +4,11 @@
  *
  * Who writes: each writer batch writes its events (fills, order changes,
  * contracts created) with EVENTS_DB_INSERT_SQL in the batch's own
- * transaction, so an event exists iff its batch committed; the other events
- * (contract moves and recalls, automation changes), published with
- * events_publish after their own transaction, go to this module's outbox
- * and are written by its thread a moment later. Ids are dense and in commit
+ * transaction, so an event exists iff its batch committed; so does a
+ * contract move or recall (events_db_write, in its transaction). Events
+ * published with events_publish after their own transaction (automation
+ * changes) go to this module's outbox and are written by its thread a
+ * moment later. Ids are dense and in commit
  * order on every instance: the statement takes them from event_head, whose
  * row stays locked until the transaction ends, so the writers of events
  * commit one after another.
@@ -24,7 +25,9 @@
 #ifndef RAMEX_EVENTS_DB_H
 #define RAMEX_EVENTS_DB_H
 
+#include <libpq-fe.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "exchange/events.h"
 
@@ -45,6 +48,13 @@
 	"n)"
 
 struct events_db;
+
+/* Writes one event in c's open transaction, for a move whose event must
+ * exist iff the move commits (contracts.c); the instances read it once it
+ * does. 0, or -1 with err. */
+int events_db_write(PGconn *c, const char *type, int64_t acct_a, int64_t team_a,
+                    int64_t acct_b, int64_t team_b, const char *data, char *err,
+                    size_t errlen);
 
 /* Connects, reads the newest events into e's ring, sets e's outbox, and
  * starts the thread. NULL with err when it cannot. */

@@ -23,7 +23,8 @@
  *     stream on B sees the fills of trades made on A, in A's order, with
  *     the ids A's stream has; reconnected with Last-Event-ID to A, and to
  *     B, each goes on after that id with what came meanwhile, nothing
- *     twice and nothing lost.
+ *     twice and nothing lost; a contract's delivery on B reaches A's
+ *     stream.
  */
 #include <check.h>
 #include <jansson.h>
@@ -204,22 +205,26 @@ START_TEST(a_nonce_replayed_on_the_other_instance_is_refused)
 	         (long long)w.node_a);
 	int64_t ts = (int64_t)time(NULL);
 	ck_assert_int_eq(rxh_status_signed(&a, "POST", "/v1/orders", w.key_a,
-	                                   w.secret_a, body, ts, "nonce-one-0123456789"),
+	                                   w.secret_a, body, ts,
+	                                   "nonce-one-0123456789"),
 	                 201);
 	/* the same request, to B */
 	ck_assert_int_eq(rxh_call_signed(&b, "POST", "/v1/orders", w.key_a,
-	                                 w.secret_a, body, ts, "nonce-one-0123456789", &r),
+	                                 w.secret_a, body, ts,
+	                                 "nonce-one-0123456789", &r),
 	                 401);
 	ck_assert_ptr_nonnull(strstr(r.body, "nonce was already used"));
 	rxh_resp_free(&r);
 	/* and to A again */
 	ck_assert_int_eq(rxh_status_signed(&a, "POST", "/v1/orders", w.key_a,
-	                                   w.secret_a, body, ts, "nonce-one-0123456789"),
+	                                   w.secret_a, body, ts,
+	                                   "nonce-one-0123456789"),
 	                 401);
 	ck_assert_int_eq(count(&a, "SELECT count(*) FROM orders"), 1);
 	/* a fresh nonce is taken by B */
 	ck_assert_int_eq(rxh_status_signed(&b, "POST", "/v1/orders", w.key_a,
-	                                   w.secret_a, body, ts, "nonce-two-0123456789"),
+	                                   w.secret_a, body, ts,
+	                                   "nonce-two-0123456789"),
 	                 201);
 	ck_assert_int_eq(count(&a, "SELECT count(*) FROM orders"), 2);
 	ck_assert_int_eq(count(&a, "SELECT count(*) FROM auth_nonces"), 2);
@@ -235,7 +240,8 @@ struct sse {
 	const char *token;
 	int64_t last_id; /* Last-Event-ID to send; -1: none */
 	int want;
-	int connected; /* atomic: the answer's head came */
+	const char *type; /* the events counted; NULL: fill */
+	int connected;    /* atomic: the answer's head came */
 	int nfill;
 	int64_t id[32];    /* the fills' ids */
 	int64_t price[32]; /* and prices */
@@ -277,8 +283,11 @@ static void *sse_read(void *arg)
 		x->nfill = 0;
 		for (char *p = buf; (p = strstr(p, "\nid: "));) {
 			long long id = strtoll(p + 5, &p, 10);
-			static const char fill[] = "\nevent: fill\ndata: ";
-			if (strncmp(p, fill, sizeof fill - 1) != 0)
+			char fill[64];
+			int fl = snprintf(
+			    fill, sizeof fill,
+			    "\nevent: %s\ndata: ", x->type ? x->type : "fill");
+			if (strncmp(p, fill, (size_t)fl) != 0)
 				continue;
 			char *end = strstr(p, "\n\n");
 			char *pr = strstr(p, "\"price\":");
@@ -301,8 +310,9 @@ static void sse_start(struct sse *x, pthread_t *th)
 	ck_assert_msg(x->connected, "the event stream did not answer");
 }
 
-/* A trade on A's spot market at `price`: node_a sells, the operator buys. */
-static void trade(struct rxh *a, const struct rxh_world *w, int price)
+/* A trade on A's spot market at `price`: node_a sells, the operator buys.
+ * Its contract's id. */
+static int64_t trade(struct rxh *a, const struct rxh_world *w, int price)
 {
 	struct rxh_resp r;
 	ck_assert_int_eq(place(a, w->trader_token, w->node_a, "sell", 256,
@@ -312,8 +322,13 @@ static void trade(struct rxh *a, const struct rxh_world *w, int price)
 	ck_assert_int_eq(place(a, w->op_token, w->op_account, "buy", 256, price,
 	                       NULL, NULL, &r),
 	                 201);
-	ck_assert_int_eq(json_array_size(json_object_get(r.json, "trades")), 1);
+	json_t *t = json_object_get(r.json, "trades");
+	ck_assert_int_eq(json_array_size(t), 1);
+	int64_t id = json_integer_value(
+	    json_object_get(json_array_get(t, 0), "contract_id"));
 	rxh_resp_free(&r);
+	ck_assert_int_gt(id, 0);
+	return id;
 }
 
 START_TEST(b_streams_the_fills_of_a_in_order_and_resumes_on_either)
@@ -323,13 +338,16 @@ START_TEST(b_streams_the_fills_of_a_in_order_and_resumes_on_either)
 	pair(&a, &b, &w, "shared_events");
 	static const int price[5] = {90000, 93000, 91000, 95000, 92000};
 	/* a stream on each instance */
-	struct sse on_b = {&b, w.trader_token, -1, 3, 0, 0, {0}, {0}};
-	struct sse on_a = {&a, w.trader_token, -1, 3, 0, 0, {0}, {0}};
+	struct sse on_b = {&b, w.trader_token, -1, 3, NULL, 0, 0, {0}, {0}};
+	struct sse on_a = {&a, w.trader_token, -1, 3, NULL, 0, 0, {0}, {0}};
 	pthread_t tb, ta;
 	sse_start(&on_b, &tb);
 	sse_start(&on_a, &ta);
-	for (int i = 0; i < 3; i++)
-		trade(&a, &w, price[i]);
+	int64_t first = 0;
+	for (int i = 0; i < 3; i++) {
+		int64_t k = trade(&a, &w, price[i]);
+		first = first ? first : k;
+	}
 	pthread_join(tb, NULL);
 	pthread_join(ta, NULL);
 	ck_assert_int_eq(on_b.nfill, 3);
@@ -344,9 +362,11 @@ START_TEST(b_streams_the_fills_of_a_in_order_and_resumes_on_either)
 	for (int i = 3; i < 5; i++)
 		trade(&a, &w, price[i]);
 	/* the client of B comes back to A after its last fill */
-	struct sse back_a = {&a, w.trader_token, on_b.id[2], 2, 0, 0, {0}, {0}};
+	struct sse back_a = {&a, w.trader_token, on_b.id[2], 2, NULL, 0, 0, {0},
+	                     {0}};
 	/* and one that saw only the first fill, to B */
-	struct sse back_b = {&b, w.trader_token, on_b.id[0], 4, 0, 0, {0}, {0}};
+	struct sse back_b = {&b, w.trader_token, on_b.id[0], 4, NULL, 0, 0, {0},
+	                     {0}};
 	sse_start(&back_a, &ta);
 	sse_start(&back_b, &tb);
 	pthread_join(ta, NULL);
@@ -365,6 +385,23 @@ START_TEST(b_streams_the_fills_of_a_in_order_and_resumes_on_either)
 	                           "'fill'"),
 	                 5);
 	ck_assert_int_eq(count(&a, "SELECT max(id) - count(*) FROM events"), 0);
+	/* a contract move on B (its delivery) reaches A's stream, after the
+	 * fills */
+	struct sse move = {
+	    &a, w.trader_token, back_a.id[1], 1, "contract", 0, 0, {0}, {0}};
+	sse_start(&move, &ta);
+	char path[64];
+	snprintf(path, sizeof path, "/v1/contracts/%lld/deliver",
+	         (long long)first);
+	ck_assert_int_eq(rxh_status_signed(&b, "POST", path, w.key_a,
+	                                   w.secret_a, "", 0, NULL),
+	                 200);
+	pthread_join(ta, NULL);
+	ck_assert_int_eq(move.nfill, 1);
+	ck_assert_int_gt(move.id[0], back_a.id[1]);
+	ck_assert_int_eq(count(&a, "SELECT count(*) FROM events WHERE type = "
+	                           "'contract' AND data LIKE '%\"active\"%'"),
+	                 1);
 	rxh_stop(&b);
 	rxh_stop(&a);
 }
