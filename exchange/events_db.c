@@ -223,8 +223,12 @@ static void *follow(void *arg)
 				PQfinish(d->c);
 				d->c = NULL;
 			} else {
+				/* the connection works, the query not: wait
+				 * rather than spin on it */
 				log_warn("event stream: a query failed",
 				         "err=\"%s\"", err);
+				poll(&(struct pollfd){d->wake[0], POLLIN, 0}, 1,
+				     1000);
 			}
 			continue;
 		}

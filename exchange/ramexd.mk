@@ -7,6 +7,9 @@ $(call unit_test,test_sign,tests/unit/test_sign.c $(SIGN_SRC),libcrypto)
 $(call unit_test,test_seal,tests/unit/test_seal.c exchange/seal.c,libcrypto)
 $(call unit_test,test_target,tests/unit/test_target.c exchange/target.c)
 $(call unit_test,test_pgarr,tests/unit/test_pgarr.c exchange/pgarr.c)
+# the event ring as one instance and the shared stream fill it
+$(call unit_test,test_events,tests/unit/test_events.c exchange/events.c \
+  exchange/metrics.c common/log.c)
 # auth without a server: it takes a view of the request (auth.h)
 $(call unit_test,test_auth,tests/unit/test_auth.c exchange/auth.c exchange/auth_nonces.c exchange/pgarr.c \
   exchange/db.c exchange/seal.c exchange/metrics.c $(SIGN_SRC) common/log.c,\
