@@ -84,21 +84,11 @@ static void out_free(struct out_event *v, size_t n)
 	free(v);
 }
 
-/* Writes the outbox's events in one statement. -1 when it failed: they
- * stay in the outbox, before any published since. */
-static int flush(struct events_db *d, char *err, size_t errlen)
+/* Writes events v[0..n) on c in one statement (EVENTS_DB_INSERT_SQL).
+ * 0, or -1 with err. */
+static int insert_events(PGconn *c, const struct out_event *v, size_t n,
+                         char *err, size_t errlen)
 {
-	pthread_mutex_lock(&d->mu);
-	struct out_event *v = d->out;
-	size_t n = d->nout;
-	long dropped = d->dropped;
-	d->out = NULL, d->nout = 0, d->dropped = 0;
-	pthread_mutex_unlock(&d->mu);
-	if (dropped)
-		log_error("events dropped: PostgreSQL away too long",
-		          "events=%ld", dropped);
-	if (n == 0)
-		return 0;
 	struct pgarr col[6];
 	memset(col, 0, sizeof col);
 	for (size_t i = 0; i < n; i++) {
@@ -117,13 +107,32 @@ static int flush(struct events_db *d, char *err, size_t errlen)
 	if (rc < 0) {
 		snprintf(err, errlen, "out of memory for the events");
 	} else {
-		PGresult *r = db_exec(d->c, PGRES_COMMAND_OK,
-		                      EVENTS_DB_INSERT_SQL, 6, pv, err, errlen);
+		PGresult *r = db_exec(c, PGRES_COMMAND_OK, EVENTS_DB_INSERT_SQL,
+		                      6, pv, err, errlen);
 		rc = r ? 0 : -1;
 		PQclear(r);
 	}
 	for (int k = 0; k < 6; k++)
 		pgarr_free(&col[k]);
+	return rc;
+}
+
+/* Writes the outbox's events in one statement. -1 when it failed: they
+ * stay in the outbox, before any published since. */
+static int flush(struct events_db *d, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&d->mu);
+	struct out_event *v = d->out;
+	size_t n = d->nout;
+	long dropped = d->dropped;
+	d->out = NULL, d->nout = 0, d->dropped = 0;
+	pthread_mutex_unlock(&d->mu);
+	if (dropped)
+		log_error("events dropped: PostgreSQL away too long",
+		          "events=%ld", dropped);
+	if (n == 0)
+		return 0;
+	int rc = insert_events(d->c, v, n, err, errlen);
 	if (rc == 0) {
 		out_free(v, n);
 		return 0;
@@ -258,29 +267,16 @@ int events_db_write(PGconn *c, const char *type, int64_t acct_a, int64_t team_a,
                     int64_t acct_b, int64_t team_b, const char *data, char *err,
                     size_t errlen)
 {
-	struct pgarr col[6];
-	memset(col, 0, sizeof col);
-	pgarr_str(&col[0], type);
-	pgarr_i64(&col[1], acct_a);
-	pgarr_i64(&col[2], team_a);
-	pgarr_i64(&col[3], acct_b);
-	pgarr_i64(&col[4], team_b);
-	pgarr_str(&col[5], data);
-	const char *pv[6];
-	int rc = 0;
-	for (int k = 0; k < 6; k++)
-		if (!(pv[k] = pgarr_text(&col[k])))
-			rc = -1;
-	if (rc < 0) {
+	struct out_event ev = {.a = acct_a,
+	                       .ta = team_a,
+	                       .b = acct_b,
+	                       .tb = team_b,
+	                       .data = strdup(data)};
+	snprintf(ev.type, sizeof ev.type, "%s", type);
+	int rc = ev.data ? insert_events(c, &ev, 1, err, errlen) : -1;
+	if (!ev.data)
 		snprintf(err, errlen, "out of memory for the event");
-	} else {
-		PGresult *r = db_exec(c, PGRES_COMMAND_OK, EVENTS_DB_INSERT_SQL,
-		                      6, pv, err, errlen);
-		rc = r ? 0 : -1;
-		PQclear(r);
-	}
-	for (int k = 0; k < 6; k++)
-		pgarr_free(&col[k]);
+	free(ev.data);
 	return rc;
 }
 
