@@ -407,6 +407,12 @@ static void requeue(struct writer *w, struct wpipe_batch *pb)
 		struct writer_cmd *c = pb->cmds[i];
 		if (!c)
 			continue;
+		if (c->kind == WR_DEPTH || c->kind == WR_MARKET) {
+			/* answered outside the batch's transaction (a read, a
+			 * market made on its own): that answer stands */
+			answer(&c, 1);
+			continue;
+		}
 		if (++c->tries >= WRITER_KEY_TRIES) {
 			c->retry_after = true;
 			rows_fail_cmd(c, 503, "key-contended", "key contended",
