@@ -25,6 +25,11 @@
  *     B, each goes on after that id with what came meanwhile, nothing
  *     twice and nothing lost; a contract's delivery on B reaches A's
  *     stream.
+ *   the_stream_goes_on_through_a_database_restart: PostgreSQL stopped
+ *     (-m immediate) under a stream on B: a signed request to B is 503
+ *     meanwhile, never taken unchecked; started again, the same stream
+ *     gets the next fill made on A. This stops the PostgreSQL every suite
+ *     shares, so it starts it again first.
  */
 #include <check.h>
 #include <jansson.h>
@@ -407,6 +412,51 @@ START_TEST(b_streams_the_fills_of_a_in_order_and_resumes_on_either)
 }
 END_TEST
 
+START_TEST(the_stream_goes_on_through_a_database_restart)
+{
+	struct rxh a, b;
+	struct rxh_world w;
+	ck_assert_int_eq(testdb_pg_start(), 0);
+	pair(&a, &b, &w, "shared_restart");
+	struct sse on_b = {&b, w.trader_token, -1, 2, NULL, 0, 0, {0}, {0}};
+	pthread_t tb;
+	sse_start(&on_b, &tb);
+	trade(&a, &w, 90000);
+	for (int i = 0;
+	     i < 200 && __atomic_load_n(&on_b.nfill, __ATOMIC_RELAXED) < 1; i++)
+		sleep_ms(25);
+	char body[256];
+	snprintf(body, sizeof body,
+	         "{\"market\":\"spot\",\"account_id\":%lld,\"side\":"
+	         "\"sell\",\"pages\":256,\"price\":99000}",
+	         (long long)w.node_a);
+	ck_assert_int_eq(rxh_status_signed(&b, "POST", "/v1/orders", w.key_a,
+	                                   w.secret_a, body, 0, NULL),
+	                 201);
+	ck_assert_int_eq(testdb_pg_stop_now(), 0);
+	/* the nonce cannot be checked: refused, not taken */
+	ck_assert_int_eq(rxh_status_signed(&b, "POST", "/v1/orders", w.key_a,
+	                                   w.secret_a, body, 0, NULL),
+	                 503);
+	ck_assert_int_eq(testdb_pg_start(), 0);
+	long st = 0;
+	for (int i = 0; i < 300 && st != 200; i++) {
+		st = rxh_status(&a, "GET", "/readyz", NULL, NULL, NULL);
+		if (st != 200)
+			sleep_ms(100);
+	}
+	ck_assert_int_eq(st, 200);
+	trade(&a, &w, 91000);
+	pthread_join(tb, NULL);
+	ck_assert_int_eq(on_b.nfill, 2);
+	ck_assert_int_eq(on_b.price[0], 90000);
+	ck_assert_int_eq(on_b.price[1], 91000);
+	ck_assert_int_eq(on_b.id[1], on_b.id[0] + 2); /* fill, contract, fill */
+	rxh_stop(&b);
+	rxh_stop(&a);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("shared");
@@ -419,6 +469,7 @@ static Suite *suite(void)
 	tcase_add_test(t, a_nonce_replayed_on_the_other_instance_is_refused);
 	tcase_add_test(t,
 	               b_streams_the_fills_of_a_in_order_and_resumes_on_either);
+	tcase_add_test(t, the_stream_goes_on_through_a_database_restart);
 	suite_add_tcase(s, t);
 	return s;
 }
