@@ -189,7 +189,9 @@ START_TEST(a_client_order_id_replayed_on_the_other_instance_is_one_order)
 	    rxh_call(&b, "POST", "/v1/orders", w.trader_token, body, NULL, &r2),
 	    422);
 	ck_assert_int_eq(count(&a, "SELECT count(*) FROM orders"), N);
-	ck_assert_int_ge(rxh_log_count(&b, "batch lost a key race"), 1);
+	/* (B's log says "batch lost a key race": its key filter did not know
+	 * c-1, but for a false positive of the filter, one in about a
+	 * thousand, which looks the key up at once; so it is not asserted) */
 	rxh_resp_free(&r1);
 	rxh_resp_free(&r2);
 	rxh_stop(&b);
