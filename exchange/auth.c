@@ -84,9 +84,9 @@ struct auth {
 	/* shared = 1: the nonces of every instance (auth_share_nonces) */
 	struct auth_nonces *shared;
 	struct keyst *keys[KEY_BUCKETS];
-	struct idset known;   /* under mu */
-	int64_t known_at;     /* mono_s of the last refresh; under mu */
-	char known_since[40]; /* the database's clock then; under refresh_mu */
+	struct idset known;        /* under mu */
+	int64_t known_at;          /* mono_s of the last refresh; under mu */
+	char known_since[40];      /* the database's clock then; under refresh_mu */
 	pthread_mutex_t refresh_mu; /* one refresh at a time */
 };
 
@@ -303,8 +303,7 @@ static int known_refresh(struct auth *a, PGconn *c)
 	         "interval '%d s'",
 	         KNOWN_OVERLAP_S, KNOWN_OVERLAP_S);
 	metrics_auth_query();
-	PGresult *r =
-	    db_exec(c, PGRES_TUPLES_OK, q, 1, params, err, sizeof err);
+	PGresult *r = db_exec(c, PGRES_TUPLES_OK, q, 1, params, err, sizeof err);
 	if (!r) {
 		pthread_mutex_unlock(&a->refresh_mu);
 		return -1;
@@ -572,10 +571,9 @@ static int key_lookup(struct auth *a, const char *key_id,
 	PGconn *c = db_acquire(a->pool);
 	if (!c) {
 		*status = 503;
-		snprintf(
-		    why, whylen,
-		    "the exchange cannot reach PostgreSQL to check the key; "
-		    "retry after a few seconds");
+		snprintf(why, whylen,
+		         "the exchange cannot reach PostgreSQL to check the key; "
+		         "retry after a few seconds");
 		return -1;
 	}
 	const char *params[] = {key_id};
@@ -616,11 +614,10 @@ static int key_lookup(struct auth *a, const char *key_id,
 			          "key_id=%s hint=\"%s\"", key_id,
 			          "its sealing key is not in seal_key_file, or "
 			          "the row was changed or copied from another");
-			snprintf(
-			    why, whylen,
-			    "the exchange cannot open this key's secret "
-			    "(its sealing key is missing from the "
-			    "exchange's seal_key_file); tell the operator");
+			snprintf(why, whylen,
+			         "the exchange cannot open this key's secret "
+			         "(its sealing key is missing from the "
+			         "exchange's seal_key_file); tell the operator");
 			return -1;
 		}
 	} else { /* not sealed yet: written by an older ramexd */
@@ -656,10 +653,9 @@ static int record_signed_until(struct auth *a, const char *key_id,
 		db_release(a->pool, c);
 	if (!r) {
 		*status = 503;
-		snprintf(
-		    why, whylen,
-		    "the exchange could not record a timestamp ahead of its "
-		    "clock in PostgreSQL; retry after a few seconds");
+		snprintf(why, whylen,
+		         "the exchange could not record a timestamp ahead of its "
+		         "clock in PostgreSQL; retry after a few seconds");
 		return -1;
 	}
 	PQclear(r);
@@ -714,10 +710,9 @@ static int signature(struct auth *a, const struct auth_request *rq,
 			return -2;
 		if (k < 0) {
 			*status = 503;
-			snprintf(
-			    why, whylen,
-			    "the exchange cannot reach PostgreSQL to check "
-			    "the key; retry after a few seconds");
+			snprintf(why, whylen,
+			         "the exchange cannot reach PostgreSQL to check "
+			         "the key; retry after a few seconds");
 			return -1;
 		}
 		if (k == 0) {
@@ -763,14 +758,13 @@ static int signature(struct auth *a, const struct auth_request *rq,
 	int64_t hw = ks ? ks->hw : 0;
 	pthread_mutex_unlock(&a->mu);
 	if (t <= fence) {
-		snprintf(
-		    why, whylen,
-		    "an earlier exchange process took requests of this key "
-		    "signed ahead of its clock, up to %lld s from now, and "
-		    "their nonces are gone with it: until then a timestamp "
-		    "cannot be told from a replay; sign again after that "
-		    "and set the node's clock right (NTP)",
-		    (long long)(fence - now));
+		snprintf(why, whylen,
+		         "an earlier exchange process took requests of this key "
+		         "signed ahead of its clock, up to %lld s from now, and "
+		         "their nonces are gone with it: until then a timestamp "
+		         "cannot be told from a replay; sign again after that "
+		         "and set the node's clock right (NTP)",
+		         (long long)(fence - now));
 		return -1;
 	}
 	if (t > now + AUTH_FUTURE_S && t > hw) {
@@ -792,11 +786,10 @@ static int signature(struct auth *a, const struct auth_request *rq,
 		                        t + SIGN_MAX_SKEW_S);
 		if (once < 0) {
 			*status = 503;
-			snprintf(
-			    why, whylen,
-			    "the exchange cannot reach PostgreSQL to check "
-			    "the nonce; sign again and retry after a few "
-			    "seconds");
+			snprintf(why, whylen,
+			         "the exchange cannot reach PostgreSQL to check "
+			         "the nonce; sign again and retry after a few "
+			         "seconds");
 			return -1;
 		}
 	}
@@ -883,25 +876,21 @@ static int seal_table(PGconn *c, const struct seal_keys *k, const char *table,
 		const char *id = PQgetvalue(r, i, 0);
 		snprintf(aad, sizeof aad, aadfmt, id);
 		if (!PQgetisnull(r, i, 1)) {
-			snprintf(plain, sizeof plain, "%s",
-			         PQgetvalue(r, i, 1));
+			snprintf(plain, sizeof plain, "%s", PQgetvalue(r, i, 1));
 		} else if (!seal_has_key(k, PQgetvalue(r, i, 2))) {
-			snprintf(
-			    err, errlen,
-			    "the secret of %s %s is sealed with a key that "
-			    "is not in seal_key_file; put that key back in "
-			    "the file (after the current one)",
-			    table, id);
+			snprintf(err, errlen,
+			         "the secret of %s %s is sealed with a key that "
+			         "is not in seal_key_file; put that key back in "
+			         "the file (after the current one)",
+			         table, id);
 			PQclear(r);
 			return -1;
 		} else if (seal_open(k, PQgetvalue(r, i, 2), aad, plain,
 		                     sizeof plain) < 0) {
 			/* changed, or copied from another row: it stays as it
 			 * is, and is refused when used */
-			log_error("a secret does not open",
-			          "table=%s id=%s "
-			          "hint=\"%s\"",
-			          table, id,
+			log_error("a secret does not open", "table=%s id=%s "
+			          "hint=\"%s\"", table, id,
 			          "the row was changed or copied from another "
 			          "row; make a new key (or lend session)");
 			continue;
@@ -930,19 +919,19 @@ static int seal_table(PGconn *c, const struct seal_keys *k, const char *table,
 int auth_seal_at_rest(PGconn *c, const struct seal_keys *k, char *err,
                       size_t errlen)
 {
-	PGresult *r =
-	    db_exec(c, PGRES_COMMAND_OK, "BEGIN", 0, NULL, err, errlen);
+	PGresult *r = db_exec(c, PGRES_COMMAND_OK, "BEGIN", 0, NULL, err,
+	                      errlen);
 	if (!r)
 		return -1;
 	PQclear(r);
-	int a =
-	    seal_table(c, k, "node_keys", "key_id", "node_key:%s", err, errlen);
+	int a = seal_table(c, k, "node_keys", "key_id", "node_key:%s", err,
+	                   errlen);
 	int b = a < 0 ? -1
 	              : seal_table(c, k, "lend_sessions", "contract_id",
 	                           "lend:%s", err, errlen);
 	char rb[256];
-	r = db_exec(c, PGRES_COMMAND_OK, b < 0 ? "ROLLBACK" : "COMMIT", 0, NULL,
-	            b < 0 ? rb : err, b < 0 ? sizeof rb : errlen);
+	r = db_exec(c, PGRES_COMMAND_OK, b < 0 ? "ROLLBACK" : "COMMIT", 0,
+	            NULL, b < 0 ? rb : err, b < 0 ? sizeof rb : errlen);
 	if (!r || b < 0) {
 		if (r)
 			PQclear(r);

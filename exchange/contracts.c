@@ -382,8 +382,7 @@ struct contracts_timer {
 	pthread_cond_t cv;
 	int stop;
 	PGconn *c;
-	int64_t
-	    history_due_ns; /* next db_history_ahead; 0: at the first tick */
+	int64_t history_due_ns; /* next db_history_ahead; 0: at the first tick */
 };
 
 /* The history partitions ahead (db.h), once a day: a month is made three

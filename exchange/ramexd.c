@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "exchange/app.h"
 #include "exchange/auth.h"
+#include "exchange/seal.h"
 #include "exchange/billing.h"
 #include "exchange/config.h"
 #include "exchange/contracts.h"
@@ -31,7 +32,6 @@
 #include "exchange/metrics.h"
 #include "exchange/migrate.h"
 #include "exchange/routes.h"
-#include "exchange/seal.h"
 #include "exchange/writer.h"
 
 extern char **environ;
@@ -238,14 +238,15 @@ static int serve(struct app *app)
 		return 1;
 	}
 	if (seal_is_demo(app->seal))
-		log_warn("secrets sealed with the demo key", "hint=\"%s\"",
+		log_warn("secrets sealed with the demo key",
+		         "hint=\"%s\"",
 		         "the demo key is public, so node and lend secrets in "
 		         "PostgreSQL are as good as plaintext; set "
 		         "seal_key_file (docs/operations.md, Sealing key)");
 	int sealed = auth_seal_at_rest(c, app->seal, err, sizeof err);
 	if (sealed < 0) {
-		log_error("cannot seal the secrets in PostgreSQL", "err=\"%s\"",
-		          err);
+		log_error("cannot seal the secrets in PostgreSQL",
+		          "err=\"%s\"", err);
 		PQfinish(c);
 		seal_free(app->seal);
 		return 1;

@@ -125,8 +125,7 @@ static bool readyz_becomes(struct rxh *h, long want, int ms)
 	return false;
 }
 
-/* --- a stream of orders -----------------------------------------------------
- */
+/* --- a stream of orders ----------------------------------------------------- */
 
 #define PLACERS 6
 #define MAXREC  4000
@@ -258,8 +257,7 @@ static void check_answers(struct rxh *h, const struct rxh_world *w,
 			if (r->took_ms > t->slowest_ms)
 				t->slowest_ms = r->took_ms;
 			if (r->status == 201) {
-				ck_assert_msg(n == 1,
-				              "%s answered 201, stored %ld",
+				ck_assert_msg(n == 1, "%s answered 201, stored %ld",
 				              r->coid, n);
 				t->ok++;
 				continue;
@@ -394,15 +392,14 @@ static void outage(struct rxh *h, const struct rxh_world *w, const char *tag,
 		const struct rec *last = pl[i].n ? &pl[i].r[pl[i].n - 1] : NULL;
 		if (pl[i].n > t->most_records)
 			t->most_records = pl[i].n;
-		ck_assert_msg(
-		    got,
-		    "placer %d placed no order after the outage (%d "
-		    "answers after it, %d of its %d records used; the "
-		    "last %s: %ld %s in %lld ms)",
-		    i, pl[i].n - base[i], pl[i].n, MAXREC,
-		    last ? last->coid : "-", last ? last->status : 0,
-		    last ? last->type : "",
-		    last ? (long long)last->took_ms : 0LL);
+		ck_assert_msg(got,
+		              "placer %d placed no order after the outage (%d "
+		              "answers after it, %d of its %d records used; the "
+		              "last %s: %ld %s in %lld ms)",
+		              i, pl[i].n - base[i], pl[i].n, MAXREC,
+		              last ? last->coid : "-", last ? last->status : 0,
+		              last ? last->type : "",
+		              last ? (long long)last->took_ms : 0LL);
 	}
 	check_answers(h, w, pl, t);
 }
@@ -528,10 +525,10 @@ START_TEST(broken_connection_at_each_step)
 	json_array_foreach(asks, i, l) api +=
 	    json_integer_value(json_object_get(l, "pages"));
 	rxh_resp_free(&r);
-	ck_assert_int_eq(
-	    api, testdb_scalar_at(h.conninfo, "SELECT coalesce(sum(remaining), "
-	                                      "0) FROM orders WHERE status = "
-	                                      "'open'"));
+	ck_assert_int_eq(api, testdb_scalar_at(h.conninfo,
+	                                       "SELECT coalesce(sum(remaining), "
+	                                       "0) FROM orders WHERE status = "
+	                                       "'open'"));
 	rxh_stop(&h);
 }
 END_TEST
@@ -597,10 +594,10 @@ START_TEST(pipeline_reader_never_loops)
 	pg_start();
 	PGconn *c = testdb_connect(testdb_create("ramex_t_outage_pipe"));
 	ck_assert(PQenterPipelineMode(c));
-	ck_assert(
-	    PQsendQueryParams(c, "SELECT 1", 0, NULL, NULL, NULL, NULL, 0));
-	ck_assert(
-	    PQsendQueryParams(c, "SELECT 2", 0, NULL, NULL, NULL, NULL, 0));
+	ck_assert(PQsendQueryParams(c, "SELECT 1", 0, NULL, NULL, NULL, NULL,
+	                            0));
+	ck_assert(PQsendQueryParams(c, "SELECT 2", 0, NULL, NULL, NULL, NULL,
+	                            0));
 	ck_assert(PQpipelineSync(c));
 	bool lost = false;
 	for (int i = 1; i <= 2; i++) {
@@ -640,7 +637,7 @@ START_TEST(pipeline_reader_never_loops)
 	PQfinish(c);
 
 	/* the hook's setting: STEP:N, nothing else */
-	const char *bad[] = {"close",  "close:",   "close:0", "close:-1",
+	const char *bad[] = {"close", "close:", "close:0", "close:-1",
 	                     "shut:3", "close:2x", ":4"};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
 		ck_assert_msg(pgpipe_fault_parse(&f, bad[i]) < 0, "%s", bad[i]);
