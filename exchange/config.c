@@ -84,7 +84,8 @@ static const struct setting settings[] = {
       "1: several ramexd share this database: every signed request's nonce "
       "is checked in PostgreSQL and the event stream is read from it, so "
       "that a replay or an event reaches every instance (docs/"
-      "operations.md, \"Several instances\"); set it on each of them. 0: "
+      "operations.md, \"Several instances on one database\"); set it "
+      "on each of them. 0: "
       "one ramexd, nonces and events in its memory"),
     S("port_file", port_file, "",
       "when set, ramexd writes the port it listens on there once ready"),
