@@ -812,15 +812,22 @@ START_TEST(a_key_taken_runs_the_batch_again)
 }
 END_TEST
 
-START_TEST(a_key_taken_runs_the_open_batch_again)
+/* Overlap: batch 2 fails with `kind` while 3 is open behind it; then on
+ * to the end, and the invariants checked. */
+static void fail_with_one_open(enum fault kind)
 {
-	tw_init(true, 2, F_KEY_TAKEN, 1);
+	tw_init(true, 2, kind, 1);
 	tw_turn(3);
 	tw_turn(3);
 	tw_turn(3);
 	ck_assert(t.pipe.of && t.pipe.of->no == 3);
 	tw_run(4, 3);
 	check_invariants();
+}
+
+START_TEST(a_key_taken_runs_the_open_batch_again)
+{
+	fail_with_one_open(F_KEY_TAKEN);
 	ck_assert_int_gt(batch_answers(2, 409, "run-again"), 0);
 	ck_assert_int_gt(batch_answers(3, 409, "run-again"), 0);
 	ck_assert_int_gt(committed_after(3), 0);
@@ -830,13 +837,7 @@ END_TEST
 
 START_TEST(lost_commit_fails_the_open_batch_unavailable)
 {
-	tw_init(true, 2, F_LOST_AFTER_COMMIT, 1);
-	tw_turn(3);
-	tw_turn(3);
-	tw_turn(3);
-	ck_assert(t.pipe.of && t.pipe.of->no == 3);
-	tw_run(4, 3);
-	check_invariants();
+	fail_with_one_open(F_LOST_AFTER_COMMIT);
 	ck_assert_int_gt(batch_answers(2, 503, "outcome-unknown"), 0);
 	/* certainly not committed: rolled back on its own connection */
 	ck_assert_int_gt(batch_answers(3, 503, "database-unavailable"), 0);
