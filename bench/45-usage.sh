@@ -7,6 +7,10 @@
 # stops by itself after RAMEX_BENCH_SECONDS.
 #
 #   RAMEX_BENCH_SECONDS (10)  RAMEX_BENCH_NODES (8)  RAMEX_BENCH_BATCH (1000)
+#
+# RAMEX_BENCH_BATCH=0 sends signed orders instead of usage (usagegen.c):
+# the cost of a signed request, e.g. of RAMEX_SHARED=1 (nonces taken in
+# PostgreSQL) against the default (the CPU lines then are per order).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${RAMEX_BUILD:-$ROOT/build}
@@ -62,7 +66,7 @@ echo "loopback, $(nproc) cores, fsync and synchronous_commit on, ${secs} s; load
 rx0=$(cpu_rx) pg0=$(cpu_pg)
 /usr/bin/time -f '%U %S' -o "$work/gen.cpu" "$usagegen" "$port" "$work/nodes" "$batch" "$secs" | tee "$work/out"
 rx1=$(cpu_rx) pg1=$(cpu_pg)
-rate=$(awk '{for (i = 1; i < NF; i++) if ($(i+1) == "reports/s") print $i}' "$work/out")
+rate=$(awk '{for (i = 1; i < NF; i++) if ($(i+1) == "reports/s" || $(i+1) == "orders/s") print $i}' "$work/out")
 n=$(awk '{for (i = 1; i < NF; i++) if ($(i+1) == "in" && $(i-1) ~ /counted/) {gsub(/[(]/, "", $i); print $i}}' "$work/out")
 awk -v n="${n:-0}" -v t="$(getconf CLK_TCK)" -v rx=$((rx1 - rx0)) -v pg=$((pg1 - pg0)) -v gen="$(awk '{print $1 + $2}' "$work/gen.cpu" 2>/dev/null)" \
   'BEGIN {if (n > 0) printf "  CPU per report: ramexd %.1f us, PostgreSQL %.1f us, the generator %.1f us\n", rx * 1e6 / t / n, pg * 1e6 / t / n, gen * 1e6 / n}'

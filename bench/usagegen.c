@@ -12,6 +12,12 @@
  *       reports counted per second and p50/p99/max batch latency; every
  *       batch must answer 200 with every report counted, or it is counted
  *       as refused.
+ *   usagegen PORT NODES_FILE 0 SECONDS
+ *       BATCH 0: signed orders instead, the agent's order path: each node
+ *       sends POST /v1/orders (an IOC sell that finds no bid, so that no
+ *       book grows), one in flight, and an order is counted when it is
+ *       answered 201. What ramexd's `shared = 1` costs a signed request
+ *       (the nonce taken in PostgreSQL) shows here.
  *
  * Latencies are kept in a fixed array (no allocation while measuring).
  */
@@ -136,6 +142,23 @@ static void *run(void *arg)
 		        s, r.buf ? r.buf : "");
 		goto out;
 	}
+	while (batch == 0 && mono_ns() < deadline) {
+		static const char order[] =
+		    "{\"market\":\"spot\",\"side\":\"sell\",\"pages\":256,"
+		    "\"price\":900000000,\"tif\":\"ioc\"}";
+		int64_t t0 = mono_ns();
+		s = call(c, n, "POST", "/v1/orders", order, sizeof order - 1,
+		         &r);
+		int64_t dt = mono_ns() - t0;
+		if (s == 201) {
+			n->counted++;
+			if (n->nlat < MAX_SAMPLES / MAX_NODES * 4)
+				n->lat[n->nlat++] = dt;
+		} else if (n->refused++ == 0) {
+			fprintf(stderr, "usagegen: order refused: %ld %.300s\n",
+			        s, r.buf ? r.buf : "");
+		}
+	}
 	/* periods start just inside the clock slack before the delivery */
 	int64_t t = n->delivered_ns - INT64_C(59) * 1000000000, seq = 0,
 	        kmod = 0;
@@ -160,7 +183,7 @@ static void *run(void *arg)
 		int64_t dt = mono_ns() - t0;
 		if (s == 200 && json_int_of(r.buf, "counted") == batch) {
 			n->counted += batch;
-			if (n->nlat < MAX_SAMPLES)
+			if (n->nlat < MAX_SAMPLES / MAX_NODES * 4)
 				n->lat[n->nlat++] = dt;
 		} else {
 			n->refused += batch;
@@ -194,9 +217,9 @@ int main(int argc, char **argv)
 	port = atoi(argv[1]);
 	batch = atoi(argv[3]);
 	int secs = atoi(argv[4]);
-	if (port <= 0 || batch < 1 || batch > 1000 || secs < 1) {
-		fprintf(stderr, "usagegen: PORT > 0, BATCH 1..1000, SECONDS "
-		                ">= 1\n");
+	if (port <= 0 || batch < 0 || batch > 1000 || secs < 1) {
+		fprintf(stderr, "usagegen: PORT > 0, BATCH 0..1000 (0: signed "
+		                "orders), SECONDS >= 1\n");
 		return 2;
 	}
 	FILE *f = fopen(argv[2], "r");
@@ -240,13 +263,25 @@ int main(int argc, char **argv)
 		for (long j = 0; j < nodes[i].nlat; j++)
 			all[k++] = nodes[i].lat[j];
 	qsort(all, (size_t)nlat, sizeof *all, cmp64);
-	printf("  %d connections (one node each), %d reports a batch: %.0f "
-	       "reports/s counted (%ld in %.1f s, %ld refused)  batch p50 "
-	       "%.1f ms  p99 %.1f ms  max %.1f ms\n",
-	       nn, batch, counted / el, counted, el, refused,
-	       nlat ? all[nlat / 2] / 1e6 : 0,
-	       nlat ? all[(long)(nlat * 0.99)] / 1e6 : 0,
-	       nlat ? all[nlat - 1] / 1e6 : 0);
+	if (batch == 0)
+		printf("  %d connections (one node each), signed orders "
+		       "(answered 201): %.0f orders/s counted (%ld in %.1f s, "
+		       "%ld refused)  p50 "
+		       "%.1f ms  p99 %.1f ms  max %.1f ms\n",
+		       nn, counted / el, counted, el, refused,
+		       nlat ? all[nlat / 2] / 1e6 : 0,
+		       nlat ? all[(long)(nlat * 0.99)] / 1e6 : 0,
+		       nlat ? all[nlat - 1] / 1e6 : 0);
+	else
+		printf(
+		    "  %d connections (one node each), %d reports a batch: "
+		    "%.0f "
+		    "reports/s counted (%ld in %.1f s, %ld refused)  batch p50 "
+		    "%.1f ms  p99 %.1f ms  max %.1f ms\n",
+		    nn, batch, counted / el, counted, el, refused,
+		    nlat ? all[nlat / 2] / 1e6 : 0,
+		    nlat ? all[(long)(nlat * 0.99)] / 1e6 : 0,
+		    nlat ? all[nlat - 1] / 1e6 : 0);
 	free(all);
 	for (int i = 0; i < nn; i++)
 		free(nodes[i].lat);

@@ -12,6 +12,7 @@
 struct db_pool;
 struct writer;
 struct events;
+struct events_db;
 struct auth;
 struct contracts_timer;
 struct billing;
@@ -25,6 +26,8 @@ struct app {
 	struct db_pool *reports;
 	struct writer *writer;
 	struct events *events;
+	/* shared = 1: the stream through PostgreSQL (events_db.h) */
+	struct events_db *events_db;
 	struct auth *auth;
 	struct seal_keys *seal; /* seals node and lend secrets (seal.h) */
 	struct contracts_timer *contracts; /* the contract deadline timer */

@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/sign.h"
+#include "exchange/auth_nonces.h"
 #include "exchange/db.h"
 #include "exchange/metrics.h"
 #include "exchange/seal.h"
@@ -80,6 +81,8 @@ struct auth {
 	uint64_t gen;
 	struct nonce *nonces[NONCE_BUCKETS];
 	unsigned sweep; /* the next bucket swept of expired nonces */
+	/* shared = 1: the nonces of every instance (auth_share_nonces) */
+	struct auth_nonces *shared;
 	struct keyst *keys[KEY_BUCKETS];
 	struct idset known;        /* under mu */
 	int64_t known_at;          /* mono_s of the last refresh; under mu */
@@ -140,6 +143,7 @@ void auth_free(struct auth *a)
 	for (size_t i = 0; i < a->known.cap; i++)
 		free(a->known.slot[i]);
 	free(a->known.slot);
+	auth_nonces_free(a->shared);
 	pthread_mutex_destroy(&a->mu);
 	pthread_mutex_destroy(&a->refresh_mu);
 	OPENSSL_cleanse(a->cache, sizeof a->cache);
@@ -771,7 +775,24 @@ static int signature(struct auth *a, const struct auth_request *rq,
 		                        status, why, whylen) < 0)
 			return -1;
 	}
+	/* shared, the nonce is a query: where one may wait, before this
+	 * process remembers it (the retry there would find it) */
+	if (a->shared && !may_block)
+		return -2;
 	int once = nonce_once(a, key_id, nonce, t, now);
+	if (once == 1 && a->shared) {
+		/* new here; and to every other instance? */
+		once = auth_nonces_take(a->shared, key_id, nonce,
+		                        t + SIGN_MAX_SKEW_S);
+		if (once < 0) {
+			*status = 503;
+			snprintf(why, whylen,
+			         "the exchange cannot reach PostgreSQL to check "
+			         "the nonce; sign again and retry after a few "
+			         "seconds");
+			return -1;
+		}
+	}
 	if (once == 0) {
 		snprintf(why, whylen,
 		         "this nonce was already used; every signed request "
@@ -793,6 +814,12 @@ static int signature(struct auth *a, const struct auth_request *rq,
 		return -1;
 	}
 	return 0;
+}
+
+int auth_share_nonces(struct auth *a, const char *conninfo)
+{
+	a->shared = auth_nonces_new(conninfo);
+	return a->shared ? 0 : -1;
 }
 
 int auth_load_fences(struct auth *a, PGconn *c, char *err, size_t errlen)

@@ -21,6 +21,8 @@
  * after a restart is refused for at most that long); a process
  * refuses, per key, any timestamp up to the signed_until it found at
  * start. What is left is a replay within AUTH_FUTURE_S of a restart.
+ * Several instances on one database (auth_share_nonces) also take each
+ * nonce in PostgreSQL, so a replay to another instance is refused too.
  *
  * Credentials found in the database are cached for AUTH_CACHE_S seconds;
  * ones it says are unknown or revoked too, apart (a negative cache, so
@@ -84,6 +86,13 @@ struct auth;
  * `seal` opens the node secrets and must outlive the auth. */
 struct auth *auth_new(struct db_pool *pool, int64_t started,
                       const struct seal_keys *seal, long nonce_per_key);
+
+/* Several ramexd on one database (`shared = 1`): a nonce new to this
+ * process is also taken in PostgreSQL's shared store (auth_nonces.h), so
+ * that a request replayed to another instance is refused. Signed requests
+ * then always authenticate where a query may wait (may_block). Call once,
+ * before serving; -1 without memory. */
+int auth_share_nonces(struct auth *a, const char *conninfo);
 
 /* At start, before serving: reads the keys' signed_until left by earlier
  * processes (the second fence). Returns how many keys have one, or -1. */

@@ -80,6 +80,13 @@ static const struct setting settings[] = {
     I("nonce_per_key", nonce_per_key, 16, 1 << 24, "262144",
       "signed requests one node key may make in 600 s (the nonces "
       "remembered for it); more get 429"),
+    I("shared", shared, 0, 1, "0",
+      "1: several ramexd share this database: every signed request's nonce "
+      "is checked in PostgreSQL and the event stream is read from it, so "
+      "that a replay or an event reaches every instance (docs/"
+      "operations.md, \"Several instances on one database\"); set it "
+      "on each of them. 0: "
+      "one ramexd, nonces and events in its memory"),
     S("port_file", port_file, "",
       "when set, ramexd writes the port it listens on there once ready"),
     I("contract_tick_ms", contract_tick_ms, 10, 60000, "1000",

@@ -32,6 +32,7 @@ struct rx_config {
 	int sse_max_clients;
 	char seal_key_file[512]; /* seal.h; "" = the demo key */
 	int nonce_per_key;       /* nonces remembered per node key */
+	int shared; /* 1: several ramexd share the database (nonces, events) */
 	char port_file[512];  /* when set, the bound port is written there */
 	char web_root[512];   /* the web pages (build/web); "" serves none */
 	int contract_tick_ms; /* the contract deadline timer's period */

@@ -14,6 +14,7 @@
 #include "exchange/auth.h"
 #include "exchange/db.h"
 #include "exchange/events.h"
+#include "exchange/events_db.h"
 
 rx_time_ns contracts_now(void)
 {
@@ -336,19 +337,27 @@ enum contracts_status contracts_move(PGconn *c, struct events *ev,
 	out->body = view(c, ids, t, err, sizeof err);
 	if (!out->body)
 		goto dbfail;
-	r = db_exec(c, PGRES_COMMAND_OK, "COMMIT", 0, NULL, err, sizeof err);
-	if (!r)
+	char *data = ev ? json_dumps(out->body, JSON_COMPACT) : NULL;
+	/* several instances: the event is written with the move, so that it
+	 * exists iff the move does (events_db.h) */
+	if (data && events_shared(ev) &&
+	    events_db_write(c, "contract", k.buyer, buyer_team, k.seller,
+	                    seller_team, data, err, sizeof err) < 0) {
+		free(data);
 		goto dbfail;
+	}
+	r = db_exec(c, PGRES_COMMAND_OK, "COMMIT", 0, NULL, err, sizeof err);
+	if (!r) {
+		free(data);
+		goto dbfail;
+	}
 	PQclear(r);
 	r = NULL;
 
-	if (ev) {
-		char *data = json_dumps(out->body, JSON_COMPACT);
-		if (data)
-			events_publish(ev, "contract", k.buyer, buyer_team,
-			               k.seller, seller_team, data);
-		free(data);
-	}
+	if (data && !events_shared(ev))
+		events_publish(ev, "contract", k.buyer, buyer_team, k.seller,
+		               seller_team, data);
+	free(data);
 	out->status = CONTRACTS_MOVED;
 	snprintf(out->msg, sizeof out->msg, "%s", tr.why);
 	return CONTRACTS_MOVED;

@@ -29,6 +29,8 @@ struct events {
 	struct events_sub *subs; /* every subscriber, for waking */
 	pthread_t ticker;
 	int ticker_running;
+	events_out_fn *out; /* shared: where events_publish sends them */
+	void *out_arg;
 };
 
 struct events_sub {
@@ -126,26 +128,76 @@ void events_free(struct events *e)
 
 static int visible(const struct events_sub *s, const struct event *ev);
 
-void events_publish(struct events *e, const char *type, int64_t acct_a,
-                    int64_t team_a, int64_t acct_b, int64_t team_b,
-                    const char *data)
+/* Puts an event in the ring as id (> e->last); under e->mu. Takes data. */
+static void put_locked(struct events *e, int64_t id, const char *type,
+                       int64_t acct_a, int64_t team_a, int64_t acct_b,
+                       int64_t team_b, char *data)
 {
-	char *copy = strdup(data);
-	if (!copy)
-		return; /* a lost event is better than a stalled writer */
-	pthread_mutex_lock(&e->mu);
-	int64_t id = ++e->last;
+	/* ids skipped (none from one writer; a gap in the database's) leave
+	 * their slots empty, at most a ring's worth */
+	int64_t from = e->last + 1 > id - EVENTS_RING + 1
+	                   ? e->last + 1
+	                   : id - EVENTS_RING + 1;
+	for (int64_t k = from; k < id; k++) {
+		struct event *gap = &e->ring[k % EVENTS_RING];
+		free(gap->data);
+		memset(gap, 0, sizeof *gap);
+	}
+	e->last = id;
 	struct event *ev = &e->ring[id % EVENTS_RING];
 	free(ev->data);
 	ev->id = id;
 	snprintf(ev->type, sizeof ev->type, "%s", type);
 	ev->acct[0] = acct_a, ev->acct[1] = acct_b;
 	ev->team[0] = team_a, ev->team[1] = team_b;
-	ev->data = copy;
+	ev->data = data;
 	for (struct events_sub *s = e->subs; s; s = s->next)
 		if (visible(s, ev))
 			wake(s);
+}
+
+void events_publish(struct events *e, const char *type, int64_t acct_a,
+                    int64_t team_a, int64_t acct_b, int64_t team_b,
+                    const char *data)
+{
+	if (e->out) { /* shared: the database gives it its id */
+		e->out(e->out_arg, type, acct_a, team_a, acct_b, team_b, data);
+		return;
+	}
+	char *copy = strdup(data);
+	if (!copy)
+		return; /* a lost event is better than a stalled writer */
+	pthread_mutex_lock(&e->mu);
+	put_locked(e, e->last + 1, type, acct_a, team_a, acct_b, team_b, copy);
 	pthread_mutex_unlock(&e->mu);
+}
+
+void events_put(struct events *e, int64_t id, const char *type, int64_t acct_a,
+                int64_t team_a, int64_t acct_b, int64_t team_b,
+                const char *data)
+{
+	char *copy = strdup(data);
+	if (!copy)
+		return;
+	pthread_mutex_lock(&e->mu);
+	if (id > e->last)
+		put_locked(e, id, type, acct_a, team_a, acct_b, team_b, copy);
+	else
+		free(copy);
+	pthread_mutex_unlock(&e->mu);
+}
+
+void events_set_outbox(struct events *e, events_out_fn *out, void *arg)
+{
+	pthread_mutex_lock(&e->mu);
+	e->out = out;
+	e->out_arg = arg;
+	pthread_mutex_unlock(&e->mu);
+}
+
+bool events_shared(const struct events *e)
+{
+	return e && e->out;
 }
 
 struct events_sub *events_subscribe(struct events *e, unsigned role,
@@ -163,7 +215,9 @@ struct events_sub *events_subscribe(struct events *e, unsigned role,
 	}
 	e->clients++;
 	s->e = e, s->role = role, s->account = account, s->team = team;
-	s->pos = last_id >= 0 && last_id <= e->last ? last_id : e->last;
+	/* shared, a client may come from an instance that read further */
+	int64_t ahead = e->out ? EVENTS_RING : 0;
+	s->pos = last_id >= 0 && last_id <= e->last + ahead ? last_id : e->last;
 	s->sent_ns = mono_ns();
 	s->next = e->subs;
 	if (e->subs)
@@ -218,8 +272,8 @@ long events_poll(struct events_sub *s, char *buf, size_t max)
 		while (s->pos < e->last) {
 			struct event *ev = &e->ring[(s->pos + 1) % EVENTS_RING];
 			s->pos++;
-			if (!visible(s, ev))
-				continue;
+			if (ev->id != s->pos || !visible(s, ev))
+				continue; /* a gap, or not its to see */
 			int k = snprintf(buf, max,
 			                 "id: %lld\nevent: %s\ndata: %s\n\n",
 			                 (long long)ev->id, ev->type, ev->data);

@@ -12,10 +12,17 @@
  * may see is published, when its keep-alive is due (a ticker thread checks
  * once a second) and when the stream ends. The module owns the ring, the
  * subscribers and the ticker; it does no network I/O itself.
+ *
+ * Several ramexd on one database (`shared = 1`) share one stream through
+ * PostgreSQL (events_db.h): events then reach the ring only through
+ * events_put, with the id the database gave them, the same on every
+ * instance, and what is published goes to the database instead
+ * (events_set_outbox).
  */
 #ifndef RAMEX_EVENTS_H
 #define RAMEX_EVENTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,9 +40,27 @@ void events_publish(struct events *e, const char *type, int64_t acct_a,
                     int64_t team_a, int64_t acct_b, int64_t team_b,
                     const char *data);
 
+/* Puts an event the database holds (events_db.h) into the ring with its
+ * id: ids only grow (an older one is ignored), and a gap is left empty. */
+void events_put(struct events *e, int64_t id, const char *type,
+                int64_t acct_a, int64_t team_a, int64_t acct_b,
+                int64_t team_b, const char *data);
+/* From now on events_publish hands each event to out(arg, ...) (the
+ * database's stream) instead of the ring. Set once, before serving. */
+typedef void events_out_fn(void *arg, const char *type, int64_t acct_a,
+                           int64_t team_a, int64_t acct_b, int64_t team_b,
+                           const char *data);
+void events_set_outbox(struct events *e, events_out_fn *out, void *arg);
+/* Whether events go through the database (an outbox is set): the writer
+ * then writes its batches' events in their own transactions. */
+bool events_shared(const struct events *e);
+
 /* A subscriber with AUTH_* role `role`; sees everything when role is
  * operator or admin, else events of `account` (node) or `team` (trader).
- * `last_id` is the Last-Event-ID the client sent, or -1. NULL when too many
+ * `last_id` is the Last-Event-ID the client sent, or -1: the stream goes on
+ * after it, or from now when the ring has no such id yet. Shared, an id up
+ * to EVENTS_RING ahead of this instance is taken as one another instance
+ * showed first (this one is about to read it). NULL when too many
  * subscribers are connected. */
 struct events_sub *events_subscribe(struct events *e, unsigned role,
                                     int64_t account, int64_t team,

@@ -29,6 +29,8 @@ static int http_conns = 0;
 static uint64_t http_refused;
 static uint64_t auth_queries;
 static uint64_t idem_looked, idem_filtered, kf_keys[2], kf_bytes[2];
+static uint64_t key_races, events_read;
+static uint64_t nonce_groups, nonces_shared, nonce_failures;
 
 #define ADD(v, n) __atomic_fetch_add(&(v), (n), __ATOMIC_RELAXED)
 #define GET(v)    __atomic_load_n(&(v), __ATOMIC_RELAXED)
@@ -102,6 +104,24 @@ void metrics_key_filter(bool loaded, uint64_t keys, uint64_t bytes)
 {
 	__atomic_store_n(&kf_keys[loaded], keys, __ATOMIC_RELAXED);
 	__atomic_store_n(&kf_bytes[loaded], bytes, __ATOMIC_RELAXED);
+}
+
+void metrics_key_races(int n)
+{
+	ADD(key_races, (uint64_t)n);
+}
+
+void metrics_events_read(int n)
+{
+	ADD(events_read, (uint64_t)n);
+}
+
+void metrics_nonce_group(int n, bool ok)
+{
+	ADD(nonce_groups, 1);
+	ADD(nonces_shared, (uint64_t)n);
+	if (!ok)
+		ADD(nonce_failures, 1);
 }
 
 struct buf {
@@ -236,6 +256,32 @@ char *metrics_render(size_t *len)
 	    GET(kf_bytes[1]) > 0, /* a loaded filter has memory */
 	    (unsigned long long)(GET(kf_keys[0]) + GET(kf_keys[1])),
 	    (unsigned long long)(GET(kf_bytes[0]) + GET(kf_bytes[1])));
+	put(&b,
+	    "# HELP ramex_key_races_total Batches run again because another "
+	    "ramexd on the database committed one of their keys first.\n"
+	    "# TYPE ramex_key_races_total counter\n"
+	    "ramex_key_races_total %llu\n"
+	    "# HELP ramex_events_read_total Events read from the stream "
+	    "shared through PostgreSQL (shared = 1).\n"
+	    "# TYPE ramex_events_read_total counter\n"
+	    "ramex_events_read_total %llu\n"
+	    "# HELP ramex_nonce_groups_total Groups of nonces written to "
+	    "the shared store in PostgreSQL (shared = 1), one statement each.\n"
+	    "# TYPE ramex_nonce_groups_total counter\n"
+	    "ramex_nonce_groups_total %llu\n"
+	    "# HELP ramex_nonces_shared_total Nonces checked in the shared "
+	    "store.\n"
+	    "# TYPE ramex_nonces_shared_total counter\n"
+	    "ramex_nonces_shared_total %llu\n"
+	    "# HELP ramex_nonce_group_failures_total Groups the database "
+	    "could not take (their requests got 503).\n"
+	    "# TYPE ramex_nonce_group_failures_total counter\n"
+	    "ramex_nonce_group_failures_total %llu\n",
+	    (unsigned long long)GET(key_races),
+	    (unsigned long long)GET(events_read),
+	    (unsigned long long)GET(nonce_groups),
+	    (unsigned long long)GET(nonces_shared),
+	    (unsigned long long)GET(nonce_failures));
 	*len = b.n;
 	return b.s;
 }

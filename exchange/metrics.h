@@ -35,6 +35,14 @@ void metrics_idem_keys(int looked_up, int filtered);
  * since ramexd started (loaded false), and those of the database's history,
  * set once they are loaded (until then every key is looked up). */
 void metrics_key_filter(bool loaded, uint64_t keys, uint64_t bytes);
+/* Batches run again because another ramexd on the database committed one
+ * of their idempotency keys or client order ids first (writer.c). */
+void metrics_key_races(int n);
+/* Events read from PostgreSQL's shared stream (events_db.c). */
+void metrics_events_read(int n);
+/* A group of nonces written to PostgreSQL's shared store (auth_nonces.c):
+ * how many, and whether it was written. */
+void metrics_nonce_group(int n, bool ok);
 
 /* Writes the exposition text into a malloc'd string; the caller frees. */
 char *metrics_render(size_t *len);

@@ -26,6 +26,7 @@
 #include "exchange/contracts.h"
 #include "exchange/db.h"
 #include "exchange/events.h"
+#include "exchange/events_db.h"
 #include "exchange/handlers.h"
 #include "exchange/http.h"
 #include "exchange/metrics.h"
@@ -272,6 +273,11 @@ static int serve(struct app *app)
 		PQfinish(c);
 		goto out;
 	}
+	if (cfg->shared && auth_share_nonces(app->auth, cfg->db) < 0) {
+		log_error("cannot start", "err=\"out of memory\"");
+		PQfinish(c);
+		goto out;
+	}
 	if (auth_load_fences(app->auth, c, err, sizeof err) < 0) {
 		log_error("cannot read the node keys' fences", "err=\"%s\"",
 		          err);
@@ -279,6 +285,15 @@ static int serve(struct app *app)
 		goto out;
 	}
 	PQfinish(c);
+	if (cfg->shared) {
+		app->events_db =
+		    events_db_start(app->events, cfg->db, err, sizeof err);
+		if (!app->events_db) {
+			log_error("cannot share the event stream", "err=\"%s\"",
+			          err);
+			goto out;
+		}
+	}
 	struct writer_opts wo = {cfg->db, cfg->batch_max,
 	                         (uint32_t)cfg->book_capacity, app->events,
 	                         cfg->batch_overlap != 0};
@@ -346,6 +361,7 @@ out_writer:
 	contracts_timer_stop(app->contracts); /* NULL when never started */
 	writer_stop(app->writer);
 out:
+	events_db_stop(app->events_db); /* after whatever publishes */
 	auth_free(app->auth);
 	seal_free(app->seal);
 	if (app->reports != app->pool)

@@ -7,8 +7,11 @@ $(call unit_test,test_sign,tests/unit/test_sign.c $(SIGN_SRC),libcrypto)
 $(call unit_test,test_seal,tests/unit/test_seal.c exchange/seal.c,libcrypto)
 $(call unit_test,test_target,tests/unit/test_target.c exchange/target.c)
 $(call unit_test,test_pgarr,tests/unit/test_pgarr.c exchange/pgarr.c)
+# the event ring as one instance and the shared stream fill it
+$(call unit_test,test_events,tests/unit/test_events.c exchange/events.c \
+  exchange/metrics.c common/log.c)
 # auth without a server: it takes a view of the request (auth.h)
-$(call unit_test,test_auth,tests/unit/test_auth.c exchange/auth.c \
+$(call unit_test,test_auth,tests/unit/test_auth.c exchange/auth.c exchange/auth_nonces.c exchange/pgarr.c \
   exchange/db.c exchange/seal.c exchange/metrics.c $(SIGN_SRC) common/log.c,\
   libpq jansson libcrypto)
 # The writer's commit pipeline against a fake connection (no PostgreSQL;
@@ -20,9 +23,9 @@ $(call unit_test,test_writer_pipe,tests/unit/test_writer_pipe.c \
 # ramexd. The matching engine (exchange/core/book.mk) belongs to the core;
 # we link it as it is.
 RAMEXD_LIB := exchange/config.c exchange/http.c exchange/http_req.c \
-  exchange/auth.c exchange/db.c \
+  exchange/auth.c exchange/auth_nonces.c exchange/db.c \
   exchange/seal.c exchange/target.c \
-  exchange/events.c exchange/metrics.c exchange/pgpipe.c \
+  exchange/events.c exchange/events_db.c exchange/metrics.c exchange/pgpipe.c \
   exchange/writer.c exchange/writer_rows.c exchange/writer_apply.c \
   exchange/writer_idem.c exchange/writer_pipe.c exchange/writer_pq.c \
   exchange/input.c \
@@ -109,3 +112,10 @@ $(call integration_test,test_failover,tests/integration/test_failover.c \
   $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
 $(BUILD)/san/bin/test_failover: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_failover: | $(BUILD)/san/bin/ramexd
+# Two ramexd on one database (shared = 1): idempotency keys, nonces and
+# the event stream shared through PostgreSQL.
+$(call integration_test,test_shared,tests/integration/test_shared.c \
+  tests/integration/ramexd_fixture.c $(RAMEXD_HARNESS),\
+  libcurl jansson libpq libcrypto)
+$(BUILD)/san/bin/test_shared: | $(BUILD)/san/bin/ramexd
+$(BUILD)/bin/test_shared: | $(BUILD)/san/bin/ramexd

@@ -47,6 +47,11 @@
  * to the most */
 #define WRITER_BACKOFF_MIN_MS 100
 #define WRITER_BACKOFF_MAX_MS 2000
+/* A command whose batch lost a key race to another ramexd (wpipe_batch.
+ * retry) runs again with its keys looked up; one race a key is the most a
+ * command meets (the lookup then sees the winner), so more means something
+ * else is wrong: it is answered 503 after this many runs */
+#define WRITER_KEY_TRIES 4
 
 /* A batch: the pipeline's part first (writer_pipe.h), then the writer's. */
 struct flight {
@@ -77,6 +82,9 @@ struct writer {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct writer_cmd *head, *tail;
+	/* commands of batches to run again (requeue), in the order they came;
+	 * put back before the queue's head at the next turn */
+	struct writer_cmd *again, *again_last;
 	bool accepting, stopping;
 	bool ready;
 	/* progress, for /readyz (atomics): CLOCK_MONOTONIC ns of the last
@@ -306,7 +314,8 @@ static void answer(struct writer_cmd **cmds, int n)
 
 static void publish(struct writer *w, struct rows_batch *b)
 {
-	if (!w->o.events)
+	/* shared, the batch wrote them: every instance reads them back */
+	if (!w->o.events || events_shared(w->o.events))
 		return;
 	for (size_t i = 0; i < b->pub.n; i++) {
 		const struct rows_event *e = &b->pub.v[i];
@@ -351,6 +360,9 @@ static int build_batch(void *ctx, struct wpipe_batch *pb)
 		rows_trade_cols(&cs[ROWS_INS_TRADES], &b->trades.v[i]);
 	for (size_t i = 0; i < b->contracts.n; i++)
 		rows_contract_cols(&cs[ROWS_INS_CONTRACTS], &b->contracts.v[i]);
+	if (events_shared(w->o.events))
+		for (size_t i = 0; i < b->pub.n; i++)
+			rows_event_cols(&cs[ROWS_EVENTS], b, &b->pub.v[i]);
 	for (int i = 0; i < ROWS_NSTMT; i++) {
 		struct rows_cols *c = i < ROWS_IDEM ? &cs[i] : &b->idem;
 		pb->rows[i] = c->rows;
@@ -378,9 +390,57 @@ static void committed(void *ctx, struct wpipe_batch *pb)
 			w->bk.m[i].seq_saved = f->seq[i];
 }
 
+/*
+ * The commands of a batch that lost a key race: another ramexd on the
+ * database committed one of its idempotency keys or client order ids after
+ * this one's lookup (or after its key filter was made), and the unique
+ * index refused the batch. Nothing of it committed; its commands run again
+ * in the next batch, their keys looked up this time (the key filter noted
+ * them as the batch was built), so that the one whose key was taken gets
+ * the stored answer (a replay, or 422 for another request) and the others
+ * are carried out once. No client saw a failure; the books are rebuilt,
+ * as after any batch that did not commit.
+ */
+static void requeue(struct writer *w, struct wpipe_batch *pb)
+{
+	for (int i = 0; i < pb->n; i++) {
+		struct writer_cmd *c = pb->cmds[i];
+		if (!c)
+			continue;
+		if (c->kind == WR_DEPTH || c->kind == WR_MARKET) {
+			/* answered outside the batch's transaction (a read, a
+			 * market made on its own): that answer stands */
+			answer(&c, 1);
+			continue;
+		}
+		if (++c->tries >= WRITER_KEY_TRIES) {
+			c->retry_after = true;
+			rows_fail_cmd(c, 503, "key-contended", "key contended",
+			              "this command's idempotency key or "
+			              "client_order_id was taken by another "
+			              "request while it ran, several times; "
+			              "retry with the same key to learn its "
+			              "outcome");
+			answer(&c, 1);
+			continue;
+		}
+		free(c->body);
+		c->body = NULL;
+		c->status = 0;
+		c->replayed = false;
+		c->next = NULL;
+		if (w->again_last)
+			w->again_last->next = c;
+		else
+			w->again = c;
+		w->again_last = c;
+	}
+}
+
 /* Answers every command of f: its own answers when it committed (or had
  * nothing to commit), else those the pipeline set (503/500), and the books
- * are rebuilt; then publishes and requeues what it deferred. */
+ * are rebuilt, or runs them again (requeue); then publishes and requeues
+ * what it deferred. */
 static void land(void *ctx, struct wpipe_batch *pb)
 {
 	struct writer *w = ctx;
@@ -390,6 +450,12 @@ static void land(void *ctx, struct wpipe_batch *pb)
 		metrics_orders(f->b.accepted, f->b.rejected, f->b.ntrades);
 		answer(pb->cmds, pb->n);
 		publish(w, &f->b);
+	} else if (pb->retry) {
+		w->bk.need_rebuild = true;
+		metrics_key_races(1);
+		log_info("batch lost a key race, run again",
+		         "commands=%d err=\"%s\"", pb->n, pb->err);
+		requeue(w, pb);
 	} else {
 		if (!pb->pause) {
 			w->bk.need_rebuild = true;
@@ -634,6 +700,13 @@ static void *writer_main(void *arg)
 		if (!busy) /* back at the top, nothing under way: progress */
 			beat(w);
 		pthread_mutex_lock(&w->mu);
+		if (w->again) { /* before what came after them */
+			w->again_last->next = w->head;
+			if (!w->head)
+				w->tail = w->again_last;
+			w->head = w->again;
+			w->again = w->again_last = NULL;
+		}
 		if (!w->head && !w->stopping && !busy && from == 0) {
 			struct timespec until;
 			clock_gettime(CLOCK_MONOTONIC, &until);
@@ -757,6 +830,7 @@ static bool enqueue(struct writer *w, struct writer_cmd *c)
 	c->next = NULL;
 	c->status = 0;
 	c->body = NULL;
+	c->tries = 0;
 	pthread_mutex_lock(&w->mu);
 	if (!w->accepting) {
 		pthread_mutex_unlock(&w->mu);

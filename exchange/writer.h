@@ -33,7 +33,12 @@
  * the books are rebuilt from the database before the next batch. When the
  * connection was lost after the batch's COMMIT went out and before its
  * answer came, the batch may have committed: it is answered 503
- * outcome-unknown, and a retry with the same key finds out which. So the books
+ * outcome-unknown, and a retry with the same key finds out which. A batch
+ * that PostgreSQL refused because another ramexd on the database committed
+ * one of its idempotency keys or client order ids first (the unique
+ * indexes of 0002) is not answered but run again, its keys looked up: the
+ * command whose key was taken gets the stored answer, the others are
+ * carried out once (writer.c, requeue). So the books
  * run at most one batch ahead of what is committed, and nothing of that batch
  * is answered or shown (depth reads wait for it) before its COMMIT.
  * writer_start rebuilds every book from the open orders in the database the
@@ -122,6 +127,9 @@ struct writer_cmd {
 	void *on_done_arg;
 	struct writer_cmd *next;
 	bool coid_fresh; /* its client order id was never used (key filter) */
+	/* runs of it whose batch was not committed because another ramexd
+	 * on the database committed one of its keys first (writer.c) */
+	int tries;
 };
 
 struct writer_opts {

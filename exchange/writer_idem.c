@@ -290,10 +290,14 @@ fail:
  * The loader thread: fills ix->loaded once, while the writer already runs
  * (looking every key up meanwhile), so that ramexd starts at once however
  * many keys its history holds (about a second for two million here). No key
- * falls between the two filters: a row committed before the loader's
- * snapshot is read by it, and one committed after was written by this
- * writer, the only writer of either table, which notes every key it writes
- * (known_add) before it commits. Tries again every few seconds while the
+ * of this process falls between the two filters: a row committed before
+ * the loader's snapshot is read by it, and one committed after was written
+ * by this writer, which notes every key it writes (known_add) before it
+ * commits. A key another ramexd on the database committed since is not in
+ * either: the unique index refuses the batch that writes it again, and the
+ * writer runs that batch again (writer.c, requeue): its keys were noted
+ * as written when it was built (known_add), so this time they are looked
+ * up, and the other's answer is found. Tries again every few seconds while the
  * database is away. Without memory for the filter, it gives up: every key
  * is then looked up, as before there was a filter.
  */

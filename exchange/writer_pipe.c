@@ -186,6 +186,8 @@ static void finish_batch(struct wpipe *p, struct wpipe_batch *f)
 {
 	PGconn *c = f->conn;
 	bool ok = f->ok;
+	bool was_ok = f->ok;    /* not failed already (fail_after) */
+	bool taken = false;     /* a key another writer committed first */
 	bool lost = false;      /* the connection went away */
 	bool committed = false; /* COMMIT's own answer came, and was OK */
 	bool refused = false;   /* PostgreSQL answered an error before COMMIT */
@@ -234,6 +236,7 @@ static void finish_batch(struct wpipe *p, struct wpipe_batch *f)
 			 * order), so COMMIT did not run */
 			if (r.state[0] && !is_commit)
 				refused = true;
+			taken = taken || (r.key_taken && !is_commit);
 			if (r.lost) {
 				lost = true; /* nothing more will come */
 				break;
@@ -273,6 +276,12 @@ unpipe:
 out:
 	f->err[strcspn(f->err, "\n")] = 0;
 	f->ok = ok;
+	if (was_ok && !ok) {
+		/* rolled back and kept: nothing of it stays, so it may run
+		 * again; after a lost connection it may have committed */
+		f->retry = taken && refused && !lost;
+		p->retry = f->retry;
+	}
 	if (ok && f->nsent > 0)
 		p->h->committed(p->ctx, f);
 }
@@ -354,13 +363,15 @@ bool wpipe_down(const struct wpipe *p)
 	return p->pq->broken(p->conn[0]) || p->pq->broken(p->conn[1]);
 }
 
-/* Fails f, which was applied on top of a batch that did not commit. */
-static void fail_after(struct wpipe_batch *f, bool down)
+/* Fails f, which was applied on top of a batch that did not commit: it
+ * runs again when that one does (p->retry). */
+static void fail_after(struct wpipe *p, struct wpipe_batch *f, bool down)
 {
 	if (!f->ok)
 		return;
 	f->ok = false;
 	f->down = down;
+	f->retry = p->retry && !down;
 	snprintf(f->err, sizeof f->err,
 	         "the batch before it was not committed");
 }
@@ -368,7 +379,7 @@ static void fail_after(struct wpipe_batch *f, bool down)
 /* f is over: a failure's answers are set, and the writer answers it. */
 static void land(struct wpipe *p, struct wpipe_batch *f)
 {
-	if (!f->ok)
+	if (!f->ok && !f->retry)
 		fail_all(f->cmds, f->n, fail_kind_of(f));
 	p->h->land(p->ctx, f);
 }
@@ -425,7 +436,7 @@ static bool advance(struct wpipe *p, struct wpipe_batch **gp)
 	}
 	land(p, c);
 	if (o && !ok) {
-		fail_after(o, down);
+		fail_after(p, o, down);
 		finish_batch(p, o);
 		land(p, o);
 		p->cf = NULL;
@@ -448,14 +459,14 @@ void wpipe_turn(struct wpipe *p, struct wpipe_batch **gp, bool took)
 	 * 1 ms for it when no command came either. */
 	if (p->cf && p->pq->ready(p->cf->conn, took ? 0 : 1) &&
 	    !advance(p, &g) && g && g->n)
-		fail_after(g, wpipe_down(p));
+		fail_after(p, g, wpipe_down(p));
 	if (!g) { /* advance sent it */
 		*gp = NULL;
 		return;
 	}
 	if (g->n && !g->ok) {
 		if (!wpipe_drain(p))
-			fail_after(g, wpipe_down(p));
+			fail_after(p, g, wpipe_down(p));
 		land(p, g);
 		*gp = NULL;
 	} else if (may_send(p, g)) {

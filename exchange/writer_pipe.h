@@ -50,6 +50,9 @@
  *   ---------------------------------------   ----------   ---------------
  *   PostgreSQL answered an error (a refused   rolled back, 500 internal
  *     INSERT), or a batch before it did       kept
+ *   a unique key of idempotency or a client   rolled back, none: run again
+ *     order id another ramexd committed       kept         (retry), keys
+ *     first, or a batch before it was so                   looked up
  *   lost before its COMMIT was sent (an idle  given up     503 database-
  *     connection found closed, a send that                 unavailable
  *     failed), or a batch before it was lost
@@ -94,6 +97,10 @@ struct wpipe_res {
 	enum wpipe_res_kind kind;
 	char state[6]; /* WPIPE_RES_ERROR: its SQLSTATE, "" when none */
 	bool lost;     /* WPIPE_RES_ERROR: it says the connection is gone */
+	/* WPIPE_RES_ERROR: a key another writer committed first (a unique
+	 * idempotency key or client order id): the batch is worth running
+	 * again, its keys looked up (wpipe_batch.retry) */
+	bool key_taken;
 	char msg[256]; /* WPIPE_RES_ERROR: PostgreSQL's text, for the log */
 };
 
@@ -142,6 +149,10 @@ struct wpipe_batch {
 	bool unknown;     /* the connection was lost after its COMMIT was sent
 	                   * and before its answer came: it may have committed */
 	bool pause; /* PostgreSQL unusable: wait a little before the next */
+	/* not committed because a key of it was taken by another writer
+	 * (wpipe_res.key_taken), or applied on top of one that was: its
+	 * commands are not answered a failure but run again (hooks->land) */
+	bool retry;
 	struct timespec t0; /* sent (CLOCK_MONOTONIC) */
 	char err[512];
 };
@@ -155,7 +166,8 @@ struct wpipe_hooks {
 	 * built or answered. */
 	void (*committed)(void *ctx, struct wpipe_batch *b);
 	/* b is over: answer its commands (their answers are set: their own
-	 * when b->ok, else a failure's), publish, or rebuild the books. */
+	 * when b->ok, else a failure's), publish, or rebuild the books; when
+	 * b->retry, no answer is set: queue them again instead. */
 	void (*land)(void *ctx, struct wpipe_batch *b);
 	/* conn[i] is lost or out of step: give it up (close it, set conn[i]
 	 * NULL); the writer makes a new one before the next batch. */
@@ -171,6 +183,7 @@ struct wpipe {
 	struct pgpipe_fault fault;   /* RAMEX_WRITER_FAULT (pgpipe.h), tests */
 	uint64_t nbatch;             /* batches sent, for the fault hook */
 	struct wpipe_batch *cf, *of; /* in flight: committing, open */
+	bool retry; /* the last batch that failed by itself may run again */
 };
 
 /* A batch made ready to gather (cmds kept; ok true, the rest cleared). */

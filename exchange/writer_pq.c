@@ -73,6 +73,12 @@ static bool pq_result(PGconn *c, struct wpipe_res *out, bool *lost)
 		snprintf(out->msg, sizeof out->msg, "%s",
 		         PQresultErrorMessage(r));
 		out->lost = db_result_lost(c, r);
+		/* the unique keys of 0002_markets_orders.sql that another
+		 * ramexd on the database may have committed first */
+		const char *k = PQresultErrorField(r, PG_DIAG_CONSTRAINT_NAME);
+		out->key_taken = strcmp(out->state, "23505") == 0 && k &&
+		                 (strcmp(k, "idempotency_pkey") == 0 ||
+		                  strcmp(k, "orders_client_id") == 0);
 	}
 	PQclear(r);
 	return true;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "exchange/events_db.h"
 #include "exchange/writer.h"
 
 /* --- names (writer.h) ------------------------------------------------ */
@@ -347,6 +348,18 @@ static void orow_upd(struct rows_cols *upd, const struct rows_order *r,
 	upd->rows++;
 }
 
+void rows_event_cols(struct rows_cols *cs, const struct rows_batch *b,
+                     const struct rows_event *e)
+{
+	rows_col_s(cs, 0, e->type);
+	rows_col_i(cs, 1, e->a);
+	rows_col_i(cs, 2, e->ta);
+	rows_col_i(cs, 3, e->b);
+	rows_col_i(cs, 4, e->tb);
+	rows_col_s(cs, 5, b->pubtext.p + e->off);
+	cs->rows++;
+}
+
 void rows_order_cols(struct rows_cols *ins, struct rows_cols *upd,
                      const struct rows_order *r)
 {
@@ -603,6 +616,9 @@ const struct rows_stmt rows_stmts[ROWS_NSTMT] = {
                   "UPDATE markets m SET seq = u.seq FROM unnest($1::bigint[], "
                   "$2::bigint[]) AS u(id, seq) WHERE m.id = u.id",
                   2, true},
+    /* late: it locks event_head until the batch commits (events_db.h), so
+     * it waits for the batch before, never holds it up */
+    [ROWS_EVENTS] = {"w_events", EVENTS_DB_INSERT_SQL, 6, true},
     [ROWS_IDEM] =
         {"w_idem",
          "INSERT INTO idempotency (scope, key, request_sha, status, response) "

@@ -87,7 +87,8 @@ struct rows_contract {
 	rx_time_ns now;
 };
 
-/* An event to publish once the batch commits. */
+/* An event to publish once the batch commits (or, shared, to write in it:
+ * rows_event_cols). */
 struct rows_event {
 	const char *type;
 	int64_t a, ta, b, tb;
@@ -194,6 +195,7 @@ enum rows_stmt_id {
 	ROWS_INS_TRADES,
 	ROWS_INS_CONTRACTS,
 	ROWS_SEQ,
+	ROWS_EVENTS, /* shared = 1 only: the events, in their batch (events_db.h) */
 	ROWS_IDEM,
 	ROWS_NSTMT
 };
@@ -211,6 +213,9 @@ void rows_col_s(struct rows_cols *cs, int k, const char *v); /* NULL: NULL */
 /* Closes the arrays and hands them out as the statement's parameters (the
  * caller frees them); n columns. */
 void rows_cols_take(struct rows_cols *cs, int n, char **out);
+/* An event's row (ROWS_EVENTS), its text in b->pubtext. */
+void rows_event_cols(struct rows_cols *cs, const struct rows_batch *b,
+                     const struct rows_event *e);
 /* An order's row: into `ins` when new, else into `upd` */
 void rows_order_cols(struct rows_cols *ins, struct rows_cols *upd,
                      const struct rows_order *r);

@@ -44,48 +44,16 @@
 
 /* --- the test's PostgreSQL ------------------------------------------------ */
 
-static int pg_ctl(const char *args)
-{
-	const char *host = getenv("PGHOST"), *bin = getenv("PGBIN");
-	char cmd[1024];
-	ck_assert_msg(host && bin, "PGHOST and PGBIN unset: run through make");
-	snprintf(cmd, sizeof cmd, "%s%s/pg_ctl -D %s/data %s >/dev/null 2>&1",
-	         getuid() == 0 ? "runuser -u postgres -- " : "", bin, host,
-	         args);
-	return system(cmd);
-}
-
-static bool pg_running(void)
-{
-	return pg_ctl("status") == 0;
-}
-
 static void pg_stop_now(void)
 {
-	ck_assert_int_eq(pg_ctl("-m immediate -w stop"), 0);
+	ck_assert_int_eq(testdb_pg_stop_now(), 0);
 }
 
 static void pg_start(void)
 {
-	const char *host = getenv("PGHOST"), *port = getenv("PGPORT");
-	char args[768];
-	ck_assert_msg(port, "PGPORT unset");
-	if (pg_running())
-		return;
-	/* as scripts/pg.sh starts it; but while it was stopped, another
-	 * program on this machine may have taken its TCP port (as the local
-	 * end of a connection): then it serves its unix socket only, which
-	 * is what the tests use (PGHOST is its directory) */
-	for (int tries = 0; tries < 4; tries++) {
-		snprintf(args, sizeof args,
-		         "-l %s/log -w -t 60 -o \"-k %s -c listen_addresses=%s "
-		         "-p %s -c max_connections=200\" start",
-		         host, host, tries < 3 ? "127.0.0.1" : "''", port);
-		if (pg_ctl(args) == 0)
-			return;
-		usleep(500000);
-	}
-	ck_abort_msg("could not start PostgreSQL again; see %s/log", host);
+	ck_assert_msg(testdb_pg_start() == 0,
+	              "could not start PostgreSQL again; see %s/log",
+	              getenv("PGHOST"));
 }
 
 static int64_t mono_ms(void)

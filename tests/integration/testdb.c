@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static PGconn *admin_connect(void)
 {
@@ -84,4 +85,48 @@ void testdb_run(const char *conninfo, const char *sql)
 	}
 	PQclear(r);
 	PQfinish(c);
+}
+
+int testdb_pg_ctl(const char *args)
+{
+	const char *host = getenv("PGHOST"), *bin = getenv("PGBIN");
+	char cmd[1024];
+	if (!host || !bin) {
+		fprintf(stderr, "testdb: PGHOST and PGBIN unset: run the tests "
+		                "through `make check`\n");
+		return -1;
+	}
+	snprintf(cmd, sizeof cmd, "%s%s/pg_ctl -D %s/data %s >/dev/null 2>&1",
+	         getuid() == 0 ? "runuser -u postgres -- " : "", bin, host,
+	         args);
+	return system(cmd);
+}
+
+int testdb_pg_stop_now(void)
+{
+	return testdb_pg_ctl("-m immediate -w stop") == 0 ? 0 : -1;
+}
+
+int testdb_pg_start(void)
+{
+	const char *host = getenv("PGHOST"), *port = getenv("PGPORT");
+	char args[768];
+	if (!host || !port)
+		return -1;
+	if (testdb_pg_ctl("status") == 0)
+		return 0;
+	/* as scripts/pg.sh starts it; but while it was stopped, another
+	 * program on this machine may have taken its TCP port (as the local
+	 * end of a connection): then it serves its unix socket only, which
+	 * is what the tests use (PGHOST is its directory) */
+	for (int tries = 0; tries < 4; tries++) {
+		snprintf(args, sizeof args,
+		         "-l %s/log -w -t 60 -o \"-k %s -c listen_addresses=%s "
+		         "-p %s -c max_connections=200\" start",
+		         host, host, tries < 3 ? "127.0.0.1" : "''", port);
+		if (testdb_pg_ctl(args) == 0)
+			return 0;
+		usleep(500000);
+	}
+	return -1;
 }

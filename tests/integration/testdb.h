@@ -28,4 +28,14 @@ long testdb_scalar_at(const char *conninfo, const char *sql);
  * connection of its own to `conninfo`; aborts on error. */
 void testdb_run(const char *conninfo, const char *sql);
 
+/* The run's PostgreSQL itself, for the tests that stop it under ramexd
+ * (test_outage, test_shared): pg_ctl with `args` on its data directory
+ * (PGHOST, PGBIN), as its owner; pg_ctl's exit status. */
+int testdb_pg_ctl(const char *args);
+/* Stops it at once (`-m immediate`, waiting until it is down); 0 or -1. */
+int testdb_pg_stop_now(void);
+/* Starts it again as scripts/pg.sh did, unless it runs; 0, or -1 (its
+ * log is $PGHOST/log). */
+int testdb_pg_start(void);
+
 #endif

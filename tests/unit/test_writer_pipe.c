@@ -47,6 +47,7 @@
 enum fault {
 	F_NONE,
 	F_INSERT_REFUSED,    /* the orders' INSERT answers 23505 */
+	F_KEY_TAKEN,         /* 23505 on a key another writer committed */
 	F_IDLE_CLOSED,       /* closed before the batch is sent */
 	F_LOST_AT_COMMIT,    /* gone as COMMIT is sent: COMMIT never ran */
 	F_LOST_AFTER_COMMIT, /* COMMIT ran, its answer never came */
@@ -141,9 +142,10 @@ static void run(struct fconn *f, const char *what, const char *ids)
 		f->tx_open = false;
 	} else if (strcmp(what, "w_ins_orders") == 0) {
 		ck_assert(f->tx_open);
-		if (f->fault == F_INSERT_REFUSED) {
+		if (f->fault == F_INSERT_REFUSED || f->fault == F_KEY_TAKEN) {
 			f->tx_failed = true;
 			push(f, WPIPE_RES_ERROR, "23505");
+			f->q[f->nq - 1].key_taken = f->fault == F_KEY_TAKEN;
 			return;
 		}
 		/* the ids column, "{1,2,3}" */
@@ -346,6 +348,7 @@ static struct tw {
 	struct writer_cmd *ptrs[3][NCMD];
 	int ncmd;
 	int landed[NCMD];        /* times each command was answered */
+	bool retried[NCMD];      /* landed to run again (wpipe_batch.retry) */
 	uint64_t batch_of[NCMD]; /* the batch number it was sent in, 0: none */
 	uint64_t next_id;
 	int drops, commits;
@@ -430,6 +433,16 @@ static void h_land(void *ctx, struct wpipe_batch *pb)
 		t.landed[k]++;
 		t.batch_of[k] = pb->no;
 		ck_assert_int_ne(pb->cmds[i]->status, 0);
+		if (pb->retry) {
+			/* to run again: no failure's answer was set over the
+			 * one it was applied with; the writer would queue it
+			 * again, this one notes it */
+			ck_assert_int_eq(pb->cmds[i]->status, 201);
+			ck_assert(!pb->ok);
+			t.retried[k] = true;
+			rows_fail_cmd(pb->cmds[i], 409, "run-again", "again",
+			              "queued again");
+		}
 	}
 	if (!pb->ok)
 		t.need_rebuild = true;
@@ -775,15 +788,56 @@ START_TEST(failure_fails_the_open_batch_behind_it)
 }
 END_TEST
 
-START_TEST(lost_commit_fails_the_open_batch_unavailable)
+/* A key another writer committed first: the batch and those applied on
+ * top of it are not answered a failure but landed to run again, and what
+ * comes after them commits. */
+START_TEST(a_key_taken_runs_the_batch_again)
 {
-	tw_init(true, 2, F_LOST_AFTER_COMMIT, 1);
+	SETUP(2, F_KEY_TAKEN);
+	tw_run(10, 5);
+	check_invariants();
+	ck_assert_int_gt(batch_answers(2, 409, "run-again"), 0);
+	int retried = 0, failed = 0;
+	for (int k = 0; k < t.ncmd; k++) {
+		retried += t.retried[k];
+		failed += t.cmd[k].status >= 500;
+		if (t.retried[k])
+			ck_assert(!db[k + 1]);
+	}
+	ck_assert_int_eq(failed, 0);
+	ck_assert_int_ge(retried, 5);
+	ck_assert_int_gt(committed_after(2), 0);
+	ck_assert_int_eq(t.drops, 0);
+	tw_free();
+}
+END_TEST
+
+/* Overlap: batch 2 fails with `kind` while 3 is open behind it; then on
+ * to the end, and the invariants checked. */
+static void fail_with_one_open(enum fault kind)
+{
+	tw_init(true, 2, kind, 1);
 	tw_turn(3);
 	tw_turn(3);
 	tw_turn(3);
 	ck_assert(t.pipe.of && t.pipe.of->no == 3);
 	tw_run(4, 3);
 	check_invariants();
+}
+
+START_TEST(a_key_taken_runs_the_open_batch_again)
+{
+	fail_with_one_open(F_KEY_TAKEN);
+	ck_assert_int_gt(batch_answers(2, 409, "run-again"), 0);
+	ck_assert_int_gt(batch_answers(3, 409, "run-again"), 0);
+	ck_assert_int_gt(committed_after(3), 0);
+	tw_free();
+}
+END_TEST
+
+START_TEST(lost_commit_fails_the_open_batch_unavailable)
+{
+	fail_with_one_open(F_LOST_AFTER_COMMIT);
 	ck_assert_int_gt(batch_answers(2, 503, "outcome-unknown"), 0);
 	/* certainly not committed: rolled back on its own connection */
 	ck_assert_int_gt(batch_answers(3, 503, "database-unavailable"), 0);
@@ -808,6 +862,8 @@ int main(void)
 	tcase_add_loop_test(tc, stalled_answers_wait_then_commit, 0, 2);
 	tcase_add_test(tc, failure_fails_the_open_batch_behind_it);
 	tcase_add_test(tc, lost_commit_fails_the_open_batch_unavailable);
+	tcase_add_loop_test(tc, a_key_taken_runs_the_batch_again, 0, 2);
+	tcase_add_test(tc, a_key_taken_runs_the_open_batch_again);
 	suite_add_tcase(s, tc);
 	SRunner *r = srunner_create(s);
 	srunner_run_all(r, CK_NORMAL);
