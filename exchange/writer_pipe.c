@@ -234,6 +234,8 @@ static void finish_batch(struct wpipe *p, struct wpipe_batch *f)
 			 * order), so COMMIT did not run */
 			if (r.state[0] && !is_commit)
 				refused = true;
+			if (strcmp(r.state, "RX001") == 0)
+				f->fenced = true;
 			if (r.lost) {
 				lost = true; /* nothing more will come */
 				break;
@@ -282,13 +284,15 @@ enum fail_kind {
 	FAIL_UNAVAILABLE, /* not carried out: PostgreSQL is away (503) */
 	FAIL_UNKNOWN,     /* may have committed: retry to learn (503) */
 	FAIL_INTERNAL,    /* PostgreSQL refused it: a bug (500) */
+	FAIL_FENCED,      /* a market of it changed hands: not carried out */
 };
 
 static enum fail_kind fail_kind_of(const struct wpipe_batch *f)
 {
-	return f->unknown ? FAIL_UNKNOWN
-	       : f->down  ? FAIL_UNAVAILABLE
-	                  : FAIL_INTERNAL;
+	return f->unknown  ? FAIL_UNKNOWN
+	       : f->down   ? FAIL_UNAVAILABLE
+	       : f->fenced ? FAIL_FENCED
+	                   : FAIL_INTERNAL;
 }
 
 static const char *cmd_what(const struct writer_cmd *c)
@@ -319,6 +323,15 @@ static void fail_all(struct writer_cmd **cmds, int n, enum fail_kind kind)
 			    "this command was not carried out; retry with "
 			    "the same Idempotency-Key or client_order_id "
 			    "after a few seconds");
+		else if (kind == FAIL_FENCED)
+			rows_fail_cmd(
+			    c, 503, "market-unavailable",
+			    "market changed hands",
+			    "another exchange instance took over a market of "
+			    "the batch holding this command, so nothing of it "
+			    "was carried out; retry with the same "
+			    "Idempotency-Key or client_order_id after a few "
+			    "seconds (you may be sent to the new owner)");
 		else if (kind == FAIL_UNKNOWN && c->kind == WR_NEW)
 			rows_fail_cmd(
 			    c, 503, "outcome-unknown", "outcome unknown",
@@ -355,12 +368,13 @@ bool wpipe_down(const struct wpipe *p)
 }
 
 /* Fails f, which was applied on top of a batch that did not commit. */
-static void fail_after(struct wpipe_batch *f, bool down)
+static void fail_after(struct wpipe *p, struct wpipe_batch *f, bool down)
 {
 	if (!f->ok)
 		return;
 	f->ok = false;
 	f->down = down;
+	f->fenced = p->fenced; /* answered as the one before it */
 	snprintf(f->err, sizeof f->err,
 	         "the batch before it was not committed");
 }
@@ -409,6 +423,8 @@ static bool advance(struct wpipe *p, struct wpipe_batch **gp)
 	struct wpipe_batch *c = p->cf, *o = p->of;
 	finish_batch(p, c);
 	bool ok = c->ok;
+	if (!ok)
+		p->fenced = c->fenced;
 	bool down = c->down || wpipe_down(p);
 	/* the next COMMIT goes out before this batch's answers */
 	if (o && ok)
@@ -425,7 +441,7 @@ static bool advance(struct wpipe *p, struct wpipe_batch **gp)
 	}
 	land(p, c);
 	if (o && !ok) {
-		fail_after(o, down);
+		fail_after(p, o, down);
 		finish_batch(p, o);
 		land(p, o);
 		p->cf = NULL;
@@ -448,14 +464,14 @@ void wpipe_turn(struct wpipe *p, struct wpipe_batch **gp, bool took)
 	 * 1 ms for it when no command came either. */
 	if (p->cf && p->pq->ready(p->cf->conn, took ? 0 : 1) &&
 	    !advance(p, &g) && g && g->n)
-		fail_after(g, wpipe_down(p));
+		fail_after(p, g, wpipe_down(p));
 	if (!g) { /* advance sent it */
 		*gp = NULL;
 		return;
 	}
 	if (g->n && !g->ok) {
 		if (!wpipe_drain(p))
-			fail_after(g, wpipe_down(p));
+			fail_after(p, g, wpipe_down(p));
 		land(p, g);
 		*gp = NULL;
 	} else if (may_send(p, g)) {

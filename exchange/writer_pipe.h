@@ -142,6 +142,9 @@ struct wpipe_batch {
 	bool unknown;     /* the connection was lost after its COMMIT was sent
 	                   * and before its answer came: it may have committed */
 	bool pause; /* PostgreSQL unusable: wait a little before the next */
+	/* refused by its fence (RX001, schema/0017): another instance took
+	 * a market it touches */
+	bool fenced;
 	struct timespec t0; /* sent (CLOCK_MONOTONIC) */
 	char err[512];
 };
@@ -171,6 +174,7 @@ struct wpipe {
 	struct pgpipe_fault fault;   /* RAMEX_WRITER_FAULT (pgpipe.h), tests */
 	uint64_t nbatch;             /* batches sent, for the fault hook */
 	struct wpipe_batch *cf, *of; /* in flight: committing, open */
+	bool fenced;                 /* the last batch that failed was fenced */
 };
 
 /* A batch made ready to gather (cmds kept; ok true, the rest cleared). */
