@@ -87,10 +87,12 @@ $(call integration_test,test_outage,tests/integration/test_outage.c \
 $(BUILD)/san/bin/test_outage: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_outage: | $(BUILD)/san/bin/ramexd
 # Three ramexd on one database: markets owned, fenced, taken over.
+# The agent's client (node-agent/client.c) and ramexctl follow the 307.
 $(call integration_test,test_owners,tests/integration/test_owners.c \
-  $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
-$(BUILD)/san/bin/test_owners: | $(BUILD)/san/bin/ramexd
-$(BUILD)/bin/test_owners: | $(BUILD)/san/bin/ramexd
+  node-agent/client.c node-agent/http1.c node-agent/http1_io.c \
+  common/hostport.c $(RAMEXD_HARNESS),libcurl jansson libpq libssl libcrypto)
+$(BUILD)/san/bin/test_owners: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramexctl
+$(BUILD)/bin/test_owners: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramexctl
 RAMEXD_TEST_LIB := $(filter-out common/sign.c,$(RAMEXD_LIB))
 $(call integration_test,test_ramexd_api,tests/integration/test_ramexd_api.c \
   $(RAMEXD_HARNESS) $(RAMEXD_TEST_LIB),libcurl $(RAMEXD_PKGS))

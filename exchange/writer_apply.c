@@ -556,14 +556,19 @@ static void not_here(struct apply_books *bk, struct writer_cmd *c,
 	              : OWNER_UNKNOWN;
 	if (wh == OWNER_ELSEWHERE) {
 		snprintf(c->redirect, sizeof c->redirect, "%s", url);
-		rows_set_answer(
-		    c, 307,
-		    rows_problem(307, "not-owner", "market served elsewhere",
-		                 "market %s is served by the exchange instance "
-		                 "at %s: send the request there (Location); "
-		                 "the same Idempotency-Key or client_order_id "
-		                 "keeps it placed once",
-		                 name ? name : "of this order", url));
+		char *p = rows_problem(
+		    307, "not-owner", "market served elsewhere",
+		    "market %s is served by the exchange instance at %s: send "
+		    "the request there (Location); the same Idempotency-Key "
+		    "or client_order_id keeps it placed once",
+		    name ? name : "of this order", url);
+		/* the owner's base URL as a field too, for clients that do
+		 * not read headers (the agent's) */
+		json_t *pj = json_loads(p, 0, NULL);
+		free(p);
+		json_object_set_new(pj, "owner", json_string(url));
+		rows_set_answer(c, 307, json_dumps(pj, JSON_COMPACT));
+		json_decref(pj);
 	} else if (wh != OWNER_UNKNOWN) {
 		c->retry_after = true;
 		snprintf(why, sizeof why,

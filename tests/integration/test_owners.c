@@ -10,7 +10,8 @@
  *   1. routing: an order, a cancel and a book read sent to an instance
  *      that does not serve the market are answered 307 with the owner's
  *      Location, and followed there they are carried out once; a batch
- *      for markets of two instances is refused (409).
+ *      for markets of two instances is refused (409). The agent's client
+ *      (node-agent/client.c, signed) and ramexctl follow the 307.
  *   2. fencing: b's lock session is ended behind its back (b looks at it
  *      only every 60 s), c takes perm-2027; an order b still takes for
  *      perm-2027 must not commit (503: its batch's fence fails), and
@@ -24,6 +25,7 @@
  *      takeover time (docs/operations.md has the figures).
  */
 #include <check.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <libpq-fe.h>
 #include <pthread.h>
@@ -32,9 +34,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "node-agent/client.h"
 #include "tests/integration/ramexd_harness.h"
 #include "tests/integration/testdb.h"
 
@@ -194,6 +198,38 @@ static void book_equals_db(PGconn *c, int m)
 	              levels, PQntuples(d));
 	PQclear(d);
 	rxh_resp_free(&r);
+}
+
+/* ramexctl (the sanitizer build when there is one) with argv against
+ * instance e; its exit status. */
+static int ramexctl(int e, const char *token, const char *const *args)
+{
+	char bin[512], url[64], tok[120];
+	const char *b = getenv("RAMEX_BUILD");
+	snprintf(bin, sizeof bin, "%s/san/bin/ramexctl", b && *b ? b : "build");
+	if (access(bin, X_OK) != 0)
+		snprintf(bin, sizeof bin, "%s/bin/ramexctl",
+		         b && *b ? b : "build");
+	snprintf(url, sizeof url, "RAMEX_URL=http://127.0.0.1:%d",
+	         inst[e].port);
+	snprintf(tok, sizeof tok, "RAMEX_TOKEN=%s", token);
+	const char *argv[24] = {bin};
+	int n = 1;
+	for (; args[n - 1] && n < 23; n++)
+		argv[n] = args[n - 1];
+	argv[n] = NULL;
+	char *const envp[] = {url, tok, "HOME=/nonexistent", NULL};
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_WRONLY);
+		dup2(devnull, 1);
+		execve(bin, (char *const *)argv, envp);
+		_exit(127);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 /* --- the stream of part 3 ------------------------------------------------ */
@@ -370,6 +406,40 @@ START_TEST(markets_owned_fenced_and_taken_over)
 	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM orders WHERE "
 	                                  "client_order_id LIKE 'route-%'"),
 	                 9);
+	/* the agent's client, pointed at c, places a spot sell (a's): it
+	 * follows the 307, signed again for a */
+	char url[64], err[256];
+	snprintf(url, sizeof url, "http://127.0.0.1:%d", inst[2].port);
+	struct client *cl =
+	    client_new(url, w.key_a, w.secret_a, NULL, err, sizeof err);
+	ck_assert_msg(cl, "%s", err);
+	json_t *ob = json_pack("{s:s,s:s,s:i,s:i,s:s}", "market", "spot",
+	                       "side", "sell", "pages", 256, "price", 910000,
+	                       "client_order_id", "agent-1");
+	struct client_resp cr;
+	ck_assert_msg(client_call(cl, "POST", "/v1/orders", ob, "agent-1-key",
+	                          &cr, err, sizeof err) == 0,
+	              "%s", err);
+	ck_assert_msg(cr.status == 201, "the agent's order: %ld %s", cr.status,
+	              cr.detail);
+	client_resp_clear(&cr);
+	json_decref(ob);
+	client_free(cl);
+	/* ramexctl, pointed at a, places a perm-2027 sell (b's) */
+	char acct[24];
+	snprintf(acct, sizeof acct, "%lld", (long long)w.node_a);
+	const char *const ctl_args[] = {
+	    "orders",    "place",   "--market", "perm-2027", "--side",
+	    "sell",      "--pages", "256",      "--price",   "920000",
+	    "--account", acct,      NULL};
+	ck_assert_int_eq(ramexctl(0, w.trader_token, ctl_args), 0);
+	ck_assert_int_eq(
+	    testdb_scalar(c, "SELECT count(*) FROM orders o JOIN markets m ON "
+	                     "m.id = o.market_id WHERE (m.name = 'spot' AND "
+	                     "o.client_order_id = 'agent-1') OR (m.name = "
+	                     "'perm-2027' AND o.price = 920000)"),
+	    2);
+
 	/* a batch for markets of two instances is refused whole */
 	snprintf(body, sizeof body,
 	         "{\"orders\":[{\"market\":\"spot\",\"account_id\":%lld,"
