@@ -303,16 +303,33 @@ static int relock(struct owner *ow, char *err, size_t errlen)
 	pgarr_free(&a);
 	if (!r)
 		return -1;
+	int64_t gone[OWNER_MAX_MARKETS];
+	int ngone = 0;
 	pthread_mutex_lock(&ow->mu);
 	for (int i = 0; i < PQntuples(r); i++) {
 		int k = held_find(ow, db_int(r, i, 0));
 		if (k >= 0)
 			ow->locked[k] = true;
 	}
+	/* another session holds the lock: an instance taking the market
+	 * over (whose UPDATE of the epoch waits for this one's batches, and
+	 * could wait for ever while they keep coming), or this instance's
+	 * own old session not yet ended by PostgreSQL. Either way, stop
+	 * serving it now; it is taken again once free. */
+	for (int i = ow->nheld - 1; i >= 0; i--)
+		if (!ow->locked[i]) {
+			gone[ngone++] = ow->held[i].id;
+			held_drop(ow, ow->held[i].id);
+		}
 	pthread_mutex_unlock(&ow->mu);
 	if (PQntuples(r))
 		log_info("markets locked again", "markets=%d", PQntuples(r));
 	PQclear(r);
+	for (int i = 0; i < ngone; i++) {
+		log_error("market locked by another session: given up",
+		          "market_id=%lld", (long long)gone[i]);
+		tell_writer(ow, gone[i], 0);
+	}
 	return 0;
 }
 
