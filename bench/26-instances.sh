@@ -38,13 +38,6 @@ done
 kill "$pid"; wait "$pid" 2>/dev/null
 
 markets=(spot perm-2030 perm-2031)
-cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-cpu_pg() {
-  local pm t=0 p
-  pm=$(head -n 1 "$PGHOST/data/postmaster.pid" 2>/dev/null) || { echo 0; return; }
-  for p in $pm $(pgrep -P "$pm"); do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done
-  echo "$t"
-}
 # which markets instance K of N serves
 serves() {
   case $2 in
@@ -79,10 +72,10 @@ for n in 1 2 3; do
     if [[ $m == spot ]]; then acct=$buy tok=$trader; else acct=$opacct tok=$op; fi
     targets+="${targets:+,}${ports[$((k - 1))]}/$m/$acct/$tok"
   done
-  rx0=0; for p in "${pids[@]}"; do rx0=$((rx0 + $(cpu_of "$p"))); done
+  rx0=0; for p in "${pids[@]}"; do rx0=$((rx0 + $(cpu_rx "$p"))); done
   pg0=$(cpu_pg)
   out=$(RAMEX_LOADGEN_TARGETS=$targets "$loadgen" http 0 "$trader" "$sell" "$buy" "$conns" "$secs")
-  rx1=0; for p in "${pids[@]}"; do rx1=$((rx1 + $(cpu_of "$p"))); done
+  rx1=0; for p in "${pids[@]}"; do rx1=$((rx1 + $(cpu_rx "$p"))); done
   pg1=$(cpu_pg)
   echo "$n instance(s):"
   echo "$out"

@@ -251,6 +251,24 @@ static int connect_lock(struct owner *ow, char *err, size_t errlen)
 	return 0;
 }
 
+/* Tries the lock of every market of the array literal `ids`: the rows of
+ * those now held by the session (their ids), or NULL with err set. */
+static PGresult *try_locks(struct owner *ow, const char *ids, char *err,
+                           size_t errlen)
+{
+	char cls[16];
+	snprintf(cls, sizeof cls, "%d", OWNER_LOCK_CLASS);
+	const char *pv[] = {ids, cls};
+	if (!ids) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	return db_exec(ow->c, PGRES_TUPLES_OK,
+	               "SELECT id FROM unnest($1::bigint[]) AS id WHERE "
+	               "pg_try_advisory_lock($2::int, id::int)",
+	               2, pv, err, errlen);
+}
+
 /* The lock session is gone, and its locks with it. The markets held are
  * kept: nobody can have written to them unless it took them, and a take
  * bumps the epoch, which fails the writer's next batch (its fence) and
@@ -291,15 +309,7 @@ static int relock(struct owner *ow, char *err, size_t errlen)
 		pgarr_free(&a);
 		return 0;
 	}
-	char cls[16];
-	snprintf(cls, sizeof cls, "%d", OWNER_LOCK_CLASS);
-	const char *pv[] = {pgarr_text(&a), cls};
-	PGresult *r = pv[0] ? db_exec(ow->c, PGRES_TUPLES_OK,
-	                              "SELECT id FROM unnest($1::bigint[]) AS "
-	                              "id WHERE pg_try_advisory_lock($2::int, "
-	                              "id::int)",
-	                              2, pv, err, errlen)
-	                    : NULL;
+	PGresult *r = try_locks(ow, pgarr_text(&a), err, errlen);
 	pgarr_free(&a);
 	if (!r)
 		return -1;
@@ -384,19 +394,7 @@ static int take(struct owner *ow, const int64_t *ids, int n, char *err,
 	struct pgarr a = {0};
 	for (int i = 0; i < n; i++)
 		pgarr_i64(&a, ids[i]);
-	char cls[16];
-	snprintf(cls, sizeof cls, "%d", OWNER_LOCK_CLASS);
-	const char *ap = pgarr_text(&a);
-	if (!ap) {
-		pgarr_free(&a);
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	const char *pv1[] = {ap, cls};
-	PGresult *r = db_exec(ow->c, PGRES_TUPLES_OK,
-	                      "SELECT id FROM unnest($1::bigint[]) AS id WHERE "
-	                      "pg_try_advisory_lock($2::int, id::int)",
-	                      2, pv1, err, errlen);
+	PGresult *r = try_locks(ow, pgarr_text(&a), err, errlen);
 	pgarr_free(&a);
 	if (!r)
 		return -1;
@@ -428,6 +426,8 @@ static int take(struct owner *ow, const int64_t *ids, int n, char *err,
 	if (!r) {
 		/* not taken after all: let the locks go (when the session
 		 * still works) so that another may */
+		char cls[16];
+		snprintf(cls, sizeof cls, "%d", OWNER_LOCK_CLASS);
 		const char *pv3[] = {gp ? gp : "{}", cls};
 		char e2[256];
 		PGresult *u =
@@ -463,6 +463,34 @@ static int take(struct owner *ow, const int64_t *ids, int n, char *err,
 	return n2;
 }
 
+/* Writes the URL to the rows of the markets held (under cmu, with the
+ * session up); left to the next round when that fails. */
+static void write_url(struct owner *ow)
+{
+	char err[256], url[OWNER_URL_MAX];
+	struct pgarr held = {0};
+	pthread_mutex_lock(&ow->mu);
+	for (int i = 0; i < ow->nheld; i++)
+		pgarr_i64(&held, ow->held[i].id);
+	snprintf(url, sizeof url, "%s", ow->url);
+	ow->url_dirty = false;
+	pthread_mutex_unlock(&ow->mu);
+	const char *pv[] = {pgarr_text(&held), url, ow->instance};
+	PGresult *r = pv[0] ? db_exec(ow->c, PGRES_COMMAND_OK,
+	                              "UPDATE market_owners SET url = $2 WHERE "
+	                              "market_id = ANY($1::bigint[]) AND "
+	                              "instance = $3",
+	                              3, pv, err, sizeof err)
+	                    : NULL;
+	if (!r) {
+		pthread_mutex_lock(&ow->mu);
+		ow->url_dirty = true;
+		pthread_mutex_unlock(&ow->mu);
+	}
+	PQclear(r);
+	pgarr_free(&held);
+}
+
 /* One round: the session checked (and made again after a loss), the
  * routing table read, the URL written, the free markets wanted taken.
  * Under cmu. */
@@ -487,36 +515,15 @@ static void round_once(struct owner *ow)
 	pthread_mutex_unlock(&ow->mu);
 	pthread_mutex_lock(&ow->mu);
 	bool dirty = ow->url_dirty && ow->nheld > 0;
-	char url[OWNER_URL_MAX];
-	snprintf(url, sizeof url, "%s", ow->url);
-	struct pgarr held = {0};
-	for (int i = 0; i < ow->nheld; i++)
-		pgarr_i64(&held, ow->held[i].id);
 	int64_t ids[OWNER_MAX_MARKETS];
 	int n = 0;
 	for (int i = 0; i < ow->nmap; i++)
 		if (!ow->map[i].here && held_find(ow, ow->map[i].id) < 0 &&
 		    wanted(ow, ow->map[i].name))
 			ids[n++] = ow->map[i].id;
-	ow->url_dirty = false;
 	pthread_mutex_unlock(&ow->mu);
-	if (dirty) {
-		const char *pv[] = {pgarr_text(&held), url, ow->instance};
-		PGresult *r =
-		    pv[0] ? db_exec(ow->c, PGRES_COMMAND_OK,
-		                    "UPDATE market_owners SET url = $2 WHERE "
-		                    "market_id = ANY($1::bigint[]) AND "
-		                    "instance = $3",
-		                    3, pv, err, sizeof err)
-		          : NULL;
-		if (!r) {
-			pthread_mutex_lock(&ow->mu);
-			ow->url_dirty = true;
-			pthread_mutex_unlock(&ow->mu);
-		}
-		PQclear(r);
-	}
-	pgarr_free(&held);
+	if (dirty)
+		write_url(ow);
 	if (n && take(ow, ids, n, err, sizeof err) < 0) {
 		log_warn("could not take markets", "err=\"%s\"", err);
 		if (db_broken(ow->c)) {
@@ -655,30 +662,8 @@ void owner_set_url(struct owner *ow, const char *url)
 	/* written now rather than at the next round: until then the other
 	 * instances cannot send anyone here */
 	pthread_mutex_lock(&ow->cmu);
-	if (ow->c && PQstatus(ow->c) == CONNECTION_OK) {
-		char e[256];
-		pthread_mutex_lock(&ow->mu);
-		struct pgarr held = {0};
-		for (int i = 0; i < ow->nheld; i++)
-			pgarr_i64(&held, ow->held[i].id);
-		ow->url_dirty = false;
-		pthread_mutex_unlock(&ow->mu);
-		const char *pv[] = {pgarr_text(&held), url, ow->instance};
-		PGresult *r =
-		    pv[0] ? db_exec(ow->c, PGRES_COMMAND_OK,
-		                    "UPDATE market_owners SET url = $2 WHERE "
-		                    "market_id = ANY($1::bigint[]) AND "
-		                    "instance = $3",
-		                    3, pv, e, sizeof e)
-		          : NULL;
-		if (!r) {
-			pthread_mutex_lock(&ow->mu);
-			ow->url_dirty = true;
-			pthread_mutex_unlock(&ow->mu);
-		}
-		PQclear(r);
-		pgarr_free(&held);
-	}
+	if (ow->c && PQstatus(ow->c) == CONNECTION_OK)
+		write_url(ow);
 	pthread_mutex_unlock(&ow->cmu);
 }
 
