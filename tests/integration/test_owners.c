@@ -564,11 +564,41 @@ START_TEST(markets_owned_fenced_and_taken_over)
 }
 END_TEST
 
+/* A `markets` or `advertise_url` that cannot be used stops ramexd at
+ * start, saying which (before it touches the database). */
+START_TEST(bad_ownership_settings_stop_ramexd)
+{
+	static const char *const bad[][2] = {
+	    {"--markets=spot,fish", "'fish' is not one"},
+	    {"--markets=", "markets is empty"},
+	    {"--markets=perm-27", "'perm-27' is not one"},
+	    {"--advertise_url=10.0.0.5:8080", "advertise_url must start"},
+	};
+	const char *b = getenv("RAMEX_BUILD");
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		char cmd[1024], out[8192] = "";
+		snprintf(cmd, sizeof cmd,
+		         "ASAN_OPTIONS=detect_leaks=0 %s/san/bin/ramexd "
+		         "--db='dbname=ramex_t_none host=/nonexistent' "
+		         "--listen=127.0.0.1:0 '%s' 2>&1",
+		         b && *b ? b : "build", bad[i][0]);
+		FILE *p = popen(cmd, "r");
+		size_t n = fread(out, 1, sizeof out - 1, p);
+		out[n] = 0;
+		int st = pclose(p);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 0,
+		              "%s: ramexd started: %s", bad[i][0], out);
+		ck_assert_msg(strstr(out, bad[i][1]), "%s: %s", bad[i][0], out);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("owners");
 	TCase *tc = tcase_create("owners");
 	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, bad_ownership_settings_stop_ramexd);
 	tcase_add_test(tc, markets_owned_fenced_and_taken_over);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
