@@ -611,7 +611,7 @@ struct owner *owner_new(const struct owner_opts *o, char *err, size_t errlen)
 	pthread_cond_init(&ow->scv, &a);
 	pthread_condattr_destroy(&a);
 	if (connect_lock(ow, err, errlen) < 0 || refresh(ow, err, errlen) < 0) {
-		owner_stop(ow);
+		owner_free(ow);
 		return NULL;
 	}
 	int64_t ids[OWNER_MAX_MARKETS];
@@ -620,7 +620,7 @@ struct owner *owner_new(const struct owner_opts *o, char *err, size_t errlen)
 		if (wanted(ow, ow->map[i].name))
 			ids[n++] = ow->map[i].id;
 	if (n && take(ow, ids, n, err, errlen) < 0) {
-		owner_stop(ow);
+		owner_free(ow);
 		return NULL;
 	}
 	log_info("markets", "instance=%s wanted=%s held=%d of=%d", ow->instance,
@@ -749,15 +749,21 @@ void owner_lost(struct owner *ow, int64_t id)
 
 void owner_stop(struct owner *ow)
 {
+	if (!ow || !ow->running)
+		return;
+	pthread_mutex_lock(&ow->smu);
+	ow->stopping = true;
+	pthread_cond_signal(&ow->scv);
+	pthread_mutex_unlock(&ow->smu);
+	pthread_join(ow->th, NULL);
+	ow->running = false;
+}
+
+void owner_free(struct owner *ow)
+{
 	if (!ow)
 		return;
-	if (ow->running) {
-		pthread_mutex_lock(&ow->smu);
-		ow->stopping = true;
-		pthread_cond_signal(&ow->scv);
-		pthread_mutex_unlock(&ow->smu);
-		pthread_join(ow->th, NULL);
-	}
+	owner_stop(ow);
 	if (ow->c)
 		PQfinish(ow->c);
 	pthread_mutex_destroy(&ow->cmu);

@@ -87,7 +87,12 @@ bool owner_holds_all(struct owner *ow);
 int owner_claim(struct owner *ow, int64_t id, const char *name, int64_t *epoch);
 /* The writer found it fenced (another instance took it): forget it. */
 void owner_lost(struct owner *ow, int64_t id);
-/* Stops the thread; the locks go with the session. NULL is fine. */
+/* Stops the thread (it tells the writer nothing more); the locks stay
+ * held until owner_free, so that the writer can finish its batches first.
+ * NULL is fine. */
 void owner_stop(struct owner *ow);
+/* Stops the thread and ends the lock session: the markets are free for
+ * the other instances. NULL is fine. */
+void owner_free(struct owner *ow);
 
 #endif

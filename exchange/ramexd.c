@@ -401,10 +401,12 @@ out_writer:
 	billing_stop(app->billing);           /* NULL when never started */
 	contracts_timer_stop(app->contracts); /* NULL when never started */
 	owner_stop(app->owner); /* before the writer: it tells the writer */
-	app->owner = NULL;
 	writer_stop(app->writer);
+	/* the markets are let go once the writer has finished its batches */
+	owner_free(app->owner);
+	app->owner = NULL;
 out:
-	owner_stop(app->owner);
+	owner_free(app->owner);
 	auth_free(app->auth);
 	seal_free(app->seal);
 	if (app->reports != app->pool)
