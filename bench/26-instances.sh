@@ -10,6 +10,7 @@
 # CPU an order beside the rate shows what they cost or save.
 #
 #   RAMEX_BENCH_SECONDS (10)  RAMEX_BENCH_CONNS (128)
+#   RAMEX_BENCH_INSTANCES ("1 2 3": the runs, in that order)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${RAMEX_BUILD:-$ROOT/build}
@@ -35,9 +36,13 @@ for m in perm-2030 perm-2031; do
   api POST /v1/markets "$op" "{\"name\":\"$m\",\"tick\":1000,\"lot\":256,\"min_pages\":256,\"max_pages\":1048576,\"price_min\":0,\"price_max\":1000000000,\"notice_period_s\":0,\"breach_penalty\":0,\"delivery_deadline_s\":600}" >/dev/null \
     || { echo "26-instances: could not create $m"; exit 1; }
 done
+markets=(spot perm-2030 perm-2031)
+# a first load, not reported: the first seconds on a fresh cluster are
+# slower (measured here: a third), which would count against 1 instance
+RAMEX_LOADGEN_TARGETS="$port/spot/$buy/$trader,$port/perm-2030/$opacct/$op,$port/perm-2031/$opacct/$op" \
+  "$loadgen" http 0 "$trader" "$sell" "$buy" "$conns" 3 >/dev/null
 kill "$pid"; wait "$pid" 2>/dev/null
 
-markets=(spot perm-2030 perm-2031)
 # which markets instance K of N serves
 serves() {
   case $2 in
@@ -47,7 +52,7 @@ serves() {
   esac
 }
 echo "loopback, $(nproc) cores, fsync and synchronous_commit on, ${secs} s each, $conns connections over 3 markets; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-for n in 1 2 3; do
+for n in ${RAMEX_BENCH_INSTANCES:-1 2 3}; do
   pids=() ports=()
   for k in $(seq "$n"); do
     mkdir -p "$work/i$k"
@@ -84,3 +89,30 @@ for n in 1 2 3; do
     'BEGIN {if (n > 0) printf "  CPU per acknowledged order: ramexd %.0f us (all instances), PostgreSQL %.0f us (load average after: %s)\n", rx * 1e6 / t / n, pg * 1e6 / t / n, la}'
   for p in "${pids[@]}"; do kill "$p"; wait "$p" 2>/dev/null; done
 done
+
+# Takeover: i1 serves spot, i2 everything else and whatever nobody serves
+# (own_poll_ms at its default); i1 is killed with -9, and the time until
+# i2 serves spot's book is measured (the release build, no load).
+pids=() ports=()
+for k in 1 2; do
+  mkdir -p "$work/t$k"
+  [[ $k == 1 ]] && want=spot || want=all
+  bench_ramexd 26-instances "$work/t$k" --log_level=warn --instance="t$k" --markets="$want"
+  pids+=("$pid") ports+=("$port")
+  sleep 0.5
+done
+owner() { psql -qtA -d "$db" -c "SELECT o.instance FROM market_owners o JOIN markets m ON m.id = o.market_id WHERE m.name = 'spot'"; }
+[[ $(owner) == t1 ]] || { echo "26-instances: spot is not t1's"; exit 1; }
+ms() { date +%s%3N; }
+t0=$(ms)
+kill -9 "${pids[0]}"; wait "${pids[0]}" 2>/dev/null
+taken= served=
+for _ in $(seq 500); do
+  [[ -z $taken && $(owner) == t2 ]] && taken=$(($(ms) - t0))
+  if [[ -n $taken ]] && curl -sf -o /dev/null -H "Authorization: Bearer $trader" "http://127.0.0.1:${ports[1]}/v1/markets/spot/book"; then
+    served=$(($(ms) - t0)); break
+  fi
+  sleep 0.01
+done
+echo "takeover (own_poll_ms 500): spot taken by the other instance ${taken:-?} ms after kill -9 of its owner, its book served ${served:-?} ms after (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
+kill "${pids[1]}"; wait "${pids[1]}" 2>/dev/null
