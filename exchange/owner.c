@@ -18,6 +18,7 @@
 
 #include "common/log.h"
 #include "exchange/db.h"
+#include "exchange/metrics.h"
 #include "exchange/pgarr.h"
 #include "exchange/writer.h"
 
@@ -292,8 +293,7 @@ static void session_lost(struct owner *ow, const char *why)
 }
 
 /* Locks again the markets held whose lock the session lost; those another
- * session holds stay unlocked (tried again next round). -1 when the
- * session failed. */
+ * session holds are given up (below). -1 when the session failed. */
 static int relock(struct owner *ow, char *err, size_t errlen)
 {
 	struct pgarr a = {0};
@@ -457,6 +457,7 @@ static int take(struct owner *ow, const int64_t *ids, int n, char *err,
 		pthread_mutex_unlock(&ow->mu);
 		log_info("market taken", "market_id=%lld epoch=%lld",
 		         (long long)id, (long long)ep);
+		metrics_market_taken();
 		tell_writer(ow, id, ep);
 	}
 	PQclear(r);

@@ -403,6 +403,8 @@ static void land(void *ctx, struct wpipe_batch *pb)
 		answer(pb->cmds, pb->n);
 		publish(w, &f->b);
 	} else {
+		if (pb->fenced)
+			metrics_batch_fenced();
 		if (!pb->pause) {
 			w->bk.need_rebuild = true;
 			log_error(pb->unknown ? "batch outcome unknown"

@@ -14,6 +14,7 @@
 #include "exchange/auth.h"
 #include "exchange/core/contract.h"
 #include "exchange/db.h"
+#include "exchange/metrics.h"
 #include "exchange/pgarr.h"
 #include "exchange/writer.h"
 
@@ -246,6 +247,7 @@ int apply_load(struct apply_books *bk, PGconn *c, char *err, size_t errlen)
 	PQclear(r);
 	r = NULL;
 	log_info("books rebuilt", "markets=%d open_orders=%ld", bk->nm, n);
+	metrics_markets_served(bk->nm);
 	bk->need_rebuild = false;
 	return 0;
 fail:
@@ -1001,6 +1003,7 @@ void apply_create_market(struct apply_books *bk, PGconn **lconn,
 		bk->nm--;
 	}
 	log_info("market created", "name=%s here=%d", s->name, taken == 1);
+	metrics_markets_served(bk->nm);
 }
 
 void apply_own(struct apply_books *bk, struct writer_cmd *c)
@@ -1022,6 +1025,7 @@ void apply_own(struct apply_books *bk, struct writer_cmd *c)
 			if (bk->m[i].id == c->own_market) {
 				book_free(bk->m[i].book);
 				bk->m[i] = bk->m[--bk->nm];
+				metrics_markets_served(bk->nm);
 				break;
 			}
 		log_info("market given up", "market_id=%lld",

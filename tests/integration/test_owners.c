@@ -471,6 +471,11 @@ START_TEST(markets_owned_fenced_and_taken_over)
 	              "b, fenced out of perm-2027, answered %ld %s", st,
 	              r.body);
 	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    rxh_call(&inst[1], "GET", "/metrics", NULL, NULL, NULL, &r), 200);
+	ck_assert_msg(strstr(r.body, "\nramex_batches_fenced_total 1\n"),
+	              "b's metrics: %s", r.body);
+	rxh_resp_free(&r);
 	/* the retry reaches c once b has read who owns it now */
 	int64_t until = mono_ms() + 5000;
 	do {
