@@ -38,16 +38,7 @@ bench_ramexd 20-ramexd "$work" --max_connections=$((conns + 64)) --log_level=war
 
 bench_market 20-ramexd
 
-# CPU seconds (user + system) of ramexd and of every PostgreSQL process, from
-# /proc: what an order costs, which the throughput alone hides when other
-# work shares the cores.
-cpu_rx() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
-cpu_pg() {
-  local pm t=0 p
-  pm=$(head -n 1 "$PGHOST/data/postmaster.pid" 2>/dev/null) || { echo 0; return; }
-  for p in $pm $(pgrep -P "$pm"); do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done
-  echo "$t"
-}
+# CPU of ramexd and PostgreSQL: cpu_rx and cpu_pg (lib.sh).
 
 # all, busy and stolen CPU ticks of the machine so far (/proc/stat)
 cpu_all() { awk '/^cpu / {t = 0; for (i = 2; i <= NF; i++) t += $i; print t, t - $5 - $6 - $9, $9; exit}' /proc/stat; }

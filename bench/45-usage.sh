@@ -54,13 +54,6 @@ done
 # CPU seconds (user + system) of ramexd, of every PostgreSQL process and of
 # the generator, from /proc: what a report costs in each, which the rate
 # alone hides when other work shares the cores.
-cpu_rx() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
-cpu_pg() {
-  local pm t=0 p
-  pm=$(head -n 1 "$PGHOST/data/postmaster.pid" 2>/dev/null) || { echo 0; return; }
-  for p in $pm $(pgrep -P "$pm"); do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done
-  echo "$t"
-}
 
 echo "loopback, $(nproc) cores, fsync and synchronous_commit on, ${secs} s; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 rx0=$(cpu_rx) pg0=$(cpu_pg)

@@ -91,3 +91,14 @@ bench_market() {
   api POST /v1/markets "$op" '{"name":"spot","tick":1000,"lot":256,"min_pages":256,"max_pages":1048576,"price_min":0,"price_max":1000000000,"notice_period_s":3600,"breach_penalty":0,"delivery_deadline_s":600}' >/dev/null \
     || { echo "$1: setup failed"; exit 1; }
 }
+
+# CPU ticks (user + system) so far of ramexd ($pid, or the pid given) and of
+# every PostgreSQL process, from /proc: what an order costs, which the
+# throughput alone hides when other work shares the cores.
+cpu_rx() { awk '{print $14 + $15}' "/proc/${1:-$pid}/stat"; }
+cpu_pg() {
+  local pm t=0 p
+  pm=$(head -n 1 "$PGHOST/data/postmaster.pid" 2>/dev/null) || { echo 0; return; }
+  for p in $pm $(pgrep -P "$pm"); do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done
+  echo "$t"
+}

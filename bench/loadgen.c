@@ -11,6 +11,12 @@
  *       the same, but each request is POST /v1/orders/batch with N orders
  *       (alternating sides): counts the orders answered 201, and gives
  *       each the latency of its request.
+ *   RAMEX_LOADGEN_TARGETS=PORT/MARKET/BUY_ACCOUNT/BUY_TOKEN,... (http)
+ *       spreads the connections over several ramexd instead of PORT, one
+ *       market each (bench/26-instances.sh): an instance serves the orders
+ *       of the markets it owns, and a perm market's buys are the
+ *       operator's, so each target names the account and token of its
+ *       buys.
  *   loadgen get PORT PATH CONNS SECONDS
  *       the same connections and loop, but GET PATH (a route that does no
  *       work, such as /healthz): what the HTTP edge and this generator
@@ -88,10 +94,21 @@ struct conn {
 	int64_t t0;
 	long seq;
 	int side;
+	int t;         /* its target (RAMEX_LOADGEN_TARGETS) */
 	bool want_out; /* EPOLLOUT is asked for */
 };
 
 static const char *token;
+/* where the orders go: one target (PORT, spot, TOKEN) unless
+ * RAMEX_LOADGEN_TARGETS names more */
+#define MAX_TARGETS 8
+static struct target {
+	int port;
+	char market[16];
+	long buy_acct;
+	char buy_token[100];
+} targets[MAX_TARGETS];
+static int ntargets;
 static long sell_acct, buy_acct;
 static int uniq;
 static const char *get_path; /* loadgen get: GET this instead */
@@ -116,10 +133,11 @@ static void build(struct conn *c)
 	for (int i = 0; i < per_req; i++) {
 		int buy = c->side;
 		bl += snprintf(body + bl, sizeof body - (size_t)bl,
-		               "%s{\"market\":\"spot\",\"account_id\":%ld,"
+		               "%s{\"market\":\"%s\",\"account_id\":%ld,"
 		               "\"side\":\"%s\",\"pages\":256,\"price\":"
 		               "100000,\"client_order_id\":\"lg%d-%d-%ld\"}",
-		               i ? "," : "", buy ? buy_acct : sell_acct,
+		               i ? "," : "", targets[c->t].market,
+		               buy ? targets[c->t].buy_acct : sell_acct,
 		               buy ? "buy" : "sell", uniq, c->fd, c->seq++);
 		if (per_req > 1)
 			c->side = !c->side;
@@ -131,7 +149,9 @@ static void build(struct conn *c)
 	    "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: "
 	    "Bearer %s\r\nContent-Type: application/json\r\nContent-Length: "
 	    "%d\r\n\r\n%s",
-	    per_req > 1 ? "/v1/orders/batch" : "/v1/orders", token, bl, body);
+	    per_req > 1 ? "/v1/orders/batch" : "/v1/orders",
+	    per_req == 1 && c->side ? targets[c->t].buy_token : token, bl,
+	    body);
 	c->outoff = 0;
 	c->inlen = 0;
 	if (per_req == 1)
@@ -189,6 +209,43 @@ static void send_some(int ep, struct conn *c)
 	}
 }
 
+/* The targets: PORT, spot and TOKEN, or RAMEX_LOADGEN_TARGETS (single
+ * orders only: a batch has one token for both sides). -1 after saying
+ * why. */
+static int parse_targets(int port, bool single_target)
+{
+	const char *e = getenv("RAMEX_LOADGEN_TARGETS");
+	ntargets = 0;
+	if (!e || !*e || single_target) {
+		targets[0].port = port;
+		snprintf(targets[0].market, sizeof targets[0].market, "spot");
+		targets[0].buy_acct = buy_acct;
+		snprintf(targets[0].buy_token, sizeof targets[0].buy_token,
+		         "%s", token ? token : "");
+		ntargets = 1;
+		return 0;
+	}
+	char buf[1024];
+	snprintf(buf, sizeof buf, "%s", e);
+	for (char *sv, *t = strtok_r(buf, ",", &sv); t;
+	     t = strtok_r(NULL, ",", &sv)) {
+		struct target *x = &targets[ntargets];
+		if (ntargets == MAX_TARGETS ||
+		    sscanf(t, "%d/%15[^/]/%ld/%99s", &x->port, x->market,
+		           &x->buy_acct, x->buy_token) != 4) {
+			fprintf(
+			    stderr,
+			    "loadgen: RAMEX_LOADGEN_TARGETS is up to %d "
+			    "PORT/MARKET/BUY_ACCOUNT/BUY_TOKEN separated by "
+			    "commas\n",
+			    MAX_TARGETS);
+			return -1;
+		}
+		ntargets++;
+	}
+	return ntargets ? 0 : -1;
+}
+
 static int run_http(int argc, char **argv)
 {
 	bool get = strcmp(argv[1], "get") == 0;
@@ -222,6 +279,8 @@ static int run_http(int argc, char **argv)
 		secs = atof(argv[7]);
 	}
 	int ok_status = get ? 200 : bat ? 200 : 201;
+	if (parse_targets(port, get || bat) < 0)
+		return 2;
 	uniq = (int)getpid();
 	if (n < 1 || n > MAX_CONNS)
 		return 2;
@@ -229,7 +288,8 @@ static int run_http(int argc, char **argv)
 	int ep = epoll_create1(0);
 	long ok = 0, bad = 0;
 	for (int i = 0; i < n; i++) {
-		conns[i].fd = dial(port);
+		conns[i].t = i % ntargets;
+		conns[i].fd = dial(targets[conns[i].t].port);
 		conns[i].side = i % 2;
 		struct epoll_event ev = {.events = EPOLLIN,
 		                         .data.ptr = &conns[i]};

@@ -17,6 +17,7 @@ struct auth;
 struct contracts_timer;
 struct billing;
 struct seal_keys;
+struct owner;
 
 struct app {
 	struct rx_config cfg;
@@ -32,6 +33,7 @@ struct app {
 	struct seal_keys *seal; /* seals node and lend secrets (seal.h) */
 	struct contracts_timer *contracts; /* the contract deadline timer */
 	struct billing *billing; /* the billing job (billing.h) */
+	struct owner *owner;     /* the markets served here (owner.h) */
 	int stopping;           /* set at SIGTERM: /readyz answers 503 */
 	struct static_root web; /* web.dir[0] == 0: no pages served */
 };

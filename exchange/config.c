@@ -100,6 +100,21 @@ static const struct setting settings[] = {
     I("fee_bps", fee_bps, 0, 10000, "0",
       "the exchange's fee in basis points of each amount, fixed per "
       "contract at its first billing"),
+    S("markets", markets, "all",
+      "the markets this instance serves when nobody else does: all, or "
+      "names separated by commas (spot,perm-2027); with several ramexd "
+      "on one database each market is served by one of them at a time "
+      "(docs/operations.md, \"Several instances\")"),
+    S("instance", instance, "",
+      "this instance's name in market_owners; empty: host:pid"),
+    S("advertise_url", advertise_url, "",
+      "the base URL other instances send clients to for the markets "
+      "served here (307), e.g. http://10.0.0.5:8080; empty: http:// and "
+      "the listen address and port"),
+    I("own_poll_ms", own_poll_ms, 20, 60000, "500",
+      "how often an instance tries to take the markets it wants that "
+      "nobody serves (after their owner died): the takeover time is "
+      "about this plus the rebuild of the books"),
     I("invoice_grace_s", invoice_grace_s, 0, 31536000, "259200",
       "seconds after its month's end during which an invoice stays a "
       "draft for late usage reports; then it is final"),

@@ -40,6 +40,11 @@ struct rx_config {
 	int billing_interval_s;  /* the billing job's period; 0: on demand */
 	int fee_bps;             /* the exchange's fee on new contracts */
 	int64_t invoice_grace_s; /* an invoice is final this long after */
+	/* several instances (exchange/owner.h) */
+	char markets[1024];      /* "all" or market names, comma-separated */
+	char instance[64];       /* this instance's name; "" = host:pid */
+	char advertise_url[128]; /* clients sent here; "" = http://listen */
+	int own_poll_ms;         /* how often free markets are tried */
 };
 
 void config_defaults(struct rx_config *c);

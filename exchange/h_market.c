@@ -136,8 +136,10 @@ void h_book(struct http_req *rq)
 	writer_submit(a->writer, &c);
 	if (c.retry_after)
 		http_add_header(rq, "Retry-After", "2");
+	if (c.status == 307)
+		handlers_redirect(rq, c.redirect);
 	http_reply_raw(rq, c.status,
-	               c.status >= 400 ? "application/problem+json"
+	               c.status >= 300 ? "application/problem+json"
 	                               : "application/json",
 	               c.body ? c.body : "{}", c.body ? strlen(c.body) : 2);
 	free(c.body);

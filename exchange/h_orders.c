@@ -17,6 +17,7 @@
 #include "exchange/handlers.h"
 #include "exchange/http.h"
 #include "exchange/input.h"
+#include "exchange/owner.h"
 #include "exchange/writer.h"
 
 /* Orders in one POST /v1/orders/batch: enough to share a group commit,
@@ -88,9 +89,11 @@ static void reply(struct http_req *rq, void *arg)
 		http_add_header(rq, "Retry-After", "2");
 	if (c->replayed)
 		http_add_header(rq, "Idempotent-Replayed", "true");
+	if (c->status == 307)
+		handlers_redirect(rq, c->redirect);
 	const char *body = c->body ? c->body : "{}";
 	http_reply_raw(rq, c->status,
-	               c->status >= 400 ? "application/problem+json"
+	               c->status >= 300 ? "application/problem+json"
 	                                : "application/json",
 	               body, strlen(body));
 	free(c->body);
@@ -235,6 +238,65 @@ static void batch_reply(struct http_req *rq, void *arg)
 	free(b);
 }
 
+/* A batch whose orders are for markets served elsewhere (owner.h): the
+ * writer answers each order alone, and one answer must carry them all, so
+ * the batch is sent on whole, to the one instance serving all its
+ * markets (307), or refused when they are served by several. 0 when it
+ * is carried out here; -1 after replying. */
+static int batch_route(struct http_req *rq, struct app *a,
+                       const struct writer_cmd *cmds, int n)
+{
+	char url[OWNER_URL_MAX], first[OWNER_URL_MAX] = "";
+	int here = 0, nobody = 0, elsewhere = 0;
+	bool split = false;
+	if (!a->owner)
+		return 0;
+	for (int i = 0; i < n; i++) {
+		switch (
+		    owner_where(a->owner, cmds[i].market, 0, url, sizeof url)) {
+		case OWNER_HERE:
+		case OWNER_UNKNOWN: /* the writer answers 404 */
+			here++;
+			break;
+		case OWNER_NOBODY:
+			nobody++;
+			break;
+		case OWNER_ELSEWHERE:
+			if (!elsewhere++)
+				snprintf(first, sizeof first, "%s", url);
+			else if (strcmp(first, url) != 0)
+				split = true;
+			break;
+		}
+	}
+	if (!nobody && !elsewhere)
+		return 0;
+	if (nobody) {
+		http_add_header(rq, "Retry-After", "2");
+		http_problem(rq, 503, "market-unavailable",
+		             "market not served now",
+		             "no exchange instance serves a market of this "
+		             "batch at this moment (its owner stopped and "
+		             "another is taking it over); retry in a few "
+		             "seconds: each order's client_order_id keeps it "
+		             "placed once");
+	} else if (here || split) {
+		http_problem(rq, 409, "split-batch",
+		             "markets served by several instances",
+		             "the orders of this batch are for markets served "
+		             "by different exchange instances; send each "
+		             "market's orders in a batch of their own");
+	} else {
+		handlers_redirect(rq, first);
+		http_problem(rq, 307, "not-owner", "markets served elsewhere",
+		             "the markets of this batch are served by the "
+		             "exchange instance at %s: send the batch there "
+		             "(Location)",
+		             first);
+	}
+	return -1;
+}
+
 void h_order_batch(struct http_req *rq)
 {
 	struct app *a = http_app(rq);
@@ -284,6 +346,8 @@ void h_order_batch(struct http_req *rq)
 			goto out;
 	}
 	http_problem_prefix(rq, NULL);
+	if (batch_route(rq, a, bt->cmds, n) < 0)
+		goto out;
 	bt->n = n;
 	bt->rq = rq;
 	atomic_init(&bt->left, n);

@@ -11,6 +11,7 @@
 #include "exchange/handlers.h"
 #include "exchange/http.h"
 #include "exchange/metrics.h"
+#include "exchange/owner.h"
 #include "exchange/writer.h"
 
 void h_healthz(struct http_req *rq)
@@ -258,4 +259,11 @@ void handlers_report(struct http_req *rq, const char *sql, int n,
 	struct app *a = http_app(rq);
 	query_on(a->reports, rq, sql, n, pv, single, limit,
 	         cursor_col, notfound);
+}
+
+void handlers_redirect(struct http_req *rq, const char *base)
+{
+	char loc[OWNER_URL_MAX + 2048];
+	snprintf(loc, sizeof loc, "%s%s", base, http_target(rq));
+	http_add_header(rq, "Location", loc);
 }

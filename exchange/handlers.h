@@ -81,6 +81,11 @@ void h_billing_run(struct http_req *rq);
 
 void h_events(struct http_req *rq);
 
+/* A request for a market served by another instance (owner.h): adds
+ * Location, that instance's base URL and this request's target; the
+ * caller replies 307 (docs/operations.md, "Several instances"). */
+void handlers_redirect(struct http_req *rq, const char *base);
+
 /*
  * Which accounts the caller may see, as two SQL parameters: `account`
  * (only that account) and `team` (only accounts of that team); "" for no

@@ -31,6 +31,8 @@ static uint64_t auth_queries;
 static uint64_t idem_looked, idem_filtered, kf_keys[2], kf_bytes[2];
 static uint64_t key_races, events_read;
 static uint64_t nonce_groups, nonces_shared, nonce_failures;
+static int markets_served;
+static uint64_t markets_taken, batches_fenced;
 
 #define ADD(v, n) __atomic_fetch_add(&(v), (n), __ATOMIC_RELAXED)
 #define GET(v)    __atomic_load_n(&(v), __ATOMIC_RELAXED)
@@ -68,6 +70,19 @@ void metrics_orders(int accepted, int rejected, int t)
 	ADD(orders_ok, (uint64_t)accepted);
 	ADD(orders_rej, (uint64_t)rejected);
 	ADD(trades, (uint64_t)t);
+}
+
+void metrics_markets_served(int n)
+{
+	__atomic_store_n(&markets_served, n, __ATOMIC_RELAXED);
+}
+void metrics_market_taken(void)
+{
+	ADD(markets_taken, 1);
+}
+void metrics_batch_fenced(void)
+{
+	ADD(batches_fenced, 1);
 }
 
 void metrics_db_up(int up)
@@ -276,12 +291,26 @@ char *metrics_render(size_t *len)
 	    "# HELP ramex_nonce_group_failures_total Groups the database "
 	    "could not take (their requests got 503).\n"
 	    "# TYPE ramex_nonce_group_failures_total counter\n"
-	    "ramex_nonce_group_failures_total %llu\n",
+	    "ramex_nonce_group_failures_total %llu\n"
+	    "# HELP ramex_markets_served Markets whose book this instance "
+	    "holds (exchange/owner.h).\n"
+	    "# TYPE ramex_markets_served gauge\n"
+	    "ramex_markets_served %d\n"
+	    "# HELP ramex_markets_taken_total Markets this instance took "
+	    "(at start, new ones, and from instances that died).\n"
+	    "# TYPE ramex_markets_taken_total counter\n"
+	    "ramex_markets_taken_total %llu\n"
+	    "# HELP ramex_batches_fenced_total Batches refused because "
+	    "another instance took one of their markets.\n"
+	    "# TYPE ramex_batches_fenced_total counter\n"
+	    "ramex_batches_fenced_total %llu\n",
 	    (unsigned long long)GET(key_races),
 	    (unsigned long long)GET(events_read),
 	    (unsigned long long)GET(nonce_groups),
 	    (unsigned long long)GET(nonces_shared),
-	    (unsigned long long)GET(nonce_failures));
+	    (unsigned long long)GET(nonce_failures),
+	    GET(markets_served), (unsigned long long)GET(markets_taken),
+	    (unsigned long long)GET(batches_fenced));
 	*len = b.n;
 	return b.s;
 }

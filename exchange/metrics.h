@@ -22,6 +22,10 @@ void metrics_http(int route, int status, int64_t ns);
 void metrics_batch(int commands, int64_t ns);
 void metrics_orders(int accepted, int rejected, int trades);
 void metrics_db_up(int up);
+/* several instances (owner.h): books held, markets taken, batches fenced */
+void metrics_markets_served(int n);
+void metrics_market_taken(void);
+void metrics_batch_fenced(void);
 void metrics_sse_clients(int delta);
 /* An HTTP connection opened (+1) or closed (-1); one refused at the limit. */
 void metrics_http_connections(int delta);

@@ -20,7 +20,6 @@
 #include "common/log.h"
 #include "exchange/app.h"
 #include "exchange/auth.h"
-#include "exchange/seal.h"
 #include "exchange/billing.h"
 #include "exchange/config.h"
 #include "exchange/contracts.h"
@@ -31,7 +30,9 @@
 #include "exchange/http.h"
 #include "exchange/metrics.h"
 #include "exchange/migrate.h"
+#include "exchange/owner.h"
 #include "exchange/routes.h"
+#include "exchange/seal.h"
 #include "exchange/writer.h"
 
 extern char **environ;
@@ -212,6 +213,29 @@ static int write_port_file(const char *path, int port)
 	return rename(tmp, path);
 }
 
+/* The base URL other instances send clients to: advertise_url, or the
+ * listen address and the port bound (the host's name for a wildcard). */
+static void advertise_url(const struct rx_config *cfg, int port, char *url,
+                          size_t len)
+{
+	if (cfg->advertise_url[0]) {
+		snprintf(url, len, "%s", cfg->advertise_url);
+		size_t n = strlen(url);
+		while (n > 0 && url[n - 1] == '/')
+			url[--n] = 0;
+		return;
+	}
+	char host[64];
+	snprintf(host, sizeof host, "%s", cfg->listen_host);
+	if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !host[0]) {
+		gethostname(host, sizeof host);
+		host[sizeof host - 1] = 0;
+	}
+	snprintf(url, len,
+	         strchr(host, ':') ? "http://[%s]:%d" : "http://%s:%d", host,
+	         port);
+}
+
 static int serve(struct app *app)
 {
 	char err[1024];
@@ -228,6 +252,17 @@ static int serve(struct app *app)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	if (cfg->advertise_url[0] &&
+	    strncmp(cfg->advertise_url, "http://", 7) != 0 &&
+	    strncmp(cfg->advertise_url, "https://", 8) != 0) {
+		log_error("cannot start", "err=\"%s\"",
+		          "advertise_url must start with http:// or https://");
+		return 1;
+	}
+	if (owner_markets_check(cfg->markets, err, sizeof err) < 0) {
+		log_error("cannot start", "err=\"%s\"", err);
+		return 1;
+	}
 	PGconn *c = prepare_db(cfg);
 	if (!c)
 		return 1;
@@ -294,13 +329,31 @@ static int serve(struct app *app)
 			goto out;
 		}
 	}
-	struct writer_opts wo = {cfg->db, cfg->batch_max,
-	                         (uint32_t)cfg->book_capacity, app->events,
-	                         cfg->batch_overlap != 0};
+	/* the markets served here: taken before the writer loads their
+	 * books, so that a lone ramexd starts with all of them */
+	struct owner_opts oo = {.conninfo = cfg->db,
+	                        .markets = cfg->markets,
+	                        .instance = cfg->instance,
+	                        .poll_ms = cfg->own_poll_ms};
+	app->owner = owner_new(&oo, err, sizeof err);
+	if (!app->owner) {
+		log_error("cannot take the markets", "err=\"%s\"", err);
+		goto out;
+	}
+	struct writer_opts wo = {.conninfo = cfg->db,
+	                         .batch_max = cfg->batch_max,
+	                         .book_capacity = (uint32_t)cfg->book_capacity,
+	                         .events = app->events,
+	                         .overlap = cfg->batch_overlap != 0,
+	                         .owner = app->owner};
 	app->writer = writer_start(&wo, err, sizeof err);
 	if (!app->writer) {
 		log_error("cannot start the writer", "err=\"%s\"", err);
 		goto out;
+	}
+	if (owner_run(app->owner, app->writer, err, sizeof err) < 0) {
+		log_error("cannot start", "err=\"%s\"", err);
+		goto out_writer;
 	}
 	/* The contract deadline timer (contracts.h): after the writer, whose
 	 * trades make the contracts it watches. */
@@ -340,6 +393,9 @@ static int serve(struct app *app)
 	}
 	log_info("listening", "addr=%s port=%d", cfg->listen_host,
 	         http_port(srv));
+	char url[OWNER_URL_MAX];
+	advertise_url(cfg, http_port(srv), url, sizeof url);
+	owner_set_url(app->owner, url);
 	if (cfg->port_file[0] &&
 	    write_port_file(cfg->port_file, http_port(srv)) < 0) {
 		log_error("cannot write the port file", "path=%s err=\"%s\"",
@@ -359,9 +415,14 @@ out_http:
 out_writer:
 	billing_stop(app->billing);           /* NULL when never started */
 	contracts_timer_stop(app->contracts); /* NULL when never started */
+	owner_stop(app->owner); /* before the writer: it tells the writer */
 	writer_stop(app->writer);
+	/* the markets are let go once the writer has finished its batches */
+	owner_free(app->owner);
+	app->owner = NULL;
 out:
 	events_db_stop(app->events_db); /* after whatever publishes */
+	owner_free(app->owner);
 	auth_free(app->auth);
 	seal_free(app->seal);
 	if (app->reports != app->pool)

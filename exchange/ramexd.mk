@@ -28,7 +28,7 @@ RAMEXD_LIB := exchange/config.c exchange/http.c exchange/http_req.c \
   exchange/events.c exchange/events_db.c exchange/metrics.c exchange/pgpipe.c \
   exchange/writer.c exchange/writer_rows.c exchange/writer_apply.c \
   exchange/writer_idem.c exchange/writer_pipe.c exchange/writer_pq.c \
-  exchange/input.c \
+  exchange/owner.c exchange/input.c \
   exchange/routes.c exchange/h_system.c exchange/h_admin.c exchange/h_nodes.c \
   exchange/h_market.c \
   exchange/h_orders.c exchange/h_events.c $(BOOK_SRC) $(KEYFILTER_SRC) \
@@ -89,6 +89,13 @@ $(call integration_test,test_outage,tests/integration/test_outage.c \
   exchange/pgpipe.c $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
 $(BUILD)/san/bin/test_outage: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_outage: | $(BUILD)/san/bin/ramexd
+# Three ramexd on one database: markets owned, fenced, taken over.
+# The agent's client (node-agent/client.c) and ramexctl follow the 307.
+$(call integration_test,test_owners,tests/integration/test_owners.c \
+  node-agent/client.c node-agent/http1.c node-agent/http1_io.c \
+  common/hostport.c $(RAMEXD_HARNESS),libcurl jansson libpq libssl libcrypto)
+$(BUILD)/san/bin/test_owners: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramexctl
+$(BUILD)/bin/test_owners: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramexctl
 RAMEXD_TEST_LIB := $(filter-out common/sign.c,$(RAMEXD_LIB))
 $(call integration_test,test_ramexd_api,tests/integration/test_ramexd_api.c \
   $(RAMEXD_HARNESS) $(RAMEXD_TEST_LIB),libcurl $(RAMEXD_PKGS))

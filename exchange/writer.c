@@ -32,6 +32,7 @@
 #include "exchange/db.h"
 #include "exchange/events.h"
 #include "exchange/metrics.h"
+#include "exchange/owner.h"
 #include "exchange/pgpipe.h"
 #include "exchange/writer_apply.h"
 #include "exchange/writer_idem.h"
@@ -340,6 +341,12 @@ static int build_batch(void *ctx, struct wpipe_batch *pb)
 
 	memset(cs, 0, sizeof cs);
 	for (int i = 0; i < w->bk.nm; i++) {
+		/* every market it touches is fenced by its epoch */
+		if (b->touched[i]) {
+			rows_col_i(&cs[ROWS_FENCE], 0, w->bk.m[i].id);
+			rows_col_i(&cs[ROWS_FENCE], 1, w->bk.m[i].epoch);
+			cs[ROWS_FENCE].rows++;
+		}
 		f->seq[i] = book_seq(w->bk.m[i].book);
 		/* seq_saved may be behind a batch still in flight: then this
 		 * writes a seq already written, which is harmless */
@@ -365,11 +372,16 @@ static int build_batch(void *ctx, struct wpipe_batch *pb)
 			rows_event_cols(&cs[ROWS_EVENTS], b, &b->pub.v[i]);
 	for (int i = 0; i < ROWS_NSTMT; i++) {
 		struct rows_cols *c = i < ROWS_IDEM ? &cs[i] : &b->idem;
-		pb->rows[i] = c->rows;
+		n += i != ROWS_FENCE && c->rows > 0;
+	}
+	for (int i = 0; i < ROWS_NSTMT; i++) {
+		struct rows_cols *c = i < ROWS_IDEM ? &cs[i] : &b->idem;
+		/* the fence alone is nothing to write */
+		pb->rows[i] = n ? c->rows : 0;
 		if (pb->rows[i])
 			rows_cols_take(c, rows_stmts[i].ncol, pb->par[i]);
-		n += pb->rows[i] > 0;
 	}
+	n += n && cs[ROWS_FENCE].rows > 0;
 	for (int i = 0; i < ROWS_IDEM; i++)
 		for (int k = 0; k < ROWS_COLS_MAX; k++)
 			pgarr_free(&cs[i].c[k]);
@@ -457,6 +469,8 @@ static void land(void *ctx, struct wpipe_batch *pb)
 		         "commands=%d err=\"%s\"", pb->n, pb->err);
 		requeue(w, pb);
 	} else {
+		if (pb->fenced)
+			metrics_batch_fenced();
 		if (!pb->pause) {
 			w->bk.need_rebuild = true;
 			log_error(pb->unknown ? "batch outcome unknown"
@@ -615,6 +629,17 @@ static void prepare_batch(struct writer *w, struct flight *f, bool busy,
 	int n = f->p.n;
 
 	rows_batch_init(&f->b);
+	/* markets taken or lost first: the books are rebuilt (db_usable)
+	 * before any other command of the batch runs */
+	for (int i = 0; i < n; i++) {
+		if (cmds[i]->kind != WR_OWN && cmds[i]->kind != WR_DISOWN)
+			continue;
+		apply_own(&w->bk, cmds[i]);
+		/* taken from another instance: the keys it wrote are not
+		 * in the filter of keys written here */
+		if (cmds[i]->kind == WR_OWN && cmds[i]->own_epoch > 1)
+			idem_reload(&w->idem);
+	}
 	if (!busy && !db_usable(w)) {
 		for (int i = 0; i < n; i++)
 			if (cmds[i]->kind == WR_DEPTH && !w->bk.need_rebuild &&
@@ -655,10 +680,14 @@ static void expire_tick(struct writer *w, struct flight *f)
 	rows_batch_free(&f->b);
 }
 
+/* Whether a batch must wait for those in flight: reads of the books (they
+ * see only what is committed), and markets taken or lost (the books are
+ * rebuilt). */
 static bool has_reads(struct writer_cmd **cmds, int n)
 {
 	for (int i = 0; i < n; i++)
-		if (cmds[i]->kind == WR_DEPTH)
+		if (cmds[i]->kind == WR_DEPTH || cmds[i]->kind == WR_OWN ||
+		    cmds[i]->kind == WR_DISOWN)
 			return true;
 	return false;
 }
@@ -775,6 +804,9 @@ struct writer *writer_start(const struct writer_opts *o, char *err,
 	w->o = *o;
 	snprintf(w->conninfo, sizeof w->conninfo, "%s", o->conninfo);
 	w->bk.book_capacity = o->book_capacity;
+	w->bk.owner = o->owner;
+	if (o->owner)
+		w->bk.nown = owner_held(o->owner, w->bk.own, ROWS_MAX_MARKETS);
 	w->bk.idconn = &w->idem.lconn;
 	w->pipe.pq = &writer_pq_libpq;
 	w->pipe.h = &writer_hooks;

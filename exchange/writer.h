@@ -67,6 +67,7 @@
 #include "exchange/core/book.h"
 
 struct events;
+struct owner;
 struct writer;
 
 enum writer_kind {
@@ -75,6 +76,8 @@ enum writer_kind {
 	WR_REDUCE, /* reduce open order `order_id` to `pages` remaining */
 	WR_DEPTH,  /* read the book of `market` (no transaction) */
 	WR_MARKET, /* create market (operator) */
+	WR_OWN,    /* market `own_market` taken at `own_epoch` (owner.h) */
+	WR_DISOWN, /* market `own_market` lost: drop its book at once */
 };
 
 struct writer_market_spec {
@@ -113,6 +116,8 @@ struct writer_cmd {
 	int depth;
 	/* WR_MARKET */
 	struct writer_market_spec spec;
+	/* WR_OWN, WR_DISOWN */
+	int64_t own_market, own_epoch;
 
 	/* the answer, set by the writer: HTTP status and a JSON text (malloc'd,
 	 * problem+json when status >= 400; the caller frees). */
@@ -120,6 +125,9 @@ struct writer_cmd {
 	char *body;
 	bool replayed;    /* the answer is the stored first one */
 	bool retry_after; /* 503: PostgreSQL is away */
+	/* 307: the base URL of the instance that owns the market; the
+	 * reply's Location is it and the request's target */
+	char redirect[128];
 
 	/* private to the writer */
 	sem_t done; /* posted once, when the answer is set */
@@ -144,6 +152,9 @@ struct writer_opts {
 	 * and PostgreSQL share the cores (docs/ARCHITECTURE.md, round eight).
 	 */
 	bool overlap;
+	/* which markets this instance owns (owner.h); the writer keeps only
+	 * their books, and fences every batch by their epochs */
+	struct owner *owner;
 };
 
 /* Connects, checks durability, rebuilds every book from the database and

@@ -14,6 +14,8 @@
 #include "exchange/auth.h"
 #include "exchange/core/contract.h"
 #include "exchange/db.h"
+#include "exchange/metrics.h"
+#include "exchange/pgarr.h"
 #include "exchange/writer.h"
 
 /* --- books and accounts ------------------------------------------------ */
@@ -141,29 +143,80 @@ static int add_market(struct apply_books *bk, const PGresult *r, int i,
 	"price_max, extract(epoch FROM term_end)::bigint, notice_period_s, "   \
 	"breach_penalty, delivery_deadline_s, seq"
 
-/* Rebuilds every book from the open orders, in priority order. */
+/* Drops the markets owned whose take is no longer current (not among the
+ * rows r loaded): another instance took them. */
+static void drop_taken(struct apply_books *bk)
+{
+	for (int k = 0; k < bk->nown;) {
+		bool loaded = false;
+		for (int i = 0; i < bk->nm && !loaded; i++)
+			loaded = bk->m[i].id == bk->own[k].id;
+		if (loaded) {
+			k++;
+			continue;
+		}
+		log_error("market fenced: another instance took it",
+		          "market_id=%lld epoch=%lld", (long long)bk->own[k].id,
+		          (long long)bk->own[k].epoch);
+		if (bk->owner)
+			owner_lost(bk->owner, bk->own[k].id);
+		bk->own[k] = bk->own[--bk->nown];
+	}
+}
+
+/* Rebuilds every owned book from the open orders, in priority order. */
 int apply_load(struct apply_books *bk, PGconn *c, char *err, size_t errlen)
 {
 	PGresult *r = NULL;
+	struct pgarr a[2] = {{0}}; /* ids and epochs */
 	apply_free_books(bk);
 	if (load_accounts(bk, c, err, errlen) < 0)
 		return -1;
+	for (int k = 0; k < bk->nown; k++) {
+		pgarr_i64(&a[0], bk->own[k].id);
+		pgarr_i64(&a[1], bk->own[k].epoch);
+	}
+	const char *pv[2];
+	if (pgarr_params(a, 2, pv) < 0) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	/* only the markets whose take is still current */
 	r = db_exec(c, PGRES_TUPLES_OK,
-	            "SELECT " MARKET_COLS " FROM markets ORDER BY id", 0, NULL,
-	            err, errlen);
+	            "SELECT " MARKET_COLS ", h.epoch FROM markets JOIN (SELECT "
+	            "o.market_id, o.epoch FROM market_owners o JOIN "
+	            "unnest($1::bigint[], $2::bigint[]) AS u(mid, ep) ON "
+	            "o.market_id = u.mid AND o.epoch = u.ep) h ON h.market_id "
+	            "= id ORDER BY id",
+	            2, pv, err, errlen);
 	if (!r)
-		return -1;
-	for (int i = 0; i < PQntuples(r); i++)
+		goto fail;
+	for (int i = 0; i < PQntuples(r); i++) {
 		if (add_market(bk, r, i, err, errlen) < 0)
 			goto fail;
+		bk->m[bk->nm - 1].epoch = db_int(r, i, 14);
+	}
 	PQclear(r);
+	r = NULL;
+	drop_taken(bk);
+	pgarr_free(&a[0]);
+	pgarr_free(&a[1]);
+	for (int i = 0; i < bk->nm; i++)
+		pgarr_i64(&a[0], bk->m[i].id);
+	pv[0] = pgarr_text(&a[0]);
+	if (!pv[0]) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
 	r = db_exec(c, PGRES_TUPLES_OK,
 	            "SELECT o.id, o.market_id, o.account_id, o.side, o.tif, "
 	            "o.stp, o.post_only, o.price, o.remaining, "
 	            "coalesce(o.expires_ns, 0) FROM orders o WHERE o.status = "
-	            "'open' ORDER BY o.market_id, o.side, CASE WHEN o.side = "
-	            "'buy' THEN -o.price ELSE o.price END, o.priority",
-	            0, NULL, err, errlen);
+	            "'open' AND o.market_id = ANY($1::bigint[]) ORDER BY "
+	            "o.market_id, o.side, CASE WHEN o.side = 'buy' THEN "
+	            "-o.price ELSE o.price END, o.priority",
+	            1, pv, err, errlen);
+	pgarr_free(&a[0]);
 	if (!r)
 		goto fail;
 	long n = PQntuples(r);
@@ -194,10 +247,13 @@ int apply_load(struct apply_books *bk, PGconn *c, char *err, size_t errlen)
 	PQclear(r);
 	r = NULL;
 	log_info("books rebuilt", "markets=%d open_orders=%ld", bk->nm, n);
+	metrics_markets_served(bk->nm);
 	bk->need_rebuild = false;
 	return 0;
 fail:
 	PQclear(r);
+	pgarr_free(&a[0]);
+	pgarr_free(&a[1]);
 	apply_free_books(bk);
 	return -1;
 }
@@ -488,6 +544,52 @@ int apply_may_act_for(struct apply_books *bk, struct writer_cmd *c,
 
 /* --- commands ---------------------------------------------------------- */
 
+/* A command for a market whose book is not here (by name, or by id when
+ * name is NULL): 307 to the instance that owns it, 503 while none does
+ * (its owner stopped and another is taking it, or this one is loading
+ * it), 404 when there is no such market. Neither is stored as an
+ * idempotency answer (idem_store): the retry at the owner is carried out. */
+static void not_here(struct apply_books *bk, struct writer_cmd *c,
+                     const char *name, int64_t id)
+{
+	char url[OWNER_URL_MAX], why[400];
+	enum owner_where wh =
+	    bk->owner ? owner_where(bk->owner, name, id, url, sizeof url)
+	              : OWNER_UNKNOWN;
+	if (wh == OWNER_ELSEWHERE) {
+		snprintf(c->redirect, sizeof c->redirect, "%s", url);
+		char *p = rows_problem(
+		    307, "not-owner", "market served elsewhere",
+		    "market %s is served by the exchange instance at %s: send "
+		    "the request there (Location); the same Idempotency-Key "
+		    "or client_order_id keeps it placed once",
+		    name ? name : "of this order", url);
+		/* the owner's base URL as a field too, for clients that do
+		 * not read headers (the agent's) */
+		json_t *pj = json_loads(p, 0, NULL);
+		free(p);
+		json_object_set_new(pj, "owner", json_string(url));
+		rows_set_answer(c, 307, json_dumps(pj, JSON_COMPACT));
+		json_decref(pj);
+	} else if (wh != OWNER_UNKNOWN) {
+		c->retry_after = true;
+		snprintf(why, sizeof why,
+		         "no exchange instance serves market %s at this moment "
+		         "(its owner stopped and another is taking it over); "
+		         "retry in a few seconds with the same Idempotency-Key "
+		         "or client_order_id",
+		         name ? name : "of this order");
+		rows_fail_cmd(c, 503, "market-unavailable",
+		              "market not served now", why);
+	} else {
+		snprintf(why, sizeof why,
+		         "there is no market named '%s'; GET /v1/markets lists "
+		         "them",
+		         name ? name : "");
+		rows_fail_cmd(c, 404, "not-found", "no such market", why);
+	}
+}
+
 int64_t apply_cmd_account(const struct writer_cmd *c)
 {
 	return c->account ? c->account : c->p_account;
@@ -501,11 +603,7 @@ void apply_new(struct apply_books *bk, struct rows_batch *b,
 	char why[256];
 
 	if (!m) {
-		snprintf(why, sizeof why,
-		         "there is no market named '%s'; GET /v1/markets lists "
-		         "them",
-		         c->market);
-		rows_fail_cmd(c, 404, "not-found", "no such market", why);
+		not_here(bk, c, c->market, 0);
 		return;
 	}
 	if (!account) {
@@ -627,6 +725,34 @@ void apply_new(struct apply_books *bk, struct rows_batch *b,
 	free(fills.p);
 }
 
+/* The market of open order c->order_id when it is not one of the books
+ * here (0 when there is no such open order), read on the lookup
+ * connection; -1 after answering c 503 when that fails. */
+static int64_t order_market(struct apply_books *bk, struct writer_cmd *c)
+{
+	char id[24], err[256];
+	snprintf(id, sizeof id, "%llu", (unsigned long long)c->order_id);
+	const char *pv[] = {id};
+	PGresult *r =
+	    *bk->idconn
+	        ? db_exec(*bk->idconn, PGRES_TUPLES_OK,
+	                  "SELECT market_id FROM orders WHERE id = $1::bigint "
+	                  "AND status = 'open'",
+	                  1, pv, err, sizeof err)
+	        : NULL;
+	if (!r) {
+		c->retry_after = true;
+		rows_fail_cmd(
+		    c, 503, "database-unavailable", "database unavailable",
+		    "the exchange could not look up which market this "
+		    "order is in; retry after a few seconds");
+		return -1;
+	}
+	int64_t mid = PQntuples(r) == 1 ? db_int(r, 0, 0) : 0;
+	PQclear(r);
+	return mid;
+}
+
 void apply_change(struct apply_books *bk, struct rows_batch *b,
                   struct writer_cmd *c, rx_time_ns now)
 {
@@ -636,6 +762,17 @@ void apply_change(struct apply_books *bk, struct rows_batch *b,
 	for (int i = 0; i < bk->nm && !m; i++)
 		if (book_get(bk->m[i].book, c->order_id, &o))
 			m = &bk->m[i];
+	if (!m && bk->owner && !owner_holds_all(bk->owner)) {
+		/* an order of a market held elsewhere? Only here, off the
+		 * path of an instance that holds every market */
+		int64_t mid = order_market(bk, c);
+		if (mid < 0)
+			return; /* answered */
+		if (mid > 0) {
+			not_here(bk, c, NULL, mid);
+			return;
+		}
+	}
 	if (!m) {
 		snprintf(why, sizeof why,
 		         "order %llu is not open: it was filled, cancelled or "
@@ -712,10 +849,7 @@ void apply_depth(struct apply_books *bk, struct writer_cmd *c)
 	struct rows_market *m = apply_market_by_name(bk, c->market);
 	struct book_level lv[200];
 	if (!m) {
-		rows_fail_cmd(
-		    c, 404, "not-found", "no such market",
-		    "there is no market with that name; GET /v1/markets "
-		    "lists them");
+		not_here(bk, c, c->market, 0);
 		return;
 	}
 	size_t max = c->depth > 0 && c->depth <= 200 ? (size_t)c->depth : 20;
@@ -761,7 +895,9 @@ void apply_create_market(struct apply_books *bk, PGconn **lconn,
 	char err[256], args[13][32], term_end[32] = "";
 	bool perm = strncmp(s->name, "perm-", 5) == 0;
 
-	if (apply_market_by_name(bk, s->name)) {
+	if (apply_market_by_name(bk, s->name) ||
+	    (bk->owner &&
+	     owner_where(bk->owner, s->name, 0, NULL, 0) != OWNER_UNKNOWN)) {
 		rows_fail_cmd(c, 409, "conflict", "market exists",
 		              "a market with this name exists already");
 		return;
@@ -850,10 +986,53 @@ void apply_create_market(struct apply_books *bk, PGconn **lconn,
 		return;
 	}
 	PQclear(r);
-	json_t *j = market_json(&bk->m[bk->nm - 1]);
+	struct rows_market *m = &bk->m[bk->nm - 1];
+	json_t *j = market_json(m);
 	rows_set_answer(c, 201, json_dumps(j, JSON_COMPACT));
 	json_decref(j);
-	log_info("market created", "name=%s", s->name);
+	/* its book stays here when this instance takes it now; else the
+	 * instance that wants it takes it at its next round */
+	int64_t epoch = 0;
+	int taken =
+	    bk->owner ? owner_claim(bk->owner, m->id, m->name, &epoch) : 0;
+	if (taken == 1 && bk->nown < ROWS_MAX_MARKETS) {
+		m->epoch = epoch;
+		bk->own[bk->nown++] = (struct owner_held){m->id, epoch};
+	} else {
+		book_free(m->book);
+		bk->nm--;
+	}
+	log_info("market created", "name=%s here=%d", s->name, taken == 1);
+	metrics_markets_served(bk->nm);
+}
+
+void apply_own(struct apply_books *bk, struct writer_cmd *c)
+{
+	int k = 0;
+	while (k < bk->nown && bk->own[k].id != c->own_market)
+		k++;
+	if (c->kind == WR_OWN) {
+		if (k == bk->nown && bk->nown < ROWS_MAX_MARKETS)
+			bk->nown++;
+		if (k < bk->nown)
+			bk->own[k] =
+			    (struct owner_held){c->own_market, c->own_epoch};
+	} else if (k < bk->nown) {
+		bk->own[k] = bk->own[--bk->nown];
+		/* no command may reach its book from now on: no batch is in
+		 * flight (the writer drained them), so no index is held */
+		for (int i = 0; i < bk->nm; i++)
+			if (bk->m[i].id == c->own_market) {
+				book_free(bk->m[i].book);
+				bk->m[i] = bk->m[--bk->nm];
+				metrics_markets_served(bk->nm);
+				break;
+			}
+		log_info("market given up", "market_id=%lld",
+		         (long long)c->own_market);
+	}
+	bk->need_rebuild = true;
+	rows_set_answer(c, 200, strdup("{}"));
 }
 
 /* --- expiry ------------------------------------------------------------- */

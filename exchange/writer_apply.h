@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "exchange/core/book.h"
+#include "exchange/owner.h"
 #include "exchange/writer_rows.h"
 
 struct writer_cmd;
@@ -31,8 +32,14 @@ struct apply_acct {
 };
 
 struct apply_books {
+	/* the books of the markets owned, loaded from the database */
 	struct rows_market m[ROWS_MAX_MARKETS];
 	int nm;
+	/* the markets owned (owner.h) and their epochs: apply_load loads
+	 * those whose epoch is still theirs; NULL owner: none */
+	struct owner *owner;
+	struct owner_held own[ROWS_MAX_MARKETS];
+	int nown;
 	uint32_t book_capacity; /* of each book (writer_opts) */
 	/* the accounts, by id (an array: ids are dense) */
 	struct apply_acct *acct;
@@ -55,9 +62,11 @@ struct apply_books {
  * APPLY_ID_BLOCK ids, so the order path costs a query every 65 536 ids. */
 #define APPLY_ID_BLOCK 65536
 
-/* Rebuilds every book from the open orders on c, in priority order, and
- * reads the accounts. -1 with err set. Ids go on from the blocks held:
- * none is ever handed out twice, even after a failed batch. */
+/* Rebuilds the book of every market owned from the open orders on c, in
+ * priority order, and reads the accounts. A market whose epoch is no
+ * longer the one it was taken at was taken by another instance: it is
+ * dropped (and the owner told). -1 with err set. Ids go on from the blocks
+ * held: none is ever handed out twice, even after a failed batch. */
 int apply_load(struct apply_books *bk, PGconn *c, char *err, size_t errlen);
 /* Frees the books, the accounts and the event buffer. */
 void apply_free(struct apply_books *bk);
@@ -91,6 +100,9 @@ void apply_depth(struct apply_books *bk, struct writer_cmd *c);
  * connection is closed (*lconn NULL) and answered outcome-unknown. */
 void apply_create_market(struct apply_books *bk, PGconn **lconn,
                          struct writer_cmd *c);
+/* WR_OWN, WR_DISOWN: a market taken or lost; the books are rebuilt
+ * (need_rebuild) before any other command. */
+void apply_own(struct apply_books *bk, struct writer_cmd *c);
 /* Expires the GTD orders of every book due at `now`: their rows into b. */
 void apply_expire(struct apply_books *bk, struct rows_batch *b, rx_time_ns now);
 

@@ -660,7 +660,8 @@ void idem_store(struct idem *ix, struct rows_batch *b,
 {
 	char scope[2][48], key[2][140];
 	int k = cmd_keys(c, scope, key);
-	if (c->replayed || c->status >= 500 || !c->body)
+	/* nor a redirect: the retry at the owner is to be carried out */
+	if (c->replayed || c->status >= 500 || c->status == 307 || !c->body)
 		return;
 	for (int j = 0; j < k; j++) {
 		/* a placed order's row holds its client order id and, with its
@@ -709,6 +710,19 @@ void idem_start_loader(struct idem *ix)
 	else
 		log_error("could not start the key loader thread",
 		          "hint=\"every idempotency key is looked up\"");
+}
+
+void idem_reload(struct idem *ix)
+{
+	__atomic_store_n(&ix->loader_stop, 1, __ATOMIC_RELAXED);
+	if (ix->loader_started)
+		pthread_join(ix->loader, NULL);
+	ix->loader_started = false;
+	/* only the writer's thread reads it (known_maybe), which is here */
+	keyfilter_free(
+	    __atomic_exchange_n(&ix->loaded, NULL, __ATOMIC_ACQ_REL));
+	__atomic_store_n(&ix->loader_stop, 0, __ATOMIC_RELAXED);
+	idem_start_loader(ix);
 }
 
 void idem_free(struct idem *ix)

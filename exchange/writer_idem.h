@@ -56,6 +56,11 @@ void idem_keys_add(struct idem_keys *k, uint64_t h);
 int idem_init(struct idem *ix, const char *conninfo, char *err, size_t errlen);
 /* Starts the loader thread (without it every key is looked up). */
 void idem_start_loader(struct idem *ix);
+/* Another writer wrote keys this one never saw: a market taken over from
+ * another instance (owner.h), whose orders' client order ids may be
+ * retried here. The loaded filter is read again, every key looked up
+ * meanwhile. */
+void idem_reload(struct idem *ix);
 /* Stops the loader, frees the filters and closes lconn. */
 void idem_free(struct idem *ix);
 

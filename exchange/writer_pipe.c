@@ -237,6 +237,8 @@ static void finish_batch(struct wpipe *p, struct wpipe_batch *f)
 			if (r.state[0] && !is_commit)
 				refused = true;
 			taken = taken || (r.key_taken && !is_commit);
+			if (strcmp(r.state, "RX001") == 0)
+				f->fenced = true;
 			if (r.lost) {
 				lost = true; /* nothing more will come */
 				break;
@@ -279,7 +281,7 @@ out:
 	if (was_ok && !ok) {
 		/* rolled back and kept: nothing of it stays, so it may run
 		 * again; after a lost connection it may have committed */
-		f->retry = taken && refused && !lost;
+		f->retry = taken && refused && !lost && !f->fenced;
 		p->retry = f->retry;
 	}
 	if (ok && f->nsent > 0)
@@ -291,13 +293,15 @@ enum fail_kind {
 	FAIL_UNAVAILABLE, /* not carried out: PostgreSQL is away (503) */
 	FAIL_UNKNOWN,     /* may have committed: retry to learn (503) */
 	FAIL_INTERNAL,    /* PostgreSQL refused it: a bug (500) */
+	FAIL_FENCED,      /* a market of it changed hands: not carried out */
 };
 
 static enum fail_kind fail_kind_of(const struct wpipe_batch *f)
 {
-	return f->unknown ? FAIL_UNKNOWN
-	       : f->down  ? FAIL_UNAVAILABLE
-	                  : FAIL_INTERNAL;
+	return f->unknown  ? FAIL_UNKNOWN
+	       : f->down   ? FAIL_UNAVAILABLE
+	       : f->fenced ? FAIL_FENCED
+	                   : FAIL_INTERNAL;
 }
 
 static const char *cmd_what(const struct writer_cmd *c)
@@ -328,6 +332,15 @@ static void fail_all(struct writer_cmd **cmds, int n, enum fail_kind kind)
 			    "this command was not carried out; retry with "
 			    "the same Idempotency-Key or client_order_id "
 			    "after a few seconds");
+		else if (kind == FAIL_FENCED)
+			rows_fail_cmd(
+			    c, 503, "market-unavailable",
+			    "market changed hands",
+			    "another exchange instance took over a market of "
+			    "the batch holding this command, so nothing of it "
+			    "was carried out; retry with the same "
+			    "Idempotency-Key or client_order_id after a few "
+			    "seconds (you may be sent to the new owner)");
 		else if (kind == FAIL_UNKNOWN && c->kind == WR_NEW)
 			rows_fail_cmd(
 			    c, 503, "outcome-unknown", "outcome unknown",
@@ -364,7 +377,8 @@ bool wpipe_down(const struct wpipe *p)
 }
 
 /* Fails f, which was applied on top of a batch that did not commit: it
- * runs again when that one does (p->retry). */
+ * runs again when that one does (p->retry), or is answered as that one
+ * was when it was fenced. */
 static void fail_after(struct wpipe *p, struct wpipe_batch *f, bool down)
 {
 	if (!f->ok)
@@ -372,6 +386,7 @@ static void fail_after(struct wpipe *p, struct wpipe_batch *f, bool down)
 	f->ok = false;
 	f->down = down;
 	f->retry = p->retry && !down;
+	f->fenced = p->fenced; /* answered as the one before it */
 	snprintf(f->err, sizeof f->err,
 	         "the batch before it was not committed");
 }
@@ -420,6 +435,8 @@ static bool advance(struct wpipe *p, struct wpipe_batch **gp)
 	struct wpipe_batch *c = p->cf, *o = p->of;
 	finish_batch(p, c);
 	bool ok = c->ok;
+	if (!ok)
+		p->fenced = c->fenced;
 	bool down = c->down || wpipe_down(p);
 	/* the next COMMIT goes out before this batch's answers */
 	if (o && ok)

@@ -153,6 +153,9 @@ struct wpipe_batch {
 	 * (wpipe_res.key_taken), or applied on top of one that was: its
 	 * commands are not answered a failure but run again (hooks->land) */
 	bool retry;
+	/* refused by its fence (RX001, schema/0017): another instance took
+	 * a market it touches */
+	bool fenced;
 	struct timespec t0; /* sent (CLOCK_MONOTONIC) */
 	char err[512];
 };
@@ -184,6 +187,7 @@ struct wpipe {
 	uint64_t nbatch;             /* batches sent, for the fault hook */
 	struct wpipe_batch *cf, *of; /* in flight: committing, open */
 	bool retry; /* the last batch that failed by itself may run again */
+	bool fenced;                 /* the last batch that failed was fenced */
 };
 
 /* A batch made ready to gather (cmds kept; ok true, the rest cleared). */

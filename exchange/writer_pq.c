@@ -53,6 +53,7 @@ static bool pq_result(PGconn *c, struct wpipe_res *out, bool *lost)
 		return false;
 	switch (PQresultStatus(r)) {
 	case PGRES_COMMAND_OK:
+	case PGRES_TUPLES_OK: /* the fence (w_fence) */
 		out->kind = WPIPE_RES_OK;
 		break;
 	case PGRES_PIPELINE_ABORTED:

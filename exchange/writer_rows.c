@@ -612,6 +612,11 @@ const struct rows_stmt rows_stmts[ROWS_NSTMT] = {
          "recall_notice_ns, created_ns, deliver_by_ns, term_end_ns, "
          "changed_ns)",
          17, false},
+    /* the markets the batch touches are still this instance's: their
+     * epochs unchanged, and kept so until COMMIT (schema/0017) */
+    [ROWS_FENCE] = {"w_fence",
+                    "SELECT market_fence($1::bigint[], $2::bigint[])", 2,
+                    false},
     [ROWS_SEQ] = {"w_seq",
                   "UPDATE markets m SET seq = u.seq FROM unnest($1::bigint[], "
                   "$2::bigint[]) AS u(id, seq) WHERE m.id = u.id",

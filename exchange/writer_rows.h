@@ -37,6 +37,7 @@ struct rows_market {
 	int64_t notice_period_s, breach_penalty, delivery_deadline_s;
 	struct book *book;
 	uint64_t seq_saved;
+	int64_t epoch; /* of its take (schema/0017): every batch's fence */
 };
 
 /* Rows are plain structs, written out as text in one pass when the batch
@@ -190,6 +191,7 @@ void rows_contract_json(struct rows_buf *o, const struct rows_contract *c,
 /* The statements of a batch, prepared once per connection; each takes one
  * array per column (struct rows_cols), filled by the rows_*_cols below. */
 enum rows_stmt_id {
+	ROWS_FENCE, /* first: the markets' epochs checked, rows share-locked */
 	ROWS_INS_ORDERS,
 	ROWS_UPD_ORDERS,
 	ROWS_INS_TRADES,

@@ -136,30 +136,25 @@ int client_stream_open(struct client *c, struct http1_conn *h,
 	return 0;
 }
 
-int client_call(struct client *c, const char *method, const char *path,
-                json_t *body, const char *idem, struct client_resp *r,
-                char *err, size_t errlen)
+/* One signed request on h: signed afresh (a new nonce) each time, so that
+ * a request sent on to another instance is not a replay. */
+static int send_signed(struct client *c, struct http1_conn *h,
+                       const char *method, const char *path, const char *text,
+                       const char *idem, struct http1_response *hr, char *err,
+                       size_t errlen)
 {
-	char line[6][CLIENT_HDR_LEN], why[400];
+	char line[6][CLIENT_HDR_LEN];
 	const char *hdr[8];
-	char *text = NULL;
-	struct http1_response hr = {0};
-	int n = 0, rc = -1;
-
-	memset(r, 0, sizeof *r);
-	if (body && !(text = json_dumps(body, JSON_COMPACT))) {
-		snprintf(err, errlen, "could not encode the request");
-		return -1;
-	}
+	int n = 0;
 	if (sign_headers(c, method, path, text, line, err, errlen) < 0)
-		goto out;
+		return -1;
 	for (int i = 0; i < 4; i++)
 		hdr[n++] = line[i];
 	if (idem) {
 		if (snprintf(line[4], CLIENT_HDR_LEN, "Idempotency-Key: %s",
 		             idem) >= CLIENT_HDR_LEN) {
 			snprintf(err, errlen, "idempotency key too long");
-			goto out;
+			return -1;
 		}
 		hdr[n++] = line[4];
 	}
@@ -173,15 +168,82 @@ int client_call(struct client *c, const char *method, const char *path,
 	                            .body_len = text ? strlen(text) : 0,
 	                            .timeout_ms = CLIENT_TIMEOUT_MS,
 	                            .max_body = CLIENT_MAX_BODY};
-	if (http1_request(c->conn, &req, &hr, why, sizeof why) < 0) {
+	char why[400];
+	if (http1_request(h, &req, hr, why, sizeof why) < 0) {
 		snprintf(err, errlen, "could not reach the exchange at %s: %s",
-		         c->base, why);
+		         http1_authority(h), why);
+		return -1;
+	}
+	return 0;
+}
+
+/* The instance a 307 sends the request to (its problem's "owner", a base
+ * URL): into url, or -1 with err set when there is none or it would leave
+ * https for http. */
+static int redirect_owner(const struct client *c,
+                          const struct http1_response *hr, char *url,
+                          size_t len, char *err, size_t errlen)
+{
+	json_t *j =
+	    hr->body ? json_loadb(hr->body, hr->body_len, 0, NULL) : NULL;
+	const char *o = json_string_value(json_object_get(j, "owner"));
+	int rc = -1;
+	if (!o || (strncmp(o, "http://", 7) && strncmp(o, "https://", 8)))
+		snprintf(err, errlen,
+		         "the exchange sent the request elsewhere (307) "
+		         "without an owner URL");
+	else if (!strncmp(c->base, "https://", 8) && strncmp(o, "https://", 8))
+		snprintf(err, errlen,
+		         "the exchange sent the request to %.200s, which is "
+		         "not https like %.200s: refused",
+		         o, c->base);
+	else if (snprintf(url, len, "%s", o) >= (int)len)
+		snprintf(err, errlen, "the owner URL is too long");
+	else
+		rc = 0;
+	json_decref(j);
+	return rc;
+}
+
+int client_call(struct client *c, const char *method, const char *path,
+                json_t *body, const char *idem, struct client_resp *r,
+                char *err, size_t errlen)
+{
+	char *text = NULL;
+	struct http1_response hr = {0};
+	int rc = -1;
+
+	memset(r, 0, sizeof *r);
+	if (body && !(text = json_dumps(body, JSON_COMPACT))) {
+		snprintf(err, errlen, "could not encode the request");
+		return -1;
+	}
+	if (send_signed(c, c->conn, method, path, text, idem, &hr, err,
+	                errlen) < 0)
 		goto out;
+	/* A market served by another instance of the exchange: the request
+	 * goes there, signed again (docs/agent.md). At most two hops; the
+	 * owner's connection lasts this call only, since the next order of
+	 * the market may be served here again after a takeover. */
+	for (int hop = 0; hr.status == 307 && hop < 2; hop++) {
+		char url[512];
+		if (redirect_owner(c, &hr, url, sizeof url, err, errlen) < 0)
+			goto out;
+		struct http1_conn *o =
+		    http1_new(url, c->ca_file, CLIENT_CONNECT_MS, err, errlen);
+		if (!o)
+			goto out;
+		http1_response_clear(&hr);
+		int sent = send_signed(c, o, method, path, text, idem, &hr, err,
+		                       errlen);
+		http1_free(o);
+		if (sent < 0)
+			goto out;
 	}
 	r->status = hr.status;
 	if (hr.body && hr.body_len)
 		r->json = json_loadb(hr.body, hr.body_len, 0, NULL);
-	if (r->status >= 400 && r->json) {
+	if (r->status >= 300 && r->json) {
 		const char *t =
 		    json_string_value(json_object_get(r->json, "title"));
 		const char *d =

@@ -36,7 +36,9 @@ static size_t on_data(char *d, size_t sz, size_t nm, void *u)
 
 enum ctl_exit ctl_http_exit(long status)
 {
-	if (status == 0 || status >= 500)
+	/* a redirect still unanswered after the hops followed: the
+	 * request was not carried out */
+	if (status == 0 || status >= 500 || (status >= 300 && status < 400))
 		return CTL_UNREACHABLE;
 	if (status == 401 || status == 403)
 		return CTL_AUTH;
@@ -89,6 +91,14 @@ enum ctl_exit ctl_http_call(const struct ctl_http *c, const char *method,
 	curl_easy_setopt(cu, CURLOPT_CONNECTTIMEOUT, 10L);
 	curl_easy_setopt(cu, CURLOPT_TIMEOUT, 60L);
 	curl_easy_setopt(cu, CURLOPT_NOSIGNAL, 1L);
+	/* an exchange of several instances sends a request for a market
+	 * served by another to that one (307, docs/operations.md "Several
+	 * instances"): followed with its method, body and token, over http
+	 * or https only, at most three times */
+	curl_easy_setopt(cu, CURLOPT_FOLLOWLOCATION, 1L);
+	curl_easy_setopt(cu, CURLOPT_MAXREDIRS, 3L);
+	curl_easy_setopt(cu, CURLOPT_UNRESTRICTED_AUTH, 1L);
+	curl_easy_setopt(cu, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
 	if (body)
 		curl_easy_setopt(cu, CURLOPT_POSTFIELDS, body);
 	CURLcode rc = curl_easy_perform(cu);

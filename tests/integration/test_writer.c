@@ -524,14 +524,14 @@ static int64_t place_id(struct rxh *h, const char *tok, const char *market,
  * running one hands out no id the first has handed out or will (before,
  * it started at the first's next id: its orders were refused, 500, a
  * unique violation), and a restart keeps ids going up. The two trade in
- * markets of their own (a in spot, b in perm-2027): one owner per market. */
+ * markets of their own (a serves spot, b perm-2027: exchange/owner.h). */
 START_TEST(two_ramexd_on_one_database_share_no_id)
 {
 	struct rxh a, b;
 	struct rxh_world w;
 	int64_t ids[64], trades[64], t;
 	int n = 0, nt = 0;
-	rxh_start(&a, "ramex_t_writer_ids", "");
+	rxh_start(&a, "ramex_t_writer_ids", "--markets=spot");
 	rxh_world(&a, &w);
 	ids[n++] = place_id(&a, w.trader_token, "spot", w.node_b, "buy",
 	                    100000, &t);
@@ -539,6 +539,7 @@ START_TEST(two_ramexd_on_one_database_share_no_id)
 	b.pid = 0;
 	b.port = 0;
 	snprintf(b.log, sizeof b.log, "%.500s-b", a.log);
+	snprintf(b.extra, sizeof b.extra, "--markets=perm-2027");
 	rxh_restart(&b);
 	for (int k = 0; k < 6; k++) {
 		/* a: a sell that trades with a's resting buy, and a new buy */
