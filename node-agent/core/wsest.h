@@ -65,6 +65,15 @@ struct wsest_gens {
 	/* The age of the youngest generation made by the aging walk: pages
 	 * touched since are not yet seen, so the histogram is that stale. */
 	int64_t walk_age_ms;
+	/* Added: 0 means absent. The oldest generation's sequence number,
+	 * summed over the lruvecs read: it grows by one each time a
+	 * lruvec's oldest generation is emptied by reclaim or merged into
+	 * the next by aging. MGLRU on 6.1 counts a fault in
+	 * workingset_refault only while the generation the page was
+	 * evicted from is still the oldest, so faults per such step, less
+	 * those counted, measure how long evicted pages stay out (see
+	 * the thrashing model in node-agent/README.md). */
+	uint64_t min_seq_sum;
 };
 
 /* One sample. Counters are cumulative since boot (or cgroup creation). */
