@@ -291,6 +291,9 @@ static double gens_estimate(struct wsest *w, const struct wsest_sample *s,
 	}
 	/* The open bin's pages taken as ±2σ. */
 	*var = (unsure / 4) * (unsure / 4);
+	for (int i = 0; i < n; i++)
+		if ((double)g->bin[i].idle_min_ms >= tau)
+			e->cold_known += g->bin[i].pages;
 
 	/* The curve: bins hottest first. A page last touched t ago is
 	 * touched about 1/t times a second (the rate's maximum likelihood

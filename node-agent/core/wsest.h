@@ -159,6 +159,10 @@ struct wsest_estimate {
 	rx_pages thrash_hi;
 	int64_t evict_age_ms; /* the oldest generation's age, smoothed */
 	rx_pages rejected;    /* probe-rejected pages taken off (window) */
+	/* MGLRU: pages in generations whose next younger one was made a
+	 * window ago or more, known idle that long: the oldest, which
+	 * reclaim takes first. 0 from the other sources. */
+	rx_pages cold_known;
 };
 
 struct wsest;

@@ -527,6 +527,11 @@ START_TEST(mglru_follows_phases)
 		              "phase %d: within 10 %% after %d intervals", p,
 		              seen);
 		ck_assert(e.wss_lo <= hot[p] && hot[p] <= e.wss_hi);
+		/* the pages known idle a window are cold ones, most of them */
+		ck_assert_msg(e.cold_known <= 100000 - hot[p] &&
+		                  e.cold_known * 2 >= 100000 - hot[p],
+		              "phase %d: %lld pages known idle", p,
+		              (long long)e.cold_known);
 	}
 	wsest_free(w);
 	mg_free(m);
@@ -726,6 +731,7 @@ START_TEST(mglru_thrash_deficit)
 		              (long long)e.wss_lo, (long long)e.wss_hi,
 		              (long long)truth);
 		ck_assert_int_ge(e.deficit, 8000); /* at least λG */
+		ck_assert_int_eq(e.cold_known, 0); /* oldest 3 s old */
 	}
 	wsest_free(w);
 }
