@@ -35,6 +35,8 @@ struct wsest {
 	int stable_run;
 	int have_probe;
 	double probe_rate; /* refaults a second per probed page, smoothed */
+	int have_gens;
+	double gens_ws; /* the generations' last reading, pages */
 	int have_thrash;
 	double fault_rate; /* pages faulted back a second, smoothed */
 	double evict_ms;   /* the oldest generation's age, smoothed */
@@ -592,6 +594,18 @@ int wsest_update(struct wsest *w, const struct wsest_sample *s,
 			lo = 0;
 		if (hi < raw)
 			hi = raw;
+		/* The generations say the working set lies in [lo, hi]; where
+		 * that leaves room (a generation that straddles the window,
+		 * or the oldest, open one younger than it), the last reading
+		 * stands if it is still inside. Reclaim that ages several
+		 * times in a row merges working pages into the oldest
+		 * generation with cold ones, which widens the range without
+		 * anything having been touched or left alone; the walk after
+		 * it moves the working ones out again. */
+		if (w->have_gens && w->gens_ws >= lo && w->gens_ws < raw)
+			raw = w->gens_ws;
+		w->gens_ws = raw;
+		w->have_gens = 1;
 		double th = thrash_bound(w, dref, dt_s, evict_ms, e);
 		double tmid, thalf;
 		thrash_deficit(w, s, dref_raw, dmaj, th, &tmid, &thalf);
