@@ -464,9 +464,9 @@ static int thrash_truth_check(const struct replay_at *a,
 
 START_TEST(recorded_thrashing_truth)
 {
-	ck_assert_int_ge(replay("trace-cglimit0-truth.txt", "/cglimit0",
-	                        thrash_truth_check),
-	                 20);
+	ck_assert_int_ge(
+	    replay("trace-cglimit0-truth.txt", "/cglimit0", thrash_truth_check),
+	    20);
 }
 END_TEST
 

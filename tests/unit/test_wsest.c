@@ -666,7 +666,8 @@ static void thrash_feed(struct wsest *w, struct wsest_sample *smp,
 	smp->t += 2000000000;
 	smp->majfaults += (uint64_t)llround(lambda * dt);
 	if (wout < g)
-		smp->refaults += (uint64_t)llround(lambda * dt * (1 - wout / g));
+		smp->refaults +=
+		    (uint64_t)llround(lambda * dt * (1 - wout / g));
 	smp->gens.min_seq_sum += 1; /* one step of 2 s */
 	smp->has_gens = 1;
 	smp->gens.nbins = 2;
@@ -696,14 +697,14 @@ START_TEST(mglru_thrash_deficit)
 		if (i < 10)
 			continue;
 		int64_t truth = res + 11776;
-		ck_assert_msg(e.thrashing && llabs(e.wss - truth) * 10 <= truth &&
-		                  llabs(e.wss - truth) <= e.wss_err &&
-		                  e.wss_err * 100 <= truth * 20,
-		              "sample %d: estimate %lld ± %lld for %lld (deficit "
-		              "%lld, bound %lld)",
-		              i, (long long)e.wss, (long long)e.wss_err,
-		              (long long)truth, (long long)e.deficit,
-		              (long long)e.thrash_hi);
+		ck_assert_msg(
+		    e.thrashing && llabs(e.wss - truth) * 10 <= truth &&
+		        llabs(e.wss - truth) <= e.wss_err &&
+		        e.wss_err * 100 <= truth * 20,
+		    "sample %d: estimate %lld ± %lld for %lld (deficit "
+		    "%lld, bound %lld)",
+		    i, (long long)e.wss, (long long)e.wss_err, (long long)truth,
+		    (long long)e.deficit, (long long)e.thrash_hi);
 	}
 	/* The faults stop: the deficit goes at once. */
 	smp.t += 2000000000;
@@ -723,13 +724,13 @@ START_TEST(mglru_thrash_deficit)
 		if (i < 10)
 			continue;
 		int64_t truth = res + 12000;
-		ck_assert_msg(e.thrashing && llabs(e.wss - truth) <= e.wss_err &&
-		                  e.wss_lo <= truth && truth <= e.wss_hi,
-		              "sample %d: estimate %lld ± %lld [%lld, %lld] for "
-		              "%lld",
-		              i, (long long)e.wss, (long long)e.wss_err,
-		              (long long)e.wss_lo, (long long)e.wss_hi,
-		              (long long)truth);
+		ck_assert_msg(
+		    e.thrashing && llabs(e.wss - truth) <= e.wss_err &&
+		        e.wss_lo <= truth && truth <= e.wss_hi,
+		    "sample %d: estimate %lld ± %lld [%lld, %lld] for "
+		    "%lld",
+		    i, (long long)e.wss, (long long)e.wss_err,
+		    (long long)e.wss_lo, (long long)e.wss_hi, (long long)truth);
 		ck_assert_int_ge(e.deficit, 8000); /* at least λG */
 		ck_assert_int_eq(e.cold_known, 0); /* oldest 3 s old */
 	}
