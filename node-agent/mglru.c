@@ -115,10 +115,20 @@ static void flush_lruvec(struct mglru_view *v, const struct gen *gs, int n,
 		v->pages += (int64_t)gs[i].pages;
 	}
 	int64_t young = (int64_t)gs[n - 1].age_ms;
-	if (v->nlv < MGLRU_MAX_LRUVECS)
-		v->lv[v->nlv++] = (struct mglru_lruvec){
-		    memcg, node, gs[n - 1].seq, young, n,
-		    (int64_t)gs[n - 1].pages};
+	if (v->nlv < MGLRU_MAX_LRUVECS) {
+		struct mglru_lruvec *l = &v->lv[v->nlv++];
+		memset(l, 0, sizeof *l);
+		l->memcg_id = memcg;
+		l->node = node;
+		l->max_seq = gs[n - 1].seq;
+		l->min_seq = gs[0].seq;
+		l->youngest_age_ms = young;
+		l->ngens = n;
+		l->young_pages = (int64_t)gs[n - 1].pages;
+	}
+	/* lru_gen (the debugfs file that takes commands) prints from the
+	 * anonymous pages' oldest generation on */
+	v->gens.min_seq_sum += gs[0].seq;
 	if (v->nlv == 1 || young < v->gens.walk_age_ms)
 		v->gens.walk_age_ms = young;
 }

@@ -32,6 +32,7 @@ struct mglru_lruvec {
 	int64_t memcg_id;
 	int node;
 	uint64_t max_seq;        /* the youngest generation's number */
+	uint64_t min_seq;        /* the oldest's (anonymous pages') */
 	int64_t youngest_age_ms; /* age of that generation */
 	int ngens;
 	int64_t young_pages; /* pages in that generation */

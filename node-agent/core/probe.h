@@ -8,7 +8,9 @@
  * `some` (the workload's own stall included) is at or over half the ceiling
  * or the estimator says pressure, and after such a sample none for
  * `backoff_samples`; a probe takes a share of the pages the estimate calls
- * cold (resident beyond working set + error), never working pages.
+ * cold (resident beyond working set + error), never working pages, and
+ * with MGLRU never more than its generations know idle a window (what
+ * reclaim takes first: past it the kernel ages to find more).
  *
  * Pure: no clock, no I/O, no globals.
  */

@@ -65,6 +65,15 @@ struct wsest_gens {
 	/* The age of the youngest generation made by the aging walk: pages
 	 * touched since are not yet seen, so the histogram is that stale. */
 	int64_t walk_age_ms;
+	/* Added: 0 means absent. The oldest generation's sequence number,
+	 * summed over the lruvecs read: it grows by one each time a
+	 * lruvec's oldest generation is emptied by reclaim or merged into
+	 * the next by aging. MGLRU on 6.1 counts a fault in
+	 * workingset_refault only while the generation the page was
+	 * evicted from is still the oldest, so faults per such step, less
+	 * those counted, measure how long evicted pages stay out (see
+	 * the thrashing model in node-agent/README.md). */
+	uint64_t min_seq_sum;
 };
 
 /* One sample. Counters are cumulative since boot (or cgroup creation). */
@@ -150,6 +159,10 @@ struct wsest_estimate {
 	rx_pages thrash_hi;
 	int64_t evict_age_ms; /* the oldest generation's age, smoothed */
 	rx_pages rejected;    /* probe-rejected pages taken off (window) */
+	/* MGLRU: pages in generations whose next younger one was made a
+	 * window ago or more, known idle that long: the oldest, which
+	 * reclaim takes first. 0 from the other sources. */
+	rx_pages cold_known;
 };
 
 struct wsest;

@@ -1,8 +1,9 @@
 /*
  * test_probe.c — the active probing decision (node-agent/core/probe.c): a
  * share of the cold pages, within its bounds; nothing near the PSI ceiling,
- * under pressure, while refaulting or before an estimate; and a back-off
- * after pressure before the next probe.
+ * under pressure, while refaulting or before an estimate; with MGLRU no
+ * more than the generations know idle; and a back-off after pressure
+ * before the next probe.
  */
 #include "node-agent/core/probe.h"
 
@@ -19,6 +20,7 @@ static struct wsest_estimate est(rx_pages resident, rx_pages wss, rx_pages err,
 	e.wss = wss;
 	e.wss_err = err;
 	e.stall_ppm = stall_ppm;
+	e.cold_known = resident; /* every page outside the set idle long */
 	return e;
 }
 
@@ -46,6 +48,28 @@ START_TEST(share_of_cold)
 	e = est(150000, 40000, 1000, 0);
 	e.deficit = 1;
 	ck_assert_int_eq(probe_next(&c, &p, &e), 0);
+}
+END_TEST
+
+/* MGLRU: no more than the generations know idle a window, which reclaim
+ * takes first; none when the oldest generation is younger than that
+ * (reclaim would age to find pages, merging working ones into it). The
+ * coarse sources know no generations. */
+START_TEST(only_pages_known_idle)
+{
+	struct probe_config c;
+	struct probe p = {0};
+	probe_config_default(&c);
+
+	struct wsest_estimate e = est(150000, 40000, 1000, 0);
+	e.cold_known = 50000;
+	ck_assert_int_eq(probe_next(&c, &p, &e), 5000);
+	e.cold_known = 0;
+	ck_assert_int_eq(probe_next(&c, &p, &e), 0);
+	e.cold_known = c.step_min - 1;
+	ck_assert_int_eq(probe_next(&c, &p, &e), 0);
+	e.source = WSEST_LRU;
+	ck_assert_int_eq(probe_next(&c, &p, &e), 10900);
 }
 END_TEST
 
@@ -93,6 +117,7 @@ int main(void)
 	Suite *s = suite_create("probe");
 	TCase *tc = tcase_create("core");
 	tcase_add_test(tc, share_of_cold);
+	tcase_add_test(tc, only_pages_known_idle);
 	tcase_add_test(tc, backs_off_under_pressure);
 	tcase_add_test(tc, bad_config);
 	suite_add_tcase(s, tc);

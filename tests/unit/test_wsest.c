@@ -527,6 +527,11 @@ START_TEST(mglru_follows_phases)
 		              "phase %d: within 10 %% after %d intervals", p,
 		              seen);
 		ck_assert(e.wss_lo <= hot[p] && hot[p] <= e.wss_hi);
+		/* the pages known idle a window are cold ones, most of them */
+		ck_assert_msg(e.cold_known <= 100000 - hot[p] &&
+		                  e.cold_known * 2 >= 100000 - hot[p],
+		              "phase %d: %lld pages known idle", p,
+		              (long long)e.cold_known);
 	}
 	wsest_free(w);
 	mg_free(m);
@@ -644,6 +649,95 @@ START_TEST(mglru_bad_bins)
 }
 END_TEST
 
+/* Thrashing in a cgroup at its limit: R pages resident, all seen accessed
+ * within the window, and the oldest generation (the one reclaim evicts
+ * from) 3 s old against a 20 s window. Evicted pages stay out W seconds
+ * before they fault back at λ a second, and the oldest generation takes
+ * a step every G = 2 s. MGLRU on 6.1 counts a fault as a refault only
+ * while the page's generation is still the oldest: a share 1 - W/G of
+ * them. The deficit is λW (Little's law); the working set R + λW. */
+static void thrash_feed(struct wsest *w, struct wsest_sample *smp,
+                        int64_t resident, double lambda, double wout,
+                        struct wsest_estimate *e)
+{
+	const double dt = 2, g = 2;
+	const char *why = NULL;
+
+	smp->t += 2000000000;
+	smp->majfaults += (uint64_t)llround(lambda * dt);
+	if (wout < g)
+		smp->refaults +=
+		    (uint64_t)llround(lambda * dt * (1 - wout / g));
+	smp->gens.min_seq_sum += 1; /* one step of 2 s */
+	smp->has_gens = 1;
+	smp->gens.nbins = 2;
+	smp->gens.walk_age_ms = 1000;
+	smp->gens.bin[0] = (struct wsest_gen_bin){0, 3000, resident - 1000};
+	smp->gens.bin[1] = (struct wsest_gen_bin){3000, WSEST_GEN_OPEN, 1000};
+	smp->active = resident;
+	ck_assert_msg(wsest_update(w, smp, e, &why) == 0, "%s", why);
+}
+
+START_TEST(mglru_thrash_deficit)
+{
+	struct wsest_config c;
+	struct wsest_sample smp;
+	struct wsest_estimate e;
+	const char *why = NULL;
+	const int64_t res = 65000; /* 254 MiB at a 256 MiB limit */
+
+	wsest_config_default(&c);
+	c.window_ns = INT64_C(20000000000);
+	/* Out 1 s, 11 776 faults a second: 46 MiB missing. The bound
+	 * λ(τ - E) alone is 17 times that. */
+	struct wsest *w = wsest_new(&c, &why);
+	memset(&smp, 0, sizeof smp);
+	for (int i = 0; i < 15; i++) {
+		thrash_feed(w, &smp, res, 11776, 1, &e);
+		if (i < 10)
+			continue;
+		int64_t truth = res + 11776;
+		ck_assert_msg(
+		    e.thrashing && llabs(e.wss - truth) * 10 <= truth &&
+		        llabs(e.wss - truth) <= e.wss_err &&
+		        e.wss_err * 100 <= truth * 20,
+		    "sample %d: estimate %lld ± %lld for %lld (deficit "
+		    "%lld, bound %lld)",
+		    i, (long long)e.wss, (long long)e.wss_err, (long long)truth,
+		    (long long)e.deficit, (long long)e.thrash_hi);
+	}
+	/* The faults stop: the deficit goes at once. */
+	smp.t += 2000000000;
+	smp.gens.min_seq_sum += 1;
+	ck_assert(wsest_update(w, &smp, &e, &why) == 0);
+	ck_assert(!e.thrashing && e.deficit == 0);
+	ck_assert_int_le(llabs(e.wss - res), res / 10);
+	wsest_free(w);
+
+	/* Out 3 s, longer than a generation's turn: the counter sees none,
+	 * the faults a step (λG) are only a floor; the bar still holds the
+	 * truth, between that floor and the bound. */
+	w = wsest_new(&c, &why);
+	memset(&smp, 0, sizeof smp);
+	for (int i = 0; i < 15; i++) {
+		thrash_feed(w, &smp, res, 4000, 3, &e);
+		if (i < 10)
+			continue;
+		int64_t truth = res + 12000;
+		ck_assert_msg(
+		    e.thrashing && llabs(e.wss - truth) <= e.wss_err &&
+		        e.wss_lo <= truth && truth <= e.wss_hi,
+		    "sample %d: estimate %lld ± %lld [%lld, %lld] for "
+		    "%lld",
+		    i, (long long)e.wss, (long long)e.wss_err,
+		    (long long)e.wss_lo, (long long)e.wss_hi, (long long)truth);
+		ck_assert_int_ge(e.deficit, 8000); /* at least λG */
+		ck_assert_int_eq(e.cold_known, 0); /* oldest 3 s old */
+	}
+	wsest_free(w);
+}
+END_TEST
+
 /* Probing: pages taken away whose refaults follow measure dy/dx at the
  * margin; an interval without a probe keeps the last measurement. */
 START_TEST(probe_measures_dydx)
@@ -720,6 +814,7 @@ int main(void)
 	tcase_add_test(tc, mglru_mixed_heat);
 	tcase_add_test(tc, mglru_bad_bins);
 	tcase_add_test(tc, mglru_probe_rejected);
+	tcase_add_test(tc, mglru_thrash_deficit);
 	tcase_add_test(tc, probe_measures_dydx);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
