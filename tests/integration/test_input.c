@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "exchange/auth.h"
+#include "exchange/db.h"
 #include "exchange/routes.h"
 #include "tests/integration/ramexd_harness.h"
 #include "tests/integration/testdb.h"
@@ -707,6 +708,33 @@ START_TEST(ranges_are_the_documented_ones)
 }
 END_TEST
 
+/* A database that cannot be reached is named by its host, port, database
+ * and user, never by the whole conninfo: a password in --db (or a URI's
+ * user:password@) must not reach the log (db_connect's text did). */
+START_TEST(connect_errors_name_no_password)
+{
+	static const char *const bad[] = {
+	    "host=127.0.0.1 port=1 dbname=ramex_nodb user=nobody "
+	    "password=sekrit-pw connect_timeout=2",
+	    "postgresql://nobody:sekrit-pw@127.0.0.1:1/ramex_nodb"
+	    "?connect_timeout=2",
+	    "host=127.0.0.1 port=1 password=sekrit-pw dbname",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		char err[1024] = "";
+		PGconn *c = db_connect(bad[i], err, sizeof err);
+		ck_assert_ptr_null(c);
+		ck_assert_msg(strstr(err, "sekrit") == NULL, "%s", err);
+		ck_assert_msg(strstr(err, "PostgreSQL") != NULL, "%s", err);
+		if (i < 2)
+			ck_assert_msg(strstr(err, "host=127.0.0.1 port=1 "
+			                          "dbname=ramex_nodb "
+			                          "user=nobody") != NULL,
+			              "%s", err);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	curl_global_init(CURL_GLOBAL_ALL);
@@ -720,6 +748,7 @@ int main(void)
 	tcase_add_test(tc, null_and_out_of_range_values_are_400);
 	tcase_add_test(tc, openapi_integers_have_ranges);
 	tcase_add_test(tc, ranges_are_the_documented_ones);
+	tcase_add_test(tc, connect_errors_name_no_password);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
