@@ -487,8 +487,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 			    0; /* nothing of it is read or logged */
 		const char *cl = MHD_lookup_connection_value(
 		    conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-		if (cl && strtoull(cl, NULL, 10) > srv->o.body_limit)
+		if (cl && strtoull(cl, NULL, 10) > srv->o.body_limit) {
+			/* Answered now (413, or the route's 404 or 405), not
+			 * after a body that would be thrown away: a client
+			 * that waits for an answer before it sends (Expect:
+			 * 100-continue) gets one, and libmicrohttpd closes the
+			 * connection after it rather than read the body. */
 			rq->too_big = 1;
+			route(rq);
+			flush(rq);
+		}
 		return MHD_YES;
 	}
 	if (*upload_size) {

@@ -1071,6 +1071,40 @@ START_TEST(a_row_copied_out_of_the_database_cannot_sign)
 }
 END_TEST
 
+/* A body announced larger than body_limit is refused at once, from its
+ * Content-Length, before the client sends it: the 413 problem came only
+ * after the whole body (a gigabyte read to be thrown away) or, from a
+ * client that waits for an answer first, after connection_timeout_s. */
+START_TEST(an_announced_body_too_large_is_refused_before_it_comes)
+{
+	struct rxh h;
+	char buf[4096];
+	rxh_start(&h, "ramex_t_edge_413", "");
+	int fd = dial(h.port);
+	const char *rq = "POST /v1/orders HTTP/1.1\r\nHost: t\r\n"
+	                 "Content-Type: application/json\r\n"
+	                 "Content-Length: 1000000000\r\n\r\n{\"market\"";
+	ck_assert_int_eq(write(fd, rq, strlen(rq)), (ssize_t)strlen(rq));
+	ck_assert_int_eq(raw_read(fd, buf, sizeof buf), 413);
+	ck_assert_msg(strstr(buf, "application/problem+json") &&
+	                  strstr(buf, "body-too-large"),
+	              "%s", buf);
+	close(fd);
+	/* the route is still checked first */
+	fd = dial(h.port);
+	rq = "POST /v1/nowhere HTTP/1.1\r\nHost: t\r\n"
+	     "Content-Length: 1000000000\r\n\r\n";
+	ck_assert_int_eq(write(fd, rq, strlen(rq)), (ssize_t)strlen(rq));
+	ck_assert_int_eq(raw_read(fd, buf, sizeof buf), 404);
+	close(fd);
+	/* and a body within the limit is read as before */
+	fd = dial(h.port);
+	ck_assert_int_eq(raw_get(fd, "/healthz", buf, sizeof buf), 200);
+	close(fd);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	curl_global_init(CURL_GLOBAL_ALL);
@@ -1089,6 +1123,7 @@ int main(void)
 	tcase_add_test(tc, timestamp_window_both_ways_digits_only);
 	tcase_add_test(tc, nonces_per_key_and_negative_cache);
 	tcase_add_test(tc, a_row_copied_out_of_the_database_cannot_sign);
+	tcase_add_test(tc, an_announced_body_too_large_is_refused_before_it_comes);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
