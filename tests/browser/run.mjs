@@ -937,6 +937,52 @@ async function main()
 		}
 		assert(!bad.length, `${bad.length} boxes overflow: ${bad.slice(0, 40).join('; ')}`);
 	});
+
+	// A phone (390 x 844): a wide table may scroll inside its box, but the
+	// page does not scroll sideways and no panel holds more than its
+	// width (the billing chart ran over the summary beside it, and a
+	// 400 px grid column pushed the market and billing pages 25 px wide).
+	await test('every page at 390 px (a phone): no sideways page, no panel wider than itself', async () => {
+		const bad = [];
+		const ctx = await browser.newContext({viewport: {width: 390, height: 844}});
+		for (const [role, tok, names] of [['finance', W.finance, ['market', 'billing']], ['trader', W.trader, ['trade']]]) {
+			const page = await ctx.newPage();
+			lastPage = page;
+			page.errors = [];
+			page.on('pageerror', e => page.errors.push(e.message));
+			await page.goto(`${URL_}/web/market.html`);
+			await signIn(page, tok);
+			for (const name of ['index', ...names]) {
+				await page.goto(name === 'index' ? `${URL_}/` : `${URL_}/web/${name}.html`);
+				if (name !== 'index')
+					await page.waitForSelector('#signout', {timeout: WAIT});
+				await new Promise(r => setTimeout(r, 1500)); // the charts are drawn
+				const over = await page.evaluate(() => {
+					const out = [];
+					const d = document.documentElement;
+					if (d.scrollWidth > d.clientWidth + 1)
+						out.push(`the page scrolls sideways (${d.scrollWidth} > ${d.clientWidth} px)`);
+					for (const p of document.querySelectorAll('section.panel, ul.cards li'))
+						if (p.offsetParent && p.scrollWidth > p.clientWidth + 1)
+							out.push(`panel "${(p.querySelector('h2, a') || p).textContent.trim().slice(0, 30)}" holds ${p.scrollWidth} px in ${p.clientWidth}`);
+					// a total row is one band: its figures' cells too
+					for (const f of document.querySelectorAll('tfoot tr')) {
+						const bg = new Set([...f.cells].map(c => getComputedStyle(c).backgroundColor));
+						if (f.cells.length && bg.size > 1)
+							out.push(`the total row of #${f.closest('table').id} has ${bg.size} backgrounds`);
+					}
+					return out;
+				});
+				for (const o of over)
+					bad.push(`${name} as ${role}: ${o}`);
+				await page.screenshot({path: join(OUT, `${name}-${role}-390.png`), fullPage: true});
+			}
+			noErrors(page, `pages as ${role} at 390 px`);
+			await page.close();
+		}
+		await ctx.close();
+		assert(!bad.length, bad.join('; '));
+	});
 }
 
 // Runs in the page: every element whose content is wider than its box
