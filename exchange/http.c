@@ -137,7 +137,56 @@ static void count(struct http_req *rq)
 
 /* --- the request's life ---------------------------------------------- */
 
-/* Matches the route; replies 404, 405 or 413 and returns -1 when none. */
+/* Replies 400 and returns -1 when the query names a parameter the route
+ * does not read (http_route_query): a misspelt filter would have been
+ * ignored, and a list read whole taken for the filtered one. */
+static int unknown_query(struct http_req *rq)
+{
+	const struct http_opts *o = &rq->srv->o;
+	const char *known = NULL;
+	if (rq->tg.nquery == 0 || !o->queries)
+		return 0;
+	for (size_t i = 0; i < o->nqueries && !known; i++)
+		if (strcmp(o->queries[i].method, rq->method) == 0 &&
+		    strcmp(o->queries[i].pattern, rq->route->pattern) == 0)
+			known = o->queries[i].names;
+	if (known && strcmp(known, "*") == 0)
+		return 0;
+	for (int i = 0; i < rq->tg.nquery; i++) {
+		const char *q = rq->tg.qname[i];
+		size_t n = strlen(q);
+		const char *k = known;
+		while (k && *k) {
+			size_t len = strcspn(k, " ");
+			if (len == n && strncmp(k, q, n) == 0)
+				break;
+			k += len;
+			k += strspn(k, " ");
+		}
+		if (k && *k)
+			continue;
+		if (known)
+			http_problem(rq, 400, "unknown-parameter",
+			             "unknown query parameter",
+			             "%s %s takes no query parameter \"%.*s\"; "
+			             "it takes: %s",
+			             rq->method, rq->route->pattern,
+			             in_utf8_cut(q, 64), q, known);
+		else
+			http_problem(
+			    rq, 400, "unknown-parameter",
+			    "unknown query parameter",
+			    "%s %s takes no query parameters (\"%.*s\" "
+			    "was given)",
+			    rq->method, rq->route->pattern, in_utf8_cut(q, 64),
+			    q);
+		return -1;
+	}
+	return 0;
+}
+
+/* Matches the route; replies 404, 405, 400 (an unknown query parameter)
+ * or 413 and returns -1 when none. */
 static int route(struct http_req *rq)
 {
 	const struct http_opts *o = &rq->srv->o;
@@ -207,6 +256,8 @@ static int route(struct http_req *rq)
 		}
 		return -1;
 	}
+	if (unknown_query(rq) < 0)
+		return -1;
 	if (rq->too_big) {
 		http_problem(rq, 413, "body-too-large",
 		             "request body too large",

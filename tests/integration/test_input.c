@@ -735,6 +735,42 @@ START_TEST(connect_errors_name_no_password)
 }
 END_TEST
 
+/* A query parameter the route does not read is refused, naming the ones it
+ * does: "?acount_id=5" on a finance export answered every account, as if
+ * no filter had been asked. The web pages take any (they read theirs in
+ * the browser). */
+START_TEST(unknown_query_parameters_are_400)
+{
+	struct rxh h;
+	struct rxh_resp r;
+	rxh_start(&h, "ramex_t_input_query", "");
+	long s = rxh_call(&h, "GET", "/v1/invoices?acount_id=5", h.admin, NULL,
+	                  NULL, &r);
+	ck_assert_int_eq(s, 400);
+	ck_assert(rxh_is_problem(&r, "urn:ramex:problem:unknown-parameter"));
+	ck_assert_msg(strstr(r.body, "unknown-parameter") &&
+	                  strstr(r.body, "acount_id") &&
+	                  strstr(r.body, "account_id"),
+	              "%s", r.body);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", "/v1/markets?x=1", h.admin, NULL, NULL, &r),
+	    400);
+	ck_assert_msg(strstr(r.body, "takes no query parameters"), "%s",
+	              r.body);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(rxh_call(&h, "GET",
+	                          "/v1/invoices?account_id=5&limit=2", h.admin,
+	                          NULL, NULL, &r),
+	                 200);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(rxh_call(&h, "GET", "/healthz", NULL, NULL, NULL, &r),
+	                 200);
+	rxh_resp_free(&r);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	curl_global_init(CURL_GLOBAL_ALL);
@@ -749,6 +785,7 @@ int main(void)
 	tcase_add_test(tc, openapi_integers_have_ranges);
 	tcase_add_test(tc, ranges_are_the_documented_ones);
 	tcase_add_test(tc, connect_errors_name_no_password);
+	tcase_add_test(tc, unknown_query_parameters_are_400);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
