@@ -141,6 +141,21 @@ int ctl_parse_offset(const char *s, int64_t *ns)
 	return 0;
 }
 
+int ctl_parse_when(const char *s, int64_t unit_ns, char *buf, size_t len)
+{
+	int64_t v;
+	if (s[0] != '-') {
+		if (ctl_units_parse_int(s, &v) < 0)
+			return -1;
+	} else {
+		if (ctl_parse_offset(s, &v) < 0)
+			return -1;
+		v = v < 0 ? 0 : v / unit_ns;
+	}
+	snprintf(buf, len, "%lld", (long long)v);
+	return 0;
+}
+
 /* ---- paths ------------------------------------------------------------- */
 
 /* Appends "&k=v" (or "?k=v") with v URL-escaped. */

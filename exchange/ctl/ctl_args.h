@@ -62,6 +62,11 @@ int ctl_parse_opts(const struct ctl_cmd *c, int argc, char **argv,
 /* "+90s", "-15m", "+2h", "-7d": now plus or minus it, as ns since the
  * epoch; -1 when s is not one. */
 int ctl_parse_offset(const char *s, int64_t *ns);
+/* A time for --from/--to: a whole number of `unit_ns` since the epoch
+ * (1: ns, 1000000000: s, as the route takes it), or "-90s", "-15m",
+ * "-2h", "-7d" before now; as that number's text into buf. -1 when it is
+ * neither. */
+int ctl_parse_when(const char *s, int64_t unit_ns, char *buf, size_t len);
 
 /* Appends "&k=v" (or "?k=v") to the path p with v URL-escaped; nothing
  * when v is NULL. */
