@@ -1110,6 +1110,63 @@ START_TEST(an_announced_body_too_large_is_refused_before_it_comes)
 }
 END_TEST
 
+/* A body is JSON only when it says so: Content-Type application/json (any
+ * case, with parameters; a charset, if given, UTF-8). Anything else is 415
+ * problem+json and changes nothing; text/plain and a form's type were
+ * parsed as JSON and carried out. */
+static int post_as(int port, const char *token, const char *ctype,
+                   const char *body, char *buf, size_t cap)
+{
+	char rq[1024];
+	int n =
+	    snprintf(rq, sizeof rq,
+	             "POST /v1/teams HTTP/1.1\r\nHost: t\r\n"
+	             "Authorization: Bearer %s\r\n%s%s%s"
+	             "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+	             token, ctype ? "Content-Type: " : "", ctype ? ctype : "",
+	             ctype ? "\r\n" : "", strlen(body), body);
+	int fd = dial(port);
+	ck_assert_int_eq(write(fd, rq, (size_t)n), n);
+	int st = raw_read(fd, buf, cap);
+	close(fd);
+	return st;
+}
+
+START_TEST(a_body_that_is_not_said_to_be_json_is_415)
+{
+	struct rxh h;
+	char buf[4096];
+	rxh_start(&h, "ramex_t_edge_415", "");
+	static const char *const refused[] = {
+	    "text/plain", "application/x-www-form-urlencoded", NULL,
+	    "application/json; charset=latin1", "application/jsonp"};
+	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+		ck_assert_msg(
+		    post_as(h.port, h.admin, refused[i], "{\"name\":\"t415\"}",
+		            buf, sizeof buf) == 415,
+		    "%s: %s", refused[i] ? refused[i] : "(none)", buf);
+		ck_assert_msg(strstr(buf, "application/problem+json") &&
+		                  strstr(buf, "unsupported-media-type"),
+		              "%s", buf);
+	}
+	ck_assert_int_eq(testdb_scalar_at(h.conninfo,
+	                                  "SELECT count(*) FROM teams WHERE "
+	                                  "name = 't415'"),
+	                 0);
+	static const char *const taken[] = {
+	    "application/json", "Application/JSON; charset=UTF-8",
+	    "application/json;charset=\"utf-8\""};
+	for (size_t i = 0; i < sizeof taken / sizeof taken[0]; i++) {
+		char body[64];
+		snprintf(body, sizeof body, "{\"name\":\"t415-%zu\"}", i);
+		ck_assert_msg(post_as(h.port, h.admin, taken[i], body, buf,
+		                      sizeof buf) == 201,
+		              "%s: %s", taken[i], buf);
+	}
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	curl_global_init(CURL_GLOBAL_ALL);
@@ -1128,7 +1185,9 @@ int main(void)
 	tcase_add_test(tc, timestamp_window_both_ways_digits_only);
 	tcase_add_test(tc, nonces_per_key_and_negative_cache);
 	tcase_add_test(tc, a_row_copied_out_of_the_database_cannot_sign);
-	tcase_add_test(tc, an_announced_body_too_large_is_refused_before_it_comes);
+	tcase_add_test(tc,
+	               an_announced_body_too_large_is_refused_before_it_comes);
+	tcase_add_test(tc, a_body_that_is_not_said_to_be_json_is_415);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
