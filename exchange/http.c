@@ -249,10 +249,12 @@ static int route(struct http_req *rq)
 			             "%s is not served on %s; use %s",
 			             rq->method, rq->tg.path, allow);
 		} else {
-			http_problem(rq, 404, "not-found", "no such route",
-			             "nothing is served at %s; see "
-			             "/v1/openapi.yaml for the routes",
-			             rq->tg.path);
+			http_problem(
+			    rq, 404, "not-found", "no such route",
+			    "nothing is served at %s; the routes are "
+			    "listed in api/openapi.yaml of ramex's "
+			    "source and in docs/operations.md (Routes)",
+			    rq->tg.path);
 		}
 		return -1;
 	}

@@ -771,6 +771,35 @@ START_TEST(unknown_query_parameters_are_400)
 }
 END_TEST
 
+/* A 404 that points somewhere points at something that is there: it named
+ * GET /v1/openapi.yaml, which was a 404 itself. */
+START_TEST(a_404_points_at_nothing_missing)
+{
+	struct rxh h;
+	struct rxh_resp r;
+	rxh_start(&h, "ramex_t_input_404", "");
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", "/v1/nowhere", h.admin, NULL, NULL, &r), 404);
+	ck_assert(rxh_is_problem(&r, "urn:ramex:problem:not-found"));
+	const char *d = json_string_value(json_object_get(r.json, "detail"));
+	ck_assert_ptr_nonnull(d);
+	for (const char *p = d; (p = strstr(p, " /"));) {
+		char path[128];
+		p++;
+		size_t n = strcspn(p, " ;,)");
+		snprintf(path, sizeof path, "%.*s", (int)n, p);
+		p += n;
+		if (strcmp(path, "/v1/nowhere") == 0)
+			continue;
+		ck_assert_msg(
+		    rxh_status(&h, "GET", path, h.admin, NULL, NULL) != 404,
+		    "the 404 points at %s, itself a 404: %s", path, d);
+	}
+	rxh_resp_free(&r);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	curl_global_init(CURL_GLOBAL_ALL);
@@ -786,6 +815,7 @@ int main(void)
 	tcase_add_test(tc, ranges_are_the_documented_ones);
 	tcase_add_test(tc, connect_errors_name_no_password);
 	tcase_add_test(tc, unknown_query_parameters_are_400);
+	tcase_add_test(tc, a_404_points_at_nothing_missing);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
