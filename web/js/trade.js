@@ -131,6 +131,13 @@ function readForm(quiet)
 	}
 	if (body.pages !== undefined && !Number.isSafeInteger(body.pages))
 		mark('o-qty', 'that quantity is too large');
+	// the market's own limits, before the exchange refuses them
+	const rules = fmt.marketCheck(markets.find(x => x.name === body.market),
+	                              q.ok ? q.value : null, p.ok ? p.value : null);
+	if (rules.pages)
+		mark('o-qty', rules.pages);
+	if (rules.price)
+		mark('o-price', rules.price);
 	return ok ? body : null;
 }
 
