@@ -779,6 +779,44 @@ async function main()
 		}
 	});
 
+	// The summary is answered by the test (page.route): amounts of a few
+	// n$, then a 503.
+	await test('billing: a few n$ read whole on the chart\'s axis; a failed reload leaves no stale total or chart', async () => {
+		const page = await newPage('billing-tiny');
+		const now = new Date();
+		let fail = false;
+		await page.route('**/v1/billing/summary*', route => route.fulfill(fail
+			? {status: 503, contentType: 'application/problem+json',
+			   body: JSON.stringify({type: 'urn:ramex:problem:database-unavailable', title: 'database unavailable', status: 503,
+			                         detail: 'the exchange cannot reach PostgreSQL; retry after a few seconds'})}
+			: {status: 200, contentType: 'application/json',
+			   body: JSON.stringify({by: 'account', items: [{year: now.getUTCFullYear(), month: now.getUTCMonth() + 1, account_id: 1,
+			                                                 account: 'tiny', spend: 4, revenue: 4, offline_credits: null,
+			                                                 bought_page_seconds: 1, sold_page_seconds: 1}]})}));
+		await page.goto(`${URL_}/web/billing.html`);
+		await signIn(page, W.finance);
+		await page.waitForFunction(() => document.querySelector('#summary tfoot td.num'), null, {timeout: WAIT});
+		await new Promise(r => setTimeout(r, 500));
+		// the y axis is as wide as "$0.000000004" (uPlot's axis size holds
+		// its ticks and gap, 15 px, beside the label)
+		const [axis, label] = await page.evaluate(() => {
+			const y = [...document.querySelectorAll('#chart .u-axis')].find(a => a.offsetHeight > a.offsetWidth);
+			const c = document.createElement('canvas').getContext('2d');
+			c.font = '12px system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, "Noto Sans", sans-serif';
+			return [y ? y.offsetWidth : 0, c.measureText('$0.000000004').width];
+		});
+		assert(axis - 15 >= label, `the y axis is ${axis} px for a ${Math.round(label)} px label`);
+		await shot(page, 'billing-tiny');
+		noErrors(page, 'billing with tiny amounts');
+		fail = true;
+		await page.click('#b-show');
+		await page.waitForFunction(() => document.querySelector('#banner').textContent.includes('billing summary'), null, {timeout: WAIT});
+		const left = await page.evaluate(() => [document.querySelector('#summary tfoot').textContent.trim(),
+		                                        document.querySelector('#summary tbody').textContent.trim()]);
+		assert(left[0] === '', `after a failed reload the total row still says "${left[0]}" beside "${left[1]}"`);
+		await page.close();
+	});
+
 	await test('trade: a long order history scrolls whole rows: none cut at the box\'s edge, the last one fully shown', async () => {
 		// 30 orders placed and cancelled, some notes long enough to wrap
 		for (let i = 0; i < 30; i++) {
