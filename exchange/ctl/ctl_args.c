@@ -141,7 +141,7 @@ int ctl_parse_offset(const char *s, int64_t *ns)
 	return 0;
 }
 
-int ctl_parse_when(const char *s, int64_t unit_ns, char *buf, size_t len)
+static int parse_when(const char *s, int64_t unit_ns, char buf[32])
 {
 	int64_t v;
 	if (s[0] != '-') {
@@ -152,7 +152,21 @@ int ctl_parse_when(const char *s, int64_t unit_ns, char *buf, size_t len)
 			return -1;
 		v = v < 0 ? 0 : v / unit_ns;
 	}
-	snprintf(buf, len, "%lld", (long long)v);
+	snprintf(buf, 32, "%lld", (long long)v);
+	return 0;
+}
+
+int ctl_from_to(struct ctl_opts *o, int64_t unit_ns, char f[32], char t[32],
+                const char **from, const char **to)
+{
+	*from = ctl_opt(o, "--from");
+	*to = ctl_opt(o, "--to");
+	if ((*from && parse_when(*from, unit_ns, f) < 0) ||
+	    (*to && parse_when(*to, unit_ns, t) < 0))
+		return ctl_usage_error(
+		    "--from and --to are %s since the epoch, or -N followed "
+		    "by s, m, h or d (that long ago)",
+		    unit_ns == 1 ? "ns" : "seconds");
 	return 0;
 }
 

@@ -17,13 +17,9 @@ static const char *const usage_cols[] = {
 int ctl_bill_usage_list(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[512] = "/v1/usage", f[32], t[32];
-	const char *from = ctl_opt(o, "--from"), *to = ctl_opt(o, "--to");
-	if ((from && ctl_parse_when(from, 1, f, sizeof f) < 0) ||
-	    (to && ctl_parse_when(to, 1, t, sizeof t) < 0))
-		return ctl_usage_error(
-		    "--from and --to are ns since the epoch, "
-		    "or -N followed by s, m, h or d (that long "
-		    "ago)");
+	const char *from, *to;
+	if (ctl_from_to(o, 1, f, t, &from, &to))
+		return CTL_USAGE;
 	ctl_add_query(p, sizeof p, "contract_id", ctl_opt(o, "--contract"));
 	ctl_add_query(p, sizeof p, "node_id", ctl_opt(o, "--node"));
 	ctl_add_query(p, sizeof p, "epoch", ctl_opt(o, "--epoch"));

@@ -136,13 +136,9 @@ int ctl_trade_candles(struct ctl_ctx *x, struct ctl_opts *o)
 	static const char *const cols[] = {"start", "open",   "high",   "low",
 	                                   "close", "volume", "trades", NULL};
 	char p[256], f[32], t[32];
-	const char *from = ctl_opt(o, "--from"), *to = ctl_opt(o, "--to");
-	if ((from && ctl_parse_when(from, 1000000000, f, sizeof f) < 0) ||
-	    (to && ctl_parse_when(to, 1000000000, t, sizeof t) < 0))
-		return ctl_usage_error(
-		    "--from and --to are seconds since the epoch, "
-		    "or -N followed by s, m, h or d (that long "
-		    "ago)");
+	const char *from, *to;
+	if (ctl_from_to(o, 1000000000, f, t, &from, &to))
+		return CTL_USAGE;
 	if (ctl_path1(p, sizeof p, "/v1/markets/%s/candles", o->pos[0]))
 		return CTL_USAGE;
 	ctl_add_query(p, sizeof p, "interval", ctl_opt(o, "--interval"));

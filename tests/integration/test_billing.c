@@ -216,6 +216,18 @@ static void sums(struct rxh *h, int64_t account, int year, int64_t cid,
 	json_decref(all);
 }
 
+/* GET /v1/ledger/check answers ok. */
+static void ledger_ok(struct rxh *h)
+{
+	struct rxh_resp rr;
+	ck_assert_int_eq(
+	    rxh_call(h, "GET", "/v1/ledger/check", h->admin, NULL, NULL, &rr),
+	    200);
+	ck_assert_msg(json_is_true(json_object_get(rr.json, "ok")), "%s",
+	              rr.body);
+	rxh_resp_free(&rr);
+}
+
 START_TEST(billing_end_to_end)
 {
 	struct rxh h;
@@ -852,13 +864,7 @@ START_TEST(month_sums_are_usage_share)
 			                 later);
 		}
 	}
-	struct rxh_resp rr;
-	ck_assert_int_eq(
-	    rxh_call(&h, "GET", "/v1/ledger/check", h.admin, NULL, NULL, &rr),
-	    200);
-	ck_assert_msg(json_is_true(json_object_get(rr.json, "ok")), "%s",
-	              rr.body);
-	rxh_resp_free(&rr);
+	ledger_ok(&h);
 	PQfinish(c);
 	rxh_stop(&h);
 }
@@ -1036,13 +1042,7 @@ START_TEST(an_unbillable_contract_does_not_stop_billing)
 		                   1, bad),
 		                 1);
 	}
-	struct rxh_resp rr;
-	ck_assert_int_eq(
-	    rxh_call(&h, "GET", "/v1/ledger/check", h.admin, NULL, NULL, &rr),
-	    200);
-	ck_assert_msg(json_is_true(json_object_get(rr.json, "ok")), "%s",
-	              rr.body);
-	rxh_resp_free(&rr);
+	ledger_ok(&h);
 	PQfinish(c);
 	rxh_stop(&h);
 }
