@@ -264,6 +264,25 @@ async function main()
 		noErrors(page, 'trade validation');
 	});
 
+	// /v1/nodes answered 503 by the test (page.route) on the page's 5 s
+	// refresh: what it listed stays, and the banner says why.
+	await test('trade: a refresh of the nodes that fails keeps the list and the account picker', async () => {
+		const page = await newPage('trade-nodes-503');
+		await page.goto(`${URL_}/web/trade.html`);
+		await signIn(page, W.trader);
+		await page.waitForSelector(`#nodes tr[data-node="${W.nodeA.account.id}"]`, {timeout: WAIT});
+		await page.route('**/v1/nodes', route => route.fulfill({
+			status: 503, contentType: 'application/problem+json',
+			body: JSON.stringify({type: 'urn:ramex:problem:database-unavailable', title: 'could not authenticate', status: 503,
+			                      detail: 'the exchange cannot reach PostgreSQL to check the token; retry after a few seconds'})}));
+		await page.waitForFunction(() => document.querySelector('#banner').textContent.includes('could not list the nodes'),
+		                           null, {timeout: WAIT});
+		const left = await page.evaluate(() => [document.querySelectorAll('#nodes tr[data-node]').length,
+		                                        document.querySelectorAll('#o-account option').length]);
+		assert(left[0] >= 2 && left[1] >= 2, `after a failed refresh: ${left[0]} nodes listed, ${left[1]} in the picker`);
+		await page.close();
+	});
+
 	await test('trade: a bid is placed, listed as open and shown in the market book', async () => {
 		const page = tradePage;
 		await page.check('#o-buy');

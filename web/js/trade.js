@@ -414,7 +414,11 @@ async function loadNodes()
 	try {
 		nodes = (await api('/v1/nodes')).items || [];
 	} catch (e) {
+		// the list and the account picker stay as they were: a refresh
+		// that failed (a 503) emptied them, and the form then asked
+		// whether the team had no nodes
 		say(banner, `could not list the nodes: ${e.message}`);
+		return;
 	}
 	const may = me && PAUSING.includes(me.role);
 	for (const n of nodes)
