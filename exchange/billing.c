@@ -137,8 +137,21 @@ static int run_batch(struct billing *bl, rx_time_ns as_of, int64_t *exchange,
 		if (b.c[i].ic.fee_bps > 0 && *exchange == 0 &&
 		    exchange_account(db, exchange, err, errlen) < 0)
 			goto out;
-		if (billing_price_contract(db, &b, &b.c[i], as_of, grace,
-		                           *exchange, res, err, errlen) < 0)
+		int pr = billing_price_contract(db, &b, &b.c[i], as_of, grace,
+		                                *exchange, res, err, errlen);
+		if (pr == BILLING_PRICE_REFUSED) {
+			/* One contract the arithmetic cannot bill must not
+			 * stop billing for everyone: it stays queued, unbilled,
+			 * and says why at every run until a person sees to it.
+			 */
+			log_error("contract not billed",
+			          "contract=%" PRId64 " err=\"%s\"",
+			          b.c[i].k.id, err);
+			pgarr_i64(&later, b.c[i].k.id);
+			res->unbilled++;
+			continue;
+		}
+		if (pr < 0)
 			goto out;
 		res->contracts++;
 	}
@@ -473,13 +486,15 @@ static void *loop(void *arg)
 		char err[BILLING_MSG_MAX];
 		if (billing_run(b, 0, 0, &res, err, sizeof err) < 0)
 			log_warn("billing run failed", "err=\"%s\"", err);
-		else if (res.movements || res.finalized)
+		else if (res.movements || res.finalized || res.unbilled)
 			log_info("billed",
 			         "contracts=%" PRId64 " movements=%" PRId64
 			         " settled=%" PRId64 " finalized=%" PRId64
-			         " flagged=%" PRId64 " ms=%" PRId64,
+			         " flagged=%" PRId64 " unbilled=%" PRId64
+			         " ms=%" PRId64,
 			         res.contracts, res.movements, res.settled,
-			         res.finalized, res.flagged, res.elapsed_ms);
+			         res.finalized, res.flagged, res.unbilled,
+			         res.elapsed_ms);
 		pthread_mutex_lock(&b->stop_mu);
 	}
 	pthread_mutex_unlock(&b->stop_mu);

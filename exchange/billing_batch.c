@@ -420,10 +420,9 @@ static struct billing_mv *mv_new(struct billing_batch *b)
 }
 
 /* Prices what is new for contract c; appends its movements to b. */
-int billing_price_contract(PGconn *db, struct billing_batch *b,
-                           struct billing_ctr *c, rx_time_ns as_of,
-                           rx_time_ns grace, int64_t exchange,
-                           struct billing_result *res, char *err, size_t errlen)
+static int price(PGconn *db, struct billing_batch *b, struct billing_ctr *c,
+                 rx_time_ns as_of, rx_time_ns grace, int64_t exchange,
+                 struct billing_result *res, char *err, size_t errlen)
 {
 	char why[INVOICE_MSG_MAX];
 	if (c->nm > 1)
@@ -478,9 +477,11 @@ int billing_price_contract(PGconn *db, struct billing_batch *b,
 			return err_set(err, errlen,
 			               "out of memory for movements");
 		if (invoice_charge(&c->ic, &due, from, to, 0, exchange, &v->m,
-		                   why, sizeof why) < 0)
-			return err_set(err, errlen, "contract %" PRId64 ": %s",
-			               c->k.id, why);
+		                   why, sizeof why) < 0) {
+			err_set(err, errlen, "contract %" PRId64 ": %s",
+			        c->k.id, why);
+			return BILLING_PRICE_REFUSED;
+		}
 		v->usage_key = m->key;
 		v->recon = c->k.delivery == CONTRACT_LEND
 		               ? usage_recon_name(m->recon)
@@ -512,9 +513,11 @@ int billing_price_contract(PGconn *db, struct billing_batch *b,
 		rx_price at;
 		if (invoice_settle(&c->ic, &c->k, delivered, ref, as_of, grace,
 		                   0, exchange, &at, &v->m, why,
-		                   sizeof why) < 0)
-			return err_set(err, errlen, "contract %" PRId64 ": %s",
-			               c->k.id, why);
+		                   sizeof why) < 0) {
+			err_set(err, errlen, "contract %" PRId64 ": %s",
+			        c->k.id, why);
+			return BILLING_PRICE_REFUSED;
+		}
 		c->settle_price = at;
 		c->spot_ref = ref;
 		c->has_settle = true;
@@ -529,4 +532,25 @@ int billing_price_contract(PGconn *db, struct billing_batch *b,
 			c->m[i].touched = true;
 	}
 	return 0;
+}
+
+int billing_price_contract(PGconn *db, struct billing_batch *b,
+                           struct billing_ctr *c, rx_time_ns as_of,
+                           rx_time_ns grace, int64_t exchange,
+                           struct billing_result *res, char *err, size_t errlen)
+{
+	int nmv = b->nmv;
+	int64_t flagged = res->flagged;
+	int rc = price(db, b, c, as_of, grace, exchange, res, err, errlen);
+	if (rc == BILLING_PRICE_REFUSED) {
+		/* the batch goes on as if the contract were not in it: its
+		 * movements (the tail of b's) and its state are not stored */
+		b->nmv = nmv;
+		res->flagged = flagged;
+		c->changed = false;
+		c->has_settle = false;
+		for (int i = 0; i < c->nm; i++)
+			c->m[i].touched = false;
+	}
+	return rc;
 }

@@ -108,8 +108,16 @@ int billing_load_contracts(PGconn *db, const char *ids, int fee_bps,
  * month has billed so far; 0, or -1 with err set. */
 int billing_load_usage(PGconn *db, const char *ids, rx_time_ns as_of,
                        struct billing_batch *b, char *err, size_t errlen);
-/* Prices what is new for contract c; appends its movements to b. 0, or -1
- * with err set. */
+/* What billing_price_contract answers besides 0. */
+enum {
+	BILLING_PRICE_FAILED = -1, /* the database or memory: the batch fails */
+	/* the arithmetic refuses this contract (an amount past int64: the
+	 * API's largest pages at its highest price); nothing of it is in b
+	 * then, and the batch goes on without it */
+	BILLING_PRICE_REFUSED = -2,
+};
+/* Prices what is new for contract c; appends its movements to b. 0, or
+ * BILLING_PRICE_FAILED or BILLING_PRICE_REFUSED with err set. */
 int billing_price_contract(PGconn *db, struct billing_batch *b,
                            struct billing_ctr *c, rx_time_ns as_of,
                            rx_time_ns grace, int64_t exchange,

@@ -13,13 +13,46 @@ static void chomp(char *s)
 	s[strcspn(s, "\n")] = 0;
 }
 
+/* Which server a conninfo names, for messages: host, port, database and
+ * user, never the rest (a password in it, or in a URI's user:password@,
+ * must not reach a log). -1 when it cannot be read. */
+static int conninfo_name(const char *conninfo, char *out, size_t outlen)
+{
+	static const char *const keep[] = {"host",   "hostaddr", "port",
+	                                   "dbname", "user",     NULL};
+	size_t n = 0;
+	out[0] = 0;
+	PQconninfoOption *o = PQconninfoParse(conninfo, NULL);
+	if (!o)
+		return -1;
+	for (int k = 0; keep[k]; k++)
+		for (PQconninfoOption *p = o; p->keyword; p++)
+			if (strcmp(p->keyword, keep[k]) == 0 && p->val &&
+			    p->val[0] && n < outlen)
+				n += (size_t)snprintf(out + n, outlen - n,
+				                      "%s%s=%s", n ? " " : "",
+				                      p->keyword, p->val);
+	PQconninfoFree(o);
+	return 0;
+}
+
 PGconn *db_connect(const char *conninfo, char *err, size_t errlen)
 {
 	PGconn *c = PQconnectdb(conninfo);
 	if (PQstatus(c) != CONNECTION_OK) {
-		snprintf(err, errlen,
-		         "could not connect to PostgreSQL (%s): %s", conninfo,
-		         PQerrorMessage(c));
+		char who[256];
+		if (conninfo_name(conninfo, who, sizeof who) < 0)
+			/* libpq's text would quote the conninfo */
+			snprintf(
+			    err, errlen,
+			    "could not connect to PostgreSQL: the conninfo "
+			    "is neither key=value pairs nor a "
+			    "postgresql:// URI");
+		else
+			snprintf(err, errlen,
+			         "could not connect to PostgreSQL (%s): %s",
+			         who[0] ? who : "libpq's defaults",
+			         PQerrorMessage(c));
 		chomp(err);
 		PQfinish(c);
 		return NULL;

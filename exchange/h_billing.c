@@ -774,6 +774,7 @@ void h_billing_run(struct http_req *rq)
 		json_object_set_new(o, "finalized",
 		                    json_integer(res.finalized));
 		json_object_set_new(o, "flagged", json_integer(res.flagged));
+		json_object_set_new(o, "unbilled", json_integer(res.unbilled));
 		json_object_set_new(o, "elapsed_ms",
 		                    json_integer(res.elapsed_ms));
 		http_reply_json(rq, 200, o);

@@ -137,7 +137,56 @@ static void count(struct http_req *rq)
 
 /* --- the request's life ---------------------------------------------- */
 
-/* Matches the route; replies 404, 405 or 413 and returns -1 when none. */
+/* Replies 400 and returns -1 when the query names a parameter the route
+ * does not read (http_route_query): a misspelt filter would have been
+ * ignored, and a list read whole taken for the filtered one. */
+static int unknown_query(struct http_req *rq)
+{
+	const struct http_opts *o = &rq->srv->o;
+	const char *known = NULL;
+	if (rq->tg.nquery == 0 || !o->queries)
+		return 0;
+	for (size_t i = 0; i < o->nqueries && !known; i++)
+		if (strcmp(o->queries[i].method, rq->method) == 0 &&
+		    strcmp(o->queries[i].pattern, rq->route->pattern) == 0)
+			known = o->queries[i].names;
+	if (known && strcmp(known, "*") == 0)
+		return 0;
+	for (int i = 0; i < rq->tg.nquery; i++) {
+		const char *q = rq->tg.qname[i];
+		size_t n = strlen(q);
+		const char *k = known;
+		while (k && *k) {
+			size_t len = strcspn(k, " ");
+			if (len == n && strncmp(k, q, n) == 0)
+				break;
+			k += len;
+			k += strspn(k, " ");
+		}
+		if (k && *k)
+			continue;
+		if (known)
+			http_problem(rq, 400, "unknown-parameter",
+			             "unknown query parameter",
+			             "%s %s takes no query parameter \"%.*s\"; "
+			             "it takes: %s",
+			             rq->method, rq->route->pattern,
+			             in_utf8_cut(q, 64), q, known);
+		else
+			http_problem(
+			    rq, 400, "unknown-parameter",
+			    "unknown query parameter",
+			    "%s %s takes no query parameters (\"%.*s\" "
+			    "was given)",
+			    rq->method, rq->route->pattern, in_utf8_cut(q, 64),
+			    q);
+		return -1;
+	}
+	return 0;
+}
+
+/* Matches the route; replies 404, 405, 400 (an unknown query parameter)
+ * or 413 and returns -1 when none. */
 static int route(struct http_req *rq)
 {
 	const struct http_opts *o = &rq->srv->o;
@@ -200,13 +249,17 @@ static int route(struct http_req *rq)
 			             "%s is not served on %s; use %s",
 			             rq->method, rq->tg.path, allow);
 		} else {
-			http_problem(rq, 404, "not-found", "no such route",
-			             "nothing is served at %s; see "
-			             "/v1/openapi.yaml for the routes",
-			             rq->tg.path);
+			http_problem(
+			    rq, 404, "not-found", "no such route",
+			    "nothing is served at %s; the routes are "
+			    "listed in api/openapi.yaml of ramex's "
+			    "source and in docs/operations.md (Routes)",
+			    rq->tg.path);
 		}
 		return -1;
 	}
+	if (unknown_query(rq) < 0)
+		return -1;
 	if (rq->too_big) {
 		http_problem(rq, 413, "body-too-large",
 		             "request body too large",
@@ -487,8 +540,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 			    0; /* nothing of it is read or logged */
 		const char *cl = MHD_lookup_connection_value(
 		    conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-		if (cl && strtoull(cl, NULL, 10) > srv->o.body_limit)
+		if (cl && strtoull(cl, NULL, 10) > srv->o.body_limit) {
+			/* Answered now (413, or the route's 404 or 405), not
+			 * after a body that would be thrown away: a client
+			 * that waits for an answer before it sends (Expect:
+			 * 100-continue) gets one, and libmicrohttpd closes the
+			 * connection after it rather than read the body. */
 			rq->too_big = 1;
+			route(rq);
+			flush(rq);
+		}
 		return MHD_YES;
 	}
 	if (*upload_size) {

@@ -51,6 +51,16 @@ struct http_route {
 	unsigned flags; /* HTTP_INLINE */
 };
 
+/* The query parameters one route reads, as api/openapi.yaml lists them.
+ * Any other is refused with 400, so that a misspelt filter
+ * ("?acount_id=") is not taken for no filter; a route with no entry takes
+ * none. */
+struct http_route_query {
+	const char *method, *pattern;
+	const char *names; /* space-separated; "*": any (the web pages read
+	                      theirs in the browser) */
+};
+
 /* The handler never blocks (it may defer, see http_defer): it runs on the
  * HTTP thread, saving the hop to a worker. */
 #define HTTP_INLINE 0x1u
@@ -65,6 +75,8 @@ struct http_opts {
 	size_t body_limit;
 	const struct http_route *routes;
 	size_t nroutes;
+	const struct http_route_query *queries; /* NULL: not checked */
+	size_t nqueries;
 	struct auth *auth; /* authenticates callers; see auth.h */
 	void *app;         /* handed to handlers through http_app */
 };

@@ -361,12 +361,48 @@ static const char *json_why(const json_error_t *e)
 	}
 }
 
+/* Whether a Content-Type says JSON: application/json in any case, with
+ * parameters, a charset among them (if any) UTF-8. */
+static bool json_media(const char *ct)
+{
+	static const char want[] = "application/json";
+	if (!ct || strncasecmp(ct, want, sizeof want - 1) != 0)
+		return false;
+	const char *p = ct + sizeof want - 1;
+	p += strspn(p, " \t");
+	if (*p == 0)
+		return true;
+	if (*p != ';')
+		return false;
+	const char *cs = strcasestr(p, "charset=");
+	if (!cs)
+		return true;
+	cs += strlen("charset=");
+	cs += *cs == '"';
+	return strncasecmp(cs, "utf-8", 5) == 0 &&
+	       strchr("\"; \t", cs[5]) != NULL;
+}
+
 json_t *http_body_object(struct http_req *rq)
 {
 	json_error_t e;
 	if (rq->len == 0) {
 		http_problem(rq, 400, "bad-json", "request body required",
 		             "this route takes a JSON object as its body");
+		return NULL;
+	}
+	/* a body in another media type is not read as JSON by guesswork */
+	const char *ct = http_header(rq, "Content-Type");
+	if (!json_media(ct)) {
+		char shown[96];
+		in_utf8_clean(shown, sizeof shown, ct ? ct : "",
+		              ct ? strnlen(ct, 64) : 0);
+		http_problem(rq, 415, "unsupported-media-type",
+		             "the body is not said to be JSON",
+		             "send the body with Content-Type: "
+		             "application/json (UTF-8); it came as %s%s%s",
+		             ct ? "\"" : "no Content-Type", shown,
+		             ct ? "\"" : "");
 		return NULL;
 	}
 	if (too_deep(rq->body, rq->len)) {

@@ -383,6 +383,8 @@ static int serve(struct app *app)
 	    .body_limit = (size_t)cfg->body_limit,
 	    .routes = routes_table,
 	    .nroutes = routes_count,
+	    .queries = routes_query,
+	    .nqueries = routes_query_count,
 	    .auth = app->auth,
 	    .app = app,
 	};

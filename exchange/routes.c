@@ -127,3 +127,28 @@ const struct http_route routes_table[] = {
 };
 
 const size_t routes_count = sizeof routes_table / sizeof routes_table[0];
+
+/* The query parameters each route reads (api/openapi.yaml lists the same;
+ * test_ramexd_api compares them); a route not here takes none. */
+const struct http_route_query routes_query[] = {
+    {"GET", "/v1/accounts", "kind"},
+    {"GET", "/v1/markets/{name}/book", "depth"},
+    {"GET", "/v1/markets/{name}/trades", "limit before"},
+    {"GET", "/v1/markets/{name}/candles", "interval from to limit"},
+    {"GET", "/v1/orders", "market status side account_id limit before"},
+    {"GET", "/v1/contracts", "state market role account_id limit before"},
+    {"GET", "/v1/usage", "contract_id node_id epoch from to limit after"},
+    {"GET", "/v1/usage/gaps", "node_id epoch limit"},
+    {"GET", "/v1/invoices", "account_id year month status limit before"},
+    {"GET", "/v1/invoices/{id}/export", "format"},
+    {"GET", "/v1/usage/export", "from to format"},
+    {"GET", "/v1/billing/summary", "from to by"},
+    {"GET", "/", "*"},
+    {"HEAD", "/", "*"},
+    {"GET", "/web/{file}", "*"},
+    {"HEAD", "/web/{file}", "*"},
+    {"GET", "/web/{dir}/{file}", "*"},
+    {"HEAD", "/web/{dir}/{file}", "*"},
+};
+
+const size_t routes_query_count = sizeof routes_query / sizeof routes_query[0];

@@ -14,5 +14,8 @@
 
 extern const struct http_route routes_table[];
 extern const size_t routes_count;
+/* The query parameters of the routes that take any. */
+extern const struct http_route_query routes_query[];
+extern const size_t routes_query_count;
 
 #endif

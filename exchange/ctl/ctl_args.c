@@ -141,6 +141,35 @@ int ctl_parse_offset(const char *s, int64_t *ns)
 	return 0;
 }
 
+static int parse_when(const char *s, int64_t unit_ns, char buf[32])
+{
+	int64_t v;
+	if (s[0] != '-') {
+		if (ctl_units_parse_int(s, &v) < 0)
+			return -1;
+	} else {
+		if (ctl_parse_offset(s, &v) < 0)
+			return -1;
+		v = v < 0 ? 0 : v / unit_ns;
+	}
+	snprintf(buf, 32, "%lld", (long long)v);
+	return 0;
+}
+
+int ctl_from_to(struct ctl_opts *o, int64_t unit_ns, char f[32], char t[32],
+                const char **from, const char **to)
+{
+	*from = ctl_opt(o, "--from");
+	*to = ctl_opt(o, "--to");
+	if ((*from && parse_when(*from, unit_ns, f) < 0) ||
+	    (*to && parse_when(*to, unit_ns, t) < 0))
+		return ctl_usage_error(
+		    "--from and --to are %s since the epoch, or -N followed "
+		    "by s, m, h or d (that long ago)",
+		    unit_ns == 1 ? "ns" : "seconds");
+	return 0;
+}
+
 /* ---- paths ------------------------------------------------------------- */
 
 /* Appends "&k=v" (or "?k=v") with v URL-escaped. */

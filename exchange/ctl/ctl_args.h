@@ -62,6 +62,12 @@ int ctl_parse_opts(const struct ctl_cmd *c, int argc, char **argv,
 /* "+90s", "-15m", "+2h", "-7d": now plus or minus it, as ns since the
  * epoch; -1 when s is not one. */
 int ctl_parse_offset(const char *s, int64_t *ns);
+/* A command's --from and --to: each a whole number of `unit_ns` since the
+ * epoch (1: ns, 1000000000: s, as the route takes it), or "-90s", "-15m",
+ * "-2h", "-7d" before now. Into f and t as that number's text, *from and
+ * *to NULL when absent; 0, or CTL_USAGE after saying what they take. */
+int ctl_from_to(struct ctl_opts *o, int64_t unit_ns, char f[32], char t[32],
+                const char **from, const char **to);
 
 /* Appends "&k=v" (or "?k=v") to the path p with v URL-escaped; nothing
  * when v is NULL. */

@@ -14,33 +14,12 @@ static const char *const usage_cols[] = {
     "id",   "node_id",         "epoch",         "seq",          "contract_id",
     "side", "period_start_ns", "period_end_ns", "page_seconds", NULL};
 
-/* A time for --from/--to: ns since the epoch, or "-90s", "-15m", "-2h",
- * "-7d" before now; as ns text into buf. -1 when it is neither. */
-static int parse_when(const char *s, char *buf, size_t len)
-{
-	int64_t v;
-	if (s[0] != '-') {
-		if (ctl_units_parse_int(s, &v) < 0)
-			return -1;
-		snprintf(buf, len, "%lld", (long long)v);
-		return 0;
-	}
-	if (ctl_parse_offset(s, &v) < 0)
-		return -1;
-	snprintf(buf, len, "%lld", (long long)(v < 0 ? 0 : v));
-	return 0;
-}
-
 int ctl_bill_usage_list(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[512] = "/v1/usage", f[32], t[32];
-	const char *from = ctl_opt(o, "--from"), *to = ctl_opt(o, "--to");
-	if ((from && parse_when(from, f, sizeof f) < 0) ||
-	    (to && parse_when(to, t, sizeof t) < 0))
-		return ctl_usage_error(
-		    "--from and --to are ns since the epoch, "
-		    "or -N followed by s, m, h or d (that long "
-		    "ago)");
+	const char *from, *to;
+	if (ctl_from_to(o, 1, f, t, &from, &to))
+		return CTL_USAGE;
 	ctl_add_query(p, sizeof p, "contract_id", ctl_opt(o, "--contract"));
 	ctl_add_query(p, sizeof p, "node_id", ctl_opt(o, "--node"));
 	ctl_add_query(p, sizeof p, "epoch", ctl_opt(o, "--epoch"));

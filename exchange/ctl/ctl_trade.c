@@ -135,12 +135,15 @@ int ctl_trade_candles(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	static const char *const cols[] = {"start", "open",   "high",   "low",
 	                                   "close", "volume", "trades", NULL};
-	char p[256];
+	char p[256], f[32], t[32];
+	const char *from, *to;
+	if (ctl_from_to(o, 1000000000, f, t, &from, &to))
+		return CTL_USAGE;
 	if (ctl_path1(p, sizeof p, "/v1/markets/%s/candles", o->pos[0]))
 		return CTL_USAGE;
 	ctl_add_query(p, sizeof p, "interval", ctl_opt(o, "--interval"));
-	ctl_add_query(p, sizeof p, "from", ctl_opt(o, "--from"));
-	ctl_add_query(p, sizeof p, "to", ctl_opt(o, "--to"));
+	ctl_add_query(p, sizeof p, "from", from ? f : NULL);
+	ctl_add_query(p, sizeof p, "to", to ? t : NULL);
 	ctl_add_query(p, sizeof p, "limit", ctl_opt(o, "--limit"));
 	return ctl_call_show(x, "GET", p, NULL, cols);
 }

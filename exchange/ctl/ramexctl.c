@@ -76,7 +76,8 @@ static const struct ctl_cmd cmds[] = {
      o_page, none, 1, ctl_trade_trades},
     {"candles", NULL,
      "candles MARKET [--interval S] [--from T] [--to T] [--limit N]",
-     "price history (OHLC)", o_candles, none, 1, ctl_trade_candles},
+     "price history (OHLC); T: seconds since the epoch or -2h (ago)", o_candles,
+     none, 1, ctl_trade_candles},
     {"orders", "place",
      "orders place --market M --side buy|sell --pages N --price P [--tif "
      "gtc|ioc|fok|gtd] [--expires T|+Nh] [--post-only] [--stp POLICY] "

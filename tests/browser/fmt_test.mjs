@@ -120,3 +120,21 @@ test('the same text as ramexctl: tests/unit/fixtures/units.tsv', () => {
 	}
 	assert.ok(n >= 30, `${n} lines`);
 });
+
+test('an order is checked against its market before it is sent', () => {
+	const m = {name: 'spot', tick: 100, lot: 256, min_pages: 256, max_pages: 1073741824,
+	           price_min: 0, price_max: 10000000};
+	assert.deepEqual(fmt.marketCheck(m, 512n, 100000n), {pages: '', price: ''});
+	assert.deepEqual(fmt.marketCheck(m, null, null), {pages: '', price: ''});
+	// $99,999,999,999 per page-year: past 64 bits of n$, and far above the market
+	const huge = fmt.parsePrice('99999999999');
+	assert.ok(huge.ok);
+	assert.equal(fmt.marketCheck(m, 256n, huge.value).price,
+	             'spot takes $0.00 to $0.01 per page-year');
+	assert.equal(fmt.marketCheck(m, 256n, 100050n).price, 'spot takes prices in steps of $0.0000001');
+	assert.equal(fmt.marketCheck(m, 257n, 100000n).pages, 'spot takes whole lots of 256 pages: 256 or 512');
+	assert.equal(fmt.marketCheck(m, 1n << 40n, 100000n).pages,
+	             'spot takes 256 to 1,073,741,824 pages (4,096.00 GiB)');
+	assert.equal(fmt.marketCheck(m, 128n, 100000n).pages,
+	             'spot takes 256 to 1,073,741,824 pages (4,096.00 GiB)');
+});

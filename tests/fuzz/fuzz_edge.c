@@ -341,6 +341,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	    .body_limit = 64 * 1024,
 	    .routes = routes_table,
 	    .nroutes = routes_count,
+	    .queries = routes_query,
+	    .nqueries = routes_query_count,
 	    .app = &app,
 	};
 	struct http_server *s = http_start(&o, err, sizeof err);

@@ -657,10 +657,10 @@ START_TEST(signature_covers_the_target_as_sent)
 	                 400);
 	rxh_resp_free(&r);
 
-	/* 2100 bytes of padding and an unsigned "&limit=1" after the first
+	/* 2100 bytes of a market and an unsigned "&limit=1" after the first
 	 * 2047: refused whole, 414, however it is signed */
 	char big[2300], cut[2048];
-	int n = snprintf(big, sizeof big, "/v1/contracts?market=spot&pad=");
+	int n = snprintf(big, sizeof big, "/v1/contracts?state=active&market=");
 	memset(big + n, 'x', 2100);
 	snprintf(big + n + 2100, sizeof big - n - 2100, "&limit=1");
 	memcpy(cut, big, sizeof cut - 1); /* what main signed: 2047 bytes */
@@ -670,7 +670,7 @@ START_TEST(signature_covers_the_target_as_sent)
 	rxh_resp_free(&r);
 	/* the longest target, 2048 bytes, is signed and read whole */
 	char edge[2049];
-	n = snprintf(edge, sizeof edge, "/v1/contracts?limit=1&pad=");
+	n = snprintf(edge, sizeof edge, "/v1/contracts?limit=1&market=");
 	memset(edge + n, 'y', 2048 - (size_t)n);
 	edge[2048] = 0;
 	ck_assert_int_eq(signed_as(&h, &w, edge, edge, &r), 200);
@@ -706,11 +706,13 @@ START_TEST(signature_covers_the_target_as_sent)
 	ck_assert_msg(rxh_is_problem(&r, "urn:ramex:problem:invalid-target"),
 	              "%s", r.body);
 	rxh_resp_free(&r);
-	ck_assert_int_eq(
-	    rxh_status(&h, "GET", "/v1/whoami?a=%C3%A9+b", NULL, NULL, NULL),
-	    401);
+	ck_assert_int_eq(rxh_status(&h, "GET", "/v1/orders?market=%C3%A9+b",
+	                            NULL, NULL, NULL),
+	                 401);
 	/* 16 parameters without '=' fill the longest target: decoded, each
-	 * takes two bytes more than its name (a NUL, an empty value's NUL) */
+	 * takes two bytes more than its name (a NUL, an empty value's NUL);
+	 * read whole, they are refused as parameters the route does not
+	 * take (not as a target that could not be read) */
 	char many[2049] = "/v1/contracts?";
 	size_t ml = strlen(many);
 	for (int i = 0; i < 16; i++) {
@@ -723,7 +725,10 @@ START_TEST(signature_covers_the_target_as_sent)
 	many[ml] = 0;
 	ck_assert_int_eq((int)ml, 2048);
 	ck_assert_int_eq(
-	    rxh_status(&h, "GET", many, w.trader_token, NULL, NULL), 200);
+	    rxh_call(&h, "GET", many, w.trader_token, NULL, NULL, &r), 400);
+	ck_assert_msg(rxh_is_problem(&r, "urn:ramex:problem:unknown-parameter"),
+	              "%s", r.body);
+	rxh_resp_free(&r);
 	/* a bearer token's request is held to the same limit */
 	ck_assert_int_eq(rxh_status(&h, "GET", big, w.trader_token, NULL, NULL),
 	                 414);
@@ -1071,6 +1076,97 @@ START_TEST(a_row_copied_out_of_the_database_cannot_sign)
 }
 END_TEST
 
+/* A body announced larger than body_limit is refused at once, from its
+ * Content-Length, before the client sends it: the 413 problem came only
+ * after the whole body (a gigabyte read to be thrown away) or, from a
+ * client that waits for an answer first, after connection_timeout_s. */
+START_TEST(an_announced_body_too_large_is_refused_before_it_comes)
+{
+	struct rxh h;
+	char buf[4096];
+	rxh_start(&h, "ramex_t_edge_413", "");
+	int fd = dial(h.port);
+	const char *rq = "POST /v1/orders HTTP/1.1\r\nHost: t\r\n"
+	                 "Content-Type: application/json\r\n"
+	                 "Content-Length: 1000000000\r\n\r\n{\"market\"";
+	ck_assert_int_eq(write(fd, rq, strlen(rq)), (ssize_t)strlen(rq));
+	ck_assert_int_eq(raw_read(fd, buf, sizeof buf), 413);
+	ck_assert_msg(strstr(buf, "application/problem+json") &&
+	                  strstr(buf, "body-too-large"),
+	              "%s", buf);
+	close(fd);
+	/* the route is still checked first */
+	fd = dial(h.port);
+	rq = "POST /v1/nowhere HTTP/1.1\r\nHost: t\r\n"
+	     "Content-Length: 1000000000\r\n\r\n";
+	ck_assert_int_eq(write(fd, rq, strlen(rq)), (ssize_t)strlen(rq));
+	ck_assert_int_eq(raw_read(fd, buf, sizeof buf), 404);
+	close(fd);
+	/* and a body within the limit is read as before */
+	fd = dial(h.port);
+	ck_assert_int_eq(raw_get(fd, "/healthz", buf, sizeof buf), 200);
+	close(fd);
+	rxh_stop(&h);
+}
+END_TEST
+
+/* A body is JSON only when it says so: Content-Type application/json (any
+ * case, with parameters; a charset, if given, UTF-8). Anything else is 415
+ * problem+json and changes nothing; text/plain and a form's type were
+ * parsed as JSON and carried out. */
+static int post_as(int port, const char *token, const char *ctype,
+                   const char *body, char *buf, size_t cap)
+{
+	char rq[1024];
+	int n =
+	    snprintf(rq, sizeof rq,
+	             "POST /v1/teams HTTP/1.1\r\nHost: t\r\n"
+	             "Authorization: Bearer %s\r\n%s%s%s"
+	             "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+	             token, ctype ? "Content-Type: " : "", ctype ? ctype : "",
+	             ctype ? "\r\n" : "", strlen(body), body);
+	int fd = dial(port);
+	ck_assert_int_eq(write(fd, rq, (size_t)n), n);
+	int st = raw_read(fd, buf, cap);
+	close(fd);
+	return st;
+}
+
+START_TEST(a_body_that_is_not_said_to_be_json_is_415)
+{
+	struct rxh h;
+	char buf[4096];
+	rxh_start(&h, "ramex_t_edge_415", "");
+	static const char *const refused[] = {
+	    "text/plain", "application/x-www-form-urlencoded", NULL,
+	    "application/json; charset=latin1", "application/jsonp"};
+	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+		ck_assert_msg(
+		    post_as(h.port, h.admin, refused[i], "{\"name\":\"t415\"}",
+		            buf, sizeof buf) == 415,
+		    "%s: %s", refused[i] ? refused[i] : "(none)", buf);
+		ck_assert_msg(strstr(buf, "application/problem+json") &&
+		                  strstr(buf, "unsupported-media-type"),
+		              "%s", buf);
+	}
+	ck_assert_int_eq(testdb_scalar_at(h.conninfo,
+	                                  "SELECT count(*) FROM teams WHERE "
+	                                  "name = 't415'"),
+	                 0);
+	static const char *const taken[] = {
+	    "application/json", "Application/JSON; charset=UTF-8",
+	    "application/json;charset=\"utf-8\""};
+	for (size_t i = 0; i < sizeof taken / sizeof taken[0]; i++) {
+		char body[64];
+		snprintf(body, sizeof body, "{\"name\":\"t415-%zu\"}", i);
+		ck_assert_msg(post_as(h.port, h.admin, taken[i], body, buf,
+		                      sizeof buf) == 201,
+		              "%s: %s", taken[i], buf);
+	}
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	curl_global_init(CURL_GLOBAL_ALL);
@@ -1089,6 +1185,9 @@ int main(void)
 	tcase_add_test(tc, timestamp_window_both_ways_digits_only);
 	tcase_add_test(tc, nonces_per_key_and_negative_cache);
 	tcase_add_test(tc, a_row_copied_out_of_the_database_cannot_sign);
+	tcase_add_test(tc,
+	               an_announced_body_too_large_is_refused_before_it_comes);
+	tcase_add_test(tc, a_body_that_is_not_said_to_be_json_is_415);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "exchange/auth.h"
+#include "exchange/db.h"
 #include "exchange/routes.h"
 #include "tests/integration/ramexd_harness.h"
 #include "tests/integration/testdb.h"
@@ -707,6 +708,98 @@ START_TEST(ranges_are_the_documented_ones)
 }
 END_TEST
 
+/* A database that cannot be reached is named by its host, port, database
+ * and user, never by the whole conninfo: a password in --db (or a URI's
+ * user:password@) must not reach the log (db_connect's text did). */
+START_TEST(connect_errors_name_no_password)
+{
+	static const char *const bad[] = {
+	    "host=127.0.0.1 port=1 dbname=ramex_nodb user=nobody "
+	    "password=sekrit-pw connect_timeout=2",
+	    "postgresql://nobody:sekrit-pw@127.0.0.1:1/ramex_nodb"
+	    "?connect_timeout=2",
+	    "host=127.0.0.1 port=1 password=sekrit-pw dbname",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		char err[1024] = "";
+		PGconn *c = db_connect(bad[i], err, sizeof err);
+		ck_assert_ptr_null(c);
+		ck_assert_msg(strstr(err, "sekrit") == NULL, "%s", err);
+		ck_assert_msg(strstr(err, "PostgreSQL") != NULL, "%s", err);
+		if (i < 2)
+			ck_assert_msg(strstr(err, "host=127.0.0.1 port=1 "
+			                          "dbname=ramex_nodb "
+			                          "user=nobody") != NULL,
+			              "%s", err);
+	}
+}
+END_TEST
+
+/* A query parameter the route does not read is refused, naming the ones it
+ * does: "?acount_id=5" on a finance export answered every account, as if
+ * no filter had been asked. The web pages take any (they read theirs in
+ * the browser). */
+START_TEST(unknown_query_parameters_are_400)
+{
+	struct rxh h;
+	struct rxh_resp r;
+	rxh_start(&h, "ramex_t_input_query", "");
+	long s = rxh_call(&h, "GET", "/v1/invoices?acount_id=5", h.admin, NULL,
+	                  NULL, &r);
+	ck_assert_int_eq(s, 400);
+	ck_assert(rxh_is_problem(&r, "urn:ramex:problem:unknown-parameter"));
+	ck_assert_msg(strstr(r.body, "unknown-parameter") &&
+	                  strstr(r.body, "acount_id") &&
+	                  strstr(r.body, "account_id"),
+	              "%s", r.body);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", "/v1/markets?x=1", h.admin, NULL, NULL, &r),
+	    400);
+	ck_assert_msg(strstr(r.body, "takes no query parameters"), "%s",
+	              r.body);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(rxh_call(&h, "GET",
+	                          "/v1/invoices?account_id=5&limit=2", h.admin,
+	                          NULL, NULL, &r),
+	                 200);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(rxh_call(&h, "GET", "/healthz", NULL, NULL, NULL, &r),
+	                 200);
+	rxh_resp_free(&r);
+	rxh_stop(&h);
+}
+END_TEST
+
+/* A 404 that points somewhere points at something that is there: it named
+ * GET /v1/openapi.yaml, which was a 404 itself. */
+START_TEST(a_404_points_at_nothing_missing)
+{
+	struct rxh h;
+	struct rxh_resp r;
+	rxh_start(&h, "ramex_t_input_404", "");
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", "/v1/nowhere", h.admin, NULL, NULL, &r), 404);
+	ck_assert(rxh_is_problem(&r, "urn:ramex:problem:not-found"));
+	const char *d = json_string_value(json_object_get(r.json, "detail"));
+	ck_assert_ptr_nonnull(d);
+	for (const char *p = d; (p = strstr(p, " /"));) {
+		char path[128];
+		p++;
+		size_t n = strcspn(p, " ;,)");
+		snprintf(path, sizeof path, "%.*s", (int)n, p);
+		p += n;
+		if (strcmp(path, "/v1/nowhere") == 0)
+			continue;
+		ck_assert_msg(
+		    rxh_status(&h, "GET", path, h.admin, NULL, NULL) != 404,
+		    "the 404 points at %s, itself a 404: %s", path, d);
+	}
+	rxh_resp_free(&r);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	curl_global_init(CURL_GLOBAL_ALL);
@@ -720,6 +813,9 @@ int main(void)
 	tcase_add_test(tc, null_and_out_of_range_values_are_400);
 	tcase_add_test(tc, openapi_integers_have_ranges);
 	tcase_add_test(tc, ranges_are_the_documented_ones);
+	tcase_add_test(tc, connect_errors_name_no_password);
+	tcase_add_test(tc, unknown_query_parameters_are_400);
+	tcase_add_test(tc, a_404_points_at_nothing_missing);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

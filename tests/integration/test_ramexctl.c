@@ -317,6 +317,18 @@ START_TEST(exit_codes)
 	ck_assert_msg(r.rc == 2, "gtd -1h: %d %s", r.rc, r.err);
 	run_free(&r);
 
+	/* candles' --from and --to: seconds since the epoch or -N[smhd]
+	 * ago, like the other commands' times (-2h went to the server as
+	 * it was and came back as its parameter's range, exit 1) */
+	ctl(&r, w.trader_token, "--json", "candles", "spot", "--from", "-2h",
+	    "--to", "-0s");
+	ck_assert_msg(r.rc == 0, "candles -2h: %d %s", r.rc, r.err);
+	run_free(&r);
+	ctl(&r, w.trader_token, "candles", "spot", "--from", "yesterday");
+	ck_assert_msg(r.rc == 2 && strstr(r.err, "--from and --to"),
+	              "candles yesterday: %d %s", r.rc, r.err);
+	run_free(&r);
+
 	/* a bad token: exit 4 */
 	ctl(&r, "rx_not_a_token", "whoami");
 	ck_assert_msg(r.rc == 4, "bad token: %d %s", r.rc, r.err);

@@ -18,7 +18,28 @@ struct op {
 	char method[8];
 	char path[128];
 	unsigned roles;
+	char query[256]; /* its query parameters, " a b c " */
 };
+
+/* Adds the query parameters named on one line of an operation: inline
+ * ({name: x, in: query ...}) or the shared Limit and Before. */
+static void add_query(struct op *o, const char *line)
+{
+	size_t n = strlen(o->query);
+	const char *p = line;
+	while ((p = strstr(p, "{name: "))) {
+		p += 7;
+		size_t len = strcspn(p, ",");
+		if (strncmp(p + len, ", in: query", 11) == 0)
+			n += (size_t)snprintf(o->query + n, sizeof o->query - n,
+			                      "%.*s ", (int)len, p);
+	}
+	if (strstr(line, "#/components/parameters/Limit"))
+		n += (size_t)snprintf(o->query + n, sizeof o->query - n,
+		                      "limit ");
+	if (strstr(line, "#/components/parameters/Before"))
+		snprintf(o->query + n, sizeof o->query - n, "before ");
+}
 
 static unsigned parse_roles(const char *list)
 {
@@ -78,12 +99,16 @@ static int read_spec(struct op *ops, int max)
 				snprintf(ops[n].path, sizeof ops[n].path, "%s",
 				         path);
 				ops[n].roles = 0;
+				snprintf(ops[n].query, sizeof ops[n].query,
+				         " ");
 				n++;
 			}
 		}
 		const char *rl = strstr(line, "      x-ramex-roles:");
 		if (rl == line && n > 0)
 			ops[n - 1].roles = parse_roles(line);
+		else if (n > 0 && strncmp(line, "      ", 6) == 0)
+			add_query(&ops[n - 1], line);
 	}
 	fclose(f);
 	return n;
@@ -107,6 +132,43 @@ START_TEST(openapi_matches_route_table)
 			    "%s %s: roles in openapi.yaml %#x, in the "
 			    "route table %#x",
 			    r->method, r->pattern, ops[k].roles, r->roles);
+			/* the query parameters the edge lets through are the
+			 * described ones ("*": the web pages, any) */
+			const char *names = NULL;
+			for (size_t j = 0; j < routes_query_count; j++)
+				if (!strcmp(routes_query[j].method,
+				            r->method) &&
+				    !strcmp(routes_query[j].pattern,
+				            r->pattern))
+					names = routes_query[j].names;
+			if (names && strcmp(names, "*") == 0)
+				continue;
+			char mine[256] = " ";
+			int count = 0;
+			for (const char *q = names; q && *q;) {
+				size_t len = strcspn(q, " ");
+				char one[64];
+				snprintf(one, sizeof one, " %.*s ", (int)len,
+				         q);
+				ck_assert_msg(
+				    strstr(ops[k].query, one),
+				    "%s %s reads query parameter%s, "
+				    "which openapi.yaml does not list",
+				    r->method, r->pattern, one);
+				strncat(mine, one + 1,
+				        sizeof mine - strlen(mine) - 1);
+				count++;
+				q += len;
+				q += strspn(q, " ");
+			}
+			int described = 0;
+			for (const char *q = ops[k].query; *q; q++)
+				described += *q == ' ' && q[1];
+			ck_assert_msg(count == described,
+			              "%s %s: openapi.yaml lists the query "
+			              "parameters%s, the route table%s",
+			              r->method, r->pattern, ops[k].query,
+			              mine);
 		}
 		ck_assert_msg(found, "%s %s is served but not in openapi.yaml",
 		              r->method, r->pattern);

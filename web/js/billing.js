@@ -13,7 +13,7 @@
 import uPlot from '../vendor/uPlot.esm.js';
 
 import {all, api, el, fillRows, fitRows, mountSession, raw, roleProblem, say} from './api.js';
-import {uplotTip} from './charttip.js';
+import {axisSize, uplotTip} from './charttip.js';
 import * as fmt from './fmt.js';
 
 const ROLES = ['trader', 'operator', 'finance', 'admin'];
@@ -138,7 +138,7 @@ function drawChart(rows, ms)
 		axes: [
 			{values: (u, vals) => vals.map(v => (Number.isInteger(v) && ms[v]) || '')},
 			// ticks with the decimals they need: a small month is not "$0.00" five times
-			{size: 90, values: (u, vals) => vals.map(v => fmt.price(Math.round(v * 1e9)))}
+			{size: axisSize, values: (u, vals) => vals.map(v => fmt.price(Math.round(v * 1e9)))}
 		],
 		series: [
 			{label: 'month'},
@@ -171,7 +171,11 @@ async function loadSummary(from, to, by)
 		                                         el('td', {}), el('td', {}), moneyCell(sum.credits)));
 		drawChart(rows, months(from, to));
 	} catch (e) {
+		// nothing of the range shown before stays: not its total, not
+		// its chart, beside "no summary"
 		fillRows($('summary').tBodies[0], [], 7, 'no summary');
+		$('summary').tFoot.replaceChildren();
+		drawChart([], months(from, to));
 		say(banner, `could not load the billing summary: ${e.message}`);
 	}
 }

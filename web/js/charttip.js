@@ -27,6 +27,14 @@ function tipOf(box)
 	return tip;
 }
 
+// A uPlot axis as wide as its widest label (a fixed size cut "381.47 GiB"
+// to "81.47 GiB", and "$0.000000004" to ".000000004")
+export function axisSize(u, values)
+{
+	const longest = Math.max(4, ...(values || []).map(v => String(v).length));
+	return Math.ceil(longest * 7.2) + 18;
+}
+
 export function showTip(box, lines, x, y)
 {
 	const tip = tipOf(box);

@@ -217,6 +217,30 @@ export function parsePrice(s)
 	return r;
 }
 
+// What market `m` (GET /v1/markets) says of an order's pages and price
+// (BigInt, or null when not typed yet): {pages, price}, each '' when the
+// market takes it, else why, in a person's units. The order form checks
+// it before sending: the exchange would refuse the order anyway, and a
+// price past 64 bits of n$ came back as the JSON parser's words.
+export function marketCheck(m, p, pr)
+{
+	const out = {pages: '', price: ''};
+	if (!m)
+		return out;
+	const lot = big(m.lot), lo = big(m.min_pages), hi = big(m.max_pages);
+	if (p !== null && (p < lo || p > hi))
+		out.pages = `${m.name} takes ${pages(lo)} to ${pagesAndBytes(hi)}`;
+	else if (p !== null && p % lot !== 0n)
+		out.pages = `${m.name} takes whole lots of ${pages(lot)} pages: ` +
+		            `${pages(p / lot * lot || lot)} or ${pages((p / lot + 1n) * lot)}`;
+	const tick = big(m.tick), pmin = big(m.price_min), pmax = big(m.price_max);
+	if (pr !== null && (pr < pmin || pr > pmax))
+		out.price = `${m.name} takes ${price(pmin)} to ${price(pmax)} per page-year`;
+	else if (pr !== null && pr % tick !== 0n)
+		out.price = `${m.name} takes prices in steps of ${price(tick)}`;
+	return out;
+}
+
 // A quantity in `unit` ('pages' or 'GiB') -> whole pages.
 export function parseQuantity(s, unit)
 {

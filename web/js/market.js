@@ -8,7 +8,7 @@ import {createChart, CandlestickSeries, HistogramSeries} from '../vendor/lightwe
 import uPlot from '../vendor/uPlot.esm.js';
 
 import {api, el, fillRows, mountSession, roleProblem, say} from './api.js';
-import {hideTip, keyWalk, setEmpty, showTip, uplotTip} from './charttip.js';
+import {axisSize, hideTip, keyWalk, setEmpty, showTip, uplotTip} from './charttip.js';
 import {openEvents} from './events.js';
 import * as fmt from './fmt.js';
 
@@ -99,14 +99,6 @@ function axisPrice(v)
 	if (Math.abs(v) >= 1e7)
 		return fmt.money(Math.round(v)); // a cent and up
 	return `$${Number((v / 1e9).toPrecision(3))}`.replace('$-', '-$');
-}
-
-// An axis as wide as its widest label (uPlot's fixed size cut "381.47 GiB"
-// to "81.47 GiB")
-function axisSize(u, values)
-{
-	const longest = Math.max(4, ...(values || []).map(v => String(v).length));
-	return Math.ceil(longest * 7.2) + 18;
 }
 
 // The quantity axis steps in sizes that read round as fmt.bytes writes

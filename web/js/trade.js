@@ -131,6 +131,13 @@ function readForm(quiet)
 	}
 	if (body.pages !== undefined && !Number.isSafeInteger(body.pages))
 		mark('o-qty', 'that quantity is too large');
+	// the market's own limits, before the exchange refuses them
+	const rules = fmt.marketCheck(markets.find(x => x.name === body.market),
+	                              q.ok ? q.value : null, p.ok ? p.value : null);
+	if (rules.pages)
+		mark('o-qty', rules.pages);
+	if (rules.price)
+		mark('o-price', rules.price);
 	return ok ? body : null;
 }
 
@@ -407,7 +414,11 @@ async function loadNodes()
 	try {
 		nodes = (await api('/v1/nodes')).items || [];
 	} catch (e) {
+		// the list and the account picker stay as they were: a refresh
+		// that failed (a 503) emptied them, and the form then asked
+		// whether the team had no nodes
 		say(banner, `could not list the nodes: ${e.message}`);
+		return;
 	}
 	const may = me && PAUSING.includes(me.role);
 	for (const n of nodes)
