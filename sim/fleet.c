@@ -432,11 +432,12 @@ int fleet_run(const struct fleet_config *c, struct fleet_result *r, char *err,
 
 	memset(r, 0, sizeof *r);
 	memset(f, 0, sizeof *f);
-	if (c->machines < 1 || c->days <= 0 || c->dt_s < 1 || c->lot < 1 ||
+	if (c->machines < 1 || c->first < 0 || c->days <= 0 || c->dt_s < 1 || c->lot < 1 ||
 	    c->max_order < c->lot || 3600 % c->dt_s != 0 ||
 	    c->report_s % c->dt_s != 0) {
 		snprintf(err, errlen,
 		         "machines, days and the lot must be positive, the "
+		         "first machine not negative, the "
 		         "largest order at least a lot, and the step must "
 		         "divide an hour and the report interval");
 		return -1;
@@ -496,9 +497,10 @@ int fleet_run(const struct fleet_config *c, struct fleet_result *r, char *err,
 		struct fl_machine *m = &f->m[i];
 		m->idx = i;
 		m->account = ACCT_NODE0 + i;
-		rng_seed(&m->rng, c->seed, (uint64_t)i + 1);
+		uint64_t id = (uint64_t)c->first + (uint64_t)i;
+		rng_seed(&m->rng, c->seed, id + 1);
 		rng_seed(&m->noise, c->seed ^ UINT64_C(0x5eed5eed5eed5eed),
-		         (uint64_t)i + 1);
+		         id + 1);
 		int w = (int)(rng_unit(&m->rng) * 100), s = 0;
 		while (s < 6 && w >= weight[s])
 			w -= weight[s++];
@@ -627,8 +629,10 @@ int fleet_run(const struct fleet_config *c, struct fleet_result *r, char *err,
 	for (int i = 0; i < f->n; i++) {
 		double sh = f->m[i].stall_s / (steps * dt);
 		r->stall_s += f->m[i].stall_s;
-		if (sh > r->worst_stall_share)
+		if (sh > r->worst_stall_share) {
 			r->worst_stall_share = sh;
+			r->worst_machine = c->first + i;
+		}
 	}
 	/* Durations against moving times. */
 	double *ratio = malloc(((size_t)f->ndur + 1) * sizeof *ratio);

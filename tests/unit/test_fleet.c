@@ -143,6 +143,31 @@ START_TEST(same_seed_same_bytes)
 }
 END_TEST
 
+/* --first: a slice of the seed's fleet holds the same machines. Under
+ * tmo every machine is alone, so the fleet's worst machine simulated by
+ * itself stalls exactly as it did among the others. */
+START_TEST(a_slice_is_the_same_machines)
+{
+	struct fleet_config c;
+	struct fleet_result all, one;
+	struct seen s;
+	small(&c, FLEET_TMO);
+	run(&c, &all, &s);
+	ck_assert(all.worst_stall_share > 0);
+	ck_assert_int_ge(all.worst_machine, 1); /* a slice past machine 0 */
+	small(&c, FLEET_TMO);
+	c.first = all.worst_machine;
+	c.machines = 1;
+	run(&c, &one, &s);
+	invariants(&c, &one, &s);
+	ck_assert_int_eq(one.worst_machine, all.worst_machine);
+	ck_assert(one.worst_stall_share == all.worst_stall_share);
+	ck_assert(one.installed_ps < all.installed_ps);
+	fleet_result_free(&all);
+	fleet_result_free(&one);
+}
+END_TEST
+
 START_TEST(bad_configs_are_refused)
 {
 	struct fleet_config c;
@@ -155,6 +180,10 @@ START_TEST(bad_configs_are_refused)
 	small(&c, FLEET_STATIC);
 	c.machines = 0;
 	ck_assert_int_eq(fleet_run(&c, &r, err, sizeof err), -1);
+	small(&c, FLEET_STATIC);
+	c.first = -1;
+	ck_assert_int_eq(fleet_run(&c, &r, err, sizeof err), -1);
+	ck_assert_ptr_nonnull(strstr(err, "first machine"));
 }
 END_TEST
 
@@ -166,6 +195,7 @@ int main(void)
 	tcase_add_test(tc, static_gives_nothing_back);
 	tcase_add_test(tc, every_policy_keeps_the_invariants);
 	tcase_add_test(tc, same_seed_same_bytes);
+	tcase_add_test(tc, a_slice_is_the_same_machines);
 	tcase_add_test(tc, bad_configs_are_refused);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
