@@ -5,7 +5,8 @@
  * that delivered is billed for exactly what was metered (none delivered
  * past its deadline unbilled); the cores refused nothing the simulator
  * asked; static gives nothing back; the market does trade; and the same
- * seed gives byte-identical output while another seed does not.
+ * seed gives byte-identical output while another seed does not; no contract
+ * that is over keeps pages out that are not on their way back.
  */
 #include "sim/fleet.h"
 #include "sim/report.h"
@@ -168,6 +169,35 @@ START_TEST(a_slice_is_the_same_machines)
 }
 END_TEST
 
+/* A borrower that releases a lend contract still being delivered ends it
+ * at once; its seller must stop delivering and take back what it placed,
+ * as its agent does with a contract no longer pending or active. It went
+ * on delivering pages nobody brought back: on the 10 000-machine fleet a
+ * 16 GiB seller lost 4.5 GiB so, stalled 16.5 % of the week and borrowed
+ * 180 GiB trying to make up for it. Machines 5820..5835 of seed 1 (the
+ * ones it traded with) release one such contract in two days, at the
+ * lending rates they were found with. */
+START_TEST(a_released_pending_lend_contract_gives_its_pages_back)
+{
+	struct fleet_config c;
+	struct fleet_result r;
+	struct seen s;
+	fleet_config_default(&c);
+	c.first = 5820;
+	c.machines = 16;
+	c.days = 2;
+	c.seed = 1;
+	c.policy = FLEET_MARKET;
+	c.rates.lend_write = 35 * 256;
+	c.rates.lend_read = 29 * 256;
+	run(&c, &r, &s);
+	ck_assert_int_gt(r.lend_contracts, 0);
+	ck_assert_int_gt(r.releases, 0);
+	invariants(&c, &r, &s); /* nothing stranded: bad_balance 0 */
+	fleet_result_free(&r);
+}
+END_TEST
+
 START_TEST(bad_configs_are_refused)
 {
 	struct fleet_config c;
@@ -196,6 +226,7 @@ int main(void)
 	tcase_add_test(tc, every_policy_keeps_the_invariants);
 	tcase_add_test(tc, same_seed_same_bytes);
 	tcase_add_test(tc, a_slice_is_the_same_machines);
+	tcase_add_test(tc, a_released_pending_lend_contract_gives_its_pages_back);
 	tcase_add_test(tc, bad_configs_are_refused);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
