@@ -178,7 +178,8 @@ static void converge(const struct strategy_config *c,
  * a guess past what was measured (a saturated stall), and pressure asks
  * for more although the node already holds it (borrowed pages among
  * them); both are taken back from what we sold, never bid for, as a
- * lender's pages take minutes to arrive and cost it its own. */
+ * lender may first have to write its own data out (minutes, at a disk's
+ * rate) and the pages cost it its own. */
 static void cover_shortfall(const struct strategy_config *c,
                             const struct strategy_input *in, struct out *o,
                             rx_pages short_by, rx_pages bid_max,
@@ -469,8 +470,8 @@ int strategy_decide(const struct strategy_config *c,
 			 * in ramex-fleet a 16 GiB node borrowed 180 GiB in
 			 * 157 lend contracts, its stall unchanged. */
 			if (v->spare < 0)
-				bid_max = short_by > measured ? short_by
-				                              : measured;
+				bid_max =
+				    short_by > measured ? short_by : measured;
 			else
 				bid_max = measured > v->spare
 				              ? measured - v->spare

@@ -226,7 +226,8 @@ int main(void)
 	tcase_add_test(tc, every_policy_keeps_the_invariants);
 	tcase_add_test(tc, same_seed_same_bytes);
 	tcase_add_test(tc, a_slice_is_the_same_machines);
-	tcase_add_test(tc, a_released_pending_lend_contract_gives_its_pages_back);
+	tcase_add_test(tc,
+	               a_released_pending_lend_contract_gives_its_pages_back);
 	tcase_add_test(tc, bad_configs_are_refused);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
