@@ -41,6 +41,7 @@ struct fl_contract {
 	rx_pages data_in;            /* lend: the buyer's pages on the lender */
 	rx_pages todo_in, todo_away; /* lend: to move there, and back */
 	int recalled, released, closed, watched;
+	int stranded; /* over with pages out not coming back: counted once */
 	rx_time_ns moved_at; /* all moved: delivered (and moved in) */
 	/* metering and billing */
 	rx_pagesec ps, ps_reported;

@@ -374,7 +374,7 @@ void sx_vacate(struct fleet *f, struct fl_contract *x)
 	sx_watch(f, x);
 }
 
-static void end_contract(struct fleet *f, struct fl_contract *x)
+void sx_end(struct fleet *f, struct fl_contract *x)
 {
 	struct fl_machine *s = &f->m[x->seller];
 	/* The seller gets its pages back: lent pages after the buyer moved
@@ -407,6 +407,15 @@ void sx_deadlines(struct fleet *f, rx_time_ns upto)
 		rx_time_ns at;
 		if (x->k.state == CONTRACT_ENDED ||
 		    x->k.state == CONTRACT_BREACHED) {
+			/* Pages out for a contract that is over must be on
+			 * their way back (the agent takes back the pages of
+			 * every contract it no longer sees pending or
+			 * active); else they are lost to their machine. */
+			if ((x->todo_out > 0 || x->placed > x->todo_back) &&
+			    !x->stranded) {
+				x->stranded = 1;
+				f->r->bad_balance++;
+			}
 			/* Final report once the pages are back. */
 			if (x->todo_back == 0 && x->placed == 0) {
 				sx_report(f, x, x->k.ended_at);
@@ -439,7 +448,7 @@ void sx_deadlines(struct fleet *f, rx_time_ns upto)
 			if (!contract_due(&x->k, &ev, &at) || at > t) {
 				if (sx_apply(f, x, CONTRACT_EV_BUYER_END,
 				             CONTRACT_BY_BUYER, t) == 0) {
-					end_contract(f, x);
+					sx_end(f, x);
 					continue;
 				}
 			}
@@ -454,7 +463,7 @@ void sx_deadlines(struct fleet *f, rx_time_ns upto)
 			f->r->late_deliveries++;
 			f->r->breaches++;
 		}
-		end_contract(f, x);
+		sx_end(f, x);
 	}
 }
 

@@ -32,6 +32,9 @@ void sx_report(struct fleet *f, struct fl_contract *x, rx_time_ns to);
 struct fl_contract *sx_find_contract(struct fleet *f, uint64_t id);
 /* The buyer moves its data back from the lender (release or recall). */
 void sx_vacate(struct fleet *f, struct fl_contract *x);
+/* The contract is over: the seller stops delivering and brings back what
+ * it placed, the buyer's data on it is dropped (its agent's part). */
+void sx_end(struct fleet *f, struct fl_contract *x);
 /* Deadlines and ends due up to `upto`; closed contracts reported. */
 void sx_deadlines(struct fleet *f, rx_time_ns upto);
 /* Drops closed contracts from the live list. */

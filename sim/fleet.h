@@ -44,6 +44,10 @@ struct fleet_probe {
 
 struct fleet_config {
 	int machines;
+	/* The fleet is machines first .. first + machines − 1 of the seed's
+	 * fleet: each machine draws from its own stream, so a slice (one
+	 * machine a run found, say) is the same machines as in the whole. */
+	int first;
 	double days;
 	uint64_t seed;
 	int64_t dt_s; /* one step: the agent's sample interval */
@@ -85,6 +89,7 @@ struct fleet_result {
 	/* time integrals, page-seconds (double: sums of many int64) */
 	double installed_ps, offline_ps, lent_ps, idle_ps, ws_ps;
 	double stall_s, machine_s, worst_stall_share;
+	int worst_machine; /* its index in the seed's fleet */
 	/* contracts */
 	int64_t contracts, offline_contracts, lend_contracts;
 	int64_t recalls, releases, breaches, late_deliveries;

@@ -19,6 +19,9 @@ static void usage(FILE *o)
 	fprintf(o,
 	        "usage: ramex-fleet [options]\n"
 	        "  --machines N    machines in the fleet (1000)\n"
+	        "  --first K       the fleet is machines K..K+N-1 of the seed's "
+	        "(0): a machine\n                  alone, the same as in the "
+	        "whole fleet\n"
 	        "  --days D        simulated days (7)\n"
 	        "  --seed S        the seed: same seed, same output (1)\n"
 	        "  --policies L    comma-separated: static,tmo,market,oracle "
@@ -91,6 +94,8 @@ int main(int argc, char **argv)
 		i++;
 		if (!strcmp(a, "--machines") && num(v, 1, 1e6, &d) == 0)
 			c.machines = (int)d;
+		else if (!strcmp(a, "--first") && num(v, 0, 1e6, &d) == 0)
+			c.first = (int)d;
 		else if (!strcmp(a, "--days") && num(v, 0.01, 366, &d) == 0)
 			c.days = d;
 		else if (!strcmp(a, "--seed") && num(v, 0, 1e15, &d) == 0)

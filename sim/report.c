@@ -43,8 +43,12 @@ void report_table(FILE *out, const struct fleet_config *c,
 	char b[64];
 
 	fprintf(out, "ramex-fleet: %d machines, %.1f days, seed %" PRIu64
-	             ", step %" PRId64 " s\n",
+	             ", step %" PRId64 " s",
 	        c->machines, c->days, c->seed, c->dt_s);
+	if (c->first > 0)
+		fprintf(out, ", machines %d..%d of the seed's fleet", c->first,
+		        c->first + c->machines - 1);
+	fprintf(out, "\n");
 	fprintf(out, "fleet RAM %.1f TiB, working set %.1f%% of it on "
 	             "average\n\n",
 	        n ? r[0].installed_ps / (r[0].machine_s / r[0].machines) /
@@ -75,6 +79,7 @@ void report_table(FILE *out, const struct fleet_config *c,
 	ROW("stall, % of machine-time", "%14.4f",
 	    share(x->stall_s, x->machine_s));
 	ROW("stall, worst machine %", "%14.3f", 100 * x->worst_stall_share);
+	ROW("  worst machine (--first)", "%14d", x->worst_machine);
 	ROW("contracts", "%14" PRId64, x->contracts);
 	ROW("  offline / lend", "%14s",
 	    (snprintf(b, sizeof b, "%" PRId64 "/%" PRId64,
@@ -106,9 +111,9 @@ void report_json(FILE *out, const struct fleet_config *c,
                  const struct fleet_result *r, int n)
 {
 	fprintf(out,
-	        "{\"machines\":%d,\"days\":%.3f,\"seed\":%" PRIu64
+	        "{\"machines\":%d,\"first\":%d,\"days\":%.3f,\"seed\":%" PRIu64
 	        ",\"step_s\":%" PRId64 ",\"policies\":{",
-	        c->machines, c->days, c->seed, c->dt_s);
+	        c->machines, c->first, c->days, c->seed, c->dt_s);
 	for (int i = 0; i < n; i++) {
 		const struct fleet_result *x = &r[i];
 		fprintf(
@@ -117,6 +122,7 @@ void report_json(FILE *out, const struct fleet_config *c,
 		    "\"offline_pct_installed\":%.3f,\"lent_pct_installed\":%.3f,"
 		    "\"given_back_pct_idle\":%.3f,\"ws_pct_installed\":%.3f,"
 		    "\"stall_pct\":%.5f,\"worst_stall_pct\":%.4f,"
+		    "\"worst_machine\":%d,"
 		    "\"contracts\":%" PRId64 ",\"offline_contracts\":%" PRId64
 		    ",\"lend_contracts\":%" PRId64
 		    ",\"duration_median_s\":%.0f,\"duration_p10_s\":%.0f,"
@@ -138,6 +144,7 @@ void report_json(FILE *out, const struct fleet_config *c,
 		    share(given(x), x->idle_ps),
 		    share(x->ws_ps, x->installed_ps),
 		    share(x->stall_s, x->machine_s), 100 * x->worst_stall_share,
+		    x->worst_machine,
 		    x->contracts, x->offline_contracts, x->lend_contracts,
 		    x->dur_median_s, x->dur_p10_s, x->move_median_s,
 		    x->ratio_median, x->ratio_p10,

@@ -12,7 +12,8 @@
  * four margins when the stall is so long that the refaults no longer bound
  * what is missing), recall sold contracts whole (spot first, then perm, which
  * breaches; the one that covers the shortfall with the least excess first)
- * and bid for the remainder. Prices are the marginal value of a page at the
+ * and bid for the remainder, never past what it lacks at need plus what
+ * was measured missing, counting the pages it holds and has borrowed. Prices are the marginal value of a page at the
  * size the node would keep plus the cost of moving it, within the operator's
  * floors and ceilings; when the best bid pays less than the page at the
  * margin is worth, the node keeps the pages worth more and offers only those

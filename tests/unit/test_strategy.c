@@ -654,17 +654,56 @@ START_TEST(saturated_stall_takes_back_four_margins)
 	r = decide(&e, NULL, 0, k, 3, 0, 0);
 	ck_assert_int_eq(r.n, 1);
 	ck_assert_int_eq(r.a[0].id, 1);
-	/* Nothing sold to take back: the guess past the margin is never bid
-	 * for (a lender's pages take minutes and cost it its own; on
-	 * 10 000 machines bidding for it made 22 645 lend contracts, 112
-	 * late deliveries and one machine stalled 30 % of the week): the bid
-	 * is for the margin the refaults bound, as without saturation. */
+	/* Nothing sold to take back, and the node holds just its need
+	 * (wss 944160 + 10000 + a margin of 94416 = TOTAL): the guess past
+	 * the margin is never bid for (a lender's pages take minutes and
+	 * cost it its own; on 10 000 machines bidding for it made 22 645
+	 * lend contracts, 112 late deliveries and one machine stalled 30 %
+	 * of the week): the bid is for the margin the refaults bound, as
+	 * without saturation. */
+	e = est(944160, 10000, 1000000000, 0, 1);
+	e.deficit = 1000;
 	e.stall_ppm = 600000;
 	r = decide(&e, NULL, 0, NULL, 0, 0, 0);
+	ck_assert_int_eq(r.v.spare, 0);
 	ck_assert_int_eq(r.n, 1);
 	ck_assert_int_eq(r.a[0].kind, STRATEGY_PLACE);
 	ck_assert_int_eq(r.a[0].side, STRATEGY_BUY);
-	ck_assert_int_eq(r.a[0].pages, 20224); /* the margin, in lots */
+	ck_assert_int_eq(r.a[0].pages, 94464); /* the margin, in lots */
+}
+END_TEST
+
+/* Pressure that persists with nothing left to recall: the node bids for
+ * what it lacks at need + the margin, counting the pages it holds and has
+ * borrowed, not for the margin again every step. (ramex-fleet: a 16 GiB
+ * node whose pages were lost to it went on buying the margin every 30 s,
+ * 157 lend contracts and 180 GiB borrowed, its stall unchanged.) */
+START_TEST(pressure_buys_only_what_it_lacks)
+{
+	/* need = 944160 + 10000 + 94416 = TOTAL: without borrowed pages
+	 * it bids for the margin (saturated_stall_takes_back_four_margins) */
+	struct wsest_estimate e = est(944160, 10000, 1000000000, 0, 1);
+	e.deficit = 1000;
+	struct strategy_contract k = {.id = 7,
+	                              .product = STRATEGY_SPOT,
+	                              .side = STRATEGY_BUY,
+	                              .pages = 30000};
+	struct run r = decide(&e, NULL, 0, &k, 1, 0, 0);
+	ck_assert_int_eq(r.v.spare, 30000);
+	ck_assert_int_eq(r.n, 1);
+	ck_assert_int_eq(r.a[0].kind, STRATEGY_PLACE);
+	ck_assert_int_eq(r.a[0].side, STRATEGY_BUY);
+	ck_assert_int_eq(r.a[0].pages, 64512); /* 94416 - 30000, in lots */
+	/* Borrowed past the margin already: no bid, and the borrowed
+	 * contract is kept (pressure: nothing is given back). */
+	k.pages = 200000;
+	r = decide(&e, NULL, 0, &k, 1, 0, 0);
+	ck_assert_int_eq(r.n, 0);
+	ck_assert_int_eq(r.v.bid, 0);
+	/* Stalled all the time, the same: four margins are a guess. */
+	e.stall_ppm = 1000000;
+	r = decide(&e, NULL, 0, &k, 1, 0, 0);
+	ck_assert_int_eq(r.n, 0);
 }
 END_TEST
 
@@ -680,6 +719,7 @@ int main(void)
 	tcase_add_test(tc, no_offer_while_data_waits);
 	tcase_add_test(tc, pressure_takes_back_what_refaults_bound);
 	tcase_add_test(tc, saturated_stall_takes_back_four_margins);
+	tcase_add_test(tc, pressure_buys_only_what_it_lacks);
 	tcase_add_test(tc, price_follows_marginal_value);
 	tcase_add_test(tc, prices_round_to_the_tick);
 	tcase_add_test(tc, ceiling_keeps_valuable_pages);
