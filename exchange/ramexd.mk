@@ -120,7 +120,8 @@ $(call integration_test,test_failover,tests/integration/test_failover.c \
 $(BUILD)/san/bin/test_failover: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_failover: | $(BUILD)/san/bin/ramexd
 # Two ramexd on one database (shared = 1): idempotency keys, nonces and
-# the event stream shared through PostgreSQL.
+# the event stream shared through PostgreSQL; three for a stream resumed
+# across a takeover.
 $(call integration_test,test_shared,tests/integration/test_shared.c \
   tests/integration/ramexd_fixture.c $(RAMEXD_HARNESS),\
   libcurl jansson libpq libcrypto)

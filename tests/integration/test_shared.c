@@ -33,11 +33,24 @@
  *     meanwhile, never taken unchecked; started again, the same stream
  *     gets the next fill made on A. This stops the PostgreSQL every suite
  *     shares, so it starts it again first.
+ *   a_stream_follows_its_account_across_a_takeover: three instances of
+ *     their own (a spot, b perm-2027, c the rest, polling for markets
+ *     without an owner every 100 ms). The trader's stream is open on a
+ *     while spot trades go on one after another; a is killed with -9
+ *     among them, its stream cut; the trades go on, retried with their
+ *     client order ids, on c once it took spot. The client comes back
+ *     late, after c's first trades, to b, with the last id it saw. The
+ *     two streams together are the account's fills of the events table,
+ *     in id order, each once, and those are the trades answered, each
+ *     with its trade id; the same Last-Event-ID on c gives the same.
+ *     Prints the takeover time.
  */
 #include <check.h>
 #include <jansson.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,11 +201,12 @@ START_TEST(a_client_order_id_replayed_on_the_other_instance_is_one_order)
 			         "\"price\":95000,\"client_order_id\":\"c-1\"}",
 			         (long long)w.node_a);
 		else
-			snprintf(bodies[i], sizeof bodies[i],
-			         "{\"market\":\"perm-2027\",\"account_id\":%lld,"
-			         "\"side\":\"sell\",\"pages\":256,\"price\":"
-			         "96000,\"client_order_id\":\"f-%d\"}",
-			         (long long)w.node_b, i);
+			snprintf(
+			    bodies[i], sizeof bodies[i],
+			    "{\"market\":\"perm-2027\",\"account_id\":%lld,"
+			    "\"side\":\"sell\",\"pages\":256,\"price\":"
+			    "96000,\"client_order_id\":\"f-%d\"}",
+			    (long long)w.node_b, i);
 		s[i] = (struct shot){&b, w.trader_token, bodies[i], 0, 0};
 		ck_assert_int_eq(pthread_create(&th[i], NULL, fire, &s[i]), 0);
 	}
@@ -208,10 +222,11 @@ START_TEST(a_client_order_id_replayed_on_the_other_instance_is_one_order)
 	                           "client_order_id = 'c-1'"),
 	                 1);
 	/* the id for another order, on B: refused, nothing placed */
-	snprintf(body, sizeof body,
-	         "{\"market\":\"perm-2027\",\"account_id\":%lld,\"side\":\"sell\","
-	         "\"pages\":512,\"price\":95000,\"client_order_id\":\"c-1\"}",
-	         (long long)w.node_a);
+	snprintf(
+	    body, sizeof body,
+	    "{\"market\":\"perm-2027\",\"account_id\":%lld,\"side\":\"sell\","
+	    "\"pages\":512,\"price\":95000,\"client_order_id\":\"c-1\"}",
+	    (long long)w.node_a);
 	ck_assert_int_eq(
 	    rxh_call(&b, "POST", "/v1/orders", w.trader_token, body, NULL, &r2),
 	    422);
@@ -272,7 +287,9 @@ START_TEST(a_nonce_replayed_on_the_other_instance_is_refused)
 END_TEST
 
 /* An event stream read by hand (HTTP/1.0: no chunks), until it holds
- * `want` fill events or 20 s pass. */
+ * `want` fill events (atomic: it may be lowered while it reads), the
+ * server ends it, or 20 s pass. */
+#define SSE_MAX 256
 struct sse {
 	struct rxh *h;
 	const char *token;
@@ -281,8 +298,10 @@ struct sse {
 	const char *type; /* the events counted; NULL: fill */
 	int connected;    /* atomic: the answer's head came */
 	int nfill;
-	int64_t id[32];    /* the fills' ids */
-	int64_t price[32]; /* and prices */
+	int64_t id[SSE_MAX];    /* the fills' ids */
+	int64_t price[SSE_MAX]; /* and prices */
+	int64_t trade[SSE_MAX]; /* and trade ids */
+	int64_t last_seen;      /* the id of the last whole event of any type */
 };
 
 static void *sse_read(void *arg)
@@ -299,11 +318,12 @@ static void *sse_read(void *arg)
 	                 "Authorization: Bearer %s\r\n%s\r\n",
 	                 x->token, lid);
 	ck_assert_int_eq(write(fd, req, (size_t)n), n);
-	static __thread char buf[65536];
+	static __thread char buf[262144];
 	size_t len = 0;
 	struct timespec t0, t;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (x->nfill < x->want && len + 1 < sizeof buf) {
+	while (x->nfill < __atomic_load_n(&x->want, __ATOMIC_ACQUIRE) &&
+	       len + 1 < sizeof buf) {
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		if (t.tv_sec - t0.tv_sec > 20)
 			break;
@@ -321,17 +341,23 @@ static void *sse_read(void *arg)
 		x->nfill = 0;
 		for (char *p = buf; (p = strstr(p, "\nid: "));) {
 			long long id = strtoll(p + 5, &p, 10);
+			char *end = strstr(p, "\n\n");
+			if (!end)
+				break;
+			x->last_seen = id;
 			char fill[64];
 			int fl = snprintf(
 			    fill, sizeof fill,
 			    "\nevent: %s\ndata: ", x->type ? x->type : "fill");
 			if (strncmp(p, fill, (size_t)fl) != 0)
 				continue;
-			char *end = strstr(p, "\n\n");
 			char *pr = strstr(p, "\"price\":");
-			if (!end || !pr || pr > end || x->nfill == 32)
+			char *tr = strstr(p, "\"trade_id\":");
+			if (!pr || pr > end || x->nfill == SSE_MAX)
 				break;
 			x->id[x->nfill] = id;
+			x->trade[x->nfill] =
+			    tr && tr < end ? strtoll(tr + 11, NULL, 10) : 0;
 			x->price[x->nfill++] = strtoll(pr + 8, NULL, 10);
 		}
 	}
@@ -387,8 +413,10 @@ START_TEST(b_streams_the_fills_of_a_in_order_and_resumes_on_either)
 	pair(&a, &b, &w, "shared_events");
 	static const int price[5] = {90000, 93000, 91000, 95000, 92000};
 	/* a stream on each instance */
-	struct sse on_b = {&b, w.trader_token, -1, 3, NULL, 0, 0, {0}, {0}};
-	struct sse on_a = {&a, w.trader_token, -1, 3, NULL, 0, 0, {0}, {0}};
+	struct sse on_b = {
+	    .h = &b, .token = w.trader_token, .last_id = -1, .want = 3};
+	struct sse on_a = {
+	    .h = &a, .token = w.trader_token, .last_id = -1, .want = 3};
 	pthread_t tb, ta;
 	sse_start(&on_b, &tb);
 	sse_start(&on_a, &ta);
@@ -411,11 +439,11 @@ START_TEST(b_streams_the_fills_of_a_in_order_and_resumes_on_either)
 	for (int i = 3; i < 5; i++)
 		trade(&a, &w, price[i]);
 	/* the client of B comes back to A after its last fill */
-	struct sse back_a = {&a, w.trader_token, on_b.id[2], 2, NULL, 0, 0, {0},
-	                     {0}};
+	struct sse back_a = {
+	    .h = &a, .token = w.trader_token, .last_id = on_b.id[2], .want = 2};
 	/* and one that saw only the first fill, to B */
-	struct sse back_b = {&b, w.trader_token, on_b.id[0], 4, NULL, 0, 0, {0},
-	                     {0}};
+	struct sse back_b = {
+	    .h = &b, .token = w.trader_token, .last_id = on_b.id[0], .want = 4};
 	sse_start(&back_a, &ta);
 	sse_start(&back_b, &tb);
 	pthread_join(ta, NULL);
@@ -436,8 +464,11 @@ START_TEST(b_streams_the_fills_of_a_in_order_and_resumes_on_either)
 	ck_assert_int_eq(count(&a, "SELECT max(id) - count(*) FROM events"), 0);
 	/* a contract move on B (its delivery) reaches A's stream, after the
 	 * fills */
-	struct sse move = {
-	    &a, w.trader_token, back_a.id[1], 1, "contract", 0, 0, {0}, {0}};
+	struct sse move = {.h = &a,
+	                   .token = w.trader_token,
+	                   .last_id = back_a.id[1],
+	                   .want = 1,
+	                   .type = "contract"};
 	sse_start(&move, &ta);
 	char path[64];
 	snprintf(path, sizeof path, "/v1/contracts/%lld/deliver",
@@ -462,7 +493,8 @@ START_TEST(the_stream_goes_on_through_a_database_restart)
 	struct rxh_world w;
 	ck_assert_int_eq(testdb_pg_start(), 0);
 	pair(&a, &b, &w, "shared_restart");
-	struct sse on_b = {&b, w.trader_token, -1, 2, NULL, 0, 0, {0}, {0}};
+	struct sse on_b = {
+	    .h = &b, .token = w.trader_token, .last_id = -1, .want = 2};
 	pthread_t tb;
 	sse_start(&on_b, &tb);
 	trade(&a, &w, 90000);
@@ -501,6 +533,229 @@ START_TEST(the_stream_goes_on_through_a_database_restart)
 }
 END_TEST
 
+/* --- a stream across a takeover ------------------------------------------ */
+
+static int64_t mono_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Trades on spot one after another, each a sell of node_a's and the
+ * operator's buy, both with client order ids and retried with them (as an
+ * agent does, at most 10 s) on a while it lives, else on c, until `stop`. */
+#define TRADES_MAX 200
+struct trader {
+	struct rxh *a, *c;
+	const struct rxh_world *w;
+	int a_alive, stop; /* atomic */
+	int n;             /* atomic: trades answered so far */
+	int64_t trade[TRADES_MAX];
+	char on_c[TRADES_MAX]; /* answered by c */
+	char err[256];
+};
+
+/* One order of trade k, retried until 201; its trade id when it is the
+ * buy, 0 for the sell, -1 (and t->err) when it was refused. */
+static int64_t trader_order(struct trader *t, int k, bool buy, char *on_c)
+{
+	char more[64];
+	snprintf(more, sizeof more, ",\"client_order_id\":\"tk-%c-%d\"",
+	         buy ? 'b' : 's', k);
+	int64_t until = mono_ms() + 10000;
+	for (;;) {
+		int alive = __atomic_load_n(&t->a_alive, __ATOMIC_ACQUIRE);
+		struct rxh *h = alive ? t->a : t->c;
+		struct rxh_resp r;
+		long st = place(h, buy ? t->w->op_token : t->w->trader_token,
+		                buy ? t->w->op_account : t->w->node_a,
+		                buy ? "buy" : "sell", 256,
+		                90000 + 1000 * (k % 7), more, NULL, &r);
+		int64_t id = 0;
+		if (st == 201 && buy)
+			id = json_integer_value(json_object_get(
+			    json_array_get(json_object_get(r.json, "trades"),
+			                   0),
+			    "trade_id"));
+		else if (st != 201 && st >= 400 && st < 500)
+			snprintf(t->err, sizeof t->err, "tk-%d: %ld %s", k, st,
+			         r.body ? r.body : "");
+		rxh_resp_free(&r);
+		if (st == 201) {
+			*on_c = !alive;
+			return buy && id <= 0 ? -1 : id;
+		}
+		/* 307 or 503 while nobody owns spot, or a dead a */
+		if (t->err[0] || mono_ms() > until)
+			return -1;
+		sleep_ms(20);
+	}
+}
+
+static void *trader_run(void *arg)
+{
+	struct trader *t = arg;
+	for (int k = 0;
+	     k < TRADES_MAX && !__atomic_load_n(&t->stop, __ATOMIC_ACQUIRE);
+	     k++) {
+		char c1 = 0;
+		if (trader_order(t, k, false, &c1) < 0 ||
+		    (t->trade[k] = trader_order(t, k, true, &t->on_c[k])) < 0) {
+			if (!t->err[0])
+				snprintf(t->err, sizeof t->err,
+				         "tk-%d not answered 201 in 10 s", k);
+			break;
+		}
+		__atomic_store_n(&t->n, k + 1, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+/* Waits up to `ms` for the trader's count to reach n. */
+static void wait_trades(struct trader *t, int n, int ms)
+{
+	int64_t until = mono_ms() + ms;
+	while (__atomic_load_n(&t->n, __ATOMIC_ACQUIRE) < n &&
+	       mono_ms() < until && !t->err[0])
+		sleep_ms(10);
+	ck_assert_msg(t->n >= n, "%d trades of %d in %d ms: %s", t->n, n, ms,
+	              t->err);
+}
+
+static void wait_owner(struct rxh *h, const char *market, const char *who,
+                       int ms)
+{
+	char q[256];
+	snprintf(q, sizeof q,
+	         "SELECT count(*) FROM market_owners o JOIN markets k ON k.id "
+	         "= o.market_id WHERE k.name = '%s' AND o.instance = '%s'",
+	         market, who);
+	int64_t until = mono_ms() + ms;
+	while (count(h, q) != 1) {
+		ck_assert_msg(mono_ms() < until, "%s not owned by %s in %d ms",
+		              market, who, ms);
+		sleep_ms(20);
+	}
+}
+
+START_TEST(a_stream_follows_its_account_across_a_takeover)
+{
+	/* a serves spot, b perm-2027, c what nobody serves (poll 100 ms) */
+	struct rxh a, b, c;
+	struct rxh_world w;
+	rxh_start(&a, "shared_takeover",
+	          "--shared=1 --markets=spot --instance=a --own_poll_ms=100 "
+	          "--billing_interval_s=0");
+	rxh_world(&a, &w);
+	rxh_start_at(&b, "shared_takeover_b", a.conninfo,
+	             "--shared=1 --markets=perm-2027 --instance=b "
+	             "--billing_interval_s=0");
+	wait_owner(&a, "perm-2027", "b", 5000);
+	rxh_start_at(&c, "shared_takeover_c", a.conninfo,
+	             "--shared=1 --markets=all --instance=c --own_poll_ms=100 "
+	             "--billing_interval_s=0");
+	wait_owner(&a, "spot", "a", 5000);
+
+	/* the trader's stream on a, the owner of its market */
+	static struct sse s1, s2;
+	s1 = (struct sse){
+	    .h = &a, .token = w.trader_token, .last_id = -1, .want = SSE_MAX};
+	pthread_t t1, t2, tt;
+	sse_start(&s1, &t1);
+	static struct trader t;
+	t = (struct trader){.a = &a, .c = &c, .w = &w, .a_alive = 1};
+	ck_assert_int_eq(pthread_create(&tt, NULL, trader_run, &t), 0);
+	wait_trades(&t, 5, 10000);
+	/* a dies while the trades go on: its stream ends */
+	__atomic_store_n(&t.a_alive, 0, __ATOMIC_RELEASE);
+	int64_t t_kill = mono_ms();
+	rxh_kill(&a, SIGKILL);
+	pthread_join(t1, NULL);
+	int on_a = __atomic_load_n(&t.n, __ATOMIC_ACQUIRE);
+	wait_owner(&b, "spot", "c", 10000);
+	int64_t t_taken = mono_ms();
+	/* the client comes back late, to b, after c's first trades: what
+	 * came meanwhile it gets from Last-Event-ID alone */
+	wait_trades(&t, on_a + 3, 10000);
+	s2 = (struct sse){.h = &b,
+	                  .token = w.trader_token,
+	                  .last_id = s1.last_seen,
+	                  .want = SSE_MAX};
+	sse_start(&s2, &t2);
+	int resumed = __atomic_load_n(&t.n, __ATOMIC_ACQUIRE);
+	wait_trades(&t, resumed + 3, 10000);
+	__atomic_store_n(&t.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(tt, NULL);
+	ck_assert_msg(!t.err[0], "%s", t.err);
+
+	/* the account's fills as the database has them, in id order */
+	PGconn *db = testdb_connect(b.conninfo);
+	char q[300];
+	snprintf(q, sizeof q,
+	         "SELECT id, (data::json->>'trade_id')::bigint FROM events "
+	         "WHERE type = 'fill' AND (acct_a = %lld OR acct_b = %lld) "
+	         "ORDER BY id",
+	         (long long)w.node_a, (long long)w.node_a);
+	PGresult *r = PQexec(db, q);
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	int n = PQntuples(r);
+	ck_assert_int_le(n, SSE_MAX);
+	/* the trades answered are those, and every trade made has its fill */
+	ck_assert_int_eq(n, t.n);
+	ck_assert_int_eq(testdb_scalar(db, "SELECT count(*) FROM trades"), n);
+	for (int k = 0; k < t.n; k++)
+		ck_assert_msg(atoll(PQgetvalue(r, k, 1)) == t.trade[k],
+		              "fill %d is of trade %s, trade %d was answered "
+		              "as %lld",
+		              k, PQgetvalue(r, k, 1), k, (long long)t.trade[k]);
+	/* the second stream reads until it has the rest */
+	__atomic_store_n(&s2.want, n - s1.nfill, __ATOMIC_RELEASE);
+	pthread_join(t2, NULL);
+	ck_assert_msg(s1.nfill + s2.nfill == n,
+	              "the streams saw %d + %d fills, the database has %d",
+	              s1.nfill, s2.nfill, n);
+	for (int k = 0; k < n; k++) {
+		const struct sse *s = k < s1.nfill ? &s1 : &s2;
+		int i = k < s1.nfill ? k : k - s1.nfill;
+		ck_assert_msg(s->id[i] == atoll(PQgetvalue(r, k, 0)) &&
+		                  s->trade[i] == atoll(PQgetvalue(r, k, 1)),
+		              "fill %d on the stream%s is event %lld of trade "
+		              "%lld, the database's is event %s of trade %s",
+		              k, k < s1.nfill ? " on a" : " resumed on b",
+		              (long long)s->id[i], (long long)s->trade[i],
+		              PQgetvalue(r, k, 0), PQgetvalue(r, k, 1));
+	}
+	/* the same Last-Event-ID on c, the new owner, gives the same */
+	static struct sse s3;
+	s3 = (struct sse){.h = &c,
+	                  .token = w.trader_token,
+	                  .last_id = s1.last_seen,
+	                  .want = n - s1.nfill};
+	pthread_t t3;
+	sse_start(&s3, &t3);
+	pthread_join(t3, NULL);
+	ck_assert_int_eq(s3.nfill, s2.nfill);
+	for (int i = 0; i < s3.nfill; i++)
+		ck_assert_int_eq(s3.id[i], s2.id[i]);
+	int n_c = 0;
+	for (int k = 0; k < t.n; k++)
+		n_c += t.on_c[k];
+	ck_assert_int_gt(n_c, 0);
+	ck_assert_int_gt(s1.nfill, 0);
+	fprintf(stderr,
+	        "shared: %d fills (%d on a's stream, %d resumed on b from "
+	        "event %lld; %d trades answered by c), spot taken over %lld "
+	        "ms after kill -9 of a\n",
+	        n, s1.nfill, s2.nfill, (long long)s1.last_seen, n_c,
+	        (long long)(t_taken - t_kill));
+	PQclear(r);
+	PQfinish(db);
+	rxh_stop(&c);
+	rxh_stop(&b);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("shared");
@@ -514,6 +769,7 @@ static Suite *suite(void)
 	tcase_add_test(t,
 	               b_streams_the_fills_of_a_in_order_and_resumes_on_either);
 	tcase_add_test(t, the_stream_goes_on_through_a_database_restart);
+	tcase_add_test(t, a_stream_follows_its_account_across_a_takeover);
 	suite_add_tcase(s, t);
 	return s;
 }
