@@ -8,9 +8,11 @@
  * owned, pg_try_advisory_lock(OWNER_LOCK_CLASS, market id), and a thread
  * that every `poll_ms`
  *
- *   - checks that the lock session is alive: when it is not, every market
- *     is given up at once (the writer drops their books, WR_DISOWN) and the
- *     session is made again;
+ *   - checks that the lock session is alive: when it is not, the session
+ *     is made again and the markets held are locked again if their epochs
+ *     are unchanged (nobody took them meanwhile; a lone ramexd whose
+ *     PostgreSQL restarted goes on without a rebuild); a market another
+ *     session took is given up (the writer drops its book, WR_DISOWN);
  *   - tries to take each market the settings want (`markets`: all, or a
  *     list) that nobody holds: the lock, then the market's epoch bumped in
  *     market_owners (schema/0017), then the writer rebuilds its book from

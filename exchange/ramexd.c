@@ -340,6 +340,15 @@ static int serve(struct app *app)
 		log_error("cannot take the markets", "err=\"%s\"", err);
 		goto out;
 	}
+	/* another instance serves markets here: without shared = 1 a nonce
+	 * taken by it is not known here, nor its events in streams here */
+	if (!cfg->shared && !owner_holds_all(app->owner))
+		log_warn("not every market is served here, yet shared = 0",
+		         "hint=\"when several ramexd serve this database, set "
+		         "shared = 1 on every one (docs/operations.md, Several "
+		         "instances on one database): else a signed request "
+		         "may be replayed to another instance and event "
+		         "streams see only this one's events\"");
 	struct writer_opts wo = {.conninfo = cfg->db,
 	                         .batch_max = cfg->batch_max,
 	                         .book_capacity = (uint32_t)cfg->book_capacity,
