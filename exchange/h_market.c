@@ -37,18 +37,6 @@ void h_market_get(struct http_req *rq)
 	query(rq, MARKET_SELECT " WHERE name = $1", 1, pv, 1, 0, NULL);
 }
 
-static int market_name_ok(const char *n)
-{
-	if (strcmp(n, "spot") == 0)
-		return 1;
-	if (strlen(n) != 9 || strncmp(n, "perm-", 5) != 0)
-		return 0;
-	for (int i = 5; i < 9; i++)
-		if (n[i] < '0' || n[i] > '9')
-			return 0;
-	return atoi(n + 5) >= 2000;
-}
-
 void h_market_create(struct http_req *rq)
 {
 	static const char *const known[] = {"name",
@@ -99,7 +87,7 @@ void h_market_create(struct http_req *rq)
 		             (long long)s->p.price_max);
 		goto out;
 	}
-	if (!market_name_ok(s->name)) {
+	if (!in_market_name_ok(s->name)) {
 		http_problem(
 		    rq, 400, "invalid-field", "invalid field",
 		    "name: must be spot or perm-YYYY (a year from 2000)");

@@ -288,3 +288,15 @@ int in_qenum(struct http_req *rq, const char *name, const char *const *allowed,
 	             in_utf8_cut(s, 32), s, list);
 	return -1;
 }
+
+bool in_market_name_ok(const char *n)
+{
+	if (strcmp(n, "spot") == 0)
+		return true;
+	if (strlen(n) != 9 || strncmp(n, "perm-", 5) != 0)
+		return false;
+	for (int i = 5; i < 9; i++)
+		if (n[i] < '0' || n[i] > '9')
+			return false;
+	return atoi(n + 5) >= 2000;
+}

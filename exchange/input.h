@@ -78,4 +78,10 @@ int in_utf8_cut(const char *s, size_t max);
  * not fit. Returns the length written. */
 size_t in_utf8_clean(char *dst, size_t cap, const char *src, size_t n);
 
+/* Whether `name` is a market's name: "spot", or "perm-YYYY" with a year
+ * from 2000 (the permanent-offline product of that year, brief.md). The
+ * one rule for a market created through the API and one named in the
+ * `markets` setting (owner.c). */
+bool in_market_name_ok(const char *name);
+
 #endif

@@ -18,6 +18,7 @@
 
 #include "common/log.h"
 #include "exchange/db.h"
+#include "exchange/input.h"
 #include "exchange/metrics.h"
 #include "exchange/pgarr.h"
 #include "exchange/writer.h"
@@ -70,18 +71,6 @@ struct owner {
 
 /* --- settings ------------------------------------------------------------ */
 
-static bool name_ok(const char *s)
-{
-	if (strcmp(s, "spot") == 0)
-		return true;
-	if (strncmp(s, "perm-", 5) != 0 || strlen(s) != 9)
-		return false;
-	for (int i = 5; i < 9; i++)
-		if (s[i] < '0' || s[i] > '9')
-			return false;
-	return atoi(s + 5) >= 2000;
-}
-
 /* Splits the list into names (trimmed); -1 with err set on a bad one. */
 static int parse_markets(const char *s, char (*out)[16], int *n, bool *all,
                          char *err, size_t errlen)
@@ -112,7 +101,7 @@ static int parse_markets(const char *s, char (*out)[16], int *n, bool *all,
 		}
 		memcpy(name, b, (size_t)(e - b));
 		name[e - b] = 0;
-		if (!name_ok(name)) {
+		if (!in_market_name_ok(name)) {
 			snprintf(
 			    err, errlen,
 			    "markets must be all or a list of market names "
