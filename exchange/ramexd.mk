@@ -68,16 +68,28 @@ $(call integration_test,test_usage_http,tests/integration/test_usage.c \
   $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
 $(BUILD)/san/bin/test_usage_http: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_usage_http: | $(BUILD)/san/bin/ramexd
-# Billing against a real ramexd (exchange/billing.c, h_billing.c).
-$(call integration_test,test_billing,tests/integration/test_billing.c $(USAGE_SRC) \
-  $(RAMEXD_HARNESS) $(MONEY_SRC),libcurl jansson libpq libcrypto)
+# Billing against a real ramexd: the invoices end to end (test_billing),
+# the job's inputs and faults (test_billing_job).
+BILLING_FIXTURE := tests/integration/billing_fixture.c $(USAGE_SRC) \
+  $(RAMEXD_HARNESS) $(MONEY_SRC)
+$(call integration_test,test_billing,tests/integration/test_billing.c \
+  $(BILLING_FIXTURE),libcurl jansson libpq libcrypto)
 $(BUILD)/san/bin/test_billing: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_billing: | $(BUILD)/san/bin/ramexd
+$(call integration_test,test_billing_job,tests/integration/test_billing_job.c \
+  $(BILLING_FIXTURE),libcurl jansson libpq libcrypto)
+$(BUILD)/san/bin/test_billing_job: | $(BUILD)/san/bin/ramexd
+$(BUILD)/bin/test_billing_job: | $(BUILD)/san/bin/ramexd
 # The HTTP edge: parked connections, workers, a stop under load.
 $(call integration_test,test_http_edge,tests/integration/test_http_edge.c \
   $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
 $(BUILD)/san/bin/test_http_edge: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_http_edge: | $(BUILD)/san/bin/ramexd
+# Signed requests and their credentials (auth.c, auth_nonces.c, seal.c).
+$(call integration_test,test_http_auth,tests/integration/test_http_auth.c \
+  $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
+$(BUILD)/san/bin/test_http_auth: | $(BUILD)/san/bin/ramexd
+$(BUILD)/bin/test_http_auth: | $(BUILD)/san/bin/ramexd
 # The writer's pipeline of batches: a failed one and those after it.
 $(call integration_test,test_writer,tests/integration/test_writer.c \
   $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)

@@ -6,8 +6,10 @@
 BOOK_SRC := exchange/core/book.c exchange/core/book_snap.c \
   exchange/core/tickset.c $(ERR_SRC)
 
-$(call unit_test,test_book,tests/unit/test_book.c tests/unit/book_ref.c \
+$(call unit_test,test_book,tests/unit/test_book.c tests/unit/book_fixture.c \
   $(BOOK_SRC))
+$(call unit_test,test_book_recovery,tests/unit/test_book_recovery.c \
+  tests/unit/book_fixture.c tests/unit/book_ref.c $(BOOK_SRC))
 $(call unit_test,test_book_prop,tests/unit/test_book_prop.c \
   tests/unit/book_ref.c $(BOOK_SRC))
 
