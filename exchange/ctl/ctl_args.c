@@ -5,6 +5,7 @@
 #include "exchange/ctl/ctl_args.h"
 #include "exchange/ctl/ctl_units.h"
 
+#include <ctype.h>
 #include <curl/curl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -246,4 +247,81 @@ int ctl_pages_opt(const struct ctl_opts *o, const char *name, json_t *body,
                   const char *key, int required)
 {
 	return unit_opt(o, name, body, key, required, ctl_units_parse_pages);
+}
+
+/* The API's names for what options become where they differ from the
+ * option's own name; the others are the option's name with '_' for '-'. */
+static const struct {
+	const char *api, *flag;
+} renamed[] = {
+    {"account_id", "--account"},
+    {"team_id", "--team"},
+    {"contract_id", "--contract"},
+    {"node_id", "--node"},
+    {"min_pages", "--min"},
+    {"max_pages", "--max"},
+    {"notice_period_s", "--notice"},
+    {"breach_penalty", "--penalty"},
+    {"delivery_deadline_s", "--deadline"},
+    {"expires_ns", "--expires"},
+    {"remaining", "--pages"}, /* orders reduce */
+    {"year", "--month"},      /* invoices list --month YYYY-MM */
+    {"month", "--month"},
+};
+
+const char *ctl_flag_for(const struct ctl_cmd *c, const char *name, size_t n,
+                         char *buf, size_t len)
+{
+	if (!c || n == 0 || n + 3 > len)
+		return NULL;
+	for (size_t i = 0; i < sizeof renamed / sizeof renamed[0]; i++)
+		if (strlen(renamed[i].api) == n &&
+		    strncmp(renamed[i].api, name, n) == 0 &&
+		    (ctl_in_list(c->valued, renamed[i].flag) ||
+		     ctl_in_list(c->flags, renamed[i].flag))) {
+			snprintf(buf, len, "%s", renamed[i].flag);
+			return buf;
+		}
+	buf[0] = buf[1] = '-';
+	for (size_t i = 0; i < n; i++)
+		buf[2 + i] = name[i] == '_' ? '-' : name[i];
+	buf[2 + n] = 0;
+	if (ctl_in_list(c->valued, buf) || ctl_in_list(c->flags, buf))
+		return buf;
+	return NULL;
+}
+
+static int name_char(char ch)
+{
+	return isalnum((unsigned char)ch) || ch == '_';
+}
+
+void ctl_flags_in(const struct ctl_cmd *c, const char *in, char *out,
+                  size_t len)
+{
+	size_t o = 0;
+	if (len == 0)
+		return;
+	for (size_t i = 0; in[i] && o + 1 < len;) {
+		if (!name_char(in[i]) ||
+		    (i > 0 && (name_char(in[i - 1]) || in[i - 1] == '-' ||
+		               in[i - 1] == '/' || in[i - 1] == '.'))) {
+			out[o++] = in[i++];
+			continue;
+		}
+		size_t n = 0;
+		while (name_char(in[i + n]))
+			n++;
+		char flag[72];
+		const char *f = NULL;
+		int opens = i == 0 && (in[n] == ':' || in[n] == ' ');
+		if (memchr(in + i, '_', n) || opens)
+			f = ctl_flag_for(c, in + i, n, flag, sizeof flag);
+		const char *w = f ? f : in + i;
+		size_t wn = f ? strlen(f) : n;
+		for (size_t k = 0; k < wn && o + 1 < len; k++)
+			out[o++] = w[k];
+		i += n;
+	}
+	out[o] = 0;
 }

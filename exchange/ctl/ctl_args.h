@@ -28,10 +28,14 @@ struct ctl_opts {
 	int help;
 };
 
-/* What every command runs with: the server and token, and --json. */
+struct ctl_cmd;
+
+/* What every command runs with: the server and token, --json, and the
+ * command itself (whose options name the server's fields in messages). */
 struct ctl_ctx {
 	struct ctl_http http;
 	int json;
+	const struct ctl_cmd *cmd;
 };
 
 struct ctl_cmd {
@@ -80,6 +84,21 @@ int ctl_segment_ok(const char *s);
 /* fmt with one path segment from the command line, which must be a name
  * or an id; 0, or CTL_USAGE after saying why. */
 int ctl_path1(char *p, size_t len, const char *fmt, const char *seg);
+
+/* The option of command c that a request field or query parameter of the
+ * API comes from (the name, n bytes of it: "min_pages" is --min,
+ * "client_order_id" --client-order-id), written into buf; NULL when c has
+ * no such option. */
+const char *ctl_flag_for(const struct ctl_cmd *c, const char *name, size_t n,
+                         char *buf, size_t len);
+
+/* The server's message `in` with the API's names put as the options of c a
+ * person types: every name with an '_' in it ("account_id" -> --account),
+ * and a plain one that opens the message ("limit must be ..." -> "--limit
+ * must be ...", "side: ..." -> "--side: ..."); other words are left alone,
+ * as "price" may be the word and not the field. Into out (len bytes). */
+void ctl_flags_in(const struct ctl_cmd *c, const char *in, char *out,
+                  size_t len);
 
 /* Option `name` as a whole number, a price or a page count, set as
  * body[key]; 0 (also when it is absent and not required), or CTL_USAGE

@@ -150,7 +150,7 @@ static int export(struct ctl_ctx *x, char *p, size_t plen, const char *out)
 	enum ctl_exit e = ctl_http_call(&h, "GET", p, NULL, &r);
 	int rc = e;
 	if (e != CTL_OK) {
-		ctl_report_failure(e, &r);
+		ctl_report_failure(x, e, &r);
 		goto out;
 	}
 	if (out) {

@@ -196,7 +196,8 @@ void ctl_print_json(json_t *j)
 }
 
 /* Shows why a call failed on stderr and returns its exit code. */
-int ctl_report_failure(enum ctl_exit e, struct ctl_http_resp *r)
+int ctl_report_failure(const struct ctl_ctx *x, enum ctl_exit e,
+                       struct ctl_http_resp *r)
 {
 	if (r->status == 0) {
 		fprintf(stderr, "error: %s\n", r->err);
@@ -207,14 +208,29 @@ int ctl_report_failure(enum ctl_exit e, struct ctl_http_resp *r)
 		    json_string_value(json_object_get(r->json, "detail"));
 		const char *reason =
 		    json_string_value(json_object_get(r->json, "reason"));
+		/* the person typed options, not the API's fields */
+		char said[2048];
+		ctl_flags_in(x->cmd, detail ? detail : "(no detail)", said,
+		             sizeof said);
 		if (title)
-			fprintf(stderr, "error: %s: %s%s%s%s\n", title,
-			        detail ? detail : "(no detail)",
+			fprintf(stderr, "error: %s: %s%s%s%s\n", title, said,
 			        reason ? " (reason " : "", reason ? reason : "",
 			        reason ? ")" : "");
 		else
 			fprintf(stderr, "error: the server answered %ld%s%s\n",
 			        r->status, r->err[0] ? ": " : "", r->err);
+		/* a problem with a list of them: each one's detail */
+		size_t i;
+		json_t *v;
+		json_array_foreach(json_object_get(r->json, "errors"), i, v)
+		{
+			const char *d =
+			    json_string_value(json_object_get(v, "detail"));
+			if (!d)
+				continue;
+			ctl_flags_in(x->cmd, d, said, sizeof said);
+			fprintf(stderr, "  - %s\n", said);
+		}
 		if (e == CTL_AUTH && r->status == 401)
 			fprintf(stderr,
 			        "hint: check the token (--token, RAMEX_TOKEN "
@@ -299,7 +315,7 @@ int ctl_call(struct ctl_ctx *x, const char *method, const char *path,
 	enum ctl_exit e = ctl_http_call(&x->http, method, path, b, &r);
 	free(b);
 	if (e != CTL_OK) {
-		ctl_report_failure(e, &r);
+		ctl_report_failure(x, e, &r);
 		ctl_http_resp_free(&r);
 		return e;
 	}

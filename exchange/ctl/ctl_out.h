@@ -33,8 +33,10 @@ void ctl_print_doc(json_t *o, const char *const *line_cols);
 /* A page of a list ({"items", "next"}), and how to get the next page. */
 void ctl_print_list(json_t *j, const char *const *cols);
 
-/* Says on stderr why a call failed; returns its exit code e. */
-int ctl_report_failure(enum ctl_exit e, struct ctl_http_resp *r);
+/* Says on stderr why a call of x's command failed (the API's field names
+ * as the command's options); returns its exit code e. */
+int ctl_report_failure(const struct ctl_ctx *x, enum ctl_exit e,
+                       struct ctl_http_resp *r);
 
 /* Makes a call; on success leaves the JSON in *out (caller decrefs),
  * else says why and returns the exit code. */

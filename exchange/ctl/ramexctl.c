@@ -399,6 +399,7 @@ int main(int argc, char **argv)
 		printf("usage: %s %s\n  %s\n", ctl_prog, c->usage, c->about);
 		return CTL_OK;
 	}
+	x.cmd = c;
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	int rc = c->run(&x, &o);
 	curl_global_cleanup();

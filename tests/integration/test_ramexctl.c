@@ -152,9 +152,9 @@ START_TEST(trade_flow)
 	ctl_env(&r, NULL, "--url", url, "--token", w.trader_token, "--json",
 	        "nodes", "list", NULL);
 	ck_assert(r.json);
-	ck_assert(json_is_true(json_object_get(
-	    json_array_get(json_object_get(r.json, "items"), 0),
-	    "trading_paused")));
+	ck_assert(json_is_true(
+	    json_object_get(json_array_get(json_object_get(r.json, "items"), 0),
+	                    "trading_paused")));
 	run_free(&r);
 	ctl(&r, w.trader_token, "nodes", "resume", acct);
 	ck_assert_msg(r.rc == 0, "resume: %d %s", r.rc, r.err);
@@ -368,10 +368,9 @@ START_TEST(exit_codes)
 	 * first answer again */
 	int64_t first = 0;
 	for (int k = 0; k < 2; k++) {
-		ctl(&r, w.trader_token, "--json", "orders", "place",
-		    "--market", "spot", "--side", "buy", "--pages", "256",
-		    "--price", "1000", "--account", acct, "--client-order-id",
-		    coid);
+		ctl(&r, w.trader_token, "--json", "orders", "place", "--market",
+		    "spot", "--side", "buy", "--pages", "256", "--price",
+		    "1000", "--account", acct, "--client-order-id", coid);
 		ck_assert_msg(r.rc == 0, "retry %d: %d %s", k, r.rc, r.err);
 		json_t *ord = json_object_get(r.json, "order");
 		ck_assert_str_eq(
@@ -811,6 +810,49 @@ START_TEST(contracts_and_billing)
 }
 END_TEST
 
+/* The server's problems name its JSON fields and query parameters; a
+ * person typed ramexctl's options, and reads those (an outside test found
+ * "expires_ns", "min_pages" and "limit" where --expires, --min and --limit
+ * were meant). */
+static void says_option(struct run *r, const char *flag, const char *field)
+{
+	ck_assert_msg(r->rc == 1, "%s: rc %d %s", flag, r->rc, r->err);
+	ck_assert_msg(strstr(r->err, flag), "no %s in: %s", flag, r->err);
+	ck_assert_msg(!strstr(r->err, field), "%s in: %s", field, r->err);
+	run_free(r);
+}
+
+START_TEST(errors_name_the_options)
+{
+	struct run r;
+	char acct[24];
+	rxh_start(&h, "ramex_t_ctl_names", "");
+	rxh_world(&h, &w);
+	URL(&h, url);
+	snprintf(acct, sizeof acct, "%lld", (long long)w.node_a);
+
+	/* a body's field: expires_ns is --expires */
+	ctl(&r, w.trader_token, "orders", "place", "--market", "spot", "--side",
+	    "sell", "--pages", "256", "--price", "$0.0001", "--tif", "gtd",
+	    "--account", acct);
+	says_option(&r, "--expires", "expires_ns");
+	/* a body's field named differently: min_pages is --min */
+	ctl(&r, w.op_token, "markets", "create", "perm-2031", "--tick",
+	    "$0.000001", "--lot", "256", "--min", "300");
+	says_option(&r, "--min 300", "min_pages");
+	/* a query parameter at the start of the message */
+	ctl(&r, w.trader_token, "orders", "list", "--limit", "0");
+	says_option(&r, "--limit must be", ": limit must");
+	/* an id the server does not know, by its option */
+	ctl(&r, h.admin, "tokens", "create", "--role", "node", "--account",
+	    "999999");
+	ck_assert_msg(r.rc != 0, "token for no account: %s", r.out);
+	ck_assert_msg(!strstr(r.err, "account_id"), "account_id in: %s", r.err);
+	run_free(&r);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ramexctl");
@@ -820,6 +862,7 @@ int main(void)
 	tcase_add_test(tc, exit_codes);
 	tcase_add_test(tc, config_precedence);
 	tcase_add_test(tc, contracts_and_billing);
+	tcase_add_test(tc, errors_name_the_options);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
