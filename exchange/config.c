@@ -84,7 +84,7 @@ static const struct setting settings[] = {
       "1: several ramexd share this database: every signed request's nonce "
       "is checked in PostgreSQL and the event stream is read from it, so "
       "that a replay or an event reaches every instance (docs/"
-      "operations.md, \"Several instances on one database\"); set it "
+      "operations.md, \"Several instances\"); set it "
       "on each of them. 0: "
       "one ramexd, nonces and events in its memory"),
     S("port_file", port_file, "",
