@@ -70,7 +70,8 @@ static const struct setting settings[] = {
     I("db_pool", db_pool, 1, 64, "4",
       "PostgreSQL connections for queries, beside the writer's one"),
     I("sse_keepalive_s", sse_keepalive_s, 1, 300, "15",
-      "seconds between keep-alive comments on /v1/events"),
+      "seconds without an event before a keep-alive comment on "
+      "/v1/events (a stream may ask for another: ?keepalive_s=)"),
     I("sse_max_clients", sse_max_clients, 1, 10000, "256",
       "most event-stream subscribers at once"),
     S("seal_key_file", seal_key_file, "",

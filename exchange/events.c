@@ -1,6 +1,7 @@
 /* events.c — see events.h. */
 #include "exchange/events.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -40,6 +41,7 @@ struct events_sub {
 	int64_t pos;     /* id of the last event handled */
 	int hello;       /* the first chunk (retry hint) was sent */
 	int ka_due;      /* a keep-alive comment is owed */
+	int keepalive_s; /* seconds of quiet before a keep-alive */
 	int64_t sent_ns; /* when it last had something to send */
 	void (*wake)(void *arg);
 	void *wake_arg;
@@ -77,7 +79,7 @@ static void *ticker(void *arg)
 		for (struct events_sub *s = e->subs; s; s = s->next)
 			if (!s->ka_due &&
 			    now - s->sent_ns >=
-			        (int64_t)e->keepalive_s * 1000000000) {
+			        (int64_t)s->keepalive_s * 1000000000) {
 				s->ka_due = 1;
 				wake(s);
 			}
@@ -219,6 +221,7 @@ struct events_sub *events_subscribe(struct events *e, unsigned role,
 	int64_t ahead = e->out ? EVENTS_RING : 0;
 	s->pos = last_id >= 0 && last_id <= e->last + ahead ? last_id : e->last;
 	s->sent_ns = mono_ns();
+	s->keepalive_s = e->keepalive_s;
 	s->next = e->subs;
 	if (e->subs)
 		e->subs->prev = s;
@@ -250,6 +253,14 @@ void events_set_wake(struct events_sub *s, void (*fn)(void *arg), void *arg)
 	pthread_mutex_unlock(&s->e->mu);
 }
 
+void events_set_keepalive(struct events_sub *s, int keepalive_s)
+{
+	assert(keepalive_s >= 1 && keepalive_s <= EVENTS_KEEPALIVE_MAX_S);
+	pthread_mutex_lock(&s->e->mu);
+	s->keepalive_s = keepalive_s;
+	pthread_mutex_unlock(&s->e->mu);
+}
+
 long events_poll(struct events_sub *s, char *buf, size_t max)
 {
 	struct events *e = s->e;
@@ -260,7 +271,12 @@ long events_poll(struct events_sub *s, char *buf, size_t max)
 		n = -1;
 	} else if (!s->hello) {
 		s->hello = 1;
-		n = snprintf(buf, max, "retry: 2000\n: ramex events\n\n");
+		/* the interval, so that a client can tell a silent stream
+		 * (a frozen or unreachable exchange) from a quiet one */
+		n = snprintf(buf, max,
+		             "retry: 2000\n: ramex events, keep-alive every %d "
+		             "s\n\n",
+		             s->keepalive_s);
 	} else if (s->pos < e->last - EVENTS_RING + 1) {
 		/* Fell behind the ring: say so, go on from the oldest. */
 		int64_t lost = e->last - EVENTS_RING + 1 - s->pos;

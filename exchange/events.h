@@ -69,6 +69,12 @@ struct events_sub *events_subscribe(struct events *e, unsigned role,
  * (under the module's lock: it must be quick and must not call back into
  * this module) until events_unsubscribe. */
 void events_set_wake(struct events_sub *s, void (*wake)(void *arg), void *arg);
+/* The keep-alive interval of this stream, 1..EVENTS_KEEPALIVE_MAX_S
+ * seconds, instead of the server's (events_new): a page that shows whether
+ * it is live asks for a short one, a machine's agent keeps the long one.
+ * The stream's first comment says the interval ("keep-alive every N s"). */
+#define EVENTS_KEEPALIVE_MAX_S 300
+void events_set_keepalive(struct events_sub *s, int keepalive_s);
 /* Writes the SSE text of the next visible event (or a keep-alive comment,
  * when one is due) into buf; returns the bytes written, 0 when there is
  * nothing now, or -1 when the stream is over (shutdown). */

@@ -59,6 +59,11 @@ void h_events(struct http_req *rq)
 		             "Last-Event-ID must be the id of an event");
 		return;
 	}
+	/* ?keepalive_s=N: this stream's keep-alive interval (the web pages
+	 * ask for a short one, to show a frozen exchange promptly) */
+	int64_t ka = 0;
+	if (in_qint(rq, "keepalive_s", 1, EVENTS_KEEPALIVE_MAX_S, &ka) < 0)
+		return;
 	struct stream *s = calloc(1, sizeof *s);
 	if (!s) {
 		http_problem(rq, 503, "overloaded", "out of memory",
@@ -77,6 +82,8 @@ void h_events(struct http_req *rq)
 		return;
 	}
 	struct events_sub *sub = s->sub;
+	if (ka)
+		events_set_keepalive(sub, (int)ka);
 	struct http_stream *hs =
 	    http_reply_stream(rq, "text/event-stream", next, done, s);
 	/* Nothing is read before this handler returns, and what is published

@@ -143,6 +143,7 @@ const struct http_route_query routes_query[] = {
     {"GET", "/v1/invoices/{id}/export", "format"},
     {"GET", "/v1/usage/export", "from to format"},
     {"GET", "/v1/billing/summary", "from to by"},
+    {"GET", "/v1/events", "keepalive_s"},
     {"GET", "/", "*"},
     {"HEAD", "/", "*"},
     {"GET", "/web/{file}", "*"},

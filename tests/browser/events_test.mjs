@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import {test} from 'node:test';
 
-import {parseSSE} from '../../web/js/events.js';
+import {openEvents, parseSSE, silentLimitMs} from '../../web/js/events.js';
 
 test('events with ids and JSON data, comments skipped', () => {
 	const [evs, rest] = parseSSE('retry: 2000\n: ramex events\n\n' +
@@ -31,4 +31,48 @@ test('CRLF line ends, several data lines, default event name', () => {
 	assert.equal(evs[0].data, 'a\nb');
 	assert.equal(evs[1].event, 'overflow');
 	assert.equal(evs[1].data, '{"lost":2}');
+});
+
+// An exchange that answers, says its keep-alive interval, then sends
+// nothing more with the connection open (kill -STOP): the stream must not
+// stay "live"; after two missed beats it is down and reconnects.
+function frozenExchange(hello)
+{
+	const calls = [];
+	const fetchFn = (url, init) => {
+		calls.push(url);
+		const enc = new TextEncoder();
+		const body = new ReadableStream({
+			start(c)
+			{
+				c.enqueue(enc.encode(hello));
+				init.signal.addEventListener('abort', () =>
+					c.error(new DOMException('aborted', 'AbortError')));
+			}
+		});
+		return Promise.resolve(new Response(body, {status: 200}));
+	};
+	return {calls, fetchFn};
+}
+
+test('a silent stream is said to be down after two missed keep-alives', async () => {
+	const {calls, fetchFn} = frozenExchange('retry: 2000\n: ramex events, keep-alive every 1 s\n\n');
+	const states = [];
+	let sawDown;
+	const down = new Promise(r => (sawDown = r));
+	const s = openEvents(() => {}, (st, detail) => {
+		states.push([st, detail]);
+		if (st === 'down')
+			sawDown(detail);
+	}, {fetch: fetchFn, token: () => 'tok', keepalive: 1});
+	const detail = await down;
+	s.stop();
+	assert.deepEqual(states.slice(0, 2).map(x => x[0]), ['connecting', 'live']);
+	assert.match(detail, /^no word from the exchange for 3 s; reconnecting in 2 s$/);
+	assert.equal(calls[0], '/v1/events?keepalive_s=1');
+});
+
+test('the silence allowed is two intervals and a second', () => {
+	assert.equal(silentLimitMs(5), 11000);
+	assert.equal(silentLimitMs(15), 31000);
 });

@@ -8,6 +8,7 @@
 // not measure speed). Screenshots go to $RAMEX_BROWSER_OUT.
 //
 //   RAMEX_URL          http://127.0.0.1:PORT of ramexd
+//   RAMEX_PID          ramexd's process id (stopped and resumed by a test)
 //   RAMEX_ADMIN_TOKEN  an admin token (ramexd token create)
 //   RAMEX_BROWSER_OUT  where screenshots and the console log go
 //   RAMEX_WEB_ROOT     the served tree (build/web), for the static checks
@@ -29,6 +30,7 @@ const ADMIN = process.env.RAMEX_ADMIN_TOKEN;
 const OUT = process.env.RAMEX_BROWSER_OUT;
 const WEB = process.env.RAMEX_WEB_ROOT;
 const BIN = process.env.RAMEX_BIN;
+const PID = Number(process.env.RAMEX_PID);
 const WAIT = 15000;
 
 let passed = 0, failed = 0;
@@ -609,11 +611,12 @@ async function main()
 	await test('market: the event stream reconnects after it is cut', async () => {
 		const page = await newPage('market-reconnect');
 		// every stream request fails until the route is lifted
-		await page.route('**/v1/events', route => route.abort('connectionreset'));
+		const stream = /\/v1\/events(\?|$)/; // with the page's ?keepalive_s=
+		await page.route(stream, route => route.abort('connectionreset'));
 		await page.goto(`${URL_}/web/market.html?market=spot`);
 		await signIn(page, W.trader);
 		await page.waitForFunction(() => /reconnecting/.test(document.querySelector('#live-text').textContent), null, {timeout: WAIT});
-		await page.unroute('**/v1/events');
+		await page.unroute(stream);
 		await page.waitForFunction(() => document.querySelector('#live-text').textContent === 'live', null, {timeout: WAIT});
 		// and what it carries reaches the page: a new trade shows up
 		await must(W.trader, 'POST', '/v1/orders', {market: 'spot', account_id: W.nodeA.account.id, side: 'buy', pages: 4096, price: 90000});
@@ -965,6 +968,35 @@ async function main()
 				await call(W.trader, 'DELETE', `/v1/orders/${o.id}`, {note: 'end of the test'});
 		}
 		noErrors(page, 'trade with an agent');
+		await page.close();
+	});
+
+	// ramexd frozen (SIGSTOP): its connections stay open and silent. The
+	// live mark must not stay green: after two missed keep-alives (the
+	// page asks for one every 5 s) it says the exchange is silent, and it
+	// is live again once ramexd runs.
+	await test('trade: a frozen exchange is said to be silent within two keep-alives, live again once it runs', async () => {
+		assert(PID > 0, 'RAMEX_PID is not set');
+		const page = await newPage('trade-frozen');
+		await page.setViewportSize({width: 1280, height: 800});
+		await page.goto(`${URL_}/web/trade.html`);
+		await signIn(page, W.trader);
+		await page.waitForFunction(() => document.querySelector('#live-text').textContent === 'live', null, {timeout: WAIT});
+		process.kill(PID, 'SIGSTOP');
+		try {
+			await page.waitForFunction(() => {
+				const dot = document.querySelector('#live .status-dot');
+				return dot.classList.contains('down') &&
+				       /no word from the exchange for 11 s/.test(document.querySelector('#live-text').textContent);
+			}, null, {timeout: 2 * WAIT});
+			await page.screenshot({path: join(OUT, 'trade-frozen-1280.png')});
+			await page.setViewportSize({width: 390, height: 844});
+			await page.locator('#live').scrollIntoViewIfNeeded();
+			await page.screenshot({path: join(OUT, 'trade-frozen-390.png')});
+		} finally {
+			process.kill(PID, 'SIGCONT');
+		}
+		await page.waitForFunction(() => document.querySelector('#live-text').textContent === 'live', null, {timeout: 3 * WAIT});
 		await page.close();
 	});
 

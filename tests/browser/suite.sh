@@ -82,16 +82,19 @@ admin=$("$BUILD/bin/ramexd" token create --role=admin --name=browser-admin --db=
 	|| { tail -n 20 "$log" >&2; die "ramexd token create failed"; }
 portfile=$OUT/ramexd.port
 rm -f "$portfile"
-("$BUILD/bin/ramexd" --listen=127.0.0.1:0 --db="$DB" --port_file="$portfile" \
-	--web_root="$BUILD/web" >>"$log" 2>&1) &
-pids+=($!)
+# not in a subshell: $! is ramexd itself, which run.mjs stops (SIGSTOP) and
+# resumes to check the pages' live marks
+"$BUILD/bin/ramexd" --listen=127.0.0.1:0 --db="$DB" --port_file="$portfile" \
+	--web_root="$BUILD/web" >>"$log" 2>&1 &
+ramexd_pid=$!
+pids+=("$ramexd_pid")
 for _ in $(seq 1 100); do [[ -s $portfile ]] && break; sleep 0.1; done
 [[ -s $portfile ]] || { tail -n 20 "$log" >&2; die "ramexd did not start (see $log)"; }
 
 # 4. the pages
 # run.mjs loads playwright-core with require(), which honours NODE_PATH.
 # timeout: the suite stops by itself even if a browser hangs.
-RAMEX_URL="http://127.0.0.1:$(cat "$portfile")" RAMEX_ADMIN_TOKEN=$admin RAMEX_BROWSER_OUT=$OUT \
+RAMEX_URL="http://127.0.0.1:$(cat "$portfile")" RAMEX_PID=$ramexd_pid RAMEX_ADMIN_TOKEN=$admin RAMEX_BROWSER_OUT=$OUT \
 	RAMEX_WEB_ROOT="$BUILD/web" RAMEX_BIN="$BUILD/bin" NODE_PATH=$npmdir/node_modules timeout -k 5 600 node tests/browser/run.mjs >"$OUT/run.log" 2>&1
 rc=$?
 cat "$OUT/run.log"

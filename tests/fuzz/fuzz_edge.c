@@ -223,6 +223,11 @@ struct events_sub *events_subscribe(struct events *e, unsigned role,
 	return NULL; /* "too many streams": a stream would never end */
 }
 
+void events_set_keepalive(struct events_sub *s, int keepalive_s)
+{
+	(void)s, (void)keepalive_s;
+}
+
 void events_set_wake(struct events_sub *s, void (*wake)(void *arg), void *arg)
 {
 	(void)s, (void)wake, (void)arg;

@@ -126,6 +126,32 @@ START_TEST(alone_an_id_ahead_starts_from_now)
 }
 END_TEST
 
+/* The first chunk says the stream's keep-alive interval, the server's or
+ * the one the stream asked for: a client that knows it can tell a frozen
+ * exchange (no byte for two intervals) from a quiet one. */
+START_TEST(the_hello_says_the_keepalive_interval)
+{
+	struct events *e = events_new(8, 15);
+	char buf[256];
+	struct events_sub *a = events_subscribe(e, AUTH_ADMIN, 0, 0, -1);
+	long n = events_poll(a, buf, sizeof buf - 1);
+	ck_assert_int_gt(n, 0);
+	buf[n] = 0;
+	ck_assert_msg(strstr(buf, ": ramex events, keep-alive every 15 s\n"),
+	              "%s", buf);
+	struct events_sub *b = events_subscribe(e, AUTH_ADMIN, 0, 0, -1);
+	events_set_keepalive(b, 2);
+	n = events_poll(b, buf, sizeof buf - 1);
+	ck_assert_int_gt(n, 0);
+	buf[n] = 0;
+	ck_assert_msg(strstr(buf, ": ramex events, keep-alive every 2 s\n"),
+	              "%s", buf);
+	events_unsubscribe(a);
+	events_unsubscribe(b);
+	events_free(e);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("events");
@@ -134,6 +160,7 @@ int main(void)
 	tcase_add_test(tc, a_node_sees_its_own_account_only);
 	tcase_add_test(tc, shared_publish_goes_out_and_resume_may_be_ahead);
 	tcase_add_test(tc, alone_an_id_ahead_starts_from_now);
+	tcase_add_test(tc, the_hello_says_the_keepalive_interval);
 	suite_add_tcase(s, tc);
 	SRunner *r = srunner_create(s);
 	srunner_run_all(r, CK_NORMAL);
