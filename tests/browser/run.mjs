@@ -267,9 +267,11 @@ async function main()
 	});
 
 	// /v1/nodes answered 503 by the test (page.route) on the page's 5 s
-	// refresh: what it listed stays, and the banner says why.
-	await test('trade: a refresh of the nodes that fails keeps the list and the account picker', async () => {
+	// refresh: what it listed stays, and the banner says why until a
+	// refresh succeeds; a pause refused meanwhile stays said.
+	await test('trade: a refresh of the nodes that fails keeps the list and the account picker; the banner clears once it answers again', async () => {
 		const page = await newPage('trade-nodes-503');
+		await page.setViewportSize({width: 1280, height: 800});
 		await page.goto(`${URL_}/web/trade.html`);
 		await signIn(page, W.trader);
 		await page.waitForSelector(`#nodes tr[data-node="${W.nodeA.account.id}"]`, {timeout: WAIT});
@@ -282,6 +284,27 @@ async function main()
 		const left = await page.evaluate(() => [document.querySelectorAll('#nodes tr[data-node]').length,
 		                                        document.querySelectorAll('#o-account option').length]);
 		assert(left[0] >= 2 && left[1] >= 2, `after a failed refresh: ${left[0]} nodes listed, ${left[1]} in the picker`);
+		// an action refused while the exchange is away: the person must read it
+		page.on('dialog', d => d.accept('test: the exchange is away'));
+		await page.route('**/v1/nodes/*/pause', route => route.fulfill({
+			status: 503, contentType: 'application/problem+json',
+			body: JSON.stringify({type: 'urn:ramex:problem:database-unavailable', title: 'unavailable', status: 503,
+			                      detail: 'the exchange cannot reach PostgreSQL; retry after a few seconds'})}));
+		await page.click(`#nodes tr[data-node="${W.nodeA.account.id}"] button`);
+		await page.waitForFunction(() => document.querySelector('#banner').textContent.includes('could not pause'),
+		                           null, {timeout: WAIT});
+		await page.screenshot({path: join(OUT, 'trade-banner-outage-1280.png')});
+		await page.setViewportSize({width: 390, height: 844});
+		await page.screenshot({path: join(OUT, 'trade-banner-outage-390.png')});
+		// the exchange is back: the next refresh clears what the outage said
+		await page.unroute('**/v1/nodes');
+		await page.unroute('**/v1/nodes/*/pause');
+		await page.waitForFunction(() => !document.querySelector('#banner').textContent.includes('could not list the nodes'),
+		                           null, {timeout: WAIT});
+		const b = await textOf(page, '#banner');
+		assert(b.includes('could not pause'), `the refused pause is no longer said: banner "${b}"`);
+		const paused = await page.getAttribute(`#nodes tr[data-node="${W.nodeA.account.id}"]`, 'data-paused');
+		assert(paused === 'no', `node a is listed as paused (${paused}) after a refused pause`);
 		await page.close();
 	});
 

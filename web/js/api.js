@@ -143,6 +143,53 @@ export function say(banner, msg, kind = 'error')
 	banner.textContent = msg || '';
 }
 
+// A banner several sources write to, one line each. A failed load says so
+// under its own key until that load next succeeds (an exchange that
+// recovers clears what its outage caused, at the next refresh); what a
+// person did and must read (a cancel refused, the role that cannot act)
+// stays until the same key says something else. The banner takes the
+// colour of its most serious line.
+const SEVERITY = {ok: 0, warn: 1, error: 2};
+export function notices(banner)
+{
+	const lines = new Map(); // key -> {msg, kind}, oldest first
+	function draw()
+	{
+		let kind = 'ok';
+		for (const l of lines.values())
+			if (SEVERITY[l.kind] > SEVERITY[kind])
+				kind = l.kind;
+		banner.className = `banner ${kind}`;
+		banner.replaceChildren(...[...lines.values()].map(l => el('div', {}, l.msg)));
+	}
+	return {
+		// says msg under key (an empty msg clears it); a key said again
+		// keeps its place, so a refresh failing every 5 s does not move
+		set(key, msg, kind = 'error')
+		{
+			if (msg)
+				lines.set(key, {msg, kind});
+			else
+				lines.delete(key);
+			draw();
+		},
+		clear(key)
+		{
+			if (lines.delete(key))
+				draw();
+		},
+		has(key)
+		{
+			return lines.has(key);
+		},
+		reset()
+		{
+			lines.clear();
+			draw();
+		},
+	};
+}
+
 // Fills a <tbody> with rows, or one row saying `empty`.
 export function fillRows(tbody, rows, cols, empty)
 {

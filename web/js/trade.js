@@ -6,7 +6,7 @@
 // cancelled what and why, its fills and its contracts, kept fresh by the
 // event stream. Accounts are shown by name, their id on hover.
 
-import {api, el, fillRows, mountSession, roleProblem, say} from './api.js';
+import {api, el, fillRows, mountSession, notices, roleProblem, say} from './api.js';
 import {openEvents} from './events.js';
 import * as fmt from './fmt.js';
 
@@ -14,7 +14,7 @@ const ROLES = ['node', 'trader', 'operator', 'admin'];
 const TRADING = ['node', 'trader', 'operator']; // may place orders
 const PAUSING = ['trader', 'admin'];            // may pause a node's agent
 const $ = id => document.getElementById(id);
-const banner = $('banner');
+const banner = notices($('banner'));
 const form = $('order');
 
 let me = null;
@@ -282,9 +282,9 @@ async function cancel(o, btn)
 	btn.disabled = true;
 	try {
 		await api(`/v1/orders/${o.id}`, {method: 'DELETE', json, headers: {'Idempotency-Key': crypto.randomUUID()}});
-		say(banner, `order ${o.id} cancelled`, 'ok');
+		banner.set('action', `order ${o.id} cancelled`, 'ok');
 	} catch (e) {
-		say(banner, `could not cancel order ${o.id}: ${e.message}`);
+		banner.set('action', `could not cancel order ${o.id}: ${e.message}`);
 		btn.disabled = false;
 	}
 	loadOrders();
@@ -295,6 +295,7 @@ async function loadOrders()
 {
 	try {
 		const page = await api('/v1/orders?status=open&limit=200');
+		banner.clear('orders'); // answered: an earlier failure is over
 		const may = me && TRADING.includes(me.role);
 		const rows = (page.items || []).map(o => {
 			const btn = el('button', {type: 'button', 'aria-label': `Cancel order ${o.id}`}, 'Cancel');
@@ -311,7 +312,7 @@ async function loadOrders()
 		});
 		fillRows($('orders').tBodies[0], rows, 10, 'no open orders');
 	} catch (e) {
-		say(banner, `could not list your orders: ${e.message}`);
+		banner.set('orders', `could not list your orders: ${e.message}`);
 	}
 }
 
@@ -349,7 +350,7 @@ function sayCancels(done)
 		const who = s => (me && s === me.scope ? 'you' : null);
 		const placer = who(o.placed_by) || o.placed_by_name || o.placed_by;
 		const by = o.cancelled_by_name || o.cancelled_by;
-		say(banner, `order ${o.id}, placed by ${placer}, was cancelled by ${by}` +
+		banner.set('action', `order ${o.id}, placed by ${placer}, was cancelled by ${by}` +
 		            `${o.cancel_note ? `: “${o.cancel_note}”` : ''}`, 'warn');
 	}
 	if (toName.size > 200) // ids the history no longer reaches
@@ -360,6 +361,7 @@ async function loadHistory()
 {
 	try {
 		const page = await api('/v1/orders?limit=100');
+		banner.clear('history');
 		const done = (page.items || []).filter(o => o.status !== 'open').slice(0, 50);
 		const rows = done.map(o => el('tr', {'data-order': o.id, 'data-status': o.status},
 		                              el('td', {}, o.id), el('td', {}, o.market), acctCell(o.account_id, o.account_name),
@@ -373,7 +375,7 @@ async function loadHistory()
 		fillRows($('history').tBodies[0], rows, 10, 'no filled, cancelled or expired orders yet');
 		sayCancels(done);
 	} catch (e) {
-		say(banner, `could not list your order history: ${e.message}`);
+		banner.set('history', `could not list your order history: ${e.message}`);
 	}
 }
 
@@ -392,9 +394,9 @@ async function setPaused(n, pause, btn)
 	btn.disabled = true;
 	try {
 		await api(`/v1/nodes/${n.id}/${pause ? 'pause' : 'resume'}`, {method: 'POST', json: json || {}});
-		say(banner, `${n.name}: automation ${pause ? 'paused' : 'resumed'}`, 'ok');
+		banner.set('action', `${n.name}: automation ${pause ? 'paused' : 'resumed'}`, 'ok');
 	} catch (e) {
-		say(banner, `could not ${pause ? 'pause' : 'resume'} ${n.name}: ${e.message}`);
+		banner.set('action', `could not ${pause ? 'pause' : 'resume'} ${n.name}: ${e.message}`);
 	}
 	loadNodes();
 }
@@ -417,9 +419,10 @@ async function loadNodes()
 		// the list and the account picker stay as they were: a refresh
 		// that failed (a 503) emptied them, and the form then asked
 		// whether the team had no nodes
-		say(banner, `could not list the nodes: ${e.message}`);
+		banner.set('nodes', `could not list the nodes: ${e.message}`);
 		return;
 	}
+	banner.clear('nodes');
 	const may = me && PAUSING.includes(me.role);
 	for (const n of nodes)
 		noteName(n.id, n.name);
@@ -499,9 +502,9 @@ async function move_(c, move, btn)
 	try {
 		const res = await api(`/v1/contracts/${c.id}/${move}`, {method: 'POST', json: {}});
 		const k = (res && (res.contract || res)) || {};
-		say(banner, `contract ${c.id}: ${(k.state || 'moved').replace('_', ' ')}`, 'ok');
+		banner.set('action', `contract ${c.id}: ${(k.state || 'moved').replace('_', ' ')}`, 'ok');
 	} catch (e) {
-		say(banner, `contract ${c.id} could not ${move}: ${e.message}`);
+		banner.set('action', `contract ${c.id} could not ${move}: ${e.message}`);
 		btn.disabled = false;
 	}
 	loadContracts();
@@ -511,6 +514,7 @@ async function loadContracts()
 {
 	try {
 		const page = await api('/v1/contracts?limit=200');
+		banner.clear('contracts');
 		const items = page.items || [];
 		// every contract is one trade: the fills list starts from them
 		for (const c of items)
@@ -531,7 +535,7 @@ async function loadContracts()
 		                               el('td', {}, ...moves(c))));
 		fillRows($('contracts').tBodies[0], rows, 11, 'no contracts yet');
 	} catch (e) {
-		say(banner, `could not list your contracts: ${e.message}`);
+		banner.set('contracts', `could not list your contracts: ${e.message}`);
 	}
 }
 
@@ -542,6 +546,7 @@ function stop()
 	if (stream)
 		stream.stop();
 	stream = null;
+	banner.reset();
 	fills.clear();
 	for (const t of ['nodes', 'orders', 'history', 'fills', 'contracts'])
 		$(t).tBodies[0].replaceChildren();
@@ -559,18 +564,19 @@ async function start(principal)
 	form.querySelector('#o-submit').disabled = !!why || readOnly;
 	form.closest('section').hidden = !!readOnly; // the admin reads
 	if (why) {
-		say(banner, why, principal ? 'error' : 'warn');
+		banner.set('role', why, principal ? 'error' : 'warn');
 		setLive('down', 'not connected');
 		return;
 	}
-	say(banner, readOnly ? `an ${me.role} reads this page; orders are placed by traders, nodes and the operator` : '',
-	    'warn');
+	banner.set('role', readOnly ? `an ${me.role} reads this page; orders are placed by traders, nodes and the operator` : '',
+	           'warn');
 	$('o-account-hint').textContent = me.role === 'trader'
 	                                      ? 'a node of your team (its id on hover in the lists)'
 	                                      : 'your own account';
 	$('h-nodes').hidden = $('nodes-hint').hidden = $('nodes').parentElement.hidden = me.role === 'operator';
 	try {
 		markets = (await api('/v1/markets')).items || [];
+		banner.clear('markets');
 		const sel = $('o-market');
 		const keep = sel.value;
 		sel.replaceChildren(...markets.map(m => el('option', {value: m.name}, m.name)));
@@ -581,9 +587,9 @@ async function start(principal)
 		syncMarket();
 		readForm(true);
 		if (!markets.length)
-			say(banner, 'there are no markets yet; an operator creates them', 'warn');
+			banner.set('markets', 'there are no markets yet; an operator creates them', 'warn');
 	} catch (e) {
-		say(banner, `could not list the markets: ${e.message}`);
+		banner.set('markets', `could not list the markets: ${e.message}`);
 	}
 	if (gen !== generation)
 		return;
@@ -628,6 +634,8 @@ setInterval(() => {
 	soon('orders', loadOrders);
 	soon('history', loadHistory);
 	soon('nodes', loadNodes);
+	if (banner.has('contracts')) // sent no event since it failed: try again
+		soon('contracts', loadContracts);
 }, POLL_MS);
 
 // From a book level on the Market page: ?market=M&side=buy|sell&price=$
