@@ -37,8 +37,28 @@ test('prices show the decimals they need', () => {
 	assert.equal(fmt.price(15000), '$0.000015');
 	assert.equal(fmt.price(1), '$0.000000001');
 	assert.equal(fmt.price(2000000000), '$2.00');
-	assert.equal(fmt.pricePerGiB(100000), '$26.21');
-	assert.equal(fmt.pricePerGiB(200000), '$52.43');
+	assert.equal(fmt.pricePerGiB(100000), '$26.2144');
+	assert.equal(fmt.pricePerGiB(200000), '$52.4288');
+	assert.equal(fmt.pricePerGiB(1), '$0.0003');
+	assert.equal(fmt.pricePerGiB(-100000), '-$26.2144');
+	assert.equal(fmt.pricePerGiB('9223372036854775807'), '$2,417,851,639,229,258.3492');
+});
+
+// A book's neighbouring prices, one n$/page-year apart, at every size:
+// per GiB-year they never read the same (to the cent, 26.21 stood for 38
+// different prices), and the order of the text is the order of the prices.
+test('two different prices never read the same per GiB-year', () => {
+	const num = t => Number(t.replace(/[$,]/g, ''));
+	for (const base of [1n, 99999n, 100000n, 38146n, 10n ** 12n, 9223372036854775000n]) {
+		let prev = fmt.pricePerGiB(base);
+		for (let p = base + 1n; p < base + 2000n; p++) {
+			const t = fmt.pricePerGiB(p);
+			assert.notEqual(t, prev, `${p - 1n} and ${p} n$/page-year both read ${t}`);
+			if (base < 10n ** 12n)
+				assert.ok(num(t) > num(prev), `${t} after ${prev}`);
+			prev = t;
+		}
+	}
 });
 
 test('pages as GiB, then MiB, then KiB', () => {

@@ -315,7 +315,7 @@ async function main()
 		await page.fill('#o-qty', '1');
 		await page.fill('#o-price', '0.0001');
 		const hint = await textOf(page, '#o-price-hint');
-		assert(hint.includes('100,000 n$/page-year') && hint.includes('$26.21 per GiB-year'), `price hint "${hint}"`);
+		assert(hint.includes('100,000 n$/page-year') && hint.includes('$26.2144 per GiB-year'), `price hint "${hint}"`);
 		assert((await textOf(page, '#o-qty-hint')).includes('262,144 pages (1.00 GiB)'), 'quantity hint');
 		await page.click('#o-submit');
 		await page.waitForFunction(() => /resting in the book/.test(document.querySelector('#o-result').textContent), null, {timeout: WAIT});
@@ -334,7 +334,7 @@ async function main()
 		await signIn(marketPage, W.trader);
 		await marketPage.waitForSelector('#book tr[data-side="bid"][data-price="100000"]', {timeout: WAIT});
 		const lvl = await textOf(marketPage, '#book tr[data-side="bid"][data-price="100000"]');
-		assert(lvl.includes('262,144') && lvl.includes('$26.21'), `book level "${lvl}"`);
+		assert(lvl.includes('262,144') && lvl.includes('$26.2144'), `book level "${lvl}"`);
 		await marketPage.waitForSelector('#depth canvas', {timeout: WAIT});
 		await marketPage.waitForFunction(() => /live/.test(document.querySelector('#live-text').textContent), null, {timeout: WAIT});
 		await shot(marketPage, 'market-bid');

@@ -114,11 +114,20 @@ export function price(ns)
 	return `${v < 0n ? '-' : ''}$${whole}.${frac}`;
 }
 
-// The same price per GiB-year, to the cent: what a person compares with a
-// cloud bill. 100000 n$/page-year -> "$26.21".
+// The same price per GiB-year, what a person compares with a cloud bill,
+// to $0.0001: two prices one n$/page-year apart (the finest step a market
+// can have) are 262,144 n$ = $0.000262144 apart per GiB-year, more than one
+// step of $0.0001, so two different prices never read the same (to the
+// cent, 38 neighbouring prices did). Halves away from zero.
+// 100000 n$/page-year -> "$26.2144"; 1 -> "$0.0003".
+export const GIB_PRICE_DECIMALS = 4;
+const GIB_PRICE_STEP = 10n ** BigInt(9 - GIB_PRICE_DECIMALS); // n$
 export function pricePerGiB(ns)
 {
-	return money(big(ns) * PAGES_PER_GIB);
+	const q = roundDiv(big(ns) * PAGES_PER_GIB, GIB_PRICE_STEP);
+	const a = abs(q), one = 10n ** BigInt(GIB_PRICE_DECIMALS);
+	const frac = (a % one).toString().padStart(GIB_PRICE_DECIMALS, '0');
+	return `${q < 0n ? '-' : ''}$${groupDigits((a / one).toString())}.${frac}`;
 }
 
 // 1048576 -> "1,048,576"
