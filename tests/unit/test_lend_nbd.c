@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "node-agent/lend/lend_args.h"
+#include "node-agent/lend/lend_awake.h"
 #include "node-agent/lend/lend_bridge.h"
 #include "node-agent/lend/lend_client.h"
 #include "node-agent/lend/lend_meter.h"
@@ -51,9 +53,9 @@ static void *br_main(void *arg)
 	return NULL;
 }
 
-/* A bridge to `port`'s lender whose replies may take up to timeout_ms;
- * returns the NBD client's end. */
-static int br_start_timeout(struct br *x, int port, int64_t timeout_ms)
+/* A bridge to `port`'s lender whose replies may take up to timeout_ms,
+ * with `awake` keep-awake threads; returns the NBD client's end. */
+static int br_start_awake(struct br *x, int port, int64_t timeout_ms, int awake)
 {
 	int sv[2];
 	ck_assert_int_eq(lend_client_connect(&x->c, "127.0.0.1", port, NULL, 7,
@@ -61,10 +63,16 @@ static int br_start_timeout(struct br *x, int port, int64_t timeout_ms)
 	                 0);
 	x->c.reply_timeout_ms = timeout_ms;
 	ck_assert_int_eq(lend_bridge_init(&x->b, &x->c, "ramex"), 0);
+	ck_assert_int_eq(lend_bridge_keep_awake(&x->b, awake), 0);
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	x->fd = sv[0];
 	pthread_create(&x->thr, NULL, br_main, x);
 	return sv[1];
+}
+
+static int br_start_timeout(struct br *x, int port, int64_t timeout_ms)
+{
+	return br_start_awake(x, port, timeout_ms, 0);
 }
 
 static int br_start(struct br *x, int port)
@@ -817,6 +825,104 @@ START_TEST(nbd_refused_write_spares_staged_data)
 }
 END_TEST
 
+/* ---- keep-awake --------------------------------------------------- */
+
+static int64_t spins(struct lend_awake *a)
+{
+	return atomic_load(&a->spins);
+}
+
+START_TEST(keep_awake_spins_only_while_busy)
+{
+	struct lend_awake a;
+	char err[120];
+	ck_assert_int_eq(lend_awake_start(&a, LEND_AWAKE_MAX_THREADS + 1, err,
+	                                  sizeof err),
+	                 -1);
+	ck_assert_ptr_nonnull(strstr(err, "0..8"));
+	/* off: nothing runs, busy is a no-op */
+	ck_assert_int_eq(lend_awake_start(&a, 0, err, sizeof err), 0);
+	lend_awake_busy(&a);
+	ck_assert_int_eq(spins(&a), 0);
+	lend_awake_stop(&a);
+
+	ck_assert_int_eq(lend_awake_start(&a, 2, err, sizeof err), 0);
+	for (int i = 0; i < 1000 && atomic_load(&a.idle_policy) < 2; i++)
+		usleep(1000);
+	/* both threads run under SCHED_IDLE: they never take a core from
+	 * a task that wants it */
+	ck_assert_int_eq(atomic_load(&a.idle_policy), 2);
+	/* nothing in flight: they sleep */
+	int64_t s0 = spins(&a);
+	usleep(20000);
+	ck_assert_int_eq(spins(&a), s0);
+	/* busy: they spin, and stop a linger after the last busy */
+	lend_awake_busy(&a);
+	for (int i = 0; i < 1000 && spins(&a) == s0; i++)
+		usleep(100);
+	ck_assert_int_gt(spins(&a), s0);
+	usleep(LEND_AWAKE_LINGER_US + 50000);
+	int64_t s1 = spins(&a);
+	usleep(20000);
+	ck_assert_int_eq(spins(&a), s1);
+	ck_assert_int_eq(atomic_load(&a.on), 0);
+	/* and wake again */
+	lend_awake_busy(&a);
+	for (int i = 0; i < 1000 && spins(&a) == s1; i++)
+		usleep(100);
+	ck_assert_int_gt(spins(&a), s1);
+	lend_awake_stop(&a);
+	lend_awake_stop(&a); /* twice is harmless */
+}
+END_TEST
+
+START_TEST(nbd_keep_awake_while_in_flight)
+{
+	enum { N = 32 };
+	struct srv x;
+	struct br y;
+	char err[200];
+	uint64_t size;
+	uint16_t fl;
+	uint32_t e;
+	static uint8_t w[N][4096], r[4096];
+
+	srv_start(&x, 7, secret_a, 2048, NULL, 1000);
+	int fd = br_start_awake(&y, x.s.port, LEND_CLIENT_REPLY_TIMEOUT_MS, 1);
+	ck_assert_int_eq(
+	    lend_nbd_client_handshake(fd, "", &size, &fl, err, sizeof err), 0);
+	ck_assert_int_eq(spins(&y.b.awake), 0);
+	for (int i = 0; i < N; i++) {
+		fill(w[i], 1, (unsigned)i);
+		nbd_send(fd, LEND_NBD_CMD_WRITE, 100 + i, (uint64_t)i * 4096,
+		         4096, w[i]);
+	}
+	for (int i = 0; i < N; i++) {
+		nbd_recv(fd, &e);
+		ck_assert_uint_eq(e, 0);
+	}
+	for (int i = 0; i < N; i++)
+		nbd_send(fd, LEND_NBD_CMD_READ, 200 + i, (uint64_t)i * 4096,
+		         4096, NULL);
+	for (int i = 0; i < N; i++) {
+		uint64_t h = nbd_recv(fd, &e);
+		ck_assert_uint_eq(e, 0);
+		ck_assert(h >= 200 && h < 200 + N);
+		ck_assert_int_eq(read_full(fd, r, 4096), 0);
+		ck_assert_mem_eq(r, w[h - 200], 4096);
+	}
+	/* the bridge kept a core awake while they were in flight */
+	for (int i = 0; i < 1000 && spins(&y.b.awake) == 0; i++)
+		usleep(1000);
+	ck_assert_int_gt(spins(&y.b.awake), 0);
+	lend_nbd_client_cmd(fd, LEND_NBD_CMD_DISC, 9, 0, 0, NULL, NULL, &e);
+	ck_assert_int_eq(br_join(&y), LEND_BRIDGE_DISC);
+	close(fd);
+	lend_client_close(&y.c);
+	srv_join(&x, 1);
+	lend_server_close(&x.s);
+}
+END_TEST
 
 static Suite *suite(void)
 {
@@ -836,6 +942,8 @@ static Suite *suite(void)
 	tcase_add_test(t, held_requests_time_from_sending);
 	tcase_add_test(t, nbd_silent_lender_gives_eio);
 	tcase_add_test(t, nbd_refused_write_spares_staged_data);
+	tcase_add_test(t, keep_awake_spins_only_while_busy);
+	tcase_add_test(t, nbd_keep_awake_while_in_flight);
 	suite_add_tcase(s, t);
 	return s;
 }
