@@ -64,6 +64,9 @@ struct agent_config {
 	/* borrower: a request the lender leaves unanswered this long loses
 	 * the lender (ramex-lend-nbd --reply-timeout-ms) */
 	int64_t lend_reply_timeout_ms;
+	/* borrower: SCHED_IDLE threads keeping cores out of idle while the
+	 * bridge has requests in flight (ramex-lend-nbd --keep-awake) */
+	int64_t lend_keep_awake;
 	struct wsest_config est;
 	struct strategy_config strat;
 	int probe; /* active probing through memory.reclaim or memory.high */

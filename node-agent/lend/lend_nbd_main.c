@@ -206,9 +206,10 @@ int main(int argc, char **argv)
 	}
 	client.reply_timeout_ms = reply_timeout;
 	log_info("bridge reached its lender",
-	         "lender=%s contract=%llu tls=%d reply_timeout_ms=%lld", lender,
-	         (unsigned long long)contract, tls != NULL,
-	         (long long)reply_timeout);
+	         "lender=%s contract=%llu tls=%d reply_timeout_ms=%lld "
+	         "keep_awake=%lld",
+	         lender, (unsigned long long)contract, tls != NULL,
+	         (long long)reply_timeout, (long long)awake);
 	if (lend_bridge_init(&bridge, &client, "ramex") < 0) {
 		log_error("cannot start", "why=\"%s\"", bridge.err);
 		goto out_client;

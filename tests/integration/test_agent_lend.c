@@ -421,10 +421,12 @@ static void lend_up_tls(const char *db_name, struct rxh *h, struct rxh_world *w,
 	                         NULL,
 	                         NULL,
 	                         NULL};
-	/* a reply timeout of its own, to see it reach the bridge */
+	/* a reply timeout and keep-awake threads of its own, to see them
+	 * reach the bridge */
 	const char *b_flags[] = {"--margin_min_pages=8192", "--events=no",
 	                         "--lend_borrow_mode=listen",
-	                         "--lend_reply_timeout_ms=4321", NULL, NULL};
+	                         "--lend_reply_timeout_ms=4321",
+	                         "--lend_keep_awake=1", NULL, NULL};
 	if (tls) {
 		char cmd[2600];
 		snprintf(tdir, sizeof tdir, "%s/%s-tls", agh_out_dir(),
@@ -442,7 +444,7 @@ static void lend_up_tls(const char *db_name, struct rxh *h, struct rxh_world *w,
 		snprintf(ca, sizeof ca, "--lend_tls_ca=%s/lender.crt", tdir);
 		a_flags[4] = cert;
 		a_flags[5] = key;
-		b_flags[4] = ca;
+		b_flags[5] = ca;
 	}
 	char an[80], bn[80];
 	snprintf(an, sizeof an, "%s-a", db_name);
@@ -577,6 +579,8 @@ START_TEST(end_to_end)
 	ck_assert_msg(file_has(path, "reply_timeout_ms=4321"),
 	              "the bridge did not get lend_reply_timeout_ms; see %s",
 	              path);
+	ck_assert_msg(file_has(path, "keep_awake=1"),
+	              "the bridge did not get lend_keep_awake; see %s", path);
 
 	/* the endpoint is the parties' alone, and the lender refuses a
 	 * borrower without the secret */
