@@ -2,7 +2,6 @@
  * the header). */
 #include "node-agent/lend/lend_awake.h"
 
-#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,14 +30,22 @@ static void *awake_main(void *arg)
 			continue;
 		}
 		pthread_mutex_unlock(&a->mu);
+		/* no PAUSE: on a VM a loop of them is taken for a lock spin
+		 * (pause-loop exiting) and the host deschedules the vCPU,
+		 * the very thing to avoid. The count is published every
+		 * 1024 rounds: a shared counter bumped on every round would
+		 * bounce its cache line between the spinners */
+		int64_t n = 0;
 		while (!atomic_load_explicit(&a->stop, memory_order_relaxed) &&
 		       atomic_load_explicit(&a->until_ns,
-		                            memory_order_relaxed) > now_ns())
-			/* no PAUSE: on a VM a loop of them is taken for a
-			 * lock spin (pause-loop exiting) and the host
-			 * deschedules the vCPU, the very thing to avoid */
-			atomic_fetch_add_explicit(&a->spins, 1,
-			                          memory_order_relaxed);
+		                            memory_order_relaxed) > now_ns()) {
+			if (++n == 1024) {
+				atomic_fetch_add_explicit(&a->spins, n,
+				                          memory_order_relaxed);
+				n = 0;
+			}
+		}
+		atomic_fetch_add_explicit(&a->spins, n, memory_order_relaxed);
 		pthread_mutex_lock(&a->mu);
 		/* busy() may have moved the bound since: look again under the
 		 * lock it takes to wake us */

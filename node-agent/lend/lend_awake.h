@@ -44,7 +44,9 @@ struct lend_awake {
 	_Atomic int64_t until_ns; /* spin until this CLOCK_MONOTONIC time */
 	_Atomic int on;           /* the threads spin (else they sleep) */
 	_Atomic int stop;
-	_Atomic int64_t spins;   /* rounds of spinning, for tests */
+	/* rounds of spinning, for tests; on a cache line of its own, away
+	 * from until_ns, which the bridge writes on every turn */
+	_Alignas(64) _Atomic int64_t spins;
 	_Atomic int idle_policy; /* threads that got SCHED_IDLE */
 };
 
