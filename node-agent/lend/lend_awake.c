@@ -74,16 +74,23 @@ int lend_awake_start(struct lend_awake *a, int threads, char *err,
 		return -1;
 	}
 	a->sync_ok = 1;
+	/* a small stack: under the bridge's mlockall(MCL_FUTURE) every
+	 * thread's stack is locked whole, and the default is 8 MiB */
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, LEND_AWAKE_STACK);
 	for (; a->n < threads; a->n++) {
-		int rc = pthread_create(&a->thr[a->n], NULL, awake_main, a);
+		int rc = pthread_create(&a->thr[a->n], &at, awake_main, a);
 		if (rc != 0) {
 			snprintf(err, errlen,
 			         "could not start a keep-awake thread: %s",
 			         strerror(rc));
+			pthread_attr_destroy(&at);
 			lend_awake_stop(a);
 			return -1;
 		}
 	}
+	pthread_attr_destroy(&at);
 	return 0;
 }
 

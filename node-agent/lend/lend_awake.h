@@ -34,6 +34,7 @@
 
 #define LEND_AWAKE_MAX_THREADS 8
 #define LEND_AWAKE_LINGER_US   1000 /* spin on this long after the last busy */
+#define LEND_AWAKE_STACK       (128u << 10) /* each thread's stack */
 
 struct lend_awake {
 	int n; /* threads started */
