@@ -836,6 +836,17 @@ END_TEST
 
 /* ---- keep-awake --------------------------------------------------- */
 
+/* Keeps `a` busy until a spinner has counted rounds past `past` (under
+ * SCHED_IDLE on a loaded machine, getting a core may take a while). */
+static void busy_until_spun(struct lend_awake *a, int64_t past)
+{
+	for (int i = 0; i < 10000 && spins(a) == past; i++) {
+		lend_awake_busy(a);
+		usleep(1000);
+	}
+	ck_assert_int_gt(spins(a), past);
+}
+
 START_TEST(keep_awake_spins_only_while_busy)
 {
 	struct lend_awake a;
@@ -860,14 +871,8 @@ START_TEST(keep_awake_spins_only_while_busy)
 	int64_t s0 = spins(&a);
 	usleep(20000);
 	ck_assert_int_eq(spins(&a), s0);
-	/* busy: they spin (kept busy until one has run: under SCHED_IDLE
-	 * on a loaded machine that may take a while), and stop a linger
-	 * after the last busy */
-	for (int i = 0; i < 10000 && spins(&a) == s0; i++) {
-		lend_awake_busy(&a);
-		usleep(1000);
-	}
-	ck_assert_int_gt(spins(&a), s0);
+	/* busy: they spin, and stop a linger after the last busy */
+	busy_until_spun(&a, s0);
 	for (int i = 0; i < 10000 && atomic_load(&a.on); i++)
 		usleep(1000);
 	ck_assert_int_eq(atomic_load(&a.on), 0);
@@ -875,16 +880,11 @@ START_TEST(keep_awake_spins_only_while_busy)
 	usleep(20000);
 	ck_assert_int_eq(spins(&a), s1);
 	/* and wake again */
-	for (int i = 0; i < 10000 && spins(&a) == s1; i++) {
-		lend_awake_busy(&a);
-		usleep(1000);
-	}
-	ck_assert_int_gt(spins(&a), s1);
+	busy_until_spun(&a, s1);
 	lend_awake_stop(&a);
 	lend_awake_stop(&a); /* twice is harmless */
 }
 END_TEST
-
 
 static Suite *suite(void)
 {
