@@ -134,6 +134,8 @@ static int lend_serve(struct agent *a, struct held *h, int64_t now_ms)
 	}
 	if (a->cfg.lend_plaintext)
 		lendsup_arg(c, "--plaintext");
+	lendsup_arg(c, "--keep-awake");
+	lendsup_arg(c, "%lld", (long long)a->cfg.lend_keep_awake);
 	/* root may lock its memory; a lender must not page for its
 	 * borrower (docs/lending.md, the swap path's headroom) */
 	if (geteuid() == 0)

@@ -161,10 +161,11 @@ static const struct setting settings[] = {
       "for ever on a silent peer; a false loss costs the lent pages, so "
       "keep it well above the slowest healthy reply"),
     I("lend_keep_awake", lend_keep_awake, 1, 0, 8,
-      "borrower: threads of the bridge that keep cores out of idle "
-      "(SCHED_IDLE, spinning only on time no other task wants) while "
-      "swap requests are in flight, so that their wakeups do not wait "
-      "for a halted core; 0 (default) spends no idle CPU on it"),
+      "threads of the bridge (borrower) and of the lend server (lender) "
+      "that keep cores out of idle (SCHED_IDLE, spinning only on time no "
+      "other task wants) while requests are in flight, so that their "
+      "wakeups do not wait for a halted core; 0 (default) spends no idle "
+      "CPU on it"),
     I("window_s", est.window_ns, 1000000000, 1, 86400,
       "working-set window: touched within it = working"),
     I("fault_cost_us", est.fault_cost_ns, 1000, 1, 10000,

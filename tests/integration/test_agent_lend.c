@@ -418,6 +418,7 @@ static void lend_up_tls(const char *db_name, struct rxh *h, struct rxh_world *w,
 	                         "--spot_floor=100000",
 	                         "--stall_value=10",
 	                         "--lend_listen=127.0.0.1:0",
+	                         "--lend_keep_awake=2",
 	                         NULL,
 	                         NULL,
 	                         NULL};
@@ -442,8 +443,8 @@ static void lend_up_tls(const char *db_name, struct rxh *h, struct rxh_world *w,
 		         tdir);
 		snprintf(key, sizeof key, "--lend_tls_key=%s/lender.key", tdir);
 		snprintf(ca, sizeof ca, "--lend_tls_ca=%s/lender.crt", tdir);
-		a_flags[4] = cert;
-		a_flags[5] = key;
+		a_flags[5] = cert;
+		a_flags[6] = key;
 		b_flags[5] = ca;
 	}
 	char an[80], bn[80];
@@ -581,6 +582,10 @@ START_TEST(end_to_end)
 	              path);
 	ck_assert_msg(file_has(path, "keep_awake=1"),
 	              "the bridge did not get lend_keep_awake; see %s", path);
+	snprintf(path, sizeof path, "%s-lend/lend-server-%lld.log", A.spool,
+	         (long long)id);
+	ck_assert_msg(file_has(path, "keep_awake=2"),
+	              "the lender did not get lend_keep_awake; see %s", path);
 
 	/* the endpoint is the parties' alone, and the lender refuses a
 	 * borrower without the secret */

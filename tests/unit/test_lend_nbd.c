@@ -543,7 +543,7 @@ START_TEST(nbd_many_requests_in_flight)
 	static uint8_t w[N][64 * 1024], r[64 * 1024];
 	int seen[2 * N] = {0};
 
-	srv_start(&x, 7, secret_a, 2048, NULL, 1000);
+	srv_start_awake(&x, 7, secret_a, 2048, NULL, 1000, _i);
 	int fd = br_start_awake(&y, x.s.port, LEND_CLIENT_REPLY_TIMEOUT_MS, _i);
 	ck_assert_int_eq(
 	    lend_nbd_client_handshake(fd, "", &size, &fl, err, sizeof err), 0);
@@ -580,6 +580,8 @@ START_TEST(nbd_many_requests_in_flight)
 	 * they got a core is the scheduler's: SCHED_IDLE runs only on time
 	 * nobody else wants, which a loaded test machine may not have) */
 	ck_assert_int_eq(atomic_load(&y.b.awake.until_ns) > 0, _i > 0);
+	/* the lender likewise while the requests came */
+	ck_assert_int_eq(atomic_load(&x.s.awake.until_ns) > 0, _i > 0);
 	struct lend_meter_report l = lend_server_report(&x.s);
 	struct lend_meter_report b = lend_client_report(&y.c);
 	struct lend_recon_result out;
