@@ -34,6 +34,8 @@
 #   RAMEX_BENCH_STREAM_MIB (1024: the contract of the in-flight runs and
 #   the recall, held in locked memory by the lender)
 #   RAMEX_BENCH_SLOW_US (1000: how late the slow lender's replies arrive)
+#   RAMEX_BENCH_KEEP_AWAKE (the number of cores, at most 8: the bridge's
+#   --keep-awake threads in the runs that name them "awake")
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BDIR=${RAMEX_BUILD:-$ROOT/build} # absolute; guest.sh wants BUILD relative
@@ -100,8 +102,13 @@ load() { echo "  (load: $(cut -d' ' -f1-3 /proc/loadavg))"; }
 echo "host: many in flight; stream = $SMIB MiB in 512 KiB requests, 8 in flight; randread = $OPS random 4 KiB reads, 32 in flight"
 # the scheduler's floor: two processes bouncing a byte, two wakeups a
 # round trip; every path below wakes three or four processes per request
+# and the same with cores kept out of idle (lend_awake, --keep-awake)
+AWAKE=${RAMEX_BENCH_KEEP_AWAKE:-$(nproc)}
+((AWAKE > 8)) && AWAKE=8
 load
 "$BIN/ramex-lend-bench" --wakeup-floor --ops 100000 --name floor | sed 's/^/  /'
+"$BIN/ramex-lend-bench" --wakeup-floor --ops 100000 --keep-awake "$AWAKE" \
+  --name floor-awake | sed 's/^/  /'
 lender 3 $SPAGES
 load
 timeout 300 "$BIN/ramex-lend-bench" --lender 127.0.0.1:$port --contract 3 \
@@ -128,6 +135,26 @@ i=0; while [[ ! -S $work/nbd4b.sock ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)
 load
 timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4b.sock" --pages $SPAGES \
   --ops "$OPS" --qd 32 --name nbd-qd | sed 's/^/  /'
+# the bridge keeping the cores out of idle while reads are in flight,
+# alternated with plain runs: the machine is shared, one pair says little
+for k in 1 2; do
+  "$BIN/ramex-lend-nbd" --lender 127.0.0.1:$port --contract 4 \
+    --secret-file "$work/secret" --listen-unix "$work/nbd4a$k.sock" \
+    --keep-awake "$AWAKE" >/dev/null 2>"$work/bridge4a$k.log" &
+  pids+=($!)
+  i=0; while [[ ! -S $work/nbd4a$k.sock ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)); done
+  load
+  timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4a$k.sock" --pages $SPAGES \
+    --ops "$OPS" --qd 32 --name nbd-qd-awake | sed 's/^/  /'
+  "$BIN/ramex-lend-nbd" --lender 127.0.0.1:$port --contract 4 \
+    --secret-file "$work/secret" --listen-unix "$work/nbd4p$k.sock" \
+    >/dev/null 2>"$work/bridge4p$k.log" &
+  pids+=($!)
+  i=0; while [[ ! -S $work/nbd4p$k.sock ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)); done
+  load
+  timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4p$k.sock" --pages $SPAGES \
+    --ops "$OPS" --qd 32 --name nbd-qd | sed 's/^/  /'
+done
 
 # ---- slow peers ---------------------------------------------------------
 # 1. Others trickling handshakes at the borrower's lender (the issue's "one

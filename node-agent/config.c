@@ -160,6 +160,12 @@ static const struct setting settings[] = {
       "EIO and the device is swapped off, instead of the swap waiting "
       "for ever on a silent peer; a false loss costs the lent pages, so "
       "keep it well above the slowest healthy reply"),
+    I("lend_keep_awake", lend_keep_awake, 1, 0, 8,
+      "threads of the bridge (borrower) and of the lend server (lender) "
+      "that keep cores out of idle (SCHED_IDLE, spinning only on time no "
+      "other task wants) while requests are in flight, so that their "
+      "wakeups do not wait for a halted core; 0 (default) spends no idle "
+      "CPU on it"),
     I("window_s", est.window_ns, 1000000000, 1, 86400,
       "working-set window: touched within it = working"),
     I("fault_cost_us", est.fault_cost_ns, 1000, 1, 10000,

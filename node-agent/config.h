@@ -64,6 +64,9 @@ struct agent_config {
 	/* borrower: a request the lender leaves unanswered this long loses
 	 * the lender (ramex-lend-nbd --reply-timeout-ms) */
 	int64_t lend_reply_timeout_ms;
+	/* SCHED_IDLE threads keeping cores out of idle while requests are in
+	 * flight (--keep-awake of ramex-lend-nbd and ramex-lend-server) */
+	int64_t lend_keep_awake;
 	struct wsest_config est;
 	struct strategy_config strat;
 	int probe; /* active probing through memory.reclaim or memory.high */

@@ -37,6 +37,8 @@
  *                    a unix socketpair --ops times; each round trip is two
  *                    wakeups, the least any path between processes pays:
  *                    PATH_NAME wakeup-rtt p50_us=.. p99_us=..
+ *                    With --keep-awake N, N lend_awake threads (what
+ *                    ramex-lend-nbd --keep-awake runs) spin meanwhile.
  * Measures only; never judges.
  */
 #include <errno.h>
@@ -59,6 +61,7 @@
 #include "common/args.h"
 #include "common/hostport.h"
 #include "node-agent/lend/lend_args.h"
+#include "node-agent/lend/lend_awake.h"
 #include "node-agent/lend/lend_client.h"
 #include "node-agent/lend/lend_nbd.h"
 
@@ -623,8 +626,10 @@ static int relay(const char *to, const char *port_file, int64_t delay_us)
 
 /* ---- the scheduler's floor ------------------------------------------ */
 
-static int wakeup_floor(const char *name, int64_t ops)
+static int wakeup_floor(const char *name, int64_t ops, int awake)
 {
+	struct lend_awake aw;
+	char err[120];
 	int sv[2];
 	int64_t *lat = malloc((size_t)ops * sizeof *lat);
 	if (!lat || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
@@ -641,13 +646,19 @@ static int wakeup_floor(const char *name, int64_t ops)
 	}
 	close(sv[1]);
 	int rc = 0;
+	if (lend_awake_start(&aw, awake, err, sizeof err) < 0) {
+		fprintf(stderr, "bench: %s\n", err);
+		rc = -1;
+	}
 	for (int64_t i = 0; i < ops && rc == 0; i++) {
 		char c = 'x';
+		lend_awake_busy(&aw);
 		int64_t t0 = now_ns();
 		if (write(sv[0], &c, 1) != 1 || read(sv[0], &c, 1) != 1)
 			rc = -1;
 		lat[i] = now_ns() - t0;
 	}
+	lend_awake_stop(&aw);
 	close(sv[0]);
 	waitpid(pid, NULL, 0);
 	if (rc == 0) {
@@ -671,6 +682,7 @@ int main(int argc, char **argv)
 	const char *trickle_at = NULL, *relay_to = NULL, *relay_file = NULL;
 	struct trickle tr = {0};
 	int floor_only = 0;
+	int64_t awake = 0;
 	char host[256], err[256];
 	int port;
 	struct target t = {.fd = -1};
@@ -692,6 +704,7 @@ int main(int argc, char **argv)
 	    {"--recall-pid", ARGS_INT, &recall_pid, 1, INT32_MAX, NULL},
 	    {"--bs", ARGS_INT, &bs, 4096, 1 << 20, NULL},
 	    {"--wakeup-floor", ARGS_FLAG, &floor_only, 0, 0, NULL},
+	    {"--keep-awake", ARGS_INT, &awake, 0, LEND_AWAKE_MAX_THREADS, NULL},
 	    {"--trickle", ARGS_STR, &trickle_at, 0, 0, NULL},
 	    {"--trickle-peers", ARGS_INT, &trickle_peers, 1, 64, NULL},
 	    {"--trickle-ms", ARGS_INT, &trickle_ms, 1, 60000, NULL},
@@ -712,7 +725,7 @@ int main(int argc, char **argv)
 	if (relay_to)
 		return relay(relay_to, relay_file, delay_us);
 	if (floor_only)
-		return wakeup_floor(name, ops) < 0;
+		return wakeup_floor(name, ops, (int)awake) < 0;
 	uint8_t *buf = aligned_alloc(4096, 4096);
 	if (!buf)
 		return 1;

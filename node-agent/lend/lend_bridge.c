@@ -40,6 +40,12 @@ int lend_bridge_init(struct lend_bridge *b, struct lend_client *client,
 	return 0;
 }
 
+int lend_bridge_keep_awake(struct lend_bridge *b, int threads)
+{
+	lend_awake_stop(&b->awake);
+	return lend_awake_start(&b->awake, threads, b->err, sizeof b->err);
+}
+
 static void wake(struct lend_bridge *b, char c)
 {
 	(void)!write(b->wake[1], &c, 1);
@@ -658,6 +664,10 @@ enum lend_bridge_end lend_bridge_run(struct lend_bridge *b)
 			evacuate(b, "the lender recalled its pages");
 		/* what the lender answered goes out before any wait */
 		flush_replies(b);
+		/* replies are due (or NBD requests wait for their turn): keep
+		 * a core awake for the wakeups that bring them */
+		if (c->inflight > 0 || b->slots_used > 0)
+			lend_awake_busy(&b->awake);
 		/* requests already read ahead are served without a wait */
 		int ahead = nbd_buffered(b) >= LEND_NBD_REQ_LEN &&
 		            b->slots_used < LEND_BRIDGE_SLOTS;
@@ -770,6 +780,7 @@ void lend_bridge_free(struct lend_bridge *b)
 	if (b->swapoff_started)
 		pthread_join(b->swapoff_thr, NULL);
 	b->attach_started = b->swapoff_started = b->swapon_started = 0;
+	lend_awake_stop(&b->awake);
 	int *fds[] = {&b->fd, &b->kernel_fd, &b->dev_fd, &b->wake[0],
 	              &b->wake[1]};
 	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++) {

@@ -39,6 +39,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "node-agent/lend/lend_awake.h"
 #include "node-agent/lend/lend_client.h"
 #include "node-agent/lend/lend_nbd.h"
 
@@ -104,6 +105,9 @@ struct lend_bridge {
 	pthread_t swapon_thr;
 	int swapon_started;
 	int stopping;
+	/* cores kept out of idle while requests are in flight (off
+	 * unless lend_bridge_keep_awake asked for threads) */
+	struct lend_awake awake;
 	void (*on_tick)(const struct lend_meter_report *r, void *arg);
 	void *arg;
 	char err[240];
@@ -112,6 +116,10 @@ struct lend_bridge {
 /* An NBD export over `client` (connected). Returns 0 or -1 with err. */
 int lend_bridge_init(struct lend_bridge *b, struct lend_client *client,
                      const char *export_name);
+/* Starts `threads` lend_awake spinners (lend_awake.h) that keep cores out
+ * of idle while requests are in flight; 0 leaves them off. Returns 0, or
+ * -1 with err. */
+int lend_bridge_keep_awake(struct lend_bridge *b, int threads);
 /*
  * Connects the export to the kernel's /dev/nbdX (NBD handshake over a
  * socketpair, then NBD_SET_SOCK / NBD_DO_IT in a helper thread). swap_dev is

@@ -5,7 +5,7 @@
  *       [--tls-ca F] (--attach /dev/nbdX [--swap-device DEV]
  *                     | --listen-unix PATH | --listen 127.0.0.1:PORT)
  *       [--swap-priority N] [--meter-file F] [--ready-file F] [--mlock]
- *       [--reply-timeout-ms N]
+ *       [--reply-timeout-ms N] [--keep-awake N]
  *
  * --mlock keeps the bridge out of memory reclaim (lend_mem.h: mlockall,
  * PR_SET_IO_FLUSHER, oom_score_adj -1000); give it whenever the device is
@@ -16,6 +16,10 @@
  * this long, however the connection looks, loses the lender as a closed
  * connection would: every request in flight and after gets EIO, never a
  * workload stalled on a silent peer.
+ * --keep-awake N (default 0) runs N threads under SCHED_IDLE that spin
+ * while requests are in flight and 1 ms after (lend_awake.h), so that the
+ * wakeups of a request's way do not wait for an idle core to come back;
+ * they take only time no other task wants.
  * On a recall notice, on SIGTERM, or when the lender vanishes, it swaps the
  * device off (moving pages back), releases the contract and exits.
  * Exit status: 0 recalled or disconnected, 3 lender lost, 4 recall failed,
@@ -60,11 +64,14 @@ static void usage_text(FILE *f)
 	        "       [--reply-timeout-ms N (default %d: a lender silent "
 	        "this long with a request\n"
 	        "        in flight is lost; its requests fail with EIO)]\n"
+	        "       [--keep-awake N (default 0, at most %d: threads that "
+	        "keep cores out of idle,\n"
+	        "        under SCHED_IDLE, while requests are in flight)]\n"
 	        "Plain TCP (no --tls-ca) sends this node's pages in clear: it "
 	        "is refused\n"
 	        "unless the lender is a loopback address or --plaintext is "
 	        "given.\n",
-	        LEND_CLIENT_REPLY_TIMEOUT_MS);
+	        LEND_CLIENT_REPLY_TIMEOUT_MS, LEND_AWAKE_MAX_THREADS);
 }
 
 static int usage(const char *why)
@@ -124,7 +131,7 @@ int main(int argc, char **argv)
 	struct lend_client client;
 
 	log_init("lend-nbd", LOG_INFO);
-	int64_t contract_id = 0, prio_v = -1;
+	int64_t contract_id = 0, prio_v = -1, awake = 0;
 	const struct args_opt opts[] = {
 	    {"--lender", ARGS_STR, &lender, 0, 0, NULL},
 	    {"--contract", ARGS_INT, &contract_id, 1, INT64_MAX,
@@ -143,6 +150,8 @@ int main(int argc, char **argv)
 	    {"--plaintext", ARGS_FLAG, &plaintext, 0, 0, NULL},
 	    {"--reply-timeout-ms", ARGS_INT, &reply_timeout, 1, 3600000,
 	     "--reply-timeout-ms is 1..3600000"},
+	    {"--keep-awake", ARGS_INT, &awake, 0, LEND_AWAKE_MAX_THREADS,
+	     "--keep-awake is 0..8 threads"},
 	};
 	int done =
 	    args_done(args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
@@ -197,12 +206,18 @@ int main(int argc, char **argv)
 	}
 	client.reply_timeout_ms = reply_timeout;
 	log_info("bridge reached its lender",
-	         "lender=%s contract=%llu tls=%d reply_timeout_ms=%lld", lender,
-	         (unsigned long long)contract, tls != NULL,
-	         (long long)reply_timeout);
+	         "lender=%s contract=%llu tls=%d reply_timeout_ms=%lld "
+	         "keep_awake=%lld",
+	         lender, (unsigned long long)contract, tls != NULL,
+	         (long long)reply_timeout, (long long)awake);
 	if (lend_bridge_init(&bridge, &client, "ramex") < 0) {
 		log_error("cannot start", "why=\"%s\"", bridge.err);
 		goto out_client;
+	}
+	/* after lend_mem_guard: the spinners inherit its flags */
+	if (lend_bridge_keep_awake(&bridge, (int)awake) < 0) {
+		log_error("cannot start", "why=\"%s\"", bridge.err);
+		goto out_bridge;
 	}
 	bridge.on_tick = on_tick;
 	bridge.arg = (void *)meter_file;

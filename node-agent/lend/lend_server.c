@@ -79,12 +79,15 @@ int lend_server_open(struct lend_server *s, const struct lend_server_config *c,
 	s->lfd = lend_tcp_listen(c->host, c->port, &s->port, err, errlen);
 	if (s->lfd < 0)
 		goto fail;
+	if (lend_awake_start(&s->awake, c->keep_awake, err, errlen) < 0)
+		goto fail;
 	log_info("lender holds the contract's pages",
-	         "contract=%llu pages=%lld store=%s locked=%d port=%d tls=%d",
+	         "contract=%llu pages=%lld store=%s locked=%d port=%d tls=%d "
+	         "keep_awake=%d",
 	         (unsigned long long)c->contract, (long long)c->pages,
 	         lend_store_kind_name(s->store.kind),
 	         s->store.kind == LEND_STORE_RAMEX || s->store.locked, s->port,
-	         c->tls != NULL);
+	         c->tls != NULL, c->keep_awake);
 	return 0;
 fail:
 	lend_server_close(s);
@@ -592,6 +595,7 @@ enum lend_server_end lend_server_run(struct lend_server *s)
 		}
 		if (s->conn.fd >= 0 && (lend_conn_pending(&s->conn) > 0 ||
 		                        s->ib_len > s->ib_off)) {
+			lend_awake_busy(&s->awake);
 			if (serve(s) < 0)
 				drop_conn(s, s->conn.err);
 			continue;
@@ -649,6 +653,9 @@ enum lend_server_end lend_server_run(struct lend_server *s)
 		}
 		if (s->conn.fd >= 0 && p[2].fd == s->conn.fd &&
 		    (p[2].revents & (POLLIN | POLLHUP | POLLERR))) {
+			/* a borrower is at work: its next requests come
+			 * soon; keep a core awake for their wakeup */
+			lend_awake_busy(&s->awake);
 			if (serve(s) < 0)
 				drop_conn(s, s->conn.err);
 		}
@@ -667,6 +674,7 @@ void lend_server_close(struct lend_server *s)
 		handshake_reap(s, 1);
 	}
 	drop_conn(s, "the lender is shutting down");
+	lend_awake_stop(&s->awake);
 	if (s->lfd >= 0)
 		close(s->lfd);
 	for (int i = 0; i < 2; i++) {

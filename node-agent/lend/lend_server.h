@@ -41,6 +41,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "node-agent/lend/lend_awake.h"
 #include "node-agent/lend/lend_conn.h"
 #include "node-agent/lend/lend_meter.h"
 #include "node-agent/lend/lend_proto.h"
@@ -58,6 +59,7 @@ struct lend_server_config {
 	int64_t notice_ms;  /* recall notice period */
 	int handshake_ms;   /* bound on one connection's whole handshake */
 	int plaintext;      /* allow plain TCP off loopback (logged) */
+	int keep_awake;     /* lend_awake threads while serving (0: none) */
 	/* called about once a second and once at the end (may be NULL) */
 	void (*on_tick)(const struct lend_meter_report *r, void *arg);
 	void *arg;
@@ -112,6 +114,9 @@ struct lend_server {
 	int oh_n, ov_n;
 	int out_reads; /* the batch points into the store */
 	int64_t batches, batched_replies; /* for the log and tests */
+	/* cores kept out of idle while a borrower's requests come (off
+	 * unless cfg.keep_awake) */
+	struct lend_awake awake;
 	char err[200];
 };
 

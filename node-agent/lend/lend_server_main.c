@@ -4,8 +4,11 @@
  *   ramex-lend-server --contract ID --secret-file F --pages N
  *       [--listen 127.0.0.1:0] [--port-file F] [--tls-cert F --tls-key F]
  *       [--store auto|ramex|anon] [--notice-ms MS] [--meter-file F] [--mlock]
+ *       [--keep-awake N]
  *
- * --mlock keeps the lender out of memory reclaim (lend_mem.h). SIGUSR1
+ * --mlock keeps the lender out of memory reclaim (lend_mem.h).
+ * --keep-awake N (default 0) runs N SCHED_IDLE threads that keep cores out
+ * of idle while a borrower's requests come, and 1 ms after (lend_awake.h). SIGUSR1
  * recalls the pages (the agent does this when the exchange says
  * so); SIGTERM stops. The agent daemon embeds lend_server instead.
  */
@@ -43,10 +46,14 @@ static void usage_text(FILE *f)
 	        "--pages N [--listen HOST:PORT] [--port-file F]\n"
 	        "       [--tls-cert F --tls-key F] [--store auto|ramex|anon] "
 	        "[--notice-ms MS] [--meter-file F] [--mlock] [--plaintext]\n"
+	        "       [--keep-awake N (default 0, at most %d: threads that "
+	        "keep cores out of idle,\n"
+	        "        under SCHED_IDLE, while a borrower's requests come)]\n"
 	        "Plain TCP (no --tls-cert) carries the borrower's pages in "
 	        "clear: it is refused\n"
 	        "unless --listen is a loopback address or --plaintext is "
-	        "given.\n");
+	        "given.\n",
+	        LEND_AWAKE_MAX_THREADS);
 }
 
 static int usage(const char *why)
@@ -74,7 +81,7 @@ int main(int argc, char **argv)
 	sigaddset(&early, SIGINT);
 	sigprocmask(SIG_BLOCK, &early, &prev);
 	const char *listen_at = NULL, *store = NULL;
-	int64_t contract = 0;
+	int64_t contract = 0, awake = 0;
 	const struct args_opt opts[] = {
 	    {"--contract", ARGS_INT, &contract, 1, INT64_MAX,
 	     "--contract must be a positive integer"},
@@ -91,6 +98,8 @@ int main(int argc, char **argv)
 	    {"--meter-file", ARGS_STR, &meter_file, 0, 0, NULL},
 	    {"--mlock", ARGS_FLAG, &lock, 0, 0, NULL},
 	    {"--plaintext", ARGS_FLAG, &cfg.plaintext, 0, 0, NULL},
+	    {"--keep-awake", ARGS_INT, &awake, 0, LEND_AWAKE_MAX_THREADS,
+	     "--keep-awake is 0..8 threads"},
 	};
 	int done =
 	    args_done(args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
@@ -139,6 +148,7 @@ int main(int argc, char **argv)
 			log_warn("the lender is not fully kept out of reclaim",
 			         "why=\"%s\"", err);
 	}
+	cfg.keep_awake = (int)awake;
 	cfg.on_tick = on_tick;
 	cfg.arg = (void *)meter_file;
 	if (lend_server_open(&srv, &cfg, err, sizeof err) < 0) {

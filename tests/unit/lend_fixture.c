@@ -33,6 +33,13 @@ void *srv_main(void *arg)
 void srv_start(struct srv *x, uint64_t contract, const uint8_t *secret,
                int64_t pages, SSL_CTX *tls, int64_t notice_ms)
 {
+	srv_start_awake(x, contract, secret, pages, tls, notice_ms, 0);
+}
+
+void srv_start_awake(struct srv *x, uint64_t contract, const uint8_t *secret,
+                     int64_t pages, SSL_CTX *tls, int64_t notice_ms,
+                     int awake)
+{
 	char err[256];
 	struct lend_server_config c = {.contract = contract,
 	                               .pages = pages,
@@ -40,7 +47,8 @@ void srv_start(struct srv *x, uint64_t contract, const uint8_t *secret,
 	                               .tls = tls,
 	                               .store = LEND_STORE_ANON,
 	                               .notice_ms = notice_ms,
-	                               .handshake_ms = 2000};
+	                               .handshake_ms = 2000,
+	                               .keep_awake = awake};
 	memcpy(c.secret, secret, LEND_SECRET_LEN);
 	ck_assert_msg(lend_server_open(&x->s, &c, err, sizeof err) == 0, "%s",
 	              err);

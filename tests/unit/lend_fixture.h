@@ -36,6 +36,10 @@ void *srv_main(void *arg);
  * (an ephemeral port, x->s.port) and runs it in a thread. */
 void srv_start(struct srv *x, uint64_t contract, const uint8_t *secret,
                int64_t pages, SSL_CTX *tls, int64_t notice_ms);
+/* The same with `awake` keep-awake threads (lend_awake.h). */
+void srv_start_awake(struct srv *x, uint64_t contract, const uint8_t *secret,
+                     int64_t pages, SSL_CTX *tls, int64_t notice_ms,
+                     int awake);
 /* Waits for the server's thread (stopping it first if `stop`); its end. */
 enum lend_server_end srv_join(struct srv *x, int stop);
 

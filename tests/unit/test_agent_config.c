@@ -107,6 +107,14 @@ START_TEST(errors_say_where)
 	                            sizeof err),
 	                 0);
 	ck_assert_int_eq(c.lend_reply_timeout_ms, 250);
+	/* the bridge's keep-awake threads: off unless asked, 0..8 */
+	ck_assert_int_eq(c.lend_keep_awake, 0);
+	ck_assert_int_eq(
+	    config_set(&c, "lend_keep_awake", "9", err, sizeof err), -1);
+	ck_assert_msg(strstr(err, "outside 0..8"), "%s", err);
+	ck_assert_int_eq(
+	    config_set(&c, "lend_keep_awake", "2", err, sizeof err), 0);
+	ck_assert_int_eq(c.lend_keep_awake, 2);
 
 	char *a1[] = {"ramex-agent", "--nope=1", NULL};
 	ck_assert_int_eq(config_args(&c, 2, a1, err, sizeof err), -1);

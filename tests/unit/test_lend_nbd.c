@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "node-agent/lend/lend_args.h"
+#include "node-agent/lend/lend_awake.h"
 #include "node-agent/lend/lend_bridge.h"
 #include "node-agent/lend/lend_client.h"
 #include "node-agent/lend/lend_meter.h"
@@ -51,9 +53,9 @@ static void *br_main(void *arg)
 	return NULL;
 }
 
-/* A bridge to `port`'s lender whose replies may take up to timeout_ms;
- * returns the NBD client's end. */
-static int br_start_timeout(struct br *x, int port, int64_t timeout_ms)
+/* A bridge to `port`'s lender whose replies may take up to timeout_ms,
+ * with `awake` keep-awake threads; returns the NBD client's end. */
+static int br_start_awake(struct br *x, int port, int64_t timeout_ms, int awake)
 {
 	int sv[2];
 	ck_assert_int_eq(lend_client_connect(&x->c, "127.0.0.1", port, NULL, 7,
@@ -61,15 +63,26 @@ static int br_start_timeout(struct br *x, int port, int64_t timeout_ms)
 	                 0);
 	x->c.reply_timeout_ms = timeout_ms;
 	ck_assert_int_eq(lend_bridge_init(&x->b, &x->c, "ramex"), 0);
+	ck_assert_int_eq(lend_bridge_keep_awake(&x->b, awake), 0);
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	x->fd = sv[0];
 	pthread_create(&x->thr, NULL, br_main, x);
 	return sv[1];
 }
 
+static int br_start_timeout(struct br *x, int port, int64_t timeout_ms)
+{
+	return br_start_awake(x, port, timeout_ms, 0);
+}
+
 static int br_start(struct br *x, int port)
 {
 	return br_start_timeout(x, port, LEND_CLIENT_REPLY_TIMEOUT_MS);
+}
+
+static int64_t spins(struct lend_awake *a)
+{
+	return atomic_load(&a->spins);
 }
 
 static enum lend_bridge_end br_join(struct br *x)
@@ -530,8 +543,8 @@ START_TEST(nbd_many_requests_in_flight)
 	static uint8_t w[N][64 * 1024], r[64 * 1024];
 	int seen[2 * N] = {0};
 
-	srv_start(&x, 7, secret_a, 2048, NULL, 1000);
-	int fd = br_start(&y, x.s.port);
+	srv_start_awake(&x, 7, secret_a, 2048, NULL, 1000, _i);
+	int fd = br_start_awake(&y, x.s.port, LEND_CLIENT_REPLY_TIMEOUT_MS, _i);
 	ck_assert_int_eq(
 	    lend_nbd_client_handshake(fd, "", &size, &fl, err, sizeof err), 0);
 	/* writes of 4 to 64 KiB, all sent before any reply is read; request
@@ -563,6 +576,12 @@ START_TEST(nbd_many_requests_in_flight)
 	}
 	/* the bridge really kept several in flight */
 	ck_assert_int_gt(y.b.slots_peak, 1);
+	/* and, asked to, armed the keep-awake threads meanwhile (whether
+	 * they got a core is the scheduler's: SCHED_IDLE runs only on time
+	 * nobody else wants, which a loaded test machine may not have) */
+	ck_assert_int_eq(atomic_load(&y.b.awake.until_ns) > 0, _i > 0);
+	/* the lender likewise while the requests came */
+	ck_assert_int_eq(atomic_load(&x.s.awake.until_ns) > 0, _i > 0);
 	struct lend_meter_report l = lend_server_report(&x.s);
 	struct lend_meter_report b = lend_client_report(&y.c);
 	struct lend_recon_result out;
@@ -817,6 +836,57 @@ START_TEST(nbd_refused_write_spares_staged_data)
 }
 END_TEST
 
+/* ---- keep-awake --------------------------------------------------- */
+
+/* Keeps `a` busy until a spinner has counted rounds past `past` (under
+ * SCHED_IDLE on a loaded machine, getting a core may take a while). */
+static void busy_until_spun(struct lend_awake *a, int64_t past)
+{
+	for (int i = 0; i < 10000 && spins(a) == past; i++) {
+		lend_awake_busy(a);
+		usleep(1000);
+	}
+	ck_assert_int_gt(spins(a), past);
+}
+
+START_TEST(keep_awake_spins_only_while_busy)
+{
+	struct lend_awake a;
+	char err[120];
+	ck_assert_int_eq(lend_awake_start(&a, LEND_AWAKE_MAX_THREADS + 1, err,
+	                                  sizeof err),
+	                 -1);
+	ck_assert_ptr_nonnull(strstr(err, "0..8"));
+	/* off: nothing runs, busy is a no-op */
+	ck_assert_int_eq(lend_awake_start(&a, 0, err, sizeof err), 0);
+	lend_awake_busy(&a);
+	ck_assert_int_eq(spins(&a), 0);
+	lend_awake_stop(&a);
+
+	ck_assert_int_eq(lend_awake_start(&a, 2, err, sizeof err), 0);
+	for (int i = 0; i < 1000 && atomic_load(&a.idle_policy) < 2; i++)
+		usleep(1000);
+	/* both threads run under SCHED_IDLE: they never take a core from
+	 * a task that wants it */
+	ck_assert_int_eq(atomic_load(&a.idle_policy), 2);
+	/* nothing in flight: they sleep */
+	int64_t s0 = spins(&a);
+	usleep(20000);
+	ck_assert_int_eq(spins(&a), s0);
+	/* busy: they spin, and stop a linger after the last busy */
+	busy_until_spun(&a, s0);
+	for (int i = 0; i < 10000 && atomic_load(&a.on); i++)
+		usleep(1000);
+	ck_assert_int_eq(atomic_load(&a.on), 0);
+	int64_t s1 = spins(&a);
+	usleep(20000);
+	ck_assert_int_eq(spins(&a), s1);
+	/* and wake again */
+	busy_until_spun(&a, s1);
+	lend_awake_stop(&a);
+	lend_awake_stop(&a); /* twice is harmless */
+}
+END_TEST
 
 static Suite *suite(void)
 {
@@ -829,13 +899,15 @@ static Suite *suite(void)
 	tcase_add_test(t, nbd_handshake_options);
 	tcase_add_test(t, client_matches_replies_to_handles);
 	tcase_add_test(t, reply_to_no_request_loses_the_lender);
-	tcase_add_test(t, nbd_many_requests_in_flight);
+	/* _i: the bridge's keep-awake threads */
+	tcase_add_loop_test(t, nbd_many_requests_in_flight, 0, 2);
 	tcase_add_test(t, nbd_lender_lost_mid_flight_fails_all);
 	tcase_add_test(t, silent_lender_times_out);
 	tcase_add_test(t, late_but_arrived_reply_is_no_loss);
 	tcase_add_test(t, held_requests_time_from_sending);
 	tcase_add_test(t, nbd_silent_lender_gives_eio);
 	tcase_add_test(t, nbd_refused_write_spares_staged_data);
+	tcase_add_test(t, keep_awake_spins_only_while_busy);
 	suite_add_tcase(s, t);
 	return s;
 }
