@@ -6,6 +6,7 @@
 # fuzz_NAME.seeds, one seed input a line with \r \n \xNN escapes (each is
 # written to a file of the seed corpus), and fuzz_NAME.dict, a libFuzzer
 # dictionary. Corpora and crash files are kept under var/fuzz/NAME/.
+# RAMEX_FUZZ_TARGETS="fuzz_a fuzz_b" builds and runs only those.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${RAMEX_FUZZ_SECONDS:-60}
@@ -14,14 +15,17 @@ status=0
 for f in tests/fuzz/fuzz_*.c; do
   [[ -e $f ]] || { echo "fuzz: no targets"; exit 0; }
   name=$(basename "$f" .c)
+  [[ -n ${RAMEX_FUZZ_TARGETS:-} && " $RAMEX_FUZZ_TARGETS " != *" $name "* ]] && continue
   srcs=()
   [[ -f tests/fuzz/$name.srcs ]] && mapfile -t srcs < <(grep -v '^\s*#' "tests/fuzz/$name.srcs" | grep .)
   bin=var/fuzz/$name/$name
   mkdir -p "var/fuzz/$name/corpus"
-  clang -std=c11 -g -O1 -D_GNU_SOURCE -I. -fsanitize=fuzzer,address,undefined \
+  if ! clang -std=c11 -g -O1 -D_GNU_SOURCE -I. -fsanitize=fuzzer,address,undefined \
     $(pkg-config --cflags jansson libpq libmicrohttpd 2>/dev/null) \
     -o "$bin" "$f" "${srcs[@]}" \
-    $(pkg-config --libs jansson libssl libcrypto libpq libmicrohttpd 2>/dev/null) -lm -lpthread
+    $(pkg-config --libs jansson libssl libcrypto libpq libmicrohttpd 2>/dev/null) -lm -lpthread; then
+    echo "fuzz: $name does not build"; status=1; continue
+  fi
   args=(-max_total_time="$secs" -print_final_stats=1)
   [[ -f tests/fuzz/$name.dict ]] && args+=(-dict="$PWD/tests/fuzz/$name.dict")
   corpora=(corpus)
