@@ -335,7 +335,7 @@ static int run_locked(struct billing *bl, rx_time_ns as_of, int api,
                       struct billing_result *out, char *err, size_t errlen)
 {
 	char e[BILLING_MSG_MAX];
-	if (bl->conn && db_broken(bl->conn)) {
+	if (bl->conn && !db_alive(bl->conn)) { /* idle since the last run */
 		PQfinish(bl->conn);
 		bl->conn = NULL;
 	}

@@ -536,9 +536,9 @@ static bool db_unusable(struct writer *w, const char *err)
 static bool db_usable(struct writer *w)
 {
 	char err[512];
-	bool bad[2] = {!pgpipe_alive(w->pipe.conn[0]),
-	               !pgpipe_alive(w->pipe.conn[1])};
-	bool lbad = !pgpipe_alive(w->idem.lconn);
+	bool bad[2] = {!db_alive(w->pipe.conn[0]),
+	               !db_alive(w->pipe.conn[1])};
+	bool lbad = !db_alive(w->idem.lconn);
 	if (!lbad && !bad[0] && !bad[1] && !w->bk.need_rebuild)
 		return true;
 	if (mono_ns() < w->retry_at)
