@@ -668,9 +668,11 @@ END_TEST
 /* PostgreSQL restarted (`pg_ctl restart -m fast`, as an operator does)
  * while ramexd idles: its connections were all closed by the server, and
  * the next order must not pay for it. Each round: the restart, then orders
- * at once, and once after the credential cache (5 s) has expired, so that
- * the query pool's connections are the ones found dead. Every order is
- * 201, none 503. */
+ * at once; in rounds 2 and 3 after the credential cache (5 s) has expired,
+ * so that the query pool's connections are the ones found dead; in rounds
+ * 1 and 3 PostgreSQL stays away 4 s, so that the idle writer failed to
+ * reconnect several times and is backing off (up to 2 s) when it is back.
+ * Every order is 201, none 503. */
 START_TEST(idle_restart_is_invisible)
 {
 	struct rxh h;
@@ -690,6 +692,8 @@ START_TEST(idle_restart_is_invisible)
 		if (round >= 2)
 			usleep(5500000);
 		ck_assert_int_eq(testdb_pg_ctl("-m fast -w stop"), 0);
+		if (round % 2)
+			usleep(4000000);
 		pg_start();
 		for (int k = 0; k < 3; k++) {
 			snprintf(r.coid, sizeof r.coid, "idle-%d-%d", round, k);
