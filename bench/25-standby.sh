@@ -31,8 +31,7 @@ bench_wal_ahead 25-standby "$wal_mib"
 # ramexd on both hosts from the start, the standby's port chosen now: with
 # no standby yet libpq finds it closed and keeps the first
 bench_admin 25-standby "$work"
-spare=$(( 20000 + RANDOM % 30000 ))
-while (exec 3<>"/dev/tcp/127.0.0.1/$spare") 2>/dev/null; do spare=$(( 20000 + RANDOM % 30000 )); done
+spare=$(bash "$ROOT/scripts/pg.sh" freeport) || exit 1
 db="dbname=ramex host=127.0.0.1,127.0.0.1 port=$PGPORT,$spare user=$PGUSER target_session_attrs=read-write connect_timeout=2"
 bench_ramexd 25-standby "$work" --max_connections=$((conns + 64)) --log_level=warn
 bench_market 25-standby

@@ -79,6 +79,17 @@ int money_amount(rx_pagesec ps, rx_price price, rx_ndollars *amount, char *err,
 	return money_accrue(&c, ps, price, amount, err, errlen);
 }
 
+int64_t money_price_bound(rx_pagesec ps)
+{
+	if (ps < 0)
+		return -1;
+	if (ps == 0)
+		return INT64_MAX;
+	/* floor(ps * price / Y) <= INT64_MAX  <=>  ps * price < (2^63) * Y */
+	i128 lim = (((i128)INT64_MAX + 1) * RX_SECONDS_PER_YEAR - 1) / ps;
+	return lim > INT64_MAX ? INT64_MAX : (int64_t)lim;
+}
+
 int money_fee(struct money_carry *c, rx_ndollars amount, int bps,
               rx_ndollars *fee, char *err, size_t errlen)
 {

@@ -68,6 +68,12 @@ int money_accrue(struct money_carry *c, rx_pagesec ps, rx_price price,
 int money_amount(rx_pagesec ps, rx_price price, rx_ndollars *amount, char *err,
                  size_t errlen);
 
+/* The highest price (n$/page-year) at which `ps` page-seconds still
+ * amount to an int64 of nanodollars (money_accrue, however the usage is
+ * split: the carry makes the parts sum to the whole's amount); INT64_MAX
+ * when any price does, -1 when ps < 0. */
+int64_t money_price_bound(rx_pagesec ps);
+
 /* An exchange fee of `bps` basis points (0..10000) on `amount`, carrying the
  * remainder below a nanodollar in c (den = MONEY_BPS_DENOM). */
 int money_fee(struct money_carry *c, rx_ndollars amount, int bps,

@@ -60,7 +60,7 @@ void auth_nonces_free(struct auth_nonces *s)
 /* The writer's connection, made when missing; NULL with err. */
 static PGconn *conn(struct auth_nonces *s, char *err, size_t errlen)
 {
-	if (s->c && !db_broken(s->c))
+	if (s->c && db_alive(s->c)) /* idle between groups: a restart */
 		return s->c;
 	if (s->c)
 		PQfinish(s->c);

@@ -34,6 +34,7 @@
 #include "exchange/core/invoice.h"
 #include "exchange/core/usage.h"
 #include "exchange/db.h"
+#include "exchange/metrics.h"
 #include "exchange/pgarr.h"
 
 /* The advisory lock key: one billing run per database at a time. */
@@ -159,10 +160,11 @@ static int run_batch(struct billing *bl, rx_time_ns as_of, int64_t *exchange,
 	if (billing_store_batch(db, &b, ph, res, err, errlen) < 0)
 		goto out;
 	/* Reports that start at or after as_of, and perm contracts that end
-	 * after it (a run as of the past), are for a later run. */
+	 * after it (a run as of the past), are for a later run; so is a
+	 * contract an invoice could not take (billing_store_batch). */
 	for (int i = 0; i < b.nc; i++) {
 		const struct contract *k = &b.c[i].k;
-		if (b.c[i].later ||
+		if (b.c[i].later || b.c[i].refused ||
 		    (k->product == CONTRACT_PERM && k->delivered_at > 0 &&
 		     (k->state == CONTRACT_ENDED ||
 		      k->state == CONTRACT_BREACHED) &&
@@ -335,7 +337,7 @@ static int run_locked(struct billing *bl, rx_time_ns as_of, int api,
                       struct billing_result *out, char *err, size_t errlen)
 {
 	char e[BILLING_MSG_MAX];
-	if (bl->conn && db_broken(bl->conn)) {
+	if (bl->conn && !db_alive(bl->conn)) { /* idle since the last run */
 		PQfinish(bl->conn);
 		bl->conn = NULL;
 	}
@@ -436,6 +438,7 @@ static int run_locked(struct billing *bl, rx_time_ns as_of, int api,
 	}
 	res.run_id = db_int(r, 0, 0);
 	PQclear(r);
+	metrics_billing_unbilled(res.unbilled);
 	*out = res;
 	rc = 0;
 	if (res.contracts > 0 || res.finalized > 0) {

@@ -46,7 +46,9 @@ struct billing_result {
 	int64_t flagged;   /* lend months whose two sides differ or where
 	                      one side did not report */
 	int64_t unbilled;  /* contracts the arithmetic refused (an amount
-	                      past int64), left queued and logged */
+	                      past int64), or whose postings an invoice
+	                      could not take (its total past int64), left
+	                      queued and logged */
 	int64_t elapsed_ms;
 };
 

@@ -534,23 +534,32 @@ static int price(PGconn *db, struct billing_batch *b, struct billing_ctr *c,
 	return 0;
 }
 
+void billing_unprice(struct billing_ctr *c, struct billing_result *res)
+{
+	res->flagged -= c->flagged;
+	res->settled -= c->settled;
+	c->flagged = c->settled = 0;
+	c->changed = false;
+	c->has_settle = false;
+	for (int i = 0; i < c->nm; i++)
+		c->m[i].touched = false;
+}
+
 int billing_price_contract(PGconn *db, struct billing_batch *b,
                            struct billing_ctr *c, rx_time_ns as_of,
                            rx_time_ns grace, int64_t exchange,
                            struct billing_result *res, char *err, size_t errlen)
 {
 	int nmv = b->nmv;
-	int64_t flagged = res->flagged;
+	int64_t flagged = res->flagged, settled = res->settled;
 	int rc = price(db, b, c, as_of, grace, exchange, res, err, errlen);
+	c->flagged = (int)(res->flagged - flagged);
+	c->settled = (int)(res->settled - settled);
 	if (rc == BILLING_PRICE_REFUSED) {
 		/* the batch goes on as if the contract were not in it: its
 		 * movements (the tail of b's) and its state are not stored */
 		b->nmv = nmv;
-		res->flagged = flagged;
-		c->changed = false;
-		c->has_settle = false;
-		for (int i = 0; i < c->nm; i++)
-			c->m[i].touched = false;
+		billing_unprice(c, res);
 	}
 	return rc;
 }

@@ -63,6 +63,11 @@ struct billing_ctr {
 	bool has_settle;
 	bool spans; /* its reports span more than one month */
 	bool later; /* has reports for a later run (start >= as_of) */
+	/* what its pricing added to the run's flagged and settled counts */
+	int flagged, settled;
+	/* left out of the batch after it was priced (an invoice its postings
+	 * land on would overflow: billing_store_batch); queued again */
+	bool refused;
 };
 
 struct billing_mv {
@@ -118,6 +123,10 @@ enum {
 };
 /* Prices what is new for contract c; appends its movements to b. 0, or
  * BILLING_PRICE_FAILED or BILLING_PRICE_REFUSED with err set. */
+/* Forgets what pricing did to c (its state, months and settlement are not
+ * stored) and takes its counts back out of res; its movements are the
+ * caller's to drop. */
+void billing_unprice(struct billing_ctr *c, struct billing_result *res);
 int billing_price_contract(PGconn *db, struct billing_batch *b,
                            struct billing_ctr *c, rx_time_ns as_of,
                            rx_time_ns grace, int64_t exchange,

@@ -5,6 +5,7 @@
 #include "exchange/billing_store.h"
 #include "common/err.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,12 +118,113 @@ out:
 	return rc;
 }
 
+static struct billing_ctr *ctr_find(struct billing_batch *b, int64_t id)
+{
+	for (int i = 0; i < b->nc; i++) /* sorted by id, but few */
+		if (b->c[i].k.id == id)
+			return &b->c[i];
+	return NULL;
+}
+
+/*
+ * Adds the batch's postings to the invoices they land on, contract by
+ * contract (a contract's movements are next to each other in b->mv). A
+ * contract one of whose postings an invoice cannot take (its total would
+ * pass int64 n$: many contracts each billable alone, on one account's
+ * month) is taken back out whole: its postings come off the invoices
+ * again, its movements leave the batch, its billing state is not stored,
+ * and it is queued again (refused), logged and counted in `unbilled`, as
+ * a contract the arithmetic refuses (billing.c). The invoice is not split
+ * and nothing of the contract is posted: an invoice holds all of a
+ * month's postings of an account or none of a contract's, and a person
+ * decides (docs/billing-api.md, "unbilled"). -1 only for a movement with
+ * no invoice (a bug).
+ */
+static int admit(struct billing_batch *b, struct billing_result *res,
+                 char *err, size_t errlen)
+{
+	struct undo {
+		struct billing_inv *k;
+		rx_ndollars amount;
+	} *u = NULL;
+	size_t nu = 0, capu = 0;
+	char why[INVOICE_MSG_MAX];
+	int kept = 0;
+	for (int i = 0, j; i < b->nmv; i = j) {
+		int64_t cid = b->mv[i].m.contract_id;
+		for (j = i; j < b->nmv && b->mv[j].m.contract_id == cid; j++)
+			;
+		bool ok = true;
+		nu = 0;
+		for (int x = i; x < j && ok; x++) {
+			struct invoice_movement *m = &b->mv[x].m;
+			for (int p = 0; p < m->n && ok; p++) {
+				struct invoice_posting *ps = &m->p[p];
+				struct billing_inv *k = inv_find(
+				    b, ps->account,
+				    billing_month_key(ps->year, ps->month));
+				if (!k || !k->id) {
+					free(u);
+					return err_set(
+					    err, errlen,
+					    "no invoice for account %" PRId64
+					    " %04d-%02d",
+					    ps->account, ps->year, ps->month);
+				}
+				if (invoice_add(&k->inv, ps, why,
+				                sizeof why) < 0) {
+					ok = false;
+					break;
+				}
+				if (nu == capu) {
+					capu = capu ? capu * 2 : 16;
+					struct undo *g =
+					    realloc(u, capu * sizeof *u);
+					if (!g) {
+						free(u);
+						return err_set(err, errlen,
+						               "out of memory");
+					}
+					u = g;
+				}
+				u[nu++] = (struct undo){k, ps->amount};
+			}
+		}
+		if (ok) {
+			for (size_t x = 0; x < nu; x++)
+				u[x].k->changed = true;
+			if (kept != i)
+				memmove(&b->mv[kept], &b->mv[i],
+				        (size_t)(j - i) * sizeof *b->mv);
+			kept += j - i;
+			continue;
+		}
+		/* exact: each total held its value plus this amount */
+		while (nu > 0) {
+			nu--;
+			u[nu].k->inv.total -= u[nu].amount;
+			u[nu].k->inv.lines--;
+		}
+		log_error("contract not billed",
+		          "contract=%" PRId64 " err=\"%s\"", cid, why);
+		struct billing_ctr *c = ctr_find(b, cid);
+		assert(c); /* every movement is of a contract of the batch */
+		billing_unprice(c, res);
+		c->refused = true;
+		res->unbilled++;
+		res->contracts--;
+	}
+	b->nmv = kept;
+	free(u);
+	return 0;
+}
+
 /* Stores the batch's movements, postings, invoice totals and state. */
 int billing_store_batch(PGconn *db, struct billing_batch *b,
                         struct billing_phases *ph, struct billing_result *res,
                         char *err, size_t errlen)
 {
-	char why[INVOICE_MSG_MAX], n[24];
+	char n[24];
 	int rc = -1;
 	PGresult *r = NULL;
 	enum {
@@ -147,9 +249,12 @@ int billing_store_batch(PGconn *db, struct billing_batch *b,
 	struct pgarr ca[10] = {{0}}, mo[7] = {{0}};
 
 	if (b->nmv > 0) {
-		if (load_invoices(db, b, err, errlen) < 0)
+		if (load_invoices(db, b, err, errlen) < 0 ||
+		    admit(b, res, err, errlen) < 0)
 			goto out;
 		billing_lap(ph, PH_INVOICES);
+	}
+	if (b->nmv > 0) {
 		snprintf(n, sizeof n, "%d", b->nmv);
 		const char *pv[] = {n};
 		r = db_exec(db, PGRES_TUPLES_OK,
@@ -191,22 +296,10 @@ int billing_store_batch(PGconn *db, struct billing_batch *b,
 		pgarr_raw(&ma[M_RECON], v->recon ? v->recon : "NULL");
 		for (int p = 0; p < m->n; p++) {
 			struct invoice_posting *ps = &m->p[p];
+			/* on its invoice already (admit) */
 			struct billing_inv *k =
 			    inv_find(b, ps->account,
 			             billing_month_key(ps->year, ps->month));
-			if (!k || !k->id) {
-				err_set(err, errlen,
-				        "no invoice for account %" PRId64
-				        " %04d-%02d",
-				        ps->account, ps->year, ps->month);
-				goto out;
-			}
-			if (invoice_add(&k->inv, ps, why, sizeof why) < 0) {
-				err_set(err, errlen, "contract %" PRId64 ": %s",
-				        m->contract_id, why);
-				goto out;
-			}
-			k->changed = true;
 			pgarr_i64(&pa[P_MV], ps->movement_id);
 			pgarr_i64(&pa[P_INV], k->id);
 			pgarr_i64(&pa[P_ACC], ps->account);

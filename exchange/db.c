@@ -1,6 +1,7 @@
 /* db.c — see db.h. */
 #include "exchange/db.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,6 +172,28 @@ bool db_broken(PGconn *c)
 	return !c || PQstatus(c) != CONNECTION_OK;
 }
 
+bool db_alive(PGconn *c)
+{
+	/* A server that ends an idle session (a restart, a fast shutdown,
+	 * pg_terminate_backend) sends FATAL, then closes. libpq takes the
+	 * FATAL of an idle session as a notice and stays CONNECTION_OK; one
+	 * PQconsumeInput reads it, and only the next read sees the end of
+	 * file. So read while there is something to read (a few times at
+	 * most: an idle session gets little, a NOTIFY or a parameter). */
+	for (int i = 0; i < 8; i++) {
+		if (!c || PQstatus(c) != CONNECTION_OK)
+			return false;
+		struct pollfd p = {.fd = PQsocket(c), .events = POLLIN};
+		if (p.fd < 0)
+			return false;
+		if (poll(&p, 1, 0) <= 0)
+			return true; /* nothing waits: as alive as it can tell */
+		if (!PQconsumeInput(c))
+			return false;
+	}
+	return PQstatus(c) == CONNECTION_OK;
+}
+
 bool db_state_lost(const char *s)
 {
 	if (!s || !s[0])
@@ -291,8 +314,10 @@ PGconn *db_acquire(struct db_pool *p)
 	p->nfree--;
 	pthread_mutex_unlock(&p->mu);
 
+	/* an idle connection the server closed meanwhile (a restart) is
+	 * made again here, not found dead by the caller's query */
 	PGconn *c = p->all[i];
-	if (db_broken(c)) {
+	if (!db_alive(c)) {
 		if (c)
 			PQfinish(c);
 		c = p->all[i] = pool_connect(p, err, sizeof err);

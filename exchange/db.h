@@ -66,6 +66,11 @@ PGresult *db_exec_fail(PGconn *c, ExecStatusType want, const char *sql, int n,
 
 /* True when the connection itself is broken (not a mere SQL error). */
 bool db_broken(PGconn *c);
+/* Whether an idle connection (no query under way) still works, without
+ * blocking: reads what the server sent meanwhile, so that one it closed
+ * (a restart of PostgreSQL: FATAL, then end of file) is found dead here
+ * rather than by the next query. Costs a poll(2) when nothing came. */
+bool db_alive(PGconn *c);
 /* Whether a failure with this SQLSTATE means PostgreSQL went away rather
  * than a fault of the statement: class 08 (connection exception), 57
  * (operator intervention: admin or crash shutdown, cannot connect now) and

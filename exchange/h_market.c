@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "exchange/app.h"
+#include "exchange/contracts.h"
 #include "exchange/db.h"
 #include "exchange/handlers.h"
 #include "exchange/http.h"
@@ -88,9 +89,19 @@ void h_market_create(struct http_req *rq)
 		goto out;
 	}
 	if (!in_market_name_ok(s->name)) {
-		http_problem(
-		    rq, 400, "invalid-field", "invalid field",
-		    "name: must be spot or perm-YYYY (a year from 2000)");
+		http_problem(rq, 400, "invalid-field", "invalid field",
+		             "name: must be spot or perm-YYYY (a year from "
+		             "%d to %d)",
+		             IN_PERM_YEAR_MIN, IN_PERM_YEAR_MAX);
+		goto out;
+	}
+	/* every contract it can make must be billable (docs/money.md,
+	 * "Limits"): refused here, not found by the billing job */
+	char why[256];
+	if (in_market_billable(s->name, s->p.max_pages, s->p.price_max,
+	                       contracts_now(), why, sizeof why) < 0) {
+		http_problem(rq, 422, "invalid", "market cannot be billed",
+		             "%s", why);
 		goto out;
 	}
 	writer_submit(a->writer, &c);

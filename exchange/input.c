@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/money.h"
+#include "exchange/core/invoice.h"
 #include "exchange/http.h"
 
 int in_parse_i64(const char *s, int64_t *out)
@@ -298,5 +300,21 @@ bool in_market_name_ok(const char *n)
 	for (int i = 5; i < 9; i++)
 		if (n[i] < '0' || n[i] > '9')
 			return false;
-	return atoi(n + 5) >= 2000;
+	/* its term ends with its year: at most IN_TIME_NS_MAX, the end of
+	 * the exchange's time range (and of the billing calendar's
+	 * nanoseconds in int64) */
+	int year = atoi(n + 5);
+	return year >= IN_PERM_YEAR_MIN && year <= IN_PERM_YEAR_MAX;
+}
+
+int in_market_billable(const char *name, int64_t max_pages, int64_t price_max,
+                       int64_t now_ns, char *err, size_t errlen)
+{
+	/* the longest a contract of it runs: to its term's end (perm), or
+	 * to the end of the exchange's time range (spot) */
+	int64_t until = IN_TIME_NS_MAX;
+	if (strncmp(name, "perm-", 5) == 0 && in_market_name_ok(name))
+		until = money_month_start(atoi(name + 5) + 1, 1);
+	return invoice_market_check(max_pages, price_max, now_ns, until, err,
+	                            errlen);
 }

@@ -28,6 +28,9 @@ struct http_req;
 #define IN_PRICE_MAX   INT64_C(1000000000000000) /* n$/page-year: $1 000 000 */
 #define IN_TIME_NS_MAX INT64_C(7258118400000000000) /* 2200-01-01 UTC */
 #define IN_YEAR_S      INT64_C(31536000)
+/* perm-YYYY: its term ends at YYYY+1-01-01, at most IN_TIME_NS_MAX */
+#define IN_PERM_YEAR_MIN 2000
+#define IN_PERM_YEAR_MAX 2199
 
 /* 400 when `o` has a key not in the NULL-terminated list `known`. */
 int in_known(struct http_req *rq, json_t *o, const char *const *known);
@@ -79,9 +82,17 @@ int in_utf8_cut(const char *s, size_t max);
 size_t in_utf8_clean(char *dst, size_t cap, const char *src, size_t n);
 
 /* Whether `name` is a market's name: "spot", or "perm-YYYY" with a year
- * from 2000 (the permanent-offline product of that year, brief.md). The
+ * from 2000 to 2199 (the permanent-offline product of that year, brief.md;
+ * its term ends within the exchange's time range). The
  * one rule for a market created through the API and one named in the
  * `markets` setting (owner.c). */
 bool in_market_name_ok(const char *name);
+/* Whether every contract a market with these limits can make is billable
+ * (invoice_market_check, from now_ns to its term's end or, spot, to
+ * IN_TIME_NS_MAX): 0, or -1 with err saying the largest price_max and
+ * max_pages allowed. The one rule for POST /v1/markets (422) and for the
+ * markets ramexd finds at start. */
+int in_market_billable(const char *name, int64_t max_pages, int64_t price_max,
+                       int64_t now_ns, char *err, size_t errlen);
 
 #endif

@@ -33,6 +33,7 @@ static uint64_t key_races, events_read;
 static uint64_t nonce_groups, nonces_shared, nonce_failures;
 static int markets_served;
 static uint64_t markets_taken, batches_fenced;
+static int64_t billing_unbilled;
 
 #define ADD(v, n) __atomic_fetch_add(&(v), (n), __ATOMIC_RELAXED)
 #define GET(v)    __atomic_load_n(&(v), __ATOMIC_RELAXED)
@@ -80,6 +81,11 @@ void metrics_market_taken(void)
 {
 	ADD(markets_taken, 1);
 }
+void metrics_billing_unbilled(int64_t n)
+{
+	__atomic_store_n(&billing_unbilled, n, __ATOMIC_RELAXED);
+}
+
 void metrics_batch_fenced(void)
 {
 	ADD(batches_fenced, 1);
@@ -303,14 +309,21 @@ char *metrics_render(size_t *len)
 	    "# HELP ramex_batches_fenced_total Batches refused because "
 	    "another instance took one of their markets.\n"
 	    "# TYPE ramex_batches_fenced_total counter\n"
-	    "ramex_batches_fenced_total %llu\n",
+	    "ramex_batches_fenced_total %llu\n"
+	    "# HELP ramex_billing_unbilled_contracts Contracts the last "
+	    "billing run left unbilled and queued (logged \"contract not "
+	    "billed\"): their amount, or an invoice's total, would pass "
+	    "int64.\n"
+	    "# TYPE ramex_billing_unbilled_contracts gauge\n"
+	    "ramex_billing_unbilled_contracts %lld\n",
 	    (unsigned long long)GET(key_races),
 	    (unsigned long long)GET(events_read),
 	    (unsigned long long)GET(nonce_groups),
 	    (unsigned long long)GET(nonces_shared),
 	    (unsigned long long)GET(nonce_failures),
 	    GET(markets_served), (unsigned long long)GET(markets_taken),
-	    (unsigned long long)GET(batches_fenced));
+	    (unsigned long long)GET(batches_fenced),
+	    (long long)GET(billing_unbilled));
 	*len = b.n;
 	return b.s;
 }

@@ -48,6 +48,11 @@ void metrics_events_read(int n);
  * how many, and whether it was written. */
 void metrics_nonce_group(int n, bool ok);
 
+/* Contracts the last billing run left unbilled (billing.c: the
+ * arithmetic or an invoice refused them; each is logged "contract not
+ * billed" and stays queued): a gauge, non-zero until a person sees to them. */
+void metrics_billing_unbilled(int64_t n);
+
 /* Writes the exposition text into a malloc'd string; the caller frees. */
 char *metrics_render(size_t *len);
 

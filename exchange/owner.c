@@ -105,9 +105,9 @@ static int parse_markets(const char *s, char (*out)[16], int *n, bool *all,
 			snprintf(
 			    err, errlen,
 			    "markets must be all or a list of market names "
-			    "(spot, perm-YYYY) separated by commas; '%s' is "
-			    "not one",
-			    name);
+			    "(spot, perm-YYYY with YYYY from %d to %d) "
+			    "separated by commas; '%s' is not one",
+			    IN_PERM_YEAR_MIN, IN_PERM_YEAR_MAX, name);
 			return -1;
 		}
 		if (*n == OWNER_MAX_MARKETS) {

@@ -46,18 +46,6 @@ PGresult *pgpipe_result(PGconn *c, bool *lost)
 	}
 }
 
-bool pgpipe_alive(PGconn *c)
-{
-	if (!c || PQstatus(c) != CONNECTION_OK)
-		return false;
-	struct pollfd p = {.fd = PQsocket(c), .events = POLLIN};
-	if (p.fd < 0)
-		return false;
-	if (poll(&p, 1, 0) > 0 && !PQconsumeInput(c))
-		return false;
-	return PQstatus(c) == CONNECTION_OK;
-}
-
 int pgpipe_fault_parse(struct pgpipe_fault *f, const char *text)
 {
 	static const char *names[] = {"idle", "open", "close", "result"};

@@ -1,8 +1,8 @@
 /*
  * pgpipe.h — reading a libpq pipeline without trusting the connection: the
  * next result of a pipeline, or word that the connection is gone, never a
- * loop on NULL; whether an idle connection still lives; and the writer's
- * fault hook for tests, which breaks a connection at a chosen step.
+ * loop on NULL; and the writer's fault hook for tests, which breaks a
+ * connection at a chosen step.
  *
  * Why: when PostgreSQL stops at once (`pg_ctl stop -m immediate`), libpq
  * may take the server's last message as a notice and end a pipeline's
@@ -25,10 +25,6 @@
  * give; *lost is then set. A slow statement is waited for (poll, not a
  * loop). */
 PGresult *pgpipe_result(PGconn *c, bool *lost);
-
-/* Whether an idle connection still works, without blocking: reads what
- * the server may have sent (the notice and end of file of a shutdown). */
-bool pgpipe_alive(PGconn *c);
 
 /* The steps of a batch the fault hook can break a connection at. */
 enum pgpipe_step {

@@ -28,6 +28,7 @@
 #include "exchange/events_db.h"
 #include "exchange/handlers.h"
 #include "exchange/http.h"
+#include "exchange/input.h"
 #include "exchange/metrics.h"
 #include "exchange/migrate.h"
 #include "exchange/owner.h"
@@ -130,6 +131,34 @@ static int parse_args(int argc, char **argv, struct rx_config *cfg,
 bad:
 	fprintf(stderr, "ramexd: %s\n", err);
 	return -1;
+}
+
+/* Markets made before POST /v1/markets refused limits a contract's
+ * int64 totals cannot bill (in_market_billable): each is named in the
+ * log at every start, with the largest limits allowed, since the billing
+ * job leaves such a contract unbilled. The exchange still starts: its
+ * other markets, and this one's contracts that do fit, go on. */
+static void check_markets(PGconn *c)
+{
+	char err[256];
+	PGresult *r = db_exec(c, PGRES_TUPLES_OK,
+	                      "SELECT name, max_pages, price_max FROM markets "
+	                      "ORDER BY id",
+	                      0, NULL, err, sizeof err);
+	if (!r) {
+		log_warn("cannot check the markets' limits", "err=\"%s\"", err);
+		return;
+	}
+	for (int i = 0; i < PQntuples(r); i++)
+		if (in_market_billable(PQgetvalue(r, i, 0), db_int(r, i, 1),
+		                       db_int(r, i, 2), contracts_now(), err,
+		                       sizeof err) < 0)
+			log_error("market limits past what billing can hold: "
+			          "lower them (UPDATE markets), or contracts of "
+			          "it may stay unbilled",
+			          "market=%s err=\"%s\"", PQgetvalue(r, i, 0),
+			          err);
+	PQclear(r);
 }
 
 /* Connects, checks durability and applies the migrations. */
@@ -266,6 +295,7 @@ static int serve(struct app *app)
 	PGconn *c = prepare_db(cfg);
 	if (!c)
 		return 1;
+	check_markets(c);
 	app->seal = seal_load(cfg->seal_key_file, err, sizeof err);
 	if (!app->seal) {
 		log_error("cannot read the sealing keys", "err=\"%s\"", err);

@@ -98,7 +98,8 @@ $(BUILD)/bin/test_writer: | $(BUILD)/san/bin/ramexd
 # PostgreSQL stopped under load: every answer 503 of the right type, no
 # spin, /readyz, outcome-unknown orders resolved by a retry.
 $(call integration_test,test_outage,tests/integration/test_outage.c \
-  exchange/pgpipe.c $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
+  exchange/pgpipe.c exchange/db.c common/log.c $(RAMEXD_HARNESS),\
+  libcurl jansson libpq libcrypto)
 $(BUILD)/san/bin/test_outage: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_outage: | $(BUILD)/san/bin/ramexd
 # Three ramexd on one database: markets owned, fenced, taken over.

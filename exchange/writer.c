@@ -93,9 +93,11 @@ struct writer {
 	 * under way; and whether it holds commands not yet answered */
 	int64_t beat;
 	bool inflight;
-	/* reconnecting: not before retry_at (monotonic ns) */
+	/* reconnecting: not before retry_at (monotonic ns), unless the last
+	 * attempt was the idle tick's (idle_failed) and commands wait */
 	int64_t retry_at;
 	int backoff_ms;
+	bool idle_failed;
 	/* the backend of each writer connection (pid, backend_start), and
 	 * those of connections given up: such a backend may still run, and
 	 * commit, the batch it was sent, after the connection is gone; it is
@@ -517,9 +519,11 @@ static const struct wpipe_hooks writer_hooks = {
 /* --- the thread -------------------------------------------------------- */
 
 /* PostgreSQL cannot be reached: readyz says so, and the next attempt
- * waits a little longer, up to WRITER_BACKOFF_MAX_MS. */
-static bool db_unusable(struct writer *w, const char *err)
+ * waits a little longer, up to WRITER_BACKOFF_MAX_MS. `waiting`: commands
+ * wait on this attempt (else it was the idle tick's). */
+static bool db_unusable(struct writer *w, const char *err, bool waiting)
 {
+	w->idle_failed = !waiting;
 	if (__atomic_exchange_n(&w->ready, false, __ATOMIC_RELAXED))
 		log_error("database unavailable", "err=\"%s\"", err);
 	metrics_db_up(0);
@@ -532,35 +536,41 @@ static bool db_unusable(struct writer *w, const char *err)
 /* Only while no batch is in flight: the connections are then idle, and
  * one that PostgreSQL closed meanwhile (a shutdown, a restart) is
  * noticed here without blocking, and made again; after a failure the
- * books are rebuilt from the database. */
-static bool db_usable(struct writer *w)
+ * books are rebuilt from the database. The idle tick calls it every
+ * second, so a restart while idle is over before the next order comes.
+ * `waiting`: commands wait on it. The backoff keeps a stream of commands
+ * from trying at every batch while PostgreSQL is away; but the first
+ * command after the idle tick's failures tries at once: PostgreSQL may be
+ * back (a restart that took a few seconds), and nothing else would have
+ * tried for up to WRITER_BACKOFF_MAX_MS more. */
+static bool db_usable(struct writer *w, bool waiting)
 {
 	char err[512];
-	bool bad[2] = {!pgpipe_alive(w->pipe.conn[0]),
-	               !pgpipe_alive(w->pipe.conn[1])};
-	bool lbad = !pgpipe_alive(w->idem.lconn);
+	bool bad[2] = {!db_alive(w->pipe.conn[0]),
+	               !db_alive(w->pipe.conn[1])};
+	bool lbad = !db_alive(w->idem.lconn);
 	if (!lbad && !bad[0] && !bad[1] && !w->bk.need_rebuild)
 		return true;
-	if (mono_ns() < w->retry_at)
+	if (mono_ns() < w->retry_at && !(waiting && w->idle_failed))
 		return false; /* still backing off */
 	if (lbad && connect_lookup(w, err, sizeof err) < 0)
-		return db_unusable(w, err);
+		return db_unusable(w, err, waiting);
 	for (int i = 0; i < 2; i++) {
 		if (!bad[i])
 			continue;
 		if (connect_db(w, i, err, sizeof err) < 0)
-			return db_unusable(w, err);
+			return db_unusable(w, err, waiting);
 		log_info("database reconnected", NULL);
 		w->bk.need_rebuild = true;
 	}
 	if (w->ngone &&
 	    end_gone_backends(w, w->pipe.conn[0], err, sizeof err) < 0)
-		return db_unusable(w, err);
+		return db_unusable(w, err, waiting);
 	if (w->bk.need_rebuild &&
 	    apply_load(&w->bk, w->pipe.conn[0], err, sizeof err) < 0) {
 		log_error("could not rebuild the books", "err=\"%s\"", err);
 		forget_conn(w, 0); /* made again, whatever the problem */
-		return db_unusable(w, err);
+		return db_unusable(w, err, waiting);
 	}
 	w->backoff_ms = 0;
 	__atomic_store_n(&w->ready, true, __ATOMIC_RELAXED);
@@ -640,7 +650,7 @@ static void prepare_batch(struct writer *w, struct flight *f, bool busy,
 		if (cmds[i]->kind == WR_OWN && cmds[i]->own_epoch > 1)
 			idem_reload(&w->idem);
 	}
-	if (!busy && !db_usable(w)) {
+	if (!busy && !db_usable(w, true)) {
 		for (int i = 0; i < n; i++)
 			if (cmds[i]->kind == WR_DEPTH && !w->bk.need_rebuild &&
 			    w->bk.nm)
@@ -661,7 +671,7 @@ static void prepare_batch(struct writer *w, struct flight *f, bool busy,
  * nothing is in flight. */
 static void expire_tick(struct writer *w, struct flight *f)
 {
-	if (!db_usable(w) || w->bk.nm == 0)
+	if (!db_usable(w, false) || w->bk.nm == 0)
 		return;
 	flight_reset(f);
 	rows_batch_init(&f->b);

@@ -12,7 +12,7 @@
 
 static bool pq_alive(PGconn *c)
 {
-	return pgpipe_alive(c);
+	return db_alive(c);
 }
 
 static bool pq_enter(PGconn *c)

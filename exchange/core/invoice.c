@@ -238,6 +238,51 @@ int invoice_settle(struct invoice_contract *c, const struct contract *k,
 	return 0;
 }
 
+int invoice_market_check(rx_pages max_pages, rx_price price_max,
+                         rx_time_ns from, rx_time_ns until, char *err,
+                         size_t errlen)
+{
+	if (max_pages <= 0 || price_max < 0)
+		return err_set(err, errlen,
+		               "max_pages must be positive and price_max not "
+		               "negative");
+	if (until <= from)
+		return 0; /* no contract can run: nothing to bill */
+	/* whole seconds, rounded up: usage is reported in page-seconds */
+	int64_t secs = (until - from) / MONEY_NS_PER_S +
+	               ((until - from) % MONEY_NS_PER_S != 0);
+	int64_t most_pages = INT64_MAX / secs; /* page-seconds fit */
+	if (max_pages <= most_pages &&
+	    price_max <= money_price_bound(max_pages * secs))
+		return 0;
+	/* the most pages at price_max: page-seconds and amount both fit */
+	int64_t at_price = most_pages;
+	if (price_max > 0) {
+		i128 p = (((i128)INT64_MAX + 1) * RX_SECONDS_PER_YEAR - 1) /
+		         ((i128)secs * price_max);
+		if (p < at_price)
+			at_price = (int64_t)p;
+	}
+	if (max_pages > most_pages)
+		return err_set(err, errlen,
+		               "a contract of this market may run %lld s, and "
+		               "max_pages %lld for that long is past the 64-bit "
+		               "page-seconds of a contract; max_pages may be at "
+		               "most %lld (at this price_max: %lld)",
+		               (long long)secs, (long long)max_pages,
+		               (long long)most_pages, (long long)at_price);
+	return err_set(err, errlen,
+	               "a contract of this market may run %lld s, and "
+	               "max_pages %lld at price_max %lld would bill past the "
+	               "64-bit nanodollar total of a contract; price_max may be "
+	               "at most %lld with this max_pages (or max_pages at most "
+	               "%lld at this price_max)",
+	               (long long)secs, (long long)max_pages,
+	               (long long)price_max,
+	               (long long)money_price_bound(max_pages * secs),
+	               (long long)at_price);
+}
+
 int invoice_add(struct invoice *inv, const struct invoice_posting *p, char *err,
                 size_t errlen)
 {

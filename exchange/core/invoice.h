@@ -117,6 +117,20 @@ struct invoice {
 	struct money_carry cents_out; /* ... and after this invoice */
 };
 
+/*
+ * Whether every contract of a market can be billed: one of at most
+ * `max_pages` pages at at most `price_max`, running at most from `from` to
+ * `until` (ns; a perm market's term end, a spot market's the end of the
+ * exchange's time range), has page-seconds and an amount that fit the
+ * int64 totals a contract keeps (struct invoice_contract: billed_ps,
+ * billed), so invoice_charge and invoice_settle never refuse it. 0, or -1
+ * with err saying the largest price_max allowed with this max_pages (and
+ * the largest max_pages at this price_max).
+ */
+int invoice_market_check(rx_pages max_pages, rx_price price_max,
+                         rx_time_ns from, rx_time_ns until, char *err,
+                         size_t errlen);
+
 /* Draft until the month's end plus `grace`, final from then on. */
 enum invoice_status invoice_status_at(int year, int month, rx_time_ns now,
                                       rx_time_ns grace);

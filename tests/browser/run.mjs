@@ -66,8 +66,11 @@ async function must(tok, method, path, body, want = [200, 201])
 
 const W = {}; // the world
 
+// max_pages 4 GiB: at price_max ($1 per page-year) 4 TiB would bill one
+// spot contract past 64 bits of nanodollars before 2200, which the
+// exchange refuses (docs/money.md, "Limits")
 const market = name => ({
-	name, tick: 1000, lot: 1, min_pages: 1, max_pages: 1 << 30, price_min: 1000,
+	name, tick: 1000, lot: 1, min_pages: 1, max_pages: 1 << 20, price_min: 1000,
 	price_max: 1000000000, notice_period_s: 60, breach_penalty: 10000, delivery_deadline_s: 3600
 });
 

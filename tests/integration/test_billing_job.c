@@ -7,6 +7,7 @@
 #include <check.h>
 #include <inttypes.h>
 #include <libpq-fe.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -385,6 +386,143 @@ START_TEST(an_unbillable_contract_does_not_stop_billing)
 }
 END_TEST
 
+/* Market limits a contract's 64-bit totals cannot bill are refused where
+ * they come in (found from outside: such a market made contracts that the
+ * billing job could only leave unbilled): POST /v1/markets answers 422
+ * with the largest price_max allowed, and that value is then accepted; a
+ * perm market past the exchange's time range is not a market name; and a
+ * market stored before the rule is named in the log at start. */
+START_TEST(unbillable_market_limits_are_refused)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	rxh_start(&h, "ramex_t_billing_limits", "--billing_interval_s=0");
+	rxh_world(&h, &w);
+	/* 2^30 pages x 8e9 n$/page-year fits one order (the book's rule)
+	 * but not 173 years of it */
+	const char *fmt =
+	    "{\"name\":\"%s\",\"tick\":10000,\"lot\":256,\"min_pages\":256,"
+	    "\"max_pages\":1073741824,\"price_min\":0,\"price_max\":%lld,"
+	    "\"notice_period_s\":0,\"breach_penalty\":0,"
+	    "\"delivery_deadline_s\":600}";
+	char body[512];
+	snprintf(body, sizeof body, fmt, "perm-2199", 8000000000LL);
+	long st = rxh_call(&h, "POST", "/v1/markets", w.op_token, body, NULL,
+	                   &r);
+	ck_assert_msg(st == 422, "%ld %s", st, r.body);
+	ck_assert(rxh_is_problem(&r, "urn:ramex:problem:invalid"));
+	const char *d =
+	    json_string_value(json_object_get(r.json, "detail"));
+	const char *at = d ? strstr(d, "price_max may be at most ") : NULL;
+	ck_assert_msg(at, "%s", r.body);
+	long long top = atoll(at + strlen("price_max may be at most "));
+	ck_assert_int_gt(top, 0);
+	ck_assert_int_lt(top, 8000000000LL);
+	rxh_resp_free(&r);
+	/* the largest value it named (on the tick) is a market */
+	snprintf(body, sizeof body, fmt, "perm-2199", top / 10000 * 10000);
+	st = rxh_call(&h, "POST", "/v1/markets", w.op_token, body, NULL, &r);
+	ck_assert_msg(st == 201, "%ld %s", st, r.body);
+	rxh_resp_free(&r);
+	/* a term past 2200-01-01 */
+	snprintf(body, sizeof body, fmt, "perm-2200", 10000LL);
+	st = rxh_call(&h, "POST", "/v1/markets", w.op_token, body, NULL, &r);
+	ck_assert_msg(st == 400 && strstr(r.body, "2000 to 2199"), "%ld %s",
+	              st, r.body);
+	rxh_resp_free(&r);
+	/* stored before the rule: named at start, the exchange still runs */
+	testdb_run(h.conninfo,
+	           "INSERT INTO markets (name, product, term_end, tick, lot, "
+	           "min_pages, max_pages, price_min, price_max, "
+	           "notice_period_s, breach_penalty, delivery_deadline_s) "
+	           "VALUES ('perm-2150', 'perm', '2151-01-01', 10000, 256, 256, "
+	           "1073741824, 0, 8000000000, 0, 0, 600)");
+	rxh_kill(&h, SIGTERM);
+	rxh_restart(&h);
+	ck_assert_int_eq(rxh_log_count(&h, "market limits past what billing "
+	                                   "can hold"),
+	                 1);
+	ck_assert_int_eq(rxh_log_count(&h, "market=perm-2150"), 1);
+	rxh_stop(&h);
+}
+END_TEST
+
+/* An invoice whose total would pass int64 across several contracts, each
+ * billable alone (found from outside: it failed its whole billing batch,
+ * for every account in it, at every run): the contract whose postings
+ * would take it over is left out whole, queued, logged and counted in the
+ * run's `unbilled` and in /metrics; the contracts before it and the rest
+ * of the batch are billed, and the next run bills nothing twice. */
+START_TEST(an_overflowing_invoice_leaves_one_contract_unbilled)
+{
+	struct rxh h;
+	struct rxh_world w;
+	rxh_start(&h, "ramex_t_billing_invoice", "--billing_interval_s=0");
+	rxh_world(&h, &w);
+	PGconn *c = testdb_connect(h.conninfo);
+	int64_t spot = q(c, "SELECT id FROM markets WHERE name = 'spot'", 0);
+	/* January 2025 of 2^30 pages at 4e10 n$/page-year: 3.6e18 n$ each,
+	 * so two fit on one invoice and a third does not */
+	int64_t pages = INT64_C(1) << 30, price = INT64_C(40000000000);
+	int64_t big[3], good;
+	for (int i = 0; i < 3; i++) {
+		big[i] = contract(c, spot, 0, w.op_account, w.node_a, 0, pages,
+		                  price, 0, ms(2024, 12), ms(2025, 1), "ended",
+		                  ms(2025, 2), 0);
+		report(c, w.node_a, big[i], 0, ms(2025, 1), ms(2025, 2),
+		       month_ps(pages, 2025, 1));
+	}
+	good = contract(c, spot, 0, w.node_b, w.node_c, 0, GIB4, 100000, 0,
+	                ms(2024, 12), ms(2025, 1), "ended", ms(2025, 2), 0);
+	report(c, w.node_c, good, 0, ms(2025, 1), ms(2025, 2),
+	       month_ps(GIB4, 2025, 1));
+	rx_ndollars one;
+	char err[MONEY_MSG_MAX];
+	ck_assert_int_eq(money_amount(month_ps(pages, 2025, 1), price, &one,
+	                              err, sizeof err),
+	                 0);
+	for (int pass = 0; pass < 2; pass++) {
+		json_t *res = run(&h, ms(2025, 2) + DAY);
+		ck_assert_int_eq(jint(res, "movements"), pass == 0 ? 3 : 0);
+		ck_assert_int_eq(jint(res, "unbilled"), 1);
+		json_decref(res);
+		for (int i = 0; i < 3; i++)
+			ck_assert_int_eq(q(c,
+			                   "SELECT count(*) FROM movements "
+			                   "WHERE contract_id = $1",
+			                   1, big[i]),
+			                 i < 2 ? 1 : 0);
+		ck_assert_int_eq(q(c,
+		                   "SELECT count(*) FROM movements WHERE "
+		                   "contract_id = $1",
+		                   1, good),
+		                 1);
+		ck_assert_int_eq(q(c,
+		                   "SELECT total FROM invoices WHERE "
+		                   "account_id = $1 AND year = 2025 AND month = "
+		                   "1",
+		                   1, w.op_account),
+		                 2 * one);
+		ck_assert_int_eq(q(c,
+		                   "SELECT count(*) FROM billing_dirty WHERE "
+		                   "contract_id = $1",
+		                   1, big[2]),
+		                 1);
+	}
+	ck_assert_int_ge(rxh_log_count(&h, "contract not billed"), 2);
+	struct rxh_resp m;
+	ck_assert_int_eq(rxh_call(&h, "GET", "/metrics", NULL, NULL, NULL, &m),
+	                 200);
+	ck_assert_msg(strstr(m.body, "\nramex_billing_unbilled_contracts 1\n"),
+	              "%s", m.body);
+	rxh_resp_free(&m);
+	ledger_ok(&h);
+	PQfinish(c);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("billing_job");
@@ -394,6 +532,8 @@ int main(void)
 	tcase_add_test(tc, ledger_keys_are_checked);
 	tcase_add_test(tc, only_delivered_ends_are_queued);
 	tcase_add_test(tc, an_unbillable_contract_does_not_stop_billing);
+	tcase_add_test(tc, unbillable_market_limits_are_refused);
+	tcase_add_test(tc, an_overflowing_invoice_leaves_one_contract_unbilled);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -404,9 +404,9 @@ int main(void)
 		pg_sh("destroy");
 		return 1;
 	}
-	snprintf(path, sizeof path, "%s/cluster/port", pair_dir);
+	snprintf(path, sizeof path, "%s/port", pair_dir);
 	primary_port = read_port(path);
-	snprintf(path, sizeof path, "%s/standby/cluster/port", pair_dir);
+	snprintf(path, sizeof path, "%s/standby/port", pair_dir);
 	standby_port = read_port(path);
 
 	Suite *s = suite_create("failover");

@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "exchange/db.h"
 #include "exchange/pgpipe.h"
 #include "tests/integration/ramexd_harness.h"
 #include "tests/integration/testdb.h"
@@ -633,7 +634,22 @@ START_TEST(pipeline_reader_never_loops)
 	ck_assert_ptr_null(pgpipe_result(c, &lost));
 	ck_assert(lost);
 	ck_assert_int_lt(mono_ms() - t0, 5000);
-	ck_assert(!pgpipe_alive(c));
+	ck_assert(!db_alive(c));
+	PQfinish(c);
+
+	/* an idle session the server ended (as a restart does): FATAL, then
+	 * end of file, both waiting; libpq takes the FATAL for a notice and
+	 * stays CONNECTION_OK after reading it, so db_alive must read on */
+	const char *ci = testdb_create("ramex_t_outage_pipe");
+	c = testdb_connect(ci);
+	ck_assert(db_alive(c));
+	char q[128];
+	snprintf(q, sizeof q, "SELECT pg_terminate_backend(%d, 5000)::int",
+	         PQbackendPID(c));
+	ck_assert_int_eq(testdb_scalar_at(ci, q), 1);
+	usleep(100000);
+	ck_assert_int_eq(PQstatus(c), CONNECTION_OK); /* libpq cannot know */
+	ck_assert(!db_alive(c));
 	PQfinish(c);
 
 	/* the hook's setting: STEP:N, nothing else */
@@ -646,6 +662,61 @@ START_TEST(pipeline_reader_never_loops)
 	ck_assert_int_eq(pgpipe_fault_parse(&f, "idle:3"), 0);
 	ck_assert(f.step == PGPIPE_IDLE && f.every == 3);
 	ck_assert(!pgpipe_fault_hit(&f, PGPIPE_IDLE, 4, NULL));
+}
+END_TEST
+
+/* PostgreSQL restarted (`pg_ctl restart -m fast`, as an operator does)
+ * while ramexd idles: its connections were all closed by the server, and
+ * the next order must not pay for it. Each round: the restart, then orders
+ * at once; in rounds 2 and 3 after the credential cache (5 s) has expired,
+ * so that the query pool's connections are the ones found dead; in rounds
+ * 1 and 3 PostgreSQL stays away 4 s, so that the idle writer failed to
+ * reconnect several times and is backing off (up to 2 s) when it is back.
+ * Every order is 201, none 503. */
+START_TEST(idle_restart_is_invisible)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rec r = {0};
+	pg_start();
+	rxh_start(&h, "ramex_t_outage_idle", "");
+	rxh_world(&h, &w);
+	char answer[2048];
+	for (int round = 0; round < 4; round++) {
+		snprintf(r.coid, sizeof r.coid, "idle-%d-a", round);
+		order_body(&r, &w, 0, round);
+		ck_assert_int_eq(send_order(&h, w.trader_token, &r, answer,
+		                            sizeof answer),
+		                 201);
+		/* rounds 2 and 3: idle past the credential cache */
+		if (round >= 2)
+			usleep(5500000);
+		ck_assert_int_eq(testdb_pg_ctl("-m fast -w stop"), 0);
+		if (round % 2)
+			usleep(4000000);
+		pg_start();
+		for (int k = 0; k < 3; k++) {
+			snprintf(r.coid, sizeof r.coid, "idle-%d-%d", round, k);
+			r.by_key = k == 1;
+			order_body(&r, &w, 1, k);
+			long st = send_order(&h, w.trader_token, &r, answer,
+			                     sizeof answer);
+			ck_assert_msg(st == 201,
+			              "round %d, order %d after the restart: %ld "
+			              "%s",
+			              round, k, st, answer);
+		}
+		r.by_key = false;
+		/* a read on the query pool, too */
+		struct rxh_resp g;
+		long st = rxh_call(&h, "GET", "/v1/orders?limit=1",
+		                   w.trader_token, NULL, NULL, &g);
+		ck_assert_msg(st == 200, "round %d, GET /v1/orders: %ld %s",
+		              round, st, g.body ? g.body : "");
+		rxh_resp_free(&g);
+	}
+	ck_assert_int_eq(rxh_log_count(&h, "batch not committed"), 0);
+	rxh_stop(&h);
 }
 END_TEST
 
@@ -664,6 +735,10 @@ int main(void)
 	tc = tcase_create("pipe");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, pipeline_reader_never_loops);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("idle");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, idle_restart_is_invisible);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("stall");
 	tcase_set_timeout(tc, 120);

@@ -577,6 +577,9 @@ START_TEST(bad_ownership_settings_stop_ramexd)
 	    {"--markets=spot,fish", "'fish' is not one"},
 	    {"--markets=", "markets is empty"},
 	    {"--markets=perm-27", "'perm-27' is not one"},
+	    /* its term would end past the exchange's time range (2200),
+	     * where a contract's nanoseconds and amounts run out */
+	    {"--markets=spot,perm-2300", "'perm-2300' is not one"},
 	    {"--advertise_url=10.0.0.5:8080", "advertise_url must start"},
 	};
 	const char *b = getenv("RAMEX_BUILD");

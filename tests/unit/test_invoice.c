@@ -623,6 +623,75 @@ START_TEST(csv_rows)
 }
 END_TEST
 
+/* invoice_market_check against the arithmetic it guards: at the largest
+ * price_max it allows, a contract of max_pages for the whole time a market
+ * allows bills (in one charge, or two: the carry makes them the same), and
+ * at one nanodollar more invoice_charge refuses it; past the page-seconds
+ * no price is allowed; the markets of the tests and the demo pass. */
+START_TEST(market_limits_bound_what_a_contract_bills)
+{
+	char e[256];
+	rx_time_ns from = money_month_start(2026, 12),
+	           until = money_month_start(2200, 1); /* spot */
+	int64_t secs = (until - from) / S;
+	rx_pages pages = GIB4;
+	ck_assert_int_eq(invoice_market_check(pages, 1000000000, from, until,
+	                                      e, sizeof e),
+	                 0);
+	ck_assert_int_eq(invoice_market_check(INT64_C(1) << 30, 10000000,
+	                                      from, until, e, sizeof e),
+	                 0); /* the demo's spot market */
+	int64_t top = money_price_bound(pages * secs);
+	ck_assert_int_eq(
+	    invoice_market_check(pages, top, from, until, e, sizeof e), 0);
+	ck_assert_int_eq(
+	    invoice_market_check(pages, top + 1, from, until, e, sizeof e), -1);
+	char want[64];
+	snprintf(want, sizeof want, "price_max may be at most %lld",
+	         (long long)top);
+	ck_assert_msg(strstr(e, want), "%s", e);
+	/* the bound is the arithmetic's: whole at top, refused at top + 1 */
+	struct invoice_contract c = terms(top, 250);
+	struct invoice_due due = {.ps = pages * secs,
+	                          .kind = INVOICE_USAGE,
+	                          .year = 2026,
+	                          .month = 12};
+	struct invoice_movement m;
+	ck_assert_msg(invoice_charge(&c, &due, from, until, 1, EXCH, &m, err,
+	                             sizeof err) == 0,
+	              "%s", err);
+	struct invoice_contract two = terms(top, 250);
+	due.ps = pages * secs / 2;
+	ck_assert(invoice_charge(&two, &due, from, until, 1, EXCH, &m, err,
+	                         sizeof err) == 0);
+	due.ps = pages * secs - due.ps;
+	ck_assert(invoice_charge(&two, &due, from, until, 2, EXCH, &m, err,
+	                         sizeof err) == 0);
+	ck_assert_int_eq(two.billed, c.billed);
+	struct invoice_contract over = terms(top + 1, 0);
+	due.ps = pages * secs;
+	ck_assert_int_eq(invoice_charge(&over, &due, from, until, 1, EXCH, &m,
+	                                err, sizeof err),
+	                 -1);
+	/* the page-seconds themselves */
+	rx_pages most = INT64_MAX / secs;
+	ck_assert_int_eq(invoice_market_check(most, 0, from, until, e,
+	                                      sizeof e),
+	                 0);
+	ck_assert_int_eq(invoice_market_check(most + 1, 0, from, until, e,
+	                                      sizeof e),
+	                 -1);
+	ck_assert_msg(strstr(e, "max_pages may be at most"), "%s", e);
+	/* a market whose contracts cannot run any more bills nothing */
+	ck_assert_int_eq(invoice_market_check(INT64_C(1) << 36,
+	                                      INT64_C(1000000000000000), until,
+	                                      from, e, sizeof e),
+	                 0);
+	ck_assert_int_eq(money_price_bound(0), INT64_MAX);
+	ck_assert_int_eq(money_price_bound(-1), -1);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("invoice");
@@ -638,6 +707,7 @@ int main(void)
 	tcase_add_test(tc, fee_postings_balance);
 	tcase_add_test(tc, ledger_check_catches_errors);
 	tcase_add_test(tc, csv_rows);
+	tcase_add_test(tc, market_limits_bound_what_a_contract_bills);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
