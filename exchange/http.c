@@ -655,14 +655,24 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
  * connections away, closing them unanswered and logging nothing, while
  * the server as a whole was at half its limit. Counted at the start and
  * close of each connection; two threads that accept at the same instant
- * may both pass, so the count can exceed the limit by http_threads - 1. */
+ * may both pass, so the count can exceed the limit by http_threads - 1.
+ * At the limit, a connection that waited long for its request may be
+ * ended to let the new one in (http_guard_evict); until its thread has
+ * closed it, the count is one over. The per-address limit comes first:
+ * an address at its share evicts nobody. */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr,
                                  socklen_t addrlen)
 {
 	struct http_server *s = cls;
 	(void)addrlen;
+	if (!http_guard_admit(s->guard, addr))
+		return MHD_NO; /* (its address holds its share) */
 	if (atomic_load(&s->conns) < s->o.max_connections)
-		return http_guard_admit(s->guard, addr) ? MHD_YES : MHD_NO;
+		return MHD_YES;
+	/* full: one that has waited long for its request makes room (the
+	 * count passes the limit until libmicrohttpd closed it) */
+	if (http_guard_evict(s->guard))
+		return MHD_YES;
 	metrics_http_refused();
 	/* once a second at most: a flood of refusals is one line a second */
 	struct timespec ts;

@@ -14,6 +14,12 @@
  * (HEAD), or the body (BODY: after its first bytes, so that a "100 Continue"
  * is already out). Between the head and the first byte of the body (HEADERS)
  * a "100 Continue" may be on its way, and the connection is only closed.
+ * A kept-alive connection in HEAD is closed without it too: it may be idle,
+ * and a request its client sends at that moment would read the 408 as its
+ * answer; a connection closed unanswered is one it retries. (libmicrohttpd's
+ * own error answers, for a head it cannot parse, are written in HEAD: a
+ * deadline passing during those few hundred bytes could mix the two; the
+ * connection is closed either way.)
  */
 #include "exchange/http_guard.h"
 
@@ -38,10 +44,12 @@ struct http_guard_conn {
 	struct http_guard_conn *prev, *next; /* g->conns, under g->mu */
 	struct http_guard *g;
 	int fd;
-	uint32_t addr; /* IPv4, host order */
+	uint32_t addr; /* IPv4, host order; 0: not IPv4 */
 	bool has_addr; /* counted in g->slots */
 	atomic_int phase;
 	atomic_llong deadline_ms; /* CLOCK_MONOTONIC_COARSE */
+	atomic_llong since_ms;    /* accepted, or the last answer sent */
+	atomic_bool kept;         /* answered once: kept alive since */
 };
 
 struct addr_slot {
@@ -59,7 +67,7 @@ struct http_guard {
 	struct http_guard_conn *conns;
 	struct addr_slot *slots;
 	size_t mask;
-	long long refused_log_s, closed_log_s;
+	long long refused_log_s, closed_log_s, evicted_log_s;
 	char resp[768]; /* the 408, whole */
 	size_t resp_len;
 };
@@ -173,9 +181,13 @@ struct http_guard_conn *http_guard_opened(struct http_guard *g, int fd,
 	c->g = g;
 	c->fd = fd;
 	atomic_init(&c->phase, PH_HEAD);
-	atomic_init(&c->deadline_ms, now_ms() + g->o.deadline_ms);
+	long long now = now_ms();
+	atomic_init(&c->since_ms, now);
+	atomic_init(&c->kept, false);
+	atomic_init(&c->deadline_ms, now + g->o.deadline_ms);
+	bool v4 = ipv4_of(addr, &c->addr); /* (kept for the log) */
 	pthread_mutex_lock(&g->mu);
-	if (g->o.per_address > 0 && ipv4_of(addr, &c->addr)) {
+	if (g->o.per_address > 0 && v4) {
 		size_t i = slot_find(g, c->addr);
 		if (!g->slots[i].n)
 			g->slots[i].addr = c->addr;
@@ -244,8 +256,11 @@ void http_guard_done(struct http_guard_conn *c)
 	if (!c)
 		return;
 	const struct http_guard *g = c->g;
+	long long now = now_ms();
+	atomic_store_explicit(&c->since_ms, now, memory_order_relaxed);
+	atomic_store_explicit(&c->kept, true, memory_order_relaxed);
 	atomic_store_explicit(&c->deadline_ms,
-	                      now_ms() + g->o.keepalive_ms + g->o.deadline_ms,
+	                      now + g->o.keepalive_ms + g->o.deadline_ms,
 	                      memory_order_relaxed);
 	int ph = atomic_load(&c->phase);
 	while (ph != PH_CLOSING)
@@ -254,6 +269,18 @@ void http_guard_done(struct http_guard_conn *c)
 }
 
 /* --- the sweep --------------------------------------------------------- */
+
+/* Ends connection c, whose phase was ph (now CLOSING): the 408 where it
+ * cannot cross another answer (the top of this file), and the socket shut
+ * down; libmicrohttpd sees the client gone and closes it. Under g->mu. */
+static void cut(const struct http_guard *g, const struct http_guard_conn *c,
+                int ph)
+{
+	if (ph == PH_BODY || (ph == PH_HEAD && !atomic_load(&c->kept)))
+		(void)send(c->fd, g->resp, g->resp_len,
+		           MSG_DONTWAIT | MSG_NOSIGNAL);
+	shutdown(c->fd, SHUT_RDWR);
+}
 
 /* Closes the connections past their deadline; under g->mu. Returns how many,
  * and the address and phase of one of them, for the log. */
@@ -268,15 +295,64 @@ static int sweep_once(struct http_guard *g, uint32_t *addr, int *phase)
 		if (!atomic_compare_exchange_strong(&c->phase, &ph,
 		                                    PH_CLOSING))
 			continue; /* served or answered meanwhile */
-		if (ph != PH_HEADERS) /* (see the top of this file) */
-			(void)send(c->fd, g->resp, g->resp_len,
-			           MSG_DONTWAIT | MSG_NOSIGNAL);
-		shutdown(c->fd, SHUT_RDWR);
+		cut(g, c, ph);
 		*addr = c->addr;
 		*phase = ph;
 		n++;
 	}
 	return n;
+}
+
+bool http_guard_evict(struct http_guard *g)
+{
+	if (g->o.deadline_ms <= 0)
+		return false;
+	long long now = now_ms();
+	/* never one that came in the last 100 ms (a tenth of the deadline
+	 * when that is less): a request sent at once is in by then */
+	long long floor = g->o.deadline_ms / 10 < 100 ? g->o.deadline_ms / 10
+	                                              : 100;
+	struct http_guard_conn *old = NULL;
+	long long old_since = 0;
+	int old_ph = 0;
+	bool say = false;
+	pthread_mutex_lock(&g->mu);
+	for (int tries = 0; tries < 3; tries++) {
+		old = NULL;
+		for (struct http_guard_conn *c = g->conns; c; c = c->next) {
+			int ph = atomic_load(&c->phase);
+			long long since = atomic_load(&c->since_ms);
+			if (ph >= PH_SERVING || now - since < floor)
+				continue;
+			if (!old || since < old_since)
+				old = c, old_since = since, old_ph = ph;
+		}
+		if (!old || atomic_compare_exchange_strong(&old->phase, &old_ph,
+		                                           PH_CLOSING))
+			break;
+		old = NULL; /* it moved on meanwhile: look again */
+	}
+	if (old) {
+		cut(g, old, old_ph);
+		say = log_due(&g->evicted_log_s);
+	}
+	uint32_t addr = old ? old->addr : 0;
+	pthread_mutex_unlock(&g->mu);
+	if (!old)
+		return false;
+	metrics_http_evicted();
+	if (say) {
+		char at[INET_ADDRSTRLEN];
+		log_warn("slow connection closed for a new one: at "
+		         "max_connections",
+		         "addr=%s waiting_ms=%lld hint=\"%s\"",
+		         addr_text(addr, at, sizeof at), now - old_since,
+		         "every connection is taken, and the oldest one "
+		         "that had not sent its request in full made room; "
+		         "many of them are slow clients (slowloris) or idle "
+		         "ones: raise max_connections if they are real");
+	}
+	return true;
 }
 
 static void *sweep(void *arg)

@@ -54,6 +54,17 @@ void http_guard_stop(struct http_guard *g);
 /* Whether `addr` may open one more connection; a refusal is counted in
  * /metrics and logged (at most once a second). */
 bool http_guard_admit(struct http_guard *g, const struct sockaddr *addr);
+/* At max_connections, a new connection may take the place of the one that
+ * has waited longest for its request (since its accept, or its previous
+ * answer), if that is at least a tenth of the deadline (at most 100 ms),
+ * the time for a request sent at once to come in: it is ended
+ * as a late one is (408), and the new one let in. Slow clients that
+ * reconnect as fast as they are closed would otherwise keep every
+ * connection, one deadline after another; a client that sends its request
+ * at once is never the one that waited longest. true: one was ended (and
+ * counted, and logged at most once a second); false: none waits so long,
+ * or there is no deadline. */
+bool http_guard_evict(struct http_guard *g);
 /* A connection was opened (socket fd, peer address): its record, or NULL
  * when out of memory (the socket is then shut down, and libmicrohttpd
  * closes it). */

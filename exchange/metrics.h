@@ -34,6 +34,8 @@ void metrics_http_refused(void);
  * deadline (http_guard.h). */
 void metrics_http_refused_per_address(void);
 void metrics_http_deadline_closed(int n);
+/* One waiting connection closed to let a new one in at max_connections. */
+void metrics_http_evicted(void);
 /* A query for credentials (auth.c). */
 void metrics_auth_query(void);
 /* Idempotency keys and client order ids of a batch: looked up in

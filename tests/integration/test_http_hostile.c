@@ -171,18 +171,19 @@ static long metric(int port, const char *name)
 
 /* --- slowloris --------------------------------------------------------- */
 
-#define SLOW_MAX 64
+#define SLOW_MAX 128
 
 /* Holds up to n connections from 127.0.0.2, each sending the head of a
- * request one line every interval_ms and never its end; with reconnect,
- * a connection closed is opened again at once. */
+ * request one line every line_ms (interval_ms when 0) and never its end,
+ * looking at them every interval_ms; with reconnect, a connection closed is
+ * opened again then. */
 struct slowloris {
-	int port, n, interval_ms;
+	int port, n, interval_ms, line_ms;
 	bool reconnect;
 	int stop;          /* atomic: set to end it */
 	int ready;         /* atomic: the first n connections were tried */
 	int got_408;       /* atomic: 408 problem+json answers read */
-	int closed;        /* connections the server closed */
+	int closed;        /* atomic: connections the server closed */
 	char first_408[2048];
 };
 
@@ -204,11 +205,16 @@ static void *slowloris_run(void *arg)
 	struct slowloris *s = arg;
 	int fd[SLOW_MAX];
 	char buf[2048];
+	long long next_line = 0;
 	for (int i = 0; i < s->n; i++)
 		fd[i] = slow_open(s);
 	__atomic_store_n(&s->ready, 1, __ATOMIC_SEQ_CST);
 	while (!__atomic_load_n(&s->stop, __ATOMIC_SEQ_CST)) {
 		usleep((useconds_t)s->interval_ms * 1000);
+		bool line = now_ms() >= next_line;
+		if (line)
+			next_line = now_ms() + (s->line_ms ? s->line_ms
+			                                   : s->interval_ms);
 		for (int i = 0; i < s->n; i++) {
 			if (fd[i] < 0) {
 				if (s->reconnect)
@@ -227,12 +233,13 @@ static void *slowloris_run(void *arg)
 					         sizeof s->first_408, "%s", buf);
 			}
 			bool gone = r == 0 || (r < 0 && errno != EAGAIN);
-			if (!gone)
+			if (!gone && line)
 				gone = !send_str(fd[i], "X-Slow: 1\r\n");
 			if (gone) {
 				close(fd[i]);
 				fd[i] = s->reconnect ? slow_open(s) : -1;
-				s->closed++;
+				__atomic_fetch_add(&s->closed, 1,
+				                   __ATOMIC_SEQ_CST);
 			}
 		}
 	}
@@ -258,9 +265,10 @@ static void slowloris_stop(struct slowloris *s, pthread_t t)
 
 /* 60 connections that trickle their heads, against 40 connections at most
  * and no limit per address: without a deadline they hold all 40 for as
- * long as they trickle, and nobody else is served. With one, each is closed
- * (408) within request_timeout_ms of its start. */
-START_TEST(slow_heads_do_not_lock_out_other_clients)
+ * long as they trickle (the idle timeout never comes). With one, each is
+ * answered 408 and closed within request_timeout_ms of its start, and the
+ * server serves others again. */
+START_TEST(slow_heads_are_closed_at_their_deadline)
 {
 	struct rxh h;
 	pthread_t t;
@@ -268,24 +276,71 @@ START_TEST(slow_heads_do_not_lock_out_other_clients)
 	          "--max_connections=40 --max_connections_per_address=0 "
 	          "--request_timeout_ms=500 --connection_timeout_s=5");
 	struct slowloris s = {.port = h.port, .n = 60, .interval_ms = 50};
+	long long t0 = now_ms();
 	slowloris_start(&s, &t);
-	long long ms = served_within(h.port, 5000);
-	ck_assert_msg(ms >= 0,
-	              "a client was not served in 5 s while slow "
-	              "connections held the server");
-	/* (on a loaded machine the client may have come in before the
-	 * last slow ones did: they still meet their deadline) */
-	for (int i = 0;
-	     i < 500 && !__atomic_load_n(&s.got_408, __ATOMIC_SEQ_CST); i++)
+	/* 20 refused at once, 40 at their deadline */
+	while (__atomic_load_n(&s.closed, __ATOMIC_SEQ_CST) < 60 &&
+	       now_ms() - t0 < 5000)
 		usleep(10000);
+	long long took = now_ms() - t0;
 	slowloris_stop(&s, t);
-	ck_assert_msg(s.got_408 > 0, "no slow connection got its 408");
+	ck_assert_msg(s.closed == 60,
+	              "%d of 60 slow connections closed in 5 s", s.closed);
+	ck_assert_msg(took >= 400, "closed after %lld ms, before the deadline",
+	              took);
+	ck_assert_int_ge(s.got_408, 40);
 	ck_assert_msg(strstr(s.first_408, "request_timeout_ms"), "%s",
 	              s.first_408);
+	ck_assert_msg(served_within(h.port, 2000) >= 0,
+	              "a client was not served after the slow ones");
 	ck_assert_int_ge(metric(h.port, "ramex_http_request_timeouts_total"),
 	                 40);
 	rxh_stop(&h);
 	ck_assert_int_ge(rxh_log_count(&h, "request not received in time"), 1);
+}
+END_TEST
+
+/* Slow clients that reconnect as soon as they are closed: the deadline
+ * alone frees their connections only to give them back to them, sooner
+ * than anyone else can take one. At max_connections, a new connection takes
+ * the place of the one that has waited longest for its request. */
+START_TEST(slow_clients_that_reconnect_make_room)
+{
+	struct rxh h;
+	pthread_t t;
+	rxh_start(&h, "ramex_t_hostile_churn",
+	          "--max_connections=40 --max_connections_per_address=0 "
+	          "--request_timeout_ms=500 --connection_timeout_s=5");
+	/* a kept-alive connection, idle: the longest waiting, it goes
+	 * first, and without a 408 (its client could be sending a request
+	 * that would read it as its answer) */
+	char buf[4096];
+	int idle = dial_from(h.port, "127.0.0.1");
+	ck_assert(send_str(idle, "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"));
+	ck_assert_int_eq(read_response(idle, buf, sizeof buf, 5000), 200);
+	struct slowloris s = {.port = h.port,
+	                      .n = 120,
+	                      .interval_ms = 2,
+	                      .line_ms = 200,
+	                      .reconnect = true};
+	slowloris_start(&s, &t);
+	ck_assert(closed_within(idle, buf, sizeof buf, 3000));
+	ck_assert_msg(buf[0] == 0, "the idle connection got: %s", buf);
+	close(idle);
+	for (int i = 0; i < 5; i++) {
+		long long ms = served_within(h.port, 3000);
+		ck_assert_msg(ms >= 0,
+		              "round %d: a client was not served in 3 s while "
+		              "slow clients reconnected without end",
+		              i);
+	}
+	slowloris_stop(&s, t);
+	ck_assert_int_gt(metric(h.port, "ramex_http_connections_evicted_total"),
+	                 0);
+	rxh_stop(&h);
+	ck_assert_int_ge(rxh_log_count(&h, "slow connection closed for a new "
+	                                   "one"),
+	                 1);
 }
 END_TEST
 
@@ -602,7 +657,8 @@ int main(void)
 	Suite *s = suite_create("http_hostile");
 	TCase *tc = tcase_create("http_hostile");
 	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, slow_heads_do_not_lock_out_other_clients);
+	tcase_add_test(tc, slow_heads_are_closed_at_their_deadline);
+	tcase_add_test(tc, slow_clients_that_reconnect_make_room);
 	tcase_add_test(tc, one_address_cannot_take_every_connection);
 	tcase_add_test(tc, the_deadline_cuts_only_what_is_late);
 	tcase_add_test(tc, a_deadline_too_short_is_refused_at_start);
