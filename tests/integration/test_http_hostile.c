@@ -83,51 +83,59 @@ static bool send_str(int fd, const char *s)
 	return send_all(fd, s, strlen(s));
 }
 
-/* Reads one response (status, with it all in buf) within ms; 0 when the
- * server closed the connection first, -1 on time out. */
-static int read_response(int fd, char *buf, size_t cap, int ms)
+/* Reads what comes on fd into buf (from *n on) until `done` says enough
+ * (1), the server closes it (0) or `end` passes (-1). */
+static int read_until(int fd, char *buf, size_t cap, size_t *n,
+                      long long end, bool (*done)(char *buf, size_t *n,
+                                                  size_t cap))
 {
-	size_t n = 0;
-	long long end = now_ms() + ms;
-	buf[0] = 0;
 	for (;;) {
 		long long left = end - now_ms();
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		if (left <= 0 || poll(&p, 1, (int)left) != 1)
 			return -1;
-		ssize_t r = read(fd, buf + n, cap - 1 - n);
+		ssize_t r = read(fd, buf + *n, cap - 1 - *n);
 		if (r <= 0)
 			return 0;
-		n += (size_t)r;
-		buf[n] = 0;
-		char *hend = strstr(buf, "\r\n\r\n"),
-		     *cl = strcasestr(buf, "Content-Length: ");
-		if (hend && cl && strlen(hend + 4) >= strtoul(cl + 16, NULL, 10))
-			return atoi(buf + 9);
-		if (n >= cap - 1)
-			return -1;
+		*n += (size_t)r;
+		buf[*n] = 0;
+		if (done(buf, n, cap))
+			return 1;
 	}
+}
+
+static bool whole_response(char *buf, size_t *n, size_t cap)
+{
+	char *hend = strstr(buf, "\r\n\r\n"),
+	     *cl = strcasestr(buf, "Content-Length: ");
+	return (hend && cl && strlen(hend + 4) >= strtoul(cl + 16, NULL, 10)) ||
+	       *n >= cap - 1;
+}
+
+static bool never(char *buf, size_t *n, size_t cap)
+{
+	(void)buf;
+	if (*n >= cap - 1)
+		*n = 0; /* keep reading; only the end matters */
+	return false;
+}
+
+/* Reads one response (status, with it all in buf) within ms; 0 when the
+ * server closed the connection first, -1 on time out. */
+static int read_response(int fd, char *buf, size_t cap, int ms)
+{
+	size_t n = 0;
+	buf[0] = 0;
+	int rc = read_until(fd, buf, cap, &n, now_ms() + ms, whole_response);
+	return rc == 1 && n < cap - 1 ? atoi(buf + 9) : rc == 0 ? 0 : -1;
 }
 
 /* Whether the server closes fd within ms (what came before is in buf). */
 static bool closed_within(int fd, char *buf, size_t cap, int ms)
 {
 	size_t n = 0;
-	long long end = now_ms() + ms;
 	buf[0] = 0;
-	for (;;) {
-		long long left = end - now_ms();
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		if (left <= 0 || poll(&p, 1, (int)left) != 1)
-			return false;
-		ssize_t r = read(fd, buf + n, cap - 1 - n);
-		if (r <= 0)
-			return true;
-		n += (size_t)r;
-		buf[n] = 0;
-		if (n >= cap - 1)
-			n = 0; /* keep reading; only the end matters */
-	}
+	return read_until(fd, buf, cap, &n, now_ms() + ms, never) == 0;
 }
 
 /* GET /healthz from 127.0.0.1 on a new connection, again and again (a
