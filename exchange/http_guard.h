@@ -12,6 +12,11 @@
  *     header line every few seconds would otherwise hold its connection for
  *     ever (slowloris).
  *
+ * Not libmicrohttpd's MHD_OPTION_PER_IP_CONNECTION_LIMIT: it turns a
+ * connection away without a word to ramexd (nothing to count or log), and
+ * libmicrohttpd 0.9.75 has no deadline that a trickle of bytes does not
+ * push back (MHD_OPTION_CONNECTION_TIMEOUT is the idle timeout).
+ *
  * The module owns a record of each open connection, the table of the open
  * connections per address, and the sweep thread that closes the connections
  * past their deadline: it answers 408 (problem+json) where no other answer
