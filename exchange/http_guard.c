@@ -361,6 +361,8 @@ static void *sweep(void *arg)
 	long tick = g->o.deadline_ms / 4;
 	tick = tick < 10 ? 10 : tick > 1000 ? 1000 : tick;
 	int pending = 0; /* closed since the last log line */
+	uint32_t addr = 0; /* and the last of them */
+	int phase = PH_HEAD;
 	pthread_mutex_lock(&g->mu);
 	while (!g->stopping) {
 		struct timespec t;
@@ -373,8 +375,6 @@ static void *sweep(void *arg)
 			;
 		if (g->stopping)
 			break;
-		uint32_t addr = 0;
-		int phase = PH_HEAD;
 		int n = sweep_once(g, &addr, &phase);
 		if (n == 0 && pending == 0)
 			continue;
@@ -382,13 +382,15 @@ static void *sweep(void *arg)
 		bool say = log_due(&g->closed_log_s);
 		pthread_mutex_unlock(&g->mu);
 		metrics_http_deadline_closed(n);
-		if (say && n > 0) {
+		if (say) {
 			char at[INET_ADDRSTRLEN];
 			log_warn("request not received in time: connection closed",
 			         "closed=%d addr=%s phase=%s "
 			         "request_timeout_ms=%d hint=\"%s\"",
 			         pending, addr_text(addr, at, sizeof at),
-			         phase == PH_HEAD ? "head" : "body",
+			         phase == PH_HEAD      ? "head"
+			         : phase == PH_HEADERS ? "body-not-begun"
+			                               : "body",
 			         g->o.deadline_ms,
 			         "a client sends its requests too slowly, or "
 			         "holds connections open without finishing a "
