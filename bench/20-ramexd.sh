@@ -34,7 +34,7 @@ bench_wal_ahead 20-ramexd "$wal_ahead"
 wal_files() { find "$PGHOST/data/pg_wal" -maxdepth 1 -type f -name '0*' | wc -l; }
 wal_files0=$(wal_files)
 bench_admin 20-ramexd "$work"
-bench_ramexd 20-ramexd "$work" --max_connections=$((conns + 64)) --log_level=warn
+bench_ramexd 20-ramexd "$work" --max_connections=$((conns + 64)) --max_connections_per_address=0 --log_level=warn
 
 bench_market 20-ramexd
 

@@ -33,7 +33,7 @@ bench_wal_ahead 25-standby "$wal_mib"
 bench_admin 25-standby "$work"
 spare=$(bash "$ROOT/scripts/pg.sh" freeport) || exit 1
 db="dbname=ramex host=127.0.0.1,127.0.0.1 port=$PGPORT,$spare user=$PGUSER target_session_attrs=read-write connect_timeout=2"
-bench_ramexd 25-standby "$work" --max_connections=$((conns + 64)) --log_level=warn
+bench_ramexd 25-standby "$work" --max_connections=$((conns + 64)) --max_connections_per_address=0 --log_level=warn
 bench_market 25-standby
 sync_state() {
   psql -qtA -d postgres -c "SELECT coalesce((SELECT sync_state FROM pg_stat_replication WHERE application_name = 'ramex_standby'), 'none')"

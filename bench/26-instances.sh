@@ -56,7 +56,7 @@ for n in ${RAMEX_BENCH_INSTANCES:-1 2 3}; do
   pids=() ports=()
   for k in $(seq "$n"); do
     mkdir -p "$work/i$k"
-    bench_ramexd 26-instances "$work/i$k" --max_connections=$((conns + 64)) --log_level=warn \
+    bench_ramexd 26-instances "$work/i$k" --max_connections=$((conns + 64)) --max_connections_per_address=0 --log_level=warn \
       --instance="i$k" --markets="$(serves "$k" "$n")" --own_poll_ms=100
     pids+=("$pid") ports+=("$port")
   done

@@ -46,8 +46,19 @@ static const struct setting settings[] = {
       "Its sessions are read-only. Empty: the db connections"),
     I("max_connections", max_connections, 1, 10000, "512",
       "most HTTP connections at once; more are refused"),
+    I("max_connections_per_address", max_connections_per_address, 0, 10000,
+      "128",
+      "most HTTP connections one client address holds at once; more are "
+      "refused. 0: no limit (behind a proxy, where every client has the "
+      "proxy's address: limit clients in the proxy)"),
     I("connection_timeout_s", connection_timeout_s, 1, 3600, "30",
-      "an idle or slow connection is closed after this many seconds"),
+      "a connection idle this many seconds is closed (between requests, "
+      "or a client that stops sending or reading)"),
+    I("request_timeout_ms", request_timeout_ms, 0, 3600000, "10000",
+      "a request's head and body must arrive in full within this many "
+      "milliseconds of the connection's accept (or of the previous answer "
+      "plus connection_timeout_s), however they trickle in; else 408 and "
+      "the connection is closed. 0: no deadline; else at least 100"),
     I("http_threads", http_threads, 0, 64, "0",
       "threads serving the HTTP connections; 0: one per core, or "
       "max_connections/125 when that is more (at least that many run)"),

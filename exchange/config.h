@@ -20,8 +20,10 @@ struct rx_config {
 	char db[512];         /* libpq conninfo */
 	char read_db[512];    /* the reports' conninfo; "" = db */
 	int max_connections;
+	int max_connections_per_address; /* 0: no limit */
 	int http_threads, http_workers;
-	int connection_timeout_s;
+	int connection_timeout_s; /* idle (reset by each byte) */
+	int request_timeout_ms;   /* a request in full; 0: no deadline */
 	int64_t body_limit; /* bytes; larger bodies get 413 */
 	char log_level[16];
 	int batch_max;     /* commands per group-commit transaction */

@@ -488,16 +488,25 @@ static void start(struct http_req *rq)
 		MHD_resume_connection(rq->conn); /* answered meanwhile */
 }
 
+/* The connection's record in http_guard (on_connection made it). */
+static struct http_guard_conn *conn_guard(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
+
 /* libmicrohttpd's URI log callback: the only place that sees the target
  * as it came, before libmicrohttpd decodes it. What it returns becomes the
  * request's state (*req_cls) in on_request. */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
-	(void)cls, (void)conn;
+	(void)cls;
 	struct http_req *rq = malloc(sizeof *rq);
 	if (!rq)
 		return NULL;
 	memset(rq, 0, offsetof(struct http_req, principal));
+	rq->gc = conn_guard(conn);
 	rq->fresh = 1;
 	rq->method = ""; /* until on_request: the request may end before */
 	rq->route_idx = -1;
@@ -527,6 +536,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 	if (!rq)   /* on_uri could not allocate */
 		return MHD_NO;
 	if (rq->fresh) {
+		/* the head is in: past its deadline, the sweep has it */
+		if (!http_guard_head_in(rq->gc))
+			return MHD_NO;
 		rq->fresh = 0;
 		rq->srv = srv;
 		rq->conn = conn;
@@ -547,12 +559,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 			 * 100-continue) gets one, and libmicrohttpd closes the
 			 * connection after it rather than read the body. */
 			rq->too_big = 1;
+			if (!http_guard_serving(rq->gc))
+				return MHD_NO;
 			route(rq);
 			flush(rq);
 		}
 		return MHD_YES;
 	}
 	if (*upload_size) {
+		http_guard_body_in(rq->gc);
 		if (!rq->too_big && rq->len + *upload_size > srv->o.body_limit)
 			rq->too_big = 1;
 		if (!rq->too_big) {
@@ -581,6 +596,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		flush(rq);
 		return MHD_YES;
 	}
+	/* all of it is in: in time, or the sweep is closing it */
+	if (!http_guard_serving(rq->gc))
+		return MHD_NO;
 	start(rq);
 	return MHD_YES;
 }
@@ -589,7 +607,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                          enum MHD_RequestTerminationCode toe)
 {
 	struct http_req *rq = *req_cls;
-	(void)cls, (void)conn, (void)toe;
+	(void)cls, (void)toe;
+	/* the next request's deadline starts (a kept-alive connection) */
+	http_guard_done(rq ? rq->gc : conn_guard(conn));
 	if (!rq)
 		return;
 	if (rq->resp) { /* never queued: the connection went first */
@@ -613,6 +633,18 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	(void)cls;
 	vsnprintf(line, sizeof line, fmt, ap);
 	line[strcspn(line, "\n")] = 0;
+	/* A client gone in the middle of its request says nothing of the
+	 * server, and many slow clients closed at their deadline
+	 * (http_guard.h) would be a line each: debug, not warn. */
+	static const char *const client_gone[] = {
+	    "closed when reading request", "closed by remote side",
+	    "disconnected when reading request"};
+	for (size_t i = 0; i < sizeof client_gone / sizeof *client_gone; i++)
+		if (strstr(line, client_gone[i])) {
+			log_debug("libmicrohttpd", "detail=%s",
+			          log_quote(q, sizeof q, line));
+			return;
+		}
 	log_warn("libmicrohttpd", "detail=%s", log_quote(q, sizeof q, line));
 }
 
@@ -623,14 +655,23 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
  * connections away, closing them unanswered and logging nothing, while
  * the server as a whole was at half its limit. Counted at the start and
  * close of each connection; two threads that accept at the same instant
- * may both pass, so the count can exceed the limit by http_threads - 1. */
+ * may both pass, so the count can exceed the limit by http_threads - 1.
+ * At the limit, a connection that waited long for its request may be
+ * ended to let the new one in (http_guard_evict); until its thread has
+ * closed it, the count is one over. The per-address limit comes first:
+ * an address at its share evicts nobody. */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr,
                                  socklen_t addrlen)
 {
 	struct http_server *s = cls;
-	(void)addr;
 	(void)addrlen;
+	if (!http_guard_admit(s->guard, addr))
+		return MHD_NO; /* (its address holds its share) */
 	if (atomic_load(&s->conns) < s->o.max_connections)
+		return MHD_YES;
+	/* full: one that has waited long for its request makes room (the
+	 * count passes the limit until libmicrohttpd closed it) */
+	if (http_guard_evict(s->guard))
 		return MHD_YES;
 	metrics_http_refused();
 	/* once a second at most: a flood of refusals is one line a second */
@@ -652,9 +693,20 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
                           enum MHD_ConnectionNotificationCode code)
 {
 	struct http_server *s = cls;
-	(void)conn;
-	(void)socket_ctx;
 	int d = code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1;
+	if (d > 0) {
+		const union MHD_ConnectionInfo *fd = MHD_get_connection_info(
+		    conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		const union MHD_ConnectionInfo *peer = MHD_get_connection_info(
+		    conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		*socket_ctx = fd ? http_guard_opened(
+		                       s->guard, fd->connect_fd,
+		                       peer ? peer->client_addr : NULL)
+		                 : NULL;
+	} else {
+		http_guard_closed(s->guard, *socket_ctx);
+		*socket_ctx = NULL;
+	}
 	atomic_fetch_add(&s->conns, d);
 	metrics_http_connections(d);
 }
@@ -688,6 +740,24 @@ struct http_server *http_start(const struct http_opts *o, char *err,
 	atomic_init(&s->draining, 0);
 	atomic_init(&s->conns, 0);
 	atomic_init(&s->refused_log_s, 0);
+	unsigned need = ((unsigned)o->max_connections + HTTP_THREAD_CONNS - 1) /
+	                HTTP_THREAD_CONNS;
+	unsigned nt = (unsigned)o->threads;
+	if (nt == 0) { /* the default: as many as the cores, or as needed */
+		long cores = sysconf(_SC_NPROCESSORS_ONLN);
+		nt = cores < 1 ? 1 : cores > 64 ? 64 : (unsigned)cores;
+	}
+	struct http_guard_opts go = {
+	    .per_address = o->per_address,
+	    .deadline_ms = o->request_timeout_ms,
+	    .keepalive_ms = o->timeout_s * 1000,
+	    /* libmicrohttpd's own limit, which the open connections never
+	     * pass (nt only grows below) */
+	    .capacity = HTTP_THREAD_CONNS * (int)(need > nt ? need : nt),
+	};
+	s->guard = http_guard_start(&go, err, errlen);
+	if (!s->guard)
+		goto fail;
 	int nw = o->workers > 0 ? o->workers : 1;
 	s->workers = calloc((size_t)nw, sizeof *s->workers);
 	if (!s->workers) {
@@ -699,13 +769,6 @@ struct http_server *http_start(const struct http_opts *o, char *err,
 			snprintf(err, errlen, "could not start HTTP workers");
 			goto fail;
 		}
-	unsigned need = ((unsigned)o->max_connections + HTTP_THREAD_CONNS - 1) /
-	                HTTP_THREAD_CONNS;
-	unsigned nt = (unsigned)o->threads;
-	if (nt == 0) { /* the default: as many as the cores, or as needed */
-		long cores = sysconf(_SC_NPROCESSORS_ONLN);
-		nt = cores < 1 ? 1 : cores > 64 ? 64 : (unsigned)cores;
-	}
 	if (need > nt) {
 		if (o->threads > 0) /* a number set by hand: say why it grew */
 			log_info("more HTTP threads than http_threads",
@@ -773,6 +836,7 @@ static void teardown(struct http_server *s)
 	for (int i = 0; i < s->nworkers; i++)
 		pthread_join(s->workers[i], NULL);
 	free(s->workers);
+	http_guard_stop(s->guard); /* (the daemon is stopped: no callback) */
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->work);
 	pthread_cond_destroy(&s->idle);

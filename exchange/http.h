@@ -18,8 +18,10 @@
  * route is marked HTTP_INLINE: then it runs on the HTTP thread and must
  * not block; one that waits for another thread (the order handlers wait
  * for the writer's group commit) parks its request with http_defer, and
- * the connection holds no thread meanwhile. The connection limit and the
- * per-connection timeout keep slow clients from starving the rest. The
+ * the connection holds no thread meanwhile. The connection limits (all,
+ * and per client address), the idle timeout and the deadline for a
+ * request to arrive in full (http_guard.h) keep slow or greedy clients
+ * from starving the rest. The
  * module owns the daemon, its workers and each request's state; it does
  * not know what any route does.
  *
@@ -69,7 +71,9 @@ struct http_opts {
 	const char *host;
 	int port; /* 0: any free port, see http_port */
 	int max_connections;
-	int timeout_s;
+	int per_address;        /* most connections of one address; 0: any */
+	int timeout_s;          /* idle: libmicrohttpd's, reset by each byte */
+	int request_timeout_ms; /* a request in full (http_guard.h); 0: none */
 	int threads; /* HTTP threads; 0: one per core, or enough */
 	int workers; /* threads for handlers that may block */
 	size_t body_limit;

@@ -15,6 +15,7 @@
 #include "common/sign.h"
 #include "exchange/auth.h"
 #include "exchange/http.h"
+#include "exchange/http_guard.h"
 #include "exchange/target.h"
 
 #include <microhttpd.h>
@@ -46,6 +47,7 @@ enum { RQ_RUNNING, RQ_SUSPENDED, RQ_READY };
 struct http_server {
 	struct MHD_Daemon *d;
 	struct http_opts o;
+	struct http_guard *guard; /* per-address limit, request deadline */
 	int port;
 	atomic_int draining; /* set by http_stop: new requests get 503 */
 	atomic_int conns;    /* open connections, all HTTP threads together */
@@ -63,6 +65,7 @@ struct http_server {
 struct http_req {
 	struct http_server *srv;
 	struct MHD_Connection *conn;
+	struct http_guard_conn *gc; /* the connection's record (http_guard) */
 	const char *method;
 	char *body;
 	size_t len, cap;

@@ -26,7 +26,7 @@ static uint64_t orders_ok, orders_rej, trades;
 static int db_up = 1;
 static int sse = 0;
 static int http_conns = 0;
-static uint64_t http_refused;
+static uint64_t http_refused, http_refused_addr, http_deadline, http_evicted;
 static uint64_t auth_queries;
 static uint64_t idem_looked, idem_filtered, kf_keys[2], kf_bytes[2];
 static uint64_t key_races, events_read;
@@ -108,6 +108,21 @@ void metrics_http_connections(int d)
 void metrics_http_refused(void)
 {
 	ADD(http_refused, 1);
+}
+
+void metrics_http_refused_per_address(void)
+{
+	ADD(http_refused_addr, 1);
+}
+
+void metrics_http_deadline_closed(int n)
+{
+	ADD(http_deadline, (uint64_t)n);
+}
+
+void metrics_http_evicted(void)
+{
+	ADD(http_evicted, 1);
 }
 
 void metrics_auth_query(void)
@@ -243,6 +258,21 @@ char *metrics_render(size_t *len)
 	    "refused at max_connections.\n"
 	    "# TYPE ramex_http_connections_refused_total counter\n"
 	    "ramex_http_connections_refused_total %llu\n"
+	    "# HELP ramex_http_connections_refused_per_address_total "
+	    "Connections refused at max_connections_per_address.\n"
+	    "# TYPE ramex_http_connections_refused_per_address_total "
+	    "counter\n"
+	    "ramex_http_connections_refused_per_address_total %llu\n"
+	    "# HELP ramex_http_request_timeouts_total Connections closed "
+	    "because a request's head and body did not arrive within "
+	    "request_timeout_ms (408).\n"
+	    "# TYPE ramex_http_request_timeouts_total counter\n"
+	    "ramex_http_request_timeouts_total %llu\n"
+	    "# HELP ramex_http_connections_evicted_total Connections "
+	    "waiting for their request, closed (408) to let a new one in "
+	    "at max_connections.\n"
+	    "# TYPE ramex_http_connections_evicted_total counter\n"
+	    "ramex_http_connections_evicted_total %llu\n"
 	    "# HELP ramex_auth_queries_total Credential lookups in "
 	    "PostgreSQL (cache misses and reads of the new ones).\n"
 	    "# TYPE ramex_auth_queries_total counter\n"
@@ -251,6 +281,9 @@ char *metrics_render(size_t *len)
 	    (unsigned long long)GET(orders_rej),
 	    (unsigned long long)GET(trades), GET(db_up), GET(sse),
 	    GET(http_conns), (unsigned long long)GET(http_refused),
+	    (unsigned long long)GET(http_refused_addr),
+	    (unsigned long long)GET(http_deadline),
+	    (unsigned long long)GET(http_evicted),
 	    (unsigned long long)GET(auth_queries));
 	put(&b,
 	    "# HELP ramex_idem_keys_looked_up_total Idempotency keys and "

@@ -30,6 +30,12 @@ void metrics_sse_clients(int delta);
 /* An HTTP connection opened (+1) or closed (-1); one refused at the limit. */
 void metrics_http_connections(int delta);
 void metrics_http_refused(void);
+/* One refused at max_connections_per_address; n closed at their request
+ * deadline (http_guard.h). */
+void metrics_http_refused_per_address(void);
+void metrics_http_deadline_closed(int n);
+/* One waiting connection closed to let a new one in at max_connections. */
+void metrics_http_evicted(void);
 /* A query for credentials (auth.c). */
 void metrics_auth_query(void);
 /* Idempotency keys and client order ids of a batch: looked up in

@@ -292,6 +292,13 @@ static int serve(struct app *app)
 		log_error("cannot start", "err=\"%s\"", err);
 		return 1;
 	}
+	if (cfg->request_timeout_ms > 0 && cfg->request_timeout_ms < 100) {
+		log_error("cannot start", "err=\"%s\" request_timeout_ms=%d",
+		          "request_timeout_ms must be 0 (no deadline) or at "
+		          "least 100: a request needs time to arrive",
+		          cfg->request_timeout_ms);
+		return 1;
+	}
 	PGconn *c = prepare_db(cfg);
 	if (!c)
 		return 1;
@@ -416,7 +423,9 @@ static int serve(struct app *app)
 	    .host = cfg->listen_host,
 	    .port = cfg->listen_port,
 	    .max_connections = cfg->max_connections,
+	    .per_address = cfg->max_connections_per_address,
 	    .timeout_s = cfg->connection_timeout_s,
+	    .request_timeout_ms = cfg->request_timeout_ms,
 	    .threads = cfg->http_threads,
 	    .workers = cfg->http_workers,
 	    .body_limit = (size_t)cfg->body_limit,
@@ -432,6 +441,16 @@ static int serve(struct app *app)
 		log_error("cannot start", "err=\"%s\"", err);
 		goto out_writer;
 	}
+	log_info("HTTP limits",
+	         "max_connections=%d max_connections_per_address=%d%s "
+	         "connection_timeout_s=%d request_timeout_ms=%d%s",
+	         cfg->max_connections, cfg->max_connections_per_address,
+	         cfg->max_connections_per_address == 0 ? " (no limit)"
+	         : cfg->max_connections_per_address >= cfg->max_connections
+	             ? " (not below max_connections: no effect)"
+	             : "",
+	         cfg->connection_timeout_s, cfg->request_timeout_ms,
+	         cfg->request_timeout_ms == 0 ? " (no deadline)" : "");
 	log_info("listening", "addr=%s port=%d", cfg->listen_host,
 	         http_port(srv));
 	char url[OWNER_URL_MAX];

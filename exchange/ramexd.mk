@@ -23,6 +23,7 @@ $(call unit_test,test_writer_pipe,tests/unit/test_writer_pipe.c \
 # ramexd. The matching engine (exchange/core/book.mk) belongs to the core;
 # we link it as it is.
 RAMEXD_LIB := exchange/config.c exchange/http.c exchange/http_req.c \
+  exchange/http_guard.c \
   exchange/auth.c exchange/auth_nonces.c exchange/db.c \
   exchange/seal.c exchange/target.c \
   exchange/events.c exchange/events_db.c exchange/metrics.c exchange/pgpipe.c \
@@ -90,6 +91,12 @@ $(call integration_test,test_http_auth,tests/integration/test_http_auth.c \
   $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
 $(BUILD)/san/bin/test_http_auth: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_http_auth: | $(BUILD)/san/bin/ramexd
+# Hostile clients over raw sockets: slow heads and bodies (slowloris), one
+# address that takes every connection, malformed requests.
+$(call integration_test,test_http_hostile,tests/integration/test_http_hostile.c \
+  $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
+$(BUILD)/san/bin/test_http_hostile: | $(BUILD)/san/bin/ramexd
+$(BUILD)/bin/test_http_hostile: | $(BUILD)/san/bin/ramexd
 # The writer's pipeline of batches: a failed one and those after it.
 $(call integration_test,test_writer,tests/integration/test_writer.c \
   $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)

@@ -1,0 +1,688 @@
+/*
+ * test_http_hostile.c — ramexd's HTTP edge against hostile clients, over raw
+ * sockets, with a real ramexd and PostgreSQL (exchange/http_guard.h,
+ * docs/operations.md "Slow and greedy clients").
+ *
+ * Slow clients: connections that send one header line at a time, each in
+ * time for the idle timeout (which starts again with every byte), held every
+ * connection ramexd had, and every other client was turned away
+ * (slowloris). A request must now arrive in full within request_timeout_ms
+ * of its connection's start, and one address may hold at most
+ * max_connections_per_address connections. The deadline must not cut what
+ * is not slow: a kept-alive connection idle between requests, pipelined
+ * requests, a request that trickles in within its time.
+ *
+ * Malformed requests: libmicrohttpd 0.9.75 answers some itself, before
+ * ramexd sees them, in HTML (docs/operations.md lists them); each must still
+ * get its status, and the server must go on serving. What ramexd answers
+ * itself, before libmicrohttpd's limits, is problem+json.
+ *
+ * The attackers connect from 127.0.0.2 (any 127.x.y.z is this machine), the
+ * client that must be served from 127.0.0.1: two addresses, as over a
+ * network.
+ */
+#include <arpa/inet.h>
+#include <check.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/integration/ramexd_harness.h"
+
+static long long now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* A connection to ramexd from `src` (an address of this machine); -1 when
+ * refused. */
+static int dial_from(int port, const char *src)
+{
+	struct sockaddr_in me = {.sin_family = AF_INET}, to = me;
+	inet_pton(AF_INET, src, &me.sin_addr);
+	inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+	to.sin_port = htons((uint16_t)port);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (bind(fd, (struct sockaddr *)&me, sizeof me) < 0 ||
+	    connect(fd, (struct sockaddr *)&to, sizeof to) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static bool send_all(int fd, const char *s, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+		if (w <= 0)
+			return false;
+		s += w, n -= (size_t)w;
+	}
+	return true;
+}
+
+static bool send_str(int fd, const char *s)
+{
+	return send_all(fd, s, strlen(s));
+}
+
+/* Reads what comes on fd into buf (from *n on) until `done` says enough
+ * (1), the server closes it (0) or `end` passes (-1). */
+static int read_until(int fd, char *buf, size_t cap, size_t *n,
+                      long long end, bool (*done)(char *buf, size_t *n,
+                                                  size_t cap))
+{
+	for (;;) {
+		long long left = end - now_ms();
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (left <= 0 || poll(&p, 1, (int)left) != 1)
+			return -1;
+		ssize_t r = read(fd, buf + *n, cap - 1 - *n);
+		if (r <= 0)
+			return 0;
+		*n += (size_t)r;
+		buf[*n] = 0;
+		if (done(buf, n, cap))
+			return 1;
+	}
+}
+
+static bool whole_response(char *buf, size_t *n, size_t cap)
+{
+	char *hend = strstr(buf, "\r\n\r\n"),
+	     *cl = strcasestr(buf, "Content-Length: ");
+	return (hend && cl && strlen(hend + 4) >= strtoul(cl + 16, NULL, 10)) ||
+	       *n >= cap - 1;
+}
+
+static bool never(char *buf, size_t *n, size_t cap)
+{
+	(void)buf;
+	if (*n >= cap - 1)
+		*n = 0; /* keep reading; only the end matters */
+	return false;
+}
+
+/* Reads one response (status, with it all in buf) within ms; 0 when the
+ * server closed the connection first, -1 on time out. */
+static int read_response(int fd, char *buf, size_t cap, int ms)
+{
+	size_t n = 0;
+	buf[0] = 0;
+	int rc = read_until(fd, buf, cap, &n, now_ms() + ms, whole_response);
+	return rc == 1 && n < cap - 1 ? atoi(buf + 9) : rc == 0 ? 0 : -1;
+}
+
+/* Whether the server closes fd within ms (what came before is in buf). */
+static bool closed_within(int fd, char *buf, size_t cap, int ms)
+{
+	size_t n = 0;
+	buf[0] = 0;
+	return read_until(fd, buf, cap, &n, now_ms() + ms, never) == 0;
+}
+
+/* GET /healthz from 127.0.0.1 on a new connection, again and again (a
+ * refused connection is closed unanswered) until it is answered 200:
+ * how long that took in ms, or -1 when not within ms. */
+static long long served_within(int port, int ms)
+{
+	char buf[4096];
+	long long t0 = now_ms();
+	while (now_ms() - t0 < ms) {
+		int fd = dial_from(port, "127.0.0.1");
+		if (fd >= 0) {
+			int st = -1;
+			if (send_str(fd, "GET /healthz HTTP/1.1\r\nHost: t\r\n"
+			                 "Connection: close\r\n\r\n"))
+				st = read_response(fd, buf, sizeof buf, 1000);
+			close(fd);
+			if (st == 200)
+				return now_ms() - t0;
+		}
+		usleep(20000);
+	}
+	return -1;
+}
+
+/* A counter of /metrics (asked from 127.0.0.1; again while the server,
+ * just rid of an attack, still counts connections it is closing). */
+static long metric(int port, const char *name)
+{
+	static char buf[65536];
+	char key[128];
+	int st = 0;
+	for (long long t0 = now_ms(); st != 200 && now_ms() - t0 < 5000;) {
+		int fd = dial_from(port, "127.0.0.1");
+		ck_assert_int_ge(fd, 0);
+		if (send_str(fd, "GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n"))
+			st = read_response(fd, buf, sizeof buf, 5000);
+		close(fd);
+		if (st != 200)
+			usleep(20000);
+	}
+	ck_assert_int_eq(st, 200);
+	snprintf(key, sizeof key, "\n%s ", name);
+	char *p = strstr(buf, key);
+	ck_assert_msg(p, "no %s in /metrics", name);
+	return strtol(p + strlen(key), NULL, 10);
+}
+
+/* --- slowloris --------------------------------------------------------- */
+
+#define SLOW_MAX 128
+
+/* Holds up to n connections from 127.0.0.2, each sending the head of a
+ * request one line every line_ms (interval_ms when 0) and never its end,
+ * looking at them every interval_ms; with reconnect, a connection closed is
+ * opened again then. */
+struct slowloris {
+	int port, n, interval_ms, line_ms;
+	bool reconnect;
+	int stop;          /* atomic: set to end it */
+	int ready;         /* atomic: the first n connections were tried */
+	int got_408;       /* atomic: 408 problem+json answers read */
+	int closed;        /* atomic: connections the server closed */
+	char first_408[2048];
+};
+
+static int slow_open(const struct slowloris *s)
+{
+	int fd = dial_from(s->port, "127.0.0.2");
+	if (fd >= 0 &&
+	    !send_str(fd, "GET /healthz HTTP/1.1\r\nHost: t\r\n")) {
+		close(fd);
+		fd = -1;
+	}
+	if (fd >= 0)
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	return fd;
+}
+
+static void *slowloris_run(void *arg)
+{
+	struct slowloris *s = arg;
+	int fd[SLOW_MAX];
+	char buf[2048];
+	long long next_line = 0;
+	for (int i = 0; i < s->n; i++)
+		fd[i] = slow_open(s);
+	__atomic_store_n(&s->ready, 1, __ATOMIC_SEQ_CST);
+	while (!__atomic_load_n(&s->stop, __ATOMIC_SEQ_CST)) {
+		usleep((useconds_t)s->interval_ms * 1000);
+		bool line = now_ms() >= next_line;
+		if (line)
+			next_line = now_ms() + (s->line_ms ? s->line_ms
+			                                   : s->interval_ms);
+		for (int i = 0; i < s->n; i++) {
+			if (fd[i] < 0) {
+				if (s->reconnect)
+					fd[i] = slow_open(s);
+				continue;
+			}
+			ssize_t r = read(fd[i], buf, sizeof buf - 1);
+			if (r > 0) {
+				buf[r] = 0;
+				if (strstr(buf, " 408 ") &&
+				    strstr(buf, "application/problem+json") &&
+				    strstr(buf, "request-timeout") &&
+				    __atomic_fetch_add(&s->got_408, 1,
+				                       __ATOMIC_SEQ_CST) == 0)
+					snprintf(s->first_408,
+					         sizeof s->first_408, "%s", buf);
+			}
+			bool gone = r == 0 || (r < 0 && errno != EAGAIN);
+			if (!gone && line)
+				gone = !send_str(fd[i], "X-Slow: 1\r\n");
+			if (gone) {
+				close(fd[i]);
+				fd[i] = s->reconnect ? slow_open(s) : -1;
+				__atomic_fetch_add(&s->closed, 1,
+				                   __ATOMIC_SEQ_CST);
+			}
+		}
+	}
+	for (int i = 0; i < s->n; i++)
+		if (fd[i] >= 0)
+			close(fd[i]);
+	return NULL;
+}
+
+static void slowloris_start(struct slowloris *s, pthread_t *t)
+{
+	pthread_create(t, NULL, slowloris_run, s);
+	while (!__atomic_load_n(&s->ready, __ATOMIC_SEQ_CST))
+		usleep(5000);
+	usleep(200000); /* the server took in every one it could */
+}
+
+static void slowloris_stop(struct slowloris *s, pthread_t t)
+{
+	__atomic_store_n(&s->stop, 1, __ATOMIC_SEQ_CST);
+	pthread_join(t, NULL);
+}
+
+/* 60 connections that trickle their heads, against 40 connections at most
+ * and no limit per address: without a deadline they hold all 40 for as
+ * long as they trickle (the idle timeout never comes). With one, each is
+ * answered 408 and closed within request_timeout_ms of its start, and the
+ * server serves others again. */
+START_TEST(slow_heads_are_closed_at_their_deadline)
+{
+	struct rxh h;
+	pthread_t t;
+	rxh_start(&h, "ramex_t_hostile_slow",
+	          "--max_connections=40 --max_connections_per_address=0 "
+	          "--request_timeout_ms=500 --connection_timeout_s=5");
+	struct slowloris s = {.port = h.port, .n = 60, .interval_ms = 50};
+	long long t0 = now_ms();
+	slowloris_start(&s, &t);
+	/* 20 refused at once, 40 at their deadline */
+	while (__atomic_load_n(&s.closed, __ATOMIC_SEQ_CST) < 60 &&
+	       now_ms() - t0 < 5000)
+		usleep(10000);
+	long long took = now_ms() - t0;
+	slowloris_stop(&s, t);
+	ck_assert_msg(s.closed == 60,
+	              "%d of 60 slow connections closed in 5 s", s.closed);
+	ck_assert_msg(took >= 400, "closed after %lld ms, before the deadline",
+	              took);
+	ck_assert_int_ge(s.got_408, 40);
+	ck_assert_msg(strstr(s.first_408, "request_timeout_ms"), "%s",
+	              s.first_408);
+	ck_assert_msg(served_within(h.port, 2000) >= 0,
+	              "a client was not served after the slow ones");
+	ck_assert_int_ge(metric(h.port, "ramex_http_request_timeouts_total"),
+	                 40);
+	rxh_stop(&h);
+	ck_assert_int_ge(rxh_log_count(&h, "request not received in time"), 1);
+}
+END_TEST
+
+/* Slow clients that reconnect as soon as they are closed: the deadline
+ * alone frees their connections only to give them back to them, sooner
+ * than anyone else can take one. At max_connections, a new connection takes
+ * the place of the one that has waited longest for its request. */
+START_TEST(slow_clients_that_reconnect_make_room)
+{
+	struct rxh h;
+	pthread_t t;
+	rxh_start(&h, "ramex_t_hostile_churn",
+	          "--max_connections=40 --max_connections_per_address=0 "
+	          "--request_timeout_ms=500 --connection_timeout_s=5");
+	/* a kept-alive connection, idle: the longest waiting, it goes
+	 * first, and without a 408 (its client could be sending a request
+	 * that would read it as its answer) */
+	char buf[4096];
+	int idle = dial_from(h.port, "127.0.0.1");
+	ck_assert(send_str(idle, "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"));
+	ck_assert_int_eq(read_response(idle, buf, sizeof buf, 5000), 200);
+	struct slowloris s = {.port = h.port,
+	                      .n = 120,
+	                      .interval_ms = 2,
+	                      .line_ms = 200,
+	                      .reconnect = true};
+	slowloris_start(&s, &t);
+	ck_assert(closed_within(idle, buf, sizeof buf, 3000));
+	ck_assert_msg(buf[0] == 0, "the idle connection got: %s", buf);
+	close(idle);
+	for (int i = 0; i < 5; i++) {
+		long long ms = served_within(h.port, 3000);
+		ck_assert_msg(ms >= 0,
+		              "round %d: a client was not served in 3 s while "
+		              "slow clients reconnected without end",
+		              i);
+	}
+	slowloris_stop(&s, t);
+	ck_assert_int_gt(metric(h.port, "ramex_http_connections_evicted_total"),
+	                 0);
+	rxh_stop(&h);
+	ck_assert_int_ge(rxh_log_count(&h, "slow connection closed for a new "
+	                                   "one"),
+	                 1);
+}
+END_TEST
+
+/* One address that opens connection after connection, each slow, with no
+ * deadline: at most max_connections_per_address are its, and the rest of
+ * the server serves everyone else. A client that dies with its connections
+ * half-sent (kill -9) gives its address's count back. */
+START_TEST(one_address_cannot_take_every_connection)
+{
+	struct rxh h;
+	pthread_t t;
+	rxh_start(&h, "ramex_t_hostile_greedy",
+	          "--max_connections=40 --max_connections_per_address=20 "
+	          "--request_timeout_ms=0 --connection_timeout_s=30");
+	/* (a line each 100 ms: much faster, and libmicrohttpd ends each
+	 * connection itself within a few seconds, its head past 8 KiB) */
+	struct slowloris s = {
+	    .port = h.port, .n = 60, .interval_ms = 100, .reconnect = true};
+	slowloris_start(&s, &t);
+	for (int i = 0; i < 5; i++)
+		ck_assert_msg(served_within(h.port, 5000) >= 0,
+		              "round %d: a client was not served while one "
+		              "address opened connections without end",
+		              i);
+	ck_assert_int_gt(
+	    metric(h.port, "ramex_http_connections_refused_per_address_total"),
+	    0);
+	ck_assert_int_eq(metric(h.port, "ramex_http_connections_refused_total"),
+	                 0);
+	slowloris_stop(&s, t);
+
+	/* a process killed with its 20 requests half-sent */
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		for (int i = 0; i < 20; i++) {
+			int fd = dial_from(h.port, "127.0.0.2");
+			if (fd >= 0)
+				send_str(fd, "POST /v1/orders HTTP/1.1\r\n"
+				             "Host: t\r\nContent-Length: 50\r\n"
+				             "\r\n{\"mar");
+		}
+		pause();
+		_exit(0);
+	}
+	usleep(300000);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	/* its address gets all of its 20 again, and no more */
+	int fd[21];
+	char buf[4096];
+	long long t0 = now_ms();
+	for (int i = 0; i < 20; i++) {
+		int st = 0;
+		while (st != 200 && now_ms() - t0 < 5000) {
+			fd[i] = dial_from(h.port, "127.0.0.2");
+			ck_assert_int_ge(fd[i], 0);
+			ck_assert(send_str(fd[i], "GET /healthz HTTP/1.1\r\n"
+			                          "Host: t\r\n\r\n"));
+			st = read_response(fd[i], buf, sizeof buf, 2000);
+			if (st != 200) { /* a count not given back yet */
+				close(fd[i]);
+				usleep(20000);
+			}
+		}
+		ck_assert_msg(st == 200, "connection %d of 127.0.0.2 refused",
+		              i);
+	}
+	fd[20] = dial_from(h.port, "127.0.0.2");
+	ck_assert_int_ge(fd[20], 0);
+	send_str(fd[20], "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n");
+	ck_assert_int_eq(read_response(fd[20], buf, sizeof buf, 2000), 0);
+	for (int i = 0; i < 21; i++)
+		close(fd[i]);
+	rxh_stop(&h);
+	ck_assert_int_ge(
+	    rxh_log_count(&h, "at max_connections_per_address"), 1);
+}
+END_TEST
+
+/* What the deadline must leave alone, and how it ends what it cuts. */
+START_TEST(the_deadline_cuts_only_what_is_late)
+{
+	struct rxh h;
+	char buf[16384];
+	rxh_start(&h, "ramex_t_hostile_deadline",
+	          "--request_timeout_ms=500 --connection_timeout_s=5");
+	const char *get = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
+
+	/* a kept-alive connection idle longer than the deadline between its
+	 * requests: idle time is connection_timeout_s's */
+	int fd = dial_from(h.port, "127.0.0.1");
+	ck_assert(send_str(fd, get));
+	ck_assert_int_eq(read_response(fd, buf, sizeof buf, 5000), 200);
+	usleep(1200000);
+	ck_assert(send_str(fd, get));
+	ck_assert_int_eq(read_response(fd, buf, sizeof buf, 5000), 200);
+
+	/* twenty requests pipelined in one write */
+	char many[20 * 64] = "";
+	for (int i = 0; i < 20; i++)
+		strcat(many, get);
+	ck_assert(send_str(fd, many));
+	int answered = 0;
+	size_t n = 0;
+	for (long long end = now_ms() + 5000; answered < 20 && now_ms() < end;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (poll(&p, 1, 100) != 1)
+			continue;
+		ssize_t r = read(fd, buf + n, sizeof buf - 1 - n);
+		ck_assert_int_gt(r, 0);
+		n += (size_t)r;
+		buf[n] = 0;
+		answered = 0;
+		for (char *q = buf; (q = strstr(q, "HTTP/1.1 200 ")); q++)
+			answered++;
+		ck_assert_uint_lt(n, sizeof buf - 1);
+	}
+	ck_assert_msg(answered == 20, "%d of 20 pipelined requests answered",
+	              answered);
+	close(fd);
+
+	/* a head that trickles in, in time */
+	fd = dial_from(h.port, "127.0.0.1");
+	const char *lines[] = {"GET /healthz HTTP/1.1\r\n", "Host: t\r\n",
+	                       "X-A: 1\r\n", "X-B: 2\r\n", "\r\n"};
+	for (int i = 0; i < 5; i++) {
+		ck_assert(send_str(fd, lines[i]));
+		usleep(30000);
+	}
+	ck_assert_int_eq(read_response(fd, buf, sizeof buf, 5000), 200);
+	close(fd);
+
+	/* a body that trickles past the deadline: 408 problem+json, closed */
+	fd = dial_from(h.port, "127.0.0.1");
+	ck_assert(send_str(fd, "POST /v1/orders HTTP/1.1\r\nHost: t\r\n"
+	                       "Content-Type: application/json\r\n"
+	                       "Content-Length: 100\r\n\r\n"));
+	int st = 0;
+	for (int i = 0; i < 40 && st == 0; i++) {
+		if (!send_str(fd, "{ "))
+			break;
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (poll(&p, 1, 100) == 1)
+			st = read_response(fd, buf, sizeof buf, 2000);
+	}
+	ck_assert_msg(st == 408, "a late body: %d %s", st, buf);
+	ck_assert_msg(strstr(buf, "application/problem+json") &&
+	                  strstr(buf, "urn:ramex:problem:request-timeout") &&
+	                  strstr(buf, "Connection: close"),
+	              "%s", buf);
+	ck_assert(closed_within(fd, buf, sizeof buf, 2000));
+	close(fd);
+
+	/* a head whose body never comes after "100 Continue": closed (a
+	 * 408 there could cross the 100 Continue on the wire) */
+	fd = dial_from(h.port, "127.0.0.1");
+	ck_assert(send_str(fd, "POST /v1/orders HTTP/1.1\r\nHost: t\r\n"
+	                       "Content-Type: application/json\r\n"
+	                       "Expect: 100-continue\r\n"
+	                       "Content-Length: 100\r\n\r\n"));
+	ck_assert(closed_within(fd, buf, sizeof buf, 3000));
+	close(fd);
+
+	/* a connection that says nothing: 408 at its deadline */
+	fd = dial_from(h.port, "127.0.0.1");
+	long long t0 = now_ms();
+	ck_assert_int_eq(read_response(fd, buf, sizeof buf, 3000), 408);
+	ck_assert_int_ge(now_ms() - t0, 400);
+	close(fd);
+	rxh_stop(&h);
+}
+END_TEST
+
+/* A deadline below 100 ms is refused at start, with what to set. */
+START_TEST(a_deadline_too_short_is_refused_at_start)
+{
+	char log[512];
+	snprintf(log, sizeof log, "%s/ramexd-hostile-start.log",
+	         getenv("RAMEX_TEST_OUTPUT") ? getenv("RAMEX_TEST_OUTPUT")
+	                                     : "/tmp");
+	unlink(log);
+	char bin[512];
+	snprintf(bin, sizeof bin, "%s/san/bin/ramexd",
+	         getenv("RAMEX_BUILD") ? getenv("RAMEX_BUILD") : "build");
+	char *argv[] = {"ramexd", "--request_timeout_ms=50",
+	                "--db=dbname=ramex_t_hostile_none", NULL};
+	pid_t pid = rxh_spawn(bin, argv, log);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+	FILE *f = fopen(log, "r");
+	ck_assert_ptr_nonnull(f);
+	char line[1024];
+	bool seen = false;
+	while (fgets(line, sizeof line, f))
+		seen |= strstr(line, "request_timeout_ms must be 0") != NULL;
+	fclose(f);
+	ck_assert_msg(seen, "no actionable error in %s", log);
+}
+END_TEST
+
+/* --- malformed requests ------------------------------------------------ */
+
+struct malformed {
+	const char *what;
+	const char *rq; /* NULL: built in the test */
+	int status;
+	bool problem; /* problem+json (ramexd's), or libmicrohttpd's HTML */
+};
+
+/* Each gets its status on its own connection, and the server serves the
+ * next client. Those libmicrohttpd answers are listed in
+ * docs/operations.md ("What libmicrohttpd answers itself"): if one of them
+ * changes (another libmicrohttpd), that list must too. */
+START_TEST(malformed_requests_get_their_status)
+{
+	struct rxh h;
+	static char buf[65536], big[12000];
+	rxh_start(&h, "ramex_t_hostile_malformed", "--body_limit=1024");
+	const struct malformed m[] = {
+	    /* ramexd's own, ahead of libmicrohttpd's limits */
+	    {"a target over 2048 bytes", NULL, 414, true},
+	    {"a body announced over body_limit",
+	     "POST /v1/orders HTTP/1.1\r\nHost: t\r\n"
+	     "Content-Length: 5000\r\n\r\n",
+	     413, true},
+	    {"a chunked body over body_limit", NULL, 413, true},
+	    /* libmicrohttpd's */
+	    {"HTTP/2.0", "GET /healthz HTTP/2.0\r\nHost: t\r\n\r\n", 505,
+	     false},
+	    {"HTTP/0.9", "GET /healthz HTTP/0.9\r\nHost: t\r\n\r\n", 505,
+	     false},
+	    {"no version", "GET /healthz\r\nHost: t\r\n\r\n", 400, false},
+	    {"a bad version", "GET /healthz HTXP/1.1\r\nHost: t\r\n\r\n", 400,
+	     false},
+	    {"a header line without a colon",
+	     "GET /healthz HTTP/1.1\r\nHost: t\r\nnocolon\r\n\r\n", 400,
+	     false},
+	    {"a Content-Length that is not a number",
+	     "POST /v1/orders HTTP/1.1\r\nHost: t\r\n"
+	     "Content-Length: abc\r\n\r\n",
+	     400, false},
+	    {"a Content-Length past 2^64",
+	     "POST /v1/orders HTTP/1.1\r\nHost: t\r\n"
+	     "Content-Length: 99999999999999999999999\r\n\r\n",
+	     413, false},
+	    {"a malformed chunk",
+	     "POST /v1/orders HTTP/1.1\r\nHost: t\r\n"
+	     "Transfer-Encoding: chunked\r\n\r\nzz\r\n",
+	     400, false},
+	    {"a chunk size past 2^64",
+	     "POST /v1/orders HTTP/1.1\r\nHost: t\r\n"
+	     "Transfer-Encoding: chunked\r\n\r\nFFFFFFFFFFFFFFFFFFFFFF\r\n",
+	     413, false},
+	    {"a request line over 8 KiB", NULL, 414, false},
+	    {"a head over 8 KiB", NULL, 431, false},
+	};
+	for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
+		const char *rq = m[i].rq;
+		if (!rq && strstr(m[i].what, "target over")) {
+			int n = snprintf(big, sizeof big, "GET /healthz?a=");
+			memset(big + n, 'a', 3000);
+			strcpy(big + n + 3000, " HTTP/1.1\r\nHost: t\r\n\r\n");
+			rq = big;
+		} else if (!rq && strstr(m[i].what, "chunked")) {
+			int n = snprintf(big, sizeof big,
+			                 "POST /v1/orders HTTP/1.1\r\nHost: t\r\n"
+			                 "Transfer-Encoding: chunked\r\n\r\n");
+			for (int k = 0; k < 4; k++) {
+				n += snprintf(big + n, sizeof big - (size_t)n,
+				              "200\r\n");
+				memset(big + n, ' ', 512);
+				n += 512;
+				n += snprintf(big + n, sizeof big - (size_t)n,
+				              "\r\n");
+			}
+			snprintf(big + n, sizeof big - (size_t)n, "0\r\n\r\n");
+			rq = big;
+		} else if (!rq && strstr(m[i].what, "request line")) {
+			int n = snprintf(big, sizeof big, "GET /healthz?a=");
+			memset(big + n, 'a', 9000);
+			strcpy(big + n + 9000, " HTTP/1.1\r\nHost: t\r\n\r\n");
+			rq = big;
+		} else if (!rq) {
+			int n = snprintf(big, sizeof big,
+			                 "GET /healthz HTTP/1.1\r\nHost: t\r\n"
+			                 "X-Big: ");
+			memset(big + n, 'a', 9000);
+			strcpy(big + n + 9000, "\r\n\r\n");
+			rq = big;
+		}
+		int fd = dial_from(h.port, "127.0.0.1");
+		ck_assert_int_ge(fd, 0);
+		ck_assert(send_str(fd, rq));
+		int st = read_response(fd, buf, sizeof buf, 5000);
+		ck_assert_msg(st == m[i].status, "%s: %d, not %d: %.300s",
+		              m[i].what, st, m[i].status, buf);
+		bool problem = strstr(buf, "application/problem+json") != NULL;
+		ck_assert_msg(problem == m[i].problem, "%s: %s problem+json",
+		              m[i].what, problem ? "is" : "is not");
+		close(fd);
+		ck_assert_msg(served_within(h.port, 5000) >= 0,
+		              "after %s, the next client was not served",
+		              m[i].what);
+	}
+	rxh_stop(&h);
+}
+END_TEST
+
+int main(void)
+{
+	curl_global_init(CURL_GLOBAL_ALL);
+	Suite *s = suite_create("http_hostile");
+	TCase *tc = tcase_create("http_hostile");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, slow_heads_are_closed_at_their_deadline);
+	tcase_add_test(tc, slow_clients_that_reconnect_make_room);
+	tcase_add_test(tc, one_address_cannot_take_every_connection);
+	tcase_add_test(tc, the_deadline_cuts_only_what_is_late);
+	tcase_add_test(tc, a_deadline_too_short_is_refused_at_start);
+	tcase_add_test(tc, malformed_requests_get_their_status);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	curl_global_cleanup();
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
