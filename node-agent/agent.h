@@ -82,8 +82,10 @@ struct agent {
 	char probe_dir[CONFIG_STR];
 	char probe_marker[CONFIG_STR + 16];
 	struct probe probe;
-	rx_pages probed_pending;   /* taken since the last sample */
-	rx_pages rejected_pending; /* put in young generations unaccessed */
+	rx_pages probed_pending;      /* taken since the last sample */
+	rx_pages rejected_pending;    /* put in young generations unaccessed */
+	rx_pages window_gain_pending; /* came into the window unwalked */
+	rx_pages thp_pages;           /* of a huge page; 0: no THP */
 	int64_t n_probes, probed_total;
 	int64_t account;
 	/* this agent's principal as orders record it (node:KEY): the orders
