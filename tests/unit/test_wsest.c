@@ -538,6 +538,19 @@ START_TEST(mglru_follows_phases)
 }
 END_TEST
 
+/* Every page touched once, then a hot set of 5 % for 15 intervals: the
+ * estimate has settled on it. */
+static void mg_settle(struct mg *m, struct wsest *w, struct wsest_estimate *e)
+{
+	sim_set(m->s, 0, 100000, 1.0);
+	mg_feed(w, m, e);
+	sim_set(m->s, 0, 100000, 0);
+	sim_set(m->s, 0, 5000, 1.0);
+	for (int t = 0; t < 15; t++)
+		mg_feed(w, m, e);
+	ck_assert_int_le(llabs(e->wss - 5000), 500);
+}
+
 /* A probe that reclaim could not fully carry out: MGLRU puts the pages it
  * could not evict into the youngest generation, unaccessed (seen in the
  * guest after thrashing: 5 518 of 8 434 pages scanned went there, and the
@@ -552,17 +565,12 @@ START_TEST(mglru_probe_rejected)
 	struct wsest_sample smp;
 	const char *why = NULL;
 
-	sim_set(m->s, 0, 100000, 1.0);
-	mg_feed(w, m, &e);
-	sim_set(m->s, 0, 100000, 0);
-	sim_set(m->s, 0, 5000, 1.0);
-	for (int t = 0; t < 15; t++)
-		mg_feed(w, m, &e);
-	ck_assert_int_le(llabs(e.wss - 5000), 500);
+	mg_settle(m, w, &e);
 	for (int t = 0; t < 12; t++) {
 		/* a probe each interval: 2 000 cold pages rejected */
 		int64_t rej = 0;
-		for (int i = 50000 + t * 2000; i < 50000 + (t + 1) * 2000; i++) {
+		for (int i = 50000 + t * 2000; i < 50000 + (t + 1) * 2000;
+		     i++) {
 			m->gen[i] = m->max_seq;
 			rej++;
 		}
@@ -621,13 +629,7 @@ START_TEST(mglru_collapsed_cold_ranges)
 	uint64_t collapsed = 0;
 	int64_t dt_ms = DT_NS / 1000000;
 
-	sim_set(m->s, 0, 100000, 1.0);
-	mg_feed(w, m, &e);
-	sim_set(m->s, 0, 100000, 0);
-	sim_set(m->s, 0, 5000, 1.0);
-	for (int t = 0; t < 15; t++)
-		mg_feed(w, m, &e);
-	ck_assert_int_le(llabs(e.wss - 5000), 500);
+	mg_settle(m, w, &e);
 	for (int t = 0; t < 12; t++) {
 		/* cold ranges for 6 intervals, then the hot set; the cold
 		 * ranges collapsed last are touched from then on */
