@@ -73,7 +73,7 @@ struct agent {
 	int mglru_on;
 	char memcg[CONFIG_STR];
 	char *mglru_buf;
-	struct mglru_view *mg, *mg_probe; /* mg_probe: read after a probe */
+	struct mglru_view *mg, *mg_probe; /* the last read, the one before */
 	enum wsest_source source;         /* the last estimate's, for the log */
 	/* Active probing: off, or through memory.reclaim or memory.high of
 	 * probe_dir (the cgroup backend's cgroup, or probe_cgroup); the
