@@ -42,7 +42,8 @@ kver=$(guest_kver) || exit 1
 phases="600 150 $P 300 $P 50 $P"
 gen_main() { # cases...
   echo '. /wss-lib.sh; wss_setup 1024'
-  [[ -n ${RAMEX_WSS_GUEST_SETUP:-} ]] && printf 'echo "WSS-INFO guest setup: %s"\n%s\n' "${RAMEX_WSS_GUEST_SETUP//\"/}" "$RAMEX_WSS_GUEST_SETUP"
+  # the setup named in the log as written (its quotes dropped), then run
+  [[ -n ${RAMEX_WSS_GUEST_SETUP:-} ]] && printf "echo 'WSS-INFO guest setup: %s'\n%s\n" "$(tr '\n' ';' <<<"$RAMEX_WSS_GUEST_SETUP" | tr -d "'")" "$RAMEX_WSS_GUEST_SETUP"
   echo 'echo RAMEX-WSS-START'
   for c in "$@"; do
     echo "echo WSS-CASE $c"
