@@ -21,6 +21,10 @@
 # through the cgroup2 root's memory.reclaim. zram is the guest's swap.
 #
 #   RAMEX_WSS_PHASE_S (60)  RAMEX_WSS_WINDOW_S (20)  RAMEX_WSS_CASES (all)
+#   RAMEX_WSS_GUEST_SETUP: shell run in the guest before the cases, for
+#   experiments only (e.g. khugepaged off: echo 3600000 >
+#   /sys/kernel/mm/transparent_hugepage/khugepaged/scan_sleep_millisecs);
+#   the figures in node-agent/README.md are the kernel's defaults.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${RAMEX_BUILD:-$ROOT/build}
@@ -37,7 +41,10 @@ kver=$(guest_kver) || exit 1
 
 phases="600 150 $P 300 $P 50 $P"
 gen_main() { # cases...
-  echo '. /wss-lib.sh; wss_setup 1024; echo RAMEX-WSS-START'
+  echo '. /wss-lib.sh; wss_setup 1024'
+  # the setup named in the log as written (its quotes dropped), then run
+  [[ -n ${RAMEX_WSS_GUEST_SETUP:-} ]] && printf "echo 'WSS-INFO guest setup: %s'\n%s\n" "$(tr '\n' ';' <<<"$RAMEX_WSS_GUEST_SETUP" | tr -d "'")" "$RAMEX_WSS_GUEST_SETUP"
+  echo 'echo RAMEX-WSS-START'
   for c in "$@"; do
     echo "echo WSS-CASE $c"
     case $c in

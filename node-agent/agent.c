@@ -208,7 +208,7 @@ static int start(struct agent *a, char *err, size_t errlen)
 	if (!a->managed) {
 		struct wsest_sample s;
 		struct sample_mem m;
-		struct sample_source src = {"", NULL};
+		struct sample_source src = {"", NULL, 0};
 		if (sample_take(&src, 1, &s, &m, err, errlen) < 0)
 			return -1;
 		a->managed = m.total;

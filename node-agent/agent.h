@@ -73,7 +73,7 @@ struct agent {
 	int mglru_on;
 	char memcg[CONFIG_STR];
 	char *mglru_buf;
-	struct mglru_view *mg, *mg_probe; /* mg_probe: read after a probe */
+	struct mglru_view *mg, *mg_probe; /* the last read, the one before */
 	enum wsest_source source;         /* the last estimate's, for the log */
 	/* Active probing: off, or through memory.reclaim or memory.high of
 	 * probe_dir (the cgroup backend's cgroup, or probe_cgroup); the
@@ -82,8 +82,10 @@ struct agent {
 	char probe_dir[CONFIG_STR];
 	char probe_marker[CONFIG_STR + 16];
 	struct probe probe;
-	rx_pages probed_pending;   /* taken since the last sample */
-	rx_pages rejected_pending; /* put in young generations unaccessed */
+	rx_pages probed_pending;      /* taken since the last sample */
+	rx_pages rejected_pending;    /* put in young generations unaccessed */
+	rx_pages window_gain_pending; /* came into the window unwalked */
+	rx_pages thp_pages;           /* of a huge page; 0: no THP */
 	int64_t n_probes, probed_total;
 	int64_t account;
 	/* this agent's principal as orders record it (node:KEY): the orders

@@ -44,30 +44,46 @@ static void sim_read_usage(struct agent *a)
 
 #define AGENT_LRU_GEN_MAX (1 << 20) /* lru_gen of ~2000 memcgs */
 
+/* Reads the generations into a->mg, the previous read going to
+ * a->mg_probe; what the window's generations gained between the two
+ * without a walk (mglru.h) is kept for the next sample. */
+static int mglru_read(struct agent *a, char *err, size_t errlen)
+{
+	const char *memcg = a->memcg[0] ? a->memcg : NULL;
+	struct mglru_view *prev = a->mg;
+
+	if (sample_read_file(a->cfg.mglru_file, a->mglru_buf, AGENT_LRU_GEN_MAX,
+	                     err, errlen) < 0 ||
+	    mglru_parse(a->mglru_buf, memcg, 1000, a->mg_probe, err, errlen) <
+	        0)
+		return -1;
+	a->window_gain_pending += mglru_window_gain(
+	    prev, a->mg_probe, a->cfg.est.window_ns / 1000000);
+	a->mg = a->mg_probe;
+	a->mg_probe = prev;
+	return 0;
+}
+
 /* Reads the generations; when the youngest is half a window old, ages them
  * and reads again, so that the histogram has the walk just made. */
 static int mglru_sample(struct agent *a, struct wsest_sample *s, char *err,
                         size_t errlen)
 {
-	const char *memcg = a->memcg[0] ? a->memcg : NULL;
 	/* Aged every half window (at the first sample after), the oldest
 	 * generation, which older ones are merged into, lies a window back
 	 * or more, so that its pages are known not to be working. */
 	int64_t half_ms = a->cfg.est.window_ns / 2000000;
-	if (sample_read_file(a->cfg.mglru_file, a->mglru_buf, AGENT_LRU_GEN_MAX,
-	                     err, errlen) < 0 ||
-	    mglru_parse(a->mglru_buf, memcg, 1000, a->mg, err, errlen) < 0)
+	if (mglru_read(a, err, errlen) < 0)
 		return -1;
 	int aged = mglru_age(a->cfg.mglru_file, a->mg, half_ms, err, errlen);
 	if (aged < 0)
 		return -1;
-	if (aged > 0 &&
-	    (sample_read_file(a->cfg.mglru_file, a->mglru_buf,
-	                      AGENT_LRU_GEN_MAX, err, errlen) < 0 ||
-	     mglru_parse(a->mglru_buf, memcg, 1000, a->mg, err, errlen) < 0))
+	if (aged > 0 && mglru_read(a, err, errlen) < 0)
 		return -1;
 	s->gens = a->mg->gens;
 	s->has_gens = 1;
+	s->window_gain = a->window_gain_pending;
+	a->window_gain_pending = 0;
 	return 0;
 }
 
@@ -89,7 +105,8 @@ int agent_sample_take(struct agent *a, rx_time_ns t, struct wsest_sample *s)
 	} else {
 		struct sample_source src = {
 		    "",
-		    !strcmp(a->cfg.backend, "cgroup") ? a->cfg.cgroup : NULL};
+		    !strcmp(a->cfg.backend, "cgroup") ? a->cfg.cgroup : NULL,
+		    a->thp_pages};
 		if (sample_take(&src, t, s, NULL, err, sizeof err) < 0) {
 			log_error("could not sample memory", "err=%s",
 			          log_quote((char[600]){0}, 600, err));
@@ -139,12 +156,7 @@ void agent_sample_probe(struct agent *a)
 		return;
 	/* The generations either side of the probe: what it could not
 	 * evict, reclaim puts into the youngest one (mglru.h). */
-	const char *memcg = a->memcg[0] ? a->memcg : NULL;
-	int gens =
-	    a->mglru_on &&
-	    sample_read_file(a->cfg.mglru_file, a->mglru_buf, AGENT_LRU_GEN_MAX,
-	                     err, sizeof err) == 0 &&
-	    mglru_parse(a->mglru_buf, memcg, 1000, a->mg, err, sizeof err) == 0;
+	int gens = a->mglru_on && mglru_read(a, err, sizeof err) == 0;
 	if ((a->probe_on == PROBE_RECLAIM
 	         ? sample_reclaim(a->probe_dir, want, &taken, err, sizeof err)
 	         : sample_probe_high(a->probe_dir, want, a->probe_marker,
@@ -154,12 +166,9 @@ void agent_sample_probe(struct agent *a)
 		a->probe_on = PROBE_OFF;
 		return;
 	}
-	if (gens &&
-	    sample_read_file(a->cfg.mglru_file, a->mglru_buf, AGENT_LRU_GEN_MAX,
-	                     err, sizeof err) == 0 &&
-	    mglru_parse(a->mglru_buf, memcg, 1000, a->mg_probe, err,
-	                sizeof err) == 0) {
-		rx_pages r = mglru_young_gain(a->mg, a->mg_probe);
+	if (gens && mglru_read(a, err, sizeof err) == 0) {
+		/* a->mg_probe: the read before, a->mg: after */
+		rx_pages r = mglru_young_gain(a->mg_probe, a->mg);
 		a->rejected_pending += r;
 		log_debug("probe rejected", "pages=%lld", (long long)r);
 	}
@@ -205,6 +214,8 @@ void agent_sample_mglru_start(struct agent *a)
 	                a->mg, err, sizeof err) < 0)
 		goto off;
 	a->mglru_on = 1;
+	/* Collapses into huge pages count only where the kernel has THP. */
+	a->thp_pages = sample_thp_pages(SAMPLE_THP_PMD_SIZE);
 	log_info("MGLRU generations found", "file=%s memcg=%s lruvecs=%d",
 	         a->cfg.mglru_file, a->memcg[0] ? a->memcg : "(all)",
 	         a->mg->nlv);

@@ -44,6 +44,7 @@ void agent_status_write(struct agent *a)
 	        "ramex_agent_resident_pages %lld\n"
 	        "ramex_agent_deficit_pages %lld\n"
 	        "ramex_agent_thrashing %d\n"
+	        "ramex_agent_collapsed_pages %lld\n"
 	        "ramex_agent_dydx_us_per_page_year %lld\n"
 	        "ramex_agent_probe_dydx_us_per_page_year %lld\n"
 	        "ramex_agent_probes_total %lld\n"
@@ -83,7 +84,8 @@ void agent_status_write(struct agent *a)
 	        "ramex_agent_errors_total %lld\n",
 	        (long long)a->e.wss, (long long)a->e.wss_err,
 	        wsest_source_name(a->e.source), (long long)a->e.resident,
-	        (long long)a->e.deficit, a->e.thrashing, (long long)a->e.dydx,
+	        (long long)a->e.deficit, a->e.thrashing,
+	        (long long)a->e.collapsed, (long long)a->e.dydx,
 	        (long long)a->e.probe_dydx, (long long)a->n_probes,
 	        (long long)a->probed_total, (long long)a->e.stall_ppm,
 	        a->e.pressure, a->e.stable, (long long)a->view.need,

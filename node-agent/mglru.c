@@ -11,8 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MGLRU_MAX_GENS 8 /* the kernel keeps 4; room for a later one */
-#define MGLRU_SANE     (INT64_C(1) << 40) /* pages: above is a racy sum */
+#define MGLRU_SANE (INT64_C(1) << 40) /* pages: above is a racy sum */
 
 static const char *skip_sp(const char *p)
 {
@@ -125,6 +124,11 @@ static void flush_lruvec(struct mglru_view *v, const struct gen *gs, int n,
 		l->youngest_age_ms = young;
 		l->ngens = n;
 		l->young_pages = (int64_t)gs[n - 1].pages;
+		for (int i = 0; i < n; i++) {
+			l->seq[i] = gs[i].seq;
+			l->age_ms[i] = (int64_t)gs[i].age_ms;
+			l->pages[i] = (int64_t)gs[i].pages;
+		}
 	}
 	/* lru_gen (the debugfs file that takes commands) prints from the
 	 * anonymous pages' oldest generation on */
@@ -207,23 +211,57 @@ int mglru_parse(const char *text, const char *memcg, int64_t merge_ms,
 	return 0;
 }
 
+/* The lruvec of `v` that is `a`'s memcg on `a`'s node, or NULL. */
+static const struct mglru_lruvec *same_lruvec(const struct mglru_view *v,
+                                              const struct mglru_lruvec *a)
+{
+	for (int j = 0; j < v->nlv; j++)
+		if (v->lv[j].memcg_id == a->memcg_id &&
+		    v->lv[j].node == a->node)
+			return &v->lv[j];
+	return NULL;
+}
+
 int64_t mglru_young_gain(const struct mglru_view *before,
                          const struct mglru_view *after)
 {
 	int64_t gain = 0;
 
 	for (int i = 0; i < after->nlv; i++) {
-		const struct mglru_lruvec *a = &after->lv[i];
-		for (int j = 0; j < before->nlv; j++) {
-			const struct mglru_lruvec *b = &before->lv[j];
-			if (b->memcg_id != a->memcg_id || b->node != a->node)
-				continue;
-			if (a->max_seq != b->max_seq)
-				gain += a->young_pages;
-			else if (a->young_pages > b->young_pages)
-				gain += a->young_pages - b->young_pages;
-			break;
+		const struct mglru_lruvec *a = &after->lv[i],
+		                          *b = same_lruvec(before, a);
+		if (!b)
+			continue;
+		if (a->max_seq != b->max_seq)
+			gain += a->young_pages;
+		else if (a->young_pages > b->young_pages)
+			gain += a->young_pages - b->young_pages;
+	}
+	return gain;
+}
+
+int64_t mglru_window_gain(const struct mglru_view *before,
+                          const struct mglru_view *after, int64_t window_ms)
+{
+	int64_t gain = 0;
+
+	for (int i = 0; i < after->nlv; i++) {
+		const struct mglru_lruvec *a = &after->lv[i],
+		                          *b = same_lruvec(before, a);
+		if (!b || a->max_seq != b->max_seq)
+			continue; /* new, or walked or aged: not comparable */
+		int64_t d = 0;
+		for (int g = 0; g + 1 < a->ngens; g++) {
+			if (a->age_ms[g + 1] >= window_ms)
+				continue; /* not counted as working */
+			int64_t was = 0;
+			for (int h = 0; h < b->ngens; h++)
+				if (b->seq[h] == a->seq[g])
+					was = b->pages[h];
+			d += a->pages[g] - was;
 		}
+		if (d > 0)
+			gain += d;
 	}
 	return gain;
 }

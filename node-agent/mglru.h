@@ -26,6 +26,7 @@
 #define MGLRU_ENABLED_FILE "/sys/kernel/mm/lru_gen/enabled"
 #define MGLRU_DEBUG_FILE   "/sys/kernel/debug/lru_gen"
 #define MGLRU_MAX_LRUVECS  256
+#define MGLRU_MAX_GENS     8 /* the kernel keeps 4; room for a later one */
 
 /* One memcg on one node: what aging it needs. */
 struct mglru_lruvec {
@@ -36,6 +37,10 @@ struct mglru_lruvec {
 	int64_t youngest_age_ms; /* age of that generation */
 	int ngens;
 	int64_t young_pages; /* pages in that generation */
+	/* Every generation, oldest first: its number, age and pages. */
+	uint64_t seq[MGLRU_MAX_GENS];
+	int64_t age_ms[MGLRU_MAX_GENS];
+	int64_t pages[MGLRU_MAX_GENS];
 };
 
 struct mglru_view {
@@ -65,6 +70,18 @@ int mglru_parse(const char *text, const char *memcg, int64_t merge_ms,
  * made meanwhile. */
 int64_t mglru_young_gain(const struct mglru_view *before,
                          const struct mglru_view *after);
+
+/* Pages the generations within the window gained between two reads of
+ * the same memcgs (`before`, `after`) without a walk in between: per
+ * lruvec whose youngest generation is the same in both, the growth of
+ * its other generations whose next younger one was made less than
+ * `window_ms` ago (the ones counted as working), net of what they lost.
+ * Faults and rejected pages go into the youngest generation, and a walk
+ * makes a new one; on 6.1 what else puts pages there is khugepaged, whose
+ * collapsed huge page goes into the last walk's generation: from ranges
+ * outside the window a gain, from one inside it (a hot range) none. */
+int64_t mglru_window_gain(const struct mglru_view *before,
+                          const struct mglru_view *after, int64_t window_ms);
 
 /* Ages every lruvec of `v` whose youngest generation is at least
  * `interval_ms` old (force_scan: walk every page table, swap or not).

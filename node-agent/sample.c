@@ -166,6 +166,8 @@ static void vm_kv(void *ctx, const char *k, size_t klen, uint64_t v,
 		x->c->pgmajfault = v;
 	} else if (key_is(k, klen, "pswpin")) {
 		x->c->pswpin = v;
+	} else if (key_is(k, klen, "thp_collapse_alloc")) {
+		x->c->thp_collapse_alloc = v;
 	}
 }
 
@@ -336,6 +338,18 @@ int sample_read_file(const char *path, char *buf, size_t len, char *err,
 	return 0;
 }
 
+rx_pages sample_thp_pages(const char *file)
+{
+	char buf[32], err[256];
+	unsigned long long b;
+
+	if (sample_read_file(file, buf, sizeof buf, err, sizeof err) < 0 ||
+	    sscanf(buf, "%llu", &b) != 1 || b < RX_PAGE_SIZE ||
+	    b > (1ULL << 40))
+		return 0;
+	return (rx_pages)(b / RX_PAGE_SIZE);
+}
+
 static int read_in(const char *dir, const char *name, char *buf, size_t len,
                    char *err, size_t errlen)
 {
@@ -390,6 +404,7 @@ int sample_take(const struct sample_source *src, rx_time_ns t,
 	out->psi_full_us = psi.full.total_us;
 	out->refaults = ctr.refault_anon + ctr.refault_file;
 	out->majfaults = ctr.pgmajfault;
+	out->thp_collapsed = ctr.thp_collapse_alloc * (uint64_t)src->thp_pages;
 	out->active = mem.active_anon + mem.active_file;
 	out->inactive = mem.inactive_anon + mem.inactive_file;
 	out->unevictable = mem.unevictable;

@@ -34,6 +34,7 @@ struct sample_psi {
 struct sample_counters {
 	uint64_t refault_anon, refault_file; /* legacy kernels: all in file */
 	uint64_t pgmajfault, pswpin;
+	uint64_t thp_collapse_alloc; /* huge pages khugepaged allocated */
 };
 
 struct sample_mem { /* pages */
@@ -58,7 +59,16 @@ int sample_parse_memstat(const char *text, struct sample_mem *mem,
 struct sample_source {
 	const char *root;   /* "" in production */
 	const char *cgroup; /* a cgroup v2 directory, or NULL */
+	/* Pages of a huge page (sample_thp_pages): thp_collapse_alloc
+	 * times this is the sample's thp_collapsed. 0: not counted. */
+	rx_pages thp_pages;
 };
+
+#define SAMPLE_THP_PMD_SIZE "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size"
+
+/* The pages of a PMD-sized transparent huge page, from `file`
+ * (SAMPLE_THP_PMD_SIZE: bytes); 0 when the kernel has no THP. */
+rx_pages sample_thp_pages(const char *file);
 
 /* Reads the files of `src` into `out` (timestamp t, no idle data); the
  * meminfo or memory.stat sizes also go to `mem` when it is not NULL. */

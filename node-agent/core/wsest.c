@@ -11,8 +11,12 @@
  * stall with almost no refaults, or the reverse), not a device. */
 #define WSEST_COST_MIN_NS 1000
 #define WSEST_COST_MAX_NS 10000000
-#define WSEST_REJ_MAX     64 /* probes remembered within a window */
-#define WSEST_EP_MAX      64 /* samples remembered within a window */
+#define WSEST_YOUNG_MAX   128 /* pages made young, kept within a window */
+/* A generation's idle_min, as the estimator predicts it from its clock,
+ * and as lru_gen prints it (a jiffies age at the read, merged across
+ * lruvecs within a second by mglru.c) differ by this much at most. */
+#define WSEST_BIN_TOL_MS 1000
+#define WSEST_EP_MAX     64 /* samples remembered within a window */
 /* Below this share of the faults seen by the refault counter, evicted
  * pages stay out about as long as a generation lasts or longer: the
  * faults per generation step are then only a floor of the deficit. */
@@ -40,14 +44,18 @@ struct wsest {
 	int have_thrash;
 	double fault_rate; /* pages faulted back a second, smoothed */
 	double evict_ms;   /* the oldest generation's age, smoothed */
-	/* Pages probes could not evict, put in the youngest generation
-	 * unaccessed: when, and until when they count as working (0: the
-	 * generation after theirs is not made yet). */
-	int nrej;
+	/* Pages made young without being accessed: those probes could not
+	 * evict (reclaim puts them in the youngest generation) and those
+	 * khugepaged collapsed out of cold ranges (the walk after sees the
+	 * new huge page's entry young). After when they were made (the
+	 * walk of the sample before the one that carried them), and the
+	 * first walk after that (0: not made yet). */
+	int nyoung;
 	struct {
-		rx_time_ns t, until;
+		rx_time_ns t, born;
 		rx_pages pages;
-	} rej[WSEST_REJ_MAX];
+		int collapsed;
+	} young[WSEST_YOUNG_MAX];
 	/* The samples of the last window: faults, those of them the
 	 * refault counter did not see, and the oldest generations' steps
 	 * (thrash_deficit). */
@@ -370,40 +378,115 @@ static double lru_estimate(struct wsest *w, const struct wsest_sample *s,
 	return (double)hot + half;
 }
 
-/* The pages probes put into the youngest generation unaccessed that the
- * generations still count as working, this sample's added. A page there
- * counts until the generation made after it is a window old: the walk
- * that made that one is the first that could have seen it accessed. */
-static double rejected_recent(struct wsest *w, const struct wsest_sample *s)
+/* The bin a generation made `age_ms` ago closed: the one whose idle_min
+ * is that age (the generation after it was made then). Ties (two bins
+ * with the same idle_min: the youngest, [0, its age], and the one a walk
+ * made an instant ago closed) go to the younger when `youngest`, else to
+ * the older. -1 when no bin is that old: the generation was emptied. */
+static int bin_at(const struct wsest_gens *g, double age_ms, int youngest)
 {
-	rx_time_ns born = s->t - (rx_time_ns)s->gens.walk_age_ms * 1000000;
-	int k = 0;
-	double sum = 0;
+	int best = -1;
+	double best_d = WSEST_BIN_TOL_MS;
 
-	for (int i = 0; i < w->nrej; i++) {
-		if (!w->rej[i].until && born > w->rej[i].t)
-			w->rej[i].until = born + w->cfg.window_ns;
-		if (!w->rej[i].until || s->t < w->rej[i].until)
-			w->rej[k++] = w->rej[i];
+	for (int i = 0; i < g->nbins; i++) {
+		const struct wsest_gen_bin *b = &g->bin[i];
+		double d = fabs((double)b->idle_min_ms - age_ms);
+		if (d > best_d)
+			continue;
+		if (best >= 0 && d == best_d &&
+		    (youngest ? b->idle_max_ms >= g->bin[best].idle_max_ms
+		              : b->idle_max_ms <= g->bin[best].idle_max_ms))
+			continue;
+		best = i;
+		best_d = d;
 	}
-	w->nrej = k;
-	if (s->rejected > 0) {
-		if (w->nrej == WSEST_REJ_MAX) {
-			/* full: the two oldest as one, dated the later */
-			w->rej[1].pages += w->rej[0].pages;
-			memmove(&w->rej[0], &w->rej[1],
-			        (size_t)(WSEST_REJ_MAX - 1) * sizeof w->rej[0]);
-			w->nrej--;
-		}
-		/* carried by this sample, made at the probe after the
-		 * previous one */
-		w->rej[w->nrej].t = w->prev.t;
-		w->rej[w->nrej].until = 0;
-		w->rej[w->nrej].pages = s->rejected;
-		w->nrej++;
+	return best;
+}
+
+static void young_add(struct wsest *w, rx_pages pages, int collapsed)
+{
+	if (pages <= 0)
+		return;
+	if (w->nyoung == WSEST_YOUNG_MAX) {
+		/* full: the two oldest as one, dated the later */
+		w->young[1].pages += w->young[0].pages;
+		memmove(&w->young[0], &w->young[1],
+		        (size_t)(WSEST_YOUNG_MAX - 1) * sizeof w->young[0]);
+		w->nyoung--;
 	}
-	for (int i = 0; i < w->nrej; i++)
-		sum += (double)w->rej[i].pages;
+	/* carried by this sample, made after the previous one and its walk
+	 * (when it had the generations: its youngest was made then) */
+	w->young[w->nyoung].t =
+	    w->prev.t - (w->prev.has_gens
+	                     ? (rx_time_ns)w->prev.gens.walk_age_ms * 1000000
+	                     : 0);
+	w->young[w->nyoung].born = 0;
+	w->young[w->nyoung].pages = pages;
+	w->young[w->nyoung].collapsed = collapsed;
+	w->nyoung++;
+}
+
+/* Pages the generations count as working that no walk saw accessed, this
+ * sample's added: those probes could not evict, which reclaim put into
+ * the youngest generation, and those khugepaged collapsed out of ranges
+ * outside the window (the pages the generations within it gained
+ * without a walk, at most the pages collapsed meanwhile: a collapse of a
+ * range already within the window gains nothing). Either counts until
+ * the generation made after it is a window old: the walk that made that
+ * one saw the collapsed huge page's entry young (the collapse makes it
+ * so), and is the first that could have seen either accessed. Each is
+ * taken off the generation it sits in, never more than that one still
+ * holds: a walk that sees them accessed again (a range that turns hot)
+ * moves them out, and they count from then on. Sets *collapsed to the
+ * collapsed pages' share. */
+static double unseen_young(struct wsest *w, const struct wsest_sample *s,
+                           double *collapsed)
+{
+	const struct wsest_gens *g = &s->gens;
+	rx_time_ns walk = s->t - (rx_time_ns)g->walk_age_ms * 1000000;
+	double tau_ms = (double)w->cfg.window_ns / 1e6;
+	double want[WSEST_GEN_BINS] = {0}, col[WSEST_GEN_BINS] = {0}, sum = 0;
+	int k = 0;
+
+	young_add(w, s->rejected, 0);
+	if (w->prev.has_gens) {
+		rx_pages c =
+		    (rx_pages)delta(s->thp_collapsed, w->prev.thp_collapsed);
+		young_add(w, s->window_gain < c ? s->window_gain : c, 1);
+	}
+	for (int i = 0; i < w->nyoung; i++) {
+		/* the first walk after: the two clocks (the sample's, the
+		 * generations' ages) agree within WSEST_BIN_TOL_MS */
+		if (!w->young[i].born &&
+		    walk > w->young[i].t + WSEST_BIN_TOL_MS * 1000000)
+			w->young[i].born = walk;
+		if (!w->young[i].born ||
+		    s->t < w->young[i].born + w->cfg.window_ns)
+			w->young[k++] = w->young[i];
+	}
+	w->nyoung = k;
+	*collapsed = 0;
+	for (int i = 0; i < w->nyoung; i++) {
+		/* Not yet walked: a rejected page is in the youngest
+		 * generation, a collapsed one in the last walk's. */
+		rx_time_ns born = w->young[i].born;
+		int b = born ? bin_at(g, (double)(s->t - born) / 1e6, 0)
+		        : w->young[i].collapsed
+		            ? bin_at(g, (double)g->walk_age_ms, 0)
+		            : bin_at(g, 0, 1);
+		if (b < 0 || (double)g->bin[b].idle_min_ms >= tau_ms)
+			continue; /* emptied, or no longer counted */
+		want[b] += (double)w->young[i].pages;
+		if (w->young[i].collapsed)
+			col[b] += (double)w->young[i].pages;
+	}
+	for (int b = 0; b < g->nbins; b++) {
+		double d = want[b] < (double)g->bin[b].pages
+		               ? want[b]
+		               : (double)g->bin[b].pages;
+		sum += d;
+		*collapsed += col[b] < d ? col[b] : d;
+	}
 	return sum;
 }
 
@@ -511,7 +594,7 @@ int wsest_update(struct wsest *w, const struct wsest_sample *s,
 {
 	memset(e, 0, sizeof *e);
 	if (s->active < 0 || s->inactive < 0 || s->unevictable < 0 ||
-	    s->probed < 0 || s->rejected < 0) {
+	    s->probed < 0 || s->rejected < 0 || s->window_gain < 0) {
 		*why = "negative list size in sample";
 		return -1;
 	}
@@ -583,8 +666,9 @@ int wsest_update(struct wsest *w, const struct wsest_sample *s,
 		lo += (double)s->unevictable;
 		hi += (double)s->unevictable;
 		keep = 1;
-		double rej = rejected_recent(w, s);
-		e->rejected = (rx_pages)rej;
+		double col, rej = unseen_young(w, s, &col);
+		e->collapsed = (rx_pages)llround(col);
+		e->rejected = (rx_pages)llround(rej - col);
 		raw -= rej;
 		lo -= rej;
 		hi -= rej;

@@ -105,6 +105,18 @@ struct wsest_sample {
 	 * probe): the walk-based reading would count them as working for a
 	 * window, so they are taken off it for one. */
 	rx_pages rejected;
+	/* Pages khugepaged collapsed into huge pages, cumulative
+	 * (thp_collapse_alloc times the pages of a huge page). A collapsed
+	 * huge page is a new folio whose page-table entry is made young:
+	 * MGLRU puts it into the generation of the last walk, and the next
+	 * walk sees it accessed, whether the workload touched it or not. */
+	uint64_t thp_collapsed;
+	/* Pages the generations within the window, other than the youngest,
+	 * gained since the previous read without a walk in between (the
+	 * agent compares the two reads, lruvec by lruvec): on 6.1 only a
+	 * collapse puts pages there, and a collapse of pages already within
+	 * the window (a hot range) gains nothing. */
+	rx_pages window_gain;
 };
 
 enum wsest_source {
@@ -159,6 +171,7 @@ struct wsest_estimate {
 	rx_pages thrash_hi;
 	int64_t evict_age_ms; /* the oldest generation's age, smoothed */
 	rx_pages rejected;    /* probe-rejected pages taken off (window) */
+	rx_pages collapsed;   /* cold pages khugepaged collapsed, taken off */
 	/* MGLRU: pages in generations whose next younger one was made a
 	 * window ago or more, known idle that long: the oldest, which
 	 * reclaim takes first. 0 from the other sources. */

@@ -160,7 +160,8 @@ START_TEST(take_machine_and_cgroup)
 	struct wsest_sample s;
 	struct sample_mem m;
 	struct sample_source sys = {.root = FIX "/system"};
-	struct sample_source cg = {.root = FIX "/", .cgroup = "cgroup"};
+	struct sample_source cg = {
+	    .root = FIX "/", .cgroup = "cgroup", .thp_pages = 512};
 
 	ck_assert_msg(sample_take(&sys, 5, &s, &m, err, sizeof err) == 0, "%s",
 	              err);
@@ -178,6 +179,8 @@ START_TEST(take_machine_and_cgroup)
 	ck_assert_int_eq(s.refaults, 1200 + 98765);
 	ck_assert_int_eq(s.majfaults, 4567);
 	ck_assert_int_eq(s.unevictable, 1024);
+	/* 7 huge pages collapsed, 512 pages each */
+	ck_assert_int_eq(s.thp_collapsed, 7 * 512);
 
 	struct sample_source none = {.root = FIX "/nope"};
 	ck_assert_int_eq(sample_take(&none, 7, &s, NULL, err, sizeof err), -1);
@@ -280,6 +283,26 @@ START_TEST(reclaim_at_the_root)
 	ck_assert_msg(strstr(err, "memory.stat"), "%s", err);
 	snprintf(p, sizeof p, "%s/memory.reclaim", dir);
 	unlink(p);
+	ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+/* hpage_pmd_size (bytes) to pages of a huge page; a kernel without THP has
+ * no such file, and nonsense counts as none. */
+START_TEST(thp_pages)
+{
+	char dir[] = "/tmp/ramex-thp-XXXXXX", p[600];
+
+	ck_assert(mkdtemp(dir));
+	snprintf(p, sizeof p, "%s/hpage_pmd_size", dir);
+	put(dir, "hpage_pmd_size", "2097152\n");
+	ck_assert_int_eq(sample_thp_pages(p), 512);
+	put(dir, "hpage_pmd_size", "x\n");
+	ck_assert_int_eq(sample_thp_pages(p), 0);
+	put(dir, "hpage_pmd_size", "100\n");
+	ck_assert_int_eq(sample_thp_pages(p), 0);
+	unlink(p);
+	ck_assert_int_eq(sample_thp_pages(p), 0);
 	ck_assert_int_eq(rmdir(dir), 0);
 }
 END_TEST
@@ -397,6 +420,7 @@ int main(void)
 	tcase_add_test(tc, truncated_inputs);
 	tcase_add_test(tc, probe_high_sets_back);
 	tcase_add_test(tc, reclaim_at_the_root);
+	tcase_add_test(tc, thp_pages);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

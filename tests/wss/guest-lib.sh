@@ -15,6 +15,9 @@ wss_setup() { # zram-MiB
     "memory.reclaim=$(mkdir -p /sys/fs/cgroup/probe && [ -e /sys/fs/cgroup/probe/memory.reclaim ] && echo yes || echo no; rmdir /sys/fs/cgroup/probe)" \
     "root:$(cd /sys/fs/cgroup && for f in memory.reclaim memory.high memory.max memory.stat memory.pressure; do [ -e $f ] && printf ' %s' $f; done)" \
     "psi=$(head -c 40 /proc/pressure/memory)"
+  echo "WSS-INFO thp=$(cat /sys/kernel/mm/transparent_hugepage/enabled)" \
+    "defrag=$(cat /sys/kernel/mm/transparent_hugepage/defrag)" \
+    "khugepaged:$(cd /sys/kernel/mm/transparent_hugepage/khugepaged 2>/dev/null && for f in *; do printf ' %s=%s' $f "$(cat $f)"; done)"
 }
 
 # wss_agent NAME WINDOW_S EXTRA-ARGS...: starts the agent; its pid in AGENT
@@ -38,12 +41,12 @@ wss_monitor() {
       awk -v n="$name" -v t="$(cut -d' ' -f1 /proc/uptime)" '
         /^ramex_agent_wss_pages /{w=$2} /^ramex_agent_wss_err_pages /{e=$2}
         /^ramex_agent_need_pages /{d=$2} /^ramex_agent_stall_ppm /{s=$2}
-        /^ramex_agent_resident_pages /{r=$2} /^ramex_agent_probed_pages_total /{pr=$2} /^ramex_agent_thrashing /{th=$2}
+        /^ramex_agent_resident_pages /{r=$2} /^ramex_agent_probed_pages_total /{pr=$2} /^ramex_agent_thrashing /{th=$2} /^ramex_agent_collapsed_pages /{co=$2}
         /^ramex_agent_wss_source/{split($1,a,"\""); src=a[2]}
-        END{printf "WSS-STAT case=%s t=%s wss=%d err=%d need=%d resident=%d stall_ppm=%d source=%s probed=%d thrashing=%d\n", n,t,w,e,d,r,s,src,pr,th}' /tmp/$name.status
+        END{printf "WSS-STAT case=%s t=%s wss=%d err=%d need=%d resident=%d stall_ppm=%d source=%s probed=%d thrashing=%d collapsed=%d\n", n,t,w,e,d,r,s,src,pr,th,co}' /tmp/$name.status
     fi
     if [ -n "$cg" ] && [ -n "$WSS_TRACE" ]; then
-      echo "WSS-TRACE t=$(cut -d' ' -f1 /proc/uptime) $(grep -E '^(unevictable|workingset_(refault|activate|restore)_(anon|file)|pgmajfault|pgsteal|pgscan) ' $cg/memory.stat | tr '\n' ' ') current $(cat $cg/memory.current) swap $(cat $cg/memory.swap.current) $(tr '\n' ' ' <$cg/memory.pressure)"
+      echo "WSS-TRACE t=$(cut -d' ' -f1 /proc/uptime) $(grep -E '^(unevictable|anon_thp|thp_(fault|collapse)_alloc|workingset_(refault|activate|restore)_(anon|file)|pgmajfault|pgsteal|pgscan) ' $cg/memory.stat | tr '\n' ' ') current $(cat $cg/memory.current) swap $(cat $cg/memory.swap.current) $(tr '\n' ' ' <$cg/memory.pressure)"
       grep -A6 " $memcg\$" /sys/kernel/debug/lru_gen | sed 's/^/WSS-LRUGEN /'
     fi
     sleep 2
