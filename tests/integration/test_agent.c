@@ -703,6 +703,16 @@ START_TEST(people_and_the_agent)
 	             "resumed, A does not quote; see %s", A.log);
 	ck_assert_int_eq(open_by(c, w.node_a, "tok:%"), 2);
 
+	/* paused again without a note (`ramexctl nodes pause NODE`): the
+	 * note is null, and the agent logged it through a NULL pointer */
+	snprintf(path, sizeof path, "/v1/nodes/%lld/pause",
+	         (long long)w.node_a);
+	ck_assert_int_eq(
+	    rxh_call(&h, "POST", path, w.trader_token, NULL, NULL, &r), 200);
+	rxh_resp_free(&r);
+	AGH_WAIT_FOR(agh_metric(&A, "ramex_agent_paused") == 1,
+	             "paused without a note, A did not say so; see %s", A.log);
+
 	ck_assert_int_eq(agh_signal(&A, SIGTERM), 0);
 	PQfinish(c);
 	rxh_stop(&h);
