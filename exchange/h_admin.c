@@ -310,6 +310,19 @@ int64_t handlers_token_create(struct pg_conn *conn, const char *name,
 		         role);
 		return -1;
 	}
+	/* only an operator acts for one account; any other role's account_id
+	 * would be stored and named by whoami while nothing scopes by it (a
+	 * finance token reads every account's billing) */
+	if (r_bit != AUTH_OPERATOR && account) {
+		snprintf(err, errlen,
+		         "account_id: only an operator token acts for an "
+		         "account; a %s token takes no account_id%s",
+		         role,
+		         r_bit == AUTH_FINANCE
+		             ? " (finance reads every account's billing)"
+		             : "");
+		return -1;
+	}
 	if (r_bit == AUTH_OPERATOR && !account) {
 		snprintf(err, errlen,
 		         "an operator token needs account_id (an operator "
