@@ -46,6 +46,8 @@ struct held { /* a contract of ours the exchange knows */
 	int confirmed;  /* seller: the exchange has our delivery; buyer: active
 	                 */
 	int metering;   /* its pages are held and metered */
+	int last_unspooled; /* every page is back, but the last period could
+	                     * not be spooled: it is cut again each round */
 	int refused;    /* the exchange refused our delivery: stop trying */
 	/* Pages given back, the exchange not yet told (recall or end): the
 	 * call is retried until it answers. */

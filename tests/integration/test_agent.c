@@ -26,6 +26,8 @@
  * something happens, never how fast (speed is bench/40-agent.sh's).
  */
 #include <check.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -549,6 +551,55 @@ END_TEST
 
 /* The open orders of node `acct` that `by` placed ('node:%' for its
  * agent, 'tok:%' for people). */
+/* The spool's disk full for a few seconds (RLIMIT_FSIZE at the spool's
+ * size: its appends fail with EFBIG as on a full disk with ENOSPC): the
+ * periods metered meanwhile go into the next report once it can be
+ * written, so the contract's reports still cover its delivery without a
+ * gap. They were dropped ("the meter keeps nothing back"): pages
+ * delivered and never billed. */
+START_TEST(full_disk_loses_no_period)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct agh_agent A;
+	struct stat st;
+
+	/* exceeding the limit must fail the write, not kill the agent; an
+	 * ignored signal stays ignored across exec */
+	signal(SIGXFSZ, SIG_IGN);
+	one_seller(&h, &w, &A, "agent_disk_full");
+	ck_assert_int_eq(stat(A.spool, &st), 0);
+	struct rlimit full = {(rlim_t)st.st_size, RLIM_INFINITY},
+	              room = {RLIM_INFINITY, RLIM_INFINITY};
+	ck_assert_int_eq(prlimit(A.pid, RLIMIT_FSIZE, &full, NULL), 0);
+	int64_t before = usage_rows(&h, w.node_a);
+	agh_sleep_ms(4000); /* four report rounds */
+	ck_assert_int_eq(prlimit(A.pid, RLIMIT_FSIZE, &room, NULL), 0);
+	AGH_WAIT_FOR(usage_rows(&h, w.node_a) >= before + 3,
+	             "A's reports did not resume; see %s", A.log);
+	ck_assert_int_eq(agh_signal(&A, SIGTERM), 0);
+	PGconn *c = db(&h);
+	long gaps = agh_q(
+	    c, "SELECT count(*) FROM (SELECT period_start_ns, lag(period_end_ns) "
+	       "OVER (PARTITION BY contract_id, side ORDER BY period_start_ns) "
+	       "AS prev FROM usage_reports WHERE node_id = %lld) x WHERE prev "
+	       "IS NOT NULL AND prev <> period_start_ns",
+	    (long long)w.node_a);
+	long spans = agh_q(c,
+	                   "SELECT count(*) FROM usage_reports WHERE node_id = "
+	                   "%lld AND period_end_ns - period_start_ns > "
+	                   "2000000000",
+	                   (long long)w.node_a);
+	PQfinish(c);
+	ck_assert_msg(gaps == 0,
+	              "%ld periods missing from A's reports; see %s", gaps,
+	              A.log);
+	ck_assert_msg(spans >= 1, "no report spans the full disk; see %s",
+	              A.log);
+	rxh_stop(&h);
+}
+END_TEST
+
 static long open_by(PGconn *c, int64_t acct, const char *by)
 {
 	return agh_q(c,
@@ -818,6 +869,7 @@ int main(void)
 	tcase_add_test(t, exchange_outage);
 	tcase_add_test(t, order_in_doubt_is_retried_with_its_key);
 	tcase_add_test(t, agent_crash);
+	tcase_add_test(t, full_disk_loses_no_period);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
