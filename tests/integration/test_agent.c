@@ -770,6 +770,45 @@ START_TEST(people_and_the_agent)
 }
 END_TEST
 
+/* A status file that cannot be written (its folder is missing) is said
+ * in the log, once, not passed over in silence (the node's monitoring
+ * would show stale figures and nothing say why). No exchange is needed:
+ * the agent runs on without one. */
+START_TEST(status_file_unwritable_is_logged)
+{
+	struct agh_agent A;
+	char line[1024];
+	agh_init(&A, "agent-status-missing", "nk_0000000000000000",
+	         "rxs_0000000000000000", 1, 65536, 8192, NULL);
+	for (int i = 0; i < A.nargs; i++)
+		if (!strncmp(A.args[i], "--status_file=", 14))
+			snprintf(A.args[i], sizeof A.args[i],
+			         "--status_file=%s/missing/status.prom", A.dir);
+	agh_start(&A);
+	int n = 0;
+	for (int t = 0; t < 50 && n == 0; t++) {
+		agh_sleep_ms(100);
+		FILE *f = fopen(A.log, "r");
+		n = 0;
+		while (f && fgets(line, sizeof line, f))
+			n += strstr(line, "could not write the status file") &&
+			     strstr(line, "missing/status.prom") != NULL;
+		if (f)
+			fclose(f);
+	}
+	ck_assert_msg(n == 1, "the log does not say so; see %s", A.log);
+	agh_sleep_ms(2500); /* more samples: said once, not each */
+	FILE *f = fopen(A.log, "r");
+	n = 0;
+	while (f && fgets(line, sizeof line, f))
+		n += strstr(line, "could not write the status file") != NULL;
+	if (f)
+		fclose(f);
+	ck_assert_msg(n == 1, "said %d times; see %s", n, A.log);
+	ck_assert_int_eq(agh_signal(&A, SIGTERM), 0);
+}
+END_TEST
+
 START_TEST(help_is_complete)
 {
 	char bin[512], cmd[700], out[65536];
@@ -864,6 +903,7 @@ int main(void)
 	TCase *t = tcase_create("end to end");
 	tcase_set_timeout(t, 400);
 	tcase_add_test(t, help_is_complete);
+	tcase_add_test(t, status_file_unwritable_is_logged);
 	tcase_add_test(t, trade_deliver_recall_report);
 	tcase_add_test(t, people_and_the_agent);
 	tcase_add_test(t, exchange_outage);
