@@ -827,12 +827,24 @@ START_TEST(bad_input_changes_nothing)
 	    "/v1/orders/abc",
 	    "/v1/orders/-1",
 	    "/v1/markets/spot/candles?interval=7",
+	    "/v1/markets/spot/candles?interval=0",
 	    "/v1/markets/spot/trades?limit=99999999999999999999",
+	    /* an integer is digits (a '-' before them): strtoll's leading
+	     * blanks and '+' were taken */
+	    "/v1/orders?limit=+5",
+	    "/v1/orders?limit=%205",
+	    "/v1/orders/+1",
+	    "/v1/orders/%201",
+	    "/v1/orders?before=%0910",
 	};
 	for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
 		long s = rxh_call(&h, "GET", paths[i], w.trader_token, NULL,
 		                  NULL, &r);
 		ck_assert_msg(s == 400, "%s -> %ld %s", paths[i], s, r.body);
+		/* the candles' interval is one of four, whatever was sent */
+		if (strstr(paths[i], "interval="))
+			ck_assert_msg(strstr(r.body, "60, 300, 3600 or 86400"),
+			              "%s -> %s", paths[i], r.body);
 		rxh_resp_free(&r);
 	}
 	ck_assert_int_eq(count(&h, "SELECT count(*) FROM orders"), 0);
