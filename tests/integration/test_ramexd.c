@@ -836,11 +836,21 @@ START_TEST(bad_input_changes_nothing)
 	    "/v1/orders/+1",
 	    "/v1/orders/%201",
 	    "/v1/orders?before=%0910",
+	    /* a month is YYYY-MM in digits, and its problem has the type
+	     * of every other bad parameter (it was invalid-query) */
+	    "/v1/billing/summary?from=2026-+3",
+	    "/v1/billing/summary?from=2026-%203",
+	    "/v1/billing/summary?from=2026-13",
+	    "/v1/billing/summary?from=2026-12&to=2026-01",
 	};
 	for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
 		long s = rxh_call(&h, "GET", paths[i], w.trader_token, NULL,
 		                  NULL, &r);
 		ck_assert_msg(s == 400, "%s -> %ld %s", paths[i], s, r.body);
+		ck_assert_msg(!strstr(paths[i], "/billing/") ||
+		                  strstr(r.body,
+		                         "urn:ramex:problem:invalid-parameter"),
+		              "%s -> %s", paths[i], r.body);
 		/* the candles' interval is one of four, whatever was sent */
 		if (strstr(paths[i], "interval="))
 			ck_assert_msg(strstr(r.body, "60, 300, 3600 or 86400"),
