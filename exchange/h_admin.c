@@ -242,6 +242,23 @@ void h_node_key_create(struct http_req *rq)
 	char ids[24], err[512];
 	if (in_pid(rq, "id", &id) < 0)
 		return;
+	/* no fields: no body, or {} (a body is read all the same, so that
+	 * malformed JSON or a field that means nothing is not taken) */
+	size_t blen = 0;
+	http_body(rq, &blen);
+	if (blen > 0) {
+		json_t *b = http_body_object(rq);
+		if (!b)
+			return;
+		size_t n = json_object_size(b);
+		json_decref(b);
+		if (n) {
+			http_problem(rq, 400, "invalid-field", "unknown field",
+			             "this request takes no fields: send no "
+			             "body, or {}");
+			return;
+		}
+	}
 	snprintf(ids, sizeof ids, "%lld", (long long)id);
 	PGconn *c = db_acquire(a->pool);
 	if (!c) {

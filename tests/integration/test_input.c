@@ -426,7 +426,9 @@ START_TEST(database_refusals_are_in_our_words)
 	/* a token of a role that acts for no account, given a real one: it
 	 * was stored, whoami named the account, and the finance token read
 	 * every account's billing all the same */
-	char fin_acct[128], trader_acct[160];
+	char fin_acct[128], trader_acct[160], keys_path[64];
+	snprintf(keys_path, sizeof keys_path, "/v1/nodes/%lld/keys",
+	         (long long)w.node_a);
 	snprintf(fin_acct, sizeof fin_acct,
 	         "{\"name\":\"f\",\"role\":\"finance\",\"account_id\":%lld}",
 	         (long long)w.op_account);
@@ -459,8 +461,16 @@ START_TEST(database_refusals_are_in_our_words)
 	     "account_id"},
 	    {"/v1/tokens", fin_acct, 422, "account_id"},
 	    {"/v1/tokens", trader_acct, 422, "account_id"},
+	    /* a request that takes no fields reads its body all the same:
+	     * malformed JSON or a field made a key (201) */
+	    {keys_path, "{\"x\":1}", 400, NULL},
+	    {keys_path, "[1", 400, NULL},
 	};
+	long keys = testdb_scalar_at(h.conninfo, "SELECT count(*) FROM node_keys");
 	expect_all(&h, h.admin, x, (int)(sizeof x / sizeof x[0]));
+	ck_assert_int_eq(testdb_scalar_at(h.conninfo,
+	                                  "SELECT count(*) FROM node_keys"),
+	                 keys);
 
 	/* a query that fails inside the exchange: a 500 that says so, with
 	 * PostgreSQL's text in the log only */
