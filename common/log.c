@@ -31,6 +31,10 @@ const char *log_quote(char *buf, int len, const char *s)
 	if (len < 3)
 		return "\"\"";
 	buf[o++] = '"';
+	/* an optional value that is absent (a JSON null: a pause without a
+	 * note) is logged as "", never read through */
+	if (!s)
+		s = "";
 	for (; *s && o < len - 3; s++) {
 		unsigned char c = (unsigned char)*s;
 		if (c == '"' || c == '\\') {

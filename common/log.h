@@ -21,7 +21,8 @@ int log_level_parse(const char *s);
 void log_msg(enum log_level level, const char *msg, const char *kv, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Copies `s` into `buf` as a logfmt-safe quoted value; returns buf. */
+/* Copies `s` into `buf` as a logfmt-safe quoted value; returns buf. A NULL
+ * `s` (an absent optional value) is written as "". */
 const char *log_quote(char *buf, int len, const char *s);
 
 #define log_debug(msg, ...) log_msg(LOG_DEBUG, msg, __VA_ARGS__)

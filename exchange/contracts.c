@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +117,27 @@ static void rollback(PGconn *c)
 /* Which side an event speaks for, and whether `who` may speak for it:
  * a node for itself, a trader for its team's nodes, the operator for its
  * own account (it only ever buys). */
+/* Whether the caller may see contract k at all: as GET /v1/contracts/{id}
+ * (h_contracts.c's SCOPE), a node its own, a trader its team's, everyone
+ * else (operator, finance, admin, the exchange's timer) every one. */
+static bool sees(const struct contracts_caller *who, const struct contract *k,
+                 int64_t buyer_team, int64_t seller_team)
+{
+	switch (who->role) {
+	case AUTH_NODE:
+		return who->account == k->buyer || who->account == k->seller;
+	case AUTH_TRADER:
+		return who->team != 0 &&
+		       (who->team == buyer_team || who->team == seller_team);
+	default:
+		return true;
+	}
+}
+
+#define NOT_SEEN                                                               \
+	"there is no contract %lld that you may see; list yours with GET "     \
+	"/v1/contracts"
+
 static int party(const struct contracts_caller *who, enum contract_event e,
                  const struct contract *k, int64_t buyer_team,
                  int64_t seller_team, enum contract_actor *actor,
@@ -234,10 +256,7 @@ enum contracts_status contracts_move(PGconn *c, struct events *ev,
 	if (PQntuples(r) == 0) {
 		PQclear(r);
 		rollback(c);
-		return set(out, CONTRACTS_NOT_FOUND,
-		           "there is no contract %lld; list yours with GET "
-		           "/v1/contracts",
-		           (long long)id);
+		return set(out, CONTRACTS_NOT_FOUND, NOT_SEEN, (long long)id);
 	}
 	struct contract k;
 	int64_t buyer_team = 0, seller_team = 0;
@@ -255,6 +274,11 @@ enum contracts_status contracts_move(PGconn *c, struct events *ev,
 	if (party(who, event, &k, buyer_team, seller_team, &cmd.actor,
 	          &cmd.actor_account) < 0) {
 		rollback(c);
+		/* one who may not see the contract learns neither that it
+		 * exists nor its parties (GET /v1/contracts/{id} is 404) */
+		if (!sees(who, &k, buyer_team, seller_team))
+			return set(out, CONTRACTS_NOT_FOUND, NOT_SEEN,
+			           (long long)id);
 		const char *need = event == CONTRACT_EV_BUYER_END ? "buyer"
 		                   : event == CONTRACT_EV_BREACH  ? "admin"
 		                                                  : "seller";

@@ -233,8 +233,16 @@ struct events_sub *events_subscribe(struct events *e, unsigned role,
 
 static int visible(const struct events_sub *s, const struct event *ev)
 {
-	if (s->role & (AUTH_OPERATOR | AUTH_ADMIN))
+	if (s->role & AUTH_ADMIN)
 		return 1;
+	/* An operator sees every fill and contract, as its REST calls do;
+	 * of the orders only its own account's, as GET /v1/orders shows it
+	 * (an order event is a close: another operator's bids, a node's
+	 * quotes, a person's cancel note were streamed to every operator). */
+	if (s->role & AUTH_OPERATOR)
+		return strcmp(ev->type, "order") != 0 ||
+		       (s->account &&
+		        (ev->acct[0] == s->account || ev->acct[1] == s->account));
 	for (int i = 0; i < 2; i++) {
 		if (s->role == AUTH_NODE && ev->acct[i] &&
 		    ev->acct[i] == s->account)

@@ -5,7 +5,8 @@
  * fills, order changes (cancelled, expired, reduced) and contracts created.
  * Each event names the one or two accounts it concerns and their teams, so
  * that a subscriber sees only what its role may see: a node its own account,
- * a trader its team's nodes, the operator and admin everything. Events stay
+ * a trader its team's nodes, admin everything, the operator every fill and
+ * contract but only its own account's orders (as GET /v1/orders). Events stay
  * in a ring of EVENTS_RING entries; a subscriber that reconnects with
  * Last-Event-ID gets what it missed if the ring still holds it. Reading
  * never blocks: a subscriber is woken (its wake function) when an event it
@@ -55,8 +56,9 @@ void events_set_outbox(struct events *e, events_out_fn *out, void *arg);
  * then writes its batches' events in their own transactions. */
 bool events_shared(const struct events *e);
 
-/* A subscriber with AUTH_* role `role`; sees everything when role is
- * operator or admin, else events of `account` (node) or `team` (trader).
+/* A subscriber with AUTH_* role `role`; sees everything when role is admin,
+ * every event but other accounts' orders when operator (its `account`),
+ * else events of `account` (node) or `team` (trader).
  * `last_id` is the Last-Event-ID the client sent, or -1: the stream goes on
  * after it, or from now when the ring has no such id yet. Shared, an id up
  * to EVENTS_RING ahead of this instance is taken as one another instance

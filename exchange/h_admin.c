@@ -242,6 +242,23 @@ void h_node_key_create(struct http_req *rq)
 	char ids[24], err[512];
 	if (in_pid(rq, "id", &id) < 0)
 		return;
+	/* no fields: no body, or {} (a body is read all the same, so that
+	 * malformed JSON or a field that means nothing is not taken) */
+	size_t blen = 0;
+	http_body(rq, &blen);
+	if (blen > 0) {
+		json_t *b = http_body_object(rq);
+		if (!b)
+			return;
+		size_t n = json_object_size(b);
+		json_decref(b);
+		if (n) {
+			http_problem(rq, 400, "invalid-field", "unknown field",
+			             "this request takes no fields: send no "
+			             "body, or {}");
+			return;
+		}
+	}
 	snprintf(ids, sizeof ids, "%lld", (long long)id);
 	PGconn *c = db_acquire(a->pool);
 	if (!c) {
@@ -308,6 +325,19 @@ int64_t handlers_token_create(struct pg_conn *conn, const char *name,
 		         "only a trader token belongs to a team; a %s token "
 		         "takes no team_id",
 		         role);
+		return -1;
+	}
+	/* only an operator acts for one account; any other role's account_id
+	 * would be stored and named by whoami while nothing scopes by it (a
+	 * finance token reads every account's billing) */
+	if (r_bit != AUTH_OPERATOR && account) {
+		snprintf(err, errlen,
+		         "account_id: only an operator token acts for an "
+		         "account; a %s token takes no account_id%s",
+		         role,
+		         r_bit == AUTH_FINANCE
+		             ? " (finance reads every account's billing)"
+		             : "");
 		return -1;
 	}
 	if (r_bit == AUTH_OPERATOR && !account) {

@@ -9,6 +9,7 @@
  * finance and admin everything). Money stays integer nanodollars in JSON;
  * page-years are text, since they are not a whole number of page-seconds'
  * worth of decimals (money_format_page_years). */
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,11 +38,15 @@ static int q_month(struct http_req *rq, const char *name, int *key)
 	char tail;
 	if (!v)
 		return 0;
-	if (strlen(v) != 7 || sscanf(v, "%4d-%2d%c", &y, &m, &tail) != 2 ||
-	    v[4] != '-' || y < MONEY_YEAR_MIN || y > MONEY_YEAR_MAX || m < 1 ||
-	    m > 12) {
+	/* digits where the form has them: sscanf's %d also takes a sign
+	 * or a blank ("2026-+3") */
+	int digits = strlen(v) == 7;
+	for (int i = 0; digits && i < 7; i++)
+		digits = i == 4 ? v[i] == '-' : isdigit((unsigned char)v[i]);
+	if (!digits || sscanf(v, "%4d-%2d%c", &y, &m, &tail) != 2 ||
+	    y < MONEY_YEAR_MIN || y > MONEY_YEAR_MAX || m < 1 || m > 12) {
 		http_problem(
-		    rq, 400, "invalid-query", "invalid query parameter",
+		    rq, 400, "invalid-parameter", "invalid parameter",
 		    "%s: must be a month as YYYY-MM, e.g. 2025-03", name);
 		return -1;
 	}
@@ -406,8 +411,7 @@ static int q_range(struct http_req *rq, char from[16], char to[16])
 	if (q_month(rq, "from", &f) < 0 || q_month(rq, "to", &t) < 0)
 		return -1;
 	if (f > t) {
-		http_problem(rq, 400, "invalid-query",
-		             "invalid query parameter",
+		http_problem(rq, 400, "invalid-parameter", "invalid parameter",
 		             "from must not be after to");
 		return -1;
 	}

@@ -11,7 +11,8 @@
  *
  * The secret is what the lend protocol's HMAC is keyed by, so only the two
  * parties may read it: operator, finance and admin are not even routed
- * here, and a node or trader of neither side gets 403. */
+ * here, and a node or trader of neither side gets the 404 of a contract
+ * that does not exist. */
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,16 +154,11 @@ static int load_party(struct http_req *rq, PGconn *c, const char *ids,
 	/* one answer for "no such contract" and "not yours", so the ids of
 	 * other accounts' contracts are not probed through this call */
 	if (!out->found || (!out->seller && !out->buyer)) {
-		if (!out->found)
-			http_problem(rq, 404, "not-found", "not found",
-			             "there is no contract %s", ids);
-		else
-			http_problem(
-			    rq, 403, "not-party", "not a party to the contract",
-			    "only the buyer and the seller of contract "
-			    "%s (their nodes or traders of their teams) "
-			    "may see its lend endpoint and secret",
-			    ids);
+		http_problem(rq, 404, "not-found", "not found",
+		             "there is no contract %s that you may see: only "
+		             "its buyer and seller (their nodes or traders of "
+		             "their teams) see its lend endpoint and secret",
+		             ids);
 		return -1;
 	}
 	return 0;

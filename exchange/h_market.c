@@ -205,13 +205,16 @@ void h_candles(struct http_req *rq)
 	int64_t interval = 3600, from = 0, to = INT64_MAX / 1000000000,
 	        limit = 500;
 	char mid[24], is[24], fs[24], ts[24], ls[24];
-	if (in_qint(rq, "interval", 1, 86400 * 7, &interval) < 0 ||
-	    in_qint(rq, "from", 0, INT64_MAX / 1000000000, &from) < 0 ||
+	const char *iv = http_query(rq, "interval");
+	if (in_qint(rq, "from", 0, INT64_MAX / 1000000000, &from) < 0 ||
 	    in_qint(rq, "to", 0, INT64_MAX / 1000000000, &to) < 0 ||
 	    in_qint(rq, "limit", 1, 1000, &limit) < 0)
 		return;
-	if (interval != 60 && interval != 300 && interval != 3600 &&
-	    interval != 86400) {
+	/* one of four, said so whatever came (a range's words for 0 or
+	 * "abc" sent the caller to values that are refused too) */
+	if (iv && (in_parse_i64(iv, &interval) < 0 ||
+	           (interval != 60 && interval != 300 && interval != 3600 &&
+	            interval != 86400))) {
 		http_problem(rq, 400, "invalid-parameter", "invalid parameter",
 		             "interval must be 60, 300, 3600 or 86400 seconds");
 		return;

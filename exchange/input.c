@@ -1,6 +1,7 @@
 /* input.c — see input.h. */
 #include "exchange/input.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,10 @@ int in_parse_i64(const char *s, int64_t *out)
 {
 	char *end;
 	if (!s || !*s || strlen(s) > 20)
+		return -1;
+	/* digits, a '-' before them at most: strtoll would also take
+	 * leading blanks and a '+' (" 5", "+5" in a query or a path) */
+	if (!isdigit((unsigned char)s[s[0] == '-']))
 		return -1;
 	errno = 0;
 	long long v = strtoll(s, &end, 10);

@@ -498,6 +498,22 @@ static int resting_event(struct apply_books *bk, struct rows_batch *b,
 /* --- authorisation ----------------------------------------------------- */
 
 /* 0 when the principal of c may act for `account`; else answers c. */
+/* The rule itself: whether c's principal may act for account a. */
+static bool acts_for(const struct apply_acct *a, const struct writer_cmd *c,
+                     int64_t account)
+{
+	switch (c->role) {
+	case AUTH_NODE:
+		return account == c->p_account;
+	case AUTH_TRADER:
+		return a->kind == 'n' && a->team == c->p_team;
+	case AUTH_OPERATOR:
+		return account == c->p_account && a->kind == 'o';
+	default:
+		return false;
+	}
+}
+
 int apply_may_act_for(struct apply_books *bk, struct writer_cmd *c,
                       int64_t account)
 {
@@ -509,26 +525,22 @@ int apply_may_act_for(struct apply_books *bk, struct writer_cmd *c,
 		rows_fail_cmd(c, 404, "not-found", "no such account", why);
 		return -1;
 	}
+	if (acts_for(a, c, account))
+		return 0;
 	switch (c->role) {
 	case AUTH_NODE:
-		if (account == c->p_account)
-			return 0;
 		snprintf(why, sizeof why,
 		         "a node may act only for itself (account %lld), not "
 		         "for account %lld",
 		         (long long)c->p_account, (long long)account);
 		break;
 	case AUTH_TRADER:
-		if (a->kind == 'n' && a->team == c->p_team)
-			return 0;
 		snprintf(why, sizeof why,
 		         "a trader may act only for the nodes of its team; "
 		         "account %lld is not one",
 		         (long long)account);
 		break;
 	case AUTH_OPERATOR:
-		if (account == c->p_account && a->kind == 'o')
-			return 0;
 		snprintf(why, sizeof why,
 		         "an operator token acts only for its operator account "
 		         "%lld",
@@ -773,16 +785,19 @@ void apply_change(struct apply_books *bk, struct rows_batch *b,
 			return;
 		}
 	}
-	if (!m) {
+	/* Another account's open order is answered as one that is not open:
+	 * a 403 naming its account told anyone which ids were open orders,
+	 * and whose, that GET /v1/orders/{id} hides from them (404). */
+	const struct apply_acct *owner = m ? apply_acct_get(bk, o.account) : NULL;
+	if (!m || !owner || !acts_for(owner, c, o.account)) {
 		snprintf(why, sizeof why,
-		         "order %llu is not open: it was filled, cancelled or "
-		         "expired, or never existed",
+		         "order %llu is not an open order of yours: it was "
+		         "filled, cancelled or expired, never existed, or is "
+		         "another account's",
 		         (unsigned long long)c->order_id);
 		rows_fail_cmd(c, 404, "not-found", "no open order", why);
 		return;
 	}
-	if (apply_may_act_for(bk, c, o.account) < 0)
-		return;
 	struct book_cmd bc = {
 	    .kind = c->kind == WR_CANCEL ? BOOK_CMD_CANCEL : BOOK_CMD_REDUCE,
 	    .now = now,

@@ -46,6 +46,8 @@ struct held { /* a contract of ours the exchange knows */
 	int confirmed;  /* seller: the exchange has our delivery; buyer: active
 	                 */
 	int metering;   /* its pages are held and metered */
+	int last_unspooled; /* every page is back, but the last period could
+	                     * not be spooled: it is cut again each round */
 	int refused;    /* the exchange refused our delivery: stop trying */
 	/* Pages given back, the exchange not yet told (recall or end): the
 	 * call is retried until it answers. */
@@ -121,6 +123,7 @@ struct agent {
 	/* counters for the status file */
 	int64_t n_samples, n_orders, n_cancels, n_recalls, n_deliveries;
 	int64_t n_reports, n_acked, n_send_fail, n_errors, n_set_aside;
+	int status_errno; /* why the status file was not written last time */
 	int64_t n_batches, n_reconciles;
 	int warned_no_usage;
 	struct events_stream *ev;

@@ -176,7 +176,13 @@ void agent_contract_take_back(struct agent *a, struct held *h, rx_pages pages,
 	if (left == 0) {
 		if (meter_stop(a->meter, id, t, &p, &why) == 0) {
 			agent_lend_adjust(h, &p);
-			agent_report_spool(a, &p, 0, 1);
+			if (agent_report_spool(a, h, &p, 0, 1) < 0 &&
+			    meter_pages(a->meter, id) >= 0) {
+				/* back in the meter: the next round's cut
+				 * spools it (agent_report_cut_all) */
+				h->last_unspooled = 1;
+				return;
+			}
 		}
 		h->metering = 0;
 	} else {

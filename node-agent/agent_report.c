@@ -20,15 +20,17 @@
 
 /* Spools one metered period; `pages` is what the contract holds at its
  * end. The cumulative counter continues from the contract's last report. */
-void agent_report_spool(struct agent *a, const struct meter_period *p,
-                        rx_pages pages, int final)
+int agent_report_spool(struct agent *a, struct held *h,
+                       const struct meter_period *p, rx_pages pages,
+                       int final)
 {
 	struct spool_report r, last;
 	char err[512];
+	const char *why;
 
 	/* The exchange refuses empty periods; nothing was metered anyway. */
 	if (p->end <= p->start)
-		return;
+		return 0;
 	memset(&r, 0, sizeof r);
 	snprintf(r.contract, sizeof r.contract, "%s", p->contract);
 	r.start = p->start;
@@ -41,15 +43,25 @@ void agent_report_spool(struct agent *a, const struct meter_period *p,
 	r.pages_at_end = pages < 0 ? 0 : pages;
 	r.final = final;
 	if (spool_append(a->spool, &r, err, sizeof err) < 0) {
-		/* Not durable means not sent: the meter keeps nothing back,
-		 * so this period is lost unless the operator acts. */
+		/* Not durable means not sent: the period goes back into the
+		 * meter and is reported with the next one once the spool can
+		 * be written again (it was lost: the pages delivered meanwhile
+		 * were never billed). What the lend child's meter counted for
+		 * it is counted again then. */
+		if (h && h->lend_real)
+			h->lend_reported -= p->page_seconds;
+		int kept = meter_uncut(a->meter, p, pages, &why) == 0;
 		log_error("could not spool a usage report",
-		          "contract=%s err=%s", p->contract,
-		          log_quote((char[600]){0}, 600, err));
+		          "contract=%s page_seconds=%lld err=%s kept=%s",
+		          p->contract, (long long)p->page_seconds,
+		          log_quote((char[600]){0}, 600, err),
+		          kept ? "\"in the meter, for the next report\""
+		               : log_quote((char[300]){0}, 300, why));
 		a->n_errors++;
-		return;
+		return -1;
 	}
 	a->n_reports++;
+	return 0;
 }
 
 static json_t *report_json(const struct spool_report *p)
@@ -181,12 +193,27 @@ void agent_report_cut_all(struct agent *a, rx_time_ns t)
 {
 	struct meter_period p;
 	const char *why;
-	for (int i = 0; i < meter_count(a->meter); i++) {
+	/* from the last: a contract stopped here leaves the table (its
+	 * place taken by the last one, already cut), and one put back after
+	 * a failed spool joins it at the end, not cut twice a round */
+	for (int i = meter_count(a->meter) - 1; i >= 0; i--) {
 		const char *id = meter_id(a->meter, i);
+		struct held *h = agent_contract_find(a, strtoll(id, NULL, 10));
+		if (!h || h->last_unspooled) {
+			/* its last period, which the spool refused before
+			 * (the contract may be over and forgotten since) */
+			if (meter_stop(a->meter, id, t, &p, &why) == 0) {
+				agent_lend_adjust(h, &p);
+				if (agent_report_spool(a, h, &p, 0, 1) == 0 &&
+				    h)
+					h->last_unspooled = h->metering = 0;
+			}
+			continue;
+		}
 		if (meter_cut(a->meter, id, t, &p, &why) == 0) {
-			agent_lend_adjust(
-			    agent_contract_find(a, strtoll(id, NULL, 10)), &p);
-			agent_report_spool(a, &p, meter_pages(a->meter, id), 0);
+			agent_lend_adjust(h, &p);
+			agent_report_spool(a, h, &p, meter_pages(a->meter, id),
+			                   0);
 		}
 	}
 }

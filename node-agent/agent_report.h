@@ -11,11 +11,14 @@
 
 #include "node-agent/agent.h"
 
-/* Spools one metered period; `pages` is what the contract holds at its
- * end, `final` marks its last. The cumulative counter continues from the
- * contract's last report. */
-void agent_report_spool(struct agent *a, const struct meter_period *p,
-                        rx_pages pages, int final);
+/* Spools one metered period of h (NULL: not held); `pages` is what the
+ * contract holds at its end, `final` marks its last. The cumulative
+ * counter continues from the contract's last report. A period that cannot
+ * be spooled (a full or read-only disk) is put back into the meter
+ * (meter_uncut), to go with the contract's next report: returns -1 then. */
+int agent_report_spool(struct agent *a, struct held *h,
+                       const struct meter_period *p, rx_pages pages,
+                       int final);
 
 /* Cuts every metered contract's period at t and spools it. */
 void agent_report_cut_all(struct agent *a, rx_time_ns t);

@@ -3,6 +3,7 @@
  */
 #include "node-agent/agent_status.h"
 
+#include "common/log.h"
 #include "node-agent/core/meter.h"
 #include "node-agent/events.h"
 #include "node-agent/exec.h"
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static rx_pages held_of(const struct agent *a, enum exec_kind k)
 {
@@ -25,16 +27,40 @@ static rx_pages held_of(const struct agent *a, enum exec_kind k)
 	return n;
 }
 
+/* A status file that cannot be written (no such folder, a full or
+ * read-only disk) leaves the node's monitoring with stale figures or none:
+ * the log says so once when it starts failing, with why, and once when it
+ * is written again, not every sample. */
+static void status_result(struct agent *a, int err)
+{
+	if (err && err != a->status_errno) {
+		log_warn("could not write the status file; its figures are "
+		         "stale until it can be",
+		         "path=%s err=%s",
+		         log_quote((char[CONFIG_STR + 8]){0}, CONFIG_STR + 8,
+		                   a->cfg.status_file),
+		         log_quote((char[200]){0}, 200, strerror(err)));
+		a->n_errors++;
+	} else if (!err && a->status_errno) {
+		log_info("status file written again", "path=%s",
+		         log_quote((char[CONFIG_STR + 8]){0}, CONFIG_STR + 8,
+		                   a->cfg.status_file));
+	}
+	a->status_errno = err;
+}
+
 void agent_status_write(struct agent *a)
 {
 	char tmp[CONFIG_STR + 8];
 	FILE *f;
 
-	if (!a->cfg.status_file[0])
+	if (!a->cfg.status_file[0] || !a->spool)
 		return;
 	snprintf(tmp, sizeof tmp, "%s.tmp", a->cfg.status_file);
-	if (!a->spool || !(f = fopen(tmp, "w")))
+	if (!(f = fopen(tmp, "w"))) {
+		status_result(a, errno);
 		return;
+	}
 	static struct spool_report none[1];
 	fprintf(f,
 	        "# ramex-agent status (Prometheus text format)\n"
@@ -148,6 +174,12 @@ void agent_status_write(struct agent *a)
 			        "\"%s\"} %lld\n",
 			        id, (long long)last.cum_page_seconds);
 	}
-	if (fclose(f) == 0)
-		rename(tmp, a->cfg.status_file);
+	int err = ferror(f) ? EIO : 0;
+	if (fclose(f) != 0 && !err)
+		err = errno;
+	if (!err && rename(tmp, a->cfg.status_file) != 0)
+		err = errno;
+	if (err)
+		unlink(tmp);
+	status_result(a, err);
 }

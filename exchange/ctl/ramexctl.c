@@ -183,7 +183,9 @@ static const struct ctl_cmd cmds[] = {
      none, 1, ctl_admin_keys_revoke},
     {"tokens", "create",
      "tokens create NAME --role R [--team ID] [--account ID]",
-     "create a bearer token; prints it once (admin)", o_token, none, 1,
+     "create a bearer token; prints it once (admin); --team for a "
+     "trader, --account for an operator, neither for finance or admin",
+     o_token, none, 1,
      ctl_admin_tokens_create},
     {"tokens", "list", "tokens list", "list tokens (admin)", none, none, 0,
      ctl_admin_tokens_list},

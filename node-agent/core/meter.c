@@ -138,6 +138,34 @@ int meter_stop(struct meter *m, const char *id, rx_time_ns t,
 	return 0;
 }
 
+int meter_uncut(struct meter *m, const struct meter_period *p, rx_pages pages,
+                const char **why)
+{
+	if (p->page_seconds < 0 || p->carry_pns < 0 ||
+	    p->carry_pns >= NS_PER_S || p->end < p->start) {
+		*why = "not a period the meter cut";
+		return -1;
+	}
+	struct meter_entry *e = find(m, p->contract);
+	__int128 back = (__int128)p->page_seconds * NS_PER_S;
+	if (e) {
+		/* cut at p->end: its carry is still in acc */
+		if (e->start != p->end) {
+			*why = "the contract was cut again after this period";
+			return -1;
+		}
+		e->start = p->start;
+		e->acc += back;
+		return 0;
+	}
+	if (meter_start(m, p->contract, p->end, pages, p->carry_pns, why) < 0)
+		return -1;
+	e = find(m, p->contract);
+	e->start = p->start;
+	e->acc += back;
+	return 0;
+}
+
 rx_pages meter_pages(const struct meter *m, const char *id)
 {
 	for (int i = 0; i < m->n; i++)

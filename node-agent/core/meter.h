@@ -55,6 +55,13 @@ int meter_cut(struct meter *m, const char *id, rx_time_ns t,
 int meter_stop(struct meter *m, const char *id, rx_time_ns t,
                struct meter_period *out, const char **why);
 
+/* Puts back period p, which could not be kept (its report could not be
+ * spooled): the contract's next cut starts at p->start again and holds
+ * p's page-seconds too, so a period that was not written is reported
+ * with the next one rather than lost. A contract p stopped is metered
+ * again, with `pages` held from p->end on. */
+int meter_uncut(struct meter *m, const struct meter_period *p, rx_pages pages,
+                const char **why);
 /* Pages held for `id` now, or -1 when it is not metered. */
 rx_pages meter_pages(const struct meter *m, const char *id);
 int meter_count(const struct meter *m);

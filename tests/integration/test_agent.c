@@ -26,6 +26,8 @@
  * something happens, never how fast (speed is bench/40-agent.sh's).
  */
 #include <check.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -549,6 +551,55 @@ END_TEST
 
 /* The open orders of node `acct` that `by` placed ('node:%' for its
  * agent, 'tok:%' for people). */
+/* The spool's disk full for a few seconds (RLIMIT_FSIZE at the spool's
+ * size: its appends fail with EFBIG as on a full disk with ENOSPC): the
+ * periods metered meanwhile go into the next report once it can be
+ * written, so the contract's reports still cover its delivery without a
+ * gap. They were dropped ("the meter keeps nothing back"): pages
+ * delivered and never billed. */
+START_TEST(full_disk_loses_no_period)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct agh_agent A;
+	struct stat st;
+
+	/* exceeding the limit must fail the write, not kill the agent; an
+	 * ignored signal stays ignored across exec */
+	signal(SIGXFSZ, SIG_IGN);
+	one_seller(&h, &w, &A, "agent_disk_full");
+	ck_assert_int_eq(stat(A.spool, &st), 0);
+	struct rlimit full = {(rlim_t)st.st_size, RLIM_INFINITY},
+	              room = {RLIM_INFINITY, RLIM_INFINITY};
+	ck_assert_int_eq(prlimit(A.pid, RLIMIT_FSIZE, &full, NULL), 0);
+	int64_t before = usage_rows(&h, w.node_a);
+	agh_sleep_ms(4000); /* four report rounds */
+	ck_assert_int_eq(prlimit(A.pid, RLIMIT_FSIZE, &room, NULL), 0);
+	AGH_WAIT_FOR(usage_rows(&h, w.node_a) >= before + 3,
+	             "A's reports did not resume; see %s", A.log);
+	ck_assert_int_eq(agh_signal(&A, SIGTERM), 0);
+	PGconn *c = db(&h);
+	long gaps = agh_q(
+	    c, "SELECT count(*) FROM (SELECT period_start_ns, lag(period_end_ns) "
+	       "OVER (PARTITION BY contract_id, side ORDER BY period_start_ns) "
+	       "AS prev FROM usage_reports WHERE node_id = %lld) x WHERE prev "
+	       "IS NOT NULL AND prev <> period_start_ns",
+	    (long long)w.node_a);
+	long spans = agh_q(c,
+	                   "SELECT count(*) FROM usage_reports WHERE node_id = "
+	                   "%lld AND period_end_ns - period_start_ns > "
+	                   "2000000000",
+	                   (long long)w.node_a);
+	PQfinish(c);
+	ck_assert_msg(gaps == 0,
+	              "%ld periods missing from A's reports; see %s", gaps,
+	              A.log);
+	ck_assert_msg(spans >= 1, "no report spans the full disk; see %s",
+	              A.log);
+	rxh_stop(&h);
+}
+END_TEST
+
 static long open_by(PGconn *c, int64_t acct, const char *by)
 {
 	return agh_q(c,
@@ -703,9 +754,58 @@ START_TEST(people_and_the_agent)
 	             "resumed, A does not quote; see %s", A.log);
 	ck_assert_int_eq(open_by(c, w.node_a, "tok:%"), 2);
 
+	/* paused again without a note (`ramexctl nodes pause NODE`): the
+	 * note is null, and the agent logged it through a NULL pointer */
+	snprintf(path, sizeof path, "/v1/nodes/%lld/pause",
+	         (long long)w.node_a);
+	ck_assert_int_eq(
+	    rxh_call(&h, "POST", path, w.trader_token, NULL, NULL, &r), 200);
+	rxh_resp_free(&r);
+	AGH_WAIT_FOR(agh_metric(&A, "ramex_agent_paused") == 1,
+	             "paused without a note, A did not say so; see %s", A.log);
+
 	ck_assert_int_eq(agh_signal(&A, SIGTERM), 0);
 	PQfinish(c);
 	rxh_stop(&h);
+}
+END_TEST
+
+/* A status file that cannot be written (its folder is missing) is said
+ * in the log, once, not passed over in silence (the node's monitoring
+ * would show stale figures and nothing say why). No exchange is needed:
+ * the agent runs on without one. */
+START_TEST(status_file_unwritable_is_logged)
+{
+	struct agh_agent A;
+	char line[1024];
+	agh_init(&A, "agent-status-missing", "nk_0000000000000000",
+	         "rxs_0000000000000000", 1, 65536, 8192, NULL);
+	for (int i = 0; i < A.nargs; i++)
+		if (!strncmp(A.args[i], "--status_file=", 14))
+			snprintf(A.args[i], sizeof A.args[i],
+			         "--status_file=%s/missing/status.prom", A.dir);
+	agh_start(&A);
+	int n = 0;
+	for (int t = 0; t < 50 && n == 0; t++) {
+		agh_sleep_ms(100);
+		FILE *f = fopen(A.log, "r");
+		n = 0;
+		while (f && fgets(line, sizeof line, f))
+			n += strstr(line, "could not write the status file") &&
+			     strstr(line, "missing/status.prom") != NULL;
+		if (f)
+			fclose(f);
+	}
+	ck_assert_msg(n == 1, "the log does not say so; see %s", A.log);
+	agh_sleep_ms(2500); /* more samples: said once, not each */
+	FILE *f = fopen(A.log, "r");
+	n = 0;
+	while (f && fgets(line, sizeof line, f))
+		n += strstr(line, "could not write the status file") != NULL;
+	if (f)
+		fclose(f);
+	ck_assert_msg(n == 1, "said %d times; see %s", n, A.log);
+	ck_assert_int_eq(agh_signal(&A, SIGTERM), 0);
 }
 END_TEST
 
@@ -803,11 +903,13 @@ int main(void)
 	TCase *t = tcase_create("end to end");
 	tcase_set_timeout(t, 400);
 	tcase_add_test(t, help_is_complete);
+	tcase_add_test(t, status_file_unwritable_is_logged);
 	tcase_add_test(t, trade_deliver_recall_report);
 	tcase_add_test(t, people_and_the_agent);
 	tcase_add_test(t, exchange_outage);
 	tcase_add_test(t, order_in_doubt_is_retried_with_its_key);
 	tcase_add_test(t, agent_crash);
+	tcase_add_test(t, full_disk_loses_no_period);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

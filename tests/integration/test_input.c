@@ -423,6 +423,19 @@ START_TEST(database_refusals_are_in_our_words)
 	char node_hx[128];
 	snprintf(node_hx, sizeof node_hx, "{\"name\":\"HX\",\"team_id\":%lld}",
 	         (long long)w.team);
+	/* a token of a role that acts for no account, given a real one: it
+	 * was stored, whoami named the account, and the finance token read
+	 * every account's billing all the same */
+	char fin_acct[128], trader_acct[160], keys_path[64];
+	snprintf(keys_path, sizeof keys_path, "/v1/nodes/%lld/keys",
+	         (long long)w.node_a);
+	snprintf(fin_acct, sizeof fin_acct,
+	         "{\"name\":\"f\",\"role\":\"finance\",\"account_id\":%lld}",
+	         (long long)w.op_account);
+	snprintf(trader_acct, sizeof trader_acct,
+	         "{\"name\":\"t\",\"role\":\"trader\",\"team_id\":%lld,"
+	         "\"account_id\":%lld}",
+	         (long long)w.team, (long long)w.node_a);
 	const struct expect x[] = {
 	    /* the schema's name rule, checked at the edge */
 	    {"/v1/nodes", node_hx, 400, "name"},
@@ -446,8 +459,18 @@ START_TEST(database_refusals_are_in_our_words)
 	    {"/v1/tokens",
 	     "{\"name\":\"t\",\"role\":\"finance\",\"account_id\":999999}", 422,
 	     "account_id"},
+	    {"/v1/tokens", fin_acct, 422, "account_id"},
+	    {"/v1/tokens", trader_acct, 422, "account_id"},
+	    /* a request that takes no fields reads its body all the same:
+	     * malformed JSON or a field made a key (201) */
+	    {keys_path, "{\"x\":1}", 400, NULL},
+	    {keys_path, "[1", 400, NULL},
 	};
+	long keys = testdb_scalar_at(h.conninfo, "SELECT count(*) FROM node_keys");
 	expect_all(&h, h.admin, x, (int)(sizeof x / sizeof x[0]));
+	ck_assert_int_eq(testdb_scalar_at(h.conninfo,
+	                                  "SELECT count(*) FROM node_keys"),
+	                 keys);
 
 	/* a query that fails inside the exchange: a 500 that says so, with
 	 * PostgreSQL's text in the log only */

@@ -262,6 +262,37 @@ static const char *const fingerprints[] = {
  * the ledger still balanced and append-only; new rows land in their
  * month's partition, and a month made later takes its rows out of the
  * default partition. */
+/* 0022 on tokens from before it: a finance or admin token that was given
+ * an account loses it (nothing scoped by it), an operator's keeps its own,
+ * and the database refuses another such token from then on. */
+START_TEST(schema_0022_clears_accounts_of_non_operator_tokens)
+{
+	char err[512] = "";
+	PGconn *c = testdb_connect(testdb_create("ramex_t_migrate_0022"));
+	int k = apply_before(c, "0022");
+	run_ok(c, "INSERT INTO accounts (id, name, kind) VALUES (1, 'op1', "
+	          "'operator')");
+	run_ok(c, "INSERT INTO api_tokens (name, role, account_id, sha256, "
+	          "prefix) VALUES ('fin', 'finance', 1, repeat('a', 64), "
+	          "'rx_a'), ('adm', 'admin', 1, repeat('b', 64), 'rx_b'), "
+	          "('op', 'operator', 1, repeat('c', 64), 'rx_c')");
+	ck_assert_msg(migrate_apply(c, schema_migrations + k, 1, err,
+	                            sizeof err) == 1,
+	              "%s", err);
+	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM api_tokens "
+	                                  "WHERE account_id IS NOT NULL"),
+	                 1);
+	ck_assert_int_eq(testdb_scalar(c, "SELECT account_id FROM api_tokens "
+	                                  "WHERE role = 'operator'"),
+	                 1);
+	run_fails(c,
+	          "INSERT INTO api_tokens (name, role, account_id, sha256, "
+	          "prefix) VALUES ('f2', 'finance', 1, repeat('d', 64), 'rx_d')",
+	          "23514");
+	PQfinish(c);
+}
+END_TEST
+
 START_TEST(schema_0015_partitions_history_keeping_every_row)
 {
 	char err[512] = "";
@@ -460,6 +491,7 @@ int main(void)
 	tcase_add_test(tc, embedded_schema_applies);
 	tcase_add_test(tc, schema_0012_recounts_usage_and_clears_teams);
 	tcase_add_test(tc, schema_0015_partitions_history_keeping_every_row);
+	tcase_add_test(tc, schema_0022_clears_accounts_of_non_operator_tokens);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -687,17 +687,18 @@ START_TEST(node_cannot_act_for_another)
 	ck_assert_int_eq(rxh_status_signed(&h, "POST", "/v1/orders", w.key_a,
 	                                   w.secret_a, body, 0, NULL),
 	                 403);
-	/* nor cancel, reduce, or see node b's order */
+	/* nor cancel, reduce, or see node b's order: to node a it is no
+	 * open order (404), as GET says */
 	snprintf(path, sizeof path, "/v1/orders/%lld", (long long)b_order);
 	ck_assert_int_eq(rxh_status_signed(&h, "DELETE", path, w.key_a,
 	                                   w.secret_a, NULL, 0, NULL),
-	                 403);
+	                 404);
 	snprintf(path, sizeof path, "/v1/orders/%lld/reduce",
 	         (long long)b_order);
 	ck_assert_int_eq(rxh_status_signed(&h, "POST", path, w.key_a,
 	                                   w.secret_a, "{\"remaining\":256}", 0,
 	                                   NULL),
-	                 403);
+	                 404);
 	snprintf(path, sizeof path, "/v1/orders/%lld", (long long)b_order);
 	ck_assert_int_eq(rxh_status_signed(&h, "GET", path, w.key_a, w.secret_a,
 	                                   NULL, 0, NULL),
@@ -712,9 +713,23 @@ START_TEST(node_cannot_act_for_another)
 	                       100000, NULL, NULL, &r),
 	                 403);
 	rxh_resp_free(&r);
+	/* nor cancel or reduce its order, which is to them as one that is
+	 * not open (404, as GET says): a 403 named node b's account, so
+	 * anyone could tell which ids were open orders, and whose */
+	char num[24];
+	snprintf(num, sizeof num, "account %lld", (long long)w.node_b);
 	snprintf(path, sizeof path, "/v1/orders/%lld", (long long)b_order);
 	ck_assert_int_eq(
-	    rxh_status(&h, "DELETE", path, w.trader2_token, NULL, NULL), 403);
+	    rxh_call(&h, "DELETE", path, w.trader2_token, NULL, NULL, &r), 404);
+	ck_assert_msg(!strstr(r.body, num), "%s", r.body);
+	rxh_resp_free(&r);
+	snprintf(path, sizeof path, "/v1/orders/%lld/reduce",
+	         (long long)b_order);
+	ck_assert_int_eq(rxh_call(&h, "POST", path, w.trader2_token,
+	                          "{\"remaining\":1}", NULL, &r),
+	                 404);
+	ck_assert_msg(!strstr(r.body, num), "%s", r.body);
+	rxh_resp_free(&r);
 	/* a client order id belongs to its account: another team's trader
 	 * naming it neither sees the order it made nor spoils the id */
 	const char *b1 = ",\"client_order_id\":\"b-1\"",
@@ -737,6 +752,7 @@ START_TEST(node_cannot_act_for_another)
 	                 201);
 	rxh_resp_free(&r);
 	/* node b itself may cancel it */
+	snprintf(path, sizeof path, "/v1/orders/%lld", (long long)b_order);
 	ck_assert_int_eq(rxh_status_signed(&h, "DELETE", path, w.key_b,
 	                                   w.secret_b, NULL, 0, NULL),
 	                 200);
@@ -811,12 +827,34 @@ START_TEST(bad_input_changes_nothing)
 	    "/v1/orders/abc",
 	    "/v1/orders/-1",
 	    "/v1/markets/spot/candles?interval=7",
+	    "/v1/markets/spot/candles?interval=0",
 	    "/v1/markets/spot/trades?limit=99999999999999999999",
+	    /* an integer is digits (a '-' before them): strtoll's leading
+	     * blanks and '+' were taken */
+	    "/v1/orders?limit=+5",
+	    "/v1/orders?limit=%205",
+	    "/v1/orders/+1",
+	    "/v1/orders/%201",
+	    "/v1/orders?before=%0910",
+	    /* a month is YYYY-MM in digits, and its problem has the type
+	     * of every other bad parameter (it was invalid-query) */
+	    "/v1/billing/summary?from=2026-+3",
+	    "/v1/billing/summary?from=2026-%203",
+	    "/v1/billing/summary?from=2026-13",
+	    "/v1/billing/summary?from=2026-12&to=2026-01",
 	};
 	for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
 		long s = rxh_call(&h, "GET", paths[i], w.trader_token, NULL,
 		                  NULL, &r);
 		ck_assert_msg(s == 400, "%s -> %ld %s", paths[i], s, r.body);
+		ck_assert_msg(!strstr(paths[i], "/billing/") ||
+		                  strstr(r.body,
+		                         "urn:ramex:problem:invalid-parameter"),
+		              "%s -> %s", paths[i], r.body);
+		/* the candles' interval is one of four, whatever was sent */
+		if (strstr(paths[i], "interval="))
+			ck_assert_msg(strstr(r.body, "60, 300, 3600 or 86400"),
+			              "%s -> %s", paths[i], r.body);
 		rxh_resp_free(&r);
 	}
 	ck_assert_int_eq(count(&h, "SELECT count(*) FROM orders"), 0);

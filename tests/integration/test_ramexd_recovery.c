@@ -362,20 +362,39 @@ START_TEST(events_reach_the_right_subscribers)
 	struct rxh h;
 	struct rxh_world w;
 	struct rxh_resp r;
-	struct rxh_sse mine = {0}, other = {0};
-	pthread_t t1, t2;
+	struct rxh_sse mine = {0}, other = {0}, op = {0};
+	pthread_t t1, t2, t3;
 	rxh_start(&h, "ramex_t_rxd_sse", "--sse_keepalive_s=1");
 	rxh_world(&h, &w);
-	mine.h = other.h = &h;
+	mine.h = other.h = op.h = &h;
 	mine.token = w.trader_token; /* team of node a */
-	mine.until = other.until = "event: contract";
+	mine.until = other.until = op.until = "event: contract";
 	other.token = w.trader2_token; /* another team */
+	op.token = w.op_token;
 	pthread_create(&t1, NULL, rxh_sse_run, &mine);
 	pthread_create(&t2, NULL, rxh_sse_run, &other);
+	pthread_create(&t3, NULL, rxh_sse_run, &op);
 	for (int i = 0; i < 200 && !(__atomic_load_n(&mine.connected, 0) &&
-	                             __atomic_load_n(&other.connected, 0));
+	                             __atomic_load_n(&other.connected, 0) &&
+	                             __atomic_load_n(&op.connected, 0));
 	     i++)
 		usleep(20000);
+	/* an order of node a that a person closes with a note: its team's
+	 * trader sees it, the operator does not (GET /v1/orders does not
+	 * show it another account's order either), though it sees the
+	 * fill and contract below */
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_a, "sell", 256,
+	                       900000, NULL, NULL, &r),
+	                 201);
+	char path[64];
+	snprintf(path, sizeof path, "/v1/orders/%lld",
+	         (long long)json_integer_value(json_object_get(
+	             json_object_get(r.json, "order"), "id")));
+	rxh_resp_free(&r);
+	ck_assert_int_eq(rxh_call(&h, "DELETE", path, w.trader_token,
+	                          "{\"note\":\"kept-for-the-team\"}", NULL, &r),
+	                 200);
+	rxh_resp_free(&r);
 	ck_assert_int_eq(place(&h, w.trader_token, w.node_a, "sell", 256,
 	                       100000, NULL, NULL, &r),
 	                 201);
@@ -385,8 +404,12 @@ START_TEST(events_reach_the_right_subscribers)
 	                 201);
 	rxh_resp_free(&r);
 	pthread_join(t1, NULL);
+	pthread_join(t3, NULL);
 	ck_assert_msg(strstr(mine.buf, "event: fill"), "%s", mine.buf);
 	ck_assert_msg(strstr(mine.buf, "event: contract"), "%s", mine.buf);
+	ck_assert_msg(strstr(mine.buf, "kept-for-the-team"), "%s", mine.buf);
+	ck_assert_msg(strstr(op.buf, "event: contract"), "%s", op.buf);
+	ck_assert_msg(!strstr(op.buf, "kept-for-the-team"), "%s", op.buf);
 	/* the other team's trader sees keep-alives, never this fill */
 	sleep(2);
 	rxh_stop(&h); /* ends the streams */

@@ -96,6 +96,40 @@ END_TEST
 
 /* A year of a 4 TiB node's pages overflows 64-bit page-ns; the meter
  * does not. */
+/* A period whose report could not be spooled (a full disk) is put back:
+ * the next cut spans both periods and holds both sums, with the carry;
+ * the last period of a stopped contract comes back with the pages given. */
+START_TEST(uncut_period_goes_with_the_next)
+{
+	struct meter *m = meter_new();
+	struct meter_period p, q;
+
+	meter_start(m, "c", 0, 3, 0, &why);
+	ck_assert_int_eq(meter_cut(m, "c", 1500000000LL, &p, &why), 0);
+	ck_assert_int_eq(p.page_seconds, 4);
+	ck_assert_int_eq(meter_uncut(m, &p, 3, &why), 0);
+	ck_assert_int_eq(meter_uncut(m, &p, 3, &why), -1); /* once */
+	ck_assert_int_eq(meter_set(m, "c", 2 * S, 2, &why), 0);
+	ck_assert_int_eq(meter_cut(m, "c", 3 * S, &q, &why), 0);
+	ck_assert_int_eq(q.start, 0);
+	ck_assert_int_eq(q.end, 3 * S);
+	ck_assert_int_eq(q.page_seconds, 3 * 2 + 2 * 1); /* 8, none lost */
+	ck_assert_int_eq(q.carry_pns, 0);
+
+	/* stopped, then put back: metered again, 0 pages, the sum kept */
+	ck_assert_int_eq(meter_stop(m, "c", 4500000000LL, &p, &why), 0);
+	ck_assert_int_eq(p.page_seconds, 3);
+	ck_assert_int_eq(p.carry_pns, 0);
+	ck_assert_int_eq(meter_count(m), 0);
+	ck_assert_int_eq(meter_uncut(m, &p, 0, &why), 0);
+	ck_assert_int_eq(meter_pages(m, "c"), 0);
+	ck_assert_int_eq(meter_stop(m, "c", 9 * S, &q, &why), 0);
+	ck_assert_int_eq(q.start, 3 * S);
+	ck_assert_int_eq(q.page_seconds, 3);
+	meter_free(m);
+}
+END_TEST
+
 START_TEST(large_values)
 {
 	struct meter *m = meter_new();
@@ -145,6 +179,7 @@ int main(void)
 	tcase_add_test(tc, constant_and_steps);
 	tcase_add_test(tc, carry_loses_nothing);
 	tcase_add_test(tc, resume_after_restart);
+	tcase_add_test(tc, uncut_period_goes_with_the_next);
 	tcase_add_test(tc, large_values);
 	tcase_add_test(tc, bad_input);
 	suite_add_tcase(s, tc);
