@@ -2,7 +2,9 @@
 
 SCHEMA_SQL := $(sort $(wildcard schema/*.sql))
 
-$(BUILD)/gen/schema.c: $(SCHEMA_SQL) scripts/embed-sql.sh
+# schema/ itself too: a migration renamed or removed changes no file's
+# time, only the folder's, and the list embedded must follow it.
+$(BUILD)/gen/schema.c: $(SCHEMA_SQL) schema scripts/embed-sql.sh
 	@mkdir -p $(@D)
 	bash scripts/embed-sql.sh $@ $(SCHEMA_SQL)
 

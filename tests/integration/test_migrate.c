@@ -262,14 +262,14 @@ static const char *const fingerprints[] = {
  * the ledger still balanced and append-only; new rows land in their
  * month's partition, and a month made later takes its rows out of the
  * default partition. */
-/* 0022 on tokens from before it: a finance or admin token that was given
+/* 0019 on tokens from before it: a finance or admin token that was given
  * an account loses it (nothing scoped by it), an operator's keeps its own,
  * and the database refuses another such token from then on. */
-START_TEST(schema_0022_clears_accounts_of_non_operator_tokens)
+START_TEST(schema_0019_clears_accounts_of_non_operator_tokens)
 {
 	char err[512] = "";
-	PGconn *c = testdb_connect(testdb_create("ramex_t_migrate_0022"));
-	int k = apply_before(c, "0022");
+	PGconn *c = testdb_connect(testdb_create("ramex_t_migrate_0019"));
+	int k = apply_before(c, "0019");
 	run_ok(c, "INSERT INTO accounts (id, name, kind) VALUES (1, 'op1', "
 	          "'operator')");
 	run_ok(c, "INSERT INTO api_tokens (name, role, account_id, sha256, "
@@ -491,7 +491,7 @@ int main(void)
 	tcase_add_test(tc, embedded_schema_applies);
 	tcase_add_test(tc, schema_0012_recounts_usage_and_clears_teams);
 	tcase_add_test(tc, schema_0015_partitions_history_keeping_every_row);
-	tcase_add_test(tc, schema_0022_clears_accounts_of_non_operator_tokens);
+	tcase_add_test(tc, schema_0019_clears_accounts_of_non_operator_tokens);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
