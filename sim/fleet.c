@@ -240,6 +240,13 @@ static void decide(struct fleet *f, struct fl_machine *m,
 		f->r->bad_core++;
 		return;
 	}
+	double truth = m->now.ws;
+	f->r->decisions++;
+	f->r->above += (double)(m->resident + m->borrowed) - truth;
+	f->r->bias += (double)e->wss - truth;
+	f->r->err += (double)e->wss_err;
+	f->r->margin += (double)(v.need - e->wss - e->wss_err);
+	f->r->valued += (double)v.valued;
 	for (int i = 0; i < n; i++) {
 		const struct strategy_action *a = &acts[i];
 		struct fl_contract *x;
