@@ -281,6 +281,11 @@ int sx_apply(struct fleet *f, struct fl_contract *x, enum contract_event ev,
 		cmd.actor_account = x->k.buyer;
 	enum contract_reject rj = contract_apply(&x->k, &cmd, &tr, msg);
 	if (rj == CONTRACT_REJ_NONE) {
+		/* Delivered (pending to active): the strategy's list of the
+		 * parties' contracts holds both states alike, so it stays. */
+		if (tr.from == CONTRACT_PENDING_DELIVERY &&
+		    tr.to == CONTRACT_ACTIVE)
+			return 0;
 		f->m[x->seller].dirty = 1;
 		if (x->buyer >= 0)
 			f->m[x->buyer].dirty = 1;
