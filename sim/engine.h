@@ -77,7 +77,11 @@ struct fl_machine {
 	int *ks; /* contract indices where it is a party, oldest first */
 	int nks, capks;
 	int64_t report_seq;
-	int moves; /* some contract of its has pages to move */
+	/* The contracts of ks it may have pages to move for, oldest first
+	 * (the order its movers share their rates in): the movers look at
+	 * these, not at every contract it ever had (sx_moving). */
+	int *mv;
+	int nmv, capmv;
 	/* The contracts as the strategy sees them, rebuilt when one of them
 	 * changes (dirty), not every step. */
 	struct strategy_contract *sk;
@@ -107,6 +111,10 @@ struct fleet {
 	struct book_event *ev;
 	int nev, capev;
 	rx_time_ns now;
+	/* The strategy's actions, room for STRATEGY_MAX_ACTIONS (460 KiB):
+	 * on the heap, once; thread-local, every thread of every step
+	 * cleared it as it started. */
+	struct strategy_action *acts;
 	double *dur, *mv;
 	int ndur;
 };

@@ -81,6 +81,31 @@ static void add_party(struct fl_machine *m, int k)
 	m->ks[m->nks++] = k;
 }
 
+void sx_moving(struct fleet *f, struct fl_machine *m,
+               const struct fl_contract *x)
+{
+	int k = (int)(x - f->k), lo = 0, hi = m->nmv;
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+		if (m->mv[mid] < k)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < m->nmv && m->mv[lo] == k)
+		return;
+	if (m->nmv == m->capmv) {
+		m->capmv = m->capmv ? m->capmv * 2 : 16;
+		m->mv = realloc(m->mv, (size_t)m->capmv * sizeof *m->mv);
+		if (!m->mv)
+			abort();
+	}
+	memmove(&m->mv[lo + 1], &m->mv[lo],
+	        (size_t)(m->nmv - lo) * sizeof *m->mv);
+	m->mv[lo] = k;
+	m->nmv++;
+}
+
 static void push(int **a, int *n, int *cap, int v)
 {
 	if (*n == *cap) {
@@ -160,7 +185,7 @@ static void open_contract(struct fleet *f, const struct book_event *ev)
 	                                  .fee_bps = f->c->fee_bps};
 	push(&f->live, &f->nlive, &f->caplive, f->nk);
 	add_party(s, f->nk);
-	s->moves = 1;
+	sx_moving(f, s, x);
 	s->dirty = 1;
 	if (b) {
 		add_party(b, f->nk);
@@ -256,6 +281,11 @@ int sx_apply(struct fleet *f, struct fl_contract *x, enum contract_event ev,
 		cmd.actor_account = x->k.buyer;
 	enum contract_reject rj = contract_apply(&x->k, &cmd, &tr, msg);
 	if (rj == CONTRACT_REJ_NONE) {
+		/* Delivered (pending to active): the strategy's list of the
+		 * parties' contracts holds both states alike, so it stays. */
+		if (tr.from == CONTRACT_PENDING_DELIVERY &&
+		    tr.to == CONTRACT_ACTIVE)
+			return 0;
 		f->m[x->seller].dirty = 1;
 		if (x->buyer >= 0)
 			f->m[x->buyer].dirty = 1;
@@ -370,7 +400,7 @@ void sx_vacate(struct fleet *f, struct fl_contract *x)
 {
 	x->todo_away = x->data_in;
 	x->todo_in = 0;
-	f->m[x->buyer].moves = 1;
+	sx_moving(f, &f->m[x->buyer], x);
 	sx_watch(f, x);
 }
 
@@ -386,7 +416,7 @@ void sx_end(struct fleet *f, struct fl_contract *x)
 	x->todo_in = x->todo_away = 0;
 	x->todo_out = 0;
 	x->todo_back = x->placed;
-	s->moves = 1;
+	sx_moving(f, s, x);
 }
 
 void sx_deadlines(struct fleet *f, rx_time_ns upto)

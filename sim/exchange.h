@@ -19,6 +19,10 @@ void sx_place(struct fleet *f, int64_t account, enum book_side side,
               enum book_tif tif, rx_pages pages, rx_price price);
 void sx_cancel(struct fleet *f, uint64_t id);
 
+/* m has pages to move for x (out, back, in or away): its movers see to it
+ * from the next time they run. */
+void sx_moving(struct fleet *f, struct fl_machine *m,
+               const struct fl_contract *x);
 /* Applies a contract event; 0, or -1 counted as a refusal. */
 int sx_apply(struct fleet *f, struct fl_contract *x, enum contract_event ev,
              enum contract_actor who, rx_time_ns at);

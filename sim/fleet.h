@@ -105,6 +105,12 @@ struct fleet_result {
 	int64_t bad_balance, bad_billing, bad_core;
 	int64_t refused; /* contract commands the state machine refused */
 	int64_t recall_refused; /* recalls of contracts not yet delivered */
+	/* Where the pages a machine keeps above its true working set go,
+	 * summed over the decisions of agents (market, oracle): all of them
+	 * (resident + borrowed − the truth), the estimate's bias (wss − the
+	 * truth), its error bar, the margin, and the pages the curve values
+	 * above the best bid; the rest is the band, lots and moves. */
+	double decisions, above, bias, err, margin, valued;
 	struct fleet_point *timeline;
 	int npoints;
 	double cpu_s; /* filled by the caller */

@@ -35,6 +35,9 @@ static void usage(FILE *o)
 	        "  --tmo-target P  tmo's PSI some target, %% of time (0.05)\n"
 	        "  --pressure P    the agents' PSI pressure threshold, %% of "
 	        "time (0.5; 0: the estimator's default, 10)\n"
+	        "  --source S      the agents' working-set signal: mglru (a "
+	        "stock kernel's\n                  generations, the default) or "
+	        "page_idle\n"
 	        "  --json FILE     write the JSON summary there\n"
 	        "  --svg FILE      write the chart there\n"
 	        "Prints the figures table on stdout and its speed on stderr.\n"
@@ -114,6 +117,10 @@ int main(int argc, char **argv)
 			c.stall_value_per_gib = 0;
 		} else if (!strcmp(a, "--stall-value") && num(v, 0, 1e12, &d) == 0)
 			c.stall_value_per_gib = (int64_t)d;
+		else if (!strcmp(a, "--source") && !strcmp(v, "mglru"))
+			c.costs.source = WL_MGLRU;
+		else if (!strcmp(a, "--source") && !strcmp(v, "page_idle"))
+			c.costs.source = WL_PAGE_IDLE;
 		else if (!strcmp(a, "--json"))
 			json = v;
 		else if (!strcmp(a, "--svg"))

@@ -37,14 +37,26 @@ static double given(const struct fleet_result *r)
 	return r->offline_ps + r->lent_ps;
 }
 
+static const char *report_source(enum wl_source s)
+{
+	return s == WL_MGLRU ? "mglru" : "page_idle";
+}
+
+/* Millions of pages a machine, averaged over the agents' decisions. */
+static double per_decision(const struct fleet_result *x, double sum)
+{
+	return x->decisions > 0 ? sum / x->decisions / 1e6 : 0;
+}
+
 void report_table(FILE *out, const struct fleet_config *c,
                   const struct fleet_result *r, int n)
 {
 	char b[64];
 
 	fprintf(out, "ramex-fleet: %d machines, %.1f days, seed %" PRIu64
-	             ", step %" PRId64 " s",
-	        c->machines, c->days, c->seed, c->dt_s);
+	             ", step %" PRId64 " s, source %s",
+	        c->machines, c->days, c->seed, c->dt_s,
+	        report_source(c->costs.source));
 	if (c->first > 0)
 		fprintf(out, ", machines %d..%d of the seed's fleet", c->first,
 		        c->first + c->machines - 1);
@@ -80,6 +92,15 @@ void report_table(FILE *out, const struct fleet_config *c,
 	    share(x->stall_s, x->machine_s));
 	ROW("stall, worst machine %", "%14.3f", 100 * x->worst_stall_share);
 	ROW("  worst machine (--first)", "%14d", x->worst_machine);
+	ROW("kept above the truth, M pages/mach.", "%14.3f",
+	    per_decision(x, x->above));
+	ROW("  estimate's bias", "%14.3f", per_decision(x, x->bias));
+	ROW("  error bar", "%14.3f", per_decision(x, x->err));
+	ROW("  margin", "%14.3f", per_decision(x, x->margin));
+	ROW("  valued above the bid", "%14.3f", per_decision(x, x->valued));
+	ROW("  band, lots, moves", "%14.3f",
+	    per_decision(x, x->above - x->bias - x->err - x->margin -
+	                        x->valued));
 	ROW("contracts", "%14" PRId64, x->contracts);
 	ROW("  offline / lend", "%14s",
 	    (snprintf(b, sizeof b, "%" PRId64 "/%" PRId64,
@@ -112,8 +133,9 @@ void report_json(FILE *out, const struct fleet_config *c,
 {
 	fprintf(out,
 	        "{\"machines\":%d,\"first\":%d,\"days\":%.3f,\"seed\":%" PRIu64
-	        ",\"step_s\":%" PRId64 ",\"policies\":{",
-	        c->machines, c->first, c->days, c->seed, c->dt_s);
+	        ",\"step_s\":%" PRId64 ",\"source\":\"%s\",\"policies\":{",
+	        c->machines, c->first, c->days, c->seed, c->dt_s,
+	        report_source(c->costs.source));
 	for (int i = 0; i < n; i++) {
 		const struct fleet_result *x = &r[i];
 		fprintf(
@@ -136,6 +158,8 @@ void report_json(FILE *out, const struct fleet_config *c,
 		    ",\"buyer_spend_nd\":%" PRId64 ",\"fees_nd\":%" PRId64
 		    ",\"ledger_sum_nd\":%" PRId64 ",\"movements\":%" PRId64
 		    ",\"usage_reports\":%" PRId64 ",\"invariants_broken\":%" PRId64
+		    ",\"above_truth_mpages\":{\"all\":%.4f,\"bias\":%.4f,"
+		    "\"error\":%.4f,\"margin\":%.4f,\"valued\":%.4f}"
 		    "}",
 		    i ? "," : "", fleet_policy_name(x->policy),
 		    share(given(x), x->installed_ps),
@@ -153,7 +177,10 @@ void report_json(FILE *out, const struct fleet_config *c,
 		    x->operator_spend, x->seller_revenue, x->buyer_spend,
 		    x->fees, (int64_t)x->ledger_sum, x->movements,
 		    x->usage_reports,
-		    x->bad_balance + x->bad_billing + x->bad_core);
+		    x->bad_balance + x->bad_billing + x->bad_core,
+		    per_decision(x, x->above), per_decision(x, x->bias),
+		    per_decision(x, x->err), per_decision(x, x->margin),
+		    per_decision(x, x->valued));
 	}
 	fprintf(out, "}}\n");
 }

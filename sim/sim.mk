@@ -10,3 +10,7 @@ $(call program,ramex-fleet,sim/main.c sim/report.c $(SIM_CORE),)
 
 # A small fleet, every policy, the invariants (tests/unit/test_fleet.c).
 $(call unit_test,test_fleet,tests/unit/test_fleet.c sim/report.c $(SIM_CORE))
+
+# The workload's kernel signals: MGLRU's generations, the kernel's own
+# aging, 6.1's refault counter (tests/unit/test_workload.c).
+$(call unit_test,test_workload,tests/unit/test_workload.c sim/workload.c node-agent/core/wsest.c)

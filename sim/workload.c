@@ -17,6 +17,7 @@ void wl_costs_default(struct wl_costs *c)
 	c->window_s = 60;
 	c->full_share = 0.5;
 	c->idle_stride = 257; /* the agent's default idle_stride */
+	c->source = WL_MGLRU; /* a stock kernel: Debian 12's 6.1 */
 }
 
 void wl_draw(struct wl_params *p, struct wl_state *s, struct rng *r,
@@ -41,7 +42,11 @@ void wl_draw(struct wl_params *p, struct wl_state *s, struct rng *r,
 	for (int j = 0; j < WL_TAIL; j++)
 		p->rate[1 + j] = p->hot_rate * exp(-(j + 0.5));
 	p->rate[WL_CLASSES - 1] = p->cold_rate;
+	/* The agent ages MGLRU's generations at its first sample half a
+	 * window after the last walk (agent_sample.c, mglru_sample). */
+	p->walk_s = ceil(c->window_s / 2 / dt_s) * dt_s;
 	for (int i = 0; i < WL_CLASSES; i++) {
+		p->walk_keep[i] = exp(-p->rate[i] * p->walk_s);
 		double q = 1 - exp(-p->rate[i] * dt_s), stay = 1;
 		for (int k = 0; k < WSEST_AGE_BUCKETS - 1; k++) {
 			p->pk[i][k] = q * stay;
@@ -53,6 +58,8 @@ void wl_draw(struct wl_params *p, struct wl_state *s, struct rng *r,
 		p->in_ws[i] = 1 - exp(-p->rate[i] * c->window_s);
 	}
 	s->level = 1;
+	s->since_walk = p->walk_s; /* the first sample walks */
+	s->seq = 1;                /* lru_gen's first generation number */
 	s->next_burst = rng_exp(r, 1 / p->burst_per_s);
 	s->next_phase = rng_exp(r, 1 / p->phase_per_s);
 }
@@ -117,13 +124,91 @@ static int64_t clamp_count(double x, int64_t hi)
 	return v > hi ? hi : v;
 }
 
+void wl_gens(const struct wl_params *p, const double *res, double walk,
+             double since, double fresh, struct wsest_gens *g)
+{
+	/* Per class, the independent reference model: a walk sees a page
+	 * accessed with probability 1 − e^-λw. The youngest-but-one
+	 * generation holds what the last walk saw, the next what the walk
+	 * before saw and the last did not, the oldest what neither saw. */
+	double gen[4] = {fresh, 0, 0, 0};
+	for (int i = 0; i < WL_CLASSES; i++) {
+		if (res[i] <= 0)
+			continue;
+		double keep = walk == p->walk_s ? p->walk_keep[i]
+		                                : exp(-p->rate[i] * walk);
+		gen[1] += res[i] * (1 - keep);
+		gen[2] += res[i] * (1 - keep) * keep;
+		gen[3] += res[i] * keep * keep;
+	}
+	/* The pages faulted in since the walk are in the youngest one: they
+	 * took the place of pages evicted from the oldest (then the next). */
+	for (int k = 3; k >= 1 && fresh > 0; k--) {
+		double take = fmin(fresh, gen[k]);
+		gen[k] -= take;
+		fresh -= take;
+	}
+	gen[0] -= fresh;
+	/* mglru_parse's bins: a generation's pages were last seen accessed
+	 * between the next younger one's birth and its own; the oldest's
+	 * range is open. Empty generations make no bin. */
+	double born[4] = {since, since + walk, since + 2 * walk,
+	                  since + 3 * walk};
+	memset(g, 0, sizeof *g);
+	for (int k = 0; k < 4; k++) {
+		int64_t pages = (int64_t)llround(gen[k]);
+		if (pages <= 0)
+			continue;
+		struct wsest_gen_bin *b = &g->bin[g->nbins++];
+		b->idle_min_ms = k == 0 ? 0 : llround(born[k - 1] * 1000);
+		b->idle_max_ms =
+		    k == 3 ? WSEST_GEN_OPEN : llround(born[k] * 1000);
+		b->pages = pages;
+	}
+	if (g->nbins == 0) {
+		g->bin[0] = (struct wsest_gen_bin){0, WSEST_GEN_OPEN, 0};
+		g->nbins = 1;
+	}
+	g->walk_age_ms = llround(since * 1000);
+}
+
+/* Resident pages a walk every w seconds leaves in the two oldest
+ * generations, which reclaim may take: those not accessed within w. */
+static double evictable(const struct wl_params *p, const double *res, double w)
+{
+	double n = 0;
+	for (int i = 0; i < WL_CLASSES; i++)
+		if (res[i] > 0)
+			n += res[i] * (w == p->walk_s ? p->walk_keep[i]
+			                              : exp(-p->rate[i] * w));
+	return n;
+}
+
+double wl_walk_interval(const struct wl_params *p, const double *res,
+                        double walk, double evict_ps)
+{
+	if (evict_ps * walk <= evictable(p, res, walk))
+		return walk;
+	/* The evictions of an interval grow with it, the pages idle that
+	 * long shrink: they meet once. */
+	double lo = 0, hi = walk;
+	for (int it = 0; it < 40; it++) {
+		double mid = (lo + hi) / 2;
+		if (evict_ps * mid <= evictable(p, res, mid))
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo > 0.001 ? lo : 0.001;
+}
+
 void wl_step(const struct wl_params *p, struct wl_state *s, struct rng *r,
              const struct wl_costs *c, const struct wl_now *now, double mem,
              double remote, double dt_s, struct wl_step *out,
              struct wsest_sample *sample)
 {
-	double res[WL_CLASSES], start = 0, used = 0, act = 0;
-	double f_local = 0, f_remote = 0;
+	double res[WL_CLASSES], out_rate[WL_CLASSES], start = 0, used = 0;
+	double act = 0, f_local = 0, f_remote = 0;
 
 	for (int i = 0; i < WL_CLASSES; i++) {
 		double n = now->size[i], end = start + n;
@@ -134,9 +219,11 @@ void wl_step(const struct wl_params *p, struct wl_state *s, struct rng *r,
 		act += in_mem * p->active[i];
 		f_remote += in_far * p->rate[i];
 		f_local += (n - in_mem - in_far) * p->rate[i];
+		out_rate[i] = (n - in_mem) * p->rate[i];
 		start = end;
 	}
-	double share = f_local * c->fault_local_s + f_remote * c->fault_remote_s;
+	double share =
+	    f_local * c->fault_local_s + f_remote * c->fault_remote_s;
 	double faults = f_local + f_remote;
 	if (share > 1) {
 		/* A workload stalled all the time makes fewer accesses. */
@@ -158,7 +245,43 @@ void wl_step(const struct wl_params *p, struct wl_state *s, struct rng *r,
 	double rf = out->faults + s->frac_refault;
 	uint64_t whole = (uint64_t)floor(rf);
 	s->frac_refault = rf - (double)whole;
-	s->refaults += whole;
+	s->majfaults += whole;
+	double counted = out->faults, w = p->walk_s;
+	if (c->source == WL_MGLRU) {
+		/* Evictions make room for what faults in: when the two
+		 * oldest generations do not hold them, the kernel ages the
+		 * generations itself, more often than the agent does. */
+		w = wl_walk_interval(p, res, p->walk_s, faults);
+		double age = s->since_walk + dt_s, walks = 0;
+		if (w < p->walk_s) {
+			walks = dt_s / w;
+			age = fmod(age, w);
+		}
+		if (age >= p->walk_s - 1e-9) {
+			age = 0; /* the agent's walk at this sample */
+			walks += 1;
+		}
+		s->since_walk = age;
+		s->seq += walks;
+		/* 6.1 counts a refault only while the generation its page
+		 * was evicted from is still the oldest, a turn of w: a page
+		 * evicted at a uniform time in it and out for Exp(λ) is
+		 * counted with probability 1 − (1 − e^-λw)/(λw). */
+		double all = 0, seen = 0;
+		for (int i = 0; i < WL_CLASSES; i++) {
+			double x = p->rate[i] * w;
+			if (out_rate[i] <= 0 || x <= 0)
+				continue;
+			all += out_rate[i];
+			seen += out_rate[i] *
+			        (x < 1e-6 ? x / 2 : 1 - (1 - exp(-x)) / x);
+		}
+		counted = all > 0 ? out->faults * seen / all : 0;
+	}
+	double rc = counted + s->frac_counted;
+	uint64_t cwhole = (uint64_t)floor(rc);
+	s->frac_counted = rc - (double)cwhole;
+	s->refaults += cwhole;
 
 	if (!sample)
 		return; /* no agent reads it: the counters are all */
@@ -166,8 +289,17 @@ void wl_step(const struct wl_params *p, struct wl_state *s, struct rng *r,
 	sample->psi_some_us = s->psi_some_us;
 	sample->psi_full_us = s->psi_full_us;
 	sample->refaults = s->refaults;
+	sample->majfaults = s->majfaults;
 	sample->active = out->active;
 	sample->inactive = out->inactive;
+
+	if (c->source == WL_MGLRU) {
+		wl_gens(p, res, w, s->since_walk,
+		        fmin(faults * s->since_walk, used), &sample->gens);
+		sample->gens.min_seq_sum = (uint64_t)s->seq;
+		sample->has_gens = 1;
+		return;
+	}
 
 	/* page_idle: every stride-th resident page, aged in scans of dt. */
 	rx_pages pop = out->active + out->inactive;
@@ -220,9 +352,8 @@ void wl_step(const struct wl_params *p, struct wl_state *s, struct rng *r,
 }
 
 void wl_oracle(const struct wl_params *p, const struct wl_costs *c,
-               const struct wl_now *now, const struct wl_step *st,
-               double mem, double dt_s, int64_t pressure_ppm,
-               struct wsest_estimate *e)
+               const struct wl_now *now, const struct wl_step *st, double mem,
+               double dt_s, int64_t pressure_ppm, struct wsest_estimate *e)
 {
 	double start = 0, missing = 0;
 	int n = 0;

@@ -13,8 +13,11 @@
  * of borrowed remote memory), the top M ranks are resident (the LRU keeps
  * the hottest), the next B are remote and the rest are on local storage;
  * from that follow the faults, the stall the workload suffers, and what the
- * kernel shows: PSI some/full totals, refault totals, the active/inactive
- * list sizes and a page_idle age histogram of every 257th resident page.
+ * kernel shows: PSI some/full totals, refault and major-fault totals, the
+ * active/inactive list sizes and, by the kernel the machine runs
+ * (wl_source), either MGLRU's generations (a stock kernel: Debian 12's
+ * 6.1 has no page_idle) or a page_idle age histogram of every 257th
+ * resident page.
  * The truth (the working set, pages touched within τ = 60 s) is given to
  * the caller for scoring and for the oracle only.
  *
@@ -31,13 +34,27 @@
 #define WL_TAIL    12
 #define WL_CLASSES (WL_TAIL + 2) /* hot, the warm tail, cold */
 
-/* Costs the model takes from bench/ (docs/economics.md says which). */
+/* The working-set signal the machine's kernel gives its agent. */
+enum wl_source {
+	/* MGLRU's generations (/sys/kernel/debug/lru_gen) as the agent
+	 * reads them: a stock kernel's (CONFIG_LRU_GEN, no page_idle), with
+	 * 6.1's refault counter, which counts a fault only while the
+	 * generation its page was evicted from is still the oldest. */
+	WL_MGLRU = 0,
+	/* page_idle sampling (CONFIG_IDLE_PAGE_TRACKING) on a kernel with
+	 * the classic LRU, whose refault counter counts every refault. */
+	WL_PAGE_IDLE,
+};
+
+/* The kernel the model stands for and the costs it takes from bench/
+ * (docs/economics.md says which). */
 struct wl_costs {
 	double fault_local_s;  /* a page fault served by local storage */
 	double fault_remote_s; /* ... by lent memory on another machine */
 	double window_s;       /* Denning's τ for the true working set */
 	double full_share;     /* PSI full as a share of PSI some */
 	int idle_stride;       /* page_idle samples every n-th page */
+	enum wl_source source; /* what the kernel gives the agent */
 };
 
 /* Fixed per machine, drawn once. */
@@ -59,6 +76,10 @@ struct wl_params {
 	double reuse[WL_CLASSES];                 /* P(touched in a scan) */
 	double active[WL_CLASSES];                /* P(on the active list) */
 	double in_ws[WL_CLASSES];                 /* P(touched within τ) */
+	/* MGLRU: the agent ages the generations every walk_s (the first
+	 * sample half a window after the last walk); e^-λ·walk_s per class. */
+	double walk_s;
+	double walk_keep[WL_CLASSES];
 };
 
 /* Changes over time. */
@@ -69,8 +90,11 @@ struct wl_state {
 	int64_t prev_age[WSEST_AGE_BUCKETS]; /* the last scan's histogram */
 	int have_prev;
 	double frac_refault; /* sub-page carry, so counts stay exact */
+	double frac_counted; /* the same for the refaults counted */
+	double since_walk;   /* MGLRU: seconds since the last aging walk */
+	double seq;          /* MGLRU: the oldest generation's number */
 	/* Cumulative kernel counters. */
-	uint64_t psi_some_us, psi_full_us, refaults;
+	uint64_t psi_some_us, psi_full_us, refaults, majfaults;
 };
 
 /* The workload at one instant. */
@@ -101,6 +125,26 @@ void wl_draw(struct wl_params *p, struct wl_state *s, struct rng *r,
 void wl_at(const struct wl_params *p, struct wl_state *s, struct rng *r,
            double t, struct wl_now *now);
 
+/* MGLRU's generations of `res` resident pages per class, as lru_gen shows
+ * them `since` seconds after the last aging walk, the walks `walk` seconds
+ * apart (the kernel keeps four generations: the youngest holds the
+ * `fresh` pages faulted in since that walk, the next the pages that walk
+ * saw accessed, then those the walk before saw, and the oldest, into which
+ * older ones merge, the rest), as the agent's mglru_parse turns them into
+ * page-age bins (youngest first). Expected counts, no noise: the kernel
+ * counts every page, not a sample. */
+void wl_gens(const struct wl_params *p, const double *res, double walk,
+             double since, double fresh, struct wsest_gens *g);
+
+/* How often the kernel's own reclaim ages the generations when evicting
+ * `evict_ps` pages a second from `res` resident pages per class: it must
+ * age whenever the two oldest generations run out (the two youngest are
+ * not evicted from), so the walks come at most `walk` apart and, if the
+ * evictions need it, as often as the pages idle longer than the interval
+ * cover them. Returns the interval, seconds. */
+double wl_walk_interval(const struct wl_params *p, const double *res,
+                        double walk, double evict_ps);
+
 /* One interval of dt_s ending at t with `mem` local pages for the workload
  * and `remote` borrowed pages (r: the sampling noise's own stream, apart
  * from the workload's): advances the counters in s, fills out and
@@ -113,8 +157,7 @@ void wl_step(const struct wl_params *p, struct wl_state *s, struct rng *r,
 /* The estimate an agent with perfect knowledge would have: the oracle
  * (pressure: the true stall at or over pressure_ppm of the interval). */
 void wl_oracle(const struct wl_params *p, const struct wl_costs *c,
-               const struct wl_now *now, const struct wl_step *st,
-               double mem, double dt_s, int64_t pressure_ppm,
-               struct wsest_estimate *e);
+               const struct wl_now *now, const struct wl_step *st, double mem,
+               double dt_s, int64_t pressure_ppm, struct wsest_estimate *e);
 
 #endif

@@ -334,6 +334,7 @@ static void offer_spare(const struct strategy_config *c,
 		       strategy_price_of(c, page_value(e, at)) + move > bid)
 			at = next_step(e, at, v->kept);
 		spare -= at - need;
+		v->valued = at - need;
 		need = at;
 	}
 	/* Hysteresis: offer only a spare past the band, and keep half the

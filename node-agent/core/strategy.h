@@ -149,6 +149,9 @@ struct strategy_view {
 	rx_pages kept; /* total − sold + borrowed */
 	rx_pages sold, borrowed;
 	rx_pages spare;                   /* kept − need, may be negative */
+	/* Pages past the need kept because the estimate's curve values them
+	 * above the best bid (0 when short or without a bid). */
+	rx_pages valued;
 	rx_price ask[STRATEGY_NPRODUCTS]; /* 0 = not offering */
 	rx_price bid;                     /* 0 = not bidding */
 	rx_pages others_buy, others_sell; /* open in people's orders */

@@ -176,7 +176,7 @@ END_TEST
  * 16 GiB seller lost 4.5 GiB so, stalled 16.5 % of the week and borrowed
  * 180 GiB trying to make up for it. Machines 5820..5835 of seed 1 (the
  * ones it traded with) release one such contract in two days, at the
- * lending rates they were found with. */
+ * lending rates and with the signal (page_idle) they were found with. */
 START_TEST(a_released_pending_lend_contract_gives_its_pages_back)
 {
 	struct fleet_config c;
@@ -190,6 +190,7 @@ START_TEST(a_released_pending_lend_contract_gives_its_pages_back)
 	c.policy = FLEET_MARKET;
 	c.rates.lend_write = 35 * 256;
 	c.rates.lend_read = 29 * 256;
+	c.costs.source = WL_PAGE_IDLE;
 	run(&c, &r, &s);
 	ck_assert_int_gt(r.lend_contracts, 0);
 	ck_assert_int_gt(r.releases, 0);

@@ -541,6 +541,8 @@ START_TEST(sells_down_the_curve)
 	ck_assert_int_eq(r.n, 1);
 	ck_assert_int_eq(r.a[0].pages, (TOTAL - 300000) / 256 * 256);
 	ck_assert_int_eq(r.a[0].price, cfg.spot_floor);
+	/* kept past the need (230000) for their value: up to 300000 */
+	ck_assert_int_eq(r.v.valued, 70000);
 
 	/* Every resident page is dear, but what the workload does not hold
 	 * (and does not fault for) is worth nothing: offer that. */
@@ -550,11 +552,13 @@ START_TEST(sells_down_the_curve)
 	ck_assert_int_eq(r.n, 1);
 	ck_assert_int_eq(r.a[0].pages, (TOTAL - 400000) / 256 * 256);
 	ck_assert_int_eq(r.a[0].price, cfg.spot_floor);
+	ck_assert_int_eq(r.v.valued, 170000);
 
 	/* No bid in the book: offer from the need at its value. */
 	r = decide(&e, NULL, 0, NULL, 0, 0, 0);
 	ck_assert_int_eq(r.a[0].pages, (TOTAL - 230000) / 256 * 256);
 	ck_assert_int_eq(r.a[0].price, 1000365);
+	ck_assert_int_eq(r.v.valued, 0);
 }
 END_TEST
 

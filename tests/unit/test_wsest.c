@@ -729,6 +729,60 @@ START_TEST(mglru_bad_bins)
 }
 END_TEST
 
+/* The oldest generation: a minute's idleness or days of it, one count.
+ * Right after the agent's walk (every 30 s, window 60 s) a workload whose
+ * pages spread evenly over e-folds of their access rate shows A pages per
+ * e-fold of idle age: the bin [30 s, 60 s] holds A·ln 2. The oldest bin's
+ * pages are then idle 60 s·e^k to 60 s·e^(k+1), A of them each, worth
+ * (1 − 1/e)/(60 s·e^k) a second on average; all of them at once at 1/(2 ×
+ * 60 s) (the rule before) kept pages touched once a week as if touched
+ * every two minutes. The working set and its bar do not change. */
+START_TEST(mglru_oldest_generation_spreads_over_idle_ages)
+{
+	const int64_t A = 100000, hot = 1000000, old = 1400000;
+	struct wsest *w = new_est();
+	struct wsest_sample smp;
+	struct wsest_estimate e;
+	const char *why = NULL;
+
+	memset(&smp, 0, sizeof smp);
+	smp.has_gens = 1;
+	smp.gens.nbins = 3;
+	smp.gens.bin[0] = (struct wsest_gen_bin){0, 30000, hot};
+	smp.gens.bin[1] = (struct wsest_gen_bin){
+	    30000, 60000, (int64_t)llround((double)A * log(2))};
+	smp.gens.bin[2] = (struct wsest_gen_bin){60000, WSEST_GEN_OPEN, old};
+	int64_t all = hot + smp.gens.bin[1].pages + old;
+	smp.active = all;
+	for (int i = 0; i < 2; i++) {
+		smp.t += INT64_C(30000000000);
+		ck_assert_msg(wsest_update(w, &smp, &e, &why) == 0, "%s", why);
+	}
+	int64_t edge = hot + smp.gens.bin[1].pages;
+	ck_assert_int_eq(e.wss, edge);
+	ck_assert_int_eq(e.wss_err, 0);
+	double cost = (double)e.fault_cost_ns;
+	for (int k = 0; k < 5; k++) {
+		double rate = (1 - exp(-1)) / (60 * exp(k));
+		double want = rate * (double)RX_SECONDS_PER_YEAR * cost / 1000;
+		int64_t got = wsest_value_at(&e, edge + k * A + A / 2);
+		ck_assert_msg(fabs((double)got - want) <= want * 1e-6 + 1,
+		              "e-fold %d: %lld, want %.0f", k, (long long)got,
+		              want);
+	}
+	/* The coldest page, 14 e-folds out (60 s·e^13: 26 days idle). */
+	int64_t coldest = wsest_value_at(&e, all - 1);
+	int64_t edge_v = wsest_value_at(&e, edge);
+	ck_assert_msg(coldest * 100000 < edge_v, "coldest %lld, edge %lld",
+	              (long long)coldest, (long long)edge_v);
+	for (int i = 1; i < e.npoints; i++) {
+		ck_assert(e.curve[i].size > e.curve[i - 1].size);
+		ck_assert(e.curve[i].value <= e.curve[i - 1].value);
+	}
+	wsest_free(w);
+}
+END_TEST
+
 /* Thrashing in a cgroup at its limit: R pages resident, all seen accessed
  * within the window, and the oldest generation (the one reclaim evicts
  * from) 3 s old against a 20 s window. Evicted pages stay out W seconds
@@ -896,6 +950,7 @@ int main(void)
 	tcase_add_test(tc, mglru_probe_rejected);
 	tcase_add_test(tc, mglru_collapsed_cold_ranges);
 	tcase_add_test(tc, mglru_thrash_deficit);
+	tcase_add_test(tc, mglru_oldest_generation_spreads_over_idle_ages);
 	tcase_add_test(tc, probe_measures_dydx);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
