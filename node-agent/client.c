@@ -268,8 +268,15 @@ int client_read_secret(const char *path, char *out, size_t len, char *err,
 		return -1;
 	}
 	if (!fgets(out, (int)len, f)) {
+		/* a directory opens for reading and fails here (EISDIR): say
+		 * so, not "empty" */
+		int e = ferror(f) ? errno : 0;
 		fclose(f);
-		snprintf(err, errlen, "the node secret %s is empty", path);
+		if (e)
+			snprintf(err, errlen, "could not read the node secret %s: %s",
+			         path, strerror(e));
+		else
+			snprintf(err, errlen, "the node secret %s is empty", path);
 		return -1;
 	}
 	fclose(f);

@@ -809,6 +809,37 @@ START_TEST(status_file_unwritable_is_logged)
 }
 END_TEST
 
+/* A node secret that cannot be read says why (found from outside:
+ * secret_file=/etc said "is empty"), and an empty one says that; the agent
+ * does not start either way. */
+START_TEST(secret_file_errors_say_why)
+{
+	char bin[512], cmd[2400], out[8192], empty[700], spool[700];
+	agh_bin_dir(bin, sizeof bin);
+	snprintf(empty, sizeof empty, "%s/secret-empty", agh_out_dir());
+	snprintf(spool, sizeof spool, "%s/secret-spool", agh_out_dir());
+	agh_write_file(empty, "");
+	const char *const secret[] = {"/", empty};
+	static const char *const want[] = {
+	    "could not read the node secret /: Is a directory",
+	    "is empty"};
+	for (int i = 0; i < 2; i++) {
+		snprintf(cmd, sizeof cmd,
+		         "%s/ramex-agent --exchange_url=http://127.0.0.1:9 "
+		         "--key_id=k --secret_file=%s --backend=sim --spool=%s "
+		         "2>&1",
+		         bin, secret[i], spool);
+		FILE *p = popen(cmd, "r");
+		ck_assert(p);
+		size_t n = fread(out, 1, sizeof out - 1, p);
+		out[n] = 0;
+		int st = pclose(p);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 0, "%s", out);
+		ck_assert_msg(strstr(out, want[i]), "%s: %s", secret[i], out);
+	}
+}
+END_TEST
+
 START_TEST(help_is_complete)
 {
 	char bin[512], cmd[700], out[65536];
@@ -903,6 +934,7 @@ int main(void)
 	TCase *t = tcase_create("end to end");
 	tcase_set_timeout(t, 400);
 	tcase_add_test(t, help_is_complete);
+	tcase_add_test(t, secret_file_errors_say_why);
 	tcase_add_test(t, status_file_unwritable_is_logged);
 	tcase_add_test(t, trade_deliver_recall_report);
 	tcase_add_test(t, people_and_the_agent);
