@@ -363,7 +363,7 @@ int main(int argc, char **argv)
 		agent_contract_moving_tick(&a, t);
 		agent_contract_sync_losses(&a, t);
 		if (known)
-			agent_lend_tick(&a);
+			agent_lend_tick(&a, t);
 		if (known && a.reachable)
 			agent_market_refresh(&a);
 		/* The view (need, spare) is the node's own: kept current,

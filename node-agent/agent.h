@@ -122,6 +122,7 @@ struct agent {
 	char pending_key[64];
 	/* counters for the status file */
 	int64_t n_samples, n_orders, n_cancels, n_recalls, n_deliveries;
+	int64_t n_lenders_lost; /* borrows ended: the lender vanished */
 	int64_t n_reports, n_acked, n_send_fail, n_errors, n_set_aside;
 	int status_errno; /* why the status file was not written last time */
 	int64_t n_batches, n_reconciles;

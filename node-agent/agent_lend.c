@@ -5,9 +5,11 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "node-agent/agent_contract.h"
 #include "node-agent/agent_report.h"
 #include "node-agent/events.h"
 #include "node-agent/exec.h"
+#include "node-agent/lend/lend_bridge.h" /* LEND_EXIT_LOST */
 
 #include <errno.h>
 #include <inttypes.h>
@@ -183,7 +185,7 @@ static int lend_borrow(struct agent *a, struct held *h, int64_t now_ms)
 	    lend_child(a, h, "lend-nbd", secret, err, sizeof err);
 	if (!c)
 		goto fail;
-	c->final_exits = 1u << 3; /* lender lost: not to be papered over */
+	c->final_exits = 1u << LEND_EXIT_LOST; /* not to be papered over */
 	lend_program(a, c, "ramex-lend-nbd");
 	lendsup_arg(c, "--lender");
 	lendsup_arg(c, "%s", ep);
@@ -255,15 +257,40 @@ static int lend_wanted(const struct agent *a, const struct held *h)
 	return 0;
 }
 
+/* The bridge of borrowed contract `id` ended with "lender lost": the
+ * pages on the lender are gone and a new bridge may not reconnect (a
+ * restarted lender could answer with zeros). The contract can deliver
+ * nothing more, so the buyer ends it now, saying why: the exchange's
+ * transitions then show who lost the pages (an admin decides on a breach,
+ * docs/lending.md), the buyer stops paying for capacity it cannot use,
+ * and the strategy, no longer counting these pages, can buy again. */
+static void lender_lost(struct agent *a, int64_t id, rx_time_ns t)
+{
+	struct held *h = agent_contract_find(a, id);
+	if (!h || h->tell)
+		return;
+	a->n_lenders_lost++;
+	agent_contract_give_up(a, h, "end",
+	                       "ramex-agent: the lender vanished or stopped "
+	                       "answering; its pages are lost",
+	                       t);
+}
+
 /* Every round: start the data paths not yet running (at most once a
  * sample each), supervise the running ones and the draining lenders. */
-void agent_lend_tick(struct agent *a)
+void agent_lend_tick(struct agent *a, rx_time_ns t)
 {
 	int64_t now = events_now_ms();
+	int64_t lost[STRATEGY_MAX_CONTRACTS];
+	int nlost = 0;
 	for (int i = 0; i < a->nheld; i++) {
 		struct held *h = &a->held[i];
 		if (h->lc) {
 			lendsup_poll(h->lc, now);
+			if (h->kind == EXEC_BORROW && !h->tell &&
+			    lendsup_final_code(h->lc) == LEND_EXIT_LOST &&
+			    nlost < STRATEGY_MAX_CONTRACTS)
+				lost[nlost++] = h->id;
 			continue;
 		}
 		if (!lend_wanted(a, h) || h->tell || !h->confirmed ||
@@ -275,6 +302,9 @@ void agent_lend_tick(struct agent *a)
 		else
 			lend_borrow(a, h, now);
 	}
+	/* after the walk: ending a contract drops it from a->held */
+	for (int i = 0; i < nlost; i++)
+		lender_lost(a, lost[i], t);
 	for (int i = 0; i < a->ndraining;) {
 		struct lendsup_child *c = a->draining[i];
 		lendsup_poll(c, now);

@@ -14,7 +14,7 @@
 
 /* Every round: start the data paths not yet running (at most once a
  * sample each), supervise the running ones and the draining lenders. */
-void agent_lend_tick(struct agent *a);
+void agent_lend_tick(struct agent *a, rx_time_ns t);
 
 /* Seller about to confirm a delivery: the lend server up and registered
  * first, when this node runs one (agent_lend_tick retries a failure). */

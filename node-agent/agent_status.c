@@ -160,8 +160,9 @@ void agent_status_write(struct agent *a)
 	}
 	fprintf(f,
 	        "ramex_agent_lend_children %d\n"
-	        "ramex_agent_lend_child_starts %d\n",
-	        lend_up, lend_starts);
+	        "ramex_agent_lend_child_starts %d\n"
+	        "ramex_agent_lenders_lost_total %lld\n",
+	        lend_up, lend_starts, (long long)a->n_lenders_lost);
 	/* What was metered and spooled per contract: the figure the
 	 * exchange's counted usage must equal once the spool is sent. */
 	for (int i = 0; i < a->nheld; i++) {

@@ -27,6 +27,7 @@ void lendsup_init(struct lendsup_child *c, const char *dir, const char *name,
 {
 	memset(c, 0, sizeof *c);
 	c->contract = id;
+	c->ended_code = -1;
 	snprintf(c->name, sizeof c->name, "%s", name);
 	snprintf(c->secret_file, sizeof c->secret_file, "%s/%s-%lld.secret",
 	         dir, name, (long long)id);
@@ -133,6 +134,11 @@ int lendsup_start(struct lendsup_child *c, int64_t now_ms, char *err,
 	return 0;
 }
 
+int lendsup_final_code(const struct lendsup_child *c)
+{
+	return c->ended_code;
+}
+
 void lendsup_poll(struct lendsup_child *c, int64_t now_ms)
 {
 	char err[512];
@@ -155,6 +161,7 @@ void lendsup_poll(struct lendsup_child *c, int64_t now_ms)
 			    WIFSIGNALED(st) ? WTERMSIG(st) : 0, c->log_file);
 			if (final) {
 				c->stopping = 1; /* its work is over */
+				c->ended_code = code;
 			} else {
 				c->restart_at_ms = now_ms + c->backoff_ms;
 				c->backoff_ms *= 2;

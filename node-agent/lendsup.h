@@ -44,6 +44,7 @@ struct lendsup_child {
 	 * started again would offer the kernel an empty device as if it
 	 * were the old one's (docs/lending.md, a lender that vanishes) */
 	unsigned final_exits;
+	int ended_code; /* -1 until it ends for good on its own terms */
 };
 
 /* Sets up `c` for contract `id`: its files are DIR/NAME-ID.{secret,
@@ -62,6 +63,9 @@ int lendsup_start(struct lendsup_child *c, int64_t now_ms, char *err,
 /* Reaps an exited child and restarts one that failed once its backoff
  * has passed; stops it for good at its deadline. Call every round. */
 void lendsup_poll(struct lendsup_child *c, int64_t now_ms);
+/* The exit code of a child that ended for good (0 or one of its
+ * final_exits), or -1 while it runs, was stopped or will be restarted. */
+int lendsup_final_code(const struct lendsup_child *c);
 /* Sends `sig` to a running child (SIGUSR1: the lender's recall notice). */
 void lendsup_signal(struct lendsup_child *c, int sig);
 /* SIGTERM, up to wait_ms for it to end, then SIGKILL; never restarted. */

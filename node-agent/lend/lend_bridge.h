@@ -74,6 +74,13 @@ enum lend_bridge_end {
 	LEND_BRIDGE_ERROR,    /* the NBD side broke */
 };
 
+/* ramex-lend-nbd's exit status for each end (its supervisor, the agent,
+ * acts on them: a lost lender ends the contract) */
+#define LEND_EXIT_OK     0 /* recalled or disconnected */
+#define LEND_EXIT_ERROR  1
+#define LEND_EXIT_LOST   3
+#define LEND_EXIT_FAILED 4
+
 struct lend_bridge {
 	struct lend_client *client;
 	struct lend_nbd_export exp;

@@ -260,10 +260,10 @@ int main(int argc, char **argv)
 	         (long long)bridge.st.writes, (long long)bridge.st.errors,
 	         line);
 	lend_args_write_meter(meter_file, &r);
-	rc = end == LEND_BRIDGE_LOST     ? 3
-	     : end == LEND_BRIDGE_FAILED ? 4
-	     : end == LEND_BRIDGE_ERROR  ? 1
-	                                 : 0;
+	rc = end == LEND_BRIDGE_LOST     ? LEND_EXIT_LOST
+	     : end == LEND_BRIDGE_FAILED ? LEND_EXIT_FAILED
+	     : end == LEND_BRIDGE_ERROR  ? LEND_EXIT_ERROR
+	                                 : LEND_EXIT_OK;
 out_bridge:
 	lend_bridge_free(&bridge);
 out_client:

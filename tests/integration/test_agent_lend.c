@@ -19,6 +19,10 @@
  * - recall: A's workload grows and A recalls; its server gives notice, B's
  *   bridge releases, both children end for good, the contract ends, and
  *   the two sides' usage still agrees.
+ * - lender lost: A's server is killed (SIGKILL); B's bridge answers EIO,
+ *   ends with "lender lost" once its NBD client leaves, and B's agent
+ *   ends the contract saying why (the transition's note), counts it, and
+ *   does not start a bridge again.
  *
  * Waits poll for a condition with a generous bound: they say that
  * something happens, never how fast.
@@ -851,6 +855,98 @@ START_TEST(recall)
 }
 END_TEST
 
+
+/* The pid of the ramex-lend-server serving contract `id`, or 0. */
+static pid_t lend_server_pid(int64_t id)
+{
+	char want[32];
+	int wn = snprintf(want, sizeof want, "%lld", (long long)id);
+	pid_t found = 0;
+	for (pid_t p = 2; p < 4194304 && !found; p++) {
+		char path[64], buf[4096];
+		snprintf(path, sizeof path, "/proc/%d/cmdline", (int)p);
+		int fd = open(path, O_RDONLY);
+		if (fd < 0)
+			continue;
+		ssize_t n = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = 0;
+		if (!strstr(buf, "ramex-lend-server"))
+			continue;
+		/* arguments are NUL-separated: "--contract\0ID\0" */
+		for (ssize_t i = 0; i + 11 < n; i++)
+			if (!memcmp(buf + i, "--contract", 11) &&
+			    i + 11 + wn <= n &&
+			    !memcmp(buf + i + 11, want, (size_t)wn) &&
+			    buf[i + 11 + wn] == 0)
+				found = p;
+	}
+	return found;
+}
+
+START_TEST(lender_lost)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct agh_agent A, B;
+	char blog[700];
+	PGconn *c;
+	int64_t id;
+	long pages;
+	int fd;
+	static uint8_t buf[LEND_NBD_BLOCK], back[LEND_NBD_BLOCK];
+	uint32_t nerr;
+
+	lend_up("agent_lend_lost", &h, &w, &A, &B, &c, &id, &pages, &fd);
+	pattern(buf, 3, 1);
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE, 1,
+	                                     3 * LEND_NBD_BLOCK, LEND_NBD_BLOCK,
+	                                     buf, NULL, &nerr),
+	                 0);
+	ck_assert_int_eq(nerr, 0);
+	pid_t server = lend_server_pid(id);
+	ck_assert_msg(server > 0, "no ramex-lend-server for contract %lld",
+	              (long long)id);
+	ck_assert_int_eq(kill(server, SIGKILL), 0);
+	/* the page is gone with the lender: EIO, never a hang */
+	int rc = lend_nbd_client_cmd(fd, LEND_NBD_CMD_READ, 2, 3 * LEND_NBD_BLOCK,
+	                             LEND_NBD_BLOCK, NULL, back, &nerr);
+	ck_assert_msg(rc < 0 || nerr != 0,
+	              "a read of a page on a dead lender succeeded");
+	close(fd); /* the NBD client leaves: the bridge ends */
+	snprintf(blog, sizeof blog, "%s-lend/lend-nbd-%lld.log", B.spool,
+	         (long long)id);
+	AGH_WAIT_FOR(agh_q(c,
+	                   "SELECT count(*) FROM contracts WHERE id = %lld AND "
+	                   "state = 'ended'",
+	                   (long long)id) == 1,
+	             "B did not end the contract of its lost lender; see %s "
+	             "and %s",
+	             B.log, blog);
+	ck_assert_int_eq(
+	    agh_q(c,
+	          "SELECT count(*) FROM contract_transitions WHERE "
+	          "contract_id = %lld AND to_state = 'ended' AND why LIKE "
+	          "'%%lender vanished%%'",
+	          (long long)id),
+	    1);
+	AGH_WAIT_FOR(agh_metric(&B, "ramex_agent_lenders_lost_total") == 1,
+	             "B's status does not count the lost lender; see %s",
+	             B.status);
+	AGH_WAIT_FOR(agh_metric(&B, "ramex_agent_lend_children") == 0,
+	             "B's bridge still runs; see %s", B.log);
+	ck_assert_int_eq(file_count(B.log, "child=lend-nbd pid="), 1);
+	ck_assert_int_eq(agh_signal(&B, SIGTERM), 0);
+	ck_assert_int_eq(agh_signal(&A, SIGTERM), 0);
+	/* started once, ended once, for good */
+	ck_assert_int_eq(file_count(blog, "bridge ends"), 1);
+	PQfinish(c);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("agent_lend");
@@ -860,6 +956,7 @@ int main(void)
 	tcase_add_test(t, end_to_end);
 	tcase_add_test(t, end_to_end_tls);
 	tcase_add_test(t, recall);
+	tcase_add_test(t, lender_lost);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -90,15 +90,20 @@ START_TEST(clean_and_final_exits_stay_down)
 	ck_assert_int_eq(lendsup_start(&c, 0, err, sizeof err), 0);
 	reap(&c, 0);
 	ck_assert(c.stopping);
+	ck_assert_int_eq(lendsup_final_code(&c), 0);
 	lendsup_poll(&c, 100000);
 	ck_assert_int_eq(c.starts, 1);
 
 	lendsup_init(&c, dir, "lend-test", 9);
 	c.final_exits = 1u << 3;
 	sh(&c, "exit 3");
+	ck_assert_int_eq(lendsup_final_code(&c), -1); /* not started yet */
 	ck_assert_int_eq(lendsup_start(&c, 0, err, sizeof err), 0);
 	reap(&c, 0);
 	ck_assert(c.stopping);
+	/* what its supervisor acts on: the agent ends a lost lender's
+	 * contract */
+	ck_assert_int_eq(lendsup_final_code(&c), 3);
 	lendsup_poll(&c, 100000);
 	ck_assert_int_eq(c.starts, 1);
 
@@ -108,9 +113,12 @@ START_TEST(clean_and_final_exits_stay_down)
 	sh(&c, "exit 4");
 	ck_assert_int_eq(lendsup_start(&c, 0, err, sizeof err), 0);
 	reap(&c, 0);
+	ck_assert_int_eq(lendsup_final_code(&c), -1);
 	lendsup_poll(&c, 100000);
 	ck_assert_int_eq(c.starts, 2);
 	lendsup_stop(&c, 2000);
+	/* stopped is not ended on its own terms */
+	ck_assert_int_eq(lendsup_final_code(&c), -1);
 }
 END_TEST
 
