@@ -855,7 +855,6 @@ START_TEST(recall)
 }
 END_TEST
 
-
 /* The pid of the ramex-lend-server serving contract `id`, or 0. */
 static pid_t lend_server_pid(int64_t id)
 {
