@@ -910,8 +910,9 @@ START_TEST(lender_lost)
 	              (long long)id);
 	ck_assert_int_eq(kill(server, SIGKILL), 0);
 	/* the page is gone with the lender: EIO, never a hang */
-	int rc = lend_nbd_client_cmd(fd, LEND_NBD_CMD_READ, 2, 3 * LEND_NBD_BLOCK,
-	                             LEND_NBD_BLOCK, NULL, back, &nerr);
+	int rc =
+	    lend_nbd_client_cmd(fd, LEND_NBD_CMD_READ, 2, 3 * LEND_NBD_BLOCK,
+	                        LEND_NBD_BLOCK, NULL, back, &nerr);
 	ck_assert_msg(rc < 0 || nerr != 0,
 	              "a read of a page on a dead lender succeeded");
 	close(fd); /* the NBD client leaves: the bridge ends */
