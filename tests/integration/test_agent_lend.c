@@ -29,6 +29,7 @@
  */
 #include <check.h>
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libpq-fe.h>
@@ -861,9 +862,13 @@ static pid_t lend_server_pid(int64_t id)
 	char want[32];
 	int wn = snprintf(want, sizeof want, "%lld", (long long)id);
 	pid_t found = 0;
-	for (pid_t p = 2; p < 4194304 && !found; p++) {
-		char path[64], buf[4096];
-		snprintf(path, sizeof path, "/proc/%d/cmdline", (int)p);
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	while (d && !found && (e = readdir(d))) {
+		char path[300], buf[4096];
+		if (!isdigit((unsigned char)e->d_name[0]))
+			continue;
+		snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
 		int fd = open(path, O_RDONLY);
 		if (fd < 0)
 			continue;
@@ -875,13 +880,14 @@ static pid_t lend_server_pid(int64_t id)
 		if (!strstr(buf, "ramex-lend-server"))
 			continue;
 		/* arguments are NUL-separated: "--contract\0ID\0" */
-		for (ssize_t i = 0; i + 11 < n; i++)
+		for (ssize_t i = 0; i + 11 + wn < n; i++)
 			if (!memcmp(buf + i, "--contract", 11) &&
-			    i + 11 + wn <= n &&
 			    !memcmp(buf + i + 11, want, (size_t)wn) &&
 			    buf[i + 11 + wn] == 0)
-				found = p;
+				found = (pid_t)atoi(e->d_name);
 	}
+	if (d)
+		closedir(d);
 	return found;
 }
 
