@@ -42,13 +42,14 @@
 #include <time.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t stop;
+static volatile sig_atomic_t stop;  /* signals received, up to 2 */
 static int wake_pipe[2] = {-1, -1}; /* the signal handler wakes the wait */
 
 static void on_signal(int sig)
 {
 	(void)sig;
-	stop = 1;
+	if (stop < 2)
+		stop++; /* the second one hurries the shutdown */
 	if (wake_pipe[1] >= 0) {
 		int saved = errno;
 		ssize_t w = write(wake_pipe[1], "x", 1);
@@ -295,7 +296,27 @@ static void shutdown_agent(struct agent *a)
 		}
 		agent_report_send(a);
 	}
-	/* lenders still giving notice: the agent that supervises them goes */
+	/* Lenders giving notice serve their borrowers until they release,
+	 * and bridges move their pages back: each ends on its own within the
+	 * notice. Stopping one now would lose a borrower's pages (or ours),
+	 * so the agent waits, unless told again. */
+	int n = agent_lend_draining(a);
+	if (n > 0) {
+		log_info("waiting for lend children to finish",
+		         "children=%d hint=\"each ends once its pages are "
+		         "released, at most at the end of its notice; signal "
+		         "again to stop them now (pages still on a lender are "
+		         "then lost)\"",
+		         n);
+		agent_status_write(a);
+		while (stop < 2 && agent_lend_draining(a) > 0) {
+			struct timespec ts = {0, 50 * 1000000L};
+			nanosleep(&ts, NULL);
+		}
+		if (a->ndraining > 0)
+			log_warn("stopping lend children before they finished",
+			         "children=%d", a->ndraining);
+	}
 	agent_lend_stop_draining(a);
 	agent_status_write(a);
 	log_info("stopped", "reports_pending=%d",

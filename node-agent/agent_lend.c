@@ -115,6 +115,9 @@ static int lend_serve(struct agent *a, struct held *h, int64_t now_ms)
 	    lend_child(a, h, "lend-server", secret, err, sizeof err);
 	if (!c)
 		goto fail;
+	/* if the agent dies, its server gives notice (as on a recall)
+	 * rather than stopping: a borrower's pages are not lost with it */
+	c->death_signal = SIGUSR1;
 	lend_program(a, c, "ramex-lend-server");
 	lendsup_arg(c, "--contract");
 	lendsup_arg(c, "%" PRId64, h->id);
@@ -305,17 +308,7 @@ void agent_lend_tick(struct agent *a, rx_time_ns t)
 	/* after the walk: ending a contract drops it from a->held */
 	for (int i = 0; i < nlost; i++)
 		lender_lost(a, lost[i], t);
-	for (int i = 0; i < a->ndraining;) {
-		struct lendsup_child *c = a->draining[i];
-		lendsup_poll(c, now);
-		if (c->stopping && c->pid == 0) {
-			lendsup_cleanup(c);
-			free(c);
-			a->draining[i] = a->draining[--a->ndraining];
-			continue;
-		}
-		i++;
-	}
+	(void)agent_lend_draining(a);
 }
 
 /* Brings h's lend meter reading up to date. */
@@ -354,30 +347,35 @@ void agent_lend_adjust(struct held *h, struct meter_period *p)
 
 /* h's pages are back: the lender gives its borrower notice and is served
  * until the borrower released or the notice ended; the borrower's bridge
- * moves its pages back, releases and ends (SIGTERM). */
+ * moves its pages back (swapoff), releases and ends. Either child finishes
+ * on its own, supervised in a->draining: a bridge killed while it moves
+ * pages back would lose the pages still on the lender, and a lender
+ * stopped before the release would lose its borrower's. Each is stopped
+ * only past the notice (the lender drops the pages then anyway). */
 void agent_lend_finish(struct agent *a, struct held *h)
 {
 	if (!h->lc)
 		return;
-	lendsup_poll(h->lc, events_now_ms());
-	if (h->kind == EXEC_BORROW) {
-		lendsup_stop(h->lc, 10000);
-		lend_read(h);
-		lendsup_cleanup(h->lc);
-		free(h->lc);
-	} else {
-		lend_read(h);
+	int64_t now = events_now_ms();
+	lendsup_poll(h->lc, now);
+	lend_read(h);
+	if (h->kind == EXEC_BORROW)
+		/* after the notice, the lender is gone and the bridge's
+		 * requests fail within its reply timeout: it ends then */
+		lendsup_retire(h->lc, SIGTERM,
+		               now + h->notice_s * 1000 +
+		                   a->cfg.lend_reply_timeout_ms + 5000);
+	else {
 		lendsup_signal(h->lc, SIGUSR1);
 		/* its own deadline is --notice-ms; a little more here */
-		h->lc->deadline_ms =
-		    events_now_ms() + h->notice_s * 1000 + 5000;
-		if (a->ndraining < STRATEGY_MAX_CONTRACTS) {
-			a->draining[a->ndraining++] = h->lc;
-		} else {
-			lendsup_stop(h->lc, 2000);
-			lendsup_cleanup(h->lc);
-			free(h->lc);
-		}
+		h->lc->deadline_ms = now + h->notice_s * 1000 + 5000;
+	}
+	if (a->ndraining < STRATEGY_MAX_CONTRACTS) {
+		a->draining[a->ndraining++] = h->lc;
+	} else {
+		lendsup_stop(h->lc, 2000);
+		lendsup_cleanup(h->lc);
+		free(h->lc);
 	}
 	h->lc = NULL;
 }
@@ -397,6 +395,23 @@ void agent_lend_drop(struct held *h)
 	lendsup_cleanup(h->lc);
 	free(h->lc);
 	h->lc = NULL;
+}
+
+int agent_lend_draining(struct agent *a)
+{
+	int64_t now = events_now_ms();
+	for (int i = 0; i < a->ndraining;) {
+		struct lendsup_child *c = a->draining[i];
+		lendsup_poll(c, now);
+		if (c->stopping && c->pid == 0) {
+			lendsup_cleanup(c);
+			free(c);
+			a->draining[i] = a->draining[--a->ndraining];
+			continue;
+		}
+		i++;
+	}
+	return a->ndraining;
 }
 
 void agent_lend_stop_draining(struct agent *a)

@@ -31,6 +31,11 @@ void agent_lend_finish(struct agent *a, struct held *h);
 /* h is dropped: its child, if any, is stopped now. */
 void agent_lend_drop(struct held *h);
 
+/* Supervises the children finishing on their own (lenders giving
+ * notice, bridges moving pages back): reaps the ended, stops those past
+ * their deadline. How many still run. */
+int agent_lend_draining(struct agent *a);
+
 /* Shutdown: the lenders still giving notice are stopped. */
 void agent_lend_stop_draining(struct agent *a);
 

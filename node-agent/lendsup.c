@@ -28,6 +28,7 @@ void lendsup_init(struct lendsup_child *c, const char *dir, const char *name,
 	memset(c, 0, sizeof *c);
 	c->contract = id;
 	c->ended_code = -1;
+	c->death_signal = SIGTERM;
 	snprintf(c->name, sizeof c->name, "%s", name);
 	snprintf(c->secret_file, sizeof c->secret_file, "%s/%s-%lld.secret",
 	         dir, name, (long long)id);
@@ -103,7 +104,7 @@ int lendsup_start(struct lendsup_child *c, int64_t now_ms, char *err,
 		for (int sig = 1; sig < NSIG; sig++)
 			if (sig != SIGKILL && sig != SIGSTOP)
 				signal(sig, SIG_DFL);
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		prctl(PR_SET_PDEATHSIG, c->death_signal);
 		if (getppid() != parent)
 			_exit(1);
 		int fd = open(c->log_file, O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -170,7 +171,16 @@ void lendsup_poll(struct lendsup_child *c, int64_t now_ms)
 			}
 		}
 	}
-	if (c->deadline_ms && now_ms >= c->deadline_ms && !c->stopping) {
+	/* past its deadline: stopped, whether it may be restarted or was
+	 * retired and still runs */
+	if (c->deadline_ms && now_ms >= c->deadline_ms &&
+	    (c->pid > 0 || !c->stopping)) {
+		if (c->pid > 0)
+			log_warn("lend child still runs at its deadline; "
+			         "stopping it",
+			         "contract=%lld child=%s pid=%d log=%s",
+			         (long long)c->contract, c->name, (int)c->pid,
+			         c->log_file);
 		lendsup_stop(c, 2000);
 		return;
 	}
@@ -186,6 +196,14 @@ void lendsup_poll(struct lendsup_child *c, int64_t now_ms)
 void lendsup_signal(struct lendsup_child *c, int sig)
 {
 	if (c->pid > 0)
+		kill(c->pid, sig);
+}
+
+void lendsup_retire(struct lendsup_child *c, int sig, int64_t deadline_ms)
+{
+	c->stopping = 1;
+	c->deadline_ms = deadline_ms;
+	if (sig && c->pid > 0)
 		kill(c->pid, sig);
 }
 

@@ -9,8 +9,9 @@
  * of an error is started again with a doubling backoff (1 s to 30 s); one
  * that ends on its own terms (exit 0: released, recalled, disconnected; or
  * one of its final_exits) or was stopped stays down. The children get
- * PR_SET_PDEATHSIG, so they never outlive a crashed agent, which could no
- * longer meter or report them.
+ * PR_SET_PDEATHSIG (death_signal), so they wind down after a crashed
+ * agent, which could no longer meter or report them: a bridge moves its
+ * pages back, a lender gives notice and serves until the release.
  */
 #ifndef RAMEX_LENDSUP_H
 #define RAMEX_LENDSUP_H
@@ -45,6 +46,10 @@ struct lendsup_child {
 	 * were the old one's (docs/lending.md, a lender that vanishes) */
 	unsigned final_exits;
 	int ended_code; /* -1 until it ends for good on its own terms */
+	/* what the child gets when the agent dies (PR_SET_PDEATHSIG):
+	 * SIGTERM by default; a lender gets SIGUSR1, its recall notice, so
+	 * that its borrower moves the pages out before it stops */
+	int death_signal;
 };
 
 /* Sets up `c` for contract `id`: its files are DIR/NAME-ID.{secret,
@@ -68,6 +73,10 @@ void lendsup_poll(struct lendsup_child *c, int64_t now_ms);
 int lendsup_final_code(const struct lendsup_child *c);
 /* Sends `sig` to a running child (SIGUSR1: the lender's recall notice). */
 void lendsup_signal(struct lendsup_child *c, int sig);
+/* Its work is over, but it must finish on its own (a bridge moving pages
+ * back, which a kill would lose): sends `sig` (0: none), never restarts
+ * it, and lendsup_poll stops it only if it still runs at deadline_ms. */
+void lendsup_retire(struct lendsup_child *c, int sig, int64_t deadline_ms);
 /* SIGTERM, up to wait_ms for it to end, then SIGKILL; never restarted. */
 void lendsup_stop(struct lendsup_child *c, int wait_ms);
 /* The child's last meter line. 0, or -1 when there is none yet. */

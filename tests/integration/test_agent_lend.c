@@ -23,6 +23,11 @@
  *   ends with "lender lost" once its NBD client leaves, and B's agent
  *   ends the contract saying why (the transition's note), counts it, and
  *   does not start a bridge again.
+ * - a slow release (the bridge stopped for 11 s) is awaited: the seller's
+ *   agent, shutting down, keeps its server until the borrower released,
+ *   and the buyer's agent does not kill the bridge moving pages back.
+ * - the seller's agent killed: its server gives notice and serves until
+ *   the borrower released (the borrower's pages are not lost with it).
  *
  * Waits poll for a condition with a generous bound: they say that
  * something happens, never how fast.
@@ -381,6 +386,10 @@ static long long meter_hosted(const char *path)
 	return (long long)r.hosted_page_s;
 }
 
+/* The spot market's notice for the next lend_up (a test that needs a
+ * longer one sets it, and back) */
+static int lend_notice_s = 2;
+
 /* Starts ramexd and the two agents, waits for their lend contract and
  * B's bridge, and connects to the bridge's NBD port: *fd after the NBD
  * handshake, *id and *pages the contract's. */
@@ -408,8 +417,11 @@ static void lend_up_tls(const char *db_name, struct rxh *h, struct rxh_world *w,
 	/* a recall must end within the test: spot's notice is 2 s (ramexd
 	 * reads markets at start) */
 	PGconn *c = testdb_connect(h->conninfo);
-	PGresult *pr = PQexec(c, "UPDATE markets SET notice_period_s = 2 "
-	                         "WHERE name = 'spot'");
+	char q[96];
+	snprintf(q, sizeof q,
+	         "UPDATE markets SET notice_period_s = %d WHERE name = 'spot'",
+	         lend_notice_s);
+	PGresult *pr = PQexec(c, q);
 	ck_assert_msg(PQresultStatus(pr) == PGRES_COMMAND_OK, "%s",
 	              PQerrorMessage(c));
 	PQclear(pr);
@@ -856,16 +868,16 @@ START_TEST(recall)
 }
 END_TEST
 
-/* The pid of the ramex-lend-server serving contract `id`, or 0. */
-static pid_t lend_server_pid(int64_t id)
+/* The pid of the lend child whose command line names `file` (its
+ * secret file: one agent's, one contract's), or 0. Earlier tests' children
+ * may still be ending, with the same contract ids. */
+static pid_t lend_child_pid(const char *file)
 {
-	char want[32];
-	int wn = snprintf(want, sizeof want, "%lld", (long long)id);
 	pid_t found = 0;
 	DIR *d = opendir("/proc");
 	struct dirent *e;
 	while (d && !found && (e = readdir(d))) {
-		char path[300], buf[4096];
+		char path[300], buf[8192];
 		if (!isdigit((unsigned char)e->d_name[0]))
 			continue;
 		snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
@@ -877,18 +889,22 @@ static pid_t lend_server_pid(int64_t id)
 		if (n <= 0)
 			continue;
 		buf[n] = 0;
-		if (!strstr(buf, "ramex-lend-server"))
-			continue;
-		/* arguments are NUL-separated: "--contract\0ID\0" */
-		for (ssize_t i = 0; i + 11 + wn < n; i++)
-			if (!memcmp(buf + i, "--contract", 11) &&
-			    !memcmp(buf + i + 11, want, (size_t)wn) &&
-			    buf[i + 11 + wn] == 0)
+		/* arguments are NUL-separated: one of them is the file */
+		for (char *a = buf; a < buf + n; a += strlen(a) + 1)
+			if (!strcmp(a, file))
 				found = (pid_t)atoi(e->d_name);
 	}
 	if (d)
 		closedir(d);
 	return found;
+}
+
+/* The secret file of agent `spool`'s child `name` for contract `id`. */
+static const char *child_secret(char *out, size_t n, const char *spool,
+                                const char *name, int64_t id)
+{
+	snprintf(out, n, "%s-lend/%s-%lld.secret", spool, name, (long long)id);
+	return out;
 }
 
 START_TEST(lender_lost)
@@ -911,7 +927,9 @@ START_TEST(lender_lost)
 	                                     buf, NULL, &nerr),
 	                 0);
 	ck_assert_int_eq(nerr, 0);
-	pid_t server = lend_server_pid(id);
+	char sf[700];
+	pid_t server = lend_child_pid(
+	    child_secret(sf, sizeof sf, A.spool, "lend-server", id));
 	ck_assert_msg(server > 0, "no ramex-lend-server for contract %lld",
 	              (long long)id);
 	ck_assert_int_eq(kill(server, SIGKILL), 0);
@@ -953,6 +971,115 @@ START_TEST(lender_lost)
 }
 END_TEST
 
+/* A release that takes long (a borrower's swapoff under memory pressure,
+ * here a bridge stopped for 11 s) is waited for on both sides: the
+ * seller's agent, shutting down, keeps its server giving notice until
+ * the borrower released, and the buyer's agent does not kill the bridge
+ * that moves the pages back (it used to, after 10 s; and the seller's
+ * server after 2 s). */
+START_TEST(slow_release_is_awaited)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct agh_agent A, B;
+	char slog[700], blog[700];
+	PGconn *c;
+	int64_t id;
+	long pages;
+	int fd;
+	static uint8_t buf[LEND_NBD_BLOCK];
+	uint32_t nerr;
+
+	lend_notice_s = 60;
+	lend_up("agent_lend_slow", &h, &w, &A, &B, &c, &id, &pages, &fd);
+	lend_notice_s = 2;
+	pattern(buf, 5, 1);
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE, 1,
+	                                     5 * LEND_NBD_BLOCK, LEND_NBD_BLOCK,
+	                                     buf, NULL, &nerr),
+	                 0);
+	ck_assert_int_eq(nerr, 0);
+	snprintf(slog, sizeof slog, "%s-lend/lend-server-%lld.log", A.spool,
+	         (long long)id);
+	snprintf(blog, sizeof blog, "%s-lend/lend-nbd-%lld.log", B.spool,
+	         (long long)id);
+	char bf[700];
+	pid_t bridge = lend_child_pid(
+	    child_secret(bf, sizeof bf, B.spool, "lend-nbd", id));
+	ck_assert_msg(bridge > 0, "no ramex-lend-nbd for contract %lld",
+	              (long long)id);
+	ck_assert_int_eq(kill(bridge, SIGSTOP), 0);
+	/* A shuts down: it recalls its sale and gives its borrower notice */
+	ck_assert_int_eq(kill(A.pid, SIGTERM), 0);
+	AGH_WAIT_FOR(file_has(B.log, "contract over"),
+	             "B did not see the recall; see %s", B.log);
+	sleep(11);
+	ck_assert_int_eq(kill(bridge, SIGCONT), 0);
+	AGH_WAIT_FOR(file_has(blog, "end=recalled"),
+	             "B's bridge did not finish its recall; see %s and %s",
+	             blog, B.log);
+	AGH_WAIT_FOR(file_has(slog, "end=released"),
+	             "A's server did not serve until the release; see %s",
+	             slog);
+	int st = agh_signal(&A, 0); /* reaps A, which ends by itself now */
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	              "A did not stop cleanly; see %s", A.log);
+	ck_assert(file_has(A.log, "waiting for lend children to finish"));
+	ck_assert(!file_has(A.log, "stopping lend children before"));
+	ck_assert_int_eq(agh_metric(&B, "ramex_agent_lenders_lost_total"), 0);
+	close(fd);
+	ck_assert_int_eq(agh_signal(&B, SIGTERM), 0);
+	PQfinish(c);
+	rxh_stop(&h);
+}
+END_TEST
+
+/* The seller's agent crashes (SIGKILL): its server gets its recall
+ * notice from the kernel (PR_SET_PDEATHSIG, SIGUSR1) and serves until the
+ * borrower released; it used to get SIGTERM and stop, and the borrower's
+ * pages were lost with it. */
+START_TEST(seller_agent_crash_gives_notice)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct agh_agent A, B;
+	char slog[700], blog[700];
+	PGconn *c;
+	int64_t id;
+	long pages;
+	int fd;
+	static uint8_t buf[LEND_NBD_BLOCK];
+	uint32_t nerr;
+
+	lend_up("agent_lend_crash", &h, &w, &A, &B, &c, &id, &pages, &fd);
+	pattern(buf, 9, 1);
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE, 1,
+	                                     9 * LEND_NBD_BLOCK, LEND_NBD_BLOCK,
+	                                     buf, NULL, &nerr),
+	                 0);
+	ck_assert_int_eq(nerr, 0);
+	snprintf(slog, sizeof slog, "%s-lend/lend-server-%lld.log", A.spool,
+	         (long long)id);
+	snprintf(blog, sizeof blog, "%s-lend/lend-nbd-%lld.log", B.spool,
+	         (long long)id);
+	int st = agh_signal(&A, SIGKILL);
+	ck_assert(WIFSIGNALED(st));
+	AGH_WAIT_FOR(file_has(blog, "end=recalled"),
+	             "B's bridge was not given notice by the orphaned server; "
+	             "see %s and %s",
+	             blog, slog);
+	AGH_WAIT_FOR(file_has(slog, "end=released"),
+	             "the orphaned server did not serve until the release; "
+	             "see %s",
+	             slog);
+	ck_assert_int_eq(agh_metric(&B, "ramex_agent_lenders_lost_total"), 0);
+	close(fd);
+	ck_assert_int_eq(agh_signal(&B, SIGTERM), 0);
+	PQfinish(c);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("agent_lend");
@@ -963,6 +1090,8 @@ int main(void)
 	tcase_add_test(t, end_to_end_tls);
 	tcase_add_test(t, recall);
 	tcase_add_test(t, lender_lost);
+	tcase_add_test(t, slow_release_is_awaited);
+	tcase_add_test(t, seller_agent_crash_gives_notice);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

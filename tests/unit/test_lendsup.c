@@ -160,6 +160,33 @@ START_TEST(stop_signal_and_deadline)
 	ck_assert(c.stopping);
 	lendsup_poll(&c, 100000);
 	ck_assert_int_eq(c.starts, 1);
+
+	/* retired: it finishes on its own, however long it takes before
+	 * its deadline, and is never started again, even after a failure */
+	lendsup_init(&c, dir, "lend-test", 14);
+	sh(&c, "trap 'sleep 0.2; exit 4' TERM; while :; do sleep 0.05; done");
+	ck_assert_int_eq(lendsup_start(&c, 0, err, sizeof err), 0);
+	struct timespec settle = {0, 100 * 1000000L}; /* the trap is set */
+	nanosleep(&settle, NULL);
+	lendsup_retire(&c, SIGTERM, 60000);
+	lendsup_poll(&c, 1000);
+	ck_assert_int_gt(c.pid, 0); /* not killed: still finishing */
+	reap(&c, 1000);
+	ck_assert(WIFEXITED(c.last_status));
+	ck_assert_int_eq(WEXITSTATUS(c.last_status), 4);
+	lendsup_poll(&c, 100000);
+	ck_assert_int_eq(c.starts, 1);
+
+	/* retired and still running at its deadline: stopped */
+	lendsup_init(&c, dir, "lend-test", 15);
+	sh(&c, "trap '' TERM; while :; do sleep 0.05; done");
+	ck_assert_int_eq(lendsup_start(&c, 0, err, sizeof err), 0);
+	lendsup_retire(&c, 0, 5000);
+	lendsup_poll(&c, 4999);
+	ck_assert_int_gt(c.pid, 0);
+	lendsup_poll(&c, 5000); /* SIGTERM, then SIGKILL if it stays */
+	ck_assert_int_eq(c.pid, 0);
+	ck_assert_int_eq(c.starts, 1);
 }
 END_TEST
 
