@@ -29,8 +29,9 @@
  * 87.3 % of idle given back at 0.088 % stall.) */
 #define WSEST_COMEBACK_S 600.0
 /* ... and against this much evidence of nothing, in page-seconds out
- * (256 MiB out for the horizon): with no page out for about five horizons
- * what was learnt fades, and the agent tries selling again. */
+ * (256 MiB out for the horizon): with no page out, what was learnt fades
+ * within ln(pages that were out / 65536) horizons (47 min for 28 GiB
+ * out), and the agent tries selling again. */
 #define WSEST_COMEBACK_PRIOR (65536.0 * WSEST_COMEBACK_S)
 
 struct wsest {
@@ -676,13 +677,13 @@ static void thrash_deficit(struct wsest *w, const struct wsest_sample *s,
  *  - a page touched more than once a window, which the working set holds
  *    (and the thrashing estimate when it is out): capped at 1/window.
  * Faults and exposure are both forgotten over WSEST_COMEBACK_S, so the
- * rate follows a workload that changes within hours, and weighed against
- * the prior's page-seconds of nothing, so that after hours with nothing
- * out (nothing to learn from) it fades and the agent sells again: the
- * pages, if they still come back, teach it again. Major faults of file
- * pages count too, while swap holds only anonymous pages: where evicted
- * file pages come back the rate is too high, which keeps more memory,
- * never less. Returns the rate. */
+ * rate follows a workload that changes within the hour, and weighed
+ * against the prior's page-seconds of nothing, so that a while after
+ * nothing is out (nothing to learn from) it fades and the agent sells
+ * again: the pages, if they still come back, teach it again. Major
+ * faults of file pages count too, while swap holds only anonymous pages:
+ * where evicted file pages come back the rate is too high, which keeps
+ * more memory, never less. Returns the rate. */
 static double comeback_rate(struct wsest *w, const struct wsest_sample *s,
                             double faults, double dt_s,
                             const struct wsest_estimate *e)
