@@ -1,11 +1,13 @@
 /*
  * wsest.h — the working-set estimator: the agent's measured "calculus".
  *
- * Fed one sample at a time (PSI stall totals, refault totals, the LRU sizes
- * from meminfo or memory.stat, and, where the kernel has idle-page tracking,
- * an idle-age histogram of sampled pages), it returns the working-set size
+ * Fed one sample at a time (PSI stall totals, refault and major-fault
+ * totals, the LRU sizes from meminfo or memory.stat, the pages in swap, and
+ * MGLRU's generations or, where the kernel has idle-page tracking, an
+ * idle-age histogram of sampled pages), it returns the working-set size
  * with an uncertainty and the marginal value of a page, dy/dx, as a curve
- * over memory sizes. The model is described in node-agent/README.md.
+ * over memory sizes, no lower than what the pages out of memory that come
+ * back are worth. The model is described in node-agent/README.md.
  *
  * Pure: no clock, no I/O, no globals, no allocation after wsest_new. The
  * caller passes the sample's timestamp. Floating point is used inside for the
