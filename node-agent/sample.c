@@ -234,6 +234,10 @@ static void mem_kv(void *ctx, const char *k, size_t klen, uint64_t v,
 	     offsetof(struct sample_mem, inactive_file)},
 	    {"Unevictable", "unevictable", SEEN_UNEV,
 	     offsetof(struct sample_mem, unevictable)},
+	    {"SwapTotal", NULL, 0, offsetof(struct sample_mem, swap_total)},
+	    {"SwapFree", NULL, 0, offsetof(struct sample_mem, swap_free)},
+	    {"SwapCached", "swapcached", 0,
+	     offsetof(struct sample_mem, swap_cached)},
 	};
 	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
 		const char *want = x->bytes ? keys[i].memstat : keys[i].meminfo;
@@ -370,6 +374,7 @@ int sample_take(const struct sample_source *src, rx_time_ns t,
 	struct sample_psi psi;
 	struct sample_counters ctr;
 	struct sample_mem mem;
+	rx_pages swap = 0;
 	int rc = -1;
 
 	if (!buf) {
@@ -386,6 +391,14 @@ int sample_take(const struct sample_source *src, rx_time_ns t,
 		            errlen) < 0 ||
 		    sample_parse_memstat(buf, &mem, &ctr, err, errlen) < 0)
 			goto fail;
+		/* Optional: without swap accounting no page counts as out,
+		 * and the estimator learns nothing from the faults. */
+		char e2[256];
+		uint64_t b;
+		if (read_in(dir, "memory.swap.current", buf, SAMPLE_FILE_MAX,
+		            e2, sizeof e2) == 0 &&
+		    sscanf(buf, "%" SCNu64, &b) == 1)
+			swap = (rx_pages)(b / RX_PAGE_SIZE) - mem.swap_cached;
 	} else {
 		snprintf(dir, sizeof dir, "%s/proc", src->root);
 		if (read_in(dir, "pressure/memory", buf, SAMPLE_FILE_MAX, err,
@@ -398,6 +411,7 @@ int sample_take(const struct sample_source *src, rx_time_ns t,
 		        0 ||
 		    sample_parse_meminfo(buf, &mem, err, errlen) < 0)
 			goto fail;
+		swap = mem.swap_total - mem.swap_free - mem.swap_cached;
 	}
 	out->t = t;
 	out->psi_some_us = psi.some.total_us;
@@ -408,6 +422,10 @@ int sample_take(const struct sample_source *src, rx_time_ns t,
 	out->active = mem.active_anon + mem.active_file;
 	out->inactive = mem.inactive_anon + mem.inactive_file;
 	out->unevictable = mem.unevictable;
+	/* The workload's pages out of memory, whose major faults are pages
+	 * coming back (wsest's comeback_rate). A swap page still cached in
+	 * memory is not out. */
+	out->swapped = swap > 0 ? swap : 0;
 	if (mem_out)
 		*mem_out = mem;
 	rc = 0;

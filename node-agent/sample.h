@@ -7,7 +7,8 @@
  * reader knows where the files live: for the whole machine
  * ROOT/proc/pressure/memory, ROOT/proc/vmstat and ROOT/proc/meminfo (ROOT is
  * "" in production, a fixture tree in tests); for a cgroup v2 directory its
- * memory.pressure and memory.stat. The idle sampler owns an open
+ * memory.pressure, memory.stat and memory.swap.current (absent where swap
+ * is not accounted: then no page counts as out). The idle sampler owns an open
  * /sys/kernel/mm/page_idle/bitmap and the idle age of each sampled page.
  */
 #ifndef RAMEX_SAMPLE_H
@@ -41,6 +42,9 @@ struct sample_mem { /* pages */
 	rx_pages total, available;
 	rx_pages active_anon, inactive_anon, active_file, inactive_file;
 	rx_pages unevictable;
+	/* Swap: meminfo's SwapTotal, SwapFree and SwapCached (memory.stat
+	 * has only swapcached; a cgroup's swap is memory.swap.current). */
+	rx_pages swap_total, swap_free, swap_cached;
 };
 
 /* Each returns 0, or -1 with a reason in err that names the field. */

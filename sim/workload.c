@@ -290,6 +290,11 @@ void wl_step(const struct wl_params *p, struct wl_state *s, struct rng *r,
 	sample->psi_full_us = s->psi_full_us;
 	sample->refaults = s->refaults;
 	sample->majfaults = s->majfaults;
+	/* Every page of the workload not in local memory was written out
+	 * (to local storage, or to a lender's memory behind the same swap
+	 * device): what meminfo's swap figures show, and each of its
+	 * faults above is one of these coming back. */
+	sample->swapped = (rx_pages)llround(now->footprint - used);
 	sample->active = out->active;
 	sample->inactive = out->inactive;
 

@@ -1,11 +1,13 @@
 /*
  * wsest.h — the working-set estimator: the agent's measured "calculus".
  *
- * Fed one sample at a time (PSI stall totals, refault totals, the LRU sizes
- * from meminfo or memory.stat, and, where the kernel has idle-page tracking,
- * an idle-age histogram of sampled pages), it returns the working-set size
+ * Fed one sample at a time (PSI stall totals, refault and major-fault
+ * totals, the LRU sizes from meminfo or memory.stat, the pages in swap, and
+ * MGLRU's generations or, where the kernel has idle-page tracking, an
+ * idle-age histogram of sampled pages), it returns the working-set size
  * with an uncertainty and the marginal value of a page, dy/dx, as a curve
- * over memory sizes. The model is described in node-agent/README.md.
+ * over memory sizes, no lower than what the pages out of memory that come
+ * back are worth. The model is described in node-agent/README.md.
  *
  * Pure: no clock, no I/O, no globals, no allocation after wsest_new. The
  * caller passes the sample's timestamp. Floating point is used inside for the
@@ -117,6 +119,13 @@ struct wsest_sample {
 	 * collapse puts pages there, and a collapse of pages already within
 	 * the window (a hot range) gains nothing. */
 	rx_pages window_gain;
+	/* Pages of the workload out of memory, in swap: SwapTotal − SwapFree
+	 * − SwapCached from /proc/meminfo, or a cgroup's memory.swap.current.
+	 * Each that the workload touches again comes back as a major fault
+	 * (majfaults), however long it was out, which MGLRU's refault counter
+	 * on 6.1 does not count past a generation's turn: the faults per page
+	 * out measure what the pages given back are worth (comeback_value). */
+	rx_pages swapped;
 };
 
 enum wsest_source {
@@ -176,6 +185,14 @@ struct wsest_estimate {
 	 * window ago or more, known idle that long: the oldest, which
 	 * reclaim takes first. 0 from the other sources. */
 	rx_pages cold_known;
+	/* The pages out of memory (swapped) come back at comeback_nps each,
+	 * per second × 10^9, learnt over hours (comeback_rate in wsest.c);
+	 * comeback_value is what that is worth, stall µs per page-year. The
+	 * LRU keeps the hottest pages, so every page still kept is worth at
+	 * least as much: it is a floor under the curve and dydx_above. 0
+	 * until pages given back were seen to come back. */
+	int64_t comeback_nps;
+	int64_t comeback_value;
 };
 
 struct wsest;

@@ -125,6 +125,16 @@ START_TEST(meminfo_recorded)
 	ck_assert_int_eq(m.active_file, 374412 / 4);
 	ck_assert_int_eq(m.inactive_file, 568480 / 4);
 
+	/* Pages out of memory: swap in use less what is still cached. */
+	ck_assert_int_eq(
+	    sample_parse_meminfo(
+	        "MemTotal: 1000 kB\nActive(anon): 0 kB\nInactive(anon): 0 kB\n"
+	        "Active(file): 0 kB\nInactive(file): 0 kB\nUnevictable: 0 kB\n"
+	        "SwapCached: 400 kB\nSwapTotal: 8000 kB\nSwapFree: 6000 kB\n",
+	        &m, err, sizeof err),
+	    0);
+	ck_assert_int_eq(m.swap_total - m.swap_free - m.swap_cached, 400);
+
 	ck_assert_int_eq(sample_parse_meminfo(fixture("meminfo-missing.txt"),
 	                                      &m, err, sizeof err),
 	                 -1);
@@ -171,6 +181,7 @@ START_TEST(take_machine_and_cgroup)
 	ck_assert_int_eq(s.inactive, 435200 / 4 + 568480 / 4);
 	ck_assert_int_eq(m.total, 24683664 / 4);
 	ck_assert(!s.has_idle);
+	ck_assert_int_eq(s.swapped, 0); /* the machine has no swap */
 
 	ck_assert_msg(sample_take(&cg, 6, &s, NULL, err, sizeof err) == 0, "%s",
 	              err);
@@ -181,6 +192,8 @@ START_TEST(take_machine_and_cgroup)
 	ck_assert_int_eq(s.unevictable, 1024);
 	/* 7 huge pages collapsed, 512 pages each */
 	ck_assert_int_eq(s.thp_collapsed, 7 * 512);
+	/* memory.swap.current 40 MiB, of which 4 MiB still cached */
+	ck_assert_int_eq(s.swapped, 10240 - 1024);
 
 	struct sample_source none = {.root = FIX "/nope"};
 	ck_assert_int_eq(sample_take(&none, 7, &s, NULL, err, sizeof err), -1);

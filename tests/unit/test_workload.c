@@ -8,7 +8,8 @@
  * ages more often than the agent exactly when evictions outrun the pages
  * idle a walk long; wl_step gives generations on a stock kernel (MGLRU)
  * and page_idle ages otherwise; 6.1's refault counter misses the faults of
- * pages out longer than a generation's turn, the major faults do not.
+ * pages out longer than a generation's turn, the major faults do not,
+ * and the pages out are in swap, faulting back at their access rate.
  */
 #include "sim/workload.h"
 
@@ -169,6 +170,16 @@ START_TEST(a_stock_kernel_gives_generations_and_undercounts_refaults)
 	ck_assert_msg(smp.refaults * 1000 < smp.majfaults,
 	              "refaults %llu of %llu", (unsigned long long)smp.refaults,
 	              (unsigned long long)smp.majfaults);
+	/* The pages out are in swap, as meminfo shows them, and the major
+	 * faults over the page-seconds out are their access rate: what the
+	 * agent learns the worth of the pages it gave back from. */
+	ck_assert_msg(fabs((double)smp.swapped - cold / 2) <= cold * 0.005,
+	              "swapped %lld, out %.0f", (long long)smp.swapped,
+	              cold / 2);
+	double rate = (double)smp.majfaults / ((double)smp.swapped * 40 * 30);
+	ck_assert_msg(fabs(rate - p.cold_rate) <= p.cold_rate * 0.02,
+	              "%g faults a page-second, the cold pages' rate %g", rate,
+	              p.cold_rate);
 
 	machine(&p, &s, &c, WL_PAGE_IDLE);
 	steps(&p, &s, &c, foot - cold / 2, 40, &smp, &st);

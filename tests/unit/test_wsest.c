@@ -783,6 +783,118 @@ START_TEST(mglru_oldest_generation_spreads_over_idle_ages)
 }
 END_TEST
 
+/* Pages given back that come back. A machine's coldest pages are all
+ * touched once in three days (λ): the generations say only "idle a minute
+ * or more", and the spreading over e-folds of idle age values them as if
+ * idle months (ramex-fleet's machine 564, which sold them and stalled
+ * 0.47 % of its time). The agent gives G of them back; they fault back at
+ * λG a second, major faults the refault counter does not see (out far
+ * longer than a generation's turn). Each interval of 30 s. */
+static void comeback_feed(struct wsest *w, struct wsest_sample *smp,
+                          rx_pages given, uint64_t faults, uint64_t stall_us,
+                          struct wsest_estimate *e)
+{
+	const char *why = NULL;
+
+	smp->t += INT64_C(30000000000);
+	smp->swapped = given;
+	smp->majfaults += faults;
+	smp->psi_some_us += stall_us;
+	ck_assert_msg(wsest_update(w, smp, e, &why) == 0, "%s", why);
+}
+
+START_TEST(pages_given_back_that_come_back_are_worth_their_rate)
+{
+	const int64_t hot = 1000000, old = 1400000, G = 2592000;
+	const double lambda = 1.0 / 259200; /* once in three days */
+	struct wsest *w = new_est();
+	struct wsest_sample smp;
+	struct wsest_estimate e;
+
+	memset(&smp, 0, sizeof smp);
+	smp.has_gens = 1;
+	smp.gens.nbins = 3;
+	smp.gens.bin[0] = (struct wsest_gen_bin){0, 30000, hot};
+	smp.gens.bin[1] = (struct wsest_gen_bin){30000, 60000, 69315};
+	smp.gens.bin[2] = (struct wsest_gen_bin){60000, WSEST_GEN_OPEN, old};
+	smp.active = hot + 69315 + old;
+	comeback_feed(w, &smp, 0, 0, 0, &e);
+	comeback_feed(w, &smp, 0, 0, 0, &e);
+	/* Nothing given back: the coldest page is worth next to nothing,
+	 * and faults of the workload's own teach nothing about sales. */
+	int64_t before = wsest_value_at(&e, smp.active - 1);
+	double want = lambda * (double)RX_SECONDS_PER_YEAR * 50000 / 1000;
+	ck_assert_msg(before * 10 < (int64_t)want, "coldest %lld, want %.0f",
+	              (long long)before, want);
+	comeback_feed(w, &smp, 0, 5000, 0, &e);
+	ck_assert_int_eq(e.comeback_nps, 0);
+	ck_assert_int_eq(e.comeback_value, 0);
+
+	/* G given back, λG faults a second (300 an interval): within six
+	 * hours the rate is λ within 10 % (the prior's page-seconds of
+	 * nothing weigh 6 % against an hour's), and every page kept is worth
+	 * at least that. */
+	for (int i = 0; i < 6 * 120; i++)
+		comeback_feed(w, &smp, G, 300, 0, &e);
+	ck_assert_msg(fabs((double)e.comeback_nps - lambda * 1e9) <=
+	                  lambda * 1e9 * 0.1,
+	              "rate %lld n/s, want %.0f", (long long)e.comeback_nps,
+	              lambda * 1e9);
+	ck_assert_int_ge(e.comeback_value, (int64_t)(want * 0.9));
+	ck_assert_int_ge(wsest_value_at(&e, smp.active - 1), e.comeback_value);
+	ck_assert_int_ge(e.dydx, e.comeback_value);
+	ck_assert_int_ge(e.dydx_above, e.comeback_value);
+	for (int i = 1; i < e.npoints; i++)
+		ck_assert(e.curve[i].value <= e.curve[i - 1].value);
+	int64_t learnt = e.comeback_nps;
+
+	/* A burst: 100 times the faults under pressure (10 % stall) for
+	 * half an hour. They are the working set's, not the pages sold:
+	 * the rate does not rise, and within an hour after it is what it
+	 * was. */
+	for (int i = 0; i < 60; i++) {
+		comeback_feed(w, &smp, G, 30000, 3000000, &e);
+		ck_assert(e.pressure);
+		ck_assert_int_le(e.comeback_nps, learnt);
+	}
+	for (int i = 0; i < 120; i++)
+		comeback_feed(w, &smp, G, 300, 0, &e);
+	ck_assert(!e.pressure);
+	ck_assert_int_ge(e.comeback_nps, learnt * 9 / 10);
+
+	/* The pages stop coming back (the workload left them): within
+	 * three hours the rate is under half what it was (within minutes). */
+	for (int i = 0; i < 3 * 120; i++)
+		comeback_feed(w, &smp, G, 0, 0, &e);
+	ck_assert_int_lt(e.comeback_nps * 2, learnt);
+
+	/* Learnt again, then nothing given back for long: what was learnt
+	 * fades against the prior, so the agent tries selling again. */
+	for (int i = 0; i < 6 * 120; i++)
+		comeback_feed(w, &smp, G, 300, 0, &e);
+	ck_assert_int_ge(e.comeback_nps, learnt * 9 / 10);
+	for (int i = 0; i < 30; i++)
+		comeback_feed(w, &smp, 0, 0, 0, &e);
+	ck_assert_int_ge(e.comeback_nps, learnt / 2); /* no news yet */
+	for (int i = 0; i < 4 * 120; i++)
+		comeback_feed(w, &smp, 0, 0, 0, &e);
+	ck_assert_int_lt(e.comeback_nps * 10, learnt);
+
+	/* Given back pages that come back faster than once a window are
+	 * the working set's (the thrashing estimate answers them): the rate
+	 * is never taken past 1/window. */
+	for (int i = 0; i < 240; i++)
+		comeback_feed(w, &smp, 100000, 150000, 0, &e);
+	ck_assert(!e.thrashing);
+	ck_assert_int_eq(e.comeback_nps, 16666667); /* 1/60 s, rounded */
+	smp.swapped = -1;
+	smp.t += INT64_C(30000000000);
+	const char *why = NULL;
+	ck_assert(wsest_update(w, &smp, &e, &why) == -1);
+	wsest_free(w);
+}
+END_TEST
+
 /* Thrashing in a cgroup at its limit: R pages resident, all seen accessed
  * within the window, and the oldest generation (the one reclaim evicts
  * from) 3 s old against a 20 s window. Evicted pages stay out W seconds
@@ -952,6 +1064,8 @@ int main(void)
 	tcase_add_test(tc, mglru_thrash_deficit);
 	tcase_add_test(tc, mglru_oldest_generation_spreads_over_idle_ages);
 	tcase_add_test(tc, probe_measures_dydx);
+	tcase_add_test(tc,
+	               pages_given_back_that_come_back_are_worth_their_rate);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
