@@ -26,8 +26,10 @@ OPT      ?= -O2 -g
 SANFLAGS  = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
             -fno-omit-frame-pointer
 
-pkg_cflags = $(shell pkg-config --cflags $(1))
-pkg_libs   = $(shell pkg-config --libs $(1))
+# (a program that needs no library asks nothing: pkg-config with no
+# package complains on stderr)
+pkg_cflags = $(if $(strip $(1)),$(shell pkg-config --cflags $(1)))
+pkg_libs   = $(if $(strip $(1)),$(shell pkg-config --libs $(1)))
 
 .DEFAULT_GOAL := all
 .PHONY: all check check-run bench fuzz demo fleet install deps clean format test-bin
