@@ -123,6 +123,7 @@ struct agent {
 	/* counters for the status file */
 	int64_t n_samples, n_orders, n_cancels, n_recalls, n_deliveries;
 	int64_t n_lenders_lost; /* borrows ended: the lender vanished */
+	rx_pages swapped;       /* the last sample's pages out of memory */
 	int64_t n_reports, n_acked, n_send_fail, n_errors, n_set_aside;
 	int status_errno; /* why the status file was not written last time */
 	int64_t n_batches, n_reconciles;

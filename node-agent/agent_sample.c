@@ -137,6 +137,7 @@ int agent_sample_take(struct agent *a, rx_time_ns t, struct wsest_sample *s)
 		         wsest_source_name(a->e.source));
 		a->source = a->e.source;
 	}
+	a->swapped = s->swapped;
 	a->n_samples++;
 	return 0;
 }

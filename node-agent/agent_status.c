@@ -141,6 +141,14 @@ void agent_status_write(struct agent *a)
 	        "ramex_agent_others_sell_pages %lld\n",
 	        a->paused, (long long)a->view.others_buy,
 	        (long long)a->view.others_sell);
+	/* the workload's pages out of memory and how often they come back:
+	 * the floor under what a kept page is worth (wsest's comeback) */
+	fprintf(f,
+	        "ramex_agent_swapped_pages %lld\n"
+	        "ramex_agent_comeback_rate_nps %lld\n"
+	        "ramex_agent_comeback_value %lld\n",
+	        (long long)a->swapped, (long long)a->e.comeback_nps,
+	        (long long)a->e.comeback_value);
 	for (int i = 0; i < meter_count(a->meter); i++)
 		fprintf(
 		    f, "ramex_agent_contract_pages{contract=\"%s\"} %lld\n",

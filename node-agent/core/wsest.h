@@ -186,7 +186,8 @@ struct wsest_estimate {
 	 * reclaim takes first. 0 from the other sources. */
 	rx_pages cold_known;
 	/* The pages out of memory (swapped) come back at comeback_nps each,
-	 * per second × 10^9, learnt over hours (comeback_rate in wsest.c);
+	 * per second × 10^9, learnt over the last 10 minutes or so
+	 * (WSEST_COMEBACK_S, comeback_rate in wsest.c);
 	 * comeback_value is what that is worth, stall µs per page-year. The
 	 * LRU keeps the hottest pages, so every page still kept is worth at
 	 * least as much: it is a floor under the curve and dydx_above. 0

@@ -42,8 +42,9 @@ wss_monitor() {
         /^ramex_agent_wss_pages /{w=$2} /^ramex_agent_wss_err_pages /{e=$2}
         /^ramex_agent_need_pages /{d=$2} /^ramex_agent_stall_ppm /{s=$2}
         /^ramex_agent_resident_pages /{r=$2} /^ramex_agent_probed_pages_total /{pr=$2} /^ramex_agent_thrashing /{th=$2} /^ramex_agent_collapsed_pages /{co=$2}
+        /^ramex_agent_swapped_pages /{sw=$2} /^ramex_agent_comeback_rate_nps /{cb=$2}
         /^ramex_agent_wss_source/{split($1,a,"\""); src=a[2]}
-        END{printf "WSS-STAT case=%s t=%s wss=%d err=%d need=%d resident=%d stall_ppm=%d source=%s probed=%d thrashing=%d collapsed=%d\n", n,t,w,e,d,r,s,src,pr,th,co}' /tmp/$name.status
+        END{printf "WSS-STAT case=%s t=%s wss=%d err=%d need=%d resident=%d stall_ppm=%d source=%s probed=%d thrashing=%d collapsed=%d swapped=%d comeback_nps=%d\n", n,t,w,e,d,r,s,src,pr,th,co,sw,cb}' /tmp/$name.status
     fi
     if [ -n "$cg" ] && [ -n "$WSS_TRACE" ]; then
       echo "WSS-TRACE t=$(cut -d' ' -f1 /proc/uptime) $(grep -E '^(unevictable|anon_thp|thp_(fault|collapse)_alloc|workingset_(refault|activate|restore)_(anon|file)|pgmajfault|pgsteal|pgscan) ' $cg/memory.stat | tr '\n' ' ') current $(cat $cg/memory.current) swap $(cat $cg/memory.swap.current) $(tr '\n' ' ' <$cg/memory.pressure)"
