@@ -194,6 +194,9 @@ static int start(struct agent *a, char *err, size_t errlen)
 	a->spool = spool_open(a->cfg.spool, (uint64_t)time(NULL), err, errlen);
 	if (!a->spool)
 		return -1;
+	/* reports_total counts the reports this run takes charge of: those
+	 * an earlier run left pending are sent (and acked) by this one */
+	a->n_reports = spool_pending(a->spool, NULL, 0);
 	if (spool_dropped(a->spool))
 		log_warn("dropped the torn tail of the spool (written after "
 		         "its last fsync: unsent reports are metered again, "

@@ -544,6 +544,14 @@ START_TEST(agent_crash)
 	ck_assert_int_eq(agh_signal(&A, SIGTERM), 0);
 	ck_assert_int_eq(agh_metric(&A, "ramex_agent_offline_pages"), 0);
 	ck_assert_int_eq(agh_metric(&A, "ramex_agent_reports_pending"), 0);
+	/* every report this run took (found pending in the spool, or
+	 * spooled) is acknowledged, set aside or pending, once: the reports
+	 * found in the spool were acked without being counted, so
+	 * acked_total passed reports_total */
+	int64_t took = agh_metric(&A, "ramex_agent_reports_total"),
+	        acked = agh_metric(&A, "ramex_agent_reports_acked_total");
+	ck_assert_msg(took == acked + 1, "reports_total %lld, acked %lld",
+	              (long long)took, (long long)acked);
 	ck_assert_int_gt(check_counted(&h, &A, 1), 0);
 	rxh_stop(&h);
 }
