@@ -29,6 +29,7 @@
 #include "node-agent/agent_sample.h"
 #include "node-agent/agent_status.h"
 #include "node-agent/core/simload.h"
+#include "node-agent/http1.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -316,7 +317,10 @@ int main(int argc, char **argv)
 		config_help(stdout);
 		return 0;
 	}
-	if (rc < 0 || config_check(&a.cfg, err, sizeof err) < 0) {
+	/* a URL the client cannot use is a setting's fault, as any other:
+	 * exit 2 before anything starts (not 1, as a failure at work) */
+	if (rc < 0 || config_check(&a.cfg, err, sizeof err) < 0 ||
+	    http1_url_check(a.cfg.exchange_url, err, sizeof err) < 0) {
 		fprintf(stderr, "ramex-agent: %s\n", err);
 		return 2;
 	}
