@@ -254,7 +254,11 @@ static void help(FILE *f, const char *group)
 	        "  0  done\n"
 	        "  1  the server refused the request (4xx, e.g. a validation "
 	        "error)\n"
-	        "  2  usage error (the command line is wrong)\n"
+	        "  2  usage error (the command line is wrong: also an ID that "
+	        "is no\n"
+	        "     whole number from 1, or a number option such as --limit "
+	        "that is\n"
+	        "     not a whole number; told before any request)\n"
 	        "  3  the server could not be reached, or failed (5xx)\n"
 	        "  4  authentication or permission refused (401, 403)\n"
 	        "  5  a check found a problem (ledger check)\n");

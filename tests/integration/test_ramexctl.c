@@ -405,6 +405,25 @@ START_TEST(exit_codes)
 	     "$0.0000000001"}, /* below a nanodollar */
 	    {"book", NULL},
 	    {"orders", "show", "../whoami", NULL},
+	    /* an id that is no whole number from 1 is the command line's
+	     * fault, not a request the server refuses (exit 1) */
+	    {"invoices", "show", "abc", NULL},
+	    {"invoices", "csv", "0", NULL},
+	    {"orders", "show", "abc", NULL},
+	    {"orders", "cancel", "x1", NULL},
+	    {"orders", "reduce", "-3", "--pages", "256", NULL},
+	    {"contracts", "show", "abc", NULL},
+	    {"contracts", "transitions", "abc", NULL},
+	    {"contracts", "end", "abc", NULL},
+	    {"keys", "create", "abc", NULL},
+	    {"tokens", "revoke", "abc", NULL},
+	    /* and so is an option that takes a whole number */
+	    {"orders", "list", "--limit", "ten", NULL},
+	    {"contracts", "list", "--before", "x", NULL},
+	    {"trades", "spot", "--before", "1.5", NULL},
+	    {"usage", "list", "--node", "n1", NULL},
+	    {"usage", "gaps", "--epoch", "-1", NULL},
+	    {"invoices", "list", "--account", "a", NULL},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		ctl_env(&r, NULL, "--url", url, "--token", w.trader_token,
