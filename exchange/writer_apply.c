@@ -988,8 +988,7 @@ void apply_create_market(struct apply_books *bk, PGconn **lconn,
 	char err[256], args[13][32], term_end[32] = "";
 	bool perm = strncmp(s->name, "perm-", 5) == 0;
 
-	if (apply_market_by_name(bk, s->name) ||
-	    held_market(bk, s->name, 0) ||
+	if (apply_market_by_name(bk, s->name) || held_market(bk, s->name, 0) ||
 	    (bk->owner &&
 	     owner_where(bk->owner, s->name, 0, NULL, 0) != OWNER_UNKNOWN)) {
 		rows_fail_cmd(c, 409, "conflict", "market exists",

@@ -77,9 +77,9 @@ struct apply_books {
 
 /* Rebuilds the book of every market owned from the open orders on c, in
  * priority order, and reads the accounts. A market whose limits no book
- * can hold is held (struct apply_held), logged by name. A market whose epoch is no
- * longer the one it was taken at was taken by another instance: it is
- * dropped (and the owner told). -1 with err set. Ids go on from the blocks
+ * can hold is held (struct apply_held), logged by name. A market whose
+ * epoch is no longer the one it was taken at was taken by another
+ * instance: it is dropped (and the owner told). -1 with err set. Ids go on from the blocks
  * held: none is ever handed out twice, even after a failed batch. */
 int apply_load(struct apply_books *bk, PGconn *c, char *err, size_t errlen);
 /* Frees the books, the accounts and the event buffer. */

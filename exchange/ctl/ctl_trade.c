@@ -290,8 +290,7 @@ int ctl_trade_orders_cancel(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[256];
 	const char *note = ctl_opt(o, "--note");
-	if (ctl_path_id(p, sizeof p, "/v1/orders/%s", o->pos[0],
-	                "an order id"))
+	if (ctl_path_id(p, sizeof p, "/v1/orders/%s", o->pos[0], "an order id"))
 		return CTL_USAGE;
 	if (note && (strlen(note) == 0 || strlen(note) > 200))
 		return ctl_usage_error("--note has %zu characters; 1 to 200",
@@ -369,8 +368,7 @@ int ctl_trade_orders_list(struct ctl_ctx *x, struct ctl_opts *o)
 int ctl_trade_orders_show(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[256];
-	if (ctl_path_id(p, sizeof p, "/v1/orders/%s", o->pos[0],
-	                "an order id"))
+	if (ctl_path_id(p, sizeof p, "/v1/orders/%s", o->pos[0], "an order id"))
 		return CTL_USAGE;
 	return ctl_call_show(x, "GET", p, NULL, NULL);
 }

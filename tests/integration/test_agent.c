@@ -860,10 +860,10 @@ START_TEST(bad_exchange_url_is_a_config_error)
 	agh_write_file(secret, "00112233445566778899aabbccddeeff");
 	static const char *const url[] = {
 	    "http://127.0.0.1:99999", "http://127.0.0.1:", "http://:8080",
-	    "http://127.0.0.1:80x", "https://[::1:8080", "http://h?q=1"};
-	static const char *const want[] = {
-	    "bad port", "bad port", "no host", "bad port", "without ']'",
-	    "no query"};
+	    "http://127.0.0.1:80x",   "https://[::1:8080", "http://h?q=1"};
+	static const char *const want[] = {"bad port",    "bad port",
+	                                   "no host",     "bad port",
+	                                   "without ']'", "no query"};
 	for (size_t i = 0; i < sizeof url / sizeof *url; i++) {
 		snprintf(cmd, sizeof cmd,
 		         "%s/ramex-agent '--exchange_url=%s' --key_id=k "

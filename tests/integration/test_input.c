@@ -850,17 +850,18 @@ START_TEST(delete_routes_read_their_body_or_refuse_it)
 		if (strcmp(rt->pattern, "/v1/keys/{key_id}") == 0) {
 			snprintf(path, sizeof path, "/v1/nodes/%lld/keys",
 			         (long long)w.node_b);
-			ck_assert_int_eq(rxh_call(&h, "POST", path, h.admin,
-			                          NULL, NULL, &r),
-			                 201);
+			ck_assert_int_eq(
+			    rxh_call(&h, "POST", path, h.admin, NULL, NULL, &r),
+			    201);
 			const char *k = json_string_value(
 			    json_object_get(r.json, "key_id"));
 			ck_assert_ptr_nonnull(k);
 			snprintf(path, sizeof path, "/v1/keys/%s", k);
-			snprintf(sql, sizeof sql,
-			         "SELECT count(*) FROM node_keys WHERE key_id = "
-			         "'%s' AND revoked_at IS NULL",
-			         k);
+			snprintf(
+			    sql, sizeof sql,
+			    "SELECT count(*) FROM node_keys WHERE key_id = "
+			    "'%s' AND revoked_at IS NULL",
+			    k);
 			rxh_resp_free(&r);
 		} else if (strcmp(rt->pattern, "/v1/tokens/{id}") == 0) {
 			ck_assert_int_eq(
@@ -872,10 +873,11 @@ START_TEST(delete_routes_read_their_body_or_refuse_it)
 			rxh_resp_free(&r);
 			snprintf(path, sizeof path, "/v1/tokens/%lld",
 			         (long long)id);
-			snprintf(sql, sizeof sql,
-			         "SELECT count(*) FROM api_tokens WHERE id = %lld "
-			         "AND revoked_at IS NULL",
-			         (long long)id);
+			snprintf(
+			    sql, sizeof sql,
+			    "SELECT count(*) FROM api_tokens WHERE id = %lld "
+			    "AND revoked_at IS NULL",
+			    (long long)id);
 		} else if (strcmp(rt->pattern, "/v1/orders/{id}") == 0) {
 			char body[200];
 			snprintf(body, sizeof body,
@@ -892,10 +894,11 @@ START_TEST(delete_routes_read_their_body_or_refuse_it)
 			rxh_resp_free(&r);
 			snprintf(path, sizeof path, "/v1/orders/%lld",
 			         (long long)id);
-			snprintf(sql, sizeof sql,
-			         "SELECT count(*) FROM orders WHERE id = %lld AND "
-			         "status = 'open'",
-			         (long long)id);
+			snprintf(
+			    sql, sizeof sql,
+			    "SELECT count(*) FROM orders WHERE id = %lld AND "
+			    "status = 'open'",
+			    (long long)id);
 		} else {
 			ck_abort_msg("DELETE %s: no case in this test",
 			             rt->pattern);
@@ -904,8 +907,8 @@ START_TEST(delete_routes_read_their_body_or_refuse_it)
 		const char *tok =
 		    rt->roles & AUTH_ADMIN ? h.admin : w.trader_token;
 		for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
-			long st = rxh_call(&h, "DELETE", path, tok, bad[b],
-			                   NULL, &r);
+			long st =
+			    rxh_call(&h, "DELETE", path, tok, bad[b], NULL, &r);
 			ck_assert_msg(st == 400 && r.json &&
 			                  json_object_get(r.json, "type"),
 			              "DELETE %s with %s: %ld %s", rt->pattern,

@@ -523,7 +523,8 @@ END_TEST
 static int line_has(const char *text, const char *key, const char *value)
 {
 	size_t k = strlen(key), v = strlen(value);
-	for (const char *l = text; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : l) {
+	for (const char *l = text; l && *l;
+	     l = strchr(l, '\n'), l = l ? l + 1 : l) {
 		if (strncmp(l, key, k) != 0 || l[k] != ' ')
 			continue;
 		const char *p = l + k;

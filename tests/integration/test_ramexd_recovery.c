@@ -523,8 +523,8 @@ START_TEST(a_market_without_a_book_is_held_not_fatal)
 	    "\"pages\":256,\"price\":110000}";
 	char body[256];
 	snprintf(body, sizeof body, sell, (long long)w.node_a);
-	long st = rxh_call(&h, "POST", "/v1/orders", w.trader_token, body,
-	                   NULL, &r);
+	long st =
+	    rxh_call(&h, "POST", "/v1/orders", w.trader_token, body, NULL, &r);
 	ck_assert_msg(st == 409, "%ld %s", st, r.body);
 	ck_assert(rxh_is_problem(&r, "urn:ramex:problem:market-held"));
 	const char *d = json_string_value(json_object_get(r.json, "detail"));
@@ -534,8 +534,8 @@ START_TEST(a_market_without_a_book_is_held_not_fatal)
 	rxh_resp_free(&r);
 	st = rxh_call(&h, "GET", "/v1/markets/perm-2150/book", w.trader_token,
 	              NULL, NULL, &r);
-	ck_assert_msg(st == 409 && rxh_is_problem(
-	                               &r, "urn:ramex:problem:market-held"),
+	ck_assert_msg(st == 409 &&
+	                  rxh_is_problem(&r, "urn:ramex:problem:market-held"),
 	              "%ld %s", st, r.body);
 	rxh_resp_free(&r);
 	/* the other markets trade */
@@ -551,8 +551,7 @@ START_TEST(a_market_without_a_book_is_held_not_fatal)
 	                       "'perm-2150'");
 	ck_assert_int_eq(rxh_kill(&h, SIGTERM), 0);
 	rxh_restart(&h);
-	st = rxh_call(&h, "POST", "/v1/orders", w.trader_token, body, NULL,
-	              &r);
+	st = rxh_call(&h, "POST", "/v1/orders", w.trader_token, body, NULL, &r);
 	ck_assert_msg(st == 201, "%ld %s", st, r.body);
 	int64_t id = order_id(&r);
 	rxh_resp_free(&r);
@@ -568,8 +567,8 @@ START_TEST(a_market_without_a_book_is_held_not_fatal)
 	char path[64];
 	snprintf(path, sizeof path, "/v1/orders/%lld", (long long)id);
 	st = rxh_call(&h, "DELETE", path, w.trader_token, NULL, NULL, &r);
-	ck_assert_msg(st == 409 && rxh_is_problem(
-	                               &r, "urn:ramex:problem:market-held"),
+	ck_assert_msg(st == 409 &&
+	                  rxh_is_problem(&r, "urn:ramex:problem:market-held"),
 	              "%ld %s", st, r.body);
 	d = json_string_value(json_object_get(r.json, "detail"));
 	ck_assert_msg(d && strstr(d, "open order"), "%s", r.body);
