@@ -34,7 +34,13 @@ static struct billing_inv *inv_find(struct billing_batch *b, int64_t account,
 	return bsearch(&k, b->inv, (size_t)b->ninv, sizeof *b->inv, inv_cmp);
 }
 
-/* Makes sure every invoice the movements land on exists; loads them. */
+/*
+ * Loads the invoices the movements land on. One that does not exist yet
+ * is held in memory only (id 0, an empty draft) until admit() knows
+ * whether a posting lands on it: invoices cannot be deleted (0005), so
+ * one made for a contract that admit() then leaves unbilled stayed an
+ * empty draft for good. make_invoices() inserts those that take postings.
+ */
 static int load_invoices(PGconn *db, struct billing_batch *b, char *err,
                          size_t errlen)
 {
@@ -62,9 +68,15 @@ static int load_invoices(PGconn *db, struct billing_batch *b, char *err,
 		return 0;
 	struct pgarr col[3] = {{0}}; /* account, year, month */
 	for (int i = 0; i < u; i++) {
-		pgarr_i64(&col[0], b->inv[i].account);
-		pgarr_i64(&col[1], b->inv[i].key / 12);
-		pgarr_i64(&col[2], b->inv[i].key % 12 + 1);
+		struct billing_inv *k = &b->inv[i];
+		/* as the table's defaults, until the database has it */
+		k->inv = (struct invoice){.account = k->account,
+		                          .year = k->key / 12,
+		                          .month = k->key % 12 + 1,
+		                          .status = INVOICE_DRAFT};
+		pgarr_i64(&col[0], k->account);
+		pgarr_i64(&col[1], k->key / 12);
+		pgarr_i64(&col[2], k->key % 12 + 1);
 	}
 	const char *pv[3];
 	int rc = -1;
@@ -73,14 +85,6 @@ static int load_invoices(PGconn *db, struct billing_batch *b, char *err,
 		err_set(err, errlen, "out of memory for invoices");
 		goto out;
 	}
-	r = db_exec(db, PGRES_COMMAND_OK,
-	            "INSERT INTO invoices (account_id, year, month) SELECT * "
-	            "FROM unnest($1::bigint[], $2::int[], $3::int[]) ON "
-	            "CONFLICT (account_id, year, month) DO NOTHING",
-	            3, pv, err, errlen);
-	if (!r)
-		goto out;
-	PQclear(r);
 	r = db_exec(
 	    db, PGRES_TUPLES_OK,
 	    "SELECT i.id, i.account_id, i.year, i.month, i.status, "
@@ -99,16 +103,65 @@ static int load_invoices(PGconn *db, struct billing_batch *b, char *err,
 		if (!k)
 			continue;
 		k->id = db_int(r, i, 0);
-		k->inv = (struct invoice){
-		    .id = k->id,
-		    .account = k->account,
-		    .year = k->key / 12,
-		    .month = k->key % 12 + 1,
-		    .status = strcmp(PQgetvalue(r, i, 4), "final") == 0
-		                  ? INVOICE_FINAL
-		                  : INVOICE_DRAFT,
-		    .total = db_int(r, i, 5),
-		    .lines = db_int(r, i, 6)};
+		k->inv.id = k->id;
+		k->inv.status = strcmp(PQgetvalue(r, i, 4), "final") == 0
+		                    ? INVOICE_FINAL
+		                    : INVOICE_DRAFT;
+		k->inv.total = db_int(r, i, 5);
+		k->inv.lines = db_int(r, i, 6);
+	}
+	rc = 0;
+out:
+	PQclear(r);
+	for (int i = 0; i < 3; i++)
+		pgarr_free(&col[i]);
+	return rc;
+}
+
+/*
+ * Inserts the invoices admit() put postings on that the database did not
+ * have yet, and takes their ids. The billing run's lock keeps any other
+ * run from making them meanwhile; ON CONFLICT would hide a bug, so there
+ * is none: a clash fails the batch.
+ */
+static int make_invoices(PGconn *db, struct billing_batch *b, char *err,
+                         size_t errlen)
+{
+	struct pgarr col[3] = {{0}};
+	int n = 0, rc = -1;
+	PGresult *r = NULL;
+	for (int i = 0; i < b->ninv; i++) {
+		struct billing_inv *k = &b->inv[i];
+		if (k->id || !k->changed)
+			continue;
+		pgarr_i64(&col[0], k->account);
+		pgarr_i64(&col[1], k->key / 12);
+		pgarr_i64(&col[2], k->key % 12 + 1);
+		n++;
+	}
+	if (n == 0)
+		return 0;
+	const char *pv[3];
+	if (pgarr_params(col, 3, pv) < 0) {
+		err_set(err, errlen, "out of memory for invoices");
+		goto out;
+	}
+	r = db_exec(db, PGRES_TUPLES_OK,
+	            "INSERT INTO invoices (account_id, year, month) SELECT * "
+	            "FROM unnest($1::bigint[], $2::int[], $3::int[]) "
+	            "RETURNING id, account_id, year, month",
+	            3, pv, err, errlen);
+	if (!r)
+		goto out;
+	assert(PQntuples(r) == n);
+	for (int i = 0; i < PQntuples(r); i++) {
+		struct billing_inv *k =
+		    inv_find(b, db_int(r, i, 1),
+		             billing_month_key((int)db_int(r, i, 2),
+		                               (int)db_int(r, i, 3)));
+		assert(k && !k->id);
+		k->id = db_int(r, i, 0);
+		k->inv.id = k->id;
 	}
 	rc = 0;
 out:
@@ -163,7 +216,7 @@ static int admit(struct billing_batch *b, struct billing_result *res,
 				struct billing_inv *k = inv_find(
 				    b, ps->account,
 				    billing_month_key(ps->year, ps->month));
-				if (!k || !k->id) {
+				if (!k) {
 					free(u);
 					return err_set(
 					    err, errlen,
@@ -250,7 +303,8 @@ int billing_store_batch(PGconn *db, struct billing_batch *b,
 
 	if (b->nmv > 0) {
 		if (load_invoices(db, b, err, errlen) < 0 ||
-		    admit(b, res, err, errlen) < 0)
+		    admit(b, res, err, errlen) < 0 ||
+		    make_invoices(db, b, err, errlen) < 0)
 			goto out;
 		billing_lap(ph, PH_INVOICES);
 	}

@@ -242,23 +242,8 @@ void h_node_key_create(struct http_req *rq)
 	char ids[24], err[512];
 	if (in_pid(rq, "id", &id) < 0)
 		return;
-	/* no fields: no body, or {} (a body is read all the same, so that
-	 * malformed JSON or a field that means nothing is not taken) */
-	size_t blen = 0;
-	http_body(rq, &blen);
-	if (blen > 0) {
-		json_t *b = http_body_object(rq);
-		if (!b)
-			return;
-		size_t n = json_object_size(b);
-		json_decref(b);
-		if (n) {
-			http_problem(rq, 400, "invalid-field", "unknown field",
-			             "this request takes no fields: send no "
-			             "body, or {}");
-			return;
-		}
-	}
+	if (in_no_fields(rq) < 0)
+		return;
 	snprintf(ids, sizeof ids, "%lld", (long long)id);
 	PGconn *c = db_acquire(a->pool);
 	if (!c) {
@@ -286,6 +271,10 @@ void h_node_key_create(struct http_req *rq)
 
 void h_node_key_revoke(struct http_req *rq)
 {
+	/* a DELETE's body has no meaning of its own (RFC 9110): read, so
+	 * that one that says something is refused, never ignored */
+	if (in_no_fields(rq) < 0)
+		return;
 	const char *pv[] = {http_param(rq, "key_id")};
 	exec_reply(rq, 200,
 	           "UPDATE node_keys SET revoked_at = now() WHERE key_id = $1 "
@@ -438,7 +427,7 @@ void h_token_revoke(struct http_req *rq)
 {
 	int64_t id;
 	char ids[24];
-	if (in_pid(rq, "id", &id) < 0)
+	if (in_pid(rq, "id", &id) < 0 || in_no_fields(rq) < 0)
 		return;
 	snprintf(ids, sizeof ids, "%lld", (long long)id);
 	const char *pv[] = {ids};

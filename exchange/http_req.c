@@ -104,9 +104,14 @@ void http_problem(struct http_req *rq, int status, const char *slug,
 	in_utf8_clean(detail, sizeof detail, raw, len);
 	in_utf8_clean(inst, sizeof inst, rq->tg.path, strlen(rq->tg.path));
 	snprintf(type, sizeof type, "urn:ramex:problem:%s", slug);
-	json_t *p =
-	    json_pack("{s:s, s:s, s:i, s:s, s:s}", "type", type, "title", title,
-	              "status", status, "detail", detail, "instance", inst);
+	json_t *p = json_pack("{s:s, s:s, s:i, s:s}", "type", type, "title",
+	                      title, "status", status, "detail", detail);
+	/* the instance is the request's path as read, or absent: a target
+	 * that could not be read (bad, too long) has none, and a path that
+	 * is not UTF-8 would be named with replacement characters */
+	if (p && rq->tg.path[0] == '/' &&
+	    in_utf8_valid(rq->tg.path, strlen(rq->tg.path)))
+		json_object_set_new(p, "instance", json_string(inst));
 	if (status >= 500)
 		log_warn("request failed", "status=%d path=%s type=%s", status,
 		         inst, slug);

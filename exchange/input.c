@@ -275,6 +275,26 @@ int in_pid(struct http_req *rq, const char *name, int64_t *out)
 	return 0;
 }
 
+int in_no_fields(struct http_req *rq)
+{
+	size_t blen = 0;
+	http_body(rq, &blen);
+	if (blen == 0)
+		return 0;
+	json_t *b = http_body_object(rq);
+	if (!b)
+		return -1; /* answered */
+	size_t n = json_object_size(b);
+	json_decref(b);
+	if (n) {
+		http_problem(rq, 400, "invalid-field", "unknown field",
+		             "this request takes no fields: send no body, or "
+		             "{}");
+		return -1;
+	}
+	return 0;
+}
+
 int in_qenum(struct http_req *rq, const char *name, const char *const *allowed,
              const char **out)
 {

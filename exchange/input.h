@@ -57,6 +57,10 @@ int in_qint(struct http_req *rq, const char *name, int64_t min, int64_t max,
             int64_t *out);
 /* Path parameter {name} as a positive integer. */
 int in_pid(struct http_req *rq, const char *name, int64_t *out);
+/* The body of a request that takes no fields: none, or {}. 0; else -1
+ * after answering 400 (malformed JSON, not an object, any field), so that
+ * a body is never taken for something it does not say. */
+int in_no_fields(struct http_req *rq);
 /* Query parameter that must be one of the NULL-terminated `allowed`. */
 int in_qenum(struct http_req *rq, const char *name, const char *const *allowed,
              const char **out);

@@ -125,6 +125,9 @@ struct writer_cmd {
 	char *body;
 	bool replayed;    /* the answer is the stored first one */
 	bool retry_after; /* 503: PostgreSQL is away */
+	bool not_kept;    /* a refusal a retry may not get again (a held
+	                     market: the operator fixes it): not stored as
+	                     the key's answer (idem_store) */
 	/* 307: the base URL of the instance that owns the market; the
 	 * reply's Location is it and the request's target */
 	char redirect[128];

@@ -77,7 +77,26 @@ static void apply_free_books(struct apply_books *bk)
 	for (int i = 0; i < bk->nm; i++)
 		book_free(bk->m[i].book);
 	bk->nm = 0;
+	bk->nheld = 0;
 }
+
+/* The held market of this name (or of this id when name is NULL). */
+static const struct apply_held *held_market(const struct apply_books *bk,
+                                            const char *name, int64_t id)
+{
+	for (int i = 0; i < bk->nheld; i++)
+		if (name ? strcmp(bk->held[i].name, name) == 0
+		         : bk->held[i].id == id)
+			return &bk->held[i];
+	return NULL;
+}
+
+/* What to do about a held market, for the log and the answer alike. */
+#define HELD_FIX                                                               \
+	"an operator changes its limits in the database (UPDATE markets "      \
+	"SET tick, price_min, price_max, max_pages WHERE name = '%s', with "   \
+	"its open orders on the new grid; a larger book_capacity if its book " \
+	"is full) and restarts ramexd; its open orders stay open meanwhile"
 
 static int load_accounts(struct apply_books *bk, PGconn *c, char *err,
                          size_t errlen)
@@ -99,8 +118,29 @@ static int load_accounts(struct apply_books *bk, PGconn *c, char *err,
 	return 0;
 }
 
+/* Holds market `id` (not among bk->m): logged, its commands refused. */
+static void hold_market(struct apply_books *bk, int64_t id, const char *name,
+                        const char *why)
+{
+	assert(bk->nm + bk->nheld < ROWS_MAX_MARKETS);
+	struct apply_held *h = &bk->held[bk->nheld++];
+	h->id = id;
+	snprintf(h->name, sizeof h->name, "%s", name);
+	snprintf(h->why, sizeof h->why, "%s", why);
+	char msg[400];
+	snprintf(msg, sizeof msg,
+	         "market held: its book cannot be built from what is "
+	         "stored, so its orders are refused; " HELD_FIX,
+	         h->name);
+	log_error(msg, "market=%s market_id=%lld err=\"%s\"", h->name,
+	          (long long)id, why);
+}
+
+/* Adds market row i of r with its book: 0. -1 with err set when it
+ * cannot; with `hold`, a market whose limits make no book is held
+ * instead (struct apply_held, logged): 1. */
 static int add_market(struct apply_books *bk, const PGresult *r, int i,
-                      char *err, size_t errlen)
+                      bool hold, char *err, size_t errlen)
 {
 	if (bk->nm >= ROWS_MAX_MARKETS) {
 		snprintf(err, errlen, "more than %d markets", ROWS_MAX_MARKETS);
@@ -130,6 +170,15 @@ static int add_market(struct apply_books *bk, const PGresult *r, int i,
 	m->breach_penalty = db_int(r, i, 11);
 	m->delivery_deadline_s = db_int(r, i, 12);
 	m->seq_saved = (uint64_t)db_int(r, i, 13);
+	char why[BOOK_MSG_MAX];
+	if (book_params_check(&p, why, sizeof why) < 0) {
+		if (!hold) {
+			snprintf(err, errlen, "market %s: %s", m->name, why);
+			return -1;
+		}
+		hold_market(bk, m->id, PQgetvalue(r, i, 1), why);
+		return 1;
+	}
 	m->book = book_new(&p, err, errlen);
 	if (!m->book)
 		return -1;
@@ -148,7 +197,8 @@ static int add_market(struct apply_books *bk, const PGresult *r, int i,
 static void drop_taken(struct apply_books *bk)
 {
 	for (int k = 0; k < bk->nown;) {
-		bool loaded = false;
+		/* a held market was loaded too: it has no book */
+		bool loaded = held_market(bk, NULL, bk->own[k].id) != NULL;
 		for (int i = 0; i < bk->nm && !loaded; i++)
 			loaded = bk->m[i].id == bk->own[k].id;
 		if (loaded) {
@@ -192,9 +242,11 @@ int apply_load(struct apply_books *bk, PGconn *c, char *err, size_t errlen)
 	if (!r)
 		goto fail;
 	for (int i = 0; i < PQntuples(r); i++) {
-		if (add_market(bk, r, i, err, errlen) < 0)
+		int added = add_market(bk, r, i, true, err, errlen);
+		if (added < 0)
 			goto fail;
-		bk->m[bk->nm - 1].epoch = db_int(r, i, 14);
+		if (added == 0)
+			bk->m[bk->nm - 1].epoch = db_int(r, i, 14);
 	}
 	PQclear(r);
 	r = NULL;
@@ -223,9 +275,12 @@ int apply_load(struct apply_books *bk, PGconn *c, char *err, size_t errlen)
 	for (long i = 0; i < n; i++) {
 		int64_t mid = db_int(r, i, 1);
 		struct rows_market *m = NULL;
+		int mk = 0;
 		for (int k = 0; k < bk->nm; k++)
 			if (bk->m[k].id == mid)
-				m = &bk->m[k];
+				m = &bk->m[k], mk = k;
+		if (!m && held_market(bk, NULL, mid))
+			continue; /* an order of a market held below */
 		struct book_order o = {
 		    .id = (uint64_t)db_int(r, i, 0),
 		    .account = db_int(r, i, 2),
@@ -241,8 +296,17 @@ int apply_load(struct apply_books *bk, PGconn *c, char *err, size_t errlen)
 			         (unsigned long long)o.id);
 			goto fail;
 		}
-		if (book_insert_resting(m->book, &o, err, errlen) < 0)
-			goto fail;
+		char why[BOOK_MSG_MAX + 32], msg[BOOK_MSG_MAX];
+		if (book_insert_resting(m->book, &o, msg, sizeof msg) < 0) {
+			/* a market whose limits were changed under its open
+			 * orders, or a book_capacity lowered below them: held,
+			 * as a market whose limits make no book */
+			snprintf(why, sizeof why, "open order %llu: %s",
+			         (unsigned long long)o.id, msg);
+			hold_market(bk, m->id, m->name, why);
+			book_free(m->book);
+			bk->m[mk] = bk->m[--bk->nm];
+		}
 	}
 	PQclear(r);
 	r = NULL;
@@ -565,6 +629,18 @@ static void not_here(struct apply_books *bk, struct writer_cmd *c,
                      const char *name, int64_t id)
 {
 	char url[OWNER_URL_MAX], why[400];
+	const struct apply_held *held = held_market(bk, name, id);
+	if (held) {
+		char *p = rows_problem(
+		    409, "market-held", "market held",
+		    "market %s is held: its stored limits cannot make a book "
+		    "(%s), so its orders are refused; " HELD_FIX
+		    ". The other markets are served",
+		    held->name, held->why, held->name);
+		rows_set_answer(c, 409, p);
+		c->not_kept = true; /* a retry after the fix is carried out */
+		return;
+	}
 	enum owner_where wh =
 	    bk->owner ? owner_where(bk->owner, name, id, url, sizeof url)
 	              : OWNER_UNKNOWN;
@@ -774,13 +850,15 @@ void apply_change(struct apply_books *bk, struct rows_batch *b,
 	for (int i = 0; i < bk->nm && !m; i++)
 		if (book_get(bk->m[i].book, c->order_id, &o))
 			m = &bk->m[i];
-	if (!m && bk->owner && !owner_holds_all(bk->owner)) {
-		/* an order of a market held elsewhere? Only here, off the
-		 * path of an instance that holds every market */
+	bool elsewhere = bk->owner && !owner_holds_all(bk->owner);
+	if (!m && (elsewhere || bk->nheld > 0)) {
+		/* an order of a market held elsewhere, or of one held here
+		 * without a book? Only here, off the path of an instance
+		 * that holds every market's book */
 		int64_t mid = order_market(bk, c);
 		if (mid < 0)
 			return; /* answered */
-		if (mid > 0) {
+		if (mid > 0 && (elsewhere || held_market(bk, NULL, mid))) {
 			not_here(bk, c, NULL, mid);
 			return;
 		}
@@ -910,7 +988,7 @@ void apply_create_market(struct apply_books *bk, PGconn **lconn,
 	char err[256], args[13][32], term_end[32] = "";
 	bool perm = strncmp(s->name, "perm-", 5) == 0;
 
-	if (apply_market_by_name(bk, s->name) ||
+	if (apply_market_by_name(bk, s->name) || held_market(bk, s->name, 0) ||
 	    (bk->owner &&
 	     owner_where(bk->owner, s->name, 0, NULL, 0) != OWNER_UNKNOWN)) {
 		rows_fail_cmd(c, 409, "conflict", "market exists",
@@ -993,7 +1071,7 @@ void apply_create_market(struct apply_books *bk, PGconn **lconn,
 		}
 		return;
 	}
-	if (add_market(bk, r, 0, err, sizeof err) < 0) {
+	if (add_market(bk, r, 0, false, err, sizeof err) < 0) {
 		PQclear(r);
 		/* committed but unusable: rebuild to find out why */
 		bk->need_rebuild = true;

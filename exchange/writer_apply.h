@@ -31,10 +31,23 @@ struct apply_acct {
 	int64_t team;
 };
 
+/* A market owned whose stored limits no book can hold (book_params_check:
+ * a price grid past BOOK_MAX_TICKS, max_pages x price_max past 64 bits),
+ * stored by an older version or by hand. It has no book: its orders and
+ * its book are answered 409 market-held with why and what to do, its open
+ * orders stay as they are, and the other markets are served. */
+struct apply_held {
+	int64_t id;
+	char name[16];
+	char why[BOOK_MSG_MAX + 32]; /* the book's reason, with an order id */
+};
+
 struct apply_books {
 	/* the books of the markets owned, loaded from the database */
 	struct rows_market m[ROWS_MAX_MARKETS];
 	int nm;
+	struct apply_held held[ROWS_MAX_MARKETS];
+	int nheld;
 	/* the markets owned (owner.h) and their epochs: apply_load loads
 	 * those whose epoch is still theirs; NULL owner: none */
 	struct owner *owner;
@@ -63,9 +76,10 @@ struct apply_books {
 #define APPLY_ID_BLOCK 65536
 
 /* Rebuilds the book of every market owned from the open orders on c, in
- * priority order, and reads the accounts. A market whose epoch is no
- * longer the one it was taken at was taken by another instance: it is
- * dropped (and the owner told). -1 with err set. Ids go on from the blocks
+ * priority order, and reads the accounts. A market whose limits no book
+ * can hold is held (struct apply_held), logged by name. A market whose
+ * epoch is no longer the one it was taken at was taken by another
+ * instance: it is dropped (and the owner told). -1 with err set. Ids go on from the blocks
  * held: none is ever handed out twice, even after a failed batch. */
 int apply_load(struct apply_books *bk, PGconn *c, char *err, size_t errlen);
 /* Frees the books, the accounts and the event buffer. */

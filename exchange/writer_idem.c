@@ -661,7 +661,8 @@ void idem_store(struct idem *ix, struct rows_batch *b,
 	char scope[2][48], key[2][140];
 	int k = cmd_keys(c, scope, key);
 	/* nor a redirect: the retry at the owner is to be carried out */
-	if (c->replayed || c->status >= 500 || c->status == 307 || !c->body)
+	if (c->replayed || c->status >= 500 || c->status == 307 ||
+	    c->not_kept || !c->body)
 		return;
 	for (int j = 0; j < k; j++) {
 		/* a placed order's row holds its client order id and, with its

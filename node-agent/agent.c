@@ -29,6 +29,7 @@
 #include "node-agent/agent_sample.h"
 #include "node-agent/agent_status.h"
 #include "node-agent/core/simload.h"
+#include "node-agent/http1.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -195,6 +196,9 @@ static int start(struct agent *a, char *err, size_t errlen)
 	a->spool = spool_open(a->cfg.spool, (uint64_t)time(NULL), err, errlen);
 	if (!a->spool)
 		return -1;
+	/* reports_total counts the reports this run takes charge of: those
+	 * an earlier run left pending are sent (and acked) by this one */
+	a->n_reports = spool_pending(a->spool, NULL, 0);
 	if (spool_dropped(a->spool))
 		log_warn("dropped the torn tail of the spool (written after "
 		         "its last fsync: unsent reports are metered again, "
@@ -334,7 +338,10 @@ int main(int argc, char **argv)
 		config_help(stdout);
 		return 0;
 	}
-	if (rc < 0 || config_check(&a.cfg, err, sizeof err) < 0) {
+	/* a URL the client cannot use is a setting's fault, as any other:
+	 * exit 2 before anything starts (not 1, as a failure at work) */
+	if (rc < 0 || config_check(&a.cfg, err, sizeof err) < 0 ||
+	    http1_url_check(a.cfg.exchange_url, err, sizeof err) < 0) {
 		fprintf(stderr, "ramex-agent: %s\n", err);
 		return 2;
 	}

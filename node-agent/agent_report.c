@@ -114,11 +114,15 @@ static enum sent post_batch(struct agent *a, const struct spool_report *p,
 static void ack(struct agent *a, const struct spool_report *p)
 {
 	char err[512];
-	if (spool_ack(a->spool, p->seq, err, sizeof err) < 0)
+	/* counted when marked: a report whose mark failed stays pending,
+	 * is sent again and counted then (once, here and at the exchange) */
+	if (spool_ack(a->spool, p->seq, err, sizeof err) < 0) {
 		log_warn("could not mark a report acknowledged; it will be "
 		         "resent and counted once",
 		         "seq=%" PRIu64 " err=%s", p->seq,
 		         log_quote((char[600]){0}, 600, err));
+		return;
+	}
 	a->n_acked++;
 }
 
@@ -146,12 +150,14 @@ static enum sent send_one_by_one(struct agent *a, const struct spool_report *p,
 			    " contract=%s status=%ld detail=%s",
 			    p[i].epoch, p[i].seq, p[i].contract, r.status,
 			    log_quote((char[400]){0}, 400, d ? d : r.detail));
+			/* counted when marked, as an ack */
 			if (spool_set_aside(a->spool, p[i].seq, err,
 			                    sizeof err) < 0)
 				log_error("could not set a report aside",
 				          "err=%s",
 				          log_quote((char[600]){0}, 600, err));
-			a->n_set_aside++;
+			else
+				a->n_set_aside++;
 		}
 		client_resp_clear(&r);
 		if (st == SENT_LATER || st == SENT_DOWN)

@@ -41,6 +41,9 @@ struct http1_conn;
 struct http1_conn *http1_new(const char *url, const char *ca_file,
                              int connect_timeout_ms, char *err, size_t errlen);
 void http1_free(struct http1_conn *c);
+/* Whether `url` is one http1_new takes (the same rules, nothing opened):
+ * 0, or -1 with err set. For checking a configuration before starting. */
+int http1_url_check(const char *url, char *err, size_t errlen);
 
 struct http1_request {
 	const char *method;         /* "GET", "POST", ... */

@@ -132,6 +132,18 @@ static int parse_url(struct http1_conn *c, const char *url, char *err,
 	return 0;
 }
 
+int http1_url_check(const char *url, char *err, size_t errlen)
+{
+	struct http1_conn *c = calloc(1, sizeof *c);
+	if (!c) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	int rc = parse_url(c, url, err, errlen);
+	free(c);
+	return rc;
+}
+
 struct http1_conn *http1_new(const char *url, const char *ca_file,
                              int connect_timeout_ms, char *err, size_t errlen)
 {

@@ -12,6 +12,9 @@
 #   RAMEX_DEMO_PORT    port for ramexd (default 8080, or any free one if busy)
 #   RAMEX_DEMO_AGENTS  how many agents (default 4, at most 6)
 #   RAMEX_DEMO_SECONDS stop by itself after this many seconds (default: never)
+#   RAMEX_DEMO_SUMMARY_PAGES, RAMEX_DEMO_SUMMARY_LIMIT  the summary reads at
+#                      most this many pages of this many rows of each listing
+#                      (default 20 of 500); past them it says "not all read"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -28,29 +31,59 @@ die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
 # GET as finance, the body on stdout ("" when it fails).
 fin_get() { curl -sS -f -H "Authorization: Bearer $FINANCE" "$URL$1" 2>/dev/null || true; }
 
-# What the market did, from the API (finance sees everything). The JSON
-# goes to node on its standard input: as an argument, a long list (500
-# usage reports) is past the kernel's limit for one ("Argument list too long").
+# Every item of a listing, page by page ({items, more} on stdout; {items:
+# []} when it fails): PATH with limit=SUMMARY_LIMIT, then the page's `next`
+# as CURSOR (before, or after for usage), at most SUMMARY_PAGES pages;
+# `more` says the listing went on past them, so a count says it is not all.
+SUMMARY_PAGES=${RAMEX_DEMO_SUMMARY_PAGES:-20}
+SUMMARY_LIMIT=${RAMEX_DEMO_SUMMARY_LIMIT:-500}
+all_pages() {
+  node -e '
+    const [url, path, cursor, token, pages, limit] = process.argv.slice(1);
+    (async () => {
+      const items = []; let next = null, more = false;
+      for (let i = 0; ; i++) {
+        if (i === +pages) { more = true; break; }
+        const q = url + path + (path.includes("?") ? "&" : "?") + "limit=" + limit +
+                  (next === null ? "" : "&" + cursor + "=" + encodeURIComponent(next));
+        const r = await fetch(q, {headers: {Authorization: "Bearer " + token}});
+        if (!r.ok) break;
+        const o = await r.json();
+        if (!o || !Array.isArray(o.items)) break;
+        items.push(...o.items);
+        next = o.next === undefined ? null : o.next;
+        if (next === null) break;
+      }
+      console.log(JSON.stringify({items, more}));
+    })().catch(() => console.log("{\"items\": []}"));
+  ' "$URL" "$1" "$2" "${3:-$FINANCE}" "$SUMMARY_PAGES" "$SUMMARY_LIMIT"
+}
+# "N", or "at least N (not all read)" when the listing went on past what
+# was read
+counted='const n = (o.more ? "at least " : "") + o.items.length + (o.more ? " (not all read)" : "");'
+
+# What the market did, from the API (finance sees everything), every page
+# of it. The JSON goes to node on its standard input: as an argument, a
+# long list is past the kernel's limit for one ("Argument list too long").
 summary() {
   [[ -n $URL && -n $FINANCE ]] || return 0
   curl -sS -f "$URL/readyz" >/dev/null 2>&1 || return 0
-  local trades=0 m t
+  local trades=0 more='' m t
   for m in spot "perm-$(date -u +%Y)"; do
-    t=$(curl -sS -f -H "Authorization: Bearer $TRADER" "$URL/v1/markets/$m/trades?limit=500" 2>/dev/null || true)
+    t=$(all_pages "/v1/markets/$m/trades" before "$TRADER")
     trades=$((trades + $(count <<<"$t")))
+    [[ $(json 'console.log(!!o.more)' <<<"$t") == true ]] && more='at least '
   done
-  say "after ${SECONDS}s: $trades trades (at most 500 counted per market)"
-  say "  contracts: $(fin_get '/v1/contracts?limit=500' | json '
-      const n = {};
-      for (const c of o.items) { const k = c.delivery + " " + c.state; n[k] = (n[k] || 0) + 1; }
-      console.log(o.items.length + (o.items.length ? " (" + Object.entries(n).map(e => e[1] + " " + e[0]).join(", ") + ")" : ""));
+  say "after ${SECONDS}s: $more$trades trades${more:+ (not all read)}"
+  say "  contracts: $(all_pages /v1/contracts before | json "$counted"'
+      const k = {};
+      for (const c of o.items) { const s = c.delivery + " " + c.state; k[s] = (k[s] || 0) + 1; }
+      console.log(n + (o.items.length ? " (" + Object.entries(k).map(e => e[1] + " " + e[0]).join(", ") + ")" : ""));
     ')"
-  local u
-  u=$(fin_get '/v1/usage?limit=500')
-  if [[ -n $u ]]; then say "  usage reports: $(count <<<"$u")"; fi
-  say "  invoices: $(fin_get '/v1/invoices?limit=500' | json '
-      const f = n => (n < 0 ? "-" : "") + "$" + (Math.abs(n) / 1e9).toFixed(6);
-      console.log(o.items.length + (o.items.length ? ": " + o.items.map(i => i.account + " " + f(i.total)).join(", ") : ""));
+  say "  usage reports: $(all_pages /v1/usage after | json "$counted"' console.log(n)')"
+  say "  invoices: $(all_pages /v1/invoices before | json "$counted"'
+      const f = v => (v < 0 ? "-" : "") + "$" + (Math.abs(v) / 1e9).toFixed(6);
+      console.log(n + (o.items.length ? ": " + o.items.map(i => i.account + " " + f(i.total)).join(", ") : ""));
     ')"
   say "  ledger check: $(fin_get /v1/ledger/check | node -e '
       try { const o = JSON.parse(require("fs").readFileSync(0, "utf8"));

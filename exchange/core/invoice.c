@@ -303,8 +303,9 @@ int invoice_add(struct invoice *inv, const struct invoice_posting *p, char *err,
 	rx_ndollars total;
 	if (!money_add(inv->total, p->amount, &total))
 		return err_set(err, errlen,
-		               "invoice %lld's total would overflow",
-		               (long long)inv->id);
+		               "the invoice of account %lld for %04d-%02d "
+		               "would pass the largest total (int64 n$)",
+		               (long long)inv->account, inv->year, inv->month);
 	inv->total = total;
 	inv->lines++;
 	return 0;

@@ -155,7 +155,8 @@ int ctl_admin_nodes_create(struct ctl_ctx *x, struct ctl_opts *o)
 int ctl_admin_keys_create(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[256];
-	if (ctl_path1(p, sizeof p, "/v1/nodes/%s/keys", o->pos[0]))
+	if (ctl_path_id(p, sizeof p, "/v1/nodes/%s/keys", o->pos[0],
+	                "a node id"))
 		return CTL_USAGE;
 	return show_secret(x, p, json_object());
 }
@@ -207,7 +208,7 @@ int ctl_admin_tokens_list(struct ctl_ctx *x, struct ctl_opts *o)
 int ctl_admin_tokens_revoke(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[256];
-	if (ctl_path1(p, sizeof p, "/v1/tokens/%s", o->pos[0]))
+	if (ctl_path_id(p, sizeof p, "/v1/tokens/%s", o->pos[0], "a token id"))
 		return CTL_USAGE;
 	return ctl_call_show(x, "DELETE", p, NULL, NULL);
 }

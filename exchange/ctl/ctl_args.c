@@ -206,6 +206,30 @@ int ctl_path1(char *p, size_t len, const char *fmt, const char *seg)
 	return 0;
 }
 
+int ctl_path_id(char *p, size_t len, const char *fmt, const char *seg,
+                const char *what)
+{
+	int64_t id;
+	if (ctl_units_parse_int(seg, &id) < 0 || id < 1)
+		return ctl_usage_error("\"%s\" is not %s (a whole number from "
+		                       "1)",
+		                       seg, what);
+	snprintf(p, len, fmt, seg);
+	return 0;
+}
+
+int ctl_add_int_query(char *p, size_t len, const char *k,
+                      const struct ctl_opts *o, const char *name)
+{
+	const char *v = ctl_opt(o, name);
+	int64_t n;
+	if (v && ctl_units_parse_int(v, &n) < 0)
+		return ctl_usage_error("%s \"%s\" is not a whole number", name,
+		                       v);
+	ctl_add_query(p, len, k, v);
+	return 0;
+}
+
 int ctl_int_opt(const struct ctl_opts *o, const char *name, json_t *body,
                 const char *key, int required)
 {

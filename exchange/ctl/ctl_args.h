@@ -84,6 +84,15 @@ int ctl_segment_ok(const char *s);
 /* fmt with one path segment from the command line, which must be a name
  * or an id; 0, or CTL_USAGE after saying why. */
 int ctl_path1(char *p, size_t len, const char *fmt, const char *seg);
+/* The same for a segment that must be an id (`what`: "an order id"): a
+ * whole number from 1, else a usage error, not a request the server
+ * refuses (exit 1). */
+int ctl_path_id(char *p, size_t len, const char *fmt, const char *seg,
+                const char *what);
+/* ctl_add_query for option `name` of o, which must be a whole number when
+ * given; 0, or CTL_USAGE after saying so. */
+int ctl_add_int_query(char *p, size_t len, const char *k,
+                      const struct ctl_opts *o, const char *name);
 
 /* The option of command c that a request field or query parameter of the
  * API comes from (the name, n bytes of it: "min_pages" is --min,

@@ -20,12 +20,16 @@ int ctl_bill_usage_list(struct ctl_ctx *x, struct ctl_opts *o)
 	const char *from, *to;
 	if (ctl_from_to(o, 1, f, t, &from, &to))
 		return CTL_USAGE;
-	ctl_add_query(p, sizeof p, "contract_id", ctl_opt(o, "--contract"));
-	ctl_add_query(p, sizeof p, "node_id", ctl_opt(o, "--node"));
-	ctl_add_query(p, sizeof p, "epoch", ctl_opt(o, "--epoch"));
+	if (ctl_add_int_query(p, sizeof p, "contract_id", o, "--contract"))
+		return CTL_USAGE;
+	if (ctl_add_int_query(p, sizeof p, "node_id", o, "--node"))
+		return CTL_USAGE;
+	if (ctl_add_int_query(p, sizeof p, "epoch", o, "--epoch"))
+		return CTL_USAGE;
 	ctl_add_query(p, sizeof p, "from", from ? f : NULL);
 	ctl_add_query(p, sizeof p, "to", to ? t : NULL);
-	ctl_add_query(p, sizeof p, "limit", ctl_opt(o, "--limit"));
+	if (ctl_add_int_query(p, sizeof p, "limit", o, "--limit"))
+		return CTL_USAGE;
 	ctl_add_query(p, sizeof p, "after", ctl_opt(o, "--after"));
 	return ctl_call_show(x, "GET", p, NULL, usage_cols);
 }
@@ -35,8 +39,10 @@ int ctl_bill_usage_gaps(struct ctl_ctx *x, struct ctl_opts *o)
 	static const char *const cols[] = {"node_id", "epoch",   "first",
 	                                   "last",    "missing", NULL};
 	char p[256] = "/v1/usage/gaps";
-	ctl_add_query(p, sizeof p, "node_id", ctl_opt(o, "--node"));
-	ctl_add_query(p, sizeof p, "epoch", ctl_opt(o, "--epoch"));
+	if (ctl_add_int_query(p, sizeof p, "node_id", o, "--node"))
+		return CTL_USAGE;
+	if (ctl_add_int_query(p, sizeof p, "epoch", o, "--epoch"))
+		return CTL_USAGE;
 	return ctl_call_show(x, "GET", p, NULL, cols);
 }
 
@@ -67,7 +73,8 @@ int ctl_bill_invoices_list(struct ctl_ctx *x, struct ctl_opts *o)
 	char p[512] = "/v1/invoices", y[8], mo[4];
 	if (status && strcmp(status, "draft") && strcmp(status, "final"))
 		return ctl_usage_error("--status must be draft or final");
-	ctl_add_query(p, sizeof p, "account_id", ctl_opt(o, "--account"));
+	if (ctl_add_int_query(p, sizeof p, "account_id", o, "--account"))
+		return CTL_USAGE;
 	if (m) {
 		/* --month 2026-12 for one month, --month 2026 for a year */
 		if (!month_ok(m))
@@ -83,8 +90,10 @@ int ctl_bill_invoices_list(struct ctl_ctx *x, struct ctl_opts *o)
 		}
 	}
 	ctl_add_query(p, sizeof p, "status", status);
-	ctl_add_query(p, sizeof p, "limit", ctl_opt(o, "--limit"));
-	ctl_add_query(p, sizeof p, "before", ctl_opt(o, "--before"));
+	if (ctl_add_int_query(p, sizeof p, "limit", o, "--limit"))
+		return CTL_USAGE;
+	if (ctl_add_int_query(p, sizeof p, "before", o, "--before"))
+		return CTL_USAGE;
 	return ctl_call_show(x, "GET", p, NULL, invoice_cols);
 }
 
@@ -92,7 +101,8 @@ int ctl_bill_invoices_show(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[256];
 	json_t *j = NULL;
-	if (ctl_path1(p, sizeof p, "/v1/invoices/%s", o->pos[0]))
+	if (ctl_path_id(p, sizeof p, "/v1/invoices/%s", o->pos[0],
+	                "an invoice id"))
 		return CTL_USAGE;
 	int rc = ctl_call(x, "GET", p, NULL, &j);
 	if (rc)
@@ -174,7 +184,8 @@ out:
 int ctl_bill_invoices_csv(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[256];
-	if (ctl_path1(p, sizeof p, "/v1/invoices/%s/export", o->pos[0]))
+	if (ctl_path_id(p, sizeof p, "/v1/invoices/%s/export", o->pos[0],
+	                "an invoice id"))
 		return CTL_USAGE;
 	return export(x, p, sizeof p, ctl_opt(o, "--output"));
 }

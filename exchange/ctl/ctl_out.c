@@ -4,12 +4,13 @@
 #include "exchange/ctl/ctl_out.h"
 #include "exchange/ctl/ctl_units.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-enum kind { K_TEXT, K_PRICE, K_MONEY, K_PAGES, K_TIME };
+enum kind { K_TEXT, K_PRICE, K_MONEY, K_CENTS, K_PAGES, K_TIME };
 
 /* How a field is shown to a person, by its name (the server's names are
  * consistent: every price is a price, every page count a page count). */
@@ -18,10 +19,14 @@ static enum kind field_kind(const char *key)
 	static const char *const prices[] = {
 	    "price", "tick",  "price_min",      "price_max",  "open", "high",
 	    "low",   "close", "breach_penalty", "unit_price", NULL};
+	/* n$; "sum" (the ledger check's) comes as text, an invoice's
+	 * "total_shown" as the server's dollars to the cent, cents_in and
+	 * cents_out are its sub-cent carries */
 	static const char *const money[] = {
-	    "amount",  "cost",     "total",  "fee",     "billed",
-	    "spend",   "revenue",  "debits", "credits", "offline_credits",
-	    "balance", "subtotal", "fees",   NULL};
+	    "amount",    "cost",        "total",  "fee",     "billed",
+	    "spend",     "revenue",     "debits", "credits", "offline_credits",
+	    "balance",   "subtotal",    "fees",   "sum",     "cents_in",
+	    "cents_out", "total_shown", NULL};
 	size_t n = strlen(key);
 	static const char *const pages[] = {"pages",     "remaining", "filled",
 	                                    "min_pages", "max_pages", "lot",
@@ -30,6 +35,8 @@ static enum kind field_kind(const char *key)
 		return K_PRICE;
 	if (ctl_in_list(money, key))
 		return K_MONEY;
+	if (strcmp(key, "payable_cents") == 0)
+		return K_CENTS;
 	if (ctl_in_list(pages, key))
 		return K_PAGES;
 	/* every *_ns is a time since the epoch, except durations */
@@ -75,15 +82,50 @@ static int iso_time(const char *s, char *buf, size_t len)
 	return 1;
 }
 
+/* Money the server sends as text: whole n$ ("-12") or dollars to the
+ * cent ("-0.03"), as n$ in *out; 0 when s is neither. */
+static int money_text(const char *s, int64_t *out)
+{
+	int neg = *s == '-';
+	const char *p = s + neg, *dot = strchr(p, '.');
+	int64_t whole, cents = 0;
+	char w[24];
+	size_t wn = dot ? (size_t)(dot - p) : strlen(p);
+	if (wn == 0 || wn >= sizeof w)
+		return 0;
+	memcpy(w, p, wn);
+	w[wn] = 0;
+	if (ctl_units_parse_int(w, &whole) < 0)
+		return 0;
+	if (dot) {
+		if (strlen(dot + 1) != 2 ||
+		    ctl_units_parse_int(dot + 1, &cents) < 0 ||
+		    whole > (INT64_MAX - 99 * 10000000) / 1000000000)
+			return 0;
+		whole = whole * 1000000000 + cents * 10000000;
+	}
+	*out = neg ? -whole : whole;
+	return 1;
+}
+
 static void show_value(const char *key, json_t *v, char *buf, size_t len)
 {
 	enum kind k = field_kind(key);
+	int64_t n;
 	if (json_is_integer(v) && k == K_PRICE)
 		ctl_units_fmt_price(json_integer_value(v), buf, len);
 	else if (json_is_integer(v) && k == K_MONEY)
 		/* the web's rule: cents, under a cent two significant digits;
 		 * --json has the exact n$ */
 		ctl_units_fmt_amount(json_integer_value(v), 0, buf, len);
+	else if (json_is_string(v) && k == K_MONEY &&
+	         money_text(json_string_value(v), &n))
+		ctl_units_fmt_amount(n, 0, buf, len);
+	else if (json_is_integer(v) && k == K_CENTS &&
+	         json_integer_value(v) <= INT64_MAX / 10000000 &&
+	         json_integer_value(v) >= -(INT64_MAX / 10000000))
+		ctl_units_fmt_amount(json_integer_value(v) * 10000000, 0, buf,
+		                     len);
 	else if (json_is_string(v) && iso_time(json_string_value(v), buf, len))
 		;
 	else if (json_is_integer(v) && k == K_PAGES)

@@ -126,8 +126,10 @@ int ctl_trade_trades(struct ctl_ctx *x, struct ctl_opts *o)
 	char p[256];
 	if (ctl_path1(p, sizeof p, "/v1/markets/%s/trades", o->pos[0]))
 		return CTL_USAGE;
-	ctl_add_query(p, sizeof p, "limit", ctl_opt(o, "--limit"));
-	ctl_add_query(p, sizeof p, "before", ctl_opt(o, "--before"));
+	if (ctl_add_int_query(p, sizeof p, "limit", o, "--limit"))
+		return CTL_USAGE;
+	if (ctl_add_int_query(p, sizeof p, "before", o, "--before"))
+		return CTL_USAGE;
 	return ctl_call_show(x, "GET", p, NULL, cols);
 }
 
@@ -144,7 +146,8 @@ int ctl_trade_candles(struct ctl_ctx *x, struct ctl_opts *o)
 	ctl_add_query(p, sizeof p, "interval", ctl_opt(o, "--interval"));
 	ctl_add_query(p, sizeof p, "from", from ? f : NULL);
 	ctl_add_query(p, sizeof p, "to", to ? t : NULL);
-	ctl_add_query(p, sizeof p, "limit", ctl_opt(o, "--limit"));
+	if (ctl_add_int_query(p, sizeof p, "limit", o, "--limit"))
+		return CTL_USAGE;
 	return ctl_call_show(x, "GET", p, NULL, cols);
 }
 
@@ -287,7 +290,7 @@ int ctl_trade_orders_cancel(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[256];
 	const char *note = ctl_opt(o, "--note");
-	if (ctl_path1(p, sizeof p, "/v1/orders/%s", o->pos[0]))
+	if (ctl_path_id(p, sizeof p, "/v1/orders/%s", o->pos[0], "an order id"))
 		return CTL_USAGE;
 	if (note && (strlen(note) == 0 || strlen(note) > 200))
 		return ctl_usage_error("--note has %zu characters; 1 to 200",
@@ -319,7 +322,8 @@ int ctl_trade_orders_reduce(struct ctl_ctx *x, struct ctl_opts *o)
 	char p[256];
 	json_t *b = json_object();
 	int rc;
-	if (ctl_path1(p, sizeof p, "/v1/orders/%s/reduce", o->pos[0]) ||
+	if (ctl_path_id(p, sizeof p, "/v1/orders/%s/reduce", o->pos[0],
+	                "an order id") ||
 	    (rc = ctl_pages_opt(o, "--pages", b, "remaining", 1))) {
 		json_decref(b);
 		return CTL_USAGE;
@@ -352,16 +356,19 @@ int ctl_trade_orders_list(struct ctl_ctx *x, struct ctl_opts *o)
 	ctl_add_query(p, sizeof p, "market", ctl_opt(o, "--market"));
 	ctl_add_query(p, sizeof p, "status", ctl_opt(o, "--status"));
 	ctl_add_query(p, sizeof p, "side", ctl_opt(o, "--side"));
-	ctl_add_query(p, sizeof p, "account_id", ctl_opt(o, "--account"));
-	ctl_add_query(p, sizeof p, "limit", ctl_opt(o, "--limit"));
-	ctl_add_query(p, sizeof p, "before", ctl_opt(o, "--before"));
+	if (ctl_add_int_query(p, sizeof p, "account_id", o, "--account"))
+		return CTL_USAGE;
+	if (ctl_add_int_query(p, sizeof p, "limit", o, "--limit"))
+		return CTL_USAGE;
+	if (ctl_add_int_query(p, sizeof p, "before", o, "--before"))
+		return CTL_USAGE;
 	return ctl_call_show(x, "GET", p, NULL, order_cols);
 }
 
 int ctl_trade_orders_show(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[256];
-	if (ctl_path1(p, sizeof p, "/v1/orders/%s", o->pos[0]))
+	if (ctl_path_id(p, sizeof p, "/v1/orders/%s", o->pos[0], "an order id"))
 		return CTL_USAGE;
 	return ctl_call_show(x, "GET", p, NULL, NULL);
 }
@@ -381,9 +388,12 @@ int ctl_trade_contracts_list(struct ctl_ctx *x, struct ctl_opts *o)
 	ctl_add_query(p, sizeof p, "state", ctl_opt(o, "--state"));
 	ctl_add_query(p, sizeof p, "market", ctl_opt(o, "--market"));
 	ctl_add_query(p, sizeof p, "role", role);
-	ctl_add_query(p, sizeof p, "account_id", ctl_opt(o, "--account"));
-	ctl_add_query(p, sizeof p, "limit", ctl_opt(o, "--limit"));
-	ctl_add_query(p, sizeof p, "before", ctl_opt(o, "--before"));
+	if (ctl_add_int_query(p, sizeof p, "account_id", o, "--account"))
+		return CTL_USAGE;
+	if (ctl_add_int_query(p, sizeof p, "limit", o, "--limit"))
+		return CTL_USAGE;
+	if (ctl_add_int_query(p, sizeof p, "before", o, "--before"))
+		return CTL_USAGE;
 	return ctl_call_show(x, "GET", p, NULL, contract_cols);
 }
 
@@ -394,8 +404,10 @@ int ctl_trade_contracts_show(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[256], t[256];
 	json_t *c = NULL, *tr = NULL;
-	if (ctl_path1(p, sizeof p, "/v1/contracts/%s", o->pos[0]) ||
-	    ctl_path1(t, sizeof t, "/v1/contracts/%s/transitions", o->pos[0]))
+	if (ctl_path_id(p, sizeof p, "/v1/contracts/%s", o->pos[0],
+	                "a contract id") ||
+	    ctl_path_id(t, sizeof t, "/v1/contracts/%s/transitions", o->pos[0],
+	                "a contract id"))
 		return CTL_USAGE;
 	int rc = ctl_call(x, "GET", p, NULL, &c);
 	if (rc)
@@ -418,7 +430,8 @@ out:
 int ctl_trade_contracts_transitions(struct ctl_ctx *x, struct ctl_opts *o)
 {
 	char p[256];
-	if (ctl_path1(p, sizeof p, "/v1/contracts/%s/transitions", o->pos[0]))
+	if (ctl_path_id(p, sizeof p, "/v1/contracts/%s/transitions", o->pos[0],
+	                "a contract id"))
 		return CTL_USAGE;
 	return ctl_call_show(x, "GET", p, NULL, transition_cols);
 }
@@ -433,7 +446,7 @@ static int contract_move(struct ctl_ctx *x, struct ctl_opts *o,
 	json_t *b = NULL, *j = NULL;
 	char fmt[64];
 	snprintf(fmt, sizeof fmt, "/v1/contracts/%%s/%s", verb);
-	if (ctl_path1(p, sizeof p, fmt, o->pos[0]))
+	if (ctl_path_id(p, sizeof p, fmt, o->pos[0], "a contract id"))
 		return CTL_USAGE;
 	if (note && strlen(note) > 200)
 		return ctl_usage_error("--note has %zu characters; at most 200",

@@ -517,6 +517,10 @@ int rxh_is_problem(const struct rxh_resp *r, const char *type)
 {
 	char ct[128];
 	const char *t = json_string_value(json_object_get(r->json, "type"));
+	/* an instance is the request's path, or absent (never "") */
+	json_t *in = json_object_get(r->json, "instance");
+	const char *is = json_string_value(in);
+	ck_assert_msg(!in || (is && is[0] == '/'), "instance in %s", r->body);
 	return rxh_header(r, "Content-Type", ct, sizeof ct) &&
 	       strstr(ct, "application/problem+json") && t &&
 	       strcmp(t, type) == 0;

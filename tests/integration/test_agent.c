@@ -544,6 +544,14 @@ START_TEST(agent_crash)
 	ck_assert_int_eq(agh_signal(&A, SIGTERM), 0);
 	ck_assert_int_eq(agh_metric(&A, "ramex_agent_offline_pages"), 0);
 	ck_assert_int_eq(agh_metric(&A, "ramex_agent_reports_pending"), 0);
+	/* every report this run took (found pending in the spool, or
+	 * spooled) is acknowledged, set aside or pending, once: the reports
+	 * found in the spool were acked without being counted, so
+	 * acked_total passed reports_total */
+	int64_t took = agh_metric(&A, "ramex_agent_reports_total"),
+	        acked = agh_metric(&A, "ramex_agent_reports_acked_total");
+	ck_assert_msg(took == acked + 1, "reports_total %lld, acked %lld",
+	              (long long)took, (long long)acked);
 	ck_assert_int_gt(check_counted(&h, &A, 1), 0);
 	rxh_stop(&h);
 }
@@ -840,6 +848,40 @@ START_TEST(secret_file_errors_say_why)
 }
 END_TEST
 
+/* An exchange_url the agent cannot use is a configuration error: exit 2
+ * and the URL's fault, as every other bad setting (it was 1, "could not
+ * start", as for a failure while running). */
+START_TEST(bad_exchange_url_is_a_config_error)
+{
+	char bin[512], cmd[2400], out[8192], secret[700], spool[700];
+	agh_bin_dir(bin, sizeof bin);
+	snprintf(secret, sizeof secret, "%s/url-secret", agh_out_dir());
+	snprintf(spool, sizeof spool, "%s/url-spool", agh_out_dir());
+	agh_write_file(secret, "00112233445566778899aabbccddeeff");
+	static const char *const url[] = {
+	    "http://127.0.0.1:99999", "http://127.0.0.1:", "http://:8080",
+	    "http://127.0.0.1:80x",   "https://[::1:8080", "http://h?q=1"};
+	static const char *const want[] = {"bad port",    "bad port",
+	                                   "no host",     "bad port",
+	                                   "without ']'", "no query"};
+	for (size_t i = 0; i < sizeof url / sizeof *url; i++) {
+		snprintf(cmd, sizeof cmd,
+		         "%s/ramex-agent '--exchange_url=%s' --key_id=k "
+		         "--secret_file=%s --backend=sim --spool=%s 2>&1",
+		         bin, url[i], secret, spool);
+		FILE *p = popen(cmd, "r");
+		ck_assert(p);
+		size_t n = fread(out, 1, sizeof out - 1, p);
+		out[n] = 0;
+		int st = pclose(p);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2,
+		              "%s: exit %d: %s", url[i],
+		              WIFEXITED(st) ? WEXITSTATUS(st) : -1, out);
+		ck_assert_msg(strstr(out, want[i]), "%s: %s", url[i], out);
+	}
+}
+END_TEST
+
 START_TEST(help_is_complete)
 {
 	char bin[512], cmd[700], out[65536];
@@ -935,6 +977,7 @@ int main(void)
 	tcase_set_timeout(t, 400);
 	tcase_add_test(t, help_is_complete);
 	tcase_add_test(t, secret_file_errors_say_why);
+	tcase_add_test(t, bad_exchange_url_is_a_config_error);
 	tcase_add_test(t, status_file_unwritable_is_logged);
 	tcase_add_test(t, trade_deliver_recall_report);
 	tcase_add_test(t, people_and_the_agent);

@@ -131,8 +131,29 @@ START_TEST(signature_covers_the_target_as_sent)
 		ck_assert_msg(
 		    rxh_is_problem(&r, "urn:ramex:problem:bad-target"),
 		    "%s: %s", bad[i], r.body);
+		/* a target that could not be read has no path to name: no
+		 * instance (it was "") */
+		ck_assert_msg(!json_object_get(r.json, "instance"), "%s: %s",
+		              bad[i], r.body);
 		rxh_resp_free(&r);
 	}
+	/* nor one too long to be read */
+	ck_assert_int_eq(rxh_call(&h, "GET", big, NULL, NULL, NULL, &r), 414);
+	ck_assert_msg(!json_object_get(r.json, "instance"), "%s", r.body);
+	rxh_resp_free(&r);
+	/* a path that is not UTF-8 once decoded is not named either (it
+	 * would be named with replacement characters, not as sent); a
+	 * readable path is named as decoded */
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", "/v1/who%C3%28ami", NULL, NULL, NULL, &r), 400);
+	ck_assert_msg(!json_object_get(r.json, "instance"), "%s", r.body);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    rxh_call(&h, "GET", "/v1/whoami?a=%C3%28+b", NULL, NULL, NULL, &r),
+	    400);
+	ck_assert_str_eq(json_string_value(json_object_get(r.json, "instance")),
+	                 "/v1/whoami");
+	rxh_resp_free(&r);
 	/* well formed, but not UTF-8 once decoded: refused before the
 	 * credentials are looked at (test_input has the rest of that) */
 	ck_assert_int_eq(

@@ -823,6 +823,113 @@ START_TEST(a_404_points_at_nothing_missing)
 }
 END_TEST
 
+/* A body on DELETE has no meaning of its own (RFC 9110): each DELETE route
+ * reads the body api/openapi.yaml gives it, or takes none, and a body it
+ * cannot read is a 400 that changes nothing (found: DELETE /v1/keys/{id}
+ * and /v1/tokens/{id} never looked at theirs, so {"x":1} or "nope"
+ * revoked). No body, or {}, is what a route with no fields takes (as
+ * POST /v1/nodes/{id}/keys). Every DELETE route of the table is tried. */
+START_TEST(delete_routes_read_their_body_or_refuse_it)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	char path[128], sql[256];
+	rxh_start(&h, "ramex_t_input_delete", "");
+	rxh_world(&h, &w);
+	static const char *const bad[] = {"{\"x\":1}", "[]", "nope", "\"\"",
+	                                  "{\"note\":\"\"}"};
+	int routes = 0;
+	for (size_t i = 0; i < routes_count; i++) {
+		const struct http_route *rt = &routes_table[i];
+		if (strcmp(rt->method, "DELETE") != 0)
+			continue;
+		/* something for it to delete, and how to see it is there */
+		int64_t id = 0;
+		const char *still = NULL;
+		if (strcmp(rt->pattern, "/v1/keys/{key_id}") == 0) {
+			snprintf(path, sizeof path, "/v1/nodes/%lld/keys",
+			         (long long)w.node_b);
+			ck_assert_int_eq(
+			    rxh_call(&h, "POST", path, h.admin, NULL, NULL, &r),
+			    201);
+			const char *k = json_string_value(
+			    json_object_get(r.json, "key_id"));
+			ck_assert_ptr_nonnull(k);
+			snprintf(path, sizeof path, "/v1/keys/%s", k);
+			snprintf(
+			    sql, sizeof sql,
+			    "SELECT count(*) FROM node_keys WHERE key_id = "
+			    "'%s' AND revoked_at IS NULL",
+			    k);
+			rxh_resp_free(&r);
+		} else if (strcmp(rt->pattern, "/v1/tokens/{id}") == 0) {
+			ck_assert_int_eq(
+			    rxh_call(&h, "POST", "/v1/tokens", h.admin,
+			             "{\"name\":\"gone\",\"role\":\"finance\"}",
+			             NULL, &r),
+			    201);
+			id = rxh_int(&r, "id");
+			rxh_resp_free(&r);
+			snprintf(path, sizeof path, "/v1/tokens/%lld",
+			         (long long)id);
+			snprintf(
+			    sql, sizeof sql,
+			    "SELECT count(*) FROM api_tokens WHERE id = %lld "
+			    "AND revoked_at IS NULL",
+			    (long long)id);
+		} else if (strcmp(rt->pattern, "/v1/orders/{id}") == 0) {
+			char body[200];
+			snprintf(body, sizeof body,
+			         "{\"market\":\"spot\",\"account_id\":%lld,"
+			         "\"side\":\"sell\",\"pages\":256,"
+			         "\"price\":110000}",
+			         (long long)w.node_a);
+			ck_assert_int_eq(rxh_call(&h, "POST", "/v1/orders",
+			                          w.trader_token, body, NULL,
+			                          &r),
+			                 201);
+			id = json_integer_value(json_object_get(
+			    json_object_get(r.json, "order"), "id"));
+			rxh_resp_free(&r);
+			snprintf(path, sizeof path, "/v1/orders/%lld",
+			         (long long)id);
+			snprintf(
+			    sql, sizeof sql,
+			    "SELECT count(*) FROM orders WHERE id = %lld AND "
+			    "status = 'open'",
+			    (long long)id);
+		} else {
+			ck_abort_msg("DELETE %s: no case in this test",
+			             rt->pattern);
+		}
+		still = sql;
+		const char *tok =
+		    rt->roles & AUTH_ADMIN ? h.admin : w.trader_token;
+		for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
+			long st =
+			    rxh_call(&h, "DELETE", path, tok, bad[b], NULL, &r);
+			ck_assert_msg(st == 400 && r.json &&
+			                  json_object_get(r.json, "type"),
+			              "DELETE %s with %s: %ld %s", rt->pattern,
+			              bad[b], st, r.body);
+			rxh_resp_free(&r);
+			ck_assert_msg(testdb_scalar_at(h.conninfo, still) == 1,
+			              "DELETE %s with %s deleted", rt->pattern,
+			              bad[b]);
+		}
+		long st = rxh_call(&h, "DELETE", path, tok, "{}", NULL, &r);
+		ck_assert_msg(st == 200, "DELETE %s with {}: %ld %s",
+		              rt->pattern, st, r.body);
+		rxh_resp_free(&r);
+		ck_assert_int_eq(testdb_scalar_at(h.conninfo, still), 0);
+		routes++;
+	}
+	ck_assert_int_eq(routes, 3);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	curl_global_init(CURL_GLOBAL_ALL);
@@ -839,6 +946,7 @@ int main(void)
 	tcase_add_test(tc, connect_errors_name_no_password);
 	tcase_add_test(tc, unknown_query_parameters_are_400);
 	tcase_add_test(tc, a_404_points_at_nothing_missing);
+	tcase_add_test(tc, delete_routes_read_their_body_or_refuse_it);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

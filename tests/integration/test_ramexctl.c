@@ -405,6 +405,25 @@ START_TEST(exit_codes)
 	     "$0.0000000001"}, /* below a nanodollar */
 	    {"book", NULL},
 	    {"orders", "show", "../whoami", NULL},
+	    /* an id that is no whole number from 1 is the command line's
+	     * fault, not a request the server refuses (exit 1) */
+	    {"invoices", "show", "abc", NULL},
+	    {"invoices", "csv", "0", NULL},
+	    {"orders", "show", "abc", NULL},
+	    {"orders", "cancel", "x1", NULL},
+	    {"orders", "reduce", "-3", "--pages", "256", NULL},
+	    {"contracts", "show", "abc", NULL},
+	    {"contracts", "transitions", "abc", NULL},
+	    {"contracts", "end", "abc", NULL},
+	    {"keys", "create", "abc", NULL},
+	    {"tokens", "revoke", "abc", NULL},
+	    /* and so is an option that takes a whole number */
+	    {"orders", "list", "--limit", "ten", NULL},
+	    {"contracts", "list", "--before", "x", NULL},
+	    {"trades", "spot", "--before", "1.5", NULL},
+	    {"usage", "list", "--node", "n1", NULL},
+	    {"usage", "gaps", "--epoch", "-1", NULL},
+	    {"invoices", "list", "--account", "a", NULL},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		ctl_env(&r, NULL, "--url", url, "--token", w.trader_token,
@@ -499,6 +518,24 @@ START_TEST(config_precedence)
 END_TEST
 
 /* One statement with text parameters on the test's database. */
+/* Whether text has a line "KEY  VALUE" (key, then spaces, then exactly
+ * value). */
+static int line_has(const char *text, const char *key, const char *value)
+{
+	size_t k = strlen(key), v = strlen(value);
+	for (const char *l = text; l && *l;
+	     l = strchr(l, '\n'), l = l ? l + 1 : l) {
+		if (strncmp(l, key, k) != 0 || l[k] != ' ')
+			continue;
+		const char *p = l + k;
+		while (*p == ' ')
+			p++;
+		if (strncmp(p, value, v) == 0 && (p[v] == '\n' || !p[v]))
+			return 1;
+	}
+	return 0;
+}
+
 static void sql(const struct rxh *hh, const char *q, int n,
                 const char *const *pv)
 {
@@ -748,6 +785,9 @@ START_TEST(contracts_and_billing)
 	/* the books balance ... */
 	ctl(&r, w.finance_token, "ledger", "check");
 	ck_assert_msg(r.rc == 0, "check: %d %s %s", r.rc, r.err, r.out);
+	/* money in dollars, as everywhere in ramexctl: the sum the server
+	 * sends as n$ text was "0" */
+	ck_assert_msg(line_has(r.out, "sum", "$0.00"), "%s", r.out);
 	run_free(&r);
 	/* ... until an invoice's total no longer equals its postings */
 	const char *pv3[] = {inv};
@@ -760,6 +800,27 @@ START_TEST(contracts_and_billing)
 	run_free(&r);
 	ctl(&r, w.trader_token, "ledger", "check");
 	ck_assert_int_eq(r.rc, 4);
+	run_free(&r);
+	/* a final invoice's payable cents and sub-cent carries (n$) and the
+	 * server's total to the cent, in dollars: they were 1234, 0, 4100000
+	 * and 0.00 */
+	sql(&h,
+	    "UPDATE invoices SET status = 'final', payable_cents = 1234, "
+	    "cents_in = 0, cents_out = 4100000, finalized_at = now() WHERE "
+	    "id <> $1::bigint",
+	    1, pv3);
+	ctl(&r, w.finance_token, "invoices", "list", "--status", "final");
+	ck_assert_msg(r.rc == 0, "%s", r.err);
+	char fin[24];
+	ck_assert_int_eq(sscanf(strstr(r.out, "\n") + 1, "%23s", fin), 1);
+	run_free(&r);
+	ctl(&r, w.finance_token, "invoices", "show", fin);
+	ck_assert_msg(r.rc == 0, "%s", r.err);
+	ck_assert_msg(line_has(r.out, "payable_cents", "$12.34") &&
+	                  line_has(r.out, "cents_in", "$0.00") &&
+	                  line_has(r.out, "cents_out", "$0.0041") &&
+	                  line_has(r.out, "total_shown", "$0.00"),
+	              "%s", r.out);
 	run_free(&r);
 
 	/* report 3 without report 2: a gap that finance can see */

@@ -491,6 +491,96 @@ START_TEST(health_metrics_and_limits)
 }
 END_TEST
 
+/* A market stored with limits its book cannot hold (a price grid past
+ * BOOK_MAX_TICKS: a market made by an older version, or by hand) stopped
+ * ramexd at start ("could not rebuild the books"), every market with it.
+ * It starts, names that market in the log with what to do, refuses its
+ * orders and book with a problem naming it and the fix, serves the
+ * others, and serves it once its limits are fixed. Limits changed under
+ * an open order hold it too. */
+START_TEST(a_market_without_a_book_is_held_not_fatal)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct rxh_resp r;
+	rxh_start(&h, "ramex_t_rxd_held", "");
+	rxh_world(&h, &w);
+	/* tick 1000 from 0 to 8e9: 8 000 001 ticks */
+	testdb_run(h.conninfo,
+	           "INSERT INTO markets (name, product, term_end, tick, lot, "
+	           "min_pages, max_pages, price_min, price_max, "
+	           "notice_period_s, breach_penalty, delivery_deadline_s) "
+	           "VALUES ('perm-2150', 'perm', '2151-01-01', 1000, 256, 256, "
+	           "1048576, 0, 8000000000, 0, 0, 600)");
+	ck_assert_int_eq(rxh_kill(&h, SIGTERM), 0);
+	rxh_restart(&h);
+	ck_assert_int_eq(rxh_log_count(&h, "market held: its book cannot be "
+	                                   "built"),
+	                 1);
+	ck_assert_int_eq(rxh_log_count(&h, "market=perm-2150"), 1);
+	const char *sell =
+	    "{\"market\":\"perm-2150\",\"account_id\":%lld,\"side\":\"sell\","
+	    "\"pages\":256,\"price\":110000}";
+	char body[256];
+	snprintf(body, sizeof body, sell, (long long)w.node_a);
+	long st =
+	    rxh_call(&h, "POST", "/v1/orders", w.trader_token, body, NULL, &r);
+	ck_assert_msg(st == 409, "%ld %s", st, r.body);
+	ck_assert(rxh_is_problem(&r, "urn:ramex:problem:market-held"));
+	const char *d = json_string_value(json_object_get(r.json, "detail"));
+	ck_assert_msg(d && strstr(d, "perm-2150") && strstr(d, "tick") &&
+	                  strstr(d, "UPDATE markets"),
+	              "%s", r.body);
+	rxh_resp_free(&r);
+	st = rxh_call(&h, "GET", "/v1/markets/perm-2150/book", w.trader_token,
+	              NULL, NULL, &r);
+	ck_assert_msg(st == 409 &&
+	                  rxh_is_problem(&r, "urn:ramex:problem:market-held"),
+	              "%ld %s", st, r.body);
+	rxh_resp_free(&r);
+	/* the other markets trade */
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_a, "sell", 256,
+	                       100000, NULL, NULL, &r),
+	                 201);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(rxh_status(&h, "GET", "/v1/markets/spot/book",
+	                            w.trader_token, NULL, NULL),
+	                 200);
+	/* fixed as the log says: served after a restart */
+	testdb_run(h.conninfo, "UPDATE markets SET tick = 10000 WHERE name = "
+	                       "'perm-2150'");
+	ck_assert_int_eq(rxh_kill(&h, SIGTERM), 0);
+	rxh_restart(&h);
+	st = rxh_call(&h, "POST", "/v1/orders", w.trader_token, body, NULL, &r);
+	ck_assert_msg(st == 201, "%ld %s", st, r.body);
+	int64_t id = order_id(&r);
+	rxh_resp_free(&r);
+	/* limits changed under an open order (110 000 is off a 20 000
+	 * grid): held again, and so is the cancel of that order */
+	testdb_run(h.conninfo, "UPDATE markets SET tick = 20000 WHERE name = "
+	                       "'perm-2150'");
+	ck_assert_int_eq(rxh_kill(&h, SIGTERM), 0);
+	rxh_restart(&h);
+	ck_assert_int_eq(rxh_log_count(&h, "market held: its book cannot be "
+	                                   "built"),
+	                 2);
+	char path[64];
+	snprintf(path, sizeof path, "/v1/orders/%lld", (long long)id);
+	st = rxh_call(&h, "DELETE", path, w.trader_token, NULL, NULL, &r);
+	ck_assert_msg(st == 409 &&
+	                  rxh_is_problem(&r, "urn:ramex:problem:market-held"),
+	              "%ld %s", st, r.body);
+	d = json_string_value(json_object_get(r.json, "detail"));
+	ck_assert_msg(d && strstr(d, "open order"), "%s", r.body);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(place(&h, w.trader_token, w.node_b, "sell", 256,
+	                       100000, NULL, NULL, &r),
+	                 201);
+	rxh_resp_free(&r);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ramexd_recovery");
@@ -503,6 +593,7 @@ int main(void)
 	tcase_add_test(tc, events_reach_the_right_subscribers);
 	tcase_add_test(tc, database_away_gives_503_then_recovers);
 	tcase_add_test(tc, health_metrics_and_limits);
+	tcase_add_test(tc, a_market_without_a_book_is_held_not_fatal);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
