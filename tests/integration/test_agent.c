@@ -25,8 +25,12 @@
  * Waits poll for a condition with a generous bound: they say that
  * something happens, never how fast (speed is bench/40-agent.sh's).
  */
+#include <arpa/inet.h>
 #include <check.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -840,6 +844,105 @@ START_TEST(secret_file_errors_say_why)
 }
 END_TEST
 
+/* An exchange that answers whoami with something other than 401 or 403:
+ * a 503 (ramexd while its PostgreSQL is away, a proxy during a restart) or
+ * a 200 that names no account (exchange_url at another web server). Found
+ * from outside: the agent exited at start ("the exchange refused this
+ * node's key (503 ...): check key_id and secret_file"), or asked again
+ * every sample in silence. It must keep running, say once what it got,
+ * and stop cleanly. The fake exchange answers every request alike. */
+struct fake_exchange {
+	int fd, port;
+	const char *answer;
+	pthread_t th;
+};
+
+static void *fake_exchange_run(void *arg)
+{
+	struct fake_exchange *f = arg;
+	for (;;) {
+		int c = accept(f->fd, NULL, NULL);
+		if (c < 0)
+			return NULL;
+		char buf[8192];
+		size_t n = 0;
+		ssize_t k;
+		while (n < sizeof buf - 1 &&
+		       (k = read(c, buf + n, sizeof buf - 1 - n)) > 0) {
+			n += (size_t)k;
+			buf[n] = 0;
+			if (strstr(buf, "\r\n\r\n"))
+				break;
+		}
+		if (write(c, f->answer, strlen(f->answer)) < 0)
+			(void)0;
+		close(c);
+	}
+}
+
+static void fake_exchange_start(struct fake_exchange *f, const char *answer)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+	                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof sa;
+	f->answer = answer;
+	f->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert(f->fd >= 0);
+	ck_assert(bind(f->fd, (void *)&sa, sizeof sa) == 0);
+	ck_assert(listen(f->fd, 16) == 0);
+	ck_assert(getsockname(f->fd, (void *)&sa, &sl) == 0);
+	f->port = ntohs(sa.sin_port);
+	ck_assert(pthread_create(&f->th, NULL, fake_exchange_run, f) == 0);
+}
+
+static int log_count(const char *path, const char *what)
+{
+	char line[2048];
+	int n = 0;
+	FILE *f = fopen(path, "r");
+	while (f && fgets(line, sizeof line, f))
+		n += strstr(line, what) != NULL;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+START_TEST(whoami_unanswered_is_no_refusal)
+{
+	static const char *const answers[] = {
+	    "HTTP/1.1 503 Service Unavailable\r\nContent-Type: "
+	    "application/problem+json\r\nContent-Length: 45\r\nConnection: "
+	    "close\r\n\r\n{\"title\":\"database unavailable\",\"status\":503}",
+	    "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: "
+	    "22\r\nConnection: close\r\n\r\n<html>not ramex</html>"};
+	static const char *const leaf[] = {"agent-whoami-503",
+	                                   "agent-whoami-html"};
+	for (int i = 0; i < 2; i++) {
+		struct fake_exchange f;
+		struct agh_agent A;
+		fake_exchange_start(&f, answers[i]);
+		agh_init(&A, leaf[i], "nk_0000000000000000",
+		         "rxs_0000000000000000", f.port, 65536, 8192, NULL);
+		agh_start(&A);
+		AGH_WAIT_FOR(log_count(A.log, "did not say who this node is"),
+		             "%s: not said; see %s", leaf[i], A.log);
+		agh_sleep_ms(2500); /* more samples: still running, said once */
+		ck_assert_msg(log_count(A.log, "did not say who this node is") ==
+		                  1,
+		              "%s: said more than once; see %s", leaf[i], A.log);
+		ck_assert_msg(!log_count(A.log, "refused this node"),
+		              "%s: taken for a refusal; see %s", leaf[i], A.log);
+		int st = agh_signal(&A, SIGTERM);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		              "%s: the agent did not run on (status %d); see %s",
+		              leaf[i], st, A.log);
+		shutdown(f.fd, SHUT_RDWR);
+		close(f.fd);
+		pthread_join(f.th, NULL);
+	}
+}
+END_TEST
+
 START_TEST(help_is_complete)
 {
 	char bin[512], cmd[700], out[65536];
@@ -935,6 +1038,7 @@ int main(void)
 	tcase_set_timeout(t, 400);
 	tcase_add_test(t, help_is_complete);
 	tcase_add_test(t, secret_file_errors_say_why);
+	tcase_add_test(t, whoami_unanswered_is_no_refusal);
 	tcase_add_test(t, status_file_unwritable_is_logged);
 	tcase_add_test(t, trade_deliver_recall_report);
 	tcase_add_test(t, people_and_the_agent);
