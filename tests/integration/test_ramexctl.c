@@ -426,6 +426,46 @@ START_TEST(exit_codes)
 END_TEST
 
 /* Flags win over the environment, which wins over the config file. */
+/* The URL and the token are checked before anything is sent: a usage
+ * error, exit 2, naming where the value came from (found from outside: an
+ * ftp:// or malformed URL was exit 3 "could not reach", a token with a
+ * line end split the Authorization header and the server's 400 read "not
+ * JSON", a --config that is a directory was read as empty). No server is
+ * needed: nothing is sent. */
+START_TEST(url_and_token_are_checked)
+{
+	static const struct {
+		const char *url, *tok, *env, *says;
+	} cases[] = {
+	    {"ftp://127.0.0.1:1", "rx_1", NULL, "must start with http://"},
+	    {"http://[::1", "rx_1", NULL, "is not a URL"},
+	    {"http://", "rx_1", NULL, "is not a URL"},
+	    {"http://127.0.0.1:1", "rx_1\nX-Evil: 1", NULL, "(--token) has"},
+	    {"http://127.0.0.1:1", NULL, "RAMEX_TOKEN=rx_1\r", "(RAMEX_TOKEN)"},
+	    {NULL, "rx_1", "RAMEX_URL=http://127.0.0.1:1 /", "(RAMEX_URL)"},
+	};
+	struct run r;
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		const char *env[] = {cases[i].env, NULL};
+		if (!cases[i].url)
+			ctl_env(&r, env, "--token", cases[i].tok, "whoami",
+			        NULL);
+		else if (!cases[i].tok)
+			ctl_env(&r, env, "--url", cases[i].url, "whoami", NULL);
+		else
+			ctl_env(&r, env, "--url", cases[i].url, "--token",
+			        cases[i].tok, "whoami", NULL);
+		ck_assert_msg(r.rc == 2 && strstr(r.err, cases[i].says),
+		              "case %zu: %d %s", i, r.rc, r.err);
+		run_free(&r);
+	}
+	ctl_env(&r, NULL, "--config", "/", "whoami", NULL);
+	ck_assert_msg(r.rc == 2 && strstr(r.err, "Is a directory"), "%d %s",
+	              r.rc, r.err);
+	run_free(&r);
+}
+END_TEST
+
 START_TEST(config_precedence)
 {
 	struct run r;
@@ -860,6 +900,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, trade_flow);
 	tcase_add_test(tc, exit_codes);
+	tcase_add_test(tc, url_and_token_are_checked);
 	tcase_add_test(tc, config_precedence);
 	tcase_add_test(tc, contracts_and_billing);
 	tcase_add_test(tc, errors_name_the_options);
