@@ -25,12 +25,8 @@
  * Waits poll for a condition with a generous bound: they say that
  * something happens, never how fast (speed is bench/40-agent.sh's).
  */
-#include <arpa/inet.h>
 #include <check.h>
-#include <netinet/in.h>
-#include <pthread.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -49,6 +45,7 @@
 
 #include "node-agent/spool.h"
 #include "tests/integration/agent_harness.h"
+#include "tests/integration/fake_http.h"
 #include "tests/integration/ramexd_harness.h"
 #include "tests/integration/testdb.h"
 
@@ -851,50 +848,6 @@ END_TEST
  * node's key (503 ...): check key_id and secret_file"), or asked again
  * every sample in silence. It must keep running, say once what it got,
  * and stop cleanly. The fake exchange answers every request alike. */
-struct fake_exchange {
-	int fd, port;
-	const char *answer;
-	pthread_t th;
-};
-
-static void *fake_exchange_run(void *arg)
-{
-	struct fake_exchange *f = arg;
-	for (;;) {
-		int c = accept(f->fd, NULL, NULL);
-		if (c < 0)
-			return NULL;
-		char buf[8192];
-		size_t n = 0;
-		ssize_t k;
-		while (n < sizeof buf - 1 &&
-		       (k = read(c, buf + n, sizeof buf - 1 - n)) > 0) {
-			n += (size_t)k;
-			buf[n] = 0;
-			if (strstr(buf, "\r\n\r\n"))
-				break;
-		}
-		if (write(c, f->answer, strlen(f->answer)) < 0)
-			(void)0;
-		close(c);
-	}
-}
-
-static void fake_exchange_start(struct fake_exchange *f, const char *answer)
-{
-	struct sockaddr_in sa = {.sin_family = AF_INET,
-	                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t sl = sizeof sa;
-	f->answer = answer;
-	f->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	ck_assert(f->fd >= 0);
-	ck_assert(bind(f->fd, (void *)&sa, sizeof sa) == 0);
-	ck_assert(listen(f->fd, 16) == 0);
-	ck_assert(getsockname(f->fd, (void *)&sa, &sl) == 0);
-	f->port = ntohs(sa.sin_port);
-	ck_assert(pthread_create(&f->th, NULL, fake_exchange_run, f) == 0);
-}
-
 static int log_count(const char *path, const char *what)
 {
 	char line[2048];
@@ -918,9 +871,9 @@ START_TEST(whoami_unanswered_is_no_refusal)
 	static const char *const leaf[] = {"agent-whoami-503",
 	                                   "agent-whoami-html"};
 	for (int i = 0; i < 2; i++) {
-		struct fake_exchange f;
+		struct fake_http f;
 		struct agh_agent A;
-		fake_exchange_start(&f, answers[i]);
+		fake_http_start(&f, answers[i]);
 		agh_init(&A, leaf[i], "nk_0000000000000000",
 		         "rxs_0000000000000000", f.port, 65536, 8192, NULL);
 		agh_start(&A);
@@ -936,9 +889,7 @@ START_TEST(whoami_unanswered_is_no_refusal)
 		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
 		              "%s: the agent did not run on (status %d); see %s",
 		              leaf[i], st, A.log);
-		shutdown(f.fd, SHUT_RDWR);
-		close(f.fd);
-		pthread_join(f.th, NULL);
+		fake_http_stop(&f);
 	}
 }
 END_TEST

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/integration/fake_http.h"
 #include "tests/integration/ramexd_harness.h"
 
 extern char **environ;
@@ -466,6 +467,32 @@ START_TEST(url_and_token_are_checked)
 }
 END_TEST
 
+/* A 2xx whose body is not JSON is no answer: exit 3 and the reason (found
+ * from outside: a proxy's page, or a reply cut short, printed nothing and
+ * exited 0, as if the list were empty). */
+START_TEST(a_reply_that_is_not_json_fails)
+{
+	static const char *const answers[] = {
+	    "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: "
+	    "22\r\nConnection: close\r\n\r\n<html>not ramex</html>",
+	    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+	    "Content-Length: 10\r\nConnection: close\r\n\r\n{\"items\":["};
+	for (int i = 0; i < 2; i++) {
+		struct fake_http f;
+		struct run r;
+		char u[64];
+		fake_http_start(&f, answers[i]);
+		snprintf(u, sizeof u, "http://127.0.0.1:%d", f.port);
+		ctl_env(&r, NULL, "--url", u, "--token", "rx_1", "orders",
+		        "list", NULL);
+		ck_assert_msg(r.rc == 3 && strstr(r.err, "not JSON"),
+		              "answer %d: %d %s", i, r.rc, r.err);
+		run_free(&r);
+		fake_http_stop(&f);
+	}
+}
+END_TEST
+
 START_TEST(config_precedence)
 {
 	struct run r;
@@ -901,6 +928,7 @@ int main(void)
 	tcase_add_test(tc, trade_flow);
 	tcase_add_test(tc, exit_codes);
 	tcase_add_test(tc, url_and_token_are_checked);
+	tcase_add_test(tc, a_reply_that_is_not_json_fails);
 	tcase_add_test(tc, config_precedence);
 	tcase_add_test(tc, contracts_and_billing);
 	tcase_add_test(tc, errors_name_the_options);
