@@ -918,6 +918,41 @@ START_TEST(nbd_listen_off_loopback_is_refused)
 }
 END_TEST
 
+/* Each lending program's --help says how to call it (found from outside:
+ * ramex-lend-bench --help said "options: see node-agent/lend/lend_bench.c",
+ * a file a person who installed it does not have). */
+START_TEST(lend_programs_help_names_their_options)
+{
+	static const struct {
+		const char *prog, *must[4];
+	} progs[] = {
+	    {"ramex-lend-bench", {"--lender", "--nbd-unix", "--blockdev",
+	                          "--wakeup-floor"}},
+	    {"ramex-lend-nbd", {"--lender", "--attach", "--listen-unix",
+	                        "--secret-file"}},
+	    {"ramex-lend-server", {"--contract", "--pages", "--listen",
+	                           "--secret-file"}},
+	};
+	const char *b = getenv("RAMEX_BUILD");
+	for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
+		char cmd[1024], out[8192];
+		snprintf(cmd, sizeof cmd, "%s/san/bin/%s --help 2>&1",
+		         b && *b ? b : "build", progs[i].prog);
+		FILE *p = popen(cmd, "r");
+		ck_assert_ptr_nonnull(p);
+		size_t n = fread(out, 1, sizeof out - 1, p);
+		out[n] = 0;
+		int st = pclose(p);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		              "%s --help: status %d", progs[i].prog, st);
+		for (int k = 0; k < 4; k++)
+			ck_assert_msg(strstr(out, progs[i].must[k]),
+			              "%s --help does not name %s: %s",
+			              progs[i].prog, progs[i].must[k], out);
+	}
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("lend_nbd");
@@ -939,6 +974,7 @@ static Suite *suite(void)
 	tcase_add_test(t, nbd_refused_write_spares_staged_data);
 	tcase_add_test(t, keep_awake_spins_only_while_busy);
 	tcase_add_test(t, nbd_listen_off_loopback_is_refused);
+	tcase_add_test(t, lend_programs_help_names_their_options);
 	suite_add_tcase(s, t);
 	return s;
 }
