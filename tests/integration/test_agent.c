@@ -894,6 +894,34 @@ START_TEST(whoami_unanswered_is_no_refusal)
 }
 END_TEST
 
+/* An event stream that the exchange (or a proxy) answers 200 and ends at
+ * once is reopened after 1, 2, 4 ... s, not every second: found from
+ * outside, the agent reopened it every second for ever, two log lines and
+ * a contract listing each time. Over 8 s: at most 5 opens (1+2+4 s of
+ * waits between the first four), not 8. */
+START_TEST(event_stream_that_ends_backs_off)
+{
+	struct fake_http f;
+	struct agh_agent A;
+	fake_http_start(&f, "HTTP/1.1 200 OK\r\nContent-Type: "
+	                    "text/event-stream\r\nContent-Length: 0\r\n"
+	                    "Connection: close\r\n\r\n");
+	agh_init(&A, "agent-events-end", "nk_0000000000000000",
+	         "rxs_0000000000000000", f.port, 65536, 8192, NULL);
+	agh_start(&A);
+	AGH_WAIT_FOR(log_count(A.log, "event stream open"),
+	             "the stream never opened; see %s", A.log);
+	agh_sleep_ms(8000);
+	int n = log_count(A.log, "event stream open");
+	ck_assert_msg(n >= 2 && n <= 5, "opened %d times in 8 s; see %s", n,
+	              A.log);
+	int st = agh_signal(&A, SIGTERM);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d; see %s",
+	              st, A.log);
+	fake_http_stop(&f);
+}
+END_TEST
+
 START_TEST(help_is_complete)
 {
 	char bin[512], cmd[700], out[65536];
@@ -990,6 +1018,7 @@ int main(void)
 	tcase_add_test(t, help_is_complete);
 	tcase_add_test(t, secret_file_errors_say_why);
 	tcase_add_test(t, whoami_unanswered_is_no_refusal);
+	tcase_add_test(t, event_stream_that_ends_backs_off);
 	tcase_add_test(t, status_file_unwritable_is_logged);
 	tcase_add_test(t, trade_deliver_recall_report);
 	tcase_add_test(t, people_and_the_agent);
