@@ -255,7 +255,8 @@ static void help(FILE *f, const char *group)
 	        "  0  done\n"
 	        "  1  the server refused the request (4xx, e.g. a validation "
 	        "error)\n"
-	        "  2  usage error (the command line is wrong)\n"
+	        "  2  usage error (the command line is wrong), or the output "
+	        "could\n     not be written (a full disk)\n"
 	        "  3  the server could not be reached, or failed (5xx)\n"
 	        "  4  authentication or permission refused (401, 403)\n"
 	        "  5  a check found a problem (ledger check)\n");
@@ -487,5 +488,13 @@ int main(int argc, char **argv)
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	int rc = c->run(&x, &o);
 	curl_global_cleanup();
+	/* what was printed reached its file: an export to a full disk
+	 * (ramexctl usage export > f) was cut short and exited 0 */
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, "%s: could not write the output: %s\n",
+		        ctl_prog, strerror(errno));
+		if (rc == CTL_OK)
+			rc = CTL_USAGE;
+	}
 	return rc;
 }

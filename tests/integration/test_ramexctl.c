@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -798,6 +799,34 @@ START_TEST(contracts_and_billing)
 	ck_assert_int_eq(r.rc, 2);
 	ck_assert_ptr_nonnull(strstr(r.err, "could not write"));
 	run_free(&r);
+	/* an --output that is not a regular file is written through, not
+	 * renamed over (found from outside: --output /dev/full replaced
+	 * root's /dev/full with a regular file and said "wrote"); a link
+	 * stands here for the device, which a test may not risk */
+	char link[600], real[600];
+	snprintf(real, sizeof real, "%s.real", csv);
+	snprintf(link, sizeof link, "%s.link", csv);
+	remove(real);
+	remove(link);
+	ck_assert_int_eq(symlink(real, link), 0);
+	ctl(&r, w.finance_token, "invoices", "csv", inv, "--output", link);
+	ck_assert_msg(r.rc == 0, "csv to a link: %d %s", r.rc, r.err);
+	run_free(&r);
+	struct stat lst;
+	ck_assert_int_eq(lstat(link, &lst), 0);
+	ck_assert_msg(S_ISLNK(lst.st_mode), "the link was replaced by a file");
+	ck_assert_int_eq(stat(real, &lst), 0);
+	ck_assert_int_eq((long)lst.st_size, (long)n);
+	/* and printed output that cannot be written (a full disk) is an
+	 * error, not a cut export and exit 0 */
+	char cmd[1800], bin[512];
+	ctl_path(bin, sizeof bin);
+	snprintf(cmd, sizeof cmd,
+	         "%s --url %s --token %s invoices csv %s >/dev/full 2>/dev/null",
+	         bin, url, w.finance_token, inv);
+	int st = system(cmd);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2,
+	              "to a full disk: status %d", st);
 
 	ctl(&r, w.finance_token, "--json", "usage", "export", "--from", tmonth,
 	    "--to", tmonth);
