@@ -141,9 +141,22 @@ int conf_read_stream(FILE *f, const char *name, conf_set_fn set, void *ctx,
 			return err_fail(e, CONF_TOO_LONG,
 			                "%s:%d: line longer than %d bytes",
 			                name, no, CONF_LINE_MAX - 1);
+		/* fgets stops at a newline, a full buffer or the end: a line
+		 * that ends short of all three held a NUL, which cut the
+		 * value where it stood ("spot\0x" read as "spot") */
+		if (len < sizeof line - 1 && (len == 0 || line[len - 1] != '\n') &&
+		    !feof(f))
+			return err_fail(e, CONF_SYNTAX,
+			                "%s:%d: a NUL byte: the file is not text "
+			                "(UTF-16? save it as UTF-8)",
+			                name, no);
+		/* an editor's UTF-8 byte-order mark is no part of the key */
+		char *start = line;
+		if (no == 1 && !strncmp(line, "\xEF\xBB\xBF", 3))
+			start += 3;
 		char *key, *value;
 		const char *why;
-		if (split(line, &key, &value, &why) < 0)
+		if (split(start, &key, &value, &why) < 0)
 			return err_fail(e, CONF_SYNTAX, "%s:%d: %s", name, no,
 			                why);
 		if (!key)

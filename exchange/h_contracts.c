@@ -114,7 +114,7 @@ static void move(struct http_req *rq, enum contract_event event,
 	static const char *const known[] = {"note", NULL};
 	struct app *a = http_app(rq);
 	const struct auth_principal *p = http_principal(rq);
-	char note[201] = "";
+	char note[IN_NOTE_BUF] = "";
 	int64_t id;
 	json_t *b = NULL;
 	size_t blen = 0;
@@ -125,7 +125,7 @@ static void move(struct http_req *rq, enum contract_event event,
 		if (!(b = http_body_object(rq)))
 			return;
 		if (in_known(rq, b, known) < 0 ||
-		    in_str(rq, b, "note", false, false, note, sizeof note) < 0)
+		    in_note(rq, b, note) < 0)
 			goto out;
 	}
 	if (note_required && !note[0]) {

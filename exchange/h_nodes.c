@@ -56,7 +56,7 @@ static void set_paused(struct http_req *rq, bool pause)
 	static const char *const known_resume[] = {NULL};
 	struct app *a = http_app(rq);
 	const struct auth_principal *p = http_principal(rq);
-	char note[201] = "", ids[24], team[24] = "", err[512];
+	char note[IN_NOTE_BUF] = "", ids[24], team[24] = "", err[512];
 	int64_t id;
 	size_t blen = 0;
 	json_t *b = NULL;
@@ -67,7 +67,7 @@ static void set_paused(struct http_req *rq, bool pause)
 		if (!(b = http_body_object(rq)))
 			return;
 		if (in_known(rq, b, pause ? known_pause : known_resume) < 0 ||
-		    in_str(rq, b, "note", false, false, note, sizeof note) < 0)
+		    in_note(rq, b, note) < 0)
 			goto out;
 	}
 	snprintf(ids, sizeof ids, "%lld", (long long)id);

@@ -361,6 +361,9 @@ out:
 	json_decref(b);
 }
 
+_Static_assert(sizeof(((struct writer_cmd *)0)->note) == IN_NOTE_BUF,
+               "writer_cmd's note holds in_note's 200 characters");
+
 /* An optional body {"note": "why"}: kept with the order beside who
  * cancelled it, for the person who placed it to read. */
 void h_order_cancel(struct http_req *rq)
@@ -377,8 +380,7 @@ void h_order_cancel(struct http_req *rq)
 		if (!(b = http_body_object(rq)))
 			return;
 		if (in_known(rq, b, known) < 0 ||
-		    in_str(rq, b, "note", false, false, c.note,
-		           sizeof c.note) < 0)
+		    in_note(rq, b, c.note) < 0)
 			goto out;
 	}
 	c.order_id = (uint64_t)id;

@@ -1,6 +1,7 @@
 /* input.c — see input.h. */
 #include "exchange/input.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -171,6 +172,31 @@ int in_int(struct http_req *rq, json_t *o, const char *key, bool required,
 		return -1;
 	}
 	*out = x;
+	return 1;
+}
+
+int in_note(struct http_req *rq, json_t *o, char out[IN_NOTE_BUF])
+{
+	json_t *v = json_object_get(o, "note");
+	int p = present(rq, v, "note", false, "a string");
+	if (p <= 0)
+		return p;
+	if (!json_is_string(v)) {
+		bad(rq, "note", "must be a string");
+		return -1;
+	}
+	const char *s = json_string_value(v);
+	size_t n = json_string_length(v), chars = 0;
+	/* jansson has checked the UTF-8: count the bytes that start a
+	 * character */
+	for (size_t i = 0; i < n; i++)
+		chars += ((unsigned char)s[i] & 0xC0) != 0x80;
+	if (n == 0 || strlen(s) != n || chars > IN_NOTE_CHARS) {
+		bad(rq, "note", "must be 1 to 200 characters");
+		return -1;
+	}
+	assert(n < IN_NOTE_BUF);
+	memcpy(out, s, n + 1);
 	return 1;
 }
 

@@ -45,6 +45,13 @@ int in_int(struct http_req *rq, json_t *o, const char *key, bool required,
 /* String of 1..maxlen characters from [A-Za-z0-9._:-] when `ident`. */
 int in_str(struct http_req *rq, json_t *o, const char *key, bool required,
            bool ident, char *out, size_t outlen);
+/* A note in a person's words (why an order was cancelled, a node paused,
+ * a contract moved): 1 to IN_NOTE_CHARS characters, counted as the
+ * database counts them (UTF-8 code points, not bytes: 150 letters of
+ * Hebrew are 300 bytes), into out of IN_NOTE_BUF bytes. */
+#define IN_NOTE_CHARS 200
+#define IN_NOTE_BUF   (4 * IN_NOTE_CHARS + 1)
+int in_note(struct http_req *rq, json_t *o, char out[IN_NOTE_BUF]);
 int in_bool(struct http_req *rq, json_t *o, const char *key, bool *out);
 /* A required name of a team or an account, as the schema wants it: 1 to
  * 63 characters of a-z 0-9 . _ -, the first a letter or digit (out holds

@@ -111,7 +111,7 @@ struct writer_cmd {
 	uint64_t order_id;
 	/* WR_CANCEL: why, in the canceller's words ("" = none), kept with
 	 * the order beside who cancelled it (p_scope) */
-	char note[201];
+	char note[4 * 200 + 1]; /* IN_NOTE_BUF: 200 characters of UTF-8 */
 	/* WR_DEPTH */
 	int depth;
 	/* WR_MARKET */

@@ -95,15 +95,18 @@ static void default_scope(struct agent *a)
 }
 
 /* Learns this node's account. 0 when known; -1 with err when the
- * exchange refused the key (a configuration error: stop); 0 with the
- * account still unknown when the exchange cannot be reached (ask again). */
+ * exchange refused the key (401, 403: a configuration error, stop); 0
+ * with the account still unknown when the exchange cannot be reached, or
+ * answers something else (a 5xx while its database is away, a proxy's
+ * page, an answer that names no account): said in the log, once until
+ * it changes, and asked again. */
 int agent_whoami(struct agent *a, char *err, size_t errlen)
 {
 	struct client_resp r;
 
 	if (agent_call(a, "GET", "/v1/whoami", NULL, NULL, &r) < 0)
 		return 0;
-	if (r.status != 200) {
+	if (r.status == 401 || r.status == 403) {
 		snprintf(err, errlen,
 		         "the exchange refused this node's key (%ld %s): check "
 		         "key_id and secret_file",
@@ -111,7 +114,25 @@ int agent_whoami(struct agent *a, char *err, size_t errlen)
 		client_resp_clear(&r);
 		return -1;
 	}
-	a->account = json_integer_value(json_object_get(r.json, "account_id"));
+	json_t *id = json_object_get(r.json, "account_id");
+	if (r.status != 200 || !json_is_integer(id) ||
+	    json_integer_value(id) <= 0) {
+		if (a->whoami_bad != r.status)
+			log_warn("the exchange did not say who this node is; "
+			         "asking again",
+			         "status=%ld detail=%s hint=%s", r.status,
+			         log_quote((char[300]){0}, 300, r.detail),
+			         log_quote((char[200]){0}, 200,
+			                   r.status == 200 || r.status == 404
+			                       ? "is exchange_url ramexd's "
+			                         "address?"
+			                       : "the exchange is failing"));
+		a->whoami_bad = r.status;
+		client_resp_clear(&r);
+		return 0;
+	}
+	a->whoami_bad = 0;
+	a->account = json_integer_value(id);
 	const char *scope = json_string_value(json_object_get(r.json, "scope"));
 	/* an exchange without it: our key is our principal (default_scope) */
 	if (scope)

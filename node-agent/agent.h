@@ -112,6 +112,9 @@ struct agent {
 	struct strategy_quote quotes[STRATEGY_MAX_QUOTES];
 	struct strategy_top top[STRATEGY_NPRODUCTS];
 	int reachable;
+	/* the status of the last whoami that did not name our account (0:
+	 * it did), so that the log says it once, not every sample */
+	long whoami_bad;
 	uint64_t order_seq;
 	/* An order whose fate is not known: no answer came, or a 503 (the
 	 * exchange could not reach PostgreSQL, or lost it while committing

@@ -40,7 +40,7 @@ $(call program,ramex-agent,$(AGENT_SRC),jansson libssl libcrypto)
 INSTALL_BIN += $(BUILD)/bin/ramex-agent
 
 # End to end: real ramexd + PostgreSQL, ramex-agent processes (sim backend).
-AGENT_HARNESS := tests/integration/agent_harness.c
+AGENT_HARNESS := tests/integration/agent_harness.c tests/integration/fake_http.c
 $(call integration_test,test_agent,tests/integration/test_agent.c \
   $(AGENT_HARNESS) node-agent/spool.c $(ERR_SRC) $(RAMEXD_HARNESS),libcurl jansson libpq libcrypto)
 $(BUILD)/san/bin/test_agent: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramex-agent

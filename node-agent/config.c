@@ -434,6 +434,39 @@ int config_check(const struct agent_config *c, char *err, size_t errlen)
 		        "https://");
 		return -1;
 	}
+	/* names that go into request paths and headers as they are: a
+	 * market name with a space, a '/' or a byte outside ASCII made
+	 * requests the exchange could not route, refused with nothing
+	 * saying which setting was wrong */
+	const struct {
+		const char *key, *v;
+		int may_be_empty, path;
+	} names[] = {{"spot_market", c->strat.spot_market, 0, 1},
+	             {"perm_market", c->strat.perm_market, 1, 1},
+	             {"key_id", c->key_id, 1, 0}};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		const char *v = names[i].v;
+		int ok = *v || names[i].may_be_empty;
+		for (const char *p = v; ok && *p; p++)
+			ok = names[i].path
+			         ? (*p >= 'a' && *p <= 'z') ||
+			               (*p >= 'A' && *p <= 'Z') ||
+			               (*p >= '0' && *p <= '9') || *p == '-' ||
+			               *p == '_' || *p == '.'
+			         : *p > ' ' && *p < 0x7f;
+		if (ok && names[i].path && (!strcmp(v, ".") || !strcmp(v, "..")))
+			ok = 0;
+		if (!ok) {
+			err_set(err, errlen,
+			        names[i].path
+			            ? "%s must be a market's name (letters, "
+			              "digits, - _ .), not \"%s\""
+			            : "%s has a space, a control character or a "
+			              "byte outside ASCII: \"%s\"",
+			        names[i].key, v);
+			return -1;
+		}
+	}
 	if (strcmp(c->lend_borrow_mode, "attach") &&
 	    strcmp(c->lend_borrow_mode, "listen") &&
 	    strcmp(c->lend_borrow_mode, "off")) {

@@ -31,6 +31,7 @@ struct events_stream {
 	struct http1_conn *h;
 	int up; /* a stream is open and the exchange accepted it (200) */
 	int64_t last_byte_ms;
+	int64_t opened_ms; /* when the stream last opened */
 	int64_t next_try_ms, backoff_ms;
 	int64_t last_id; /* -1: none seen */
 	char line[EVENTS_LINE_MAX];
@@ -108,8 +109,17 @@ static int on_data(void *ctx, const char *data, size_t n)
 	return 0;
 }
 
+/* A stream that stayed open this long was a working one: the next
+ * reconnect starts from the shortest wait again. One that ends sooner (an
+ * exchange or proxy answering 200 with a body that ends at once) keeps
+ * backing off: reopened every second, it was two log lines and a contract
+ * listing a second, for ever. */
+#define EVENTS_STABLE_MS 10000
+
 static void schedule_retry(struct events_stream *s)
 {
+	if (s->up && events_now_ms() - s->opened_ms >= EVENTS_STABLE_MS)
+		s->backoff_ms = EVENTS_BACKOFF_MIN_MS;
 	s->next_try_ms = events_now_ms() + s->backoff_ms;
 	s->backoff_ms *= 2;
 	if (s->backoff_ms > EVENTS_BACKOFF_MAX_MS)
@@ -133,8 +143,8 @@ static void stream_down(struct events_stream *s, int status, const char *why)
 		         "status=%d err=%s", status,
 		         log_quote((char[600]){0}, 600, why));
 	s->warned = 1;
+	schedule_retry(s); /* before close_stream: it looks at s->up */
 	close_stream(s);
-	schedule_retry(s);
 }
 
 static void open_stream(struct events_stream *s)
@@ -160,8 +170,7 @@ static void open_stream(struct events_stream *s)
 		return;
 	}
 	s->up = 1;
-	s->last_byte_ms = events_now_ms();
-	s->backoff_ms = EVENTS_BACKOFF_MIN_MS;
+	s->last_byte_ms = s->opened_ms = events_now_ms();
 	s->connects++;
 	s->warned = 0;
 	/* Whatever happened while the stream was down is unknown here:

@@ -24,5 +24,10 @@ $(call unit_test,test_lend,tests/unit/test_lend.c tests/unit/lend_fixture.c \
   $(LEND_SRC),libssl libcrypto)
 $(call unit_test,test_lend_nbd,tests/unit/test_lend_nbd.c \
   tests/unit/lend_fixture.c $(LEND_SRC),libssl libcrypto)
+# it also runs the programs (their flags and --help)
+LEND_PROGS_SAN := $(BUILD)/san/bin/ramex-lend-nbd \
+  $(BUILD)/san/bin/ramex-lend-server $(BUILD)/san/bin/ramex-lend-bench
+$(BUILD)/san/bin/test_lend_nbd: | $(LEND_PROGS_SAN)
+$(BUILD)/bin/test_lend_nbd: | $(LEND_PROGS_SAN)
 
 INSTALL_BIN += $(BUILD)/bin/ramex-lend-server $(BUILD)/bin/ramex-lend-nbd

@@ -115,6 +115,15 @@ trap cleanup EXIT
 # terminal's SIGINT does not stop them before the summary asks them.)
 trap 'echo; exit 0' INT TERM
 
+# One demo a tree: a second one would destroy the first's PostgreSQL and
+# var/demo/ under it (found from outside: the first ran on without its
+# database and printed no summary). The lock is this shell's alone: fd 9
+# is closed for every program it starts (9>&-), so that a demo killed
+# with -9 leaves no lock behind in a process of its.
+mkdir -p "$ROOT/var"
+exec 9>"$ROOT/var/demo.lock"
+flock -n 9 || { trap - EXIT; die "another make demo runs in this tree (var/demo/ is its): stop it with Ctrl-C first"; }
+
 [[ -x $BIN/ramexd ]] || die "$BIN/ramexd is missing: run make"
 command -v node >/dev/null || die "node is missing: run scripts/deps.sh"
 command -v curl >/dev/null || die "curl is missing: run scripts/deps.sh"
@@ -123,7 +132,7 @@ command -v curl >/dev/null || die "curl is missing: run scripts/deps.sh"
 bash scripts/pg.sh destroy "$DEMO/pg" >/dev/null 2>&1 || true
 rm -rf "$DEMO"; mkdir -p "$DEMO"
 say "starting a private PostgreSQL in var/demo/pg"
-eval "$(bash scripts/pg.sh start "$DEMO/pg")"
+eval "$(bash scripts/pg.sh start "$DEMO/pg" 9>&-)"
 DB="host=$PGHOST port=$PGPORT dbname=ramex user=$PGUSER"
 
 "$BIN/ramexd" migrate --db="$DB" 2>>"$DEMO/ramexd.log"
@@ -138,7 +147,7 @@ grep -q -- '--web_root' <<<"$help" && flags+=(--web_root="$ROOT/${RAMEX_WEB_DIR:
 # Bill every 10 s, so that invoices accrue while one watches.
 grep -q -- '--billing_interval_s' <<<"$help" && flags+=(--billing_interval_s=10)
 (exec setsid "$BIN/ramexd" --listen="127.0.0.1:$port" --db="$DB" --port_file="$DEMO/port" \
-   "${flags[@]}" >>"$DEMO/ramexd.log" 2>&1) &
+   "${flags[@]}" >>"$DEMO/ramexd.log" 2>&1 9>&-) &
 PIDS+=($!)
 for _ in $(seq 1 100); do [[ -s $DEMO/port ]] && break; sleep 0.1; done
 [[ -s $DEMO/port ]] || { tail -n 20 "$DEMO/ramexd.log" >&2; die "ramexd did not start"; }
@@ -240,7 +249,7 @@ if [[ -x $BIN/ramex-agent ]]; then
       echo "perm_floor = 150000"
       echo "bid_ceiling = 150000"
     } >"$DEMO/$name/agent.conf"
-    (exec setsid "$BIN/ramex-agent" --config="$DEMO/$name/agent.conf" >>"$DEMO/$name/log" 2>&1) &
+    (exec setsid "$BIN/ramex-agent" --config="$DEMO/$name/agent.conf" >>"$DEMO/$name/log" 2>&1 9>&-) &
     PIDS+=($!)
     say "  $name: $profile workload, $((total / 262144)) GiB machine"
     agents=$((agents + 1))

@@ -451,7 +451,7 @@ int fleet_run(const struct fleet_config *c, struct fleet_result *r, char *err,
 
 	memset(r, 0, sizeof *r);
 	memset(f, 0, sizeof *f);
-	if (c->machines < 1 || c->first < 0 || c->days <= 0 || c->dt_s < 1 ||
+	if (c->machines < 1 || c->first < 0 || !(c->days > 0) || c->dt_s < 1 ||
 	    c->lot < 1 || c->max_order < c->lot || 3600 % c->dt_s != 0 ||
 	    c->report_s % c->dt_s != 0) {
 		snprintf(err, errlen,

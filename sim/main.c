@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,15 +45,31 @@ static void usage(FILE *o)
 	        "The model and its figures: docs/economics.md.\n");
 }
 
-static int num(const char *s, double lo, double hi, double *out)
+/* A number in lo..hi; `whole`: an integer. strtod also reads "nan",
+ * "inf" and hex floats: a NaN passed every range check (--days nan
+ * crashed in calloc, --machines nan ran on a cast of NaN), so only finite
+ * values are numbers here. */
+static int num(const char *s, double lo, double hi, int whole, double *out)
 {
 	char *end;
 	errno = 0;
 	double v = strtod(s, &end);
-	if (errno || end == s || *end || v < lo || v > hi)
+	if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi ||
+	    (whole && v != floor(v)))
 		return -1;
 	*out = v;
 	return 0;
+}
+
+/* Opens an output file before the run, so that a path that cannot be
+ * written is said at once, not after minutes of simulation. */
+static FILE *open_out(const char *path)
+{
+	FILE *f = path ? fopen(path, "w") : NULL;
+	if (path && !f)
+		fprintf(stderr, "ramex-fleet: cannot write %s: %s\n", path,
+		        strerror(errno));
+	return f;
 }
 
 static double clock_s(clockid_t id)
@@ -95,27 +112,27 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		i++;
-		if (!strcmp(a, "--machines") && num(v, 1, 1e6, &d) == 0)
+		if (!strcmp(a, "--machines") && num(v, 1, 1e6, 1, &d) == 0)
 			c.machines = (int)d;
-		else if (!strcmp(a, "--first") && num(v, 0, 1e6, &d) == 0)
+		else if (!strcmp(a, "--first") && num(v, 0, 1e6, 1, &d) == 0)
 			c.first = (int)d;
-		else if (!strcmp(a, "--days") && num(v, 0.01, 366, &d) == 0)
+		else if (!strcmp(a, "--days") && num(v, 0.01, 366, 0, &d) == 0)
 			c.days = d;
-		else if (!strcmp(a, "--seed") && num(v, 0, 1e15, &d) == 0)
+		else if (!strcmp(a, "--seed") && num(v, 0, 1e15, 1, &d) == 0)
 			c.seed = (uint64_t)d;
-		else if (!strcmp(a, "--step") && num(v, 1, 3600, &d) == 0)
+		else if (!strcmp(a, "--step") && num(v, 1, 3600, 1, &d) == 0)
 			c.dt_s = (int64_t)d;
-		else if (!strcmp(a, "--threads") && num(v, 1, 64, &d) == 0)
+		else if (!strcmp(a, "--threads") && num(v, 1, 64, 1, &d) == 0)
 			c.threads = (int)d;
-		else if (!strcmp(a, "--pressure") && num(v, 0, 100, &d) == 0)
+		else if (!strcmp(a, "--pressure") && num(v, 0, 100, 0, &d) == 0)
 			c.pressure_ppm = (int64_t)(d * 10000);
-		else if (!strcmp(a, "--tmo-target") && num(v, 0.0001, 50, &d) == 0)
+		else if (!strcmp(a, "--tmo-target") && num(v, 0.0001, 50, 0, &d) == 0)
 			c.tmo_target = d / 100;
 		else if (!strcmp(a, "--agent-stall-value") &&
-		         num(v, 0, 1e15, &d) == 0) {
+		         num(v, 0, 1e15, 1, &d) == 0) {
 			c.strat.stall_value = (int64_t)d;
 			c.stall_value_per_gib = 0;
-		} else if (!strcmp(a, "--stall-value") && num(v, 0, 1e12, &d) == 0)
+		} else if (!strcmp(a, "--stall-value") && num(v, 0, 1e12, 1, &d) == 0)
 			c.stall_value_per_gib = (int64_t)d;
 		else if (!strcmp(a, "--source") && !strcmp(v, "mglru"))
 			c.costs.source = WL_MGLRU;
@@ -127,6 +144,11 @@ int main(int argc, char **argv)
 			svg = v;
 		else if (!strcmp(a, "--policies")) {
 			char buf[128];
+			if (strlen(v) >= sizeof buf) {
+				fprintf(stderr,
+				        "ramex-fleet: --policies is too long\n");
+				return 2;
+			}
 			snprintf(buf, sizeof buf, "%s", v);
 			np = 0;
 			for (char *s = strtok(buf, ","); s; s = strtok(NULL, ",")) {
@@ -140,6 +162,12 @@ int main(int argc, char **argv)
 				}
 				pol[np++] = p;
 			}
+			if (np == 0) {
+				fprintf(stderr,
+				        "ramex-fleet: --policies names none "
+				        "(static, tmo, market, oracle)\n");
+				return 2;
+			}
 		} else {
 			fprintf(stderr, "ramex-fleet: bad option or value: %s %s\n",
 			        a, v);
@@ -148,6 +176,16 @@ int main(int argc, char **argv)
 		}
 	}
 
+	if (3600 % c.dt_s != 0) {
+		fprintf(stderr,
+		        "ramex-fleet: --step %lld does not divide an hour "
+		        "(3600 s): 1, 2, 3, 4, 5, 6, 10, 15, 20, 30, 60 ... \n",
+		        (long long)c.dt_s);
+		return 2;
+	}
+	FILE *jf = open_out(json), *sf = open_out(svg);
+	if ((json && !jf) || (svg && !sf))
+		return 1;
 	struct fleet_result r[FLEET_NPOLICIES];
 	double total = 0, total_cpu = 0;
 	int bad = 0;
@@ -175,24 +213,21 @@ int main(int argc, char **argv)
 	        total, np * c.machines * c.days / (total > 0 ? total : 1e-9),
 	        total_cpu);
 	report_table(stdout, &c, r, np);
-	FILE *f;
-	if (json) {
-		if (!(f = fopen(json, "w"))) {
-			fprintf(stderr, "ramex-fleet: cannot write %s: %s\n", json,
-			        strerror(errno));
+	if (jf) {
+		report_json(jf, &c, r, np);
+		if (fclose(jf) != 0) {
+			fprintf(stderr, "ramex-fleet: cannot write %s: %s\n",
+			        json, strerror(errno));
 			return 1;
 		}
-		report_json(f, &c, r, np);
-		fclose(f);
 	}
-	if (svg) {
-		if (!(f = fopen(svg, "w"))) {
-			fprintf(stderr, "ramex-fleet: cannot write %s: %s\n", svg,
-			        strerror(errno));
+	if (sf) {
+		report_svg(sf, &c, r, np);
+		if (fclose(sf) != 0) {
+			fprintf(stderr, "ramex-fleet: cannot write %s: %s\n",
+			        svg, strerror(errno));
 			return 1;
 		}
-		report_svg(f, &c, r, np);
-		fclose(f);
 	}
 	for (int i = 0; i < np; i++)
 		fleet_result_free(&r[i]);

@@ -12,7 +12,7 @@ INSTALL_BIN += $(BUILD)/bin/ramexctl
 # sanitizer builds of both programs. The harness list is spelled out here
 # because this fragment is included before exchange/ramexd.mk.
 CTL_HARNESS := tests/integration/ramexd_harness.c tests/integration/testdb.c \
-  common/sign.c
+  common/sign.c tests/integration/fake_http.c
 $(call integration_test,test_ramexctl,tests/integration/test_ramexctl.c \
   $(CTL_HARNESS),libcurl jansson libpq libcrypto)
 $(BUILD)/san/bin/test_ramexctl: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramexctl

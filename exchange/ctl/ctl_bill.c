@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const char *const usage_cols[] = {
     "id",   "node_id",         "epoch",         "seq",          "contract_id",
@@ -116,15 +117,21 @@ int ctl_bill_invoices_show(struct ctl_ctx *x, struct ctl_opts *o)
 }
 
 /* Writes `len` bytes to `path` through a temporary file renamed into
- * place, so a reader never sees half an export. */
+ * place, so a reader never sees half an export. A path that is there and
+ * is not a regular file (a device, a pipe, a link: /dev/stdout) is written
+ * as it is: renamed over, --output /dev/null made root's /dev/null a
+ * regular file (found from outside, with /dev/full, whose "disk full"
+ * went unsaid). */
 static int write_file(const char *path, const char *data, size_t len)
 {
 	char tmp[1100];
+	struct stat st;
+	int direct = lstat(path, &st) == 0 && !S_ISREG(st.st_mode);
 	if (snprintf(tmp, sizeof tmp, "%s.part", path) >= (int)sizeof tmp) {
 		fprintf(stderr, "%s: the file name is too long\n", ctl_prog);
 		return CTL_USAGE;
 	}
-	FILE *f = fopen(tmp, "w");
+	FILE *f = fopen(direct ? path : tmp, "w");
 	if (!f)
 		goto fail;
 	if (fwrite(data, 1, len, f) != len || fflush(f) != 0) {
@@ -133,13 +140,14 @@ static int write_file(const char *path, const char *data, size_t len)
 	}
 	if (fclose(f) != 0)
 		goto fail_unlink;
-	if (rename(tmp, path) != 0)
+	if (!direct && rename(tmp, path) != 0)
 		goto fail_unlink;
 	return CTL_OK;
 fail_unlink:
 	fprintf(stderr, "%s: could not write %s: %s\n", ctl_prog, path,
 	        strerror(errno));
-	remove(tmp);
+	if (!direct)
+		remove(tmp);
 	return CTL_USAGE;
 fail:
 	fprintf(stderr, "%s: could not write %s: %s\n", ctl_prog, path,

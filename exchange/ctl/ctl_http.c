@@ -55,6 +55,7 @@ enum ctl_exit ctl_http_call(const struct ctl_http *c, const char *method,
 	struct curl_slist *h = NULL;
 	char url[2048], auth[512], accept[128], idem[160];
 	CURL *cu = NULL;
+	int not_json = 0;
 	memset(r, 0, sizeof *r);
 	size_t ul = strlen(c->url);
 	while (ul > 0 && c->url[ul - 1] == '/')
@@ -117,16 +118,21 @@ enum ctl_exit ctl_http_call(const struct ctl_http *c, const char *method,
 	if (r->body && *r->body && (r->status >= 400 || !c->accept)) {
 		json_error_t je;
 		r->json = json_loads(r->body, 0, &je);
-		if (!r->json)
+		if (!r->json) {
 			snprintf(r->err, sizeof r->err,
 			         "the server's reply is not JSON: %s", je.text);
+			/* a 2xx that is not JSON is no answer of ramexd's
+			 * (a proxy's page, a broken reply cut short): it
+			 * printed nothing and exited 0 */
+			not_json = r->status < 300;
+		}
 	}
 fail:
 	free(b.p);
 	curl_slist_free_all(h);
 	if (cu)
 		curl_easy_cleanup(cu);
-	return ctl_http_exit(r->status);
+	return not_json ? CTL_UNREACHABLE : ctl_http_exit(r->status);
 }
 
 void ctl_http_resp_free(struct ctl_http_resp *r)

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 /* ---- the table of commands --------------------------------------------- */
@@ -259,7 +260,9 @@ static void help(FILE *f, const char *group)
 	        "is no\n"
 	        "     whole number from 1, or a number option such as --limit "
 	        "that is\n"
-	        "     not a whole number; told before any request)\n"
+	        "     not a whole number; told before any request), or the "
+	        "output\n"
+	        "     could not be written (a full disk)\n"
 	        "  3  the server could not be reached, or failed (5xx)\n"
 	        "  4  authentication or permission refused (401, 403)\n"
 	        "  5  a check found a problem (ledger check)\n");
@@ -282,6 +285,12 @@ static int read_config(const char *path, int must, char *url, size_t ul,
 	}
 	while (fgets(line, sizeof line, f)) {
 		n++;
+		if (!strchr(line, '\n') && !feof(f)) {
+			fprintf(stderr, "%s: %s:%d: line longer than %zu bytes\n",
+			        ctl_prog, path, n, sizeof line - 2);
+			fclose(f);
+			return -1;
+		}
 		char *s = line, *eq, *k, *v, *e;
 		while (*s == ' ' || *s == '\t')
 			s++;
@@ -318,7 +327,63 @@ static int read_config(const char *path, int must, char *url, size_t ul,
 			return -1;
 		}
 	}
+	/* a directory opens and then fails to read (EISDIR): say so, not
+	 * run on without its settings */
+	if (ferror(f)) {
+		fprintf(stderr, "%s: could not read %s: %s\n", ctl_prog, path,
+		        strerror(errno));
+		fclose(f);
+		return -1;
+	}
 	fclose(f);
+	return 0;
+}
+
+/* The URL and token as they will be sent, checked before any request:
+ * an ftp:// URL or a token with a line end in it went out as they were
+ * (the token's newline split the Authorization header, and the server's
+ * answer was "not JSON"). `from` says where each came from. */
+static int check_url_token(const char *url, const char *url_from,
+                           const char *tok, const char *tok_from)
+{
+	if (strncasecmp(url, "http://", 7) != 0 &&
+	    strncasecmp(url, "https://", 8) != 0)
+		return ctl_usage_error("the URL \"%s\" (%s) must start with "
+		                       "http:// or https://",
+		                       url, url_from);
+	CURLU *u = curl_url();
+	char *host = NULL;
+	int ok = u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+	         curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+	         host && *host;
+	curl_free(host);
+	curl_url_cleanup(u);
+	if (!ok)
+		return ctl_usage_error("the URL \"%s\" (%s) is not a URL like "
+		                       "http://HOST:PORT",
+		                       url, url_from);
+	for (const unsigned char *c = (const unsigned char *)url; *c; c++)
+		if (*c <= ' ' || *c >= 0x7f)
+			return ctl_usage_error(
+			    "the URL (%s) has a space, a line end or a byte "
+			    "outside ASCII in it",
+			    url_from);
+	for (const unsigned char *c = (const unsigned char *)tok; *c; c++)
+		if (*c <= ' ' || *c >= 0x7f)
+			return ctl_usage_error(
+			    "the token (%s) has a space, a line end or a byte "
+			    "outside ASCII in it: give it without them",
+			    tok_from);
+	return 0;
+}
+
+/* Copies a setting; one that does not fit is an error, not cut short. */
+static int setting(char *dst, size_t len, const char *v, const char *what)
+{
+	if (strlen(v) >= len)
+		return ctl_usage_error("%s is longer than %zu bytes", what,
+		                       len - 1);
+	snprintf(dst, len, "%s", v);
 	return 0;
 }
 
@@ -360,14 +425,33 @@ int main(int argc, char **argv)
 		if (read_config(cfg, 0, url, sizeof url, tok, sizeof tok))
 			return CTL_USAGE;
 	}
-	if (getenv("RAMEX_URL") && *getenv("RAMEX_URL"))
-		snprintf(url, sizeof url, "%s", getenv("RAMEX_URL"));
-	if (getenv("RAMEX_TOKEN") && *getenv("RAMEX_TOKEN"))
-		snprintf(tok, sizeof tok, "%s", getenv("RAMEX_TOKEN"));
-	if (flag_url)
-		snprintf(url, sizeof url, "%s", flag_url);
-	if (flag_tok)
-		snprintf(tok, sizeof tok, "%s", flag_tok);
+	const char *url_from = config ? config
+	                              : "~/.config/ramex/ctl.conf or the "
+	                                "default",
+	           *tok_from = config ? config : "~/.config/ramex/ctl.conf";
+	if (getenv("RAMEX_URL") && *getenv("RAMEX_URL")) {
+		if (setting(url, sizeof url, getenv("RAMEX_URL"), "RAMEX_URL"))
+			return CTL_USAGE;
+		url_from = "RAMEX_URL";
+	}
+	if (getenv("RAMEX_TOKEN") && *getenv("RAMEX_TOKEN")) {
+		if (setting(tok, sizeof tok, getenv("RAMEX_TOKEN"),
+		            "RAMEX_TOKEN"))
+			return CTL_USAGE;
+		tok_from = "RAMEX_TOKEN";
+	}
+	if (flag_url) {
+		if (setting(url, sizeof url, flag_url, "--url"))
+			return CTL_USAGE;
+		url_from = "--url";
+	}
+	if (flag_tok) {
+		if (setting(tok, sizeof tok, flag_tok, "--token"))
+			return CTL_USAGE;
+		tok_from = "--token";
+	}
+	if (check_url_token(url, url_from, tok, tok_from))
+		return CTL_USAGE;
 	x.http.url = url;
 	x.http.token = tok;
 
@@ -410,5 +494,13 @@ int main(int argc, char **argv)
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	int rc = c->run(&x, &o);
 	curl_global_cleanup();
+	/* what was printed reached its file: an export to a full disk
+	 * (ramexctl usage export > f) was cut short and exited 0 */
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, "%s: could not write the output: %s\n",
+		        ctl_prog, strerror(errno));
+		if (rc == CTL_OK)
+			rc = CTL_USAGE;
+	}
 	return rc;
 }

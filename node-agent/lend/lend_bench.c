@@ -672,6 +672,31 @@ static int wakeup_floor(const char *name, int64_t ops, int awake)
 	return rc;
 }
 
+static void usage_text(FILE *f)
+{
+	fprintf(f,
+	        "usage: ramex-lend-bench (--lender HOST:PORT --contract ID "
+	        "--secret-file F [--tls-ca F]\n"
+	        "                         | --nbd-unix PATH | --blockdev PATH)\n"
+	        "         [--pages N (1024)] [--ops N (2000)] [--name NAME] "
+	        "[--qd N (1..128)]\n"
+	        "         [--stream-mib M [--bs BYTES]] [--recall-pid PID] "
+	        "[--keep-awake N]\n"
+	        "         [--trickle HOST:PORT [--trickle-peers N] "
+	        "[--trickle-ms MS]]\n"
+	        "       ramex-lend-bench --relay HOST:PORT --relay-port-file F "
+	        "[--delay-us N]\n"
+	        "       ramex-lend-bench --wakeup-floor [--ops N] "
+	        "[--keep-awake N]\n"
+	        "Writes then reads --ops random 4 KiB pages through the lend "
+	        "protocol, the NBD\n"
+	        "bridge or a block device (O_DIRECT), and prints p50/p99 and "
+	        "throughput per\n"
+	        "direction. Measures only. What each option does: "
+	        "docs/lending.md and\n"
+	        "bench/50-lending.sh.\n");
+}
+
 int main(int argc, char **argv)
 {
 	const char *lender = NULL, *secret_file = NULL, *ca = NULL;
@@ -712,15 +737,12 @@ int main(int argc, char **argv)
 	    {"--relay-port-file", ARGS_STR, &relay_file, 0, 0, NULL},
 	    {"--delay-us", ARGS_INT, &delay_us, 0, 10000000, NULL},
 	};
-	int parsed = args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
-	                        err, sizeof err);
-	if (parsed != 0) {
-		fprintf(stderr, "bench: %s\n",
-		        parsed < 0
-		            ? err
-		            : "options: see node-agent/lend/lend_bench.c");
-		return parsed < 0 ? 2 : 0;
-	}
+	int done =
+	    args_done(args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
+	                         err, sizeof err),
+	              "ramex-lend-bench", err, usage_text);
+	if (done >= 0)
+		return done;
 	signal(SIGPIPE, SIG_IGN);
 	if (relay_to)
 		return relay(relay_to, relay_file, delay_us);

@@ -105,11 +105,16 @@ static int accept_one(const char *unix_path, const char *hostport, char *err,
 			snprintf(err, errlen, "--listen wants HOST:PORT");
 			return -1;
 		}
-		lfd = lend_tcp_listen(host, port, NULL, err, errlen);
+		lfd = lend_tcp_listen(host, port, &port, err, errlen);
 		if (lfd < 0)
 			return -1;
+		/* the port bound (--listen 127.0.0.1:0 takes a free one) */
+		log_info("bridge waits for one NBD client", "host=%s port=%d",
+		         host, port);
 	}
-	log_info("bridge waits for one NBD client", NULL);
+	if (unix_path)
+		log_info("bridge waits for one NBD client", "path=%s",
+		         unix_path);
 	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 	close(lfd);
 	if (fd < 0)
@@ -177,6 +182,20 @@ int main(int argc, char **argv)
 		log_warn("plain TCP to a lender off loopback, as told: this "
 		         "node's pages cross the network in clear",
 		         "lender=%s", lender);
+	}
+	/* NBD has no authentication: whoever reaches the export reads and
+	 * writes the borrowed pages (this node's swapped memory). Found from
+	 * outside: --listen 0.0.0.0:PORT served it on every interface. */
+	if (listen_at) {
+		char lh[256];
+		int lp;
+		if (hostport_split(listen_at, lh, sizeof lh, &lp) < 0)
+			return usage("--listen wants 127.0.0.1:PORT");
+		if (!lend_host_is_loopback(lh))
+			return usage("--listen must be a loopback address "
+			             "(127.0.0.1:PORT): NBD has no "
+			             "authentication, so anyone who reaches "
+			             "it reads and writes this node's pages");
 	}
 	if (lend_args_secret(secret_file, secret, err, sizeof err) < 0) {
 		log_error("cannot start", "why=\"%s\"", err);

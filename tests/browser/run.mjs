@@ -77,10 +77,17 @@ const market = name => ({
 async function buildWorld()
 {
 	const sfx = Date.now().toString(36);
-	W.team = await must(ADMIN, 'POST', '/v1/teams', {name: `web-${sfx}`});
+	// the team and the operator have the longest names there may be (63
+	// characters, no hyphen to break at): every layout test below also
+	// checks that a long name neither pushes a page sideways nor hides a
+	// table's figures (a 63-character team name made the pages at 390 px
+	// scroll sideways, and an operator's pushed the billing summary's
+	// amounts out of its box at 1280 px)
+	const long = p => p + 'x'.repeat(63 - p.length);
+	W.team = await must(ADMIN, 'POST', '/v1/teams', {name: long(`web${sfx}`)});
 	W.nodeA = await must(ADMIN, 'POST', '/v1/nodes', {name: `web-a-${sfx}`, team_id: W.team.id});
 	W.nodeB = await must(ADMIN, 'POST', '/v1/nodes', {name: `web-b-${sfx}`, team_id: W.team.id});
-	W.op = await must(ADMIN, 'POST', '/v1/accounts', {name: `web-op-${sfx}`, kind: 'operator'});
+	W.op = await must(ADMIN, 'POST', '/v1/accounts', {name: long(`webop${sfx}`), kind: 'operator'});
 	W.trader = (await must(ADMIN, 'POST', '/v1/tokens', {name: `web-trader-${sfx}`, role: 'trader', team_id: W.team.id})).token;
 	W.operator = (await must(ADMIN, 'POST', '/v1/tokens', {name: `web-operator-${sfx}`, role: 'operator', account_id: W.op.id})).token;
 	W.finance = (await must(ADMIN, 'POST', '/v1/tokens', {name: `web-finance-${sfx}`, role: 'finance'})).token;

@@ -12,7 +12,8 @@ group, as it does for a person) and checks:
   - the terminal is as it was: its settings (stty -g) unchanged and the
     shell's process group its foreground group again;
   - nothing of the demo runs on: no process whose command line names the
-    demo's folder or its PostgreSQL cluster, no postmaster.pid left.
+    demo's folder or its PostgreSQL cluster, no postmaster.pid left;
+  - a second `make demo` started meanwhile is refused and says why.
 
 Usage: ctrlc.py ROOT OUTDIR. Prints "ok ..."/"not ok ..." lines and last
 "N passed, M failed". The demo stops by itself after RAMEX_DEMO_SECONDS
@@ -97,6 +98,15 @@ try:
 except OSError:
     pass
 if saw_banner:
+    # A second demo in the same tree is refused at once and leaves the
+    # first alone (it destroyed the first's PostgreSQL and var/demo/:
+    # the first then printed no summary, which the checks below see).
+    second = subprocess.run(['make', '--no-print-directory', 'demo'], cwd=ROOT, stdin=subprocess.DEVNULL,
+                            env=dict(env, RAMEX_DEMO_SECONDS='5'), capture_output=True, text=True, timeout=300)
+    said = second.stdout + second.stderr
+    check('a second make demo in the same tree is refused, saying why',
+          second.returncode != 0 and 'another make demo runs in this tree' in said,
+          f'exit {second.returncode}: {said[-300:]}')
     time.sleep(2)
     os.write(fd, b'\x03')
 t1 = time.monotonic()

@@ -45,6 +45,7 @@
 
 #include "node-agent/spool.h"
 #include "tests/integration/agent_harness.h"
+#include "tests/integration/fake_http.h"
 #include "tests/integration/ramexd_harness.h"
 #include "tests/integration/testdb.h"
 
@@ -882,6 +883,87 @@ START_TEST(bad_exchange_url_is_a_config_error)
 }
 END_TEST
 
+/* An exchange that answers whoami with something other than 401 or 403:
+ * a 503 (ramexd while its PostgreSQL is away, a proxy during a restart) or
+ * a 200 that names no account (exchange_url at another web server). Found
+ * from outside: the agent exited at start ("the exchange refused this
+ * node's key (503 ...): check key_id and secret_file"), or asked again
+ * every sample in silence. It must keep running, say once what it got,
+ * and stop cleanly. The fake exchange answers every request alike. */
+static int log_count(const char *path, const char *what)
+{
+	char line[2048];
+	int n = 0;
+	FILE *f = fopen(path, "r");
+	while (f && fgets(line, sizeof line, f))
+		n += strstr(line, what) != NULL;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+START_TEST(whoami_unanswered_is_no_refusal)
+{
+	static const char *const answers[] = {
+	    "HTTP/1.1 503 Service Unavailable\r\nContent-Type: "
+	    "application/problem+json\r\nContent-Length: 45\r\nConnection: "
+	    "close\r\n\r\n{\"title\":\"database unavailable\",\"status\":503}",
+	    "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: "
+	    "22\r\nConnection: close\r\n\r\n<html>not ramex</html>"};
+	static const char *const leaf[] = {"agent-whoami-503",
+	                                   "agent-whoami-html"};
+	for (int i = 0; i < 2; i++) {
+		struct fake_http f;
+		struct agh_agent A;
+		fake_http_start(&f, answers[i]);
+		agh_init(&A, leaf[i], "nk_0000000000000000",
+		         "rxs_0000000000000000", f.port, 65536, 8192, NULL);
+		agh_start(&A);
+		AGH_WAIT_FOR(log_count(A.log, "did not say who this node is"),
+		             "%s: not said; see %s", leaf[i], A.log);
+		agh_sleep_ms(2500); /* more samples: still running, said once */
+		ck_assert_msg(log_count(A.log, "did not say who this node is") ==
+		                  1,
+		              "%s: said more than once; see %s", leaf[i], A.log);
+		ck_assert_msg(!log_count(A.log, "refused this node"),
+		              "%s: taken for a refusal; see %s", leaf[i], A.log);
+		int st = agh_signal(&A, SIGTERM);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		              "%s: the agent did not run on (status %d); see %s",
+		              leaf[i], st, A.log);
+		fake_http_stop(&f);
+	}
+}
+END_TEST
+
+/* An event stream that the exchange (or a proxy) answers 200 and ends at
+ * once is reopened after 1, 2, 4 ... s, not every second: found from
+ * outside, the agent reopened it every second for ever, two log lines and
+ * a contract listing each time. Over 8 s: at most 5 opens (1+2+4 s of
+ * waits between the first four), not 8. */
+START_TEST(event_stream_that_ends_backs_off)
+{
+	struct fake_http f;
+	struct agh_agent A;
+	fake_http_start(&f, "HTTP/1.1 200 OK\r\nContent-Type: "
+	                    "text/event-stream\r\nContent-Length: 0\r\n"
+	                    "Connection: close\r\n\r\n");
+	agh_init(&A, "agent-events-end", "nk_0000000000000000",
+	         "rxs_0000000000000000", f.port, 65536, 8192, NULL);
+	agh_start(&A);
+	AGH_WAIT_FOR(log_count(A.log, "event stream open"),
+	             "the stream never opened; see %s", A.log);
+	agh_sleep_ms(8000);
+	int n = log_count(A.log, "event stream open");
+	ck_assert_msg(n >= 2 && n <= 5, "opened %d times in 8 s; see %s", n,
+	              A.log);
+	int st = agh_signal(&A, SIGTERM);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d; see %s",
+	              st, A.log);
+	fake_http_stop(&f);
+}
+END_TEST
+
 START_TEST(help_is_complete)
 {
 	char bin[512], cmd[700], out[65536];
@@ -978,6 +1060,8 @@ int main(void)
 	tcase_add_test(t, help_is_complete);
 	tcase_add_test(t, secret_file_errors_say_why);
 	tcase_add_test(t, bad_exchange_url_is_a_config_error);
+	tcase_add_test(t, whoami_unanswered_is_no_refusal);
+	tcase_add_test(t, event_stream_that_ends_backs_off);
 	tcase_add_test(t, status_file_unwritable_is_logged);
 	tcase_add_test(t, trade_deliver_recall_report);
 	tcase_add_test(t, people_and_the_agent);

@@ -16,10 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/integration/fake_http.h"
 #include "tests/integration/ramexd_harness.h"
 
 extern char **environ;
@@ -445,6 +447,72 @@ START_TEST(exit_codes)
 END_TEST
 
 /* Flags win over the environment, which wins over the config file. */
+/* The URL and the token are checked before anything is sent: a usage
+ * error, exit 2, naming where the value came from (found from outside: an
+ * ftp:// or malformed URL was exit 3 "could not reach", a token with a
+ * line end split the Authorization header and the server's 400 read "not
+ * JSON", a --config that is a directory was read as empty). No server is
+ * needed: nothing is sent. */
+START_TEST(url_and_token_are_checked)
+{
+	static const struct {
+		const char *url, *tok, *env, *says;
+	} cases[] = {
+	    {"ftp://127.0.0.1:1", "rx_1", NULL, "must start with http://"},
+	    {"http://[::1", "rx_1", NULL, "is not a URL"},
+	    {"http://", "rx_1", NULL, "is not a URL"},
+	    {"http://127.0.0.1:1", "rx_1\nX-Evil: 1", NULL, "(--token) has"},
+	    {"http://127.0.0.1:1", NULL, "RAMEX_TOKEN=rx_1\r", "(RAMEX_TOKEN)"},
+	    {NULL, "rx_1", "RAMEX_URL=http://127.0.0.1:1 /", "(RAMEX_URL)"},
+	};
+	struct run r;
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		const char *env[] = {cases[i].env, NULL};
+		if (!cases[i].url)
+			ctl_env(&r, env, "--token", cases[i].tok, "whoami",
+			        NULL);
+		else if (!cases[i].tok)
+			ctl_env(&r, env, "--url", cases[i].url, "whoami", NULL);
+		else
+			ctl_env(&r, env, "--url", cases[i].url, "--token",
+			        cases[i].tok, "whoami", NULL);
+		ck_assert_msg(r.rc == 2 && strstr(r.err, cases[i].says),
+		              "case %zu: %d %s", i, r.rc, r.err);
+		run_free(&r);
+	}
+	ctl_env(&r, NULL, "--config", "/", "whoami", NULL);
+	ck_assert_msg(r.rc == 2 && strstr(r.err, "Is a directory"), "%d %s",
+	              r.rc, r.err);
+	run_free(&r);
+}
+END_TEST
+
+/* A 2xx whose body is not JSON is no answer: exit 3 and the reason (found
+ * from outside: a proxy's page, or a reply cut short, printed nothing and
+ * exited 0, as if the list were empty). */
+START_TEST(a_reply_that_is_not_json_fails)
+{
+	static const char *const answers[] = {
+	    "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: "
+	    "22\r\nConnection: close\r\n\r\n<html>not ramex</html>",
+	    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+	    "Content-Length: 10\r\nConnection: close\r\n\r\n{\"items\":["};
+	for (int i = 0; i < 2; i++) {
+		struct fake_http f;
+		struct run r;
+		char u[64];
+		fake_http_start(&f, answers[i]);
+		snprintf(u, sizeof u, "http://127.0.0.1:%d", f.port);
+		ctl_env(&r, NULL, "--url", u, "--token", "rx_1", "orders",
+		        "list", NULL);
+		ck_assert_msg(r.rc == 3 && strstr(r.err, "not JSON"),
+		              "answer %d: %d %s", i, r.rc, r.err);
+		run_free(&r);
+		fake_http_stop(&f);
+	}
+}
+END_TEST
+
 START_TEST(config_precedence)
 {
 	struct run r;
@@ -768,6 +836,34 @@ START_TEST(contracts_and_billing)
 	ck_assert_int_eq(r.rc, 2);
 	ck_assert_ptr_nonnull(strstr(r.err, "could not write"));
 	run_free(&r);
+	/* an --output that is not a regular file is written through, not
+	 * renamed over (found from outside: --output /dev/full replaced
+	 * root's /dev/full with a regular file and said "wrote"); a link
+	 * stands here for the device, which a test may not risk */
+	char link[600], real[600];
+	snprintf(real, sizeof real, "%s.real", csv);
+	snprintf(link, sizeof link, "%s.link", csv);
+	remove(real);
+	remove(link);
+	ck_assert_int_eq(symlink(real, link), 0);
+	ctl(&r, w.finance_token, "invoices", "csv", inv, "--output", link);
+	ck_assert_msg(r.rc == 0, "csv to a link: %d %s", r.rc, r.err);
+	run_free(&r);
+	struct stat lst;
+	ck_assert_int_eq(lstat(link, &lst), 0);
+	ck_assert_msg(S_ISLNK(lst.st_mode), "the link was replaced by a file");
+	ck_assert_int_eq(stat(real, &lst), 0);
+	ck_assert_int_eq((long)lst.st_size, (long)n);
+	/* and printed output that cannot be written (a full disk) is an
+	 * error, not a cut export and exit 0 */
+	char cmd[1800], bin[512];
+	ctl_path(bin, sizeof bin);
+	snprintf(cmd, sizeof cmd,
+	         "%s --url %s --token %s invoices csv %s >/dev/full 2>/dev/null",
+	         bin, url, w.finance_token, inv);
+	int st = system(cmd);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2,
+	              "to a full disk: status %d", st);
 
 	ctl(&r, w.finance_token, "--json", "usage", "export", "--from", tmonth,
 	    "--to", tmonth);
@@ -921,6 +1017,8 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, trade_flow);
 	tcase_add_test(tc, exit_codes);
+	tcase_add_test(tc, url_and_token_are_checked);
+	tcase_add_test(tc, a_reply_that_is_not_json_fails);
 	tcase_add_test(tc, config_precedence);
 	tcase_add_test(tc, contracts_and_billing);
 	tcase_add_test(tc, errors_name_the_options);

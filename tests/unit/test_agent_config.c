@@ -164,6 +164,27 @@ START_TEST(check_catches_nonsense)
 		ck_assert_msg(config_check(&c, err, sizeof err) == 0, "%s: %s",
 		              good[i], err);
 	}
+	/* names that go into request paths and headers (found from outside:
+	 * spot_market = "a b" or bytes outside ASCII were taken and every
+	 * request for the book failed with nothing naming the setting) */
+	const char *bad_market[] = {"a b", "../orders", "spot?x=1", "\xff\xfe",
+	                            "", ".."};
+	for (size_t i = 0; i < sizeof bad_market / sizeof bad_market[0]; i++) {
+		config_default(&c);
+		strcpy(c.strat.spot_market, bad_market[i]);
+		ck_assert_int_eq(config_check(&c, err, sizeof err), -1);
+		ck_assert_msg(strstr(err, "spot_market must be a market's name"),
+		              "%s: %s", bad_market[i], err);
+	}
+	config_default(&c);
+	strcpy(c.strat.perm_market, "perm 2027");
+	ck_assert_int_eq(config_check(&c, err, sizeof err), -1);
+	ck_assert(strstr(err, "perm_market"));
+	strcpy(c.strat.perm_market, "perm-2027");
+	ck_assert_int_eq(config_check(&c, err, sizeof err), 0);
+	strcpy(c.key_id, "nk_1\r");
+	ck_assert_int_eq(config_check(&c, err, sizeof err), -1);
+	ck_assert(strstr(err, "key_id has"));
 	const char *bad[] = {"10.0.0.7", "::1:7100", "[::1]", "host:99999"};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		config_default(&c);

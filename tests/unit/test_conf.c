@@ -100,6 +100,27 @@ START_TEST(bad_lines_say_where)
 }
 END_TEST
 
+/* Found from outside: a NUL in a line cut its value short in silence
+ * ("colour = red\0x" read as "red"), and a file saved with a UTF-8
+ * byte-order mark was refused as "expected key = value" at line 1. */
+START_TEST(nul_bytes_and_a_bom)
+{
+	static const char nul[] = "size = 1\ncolour = red\0blue\nsize = 2\n";
+	memset(&rec, 0, sizeof rec);
+	FILE *f = fmemopen((void *)nul, sizeof nul - 1, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(conf_read_stream(f, "t.conf", rec_set, &rec, &e), -1);
+	fclose(f);
+	ck_assert_int_eq(e.code, CONF_SYNTAX);
+	ck_assert_msg(strstr(e.msg, "t.conf:2: a NUL byte"), "%s", e.msg);
+	ck_assert_int_eq(read_text("\xEF\xBB\xBFsize = 3\n"), 0);
+	ck_assert_int_eq(rec.n, 1);
+	ck_assert_str_eq(rec.key[0], "size");
+	/* only at the start of the file */
+	ck_assert_int_eq(read_text("size = 3\n\xEF\xBB\xBF" "colour = red\n"), -1);
+}
+END_TEST
+
 START_TEST(unknown_keys_and_bad_values_come_from_the_table)
 {
 	ck_assert_int_eq(read_text("colour = red\nweight = 3\n"), -1);
@@ -166,6 +187,7 @@ int main(void)
 	tcase_add_test(t, the_last_line_needs_no_newline);
 	tcase_add_test(t, quotes_keep_hashes_and_spaces);
 	tcase_add_test(t, bad_lines_say_where);
+	tcase_add_test(t, nul_bytes_and_a_bom);
 	tcase_add_test(t, unknown_keys_and_bad_values_come_from_the_table);
 	tcase_add_test(t, a_key_set_twice_is_refused);
 	tcase_add_test(t, huge_lines_and_keys_are_refused);

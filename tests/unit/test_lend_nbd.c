@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "node-agent/lend/lend_args.h"
@@ -888,6 +889,70 @@ START_TEST(keep_awake_spins_only_while_busy)
 }
 END_TEST
 
+/* ramex-lend-nbd serves NBD, which has no authentication, so its --listen
+ * is loopback only (found from outside: --listen 0.0.0.0:PORT served the
+ * borrowed pages to the whole network). A usage error, exit 2, that says
+ * why; nothing listens. */
+START_TEST(nbd_listen_off_loopback_is_refused)
+{
+	static const char *const at[] = {"0.0.0.0:0", "[::]:0",
+	                                 "192.0.2.7:10809"};
+	const char *b = getenv("RAMEX_BUILD");
+	for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+		char cmd[1200], out[4096];
+		snprintf(cmd, sizeof cmd,
+		         "%s/san/bin/ramex-lend-nbd --lender 127.0.0.1:9 "
+		         "--contract 7 --secret-file /nonexistent --listen "
+		         "'%s' 2>&1",
+		         b && *b ? b : "build", at[i]);
+		FILE *p = popen(cmd, "r");
+		ck_assert_ptr_nonnull(p);
+		size_t n = fread(out, 1, sizeof out - 1, p);
+		out[n] = 0;
+		int st = pclose(p);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2,
+		              "--listen %s: status %d: %s", at[i], st, out);
+		ck_assert_msg(strstr(out, "must be a loopback address"),
+		              "--listen %s: %s", at[i], out);
+	}
+}
+END_TEST
+
+/* Each lending program's --help says how to call it (found from outside:
+ * ramex-lend-bench --help said "options: see node-agent/lend/lend_bench.c",
+ * a file a person who installed it does not have). */
+START_TEST(lend_programs_help_names_their_options)
+{
+	static const struct {
+		const char *prog, *must[4];
+	} progs[] = {
+	    {"ramex-lend-bench", {"--lender", "--nbd-unix", "--blockdev",
+	                          "--wakeup-floor"}},
+	    {"ramex-lend-nbd", {"--lender", "--attach", "--listen-unix",
+	                        "--secret-file"}},
+	    {"ramex-lend-server", {"--contract", "--pages", "--listen",
+	                           "--secret-file"}},
+	};
+	const char *b = getenv("RAMEX_BUILD");
+	for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
+		char cmd[1024], out[8192];
+		snprintf(cmd, sizeof cmd, "%s/san/bin/%s --help 2>&1",
+		         b && *b ? b : "build", progs[i].prog);
+		FILE *p = popen(cmd, "r");
+		ck_assert_ptr_nonnull(p);
+		size_t n = fread(out, 1, sizeof out - 1, p);
+		out[n] = 0;
+		int st = pclose(p);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		              "%s --help: status %d", progs[i].prog, st);
+		for (int k = 0; k < 4; k++)
+			ck_assert_msg(strstr(out, progs[i].must[k]),
+			              "%s --help does not name %s: %s",
+			              progs[i].prog, progs[i].must[k], out);
+	}
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("lend_nbd");
@@ -908,6 +973,8 @@ static Suite *suite(void)
 	tcase_add_test(t, nbd_silent_lender_gives_eio);
 	tcase_add_test(t, nbd_refused_write_spares_staged_data);
 	tcase_add_test(t, keep_awake_spins_only_while_busy);
+	tcase_add_test(t, nbd_listen_off_loopback_is_refused);
+	tcase_add_test(t, lend_programs_help_names_their_options);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -190,6 +190,16 @@ export function notices(banner)
 	};
 }
 
+// A name for a table cell. Names may be 63 characters without a space
+// or hyphen (a team, an account): one that long wraps inside a column of
+// its own width (.long-name) instead of pushing a table's figures out of
+// its box; a short one stays on one line, as it was.
+export function nameText(name)
+{
+	const s = name === null || name === undefined ? '' : String(name);
+	return s.length > 20 ? el('span', {class: 'long-name'}, s) : s;
+}
+
 // Fills a <tbody> with rows, or one row saying `empty`.
 export function fillRows(tbody, rows, cols, empty)
 {

@@ -12,7 +12,7 @@
 
 import uPlot from '../vendor/uPlot.esm.js';
 
-import {all, api, el, fillRows, fitRows, mountSession, raw, roleProblem, say} from './api.js';
+import {all, api, el, fillRows, fitRows, mountSession, nameText, raw, roleProblem, say} from './api.js';
 import {axisSize, uplotTip} from './charttip.js';
 import * as fmt from './fmt.js';
 
@@ -161,7 +161,7 @@ async function loadSummary(from, to, by)
 			sum.spend += fmt.big(r.spend ?? 0);
 			sum.revenue += fmt.big(r.revenue ?? 0);
 			sum.credits += fmt.big(r.offline_credits ?? 0);
-			return el('tr', {}, el('td', {}, rowMonth(r)), el('td', {}, rowKey(r, by)),
+			return el('tr', {}, el('td', {}, rowMonth(r)), el('td', {}, nameText(rowKey(r, by))),
 			          moneyCell(r.spend), moneyCell(r.revenue),
 			          pyCell(r, 'bought'), pyCell(r, 'sold'), moneyCell(r.offline_credits));
 		});
@@ -196,7 +196,7 @@ async function loadInvoices(from, to, status)
 			open.addEventListener('click', () => openInvoice(inv.id));
 			return el('tr', {'data-invoice': inv.id, class: current === inv.id ? 'selected' : null},
 			          el('td', {}, inv.id),
-			          el('td', {}, accountName(inv)),
+			          el('td', {}, nameText(accountName(inv))),
 			          el('td', {}, monthStr(inv.year, inv.month)),
 			          el('td', {}, inv.status),
 			          el('td', {class: 'num'}, typeof inv.lines === 'number' ? inv.lines : ''),

@@ -6,7 +6,7 @@
 // cancelled what and why, its fills and its contracts, kept fresh by the
 // event stream. Accounts are shown by name, their id on hover.
 
-import {api, el, fillRows, mountSession, notices, roleProblem, say} from './api.js';
+import {api, el, fillRows, mountSession, nameText, notices, roleProblem, say} from './api.js';
 import {openEvents} from './events.js';
 import * as fmt from './fmt.js';
 
@@ -236,7 +236,7 @@ function acctCell(id, name)
 		return el('td', {}, '');
 	noteName(id, name);
 	const n = names.get(Number(id));
-	return el('td', {title: `account ${id}`}, n || `#${id}`);
+	return el('td', {title: `account ${id}`}, n ? nameText(n) : `#${id}`);
 }
 
 // Who placed or cancelled an order: "you", "agent of NODE" or a person
@@ -431,7 +431,7 @@ async function loadNodes()
 		             n.trading_paused ? 'Resume' : 'Pause');
 		b.addEventListener('click', () => setPaused(n, !n.trading_paused, b));
 		return el('tr', {'data-node': n.id, 'data-paused': n.trading_paused ? 'yes' : 'no'},
-		          el('td', {title: `account ${n.id}`}, n.name), el('td', {title: `team ${n.team_id}`}, n.team_name || ''),
+		          el('td', {title: `account ${n.id}`}, nameText(n.name)), el('td', {title: `team ${n.team_id}`}, nameText(n.team_name)),
 		          automationCell(n), el('td', {}, may ? b : ''));
 	});
 	fillRows($('nodes').tBodies[0], rows, 4, me && me.role === 'operator' ? 'no nodes' : 'no nodes in your team');
