@@ -90,7 +90,7 @@ int lend_server_open(struct lend_server *s, const struct lend_server_config *c,
 	         (unsigned long long)c->contract, (long long)c->pages,
 	         lend_store_kind_name(s->store.kind),
 	         s->store.kind == LEND_STORE_RAMEX || s->store.locked, s->port,
-	         c->tls != NULL, c->keep_awake, s->qos.open);
+	         c->tls != NULL, c->keep_awake, c->idle_poll);
 	return 0;
 fail:
 	lend_server_close(s);
