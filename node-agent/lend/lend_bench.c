@@ -10,6 +10,8 @@
  * For each it writes then reads --ops random 4 KiB pages of the first
  * --pages pages, one at a time, and prints one line per direction:
  *   PATH_NAME write p50_us=.. p99_us=.. ops_s=.. mib_s=..
+ * (--gap-us N: N us of sleep after each, a borrower whose faults come
+ * apart; ops_s then counts the sleeps too)
  * With --qd N (N > 1) it keeps N requests in flight instead (the NBD socket
  * driven by a sender and a receiver thread, as the kernel's nbd driver
  * does; N threads on a file; N lend requests through lend_client_submit):
@@ -114,7 +116,7 @@ static int op(struct target *t, int write, uint64_t page, uint8_t *buf)
 }
 
 static int run(struct target *t, const char *name, int write, int64_t pages,
-               int64_t ops, uint8_t *buf)
+               int64_t ops, uint8_t *buf, int64_t gap_us)
 {
 	int64_t *lat = malloc((size_t)ops * sizeof *lat);
 	uint64_t x = 88172645463325252u;
@@ -135,6 +137,11 @@ static int run(struct target *t, const char *name, int write, int64_t pages,
 			return -1;
 		}
 		lat[i] = now_ns() - s;
+		if (gap_us > 0) {
+			struct timespec g = {gap_us / 1000000,
+			                     gap_us % 1000000 * 1000};
+			nanosleep(&g, NULL);
+		}
 	}
 	int64_t total = now_ns() - t0;
 	qsort(lat, (size_t)ops, sizeof *lat, cmp64);
@@ -695,7 +702,7 @@ int main(int argc, char **argv)
 	const char *trickle_at = NULL, *relay_to = NULL, *relay_file = NULL;
 	struct trickle tr = {0};
 	int floor_only = 0;
-	int64_t awake = 0, idle_poll = 0;
+	int64_t awake = 0, idle_poll = 0, gap_us = 0;
 	char host[256], err[256];
 	int port;
 	struct target t = {.fd = -1};
@@ -719,6 +726,7 @@ int main(int argc, char **argv)
 	    {"--wakeup-floor", ARGS_FLAG, &floor_only, 0, 0, NULL},
 	    {"--keep-awake", ARGS_INT, &awake, 0, LEND_AWAKE_MAX_THREADS, NULL},
 	    {"--idle-poll", ARGS_INT, &idle_poll, 0, 1, NULL},
+	    {"--gap-us", ARGS_INT, &gap_us, 0, 1000000, NULL},
 	    {"--trickle", ARGS_STR, &trickle_at, 0, 0, NULL},
 	    {"--trickle-peers", ARGS_INT, &trickle_peers, 1, 64, NULL},
 	    {"--trickle-ms", ARGS_INT, &trickle_ms, 1, 60000, NULL},
@@ -827,8 +835,8 @@ int main(int argc, char **argv)
 		snprintf(what, sizeof what, "randread-qd%d", (int)qd);
 		rc |= qrun(&t, name, what, 0, (int)qd, ops, 4096, pages, 1) < 0;
 	} else {
-		rc = run(&t, name, 1, pages, ops, buf) < 0 ||
-		     run(&t, name, 0, pages, ops, buf) < 0;
+		rc = run(&t, name, 1, pages, ops, buf, gap_us) < 0 ||
+		     run(&t, name, 0, pages, ops, buf, gap_us) < 0;
 	}
 	if (trickle_at) {
 		trickle_stop(&tr, name);
