@@ -271,10 +271,10 @@ int main(int argc, char **argv)
 	lend_meter_format(&r, line, sizeof line);
 	log_info("bridge ends",
 	         "end=%s nbd_reads=%lld nbd_writes=%lld nbd_errors=%lld "
-	         "meter=\"%s\"",
+	         "idle_poll_holds=%lld meter=\"%s\"",
 	         names[end], (long long)bridge.st.reads,
 	         (long long)bridge.st.writes, (long long)bridge.st.errors,
-	         line);
+	         (long long)bridge.qos.holds, line);
 	lend_args_write_meter(meter_file, &r);
 	rc = end == LEND_BRIDGE_LOST     ? 3
 	     : end == LEND_BRIDGE_FAILED ? 4

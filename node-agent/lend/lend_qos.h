@@ -45,13 +45,14 @@ struct lend_qos {
 	int open;         /* fd is ours (a zeroed struct is off) */
 	int held;         /* the request says 0 µs now */
 	int64_t until_ns; /* release at this CLOCK_MONOTONIC time */
-	int64_t holds;    /* busy transitions (for tests and the log) */
+	int64_t holds;    /* busy spells begun (tests; the end's log line) */
 	char err[200];    /* why it is off, when it could not start */
 };
 
-/* Opens `path` (NULL: LEND_QOS_PATH). On failure logs once, in words an
- * operator can act on, why idle polling is off, keeps that in q->err and
- * returns -1: the caller goes on without it (busy and idle do nothing). */
+/* Opens `path` (NULL: LEND_QOS_PATH) for a zeroed or stopped q. On
+ * failure logs once, in words an operator can act on, why idle polling is
+ * off, keeps that in q->err and returns -1: the caller goes on without it
+ * (busy and idle then do nothing). */
 int lend_qos_start(struct lend_qos *q, const char *path);
 /* Requests are in flight: hold 0 µs until now + LEND_QOS_LINGER_US. */
 void lend_qos_busy(struct lend_qos *q);

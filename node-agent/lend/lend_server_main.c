@@ -189,8 +189,11 @@ int main(int argc, char **argv)
 	struct lend_meter_report r = lend_server_report(&srv);
 	char line[512];
 	lend_meter_format(&r, line, sizeof line);
-	log_info("lender ends", "end=%s auth_failures=%lld meter=\"%s\"",
-	         names[end], (long long)srv.auth_failures, line);
+	log_info("lender ends",
+	         "end=%s auth_failures=%lld idle_poll_holds=%lld "
+	         "meter=\"%s\"",
+	         names[end], (long long)srv.auth_failures,
+	         (long long)srv.qos.holds, line);
 	lend_args_write_meter(meter_file, &r);
 	lend_server_close(&srv);
 	lend_tls_ctx_free(cfg.tls);

@@ -56,20 +56,32 @@ static void *br_main(void *arg)
 }
 
 /* A bridge to `port`'s lender whose replies may take up to timeout_ms,
- * with `awake` keep-awake threads; returns the NBD client's end. */
-static int br_start_awake(struct br *x, int port, int64_t timeout_ms, int awake)
+ * with `awake` keep-awake threads, not yet running (options that must be
+ * set before it runs go between br_init and br_go). */
+static void br_init(struct br *x, int port, int64_t timeout_ms, int awake)
 {
-	int sv[2];
 	ck_assert_int_eq(lend_client_connect(&x->c, "127.0.0.1", port, NULL, 7,
 	                                     secret_a, 2000),
 	                 0);
 	x->c.reply_timeout_ms = timeout_ms;
 	ck_assert_int_eq(lend_bridge_init(&x->b, &x->c, "ramex"), 0);
 	ck_assert_int_eq(lend_bridge_keep_awake(&x->b, awake), 0);
+}
+
+/* Runs the bridge in a thread; returns the NBD client's end. */
+static int br_go(struct br *x)
+{
+	int sv[2];
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	x->fd = sv[0];
 	pthread_create(&x->thr, NULL, br_main, x);
 	return sv[1];
+}
+
+static int br_start_awake(struct br *x, int port, int64_t timeout_ms, int awake)
+{
+	br_init(x, port, timeout_ms, awake);
+	return br_go(x);
 }
 
 static int br_start_timeout(struct br *x, int port, int64_t timeout_ms)
@@ -953,8 +965,9 @@ START_TEST(idle_poll_held_only_while_in_flight)
 		return;
 	int64_t before = qos_baseline();
 	fake_start(&f, FAKE_SILENT, N);
-	int fd = br_start_timeout(&y, f.port, 1500);
+	br_init(&y, f.port, 1500, 0);
 	ck_assert_int_eq(lend_bridge_idle_poll(&y.b, NULL), 0);
+	int fd = br_go(&y);
 	ck_assert_int_eq(
 	    lend_nbd_client_handshake(fd, "", &size, &fl, err, sizeof err), 0);
 	/* idle so far: nothing asked */
@@ -1053,7 +1066,7 @@ START_TEST(idle_poll_unavailable_is_reported_not_fatal)
 	unlink(tmpl);
 
 	srv_start(&x, 7, secret_a, 64, NULL, 1000);
-	int fd = br_start(&y, x.s.port);
+	br_init(&y, x.s.port, LEND_CLIENT_REPLY_TIMEOUT_MS, 0);
 	/* the log (stderr) into a file while the bridge is asked */
 	fflush(stderr);
 	int saved = dup(2);
@@ -1075,6 +1088,7 @@ START_TEST(idle_poll_unavailable_is_reported_not_fatal)
 	              "%s", log);
 	ck_assert_msg(!strstr(at + 1, "level=warn"), "logged twice: %s", log);
 	/* and the bridge works on without it */
+	int fd = br_go(&y);
 	ck_assert_int_eq(
 	    lend_nbd_client_handshake(fd, "", &size, &fl, err, sizeof err), 0);
 	fill(w, 1, 5);
