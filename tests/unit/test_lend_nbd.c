@@ -966,7 +966,8 @@ START_TEST(idle_poll_held_only_while_in_flight)
 	int64_t before = qos_baseline();
 	fake_start(&f, FAKE_SILENT, N);
 	br_init(&y, f.port, 1500, 0);
-	ck_assert_int_eq(lend_bridge_idle_poll(&y.b, NULL), 0);
+	ck_assert_msg(lend_bridge_idle_poll(&y.b, NULL) == 0, "%s",
+	              y.b.qos.err);
 	int fd = br_go(&y);
 	ck_assert_int_eq(
 	    lend_nbd_client_handshake(fd, "", &size, &fl, err, sizeof err), 0);
@@ -1022,7 +1023,7 @@ START_TEST(idle_poll_lender_holds_while_requests_come)
 	memcpy(cfg.secret, secret_a, LEND_SECRET_LEN);
 	ck_assert_msg(lend_server_open(&x.s, &cfg, err, sizeof err) == 0, "%s",
 	              err);
-	ck_assert_int_eq(x.s.qos.open, 1);
+	ck_assert_msg(x.s.qos.open, "%s", x.s.qos.err);
 	ck_assert_int_eq(pthread_create(&x.thr, NULL, srv_main, &x), 0);
 	ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", x.s.port, NULL, 7,
 	                                     secret_a, 2000),
