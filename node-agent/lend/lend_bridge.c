@@ -676,8 +676,8 @@ enum lend_bridge_end lend_bridge_run(struct lend_bridge *b)
 			lend_awake_busy(&b->awake);
 			lend_qos_busy(&b->qos);
 		}
-		/* idle polling ends a linger after the last request: wake
-		 * for it (no wait at all while requests come) */
+		/* idle polling ends a linger after the last request: the
+		 * wait below ends by then to release it */
 		int64_t rel = lend_qos_idle(&b->qos);
 		/* requests already read ahead are served without a wait */
 		int ahead = nbd_buffered(b) >= LEND_NBD_REQ_LEN &&
