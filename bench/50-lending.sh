@@ -36,6 +36,10 @@
 #   RAMEX_BENCH_SLOW_US (1000: how late the slow lender's replies arrive)
 #   RAMEX_BENCH_KEEP_AWAKE (the number of cores, at most 8: the bridge's
 #   --keep-awake threads in the runs that name them "awake")
+# The runs named "idlepoll" hold the CPU latency limit at 0 us while reads
+# are in flight (the bridge's --idle-poll 1; the limit is the whole
+# machine's, so on loopback it serves the lender too); they need root and
+# /dev/cpu_dma_latency, and say so when they cannot.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BDIR=${RAMEX_BUILD:-$ROOT/build} # absolute; guest.sh wants BUILD relative
@@ -109,6 +113,12 @@ load
 "$BIN/ramex-lend-bench" --wakeup-floor --ops 100000 --name floor | sed 's/^/  /'
 "$BIN/ramex-lend-bench" --wakeup-floor --ops 100000 --keep-awake "$AWAKE" \
   --name floor-awake | sed 's/^/  /'
+# idle polling (lend_qos) alternated with plain floors: the machine is shared
+for k in 1 2; do
+  "$BIN/ramex-lend-bench" --wakeup-floor --ops 100000 --idle-poll 1 \
+    --name floor-idlepoll 2>&1 | sed 's/^/  /'
+  "$BIN/ramex-lend-bench" --wakeup-floor --ops 100000 --name floor | sed 's/^/  /'
+done
 lender 3 $SPAGES
 load
 timeout 300 "$BIN/ramex-lend-bench" --lender 127.0.0.1:$port --contract 3 \
@@ -153,6 +163,26 @@ for k in 1 2; do
   i=0; while [[ ! -S $work/nbd4p$k.sock ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)); done
   load
   timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4p$k.sock" --pages $SPAGES \
+    --ops "$OPS" --qd 32 --name nbd-qd | sed 's/^/  /'
+done
+# idle polling (--idle-poll 1, lend_qos) alternated with plain runs likewise
+for k in 1 2; do
+  "$BIN/ramex-lend-nbd" --lender 127.0.0.1:$port --contract 4 \
+    --secret-file "$work/secret" --listen-unix "$work/nbd4i$k.sock" \
+    --idle-poll 1 >/dev/null 2>"$work/bridge4i$k.log" &
+  pids+=($!)
+  i=0; while [[ ! -S $work/nbd4i$k.sock ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)); done
+  load
+  timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4i$k.sock" --pages $SPAGES \
+    --ops "$OPS" --qd 32 --name nbd-qd-idlepoll | sed 's/^/  /'
+  grep -o 'msg="idle polling is off[^"]*".*' "$work/bridge4i$k.log" | head -1 | sed 's/^/  (not polled: /; s/$/)/'
+  "$BIN/ramex-lend-nbd" --lender 127.0.0.1:$port --contract 4 \
+    --secret-file "$work/secret" --listen-unix "$work/nbd4q$k.sock" \
+    >/dev/null 2>"$work/bridge4q$k.log" &
+  pids+=($!)
+  i=0; while [[ ! -S $work/nbd4q$k.sock ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)); done
+  load
+  timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4q$k.sock" --pages $SPAGES \
     --ops "$OPS" --qd 32 --name nbd-qd | sed 's/^/  /'
 done
 

@@ -141,6 +141,8 @@ static int lend_serve(struct agent *a, struct held *h, int64_t now_ms)
 		lendsup_arg(c, "--plaintext");
 	lendsup_arg(c, "--keep-awake");
 	lendsup_arg(c, "%lld", (long long)a->cfg.lend_keep_awake);
+	lendsup_arg(c, "--idle-poll");
+	lendsup_arg(c, "%d", a->cfg.lend_idle_poll ? 1 : 0);
 	/* root may lock its memory; a lender must not page for its
 	 * borrower (docs/lending.md, the swap path's headroom) */
 	if (geteuid() == 0)
@@ -208,6 +210,8 @@ static int lend_borrow(struct agent *a, struct held *h, int64_t now_ms)
 	lendsup_arg(c, "%lld", (long long)a->cfg.lend_reply_timeout_ms);
 	lendsup_arg(c, "--keep-awake");
 	lendsup_arg(c, "%lld", (long long)a->cfg.lend_keep_awake);
+	lendsup_arg(c, "--idle-poll");
+	lendsup_arg(c, "%d", a->cfg.lend_idle_poll ? 1 : 0);
 	if (!strcmp(a->cfg.lend_borrow_mode, "listen")) {
 		/* NBD on loopback for user space and tests; the port goes
 		 * to lend-nbd-ID.port for whoever connects */

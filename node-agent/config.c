@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "node-agent/core/simload.h"
 #include "node-agent/lend/lend_client.h" /* LEND_CLIENT_REPLY_TIMEOUT_MS */
+#include "node-agent/lend/lend_qos.h"    /* LEND_QOS_DEFAULT */
 
 #include <errno.h>
 #include <stdint.h>
@@ -166,6 +167,12 @@ static const struct setting settings[] = {
       "other task wants) while requests are in flight, so that their "
       "wakeups do not wait for a halted core; 0 (default) spends no idle "
       "CPU on it"),
+    B("lend_idle_poll", lend_idle_poll,
+      "bridge (borrower) and lend server (lender) hold the CPU latency "
+      "limit at 0 us while requests are in flight and 1 ms after "
+      "(/dev/cpu_dma_latency, root): idle cores poll instead of halting, "
+      "so a request's wakeups find them running; costs idle CPU (power, "
+      "host CPU on a VM) only while lending is busy"),
     I("window_s", est.window_ns, 1000000000, 1, 86400,
       "working-set window: touched within it = working"),
     I("fault_cost_us", est.fault_cost_ns, 1000, 1, 10000,
@@ -250,6 +257,7 @@ void config_default(struct agent_config *c)
 	strcpy(c->lend_borrow_mode, "attach");
 	strcpy(c->lend_nbd_device, "/dev/nbd0");
 	c->lend_reply_timeout_ms = LEND_CLIENT_REPLY_TIMEOUT_MS;
+	c->lend_idle_poll = LEND_QOS_DEFAULT;
 	wsest_config_default(&c->est);
 	strategy_config_default(&c->strat);
 	probe_config_default(&c->prb);

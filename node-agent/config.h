@@ -67,6 +67,9 @@ struct agent_config {
 	/* SCHED_IDLE threads keeping cores out of idle while requests are in
 	 * flight (--keep-awake of ramex-lend-nbd and ramex-lend-server) */
 	int64_t lend_keep_awake;
+	/* the CPU latency limit held at 0 µs while requests are in flight,
+	 * so idle cores poll instead of halting (--idle-poll of both) */
+	int lend_idle_poll;
 	struct wsest_config est;
 	struct strategy_config strat;
 	int probe; /* active probing through memory.reclaim or memory.high */

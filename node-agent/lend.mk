@@ -6,7 +6,7 @@ LEND_SRC := node-agent/lend/lend_proto.c node-agent/lend/lend_conn.c \
   node-agent/lend/lend_meter.c node-agent/lend/lend_store.c \
   node-agent/lend/lend_server.c node-agent/lend/lend_client.c \
   node-agent/lend/lend_nbd.c node-agent/lend/lend_bridge.c \
-  node-agent/lend/lend_awake.c \
+  node-agent/lend/lend_awake.c node-agent/lend/lend_qos.c \
   node-agent/lend/lend_args.c node-agent/lend/lend_mem.c common/log.c \
   common/hostport.c $(ARGS_SRC)
 

@@ -21,6 +21,9 @@
  * nothing in flight past the linger every thread sleeps on a condition
  * variable: an idle borrower costs nothing.
  *
+ * lend_qos.h reaches the same end through the kernel (idle cores poll
+ * while a CPU latency limit of 0 µs is held), without a thread of ours.
+ *
  * Owns its threads, their mutex and condition variable. lend_awake_busy
  * is called by one thread (the bridge's loop); it makes no system call
  * unless the spinners are asleep.

@@ -10,6 +10,8 @@
  * For each it writes then reads --ops random 4 KiB pages of the first
  * --pages pages, one at a time, and prints one line per direction:
  *   PATH_NAME write p50_us=.. p99_us=.. ops_s=.. mib_s=..
+ * (--gap-us N: N us of sleep after each, a borrower whose faults come
+ * apart; ops_s then counts the sleeps too)
  * With --qd N (N > 1) it keeps N requests in flight instead (the NBD socket
  * driven by a sender and a receiver thread, as the kernel's nbd driver
  * does; N threads on a file; N lend requests through lend_client_submit):
@@ -38,7 +40,10 @@
  *                    wakeups, the least any path between processes pays:
  *                    PATH_NAME wakeup-rtt p50_us=.. p99_us=..
  *                    With --keep-awake N, N lend_awake threads (what
- *                    ramex-lend-nbd --keep-awake runs) spin meanwhile.
+ *                    ramex-lend-nbd --keep-awake runs) spin meanwhile;
+ *                    with --idle-poll 1 the CPU latency request is held
+ *                    at 0 us meanwhile (lend_qos, ramex-lend-nbd
+ *                    --idle-poll 1): idle cores poll instead of halting.
  * Measures only; never judges.
  */
 #include <errno.h>
@@ -64,6 +69,7 @@
 #include "node-agent/lend/lend_awake.h"
 #include "node-agent/lend/lend_client.h"
 #include "node-agent/lend/lend_nbd.h"
+#include "node-agent/lend/lend_qos.h"
 
 enum mode { M_LEND, M_NBD, M_DEV };
 
@@ -110,7 +116,7 @@ static int op(struct target *t, int write, uint64_t page, uint8_t *buf)
 }
 
 static int run(struct target *t, const char *name, int write, int64_t pages,
-               int64_t ops, uint8_t *buf)
+               int64_t ops, uint8_t *buf, int64_t gap_us)
 {
 	int64_t *lat = malloc((size_t)ops * sizeof *lat);
 	uint64_t x = 88172645463325252u;
@@ -131,6 +137,11 @@ static int run(struct target *t, const char *name, int write, int64_t pages,
 			return -1;
 		}
 		lat[i] = now_ns() - s;
+		if (gap_us > 0) {
+			struct timespec g = {gap_us / 1000000,
+			                     gap_us % 1000000 * 1000};
+			nanosleep(&g, NULL);
+		}
 	}
 	int64_t total = now_ns() - t0;
 	qsort(lat, (size_t)ops, sizeof *lat, cmp64);
@@ -626,9 +637,11 @@ static int relay(const char *to, const char *port_file, int64_t delay_us)
 
 /* ---- the scheduler's floor ------------------------------------------ */
 
-static int wakeup_floor(const char *name, int64_t ops, int awake)
+static int wakeup_floor(const char *name, int64_t ops, int awake,
+                        int idle_poll)
 {
 	struct lend_awake aw;
+	struct lend_qos q = {0};
 	char err[120];
 	int sv[2];
 	int64_t *lat = malloc((size_t)ops * sizeof *lat);
@@ -650,15 +663,22 @@ static int wakeup_floor(const char *name, int64_t ops, int awake)
 		fprintf(stderr, "bench: %s\n", err);
 		rc = -1;
 	}
+	/* a floor said to be polled must be: no device, no figure */
+	if (idle_poll && lend_qos_start(&q, NULL) < 0) {
+		fprintf(stderr, "bench: %s\n", q.err);
+		rc = -1;
+	}
 	for (int64_t i = 0; i < ops && rc == 0; i++) {
 		char c = 'x';
 		lend_awake_busy(&aw);
+		lend_qos_busy(&q);
 		int64_t t0 = now_ns();
 		if (write(sv[0], &c, 1) != 1 || read(sv[0], &c, 1) != 1)
 			rc = -1;
 		lat[i] = now_ns() - t0;
 	}
 	lend_awake_stop(&aw);
+	lend_qos_stop(&q);
 	close(sv[0]);
 	waitpid(pid, NULL, 0);
 	if (rc == 0) {
@@ -707,7 +727,7 @@ int main(int argc, char **argv)
 	const char *trickle_at = NULL, *relay_to = NULL, *relay_file = NULL;
 	struct trickle tr = {0};
 	int floor_only = 0;
-	int64_t awake = 0;
+	int64_t awake = 0, idle_poll = 0, gap_us = 0;
 	char host[256], err[256];
 	int port;
 	struct target t = {.fd = -1};
@@ -730,6 +750,8 @@ int main(int argc, char **argv)
 	    {"--bs", ARGS_INT, &bs, 4096, 1 << 20, NULL},
 	    {"--wakeup-floor", ARGS_FLAG, &floor_only, 0, 0, NULL},
 	    {"--keep-awake", ARGS_INT, &awake, 0, LEND_AWAKE_MAX_THREADS, NULL},
+	    {"--idle-poll", ARGS_INT, &idle_poll, 0, 1, NULL},
+	    {"--gap-us", ARGS_INT, &gap_us, 0, 1000000, NULL},
 	    {"--trickle", ARGS_STR, &trickle_at, 0, 0, NULL},
 	    {"--trickle-peers", ARGS_INT, &trickle_peers, 1, 64, NULL},
 	    {"--trickle-ms", ARGS_INT, &trickle_ms, 1, 60000, NULL},
@@ -747,7 +769,7 @@ int main(int argc, char **argv)
 	if (relay_to)
 		return relay(relay_to, relay_file, delay_us);
 	if (floor_only)
-		return wakeup_floor(name, ops, (int)awake) < 0;
+		return wakeup_floor(name, ops, (int)awake, (int)idle_poll) < 0;
 	uint8_t *buf = aligned_alloc(4096, 4096);
 	if (!buf)
 		return 1;
@@ -835,8 +857,8 @@ int main(int argc, char **argv)
 		snprintf(what, sizeof what, "randread-qd%d", (int)qd);
 		rc |= qrun(&t, name, what, 0, (int)qd, ops, 4096, pages, 1) < 0;
 	} else {
-		rc = run(&t, name, 1, pages, ops, buf) < 0 ||
-		     run(&t, name, 0, pages, ops, buf) < 0;
+		rc = run(&t, name, 1, pages, ops, buf, gap_us) < 0 ||
+		     run(&t, name, 0, pages, ops, buf, gap_us) < 0;
 	}
 	if (trickle_at) {
 		trickle_stop(&tr, name);

@@ -46,6 +46,12 @@ int lend_bridge_keep_awake(struct lend_bridge *b, int threads)
 	return lend_awake_start(&b->awake, threads, b->err, sizeof b->err);
 }
 
+int lend_bridge_idle_poll(struct lend_bridge *b, const char *path)
+{
+	lend_qos_stop(&b->qos);
+	return lend_qos_start(&b->qos, path);
+}
+
 static void wake(struct lend_bridge *b, char c)
 {
 	(void)!write(b->wake[1], &c, 1);
@@ -666,8 +672,13 @@ enum lend_bridge_end lend_bridge_run(struct lend_bridge *b)
 		flush_replies(b);
 		/* replies are due (or NBD requests wait for their turn): keep
 		 * a core awake for the wakeups that bring them */
-		if (c->inflight > 0 || b->slots_used > 0)
+		if (c->inflight > 0 || b->slots_used > 0) {
 			lend_awake_busy(&b->awake);
+			lend_qos_busy(&b->qos);
+		}
+		/* idle polling ends a linger after the last request: the
+		 * wait below ends by then to release it */
+		int64_t rel = lend_qos_idle(&b->qos);
 		/* requests already read ahead are served without a wait */
 		int ahead = nbd_buffered(b) >= LEND_NBD_REQ_LEN &&
 		            b->slots_used < LEND_BRIDGE_SLOTS;
@@ -681,6 +692,8 @@ enum lend_bridge_end lend_bridge_run(struct lend_bridge *b)
 		int64_t dl = lend_client_deadline_ms(c), until = next_tick;
 		if (dl >= 0 && dl < until)
 			until = dl;
+		if (rel >= 0 && now + rel < until)
+			until = now + rel;
 		int n = poll(p, 3,
 		             until > now && !ahead ? (int)(until - now) : 0);
 		if (n < 0 && errno != EINTR) {
@@ -781,6 +794,7 @@ void lend_bridge_free(struct lend_bridge *b)
 		pthread_join(b->swapoff_thr, NULL);
 	b->attach_started = b->swapoff_started = b->swapon_started = 0;
 	lend_awake_stop(&b->awake);
+	lend_qos_stop(&b->qos);
 	int *fds[] = {&b->fd, &b->kernel_fd, &b->dev_fd, &b->wake[0],
 	              &b->wake[1]};
 	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++) {

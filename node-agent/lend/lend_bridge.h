@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #include "node-agent/lend/lend_awake.h"
+#include "node-agent/lend/lend_qos.h"
 #include "node-agent/lend/lend_client.h"
 #include "node-agent/lend/lend_nbd.h"
 
@@ -115,6 +116,9 @@ struct lend_bridge {
 	/* cores kept out of idle while requests are in flight (off
 	 * unless lend_bridge_keep_awake asked for threads) */
 	struct lend_awake awake;
+	/* the CPU latency request held at 0 µs while requests are in
+	 * flight (off unless lend_bridge_idle_poll turned it on) */
+	struct lend_qos qos;
 	void (*on_tick)(const struct lend_meter_report *r, void *arg);
 	void *arg;
 	char err[240];
@@ -127,6 +131,11 @@ int lend_bridge_init(struct lend_bridge *b, struct lend_client *client,
  * of idle while requests are in flight; 0 leaves them off. Returns 0, or
  * -1 with err. */
 int lend_bridge_keep_awake(struct lend_bridge *b, int threads);
+/* Idle polling (lend_qos.h): idle cores poll instead of halting while
+ * requests are in flight. `path` is the latency device (NULL: the
+ * kernel's). Returns 0, or -1 when it cannot be had (logged, and the
+ * reason in b->qos.err): the bridge works on without it. */
+int lend_bridge_idle_poll(struct lend_bridge *b, const char *path);
 /*
  * Connects the export to the kernel's /dev/nbdX (NBD handshake over a
  * socketpair, then NBD_SET_SOCK / NBD_DO_IT in a helper thread). swap_dev is

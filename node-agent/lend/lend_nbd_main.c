@@ -5,7 +5,7 @@
  *       [--tls-ca F] (--attach /dev/nbdX [--swap-device DEV]
  *                     | --listen-unix PATH | --listen 127.0.0.1:PORT)
  *       [--swap-priority N] [--meter-file F] [--ready-file F] [--mlock]
- *       [--reply-timeout-ms N] [--keep-awake N]
+ *       [--reply-timeout-ms N] [--keep-awake N] [--idle-poll 0|1]
  *
  * --mlock keeps the bridge out of memory reclaim (lend_mem.h: mlockall,
  * PR_SET_IO_FLUSHER, oom_score_adj -1000); give it whenever the device is
@@ -20,6 +20,10 @@
  * while requests are in flight and 1 ms after (lend_awake.h), so that the
  * wakeups of a request's way do not wait for an idle core to come back;
  * they take only time no other task wants.
+ * --idle-poll 1 holds the CPU latency request at 0 µs while requests are in
+ * flight and 1 ms after (lend_qos.h): idle cores poll instead of halting,
+ * for the same reason, without a thread of ours. Without the device (not
+ * root, no such kernel) it says so once and the bridge runs on without.
  * On a recall notice, on SIGTERM, or when the lender vanishes, it swaps the
  * device off (moving pages back), releases the contract and exits.
  * Exit status: 0 recalled or disconnected, 3 lender lost, 4 recall failed,
@@ -67,11 +71,16 @@ static void usage_text(FILE *f)
 	        "       [--keep-awake N (default 0, at most %d: threads that "
 	        "keep cores out of idle,\n"
 	        "        under SCHED_IDLE, while requests are in flight)]\n"
+	        "       [--idle-poll 0|1 (default %d: 1 holds the CPU latency "
+	        "request at 0 us while\n"
+	        "        requests are in flight, so idle cores poll instead of "
+	        "halting; needs root)]\n"
 	        "Plain TCP (no --tls-ca) sends this node's pages in clear: it "
 	        "is refused\n"
 	        "unless the lender is a loopback address or --plaintext is "
 	        "given.\n",
-	        LEND_CLIENT_REPLY_TIMEOUT_MS, LEND_AWAKE_MAX_THREADS);
+	        LEND_CLIENT_REPLY_TIMEOUT_MS, LEND_AWAKE_MAX_THREADS,
+	        LEND_QOS_DEFAULT);
 }
 
 static int usage(const char *why)
@@ -137,6 +146,7 @@ int main(int argc, char **argv)
 
 	log_init("lend-nbd", LOG_INFO);
 	int64_t contract_id = 0, prio_v = -1, awake = 0;
+	int64_t idle_poll = LEND_QOS_DEFAULT;
 	const struct args_opt opts[] = {
 	    {"--lender", ARGS_STR, &lender, 0, 0, NULL},
 	    {"--contract", ARGS_INT, &contract_id, 1, INT64_MAX,
@@ -157,6 +167,8 @@ int main(int argc, char **argv)
 	     "--reply-timeout-ms is 1..3600000"},
 	    {"--keep-awake", ARGS_INT, &awake, 0, LEND_AWAKE_MAX_THREADS,
 	     "--keep-awake is 0..8 threads"},
+	    {"--idle-poll", ARGS_INT, &idle_poll, 0, 1,
+	     "--idle-poll is 0 (off) or 1 (on)"},
 	};
 	int done =
 	    args_done(args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
@@ -226,9 +238,10 @@ int main(int argc, char **argv)
 	client.reply_timeout_ms = reply_timeout;
 	log_info("bridge reached its lender",
 	         "lender=%s contract=%llu tls=%d reply_timeout_ms=%lld "
-	         "keep_awake=%lld",
+	         "keep_awake=%lld idle_poll=%lld",
 	         lender, (unsigned long long)contract, tls != NULL,
-	         (long long)reply_timeout, (long long)awake);
+	         (long long)reply_timeout, (long long)awake,
+	         (long long)idle_poll);
 	if (lend_bridge_init(&bridge, &client, "ramex") < 0) {
 		log_error("cannot start", "why=\"%s\"", bridge.err);
 		goto out_client;
@@ -238,6 +251,9 @@ int main(int argc, char **argv)
 		log_error("cannot start", "why=\"%s\"", bridge.err);
 		goto out_bridge;
 	}
+	/* without the device it runs on as before (logged once) */
+	if (idle_poll)
+		(void)lend_bridge_idle_poll(&bridge, NULL);
 	bridge.on_tick = on_tick;
 	bridge.arg = (void *)meter_file;
 	struct sigaction sa = {.sa_handler = on_signal};
@@ -274,10 +290,10 @@ int main(int argc, char **argv)
 	lend_meter_format(&r, line, sizeof line);
 	log_info("bridge ends",
 	         "end=%s nbd_reads=%lld nbd_writes=%lld nbd_errors=%lld "
-	         "meter=\"%s\"",
+	         "idle_poll_holds=%lld meter=\"%s\"",
 	         names[end], (long long)bridge.st.reads,
 	         (long long)bridge.st.writes, (long long)bridge.st.errors,
-	         line);
+	         (long long)bridge.qos.holds, line);
 	lend_args_write_meter(meter_file, &r);
 	rc = end == LEND_BRIDGE_LOST     ? LEND_EXIT_LOST
 	     : end == LEND_BRIDGE_FAILED ? LEND_EXIT_FAILED

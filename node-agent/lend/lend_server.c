@@ -81,13 +81,16 @@ int lend_server_open(struct lend_server *s, const struct lend_server_config *c,
 		goto fail;
 	if (lend_awake_start(&s->awake, c->keep_awake, err, errlen) < 0)
 		goto fail;
+	/* without the device the lender serves as before (logged) */
+	if (c->idle_poll)
+		(void)lend_qos_start(&s->qos, NULL);
 	log_info("lender holds the contract's pages",
 	         "contract=%llu pages=%lld store=%s locked=%d port=%d tls=%d "
-	         "keep_awake=%d",
+	         "keep_awake=%d idle_poll=%d",
 	         (unsigned long long)c->contract, (long long)c->pages,
 	         lend_store_kind_name(s->store.kind),
 	         s->store.kind == LEND_STORE_RAMEX || s->store.locked, s->port,
-	         c->tls != NULL, c->keep_awake);
+	         c->tls != NULL, c->keep_awake, c->idle_poll);
 	return 0;
 fail:
 	lend_server_close(s);
@@ -596,6 +599,7 @@ enum lend_server_end lend_server_run(struct lend_server *s)
 		if (s->conn.fd >= 0 && (lend_conn_pending(&s->conn) > 0 ||
 		                        s->ib_len > s->ib_off)) {
 			lend_awake_busy(&s->awake);
+			lend_qos_busy(&s->qos);
 			if (serve(s) < 0)
 				drop_conn(s, s->conn.err);
 			continue;
@@ -604,6 +608,10 @@ enum lend_server_end lend_server_run(struct lend_server *s)
 		if (s->recalling && !s->released && s->deadline_ms - now < wait)
 			wait = s->deadline_ms - now;
 		wait = handshake_cut(s, now, 0, wait);
+		/* idle polling ends a linger after the last request */
+		int64_t rel = lend_qos_idle(&s->qos);
+		if (rel >= 0 && rel < wait)
+			wait = rel;
 		struct pollfd p[4] = {{.fd = s->wake[0], .events = POLLIN},
 		                      {.fd = s->lfd, .events = POLLIN},
 		                      {.fd = s->conn.fd, .events = POLLIN},
@@ -656,6 +664,7 @@ enum lend_server_end lend_server_run(struct lend_server *s)
 			/* a borrower is at work: its next requests come
 			 * soon; keep a core awake for their wakeup */
 			lend_awake_busy(&s->awake);
+			lend_qos_busy(&s->qos);
 			if (serve(s) < 0)
 				drop_conn(s, s->conn.err);
 		}
@@ -675,6 +684,7 @@ void lend_server_close(struct lend_server *s)
 	}
 	drop_conn(s, "the lender is shutting down");
 	lend_awake_stop(&s->awake);
+	lend_qos_stop(&s->qos);
 	if (s->lfd >= 0)
 		close(s->lfd);
 	for (int i = 0; i < 2; i++) {

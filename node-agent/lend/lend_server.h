@@ -42,6 +42,7 @@
 #include <sys/uio.h>
 
 #include "node-agent/lend/lend_awake.h"
+#include "node-agent/lend/lend_qos.h"
 #include "node-agent/lend/lend_conn.h"
 #include "node-agent/lend/lend_meter.h"
 #include "node-agent/lend/lend_proto.h"
@@ -60,6 +61,7 @@ struct lend_server_config {
 	int handshake_ms;   /* bound on one connection's whole handshake */
 	int plaintext;      /* allow plain TCP off loopback (logged) */
 	int keep_awake;     /* lend_awake threads while serving (0: none) */
+	int idle_poll;      /* lend_qos while serving: idle cores poll */
 	/* called about once a second and once at the end (may be NULL) */
 	void (*on_tick)(const struct lend_meter_report *r, void *arg);
 	void *arg;
@@ -117,6 +119,10 @@ struct lend_server {
 	/* cores kept out of idle while a borrower's requests come (off
 	 * unless cfg.keep_awake) */
 	struct lend_awake awake;
+	/* the CPU latency request held at 0 µs while a borrower's requests
+	 * come (off unless cfg.idle_poll; off too when the device cannot
+	 * be opened, which is logged) */
+	struct lend_qos qos;
 	char err[200];
 };
 

@@ -4,11 +4,14 @@
  *   ramex-lend-server --contract ID --secret-file F --pages N
  *       [--listen 127.0.0.1:0] [--port-file F] [--tls-cert F --tls-key F]
  *       [--store auto|ramex|anon] [--notice-ms MS] [--meter-file F] [--mlock]
- *       [--keep-awake N]
+ *       [--keep-awake N] [--idle-poll 0|1]
  *
  * --mlock keeps the lender out of memory reclaim (lend_mem.h).
  * --keep-awake N (default 0) runs N SCHED_IDLE threads that keep cores out
- * of idle while a borrower's requests come, and 1 ms after (lend_awake.h). SIGUSR1
+ * of idle while a borrower's requests come, and 1 ms after (lend_awake.h).
+ * --idle-poll 1 holds the CPU latency request at 0 µs meanwhile instead
+ * (lend_qos.h: idle cores poll rather than halt; without the device it says
+ * so once and serves on without). SIGUSR1
  * recalls the pages (the agent does this when the exchange says
  * so); SIGTERM stops. The agent daemon embeds lend_server instead.
  */
@@ -49,11 +52,15 @@ static void usage_text(FILE *f)
 	        "       [--keep-awake N (default 0, at most %d: threads that "
 	        "keep cores out of idle,\n"
 	        "        under SCHED_IDLE, while a borrower's requests come)]\n"
+	        "       [--idle-poll 0|1 (default %d: 1 holds the CPU latency "
+	        "request at 0 us while\n"
+	        "        a borrower's requests come, so idle cores poll instead "
+	        "of halting; needs root)]\n"
 	        "Plain TCP (no --tls-cert) carries the borrower's pages in "
 	        "clear: it is refused\n"
 	        "unless --listen is a loopback address or --plaintext is "
 	        "given.\n",
-	        LEND_AWAKE_MAX_THREADS);
+	        LEND_AWAKE_MAX_THREADS, LEND_QOS_DEFAULT);
 }
 
 static int usage(const char *why)
@@ -81,7 +88,7 @@ int main(int argc, char **argv)
 	sigaddset(&early, SIGINT);
 	sigprocmask(SIG_BLOCK, &early, &prev);
 	const char *listen_at = NULL, *store = NULL;
-	int64_t contract = 0, awake = 0;
+	int64_t contract = 0, awake = 0, idle_poll = LEND_QOS_DEFAULT;
 	const struct args_opt opts[] = {
 	    {"--contract", ARGS_INT, &contract, 1, INT64_MAX,
 	     "--contract must be a positive integer"},
@@ -100,6 +107,8 @@ int main(int argc, char **argv)
 	    {"--plaintext", ARGS_FLAG, &cfg.plaintext, 0, 0, NULL},
 	    {"--keep-awake", ARGS_INT, &awake, 0, LEND_AWAKE_MAX_THREADS,
 	     "--keep-awake is 0..8 threads"},
+	    {"--idle-poll", ARGS_INT, &idle_poll, 0, 1,
+	     "--idle-poll is 0 (off) or 1 (on)"},
 	};
 	int done =
 	    args_done(args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
@@ -149,6 +158,7 @@ int main(int argc, char **argv)
 			         "why=\"%s\"", err);
 	}
 	cfg.keep_awake = (int)awake;
+	cfg.idle_poll = (int)idle_poll;
 	cfg.on_tick = on_tick;
 	cfg.arg = (void *)meter_file;
 	if (lend_server_open(&srv, &cfg, err, sizeof err) < 0) {
@@ -179,8 +189,11 @@ int main(int argc, char **argv)
 	struct lend_meter_report r = lend_server_report(&srv);
 	char line[512];
 	lend_meter_format(&r, line, sizeof line);
-	log_info("lender ends", "end=%s auth_failures=%lld meter=\"%s\"",
-	         names[end], (long long)srv.auth_failures, line);
+	log_info("lender ends",
+	         "end=%s auth_failures=%lld idle_poll_holds=%lld "
+	         "meter=\"%s\"",
+	         names[end], (long long)srv.auth_failures,
+	         (long long)srv.qos.holds, line);
 	lend_args_write_meter(meter_file, &r);
 	lend_server_close(&srv);
 	lend_tls_ctx_free(cfg.tls);

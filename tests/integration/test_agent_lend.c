@@ -437,15 +437,17 @@ static void lend_up_tls(const char *db_name, struct rxh *h, struct rxh_world *w,
 	                         "--stall_value=10",
 	                         "--lend_listen=127.0.0.1:0",
 	                         "--lend_keep_awake=2",
+	                         "--lend_idle_poll=yes",
 	                         NULL,
 	                         NULL,
 	                         NULL};
-	/* a reply timeout and keep-awake threads of its own, to see them
-	 * reach the bridge */
+	/* a reply timeout, keep-awake threads and idle polling of its own,
+	 * to see them reach the bridge */
 	const char *b_flags[] = {"--margin_min_pages=8192", "--events=no",
 	                         "--lend_borrow_mode=listen",
 	                         "--lend_reply_timeout_ms=4321",
-	                         "--lend_keep_awake=1", NULL, NULL};
+	                         "--lend_keep_awake=1",
+	                         "--lend_idle_poll=yes", NULL, NULL};
 	if (tls) {
 		char cmd[2600];
 		snprintf(tdir, sizeof tdir, "%s/%s-tls", agh_out_dir(),
@@ -461,9 +463,9 @@ static void lend_up_tls(const char *db_name, struct rxh *h, struct rxh_world *w,
 		         tdir);
 		snprintf(key, sizeof key, "--lend_tls_key=%s/lender.key", tdir);
 		snprintf(ca, sizeof ca, "--lend_tls_ca=%s/lender.crt", tdir);
-		a_flags[5] = cert;
-		a_flags[6] = key;
-		b_flags[5] = ca;
+		a_flags[6] = cert;
+		a_flags[7] = key;
+		b_flags[6] = ca;
 	}
 	char an[80], bn[80];
 	snprintf(an, sizeof an, "%s-a", db_name);
@@ -600,10 +602,14 @@ START_TEST(end_to_end)
 	              path);
 	ck_assert_msg(file_has(path, "keep_awake=1"),
 	              "the bridge did not get lend_keep_awake; see %s", path);
+	ck_assert_msg(file_has(path, "idle_poll=1"),
+	              "the bridge did not get lend_idle_poll; see %s", path);
 	snprintf(path, sizeof path, "%s-lend/lend-server-%lld.log", A.spool,
 	         (long long)id);
 	ck_assert_msg(file_has(path, "keep_awake=2"),
 	              "the lender did not get lend_keep_awake; see %s", path);
+	ck_assert_msg(file_has(path, "idle_poll=1"),
+	              "the lender did not get lend_idle_poll; see %s", path);
 
 	/* the endpoint is the parties' alone, and the lender refuses a
 	 * borrower without the secret */

@@ -3,6 +3,7 @@
  * and errors that say where and why.
  */
 #include "node-agent/config.h"
+#include "node-agent/lend/lend_qos.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -115,6 +116,16 @@ START_TEST(errors_say_where)
 	ck_assert_int_eq(
 	    config_set(&c, "lend_keep_awake", "2", err, sizeof err), 0);
 	ck_assert_int_eq(c.lend_keep_awake, 2);
+	/* idle polling: the default is lend_qos's, a yes/no */
+	ck_assert_int_eq(c.lend_idle_poll, LEND_QOS_DEFAULT);
+	ck_assert_int_eq(
+	    config_set(&c, "lend_idle_poll", "maybe", err, sizeof err), -1);
+	ck_assert_int_eq(
+	    config_set(&c, "lend_idle_poll", "no", err, sizeof err), 0);
+	ck_assert_int_eq(c.lend_idle_poll, 0);
+	ck_assert_int_eq(
+	    config_set(&c, "lend_idle_poll", "yes", err, sizeof err), 0);
+	ck_assert_int_eq(c.lend_idle_poll, 1);
 
 	char *a1[] = {"ramex-agent", "--nope=1", NULL};
 	ck_assert_int_eq(config_args(&c, 2, a1, err, sizeof err), -1);

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,6 +28,7 @@
 #include "node-agent/lend/lend_meter.h"
 #include "node-agent/lend/lend_nbd.h"
 #include "node-agent/lend/lend_proto.h"
+#include "node-agent/lend/lend_qos.h"
 #include "node-agent/lend/lend_server.h"
 #include "tests/unit/lend_fixture.h"
 
@@ -55,20 +57,32 @@ static void *br_main(void *arg)
 }
 
 /* A bridge to `port`'s lender whose replies may take up to timeout_ms,
- * with `awake` keep-awake threads; returns the NBD client's end. */
-static int br_start_awake(struct br *x, int port, int64_t timeout_ms, int awake)
+ * with `awake` keep-awake threads, not yet running (options that must be
+ * set before it runs go between br_init and br_go). */
+static void br_init(struct br *x, int port, int64_t timeout_ms, int awake)
 {
-	int sv[2];
 	ck_assert_int_eq(lend_client_connect(&x->c, "127.0.0.1", port, NULL, 7,
 	                                     secret_a, 2000),
 	                 0);
 	x->c.reply_timeout_ms = timeout_ms;
 	ck_assert_int_eq(lend_bridge_init(&x->b, &x->c, "ramex"), 0);
 	ck_assert_int_eq(lend_bridge_keep_awake(&x->b, awake), 0);
+}
+
+/* Runs the bridge in a thread; returns the NBD client's end. */
+static int br_go(struct br *x)
+{
+	int sv[2];
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	x->fd = sv[0];
 	pthread_create(&x->thr, NULL, br_main, x);
 	return sv[1];
+}
+
+static int br_start_awake(struct br *x, int port, int64_t timeout_ms, int awake)
+{
+	br_init(x, port, timeout_ms, awake);
+	return br_go(x);
 }
 
 static int br_start_timeout(struct br *x, int port, int64_t timeout_ms)
@@ -953,6 +967,216 @@ START_TEST(lend_programs_help_names_their_options)
 }
 END_TEST
 
+/* ---- idle polling ------------------------------------------------- */
+
+/* The system's latency limit before a test holds any: the kernel's "no
+ * limit" unless another program holds one. Another holder at 0 µs (a
+ * bench on a shared machine) would hide ours: wait a while for it to go,
+ * else say so and return -1, the test then checks our own state only. */
+static int64_t qos_baseline(void)
+{
+	int64_t v = lend_qos_system_us(NULL);
+	for (int i = 0; i < 100 && v == 0; i++) {
+		usleep(100000);
+		v = lend_qos_system_us(NULL);
+	}
+	ck_assert_int_ge(v, 0);
+	if (v == 0) {
+		fprintf(stderr, "test_lend_nbd: another program holds the CPU "
+		                "latency limit at 0 us; only the bridge's own "
+		                "state is checked\n");
+		return -1;
+	}
+	return v;
+}
+
+/* Polls the system's limit until it reads `want` (at most ~3 s). */
+static int64_t qos_wait_for(int64_t want)
+{
+	int64_t v = lend_qos_system_us(NULL);
+	for (int i = 0; i < 3000 && v != want; i++) {
+		usleep(1000);
+		v = lend_qos_system_us(NULL);
+	}
+	return v;
+}
+
+static int have_qos_device(void)
+{
+	struct stat st;
+	if (stat(LEND_QOS_PATH, &st) == 0)
+		return 1;
+	fprintf(stderr, "test_lend_nbd: no %s on this kernel: idle polling "
+	                "not tested here\n",
+	        LEND_QOS_PATH);
+	return 0;
+}
+
+/* With --idle-poll the bridge holds the CPU latency limit at 0 µs while
+ * NBD requests are in flight (a lender that takes them and stays silent
+ * keeps them so), and gives it back once nothing is in flight (the lender
+ * timed out, its requests failed), while it still runs: one hold, one
+ * release, not one per request. */
+START_TEST(idle_poll_held_only_while_in_flight)
+{
+	enum { N = 8 };
+	struct fake f;
+	struct br y;
+	char err[200];
+	uint64_t size;
+	uint16_t fl;
+	uint32_t e;
+	if (!have_qos_device())
+		return;
+	int64_t before = qos_baseline();
+	fake_start(&f, FAKE_SILENT, N);
+	br_init(&y, f.port, 1500, 0);
+	ck_assert_msg(lend_bridge_idle_poll(&y.b, NULL) == 0, "%s",
+	              y.b.qos.err);
+	int fd = br_go(&y);
+	ck_assert_int_eq(
+	    lend_nbd_client_handshake(fd, "", &size, &fl, err, sizeof err), 0);
+	/* idle so far: nothing asked */
+	if (before > 0)
+		ck_assert_int_eq(lend_qos_system_us(NULL), before);
+	for (int i = 0; i < N; i++)
+		nbd_send(fd, LEND_NBD_CMD_READ, 100 + i, (uint64_t)i * 4096,
+		         4096, NULL);
+	/* in flight: every idle core is to poll */
+	ck_assert_int_eq(qos_wait_for(0), 0);
+	/* the lender is lost at the reply timeout: all fail, nothing is in
+	 * flight, and a linger later the limit is what it was, the bridge
+	 * still serving its NBD client */
+	for (int i = 0; i < N; i++) {
+		(void)nbd_recv(fd, &e);
+		ck_assert_uint_eq(e, EIO);
+	}
+	if (before > 0)
+		ck_assert_int_eq(qos_wait_for(before), before);
+	else
+		for (int i = 0; i < 3000 && y.b.qos.held; i++)
+			usleep(1000);
+	lend_nbd_client_cmd(fd, LEND_NBD_CMD_DISC, 201, 0, 0, NULL, NULL, &e);
+	ck_assert_int_eq(br_join(&y), LEND_BRIDGE_LOST);
+	ck_assert_int_eq(y.b.qos.holds, 1);
+	ck_assert_int_eq(y.b.qos.held, 0);
+	ck_assert_int_eq(y.b.qos.open, 0); /* freed with the bridge */
+	close(fd);
+	lend_client_close(&y.c);
+	fake_join(&f);
+}
+END_TEST
+
+/* The lender's side (--idle-poll of ramex-lend-server): held while a
+ * borrower's requests come, back to what it was when they stop. */
+START_TEST(idle_poll_lender_holds_while_requests_come)
+{
+	struct srv x;
+	struct lend_client c;
+	char err[256];
+	uint8_t page[LEND_PAGE_SIZE];
+	if (!have_qos_device())
+		return;
+	int64_t before = qos_baseline();
+	struct lend_server_config cfg = {.contract = 7,
+	                                 .pages = 64,
+	                                 .host = "127.0.0.1",
+	                                 .store = LEND_STORE_ANON,
+	                                 .notice_ms = 1000,
+	                                 .handshake_ms = 2000,
+	                                 .idle_poll = 1};
+	memcpy(cfg.secret, secret_a, LEND_SECRET_LEN);
+	ck_assert_msg(lend_server_open(&x.s, &cfg, err, sizeof err) == 0, "%s",
+	              err);
+	ck_assert_msg(x.s.qos.open, "%s", x.s.qos.err);
+	ck_assert_int_eq(pthread_create(&x.thr, NULL, srv_main, &x), 0);
+	ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", x.s.port, NULL, 7,
+	                                     secret_a, 2000),
+	                 0);
+	/* a borrower at work: each reply comes within the lender's linger
+	 * of the request, so right after one the limit reads 0 (a test
+	 * thread that loses its core for a millisecond reads too late:
+	 * it tries again) */
+	int64_t seen = -1;
+	for (int i = 0; i < 200 && seen != 0; i++) {
+		ck_assert_int_eq(lend_client_read(&c, (uint64_t)(i % 64), 1, page),
+		                 0);
+		seen = lend_qos_system_us(NULL);
+	}
+	ck_assert_int_eq(seen, 0);
+	if (before > 0)
+		ck_assert_int_eq(qos_wait_for(before), before);
+	lend_client_close(&c);
+	srv_join(&x, 1);
+	ck_assert_int_ge(x.s.qos.holds, 1);
+	lend_server_close(&x.s);
+	ck_assert_int_eq(x.s.qos.open, 0);
+}
+END_TEST
+
+/* A latency device that cannot be opened (no such file; not root) turns
+ * idle polling off with a reason a person can act on, logged once, and
+ * the bridge serves as before. */
+START_TEST(idle_poll_unavailable_is_reported_not_fatal)
+{
+	struct srv x;
+	struct br y;
+	char err[200], log[4096] = {0};
+	uint64_t size;
+	uint16_t fl;
+	uint32_t e;
+	uint8_t w[4096], r[4096];
+	char tmpl[] = "/tmp/test_lend_nbd_log.XXXXXX";
+	int lfd = mkstemp(tmpl);
+	ck_assert_int_ge(lfd, 0);
+	unlink(tmpl);
+
+	srv_start(&x, 7, secret_a, 64, NULL, 1000);
+	br_init(&y, x.s.port, LEND_CLIENT_REPLY_TIMEOUT_MS, 0);
+	/* the log (stderr) into a file while the bridge is asked */
+	fflush(stderr);
+	int saved = dup(2);
+	ck_assert_int_ge(saved, 0);
+	ck_assert_int_eq(dup2(lfd, 2), 2);
+	int rc = lend_bridge_idle_poll(&y.b, "/nonexistent/cpu_dma_latency");
+	dup2(saved, 2);
+	close(saved);
+	ck_assert_int_eq(rc, -1);
+	ck_assert_int_eq(y.b.qos.open, 0);
+	ck_assert_msg(strstr(y.b.qos.err, "idle polling is off") &&
+	                  strstr(y.b.qos.err, "/nonexistent/cpu_dma_latency"),
+	              "%s", y.b.qos.err);
+	ck_assert_int_gt(pread(lfd, log, sizeof log - 1, 0), 0);
+	close(lfd);
+	char *at = strstr(log, "level=warn");
+	ck_assert_msg(at && strstr(at, "idle polling is off") &&
+	                  strstr(at, "hint="),
+	              "%s", log);
+	ck_assert_msg(!strstr(at + 1, "level=warn"), "logged twice: %s", log);
+	/* and the bridge works on without it */
+	int fd = br_go(&y);
+	ck_assert_int_eq(
+	    lend_nbd_client_handshake(fd, "", &size, &fl, err, sizeof err), 0);
+	fill(w, 1, 5);
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE, 1, 4096,
+	                                     4096, w, NULL, &e),
+	                 0);
+	ck_assert_uint_eq(e, 0);
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_READ, 2, 4096,
+	                                     4096, NULL, r, &e),
+	                 0);
+	ck_assert_uint_eq(e, 0);
+	ck_assert_mem_eq(r, w, 4096);
+	ck_assert_int_eq(y.b.qos.holds, 0);
+	lend_nbd_client_cmd(fd, LEND_NBD_CMD_DISC, 3, 0, 0, NULL, NULL, &e);
+	ck_assert_int_eq(br_join(&y), LEND_BRIDGE_DISC);
+	close(fd);
+	lend_client_close(&y.c);
+	srv_join(&x, 1);
+	lend_server_close(&x.s);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("lend_nbd");
@@ -973,6 +1197,9 @@ static Suite *suite(void)
 	tcase_add_test(t, nbd_silent_lender_gives_eio);
 	tcase_add_test(t, nbd_refused_write_spares_staged_data);
 	tcase_add_test(t, keep_awake_spins_only_while_busy);
+	tcase_add_test(t, idle_poll_held_only_while_in_flight);
+	tcase_add_test(t, idle_poll_lender_holds_while_requests_come);
+	tcase_add_test(t, idle_poll_unavailable_is_reported_not_fatal);
 	tcase_add_test(t, nbd_listen_off_loopback_is_refused);
 	tcase_add_test(t, lend_programs_help_names_their_options);
 	suite_add_tcase(s, t);
