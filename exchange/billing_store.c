@@ -7,6 +7,7 @@
 
 #include <assert.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,35 @@ static struct billing_inv *inv_find(struct billing_batch *b, int64_t account,
 {
 	struct billing_inv k = {.account = account, .key = key};
 	return bsearch(&k, b->inv, (size_t)b->ninv, sizeof *b->inv, inv_cmp);
+}
+
+/* The invoice of the batch that row i of r is (id, account_id, year,
+ * month in columns 0 to 3), or NULL. */
+static struct billing_inv *inv_of_row(struct billing_batch *b,
+                                      const PGresult *r, int i)
+{
+	return inv_find(b, db_int(r, i, 1),
+	                billing_month_key((int)db_int(r, i, 2),
+	                                  (int)db_int(r, i, 3)));
+}
+
+/* Puts the account, year and month of the batch's invoices (only those
+ * not in the database yet that take postings, with `only_new`) into
+ * col[0..2]; how many. */
+static int inv_keys(const struct billing_batch *b, bool only_new,
+                    struct pgarr col[3])
+{
+	int n = 0;
+	for (int i = 0; i < b->ninv; i++) {
+		const struct billing_inv *k = &b->inv[i];
+		if (only_new && (k->id || !k->changed))
+			continue;
+		pgarr_i64(&col[0], k->account);
+		pgarr_i64(&col[1], k->key / 12);
+		pgarr_i64(&col[2], k->key % 12 + 1);
+		n++;
+	}
+	return n;
 }
 
 /*
@@ -74,10 +104,8 @@ static int load_invoices(PGconn *db, struct billing_batch *b, char *err,
 		                          .year = k->key / 12,
 		                          .month = k->key % 12 + 1,
 		                          .status = INVOICE_DRAFT};
-		pgarr_i64(&col[0], k->account);
-		pgarr_i64(&col[1], k->key / 12);
-		pgarr_i64(&col[2], k->key % 12 + 1);
 	}
+	inv_keys(b, false, col);
 	const char *pv[3];
 	int rc = -1;
 	PGresult *r = NULL;
@@ -96,10 +124,7 @@ static int load_invoices(PGconn *db, struct billing_batch *b, char *err,
 	if (!r)
 		goto out;
 	for (int i = 0; i < PQntuples(r); i++) {
-		struct billing_inv *k =
-		    inv_find(b, db_int(r, i, 1),
-		             billing_month_key((int)db_int(r, i, 2),
-		                               (int)db_int(r, i, 3)));
+		struct billing_inv *k = inv_of_row(b, r, i);
 		if (!k)
 			continue;
 		k->id = db_int(r, i, 0);
@@ -128,17 +153,9 @@ static int make_invoices(PGconn *db, struct billing_batch *b, char *err,
                          size_t errlen)
 {
 	struct pgarr col[3] = {{0}};
-	int n = 0, rc = -1;
+	int rc = -1;
 	PGresult *r = NULL;
-	for (int i = 0; i < b->ninv; i++) {
-		struct billing_inv *k = &b->inv[i];
-		if (k->id || !k->changed)
-			continue;
-		pgarr_i64(&col[0], k->account);
-		pgarr_i64(&col[1], k->key / 12);
-		pgarr_i64(&col[2], k->key % 12 + 1);
-		n++;
-	}
+	int n = inv_keys(b, true, col);
 	if (n == 0)
 		return 0;
 	const char *pv[3];
@@ -155,10 +172,7 @@ static int make_invoices(PGconn *db, struct billing_batch *b, char *err,
 		goto out;
 	assert(PQntuples(r) == n);
 	for (int i = 0; i < PQntuples(r); i++) {
-		struct billing_inv *k =
-		    inv_find(b, db_int(r, i, 1),
-		             billing_month_key((int)db_int(r, i, 2),
-		                               (int)db_int(r, i, 3)));
+		struct billing_inv *k = inv_of_row(b, r, i);
 		assert(k && !k->id);
 		k->id = db_int(r, i, 0);
 		k->inv.id = k->id;

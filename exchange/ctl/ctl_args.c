@@ -230,6 +230,14 @@ int ctl_add_int_query(char *p, size_t len, const char *k,
 	return 0;
 }
 
+int ctl_add_paging(char *p, size_t len, const struct ctl_opts *o)
+{
+	if (ctl_add_int_query(p, len, "limit", o, "--limit") ||
+	    ctl_add_int_query(p, len, "before", o, "--before"))
+		return CTL_USAGE;
+	return 0;
+}
+
 int ctl_int_opt(const struct ctl_opts *o, const char *name, json_t *body,
                 const char *key, int required)
 {

@@ -93,6 +93,8 @@ int ctl_path_id(char *p, size_t len, const char *fmt, const char *seg,
  * given; 0, or CTL_USAGE after saying so. */
 int ctl_add_int_query(char *p, size_t len, const char *k,
                       const struct ctl_opts *o, const char *name);
+/* A listing's page: --limit and --before as limit and before. */
+int ctl_add_paging(char *p, size_t len, const struct ctl_opts *o);
 
 /* The option of command c that a request field or query parameter of the
  * API comes from (the name, n bytes of it: "min_pages" is --min,

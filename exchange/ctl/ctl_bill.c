@@ -91,9 +91,7 @@ int ctl_bill_invoices_list(struct ctl_ctx *x, struct ctl_opts *o)
 		}
 	}
 	ctl_add_query(p, sizeof p, "status", status);
-	if (ctl_add_int_query(p, sizeof p, "limit", o, "--limit"))
-		return CTL_USAGE;
-	if (ctl_add_int_query(p, sizeof p, "before", o, "--before"))
+	if (ctl_add_paging(p, sizeof p, o))
 		return CTL_USAGE;
 	return ctl_call_show(x, "GET", p, NULL, invoice_cols);
 }

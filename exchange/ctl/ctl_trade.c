@@ -126,9 +126,7 @@ int ctl_trade_trades(struct ctl_ctx *x, struct ctl_opts *o)
 	char p[256];
 	if (ctl_path1(p, sizeof p, "/v1/markets/%s/trades", o->pos[0]))
 		return CTL_USAGE;
-	if (ctl_add_int_query(p, sizeof p, "limit", o, "--limit"))
-		return CTL_USAGE;
-	if (ctl_add_int_query(p, sizeof p, "before", o, "--before"))
+	if (ctl_add_paging(p, sizeof p, o))
 		return CTL_USAGE;
 	return ctl_call_show(x, "GET", p, NULL, cols);
 }
@@ -358,9 +356,7 @@ int ctl_trade_orders_list(struct ctl_ctx *x, struct ctl_opts *o)
 	ctl_add_query(p, sizeof p, "side", ctl_opt(o, "--side"));
 	if (ctl_add_int_query(p, sizeof p, "account_id", o, "--account"))
 		return CTL_USAGE;
-	if (ctl_add_int_query(p, sizeof p, "limit", o, "--limit"))
-		return CTL_USAGE;
-	if (ctl_add_int_query(p, sizeof p, "before", o, "--before"))
+	if (ctl_add_paging(p, sizeof p, o))
 		return CTL_USAGE;
 	return ctl_call_show(x, "GET", p, NULL, order_cols);
 }
@@ -390,9 +386,7 @@ int ctl_trade_contracts_list(struct ctl_ctx *x, struct ctl_opts *o)
 	ctl_add_query(p, sizeof p, "role", role);
 	if (ctl_add_int_query(p, sizeof p, "account_id", o, "--account"))
 		return CTL_USAGE;
-	if (ctl_add_int_query(p, sizeof p, "limit", o, "--limit"))
-		return CTL_USAGE;
-	if (ctl_add_int_query(p, sizeof p, "before", o, "--before"))
+	if (ctl_add_paging(p, sizeof p, o))
 		return CTL_USAGE;
 	return ctl_call_show(x, "GET", p, NULL, contract_cols);
 }

@@ -818,13 +818,30 @@ START_TEST(status_file_unwritable_is_logged)
 }
 END_TEST
 
+/* Runs ramex-agent (sim) on this url, secret file and spool until it
+ * exits, as a shell would; its output in out, its wait status back. */
+static int agent_once(const char *url, const char *secret, const char *spool,
+                      char *out, size_t len)
+{
+	char bin[512], cmd[2400];
+	agh_bin_dir(bin, sizeof bin);
+	snprintf(cmd, sizeof cmd,
+	         "%s/ramex-agent '--exchange_url=%s' --key_id=k "
+	         "--secret_file=%s --backend=sim --spool=%s 2>&1",
+	         bin, url, secret, spool);
+	FILE *p = popen(cmd, "r");
+	ck_assert(p);
+	size_t n = fread(out, 1, len - 1, p);
+	out[n] = 0;
+	return pclose(p);
+}
+
 /* A node secret that cannot be read says why (found from outside:
  * secret_file=/etc said "is empty"), and an empty one says that; the agent
  * does not start either way. */
 START_TEST(secret_file_errors_say_why)
 {
-	char bin[512], cmd[2400], out[8192], empty[700], spool[700];
-	agh_bin_dir(bin, sizeof bin);
+	char out[8192], empty[700], spool[700];
 	snprintf(empty, sizeof empty, "%s/secret-empty", agh_out_dir());
 	snprintf(spool, sizeof spool, "%s/secret-spool", agh_out_dir());
 	agh_write_file(empty, "");
@@ -833,16 +850,8 @@ START_TEST(secret_file_errors_say_why)
 	    "could not read the node secret /: Is a directory",
 	    "is empty"};
 	for (int i = 0; i < 2; i++) {
-		snprintf(cmd, sizeof cmd,
-		         "%s/ramex-agent --exchange_url=http://127.0.0.1:9 "
-		         "--key_id=k --secret_file=%s --backend=sim --spool=%s "
-		         "2>&1",
-		         bin, secret[i], spool);
-		FILE *p = popen(cmd, "r");
-		ck_assert(p);
-		size_t n = fread(out, 1, sizeof out - 1, p);
-		out[n] = 0;
-		int st = pclose(p);
+		int st = agent_once("http://127.0.0.1:9", secret[i], spool, out,
+		                    sizeof out);
 		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 0, "%s", out);
 		ck_assert_msg(strstr(out, want[i]), "%s: %s", secret[i], out);
 	}
@@ -854,8 +863,7 @@ END_TEST
  * start", as for a failure while running). */
 START_TEST(bad_exchange_url_is_a_config_error)
 {
-	char bin[512], cmd[2400], out[8192], secret[700], spool[700];
-	agh_bin_dir(bin, sizeof bin);
+	char out[8192], secret[700], spool[700];
 	snprintf(secret, sizeof secret, "%s/url-secret", agh_out_dir());
 	snprintf(spool, sizeof spool, "%s/url-spool", agh_out_dir());
 	agh_write_file(secret, "00112233445566778899aabbccddeeff");
@@ -866,15 +874,7 @@ START_TEST(bad_exchange_url_is_a_config_error)
 	                                   "no host",     "bad port",
 	                                   "without ']'", "no query"};
 	for (size_t i = 0; i < sizeof url / sizeof *url; i++) {
-		snprintf(cmd, sizeof cmd,
-		         "%s/ramex-agent '--exchange_url=%s' --key_id=k "
-		         "--secret_file=%s --backend=sim --spool=%s 2>&1",
-		         bin, url[i], secret, spool);
-		FILE *p = popen(cmd, "r");
-		ck_assert(p);
-		size_t n = fread(out, 1, sizeof out - 1, p);
-		out[n] = 0;
-		int st = pclose(p);
+		int st = agent_once(url[i], secret, spool, out, sizeof out);
 		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2,
 		              "%s: exit %d: %s", url[i],
 		              WIFEXITED(st) ? WEXITSTATUS(st) : -1, out);
