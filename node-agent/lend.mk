@@ -24,5 +24,7 @@ $(call unit_test,test_lend,tests/unit/test_lend.c tests/unit/lend_fixture.c \
   $(LEND_SRC),libssl libcrypto)
 $(call unit_test,test_lend_nbd,tests/unit/test_lend_nbd.c \
   tests/unit/lend_fixture.c $(LEND_SRC),libssl libcrypto)
+$(call unit_test,test_lend_direct,tests/unit/test_lend_direct.c \
+  tests/unit/lend_fixture.c $(LEND_SRC),libssl libcrypto)
 
 INSTALL_BIN += $(BUILD)/bin/ramex-lend-server $(BUILD)/bin/ramex-lend-nbd
