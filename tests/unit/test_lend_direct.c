@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "node-agent/lend/lend_bridge.h"
 #include "node-agent/lend/lend_client.h"
 #include "node-agent/lend/lend_nbd.h"
 #include "node-agent/lend/lend_proto.h"
@@ -422,6 +423,53 @@ START_TEST(hostile_nbd_stream_closes_only_its_connection)
 }
 END_TEST
 
+START_TEST(direct_meter_counts_the_device)
+{
+	/* direct: the borrower's counts are the device's, from
+	 * /sys/block/nbdX/stat (sectors / 8), plus what the control
+	 * connection moved; hosted time is the control connection's */
+	struct srv x;
+	struct lend_client c;
+	struct lend_bridge b;
+	uint8_t w[PG] = {1};
+	char path[] = "/tmp/ramex-test-stat-XXXXXX";
+	srv_start(&x, 7, secret_a, 64, NULL, 10000);
+	ctl_open(&x, &c);
+	ck_assert_int_eq(lend_client_write(&c, 0, 1, w), 0); /* swap header */
+	ck_assert_int_eq(lend_bridge_init(&b, &c, "ramex"), 0);
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	/* reads 100 I/Os 800 sectors, writes 6 I/Os 48 sectors, discards
+	 * 2 I/Os 16 sectors (Documentation/block/stat.rst) */
+	const char *line = "     100        0      800       12        6        "
+	                   "0       48        3        0       20       15"
+	                   "        2        0       16        1\n";
+	ck_assert_int_eq(write(fd, line, strlen(line)), (ssize_t)strlen(line));
+	close(fd);
+	b.direct = 1;
+	snprintf(b.stat_path, sizeof b.stat_path, "%s", path);
+	struct lend_meter_report r = lend_bridge_report(&b);
+	ck_assert_int_eq(r.page_reads, 100);
+	ck_assert_int_eq(r.page_writes, 6 + 1);
+	ck_assert_int_eq(r.page_trims, 2);
+	ck_assert_int_eq(r.pages_hosted, 64);
+	/* the device gone (stat unreadable): the last counts stay */
+	unlink(path);
+	r = lend_bridge_report(&b);
+	ck_assert_int_eq(r.page_reads, 100);
+	ck_assert_int_eq(r.page_writes, 7);
+	/* not direct: the client's meter alone */
+	b.direct = 0;
+	r = lend_bridge_report(&b);
+	ck_assert_int_eq(r.page_reads, 0);
+	ck_assert_int_eq(r.page_writes, 1);
+	lend_bridge_free(&b);
+	lend_client_close(&c);
+	srv_join(&x, 1);
+	lend_server_close(&x.s);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("lend_direct");
@@ -438,6 +486,7 @@ static Suite *suite(void)
 	tcase_add_test(t, older_lender_is_refused_with_a_reason);
 	tcase_add_test(t, new_lender_says_it_takes_roles);
 	tcase_add_test(t, hostile_nbd_stream_closes_only_its_connection);
+	tcase_add_test(t, direct_meter_counts_the_device);
 	suite_add_tcase(s, t);
 	return s;
 }
