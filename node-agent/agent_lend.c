@@ -227,13 +227,15 @@ static int lend_borrow(struct agent *a, struct held *h, int64_t now_ms)
 		lendsup_arg(c, "--swap-priority");
 		lendsup_arg(c, "100");
 		lendsup_arg(c, "--mlock");
+		if (config_lend_direct(&a->cfg))
+			lendsup_arg(c, "--direct");
 	}
 	if (lendsup_start(c, now_ms, err, sizeof err) < 0)
 		goto fail;
 	h->lc = c;
 	log_info("borrowing through the lend bridge",
-	         "contract=%" PRId64 " lender=%s mode=%s", h->id, ep,
-	         a->cfg.lend_borrow_mode);
+	         "contract=%" PRId64 " lender=%s mode=%s direct=%d", h->id, ep,
+	         a->cfg.lend_borrow_mode, config_lend_direct(&a->cfg));
 	client_resp_clear(&r); /* ep is the answer's */
 	return 0;
 fail:
