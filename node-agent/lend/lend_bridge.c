@@ -127,10 +127,10 @@ static void nbd_sndbuf(int fd)
 
 static int attach_wait(struct lend_bridge *b, const char *nbd_dev);
 
-int lend_bridge_attach(struct lend_bridge *b, const char *nbd_dev,
-                       const char *swap_dev)
+/* Opens /dev/nbdX, and remembers what swapoff gets. Returns 0 or -1. */
+static int open_dev(struct lend_bridge *b, const char *nbd_dev,
+                    const char *swap_dev)
 {
-	int sv[2];
 	b->swap = swap_dev;
 	b->dev_fd = open(nbd_dev, O_RDWR | O_CLOEXEC);
 	if (b->dev_fd < 0) {
@@ -139,6 +139,15 @@ int lend_bridge_attach(struct lend_bridge *b, const char *nbd_dev,
 		         strerror(errno));
 		return -1;
 	}
+	return 0;
+}
+
+int lend_bridge_attach(struct lend_bridge *b, const char *nbd_dev,
+                       const char *swap_dev)
+{
+	int sv[2];
+	if (open_dev(b, nbd_dev, swap_dev) < 0)
+		return -1;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
 		snprintf(b->err, sizeof b->err, "socketpair: %s",
 		         strerror(errno));
@@ -157,14 +166,8 @@ int lend_bridge_attach_direct(struct lend_bridge *b, const char *nbd_dev,
 	b->direct = 1;
 	b->timeout_s = timeout_s;
 	b->kernel_fd = data_fd;
-	b->swap = swap_dev;
-	b->dev_fd = open(nbd_dev, O_RDWR | O_CLOEXEC);
-	if (b->dev_fd < 0) {
-		snprintf(b->err, sizeof b->err,
-		         "could not open %s: %s (modprobe nbd?)", nbd_dev,
-		         strerror(errno));
+	if (open_dev(b, nbd_dev, swap_dev) < 0)
 		return -1;
-	}
 	/* the kernel counts the device's I/O here: the direct path's meter */
 	const char *base = strrchr(nbd_dev, '/');
 	snprintf(b->stat_path, sizeof b->stat_path, "/sys/block/%s/stat",
