@@ -699,8 +699,14 @@ struct lend_meter_report lend_client_report(struct lend_client *c)
 int lend_client_take_fd(struct lend_client *c)
 {
 	if (c->lost || c->conn.fd < 0 || c->conn.ssl ||
-	    lend_conn_set_nonblock(&c->conn, 0) < 0)
+	    lend_conn_set_nonblock(&c->conn, 0) < 0) {
+		snprintf(c->err, sizeof c->err, "%s",
+		         c->conn.ssl ? "a TLS connection cannot be handed to "
+		                       "an NBD client (it speaks plain TCP)"
+		         : c->lost   ? "the connection to the lender is lost"
+		                     : c->conn.err);
 		return -1;
+	}
 	int fd = c->conn.fd;
 	c->conn.fd = -1;
 	lend_conn_close(&c->conn);

@@ -331,6 +331,9 @@ START_TEST(older_lender_is_refused_with_a_reason)
 	ck_assert_msg(strstr(c.err, "older ramex-lend-server") &&
 	                  strstr(c.err, "without --direct"),
 	              "%s", c.err);
+	/* nothing to hand to an NBD client, and it says why */
+	ck_assert_int_eq(lend_client_take_fd(&c), -1);
+	ck_assert_msg(strstr(c.err, "lost"), "%s", c.err);
 	/* and it sent nothing: the old lender never sees an AUTHR */
 	ck_assert_int_eq(recv(sv[1], b, sizeof b, MSG_DONTWAIT), 0);
 	close(sv[1]);
