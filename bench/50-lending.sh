@@ -162,7 +162,9 @@ done
 # The borrower's kernel speaking NBD to the lender itself on a DATA
 # connection (ramex-lend-nbd --direct hands nbd.ko the socket): the same
 # NBD client model as nbd-qd, with no bridge between; alternated with the
-# bridge's runs against the same lender.
+# bridge's runs against the same lender. (The slow-peer runs below go on
+# with lender 4: its port and pid are kept.)
+port4=$port lpid4=$lpid
 lender 7 $SPAGES
 echo "host: the direct path (NBD on the lender's DATA connection) and the bridge, alternated"
 for k in 1 2; do
@@ -186,6 +188,8 @@ for k in 1 2; do
       --ops "$OPS" --qd $q "${stream[@]}" --name nbd-qd | sed 's/^/  /'
   done
 done
+kill -TERM "$lpid" 2>/dev/null; wait "$lpid" 2>/dev/null # its 1 GiB
+port=$port4 lpid=$lpid4
 
 # ---- slow peers ---------------------------------------------------------
 # 1. Others trickling handshakes at the borrower's lender (the issue's "one
