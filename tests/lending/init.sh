@@ -130,6 +130,19 @@ if [ "$MODE" = bench ]; then
     echo "guest-zram not available"
   fi
   kill -TERM $BRIDGE; wait $BRIDGE; kill -TERM $LENDER; wait $LENDER
+  # the direct path: the guest's nbd.ko on the lender's DATA connection,
+  # the same runs (compare with guest-nbd: both are emulated alike)
+  DIRECT=--direct
+  if start_pair 3 7003 $PAGES /dev/nbd2; then
+    swapoff /dev/nbd2
+    ramex-lend-bench --blockdev /dev/nbd2 --pages $PAGES --ops 3000 --name guest-direct
+    ramex-lend-bench --blockdev /dev/nbd2 --pages $PAGES --ops 3000 --qd 32 \
+      --stream-mib 32 --name guest-direct
+    kill -TERM $BRIDGE; wait $BRIDGE; kill -TERM $LENDER; wait $LENDER
+  else
+    echo "guest-direct could not start"; cat /tmp/borrower3.log
+  fi
+  DIRECT=
   # the lend protocol alone, from a process: a contract has one borrower,
   # so a second lender
   ramex-lend-server --contract 2 --secret-file /secret2 --pages $PAGES \
