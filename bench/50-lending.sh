@@ -14,6 +14,8 @@
 # other, not with the host), lender and bridge inside the guest:
 #   guest-nbd /dev/nbd0 through the kernel's nbd driver, the bridge and the
 #             lender, O_DIRECT (the swap path)
+#   guest-direct /dev/nbd2 on the direct path: the guest's nbd.ko on the
+#             lender's DATA connection, no bridge between
 #   guest-vda the guest's local virtio disk, O_DIRECT (local swap)
 #   guest-lend the lend protocol from a process to a lender in the guest
 #
