@@ -7,11 +7,15 @@
 #             ramex-lend-server over TCP on 127.0.0.1, one page at a time
 #   nbd       the same pages as NBD through ramex-lend-nbd (what the kernel's
 #             nbd driver would see), over a unix socket
+#   direct    (in flight only) NBD straight to the lender on its DATA
+#             connection: the direct path, no bridge (ramex-lend-nbd --direct)
 #   file      pread/pwrite with O_DIRECT on a local file (a swap file's path)
 # Guest, the Debian kernel under qemu TCG (emulated: compare rows with each
 # other, not with the host), lender and bridge inside the guest:
 #   guest-nbd /dev/nbd0 through the kernel's nbd driver, the bridge and the
 #             lender, O_DIRECT (the swap path)
+#   guest-direct /dev/nbd2 on the direct path: the guest's nbd.ko on the
+#             lender's DATA connection, no bridge between
 #   guest-vda the guest's local virtio disk, O_DIRECT (local swap)
 #   guest-lend the lend protocol from a process to a lender in the guest
 #
@@ -185,6 +189,39 @@ for k in 1 2; do
   timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4q$k.sock" --pages $SPAGES \
     --ops "$OPS" --qd 32 --name nbd-qd | sed 's/^/  /'
 done
+
+# ---- the direct path ----------------------------------------------------
+# The borrower's kernel speaking NBD to the lender itself on a DATA
+# connection (ramex-lend-nbd --direct hands nbd.ko the socket): the same
+# NBD client model as nbd-qd, with no bridge between; alternated with the
+# bridge's runs against the same lender. (The slow-peer runs below go on
+# with lender 4: its port and pid are kept.)
+port4=$port lpid4=$lpid
+lender 7 $SPAGES
+echo "host: the direct path (NBD on the lender's DATA connection) and the bridge, alternated"
+for k in 1 2; do
+  load
+  timeout 300 "$BIN/ramex-lend-bench" --nbd-direct 127.0.0.1:$port --contract 7 \
+    --secret-file "$work/secret" --pages $SPAGES --ops "$OPS" --qd 8 \
+    --stream-mib "$SMIB" --name direct-qd | sed 's/^/  /'
+  load
+  timeout 300 "$BIN/ramex-lend-bench" --nbd-direct 127.0.0.1:$port --contract 7 \
+    --secret-file "$work/secret" --pages $SPAGES --ops "$OPS" --qd 32 \
+    --name direct-qd | sed 's/^/  /'
+  for q in 8 32; do
+    "$BIN/ramex-lend-nbd" --lender 127.0.0.1:$port --contract 7 \
+      --secret-file "$work/secret" --listen-unix "$work/nbd7$k$q.sock" \
+      >/dev/null 2>"$work/bridge7$k$q.log" &
+    pids+=($!)
+    i=0; while [[ ! -S $work/nbd7$k$q.sock ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)); done
+    load
+    stream=(); ((q == 8)) && stream=(--stream-mib "$SMIB")
+    timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd7$k$q.sock" --pages $SPAGES \
+      --ops "$OPS" --qd $q "${stream[@]}" --name nbd-qd | sed 's/^/  /'
+  done
+done
+kill -TERM "$lpid" 2>/dev/null; wait "$lpid" 2>/dev/null # its 1 GiB
+port=$port4 lpid=$lpid4
 
 # ---- slow peers ---------------------------------------------------------
 # 1. Others trickling handshakes at the borrower's lender (the issue's "one

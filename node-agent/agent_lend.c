@@ -208,10 +208,14 @@ static int lend_borrow(struct agent *a, struct held *h, int64_t now_ms)
 		lendsup_arg(c, "--plaintext");
 	lendsup_arg(c, "--reply-timeout-ms");
 	lendsup_arg(c, "%lld", (long long)a->cfg.lend_reply_timeout_ms);
-	lendsup_arg(c, "--keep-awake");
-	lendsup_arg(c, "%lld", (long long)a->cfg.lend_keep_awake);
-	lendsup_arg(c, "--idle-poll");
-	lendsup_arg(c, "%d", a->cfg.lend_idle_poll ? 1 : 0);
+	/* on the direct path no process of ours is on the pages' way: the
+	 * cores a wakeup would need are the kernel's, so neither applies */
+	if (!config_lend_direct(&a->cfg)) {
+		lendsup_arg(c, "--keep-awake");
+		lendsup_arg(c, "%lld", (long long)a->cfg.lend_keep_awake);
+		lendsup_arg(c, "--idle-poll");
+		lendsup_arg(c, "%d", a->cfg.lend_idle_poll ? 1 : 0);
+	}
 	if (!strcmp(a->cfg.lend_borrow_mode, "listen")) {
 		/* NBD on loopback for user space and tests; the port goes
 		 * to lend-nbd-ID.port for whoever connects */
@@ -236,13 +240,15 @@ static int lend_borrow(struct agent *a, struct held *h, int64_t now_ms)
 		lendsup_arg(c, "--swap-priority");
 		lendsup_arg(c, "100");
 		lendsup_arg(c, "--mlock");
+		if (config_lend_direct(&a->cfg))
+			lendsup_arg(c, "--direct");
 	}
 	if (lendsup_start(c, now_ms, err, sizeof err) < 0)
 		goto fail;
 	h->lc = c;
 	log_info("borrowing through the lend bridge",
-	         "contract=%" PRId64 " lender=%s mode=%s", h->id, ep,
-	         a->cfg.lend_borrow_mode);
+	         "contract=%" PRId64 " lender=%s mode=%s direct=%d", h->id, ep,
+	         a->cfg.lend_borrow_mode, config_lend_direct(&a->cfg));
 	client_resp_clear(&r); /* ep is the answer's */
 	return 0;
 fail:

@@ -161,6 +161,11 @@ static const struct setting settings[] = {
       "EIO and the device is swapped off, instead of the swap waiting "
       "for ever on a silent peer; a false loss costs the lent pages, so "
       "keep it well above the slowest healthy reply"),
+    B("lend_direct", lend_direct,
+      "borrower, lend_borrow_mode attach over plain TCP: the kernel's nbd "
+      "driver talks to the lender itself (ramex-lend-nbd --direct): no "
+      "process between, the kernel's reserves carry swap; with "
+      "lend_tls_ca the bridge stays between (nbd.ko has no TLS)"),
     I("lend_keep_awake", lend_keep_awake, 1, 0, 8,
       "threads of the bridge (borrower) and of the lend server (lender) "
       "that keep cores out of idle (SCHED_IDLE, spinning only on time no "
@@ -258,6 +263,7 @@ void config_default(struct agent_config *c)
 	strcpy(c->lend_nbd_device, "/dev/nbd0");
 	c->lend_reply_timeout_ms = LEND_CLIENT_REPLY_TIMEOUT_MS;
 	c->lend_idle_poll = LEND_QOS_DEFAULT;
+	c->lend_direct = 1;
 	wsest_config_default(&c->est);
 	strategy_config_default(&c->strat);
 	probe_config_default(&c->prb);
@@ -325,6 +331,12 @@ static int set(struct agent_config *c, const struct setting *s, const char *v,
 	else
 		*(int64_t *)p = (int64_t)x * s->scale;
 	return 0;
+}
+
+int config_lend_direct(const struct agent_config *c)
+{
+	return c->lend_direct && !strcmp(c->lend_borrow_mode, "attach") &&
+	       !c->lend_tls_ca[0];
 }
 
 int config_set(struct agent_config *c, const char *key, const char *value,

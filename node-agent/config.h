@@ -70,6 +70,9 @@ struct agent_config {
 	/* the CPU latency limit held at 0 µs while requests are in flight,
 	 * so idle cores poll instead of halting (--idle-poll of both) */
 	int lend_idle_poll;
+	/* borrower: nbd.ko on the lender's own connection (ramex-lend-nbd
+	 * --direct) where it can be: see config_lend_direct */
+	int lend_direct;
 	struct wsest_config est;
 	struct strategy_config strat;
 	int probe; /* active probing through memory.reclaim or memory.high */
@@ -80,6 +83,11 @@ struct agent_config {
 
 /* Fills `c` with the defaults. */
 void config_default(struct agent_config *c);
+
+/* Whether a borrower's bridge runs the direct path: lend_direct set,
+ * lend_borrow_mode attach (nbd.ko takes the socket) and no lend_tls_ca
+ * (nbd.ko cannot speak TLS; such a lend keeps the bridge between). */
+int config_lend_direct(const struct agent_config *c);
 
 /* Reads `key = value` lines ('#' starts a comment). Returns 0, or -1 with
  * err naming the file, line and problem. */

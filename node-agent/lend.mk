@@ -29,5 +29,7 @@ LEND_PROGS_SAN := $(BUILD)/san/bin/ramex-lend-nbd \
   $(BUILD)/san/bin/ramex-lend-server $(BUILD)/san/bin/ramex-lend-bench
 $(BUILD)/san/bin/test_lend_nbd: | $(LEND_PROGS_SAN)
 $(BUILD)/bin/test_lend_nbd: | $(LEND_PROGS_SAN)
+$(call unit_test,test_lend_direct,tests/unit/test_lend_direct.c \
+  tests/unit/lend_fixture.c $(LEND_SRC),libssl libcrypto)
 
 INSTALL_BIN += $(BUILD)/bin/ramex-lend-server $(BUILD)/bin/ramex-lend-nbd

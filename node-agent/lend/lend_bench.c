@@ -5,6 +5,9 @@
  *   --lender HOST:PORT --contract ID --secret-file F [--tls-ca F]
  *                          the lend protocol itself (TCP or TLS)
  *   --nbd-unix PATH        NBD through ramex-lend-nbd (what the kernel sees)
+ *   --nbd-direct HOST:PORT --contract ID --secret-file F
+ *                          NBD straight to the lender on a DATA connection
+ *                          (the direct path: what nbd.ko sees there)
  *   --blockdev PATH        pread/pwrite with O_DIRECT on a device or file
  *                          (the local-swap baseline)
  * For each it writes then reads --ops random 4 KiB pages of the first
@@ -721,6 +724,7 @@ int main(int argc, char **argv)
 {
 	const char *lender = NULL, *secret_file = NULL, *ca = NULL;
 	const char *nbd_unix = NULL, *dev = NULL, *name = "bench";
+	const char *nbd_direct = NULL;
 	int64_t pages = 1024, ops = 2000, contract = 0, qd = 1, stream_mib = 0;
 	int64_t bs = 512 * 1024, recall_pid = 0, delay_us = 0;
 	int64_t trickle_peers = 8, trickle_ms = 4000;
@@ -740,6 +744,7 @@ int main(int argc, char **argv)
 	    {"--secret-file", ARGS_STR, &secret_file, 0, 0, NULL},
 	    {"--tls-ca", ARGS_STR, &ca, 0, 0, NULL},
 	    {"--nbd-unix", ARGS_STR, &nbd_unix, 0, 0, NULL},
+	    {"--nbd-direct", ARGS_STR, &nbd_direct, 0, 0, NULL},
 	    {"--blockdev", ARGS_STR, &dev, 0, 0, NULL},
 	    {"--pages", ARGS_INT, &pages, 1, LEND_MAX_PAGES, NULL},
 	    {"--ops", ARGS_INT, &ops, 100, 100000000, NULL},
@@ -773,16 +778,34 @@ int main(int argc, char **argv)
 	uint8_t *buf = aligned_alloc(4096, 4096);
 	if (!buf)
 		return 1;
-	if (lender) {
+	if (lender || nbd_direct) {
 		t.mode = M_LEND;
-		if (hostport_split(lender, host, sizeof host, &port) < 0 ||
+		if (hostport_split(lender ? lender : nbd_direct, host,
+		                   sizeof host, &port) < 0 ||
 		    !secret_file ||
 		    lend_args_secret(secret_file, secret, err, sizeof err) <
 		        0) {
-			fprintf(stderr, "bench: --lender HOST:PORT and a valid "
-			                "--secret-file are needed\n");
+			fprintf(stderr, "bench: --lender or --nbd-direct "
+			                "HOST:PORT and a valid --secret-file are "
+			                "needed\n");
 			return 2;
 		}
+	}
+	if (nbd_direct) {
+		/* the same NBD client model as --nbd-unix, on the lender's
+		 * DATA connection */
+		struct lend_client dc;
+		t.mode = M_NBD;
+		if (lend_client_connect_role(&dc, host, port, NULL,
+		                             (uint64_t)contract, secret, 5000,
+		                             LEND_CONN_DATA) < 0 ||
+		    (t.fd = lend_client_take_fd(&dc)) < 0) {
+			fprintf(stderr, "bench: %s\n", dc.err);
+			return 1;
+		}
+		if (pages > dc.pages)
+			pages = dc.pages;
+	} else if (lender) {
 		if (ca && !(tls = lend_tls_client_ctx(ca, err, sizeof err))) {
 			fprintf(stderr, "bench: %s\n", err);
 			return 1;
@@ -820,8 +843,8 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	} else {
-		fprintf(stderr, "bench: give --lender, --nbd-unix or "
-		                "--blockdev\n");
+		fprintf(stderr, "bench: give --lender, --nbd-unix, "
+		                "--nbd-direct or --blockdev\n");
 		return 2;
 	}
 	int rc;

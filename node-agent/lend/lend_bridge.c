@@ -65,16 +65,28 @@ void lend_bridge_stop(struct lend_bridge *b)
 static void *attach_main(void *arg)
 {
 	struct lend_bridge *b = arg;
-	uint64_t size = 0;
-	uint16_t tflags = 0;
+	uint64_t size = b->exp.size;
+	uint16_t tflags = b->exp.tflags;
 	char err[160];
 	int fd = b->dev_fd;
 
 	b->attach_rc = -1;
-	if (lend_nbd_client_handshake(b->kernel_fd, "", &size, &tflags, err,
+	/* direct: the lender's DATA connection is in transmission already;
+	 * the bridge's own export negotiates like any NBD server */
+	if (!b->direct &&
+	    lend_nbd_client_handshake(b->kernel_fd, "", &size, &tflags, err,
 	                              sizeof err) < 0) {
 		log_error("could not negotiate with the bridge", "why=\"%s\"",
 		          err);
+		goto out;
+	}
+	/* direct: a lender silent this long with a request in flight fails
+	 * it with EIO and kills the socket (nbd.ko, one connection, no
+	 * dead_conn_timeout); the bridge then retires the device */
+	if (b->direct && b->timeout_s > 0 &&
+	    ioctl(fd, NBD_SET_TIMEOUT, (unsigned long)b->timeout_s) < 0) {
+		log_error("the kernel refused the NBD timeout", "why=\"%s\"",
+		          strerror(errno));
 		goto out;
 	}
 	if (ioctl(fd, NBD_SET_BLKSIZE, (unsigned long)LEND_NBD_BLOCK) < 0 ||
@@ -96,6 +108,7 @@ static void *attach_main(void *arg)
 		log_warn("NBD_DO_IT ended", "why=\"%s\"", strerror(errno));
 	ioctl(fd, NBD_CLEAR_QUE);
 	ioctl(fd, NBD_CLEAR_SOCK);
+	wake(b, 'd'); /* the kernel let go of the device's socket */
 out:
 	if (b->attach_rc < 0)
 		wake(b, 'f');
@@ -118,10 +131,12 @@ static void nbd_sndbuf(int fd)
 		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
 }
 
-int lend_bridge_attach(struct lend_bridge *b, const char *nbd_dev,
-                       const char *swap_dev)
+static int attach_wait(struct lend_bridge *b, const char *nbd_dev);
+
+/* Opens /dev/nbdX, and remembers what swapoff gets. Returns 0 or -1. */
+static int open_dev(struct lend_bridge *b, const char *nbd_dev,
+                    const char *swap_dev)
 {
-	int sv[2];
 	b->swap = swap_dev;
 	b->dev_fd = open(nbd_dev, O_RDWR | O_CLOEXEC);
 	if (b->dev_fd < 0) {
@@ -130,6 +145,15 @@ int lend_bridge_attach(struct lend_bridge *b, const char *nbd_dev,
 		         strerror(errno));
 		return -1;
 	}
+	return 0;
+}
+
+int lend_bridge_attach(struct lend_bridge *b, const char *nbd_dev,
+                       const char *swap_dev)
+{
+	int sv[2];
+	if (open_dev(b, nbd_dev, swap_dev) < 0)
+		return -1;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
 		snprintf(b->err, sizeof b->err, "socketpair: %s",
 		         strerror(errno));
@@ -138,13 +162,36 @@ int lend_bridge_attach(struct lend_bridge *b, const char *nbd_dev,
 	b->fd = sv[0];
 	b->kernel_fd = sv[1];
 	nbd_sndbuf(b->fd);
+	return attach_wait(b, nbd_dev);
+}
+
+int lend_bridge_attach_direct(struct lend_bridge *b, const char *nbd_dev,
+                              const char *swap_dev, int data_fd,
+                              int timeout_s)
+{
+	b->direct = 1;
+	b->timeout_s = timeout_s;
+	b->kernel_fd = data_fd;
+	if (open_dev(b, nbd_dev, swap_dev) < 0)
+		return -1;
+	/* the kernel counts the device's I/O here: the direct path's meter */
+	const char *base = strrchr(nbd_dev, '/');
+	snprintf(b->stat_path, sizeof b->stat_path, "/sys/block/%s/stat",
+	         base ? base + 1 : nbd_dev);
+	return attach_wait(b, nbd_dev);
+}
+
+/* Starts the thread that hands the kernel its socket and waits until the
+ * kernel took it (or refused). */
+static int attach_wait(struct lend_bridge *b, const char *nbd_dev)
+{
 	if (pthread_create(&b->attach_thr, NULL, attach_main, b) != 0) {
 		snprintf(b->err, sizeof b->err, "could not start a thread");
 		return -1;
 	}
 	b->attach_started = 1;
-	if (lend_nbd_server_handshake(b->fd, &b->exp, b->err, sizeof b->err) !=
-	    0)
+	if (!b->direct && lend_nbd_server_handshake(b->fd, &b->exp, b->err,
+	                                            sizeof b->err) != 0)
 		return -1;
 	/* wait for the kernel to take the socket (or refuse it) */
 	struct pollfd p = {.fd = b->wake[0], .events = POLLIN};
@@ -158,8 +205,8 @@ int lend_bridge_attach(struct lend_bridge *b, const char *nbd_dev,
 		         nbd_dev);
 		return -1;
 	}
-	log_info("bridge attached", "device=%s pages=%lld", nbd_dev,
-	         (long long)b->client->pages);
+	log_info("bridge attached", "device=%s pages=%lld direct=%d", nbd_dev,
+	         (long long)b->client->pages, b->direct);
 	return 0;
 }
 
@@ -266,10 +313,40 @@ static void disconnect(struct lend_bridge *b)
 		ioctl(b->dev_fd, NBD_DISCONNECT);
 }
 
+struct lend_meter_report lend_bridge_report(struct lend_bridge *b)
+{
+	struct lend_meter_report r = lend_client_report(b->client);
+	if (!b->direct || !b->stat_path[0])
+		return r;
+	/* the pages went nbd.ko <-> lender: the kernel's own count of the
+	 * device's sectors (8 a page; swap moves whole pages), plus what the
+	 * control connection moved (the swap header) */
+	FILE *f = fopen(b->stat_path, "re");
+	long long v[15] = {0};
+	int n = 0;
+	if (f) {
+		while (n < 15 && fscanf(f, "%lld", &v[n]) == 1)
+			n++;
+		fclose(f);
+	}
+	if (n >= 7) {
+		b->dev_reads = v[2] / 8;
+		b->dev_writes = v[6] / 8;
+	}
+	if (n >= 14)
+		b->dev_trims = v[13] / 8;
+	r.page_reads += b->dev_reads;
+	r.page_writes += b->dev_writes;
+	r.page_trims += b->dev_trims;
+	if (b->data_lost)
+		r.lost = 1;
+	return r;
+}
+
 static void tick(struct lend_bridge *b)
 {
 	if (b->on_tick) {
-		struct lend_meter_report r = lend_client_report(b->client);
+		struct lend_meter_report r = lend_bridge_report(b);
 		b->on_tick(&r, b->arg);
 	}
 }
@@ -716,6 +793,31 @@ enum lend_bridge_end lend_bridge_run(struct lend_bridge *b)
 					evacuate(b, "the bridge was told to "
 					            "stop");
 				}
+				if (ch == 'd' && b->direct) {
+					/* the kernel's socket to the lender
+					 * closed: after a DISCONNECT the end,
+					 * else the lender is lost */
+					b->kernel_gone = 1;
+					if (b->disconnected) {
+						done = 1;
+					} else {
+						/* pages only the lender had
+						 * are gone: no RELEASE for
+						 * them, the meter says lost */
+						b->data_lost = 1;
+						end = LEND_BRIDGE_LOST;
+						log_error(
+						    "the kernel lost the data "
+						    "connection to the lender",
+						    "device=%s hint=\"the lender "
+						    "closed it, or left a request "
+						    "unanswered past the reply "
+						    "timeout\"",
+						    b->swap ? b->swap : "none");
+						evacuate(b, "the data connection "
+						            "to the lender closed");
+					}
+				}
 				if (ch != 'o')
 					continue;
 				if (b->swapoff_rc != 0) {
@@ -731,17 +833,21 @@ enum lend_bridge_end lend_bridge_run(struct lend_bridge *b)
 						end = LEND_BRIDGE_FAILED;
 					continue;
 				}
-				if (!c->lost) {
+				if (!c->lost && !b->data_lost) {
 					if (lend_client_release(c) == 0)
 						end = LEND_BRIDGE_RECALLED;
 					else
 						end = LEND_BRIDGE_LOST;
 				}
 				disconnect(b);
+				b->disconnected = 1;
 				/* a lost lender without a swap device to
 				 * retire: keep answering EIO until the NBD
 				 * client leaves, so that it never hangs */
 				if (b->dev_fd < 0 && !(c->lost && !b->swap))
+					done = 1;
+				/* direct: the end once the kernel let go */
+				if (b->direct && b->kernel_gone)
 					done = 1;
 			}
 		}

@@ -32,6 +32,17 @@
  * Lender lost: every request fails with EIO at once (no hang), and the
  * bridge swaps the device off so the kernel stops using it; pages that were
  * only on the lender are gone, and a process touching one gets SIGBUS.
+ *
+ * Direct (lend_bridge_attach_direct, docs/lending.md): the kernel's nbd
+ * driver gets the lender's DATA connection itself (lend_proto.h), so pages
+ * go nbd.ko <-> lender with no process between; the bridge keeps the
+ * CONTROL connection (its lend_client) and the same loop: NOTICE ->
+ * swapoff -> RELEASE -> NBD_DISCONNECT; the lender lost (control lost, or
+ * the kernel's socket closed: NBD_DO_IT returned without a DISCONNECT)
+ * -> the device retired as above. The kernel fails requests a silent
+ * lender leaves unanswered past NBD_SET_TIMEOUT with EIO. The meter is the
+ * control connection's (hosted time) plus the device's counts from
+ * /sys/block/nbdX/stat. Plain TCP only: nbd.ko cannot speak TLS.
  */
 #ifndef RAMEX_LEND_BRIDGE_H
 #define RAMEX_LEND_BRIDGE_H
@@ -113,6 +124,13 @@ struct lend_bridge {
 	pthread_t swapon_thr;
 	int swapon_started;
 	int stopping;
+	/* direct: nbd.ko holds the lender's DATA socket (kernel_fd) */
+	int direct, timeout_s;
+	int disconnected; /* NBD_DISCONNECT sent */
+	int kernel_gone;  /* NBD_DO_IT returned */
+	int data_lost;    /* ... before a DISCONNECT: the lender is lost */
+	char stat_path[96];
+	int64_t dev_reads, dev_writes, dev_trims; /* pages, from stat */
 	/* cores kept out of idle while requests are in flight (off
 	 * unless lend_bridge_keep_awake asked for threads) */
 	struct lend_awake awake;
@@ -144,6 +162,20 @@ int lend_bridge_idle_poll(struct lend_bridge *b, const char *path);
  */
 int lend_bridge_attach(struct lend_bridge *b, const char *nbd_dev,
                        const char *swap_dev);
+/*
+ * The direct path: hands the kernel's /dev/nbdX the lender's DATA
+ * connection (data_fd, plain TCP, in transmission; kept open until
+ * lend_bridge_free) with the contract's size, TRIM and FLUSH, and
+ * NBD_SET_TIMEOUT timeout_s (0: none); NBD_DO_IT runs in a helper thread.
+ * The bridge's client is then the CONTROL connection. Returns 0, or -1
+ * with err set.
+ */
+int lend_bridge_attach_direct(struct lend_bridge *b, const char *nbd_dev,
+                              const char *swap_dev, int data_fd,
+                              int timeout_s);
+/* The borrower's meter: the client's, and in direct mode the device's
+ * page counts from /sys/block/nbdX/stat added. */
+struct lend_meter_report lend_bridge_report(struct lend_bridge *b);
 /*
  * Makes the attached device swap with `prio` (call before lend_bridge_run,
  * after lend_bridge_attach): writes a swap header to page 0 through the

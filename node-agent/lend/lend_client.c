@@ -36,6 +36,15 @@ int lend_client_connect(struct lend_client *c, const char *host, int port,
                         SSL_CTX *tls, uint64_t contract,
                         const uint8_t secret[LEND_SECRET_LEN], int timeout_ms)
 {
+	return lend_client_connect_role(c, host, port, tls, contract, secret,
+	                                timeout_ms, LEND_CONN_LEND);
+}
+
+int lend_client_connect_role(struct lend_client *c, const char *host,
+                             int port, SSL_CTX *tls, uint64_t contract,
+                             const uint8_t secret[LEND_SECRET_LEN],
+                             int timeout_ms, uint32_t role)
+{
 	char err[sizeof c->err];
 	int fd = lend_tcp_connect(host, port, err, sizeof err);
 	if (fd < 0) {
@@ -46,16 +55,26 @@ int lend_client_connect(struct lend_client *c, const char *host, int port,
 		snprintf(c->err, sizeof c->err, "%s", err);
 		return -1;
 	}
-	return lend_client_open(c, fd, tls, contract, secret, timeout_ms);
+	return lend_client_open_role(c, fd, tls, contract, secret, timeout_ms,
+	                             role);
 }
 
 int lend_client_open(struct lend_client *c, int fd, SSL_CTX *tls,
                      uint64_t contract, const uint8_t secret[LEND_SECRET_LEN],
                      int timeout_ms)
 {
-	uint8_t buf[LEND_AUTH_LEN], want[LEND_MAC_LEN];
+	return lend_client_open_role(c, fd, tls, contract, secret, timeout_ms,
+	                             LEND_CONN_LEND);
+}
+
+int lend_client_open_role(struct lend_client *c, int fd, SSL_CTX *tls,
+                          uint64_t contract,
+                          const uint8_t secret[LEND_SECRET_LEN],
+                          int timeout_ms, uint32_t role)
+{
+	uint8_t buf[LEND_AUTHR_LEN], want[LEND_MAC_LEN];
 	struct lend_hello hello;
-	struct lend_auth auth = {.contract = contract};
+	struct lend_auth auth = {.contract = contract, .role = role};
 	struct lend_welcome w;
 
 	memset(c, 0, sizeof *c);
@@ -77,14 +96,23 @@ int lend_client_open(struct lend_client *c, int fd, SSL_CTX *tls,
 		         LEND_VERSION);
 		goto fail;
 	}
+	if (role != LEND_CONN_LEND && !(hello.flags & LEND_HELLO_ROLES)) {
+		snprintf(c->err, sizeof c->err,
+		         "the lender runs an older ramex-lend-server without "
+		         "the direct path (its HELLO offers no connection "
+		         "roles): upgrade the lender, or run the borrower "
+		         "without the direct path (ramex-lend-nbd without "
+		         "--direct, lend_direct = no)");
+		goto fail;
+	}
 	if (RAND_bytes(auth.client_nonce, LEND_NONCE_LEN) != 1) {
 		snprintf(c->err, sizeof c->err, "could not draw a nonce");
 		goto fail;
 	}
 	lend_mac(LEND_BORROWER, secret, contract, hello.server_nonce,
 	         auth.client_nonce, lend_conn_binding(&c->conn), auth.mac);
-	lend_auth_encode(&auth, buf);
-	if (lend_conn_write(&c->conn, buf, LEND_AUTH_LEN) < 0 ||
+	size_t alen = lend_auth_encode(&auth, buf);
+	if (lend_conn_write(&c->conn, buf, alen) < 0 ||
 	    lend_conn_read(&c->conn, buf, LEND_WELCOME_LEN) < 0) {
 		snprintf(c->err, sizeof c->err,
 		         "the lender closed the handshake: %s", c->conn.err);
@@ -666,6 +694,27 @@ int lend_client_poll(struct lend_client *c)
 struct lend_meter_report lend_client_report(struct lend_client *c)
 {
 	return lend_meter_report(&c->meter, lend_now_ms());
+}
+
+int lend_client_take_fd(struct lend_client *c)
+{
+	if (c->lost || c->conn.fd < 0 || c->conn.ssl ||
+	    lend_conn_set_nonblock(&c->conn, 0) < 0) {
+		snprintf(c->err, sizeof c->err, "%s",
+		         c->conn.ssl ? "a TLS connection cannot be handed to "
+		                       "an NBD client (it speaks plain TCP)"
+		         : c->lost   ? "the connection to the lender is lost"
+		                     : c->conn.err);
+		return -1;
+	}
+	int fd = c->conn.fd;
+	c->conn.fd = -1;
+	lend_conn_close(&c->conn);
+	lend_meter_free(&c->meter);
+	free(c->rb);
+	c->rb = NULL;
+	c->lost = 1;
+	return fd;
 }
 
 void lend_client_close(struct lend_client *c)

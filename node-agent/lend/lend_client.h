@@ -114,6 +114,28 @@ int lend_client_open(struct lend_client *c, int fd, SSL_CTX *tls,
                      int timeout_ms);
 
 /*
+ * The same for one connection of the direct path (role: enum
+ * lend_role_conn; LEND_CONN_LEND is the two calls above). A lender
+ * without roles is refused before anything is sent, with a message that
+ * says to upgrade it or to leave the direct path off.
+ */
+int lend_client_connect_role(struct lend_client *c, const char *host,
+                             int port, SSL_CTX *tls, uint64_t contract,
+                             const uint8_t secret[LEND_SECRET_LEN],
+                             int timeout_ms, uint32_t role);
+int lend_client_open_role(struct lend_client *c, int fd, SSL_CTX *tls,
+                          uint64_t contract,
+                          const uint8_t secret[LEND_SECRET_LEN],
+                          int timeout_ms, uint32_t role);
+/*
+ * A DATA connection after its handshake: the socket, blocking again, for
+ * an NBD speaker (nbd.ko, the bench); c is closed and keeps nothing
+ * (c->pages stays). Plain TCP only: returns -1 under TLS (the kernel's
+ * NBD client cannot speak it) or when c is lost.
+ */
+int lend_client_take_fd(struct lend_client *c);
+
+/*
  * Sends one request (count <= LEND_MAX_REQ_PAGES; 0 for FLUSH, METER,
  * RELEASE) and returns without its reply. iov: a WRITE's data, or where a
  * READ's pages (or METER's LEND_METER_WIRE bytes) go; it must stay valid

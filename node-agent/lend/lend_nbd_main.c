@@ -5,7 +5,13 @@
  *       [--tls-ca F] (--attach /dev/nbdX [--swap-device DEV]
  *                     | --listen-unix PATH | --listen 127.0.0.1:PORT)
  *       [--swap-priority N] [--meter-file F] [--ready-file F] [--mlock]
- *       [--reply-timeout-ms N] [--keep-awake N] [--idle-poll 0|1]
+ *       [--reply-timeout-ms N] [--keep-awake N] [--idle-poll 0|1] [--direct]
+ *
+ * --direct (with --attach; plain TCP: loopback or --plaintext) hands the
+ * kernel's nbd driver the lender's own TCP connection (a DATA connection,
+ * lend_proto.h), so pages go nbd.ko <-> lender with no process between;
+ * this program keeps a CONTROL connection for the recall and the meter.
+ * The lender must be as new as this program (it says so otherwise).
  *
  * --mlock keeps the bridge out of memory reclaim (lend_mem.h: mlockall,
  * PR_SET_IO_FLUSHER, oom_score_adj -1000); give it whenever the device is
@@ -15,7 +21,8 @@
  * --reply-timeout-ms (default 5000): a request the lender leaves unanswered
  * this long, however the connection looks, loses the lender as a closed
  * connection would: every request in flight and after gets EIO, never a
- * workload stalled on a silent peer.
+ * workload stalled on a silent peer. With --direct the kernel keeps that
+ * clock (NBD_SET_TIMEOUT, whole seconds, rounded up).
  * --keep-awake N (default 0) runs N threads under SCHED_IDLE that spin
  * while requests are in flight and 1 ms after (lend_awake.h), so that the
  * wakeups of a request's way do not wait for an idle core to come back;
@@ -75,6 +82,10 @@ static void usage_text(FILE *f)
 	        "request at 0 us while\n"
 	        "        requests are in flight, so idle cores poll instead of "
 	        "halting; needs root)]\n"
+	        "       [--direct (with --attach, plain TCP: the kernel's nbd "
+	        "driver talks to the\n"
+	        "        lender itself; this program keeps the recall and the "
+	        "meter)]\n"
 	        "Plain TCP (no --tls-ca) sends this node's pages in clear: it "
 	        "is refused\n"
 	        "unless the lender is a loopback address or --plaintext is "
@@ -139,7 +150,8 @@ int main(int argc, char **argv)
 	uint8_t secret[LEND_SECRET_LEN];
 	uint64_t contract = 0;
 	char host[256], err[256];
-	int port, lock = 0, rc = 1, prio = -1, plaintext = 0;
+	int port, lock = 0, rc = 1, prio = -1, plaintext = 0, direct = 0;
+	int data_fd = -1;
 	int64_t reply_timeout = LEND_CLIENT_REPLY_TIMEOUT_MS;
 	SSL_CTX *tls = NULL;
 	struct lend_client client;
@@ -169,6 +181,7 @@ int main(int argc, char **argv)
 	     "--keep-awake is 0..8 threads"},
 	    {"--idle-poll", ARGS_INT, &idle_poll, 0, 1,
 	     "--idle-poll is 0 (off) or 1 (on)"},
+	    {"--direct", ARGS_FLAG, &direct, 0, 0, NULL},
 	};
 	int done =
 	    args_done(args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
@@ -186,6 +199,27 @@ int main(int argc, char **argv)
 		             "--listen");
 	if (hostport_split(lender, host, sizeof host, &port) < 0)
 		return usage("--lender wants HOST:PORT");
+	if (direct && !attach)
+		return usage("--direct hands /dev/nbdX the lender's connection: "
+		             "it needs --attach");
+	if (direct && ca)
+		return usage("--direct gives the lender's TCP connection to the "
+		             "kernel's nbd driver, which cannot speak TLS (that "
+		             "would need kTLS): leave out --direct with --tls-ca, "
+		             "or use --direct on loopback or with --plaintext");
+	if (direct && awake) {
+		log_warn("--keep-awake does nothing with --direct: no process "
+		         "is on the pages' way; no threads started",
+		         "keep_awake=%lld", (long long)awake);
+		awake = 0;
+	}
+	if (direct && idle_poll) {
+		log_warn("--idle-poll does nothing with --direct: no process "
+		         "of ours is on the pages' way (the lender's own "
+		         "--idle-poll still applies)",
+		         "idle_poll=%lld", (long long)idle_poll);
+		idle_poll = 0;
+	}
 	if (!ca && !lend_host_is_loopback(host)) {
 		if (!plaintext)
 			return usage("plain TCP to a lender off loopback would "
@@ -230,18 +264,32 @@ int main(int argc, char **argv)
 			         "pressure",
 			         "why=\"%s\"", err);
 	}
-	if (lend_client_connect(&client, host, port, tls, contract, secret,
-	                        5000) < 0) {
+	/* direct: the CONTROL connection first, so that a recall notice
+	 * finds it, then the DATA one for the kernel */
+	if (lend_client_connect_role(&client, host, port, tls, contract, secret,
+	                             5000,
+	                             direct ? LEND_CONN_CONTROL
+	                                    : LEND_CONN_LEND) < 0) {
 		log_error("cannot reach the lender", "why=\"%s\"", client.err);
 		goto out_tls;
 	}
 	client.reply_timeout_ms = reply_timeout;
+	if (direct) {
+		struct lend_client dc;
+		if (lend_client_connect_role(&dc, host, port, NULL, contract,
+		                             secret, 5000, LEND_CONN_DATA) < 0 ||
+		    (data_fd = lend_client_take_fd(&dc)) < 0) {
+			log_error("cannot open the data connection",
+			          "why=\"%s\"", dc.err);
+			goto out_client;
+		}
+	}
 	log_info("bridge reached its lender",
 	         "lender=%s contract=%llu tls=%d reply_timeout_ms=%lld "
-	         "keep_awake=%lld idle_poll=%lld",
+	         "keep_awake=%lld idle_poll=%lld direct=%d",
 	         lender, (unsigned long long)contract, tls != NULL,
 	         (long long)reply_timeout, (long long)awake,
-	         (long long)idle_poll);
+	         (long long)idle_poll, direct);
 	if (lend_bridge_init(&bridge, &client, "ramex") < 0) {
 		log_error("cannot start", "why=\"%s\"", bridge.err);
 		goto out_client;
@@ -260,8 +308,14 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	if (attach) {
-		if (lend_bridge_attach(&bridge, attach,
-		                       swap_dev ? swap_dev : attach) < 0) {
+		int arc =
+		    direct ? lend_bridge_attach_direct(
+		                 &bridge, attach, swap_dev ? swap_dev : attach,
+		                 data_fd, (int)((reply_timeout + 999) / 1000))
+		           : lend_bridge_attach(&bridge, attach,
+		                                swap_dev ? swap_dev : attach);
+		data_fd = -1; /* the bridge's now */
+		if (arc < 0) {
 			log_error("cannot attach", "why=\"%s\"", bridge.err);
 			goto out_bridge;
 		}
@@ -285,7 +339,7 @@ int main(int argc, char **argv)
 	enum lend_bridge_end end = lend_bridge_run(&bridge);
 	static const char *names[] = {"disconnected", "recalled", "lender-lost",
 	                              "recall-failed", "nbd-error"};
-	struct lend_meter_report r = lend_client_report(&client);
+	struct lend_meter_report r = lend_bridge_report(&bridge);
 	char line[512];
 	lend_meter_format(&r, line, sizeof line);
 	log_info("bridge ends",
@@ -302,6 +356,8 @@ int main(int argc, char **argv)
 out_bridge:
 	lend_bridge_free(&bridge);
 out_client:
+	if (data_fd >= 0)
+		close(data_fd);
 	lend_client_close(&client);
 out_tls:
 	lend_tls_ctx_free(tls);

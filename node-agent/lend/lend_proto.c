@@ -10,6 +10,8 @@
 
 static const uint8_t hello_magic[8] = {'R', 'A', 'M', 'X', 'L', 'N', 'D', '1'};
 static const uint8_t auth_magic[8] = {'R', 'A', 'M', 'X', 'A', 'U', 'T', 'H'};
+static const uint8_t authr_magic[8] = {'R', 'A', 'M', 'X',
+                                       'A', 'U', 'T', 'R'};
 
 
 void lend_hello_encode(const struct lend_hello *h, uint8_t out[LEND_HELLO_LEN])
@@ -30,21 +32,44 @@ int lend_hello_decode(const uint8_t in[LEND_HELLO_LEN], struct lend_hello *h)
 	return h->version == LEND_VERSION ? 0 : -1;
 }
 
-void lend_auth_encode(const struct lend_auth *a, uint8_t out[LEND_AUTH_LEN])
+size_t lend_auth_encode(const struct lend_auth *a,
+                        uint8_t out[LEND_AUTHR_LEN])
 {
-	memcpy(out, auth_magic, 8);
+	memcpy(out, a->role ? authr_magic : auth_magic, 8);
 	put64(out + 8, a->contract);
 	memcpy(out + 16, a->client_nonce, LEND_NONCE_LEN);
 	memcpy(out + 48, a->mac, LEND_MAC_LEN);
+	if (!a->role)
+		return LEND_AUTH_LEN;
+	put32(out + 80, a->role);
+	put32(out + 84, 0);
+	return LEND_AUTHR_LEN;
 }
 
 int lend_auth_decode(const uint8_t in[LEND_AUTH_LEN], struct lend_auth *a)
 {
-	if (memcmp(in, auth_magic, 8) != 0)
+	int more;
+	if (memcmp(in, auth_magic, 8) == 0)
+		more = 0;
+	else if (memcmp(in, authr_magic, 8) == 0)
+		more = 1;
+	else
 		return -1;
+	a->role = LEND_CONN_LEND;
 	a->contract = get64(in + 8);
 	memcpy(a->client_nonce, in + 16, LEND_NONCE_LEN);
 	memcpy(a->mac, in + 48, LEND_MAC_LEN);
+	return more;
+}
+
+int lend_auth_role_decode(const uint8_t in[LEND_AUTHR_LEN - LEND_AUTH_LEN],
+                          struct lend_auth *a)
+{
+	uint32_t role = get32(in);
+	if (get32(in + 4) != 0 ||
+	    (role != LEND_CONN_DATA && role != LEND_CONN_CONTROL))
+		return -1;
+	a->role = role;
 	return 0;
 }
 

@@ -11,7 +11,10 @@
  * Connection, all integers big-endian:
  *
  *   S: HELLO    magic "RAMXLND1", version u32, flags u32, server_nonce[32]
+ *               (flags: LEND_HELLO_ROLES when the lender takes AUTHR)
  *   C: AUTH     magic "RAMXAUTH", contract u64, client_nonce[32], mac[32]
+ *      or AUTHR magic "RAMXAUTR", the same 72 bytes, role u32, reserved u32
+ *      (a connection for one role of the direct path, enum lend_role_conn)
  *   S: WELCOME  status u32, reserved u32, pages u64, mac[32]
  *      (status != 0: refused; the server closes the connection)
  *   C: request  header (32 bytes) [+ count * 4096 bytes for WRITE]
@@ -19,6 +22,17 @@
  *                                  + LEND_METER_WIRE bytes for METER]
  *   S: NOTICE   a reply header with type LEND_NOTICE and handle 0, sent
  *               between replies whenever the lender recalls the pages
+ *
+ * Direct path (docs/lending.md): a borrower whose kernel speaks to the
+ * lender itself opens two connections per contract. The DATA one is, after
+ * WELCOME, in NBD's transmission phase (lend_nbd.h: requests and simple
+ * replies, no NBD handshake: the size is WELCOME's pages), so that nbd.ko
+ * can be handed its socket; the CONTROL one carries the frames above
+ * (NOTICE, METER, RELEASE, BYE; READ/WRITE/TRIM work there too). A lender
+ * without LEND_HELLO_ROLES in its HELLO is older: the borrower refuses to
+ * go on before it sends anything. The role is outside the MACs: it only
+ * picks which of the authenticated borrower's own uses a connection
+ * serves.
  *
  * The borrower's MAC proves it holds the contract secret and answers this
  * connection's fresh server nonce (no replay); the lender's MAC proves the
@@ -41,6 +55,8 @@
 #define LEND_HELLO_LEN     48
 #define LEND_AUTH_LEN      80
 #define LEND_WELCOME_LEN   48
+#define LEND_AUTHR_LEN     88 /* AUTH with a role */
+#define LEND_HELLO_ROLES   1u /* HELLO flags: AUTHR understood */
 #define LEND_HDR_LEN       32
 #define LEND_MAX_REQ_PAGES 256 /* 1 MiB per request bounds every buffer */
 /* A borrower keeps at most this many pages in flight (requests sent, not
@@ -76,13 +92,21 @@ enum lend_err {
 	LEND_E_UNSUPPORTED = 7 /* unknown request type */
 };
 
+/* What an AUTHR asks one connection to be (AUTH: LEND_CONN_LEND). */
+enum lend_role_conn {
+	LEND_CONN_LEND = 0,    /* the lend protocol, everything on one stream */
+	LEND_CONN_DATA = 1,    /* NBD transmission phase after WELCOME */
+	LEND_CONN_CONTROL = 2, /* the lend protocol beside a DATA connection */
+};
+
 struct lend_hello {
 	uint32_t version;
-	uint32_t flags; /* must be 0 */
+	uint32_t flags; /* LEND_HELLO_ROLES or 0; others ignored */
 	uint8_t server_nonce[LEND_NONCE_LEN];
 };
 
 struct lend_auth {
+	uint32_t role; /* enum lend_role_conn; non-zero: sent as AUTHR */
 	uint64_t contract;
 	uint8_t client_nonce[LEND_NONCE_LEN];
 	uint8_t mac[LEND_MAC_LEN];
@@ -111,8 +135,18 @@ enum lend_role { LEND_BORROWER, LEND_LENDER };
 void lend_hello_encode(const struct lend_hello *h, uint8_t out[LEND_HELLO_LEN]);
 /* Returns 0, or -1 when the magic or version is wrong. */
 int lend_hello_decode(const uint8_t in[LEND_HELLO_LEN], struct lend_hello *h);
-void lend_auth_encode(const struct lend_auth *a, uint8_t out[LEND_AUTH_LEN]);
+/* Writes an AUTH, or an AUTHR when a->role != 0. Returns its length
+ * (LEND_AUTH_LEN or LEND_AUTHR_LEN; out holds LEND_AUTHR_LEN). */
+size_t lend_auth_encode(const struct lend_auth *a,
+                        uint8_t out[LEND_AUTHR_LEN]);
+/* Decodes the first LEND_AUTH_LEN bytes. Returns 0 for an AUTH (role 0),
+ * 1 for an AUTHR (read LEND_AUTHR_LEN - LEND_AUTH_LEN more bytes and give
+ * them to lend_auth_role_decode), -1 on a wrong magic. */
 int lend_auth_decode(const uint8_t in[LEND_AUTH_LEN], struct lend_auth *a);
+/* The role's 8 bytes of an AUTHR. Returns 0, or -1 for an unknown role or
+ * a reserved field that is not zero. */
+int lend_auth_role_decode(const uint8_t in[LEND_AUTHR_LEN - LEND_AUTH_LEN],
+                          struct lend_auth *a);
 void lend_welcome_encode(const struct lend_welcome *w,
                          uint8_t out[LEND_WELCOME_LEN]);
 void lend_welcome_decode(const uint8_t in[LEND_WELCOME_LEN],

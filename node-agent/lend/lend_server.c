@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "node-agent/lend/lend_nbd.h"
 
 int64_t lend_now_ms(void)
 {
@@ -33,7 +34,7 @@ int lend_server_open(struct lend_server *s, const struct lend_server_config *c,
 	s->lfd = -1;
 	s->wake[0] = s->wake[1] = -1;
 	s->done[0] = s->done[1] = -1;
-	s->conn.fd = -1;
+	s->lend.conn.fd = s->data.conn.fd = -1;
 	if (c->pages <= 0 || c->pages > LEND_MAX_PAGES) {
 		snprintf(err, errlen, "a contract needs 1 to %lld pages",
 		         (long long)LEND_MAX_PAGES);
@@ -65,8 +66,9 @@ int lend_server_open(struct lend_server *s, const struct lend_server_config *c,
 		snprintf(err, errlen, "could not allocate the meter");
 		goto fail;
 	}
-	s->ib = malloc(LEND_SERVER_IBUF);
-	if (!s->ib) {
+	s->lend.ib = malloc(LEND_SERVER_IBUF);
+	s->data.ib = malloc(LEND_SERVER_IBUF);
+	if (!s->lend.ib || !s->data.ib) {
 		snprintf(err, errlen, "could not allocate the input buffer");
 		goto fail;
 	}
@@ -126,20 +128,42 @@ static int send_notice(struct lend_server *s)
 	int64_t left = s->deadline_ms - lend_now_ms();
 	struct lend_hdr n = {.type = LEND_NOTICE,
 	                     .extra = (uint64_t)(left > 0 ? left : 0)};
-	return send_reply(&s->conn, &n);
+	return send_reply(&s->lend.conn, &n);
 }
 
 static int out_flush(struct lend_server *s);
 
+static const char *role_name(uint32_t role)
+{
+	return role == LEND_CONN_DATA      ? "data"
+	       : role == LEND_CONN_CONTROL ? "control"
+	                                   : "lend";
+}
+
+static void drop_link(struct lend_server *s, struct lend_server_link *l,
+                      const char *why)
+{
+	if (l->conn.fd < 0)
+		return;
+	if (s->ol == l)
+		(void)out_flush(s); /* e.g. the reply to a BYE or a refusal */
+	l->ib_off = l->ib_len = 0;
+	log_info("borrower connection closed",
+	         "contract=%llu role=%s why=\"%s\"",
+	         (unsigned long long)s->cfg.contract, role_name(l->role), why);
+	lend_conn_close(&l->conn);
+}
+
 static void drop_conn(struct lend_server *s, const char *why)
 {
-	if (s->conn.fd < 0)
-		return;
-	(void)out_flush(s); /* e.g. the reply to a BYE or a refusal */
-	s->ib_off = s->ib_len = 0;
-	log_info("borrower connection closed", "contract=%llu why=\"%s\"",
-	         (unsigned long long)s->cfg.contract, why);
-	lend_conn_close(&s->conn);
+	drop_link(s, &s->lend, why);
+}
+
+/* The recall deadline, the end of the run: neither connection stays. */
+static void drop_both(struct lend_server *s, const char *why)
+{
+	drop_link(s, &s->lend, why);
+	drop_link(s, &s->data, why);
 }
 
 /* Serialises a handshake thread's "finished" with the cut at its
@@ -153,10 +177,12 @@ static void *handshake_main(void *arg)
 	struct lend_handshake *h = arg;
 	struct lend_server *s = h->s;
 	struct lend_conn c;
-	struct lend_hello hello = {.version = LEND_VERSION};
+	struct lend_hello hello = {.version = LEND_VERSION,
+	                           .flags = LEND_HELLO_ROLES};
 	struct lend_auth auth;
 	struct lend_welcome w = {.status = LEND_OK};
-	uint8_t buf[LEND_AUTH_LEN], want[LEND_MAC_LEN];
+	uint8_t buf[LEND_AUTHR_LEN], want[LEND_MAC_LEN];
+	int more;
 
 	/* the loop cuts the handshake at its deadline; the per-read bound
 	 * is only a backstop, twice as long */
@@ -173,7 +199,10 @@ static void *handshake_main(void *arg)
 	lend_hello_encode(&hello, buf);
 	if (lend_conn_write(&c, buf, LEND_HELLO_LEN) < 0 ||
 	    lend_conn_read(&c, buf, LEND_AUTH_LEN) < 0 ||
-	    lend_auth_decode(buf, &auth) < 0) {
+	    (more = lend_auth_decode(buf, &auth)) < 0 ||
+	    (more && (lend_conn_read(&c, buf + LEND_AUTH_LEN,
+	                             LEND_AUTHR_LEN - LEND_AUTH_LEN) < 0 ||
+	              lend_auth_role_decode(buf + LEND_AUTH_LEN, &auth) < 0))) {
 		log_warn("borrower handshake failed",
 		         "why=\"no valid AUTH frame: %s\"", c.err);
 		goto refuse;
@@ -202,6 +231,7 @@ static void *handshake_main(void *arg)
 		goto fail;
 	lend_conn_set_timeout(&c, 0);
 	h->c = c;
+	h->role = auth.role;
 	h->ok = 1;
 	goto out;
 refuse:
@@ -293,7 +323,7 @@ static int64_t handshake_cut(struct lend_server *s, int64_t now, int all,
 }
 
 /* Joins a handshake thread that reported and takes its outcome: an
- * authenticated connection becomes s->conn. */
+ * authenticated connection becomes s->lend or s->data. */
 static void handshake_finish(struct lend_server *s, struct lend_handshake *h)
 {
 	pthread_join(h->thr, NULL);
@@ -303,13 +333,20 @@ static void handshake_finish(struct lend_server *s, struct lend_handshake *h)
 		s->auth_failures++;
 	if (!h->ok)
 		return;
-	if (s->conn.fd >= 0)
-		drop_conn(s, "replaced by a new authenticated connection");
-	s->conn = h->c;
-	s->connections++;
-	log_info("borrower authenticated", "contract=%llu tls=%d",
-	         (unsigned long long)s->cfg.contract, s->conn.ssl != NULL);
-	if (s->recalling && send_notice(s) < 0)
+	struct lend_server_link *l =
+	    h->role == LEND_CONN_DATA ? &s->data : &s->lend;
+	if (l->conn.fd >= 0)
+		drop_link(s, l, "replaced by a new authenticated connection");
+	l->conn = h->c;
+	l->role = h->role;
+	if (l == &s->data)
+		s->data_connections++;
+	else
+		s->connections++;
+	log_info("borrower authenticated", "contract=%llu role=%s tls=%d",
+	         (unsigned long long)s->cfg.contract, role_name(l->role),
+	         l->conn.ssl != NULL);
+	if (l == &s->lend && s->recalling && send_notice(s) < 0)
 		drop_conn(s, "could not send the recall notice");
 }
 
@@ -351,8 +388,8 @@ static void free_pages(struct lend_server *s, const char *why)
 static int out_flush(struct lend_server *s)
 {
 	int rc = 0;
-	if (s->ov_n > 0 && s->conn.fd >= 0) {
-		rc = lend_conn_writev(&s->conn, s->ov, s->ov_n);
+	if (s->ov_n > 0 && s->ol && s->ol->conn.fd >= 0) {
+		rc = lend_conn_writev(&s->ol->conn, s->ov, s->ov_n);
 		s->batches++;
 		s->batched_replies += s->oh_n;
 	}
@@ -361,34 +398,64 @@ static int out_flush(struct lend_server *s)
 	return rc;
 }
 
+/* Room for one more reply, its header's bytes. Returns NULL when sending
+ * the batch failed. */
+static uint8_t *out_slot(struct lend_server *s)
+{
+	if (s->oh_n == LEND_SERVER_BATCH && out_flush(s) < 0)
+		return NULL;
+	return s->oh[s->oh_n];
+}
+
+/* Adds the header in out_slot (hlen bytes) and its payload (may be
+ * NULL). */
+static void out_add(struct lend_server *s, size_t hlen, const void *data,
+                    size_t len)
+{
+	s->ov[s->ov_n++] = (struct iovec){s->oh[s->oh_n++], hlen};
+	if (len)
+		s->ov[s->ov_n++] = (struct iovec){(void *)data, len};
+}
+
 /* Holds back a reply, and its payload (may be NULL). Returns 0 or -1. */
 static int out_reply(struct lend_server *s, const struct lend_hdr *h,
                      const void *data, size_t len)
 {
-	if (s->oh_n == LEND_SERVER_BATCH && out_flush(s) < 0)
+	uint8_t *b = out_slot(s);
+	if (!b)
 		return -1;
-	lend_hdr_encode(h, 1, s->oh[s->oh_n]);
-	s->ov[s->ov_n++] = (struct iovec){s->oh[s->oh_n++], LEND_HDR_LEN};
-	if (len)
-		s->ov[s->ov_n++] = (struct iovec){(void *)data, len};
+	lend_hdr_encode(h, 1, b);
+	out_add(s, LEND_HDR_LEN, data, len);
+	return 0;
+}
+
+/* The same for an NBD simple reply on the DATA connection. */
+static int out_nbd(struct lend_server *s, uint32_t error, uint64_t handle,
+                   const void *data, size_t len)
+{
+	uint8_t *b = out_slot(s);
+	if (!b)
+		return -1;
+	lend_nbd_reply_encode(b, error, handle);
+	out_add(s, LEND_NBD_REPLY_LEN, data, len);
 	return 0;
 }
 
 /* Whether a request's bytes are here already (read ahead, decrypted, or
  * in the socket), so that serving it cannot block. */
-static int in_ready(struct lend_server *s)
+static int in_ready(struct lend_server_link *l)
 {
-	if (s->ib_len > s->ib_off || lend_conn_pending(&s->conn) > 0)
+	if (l->ib_len > l->ib_off || lend_conn_pending(&l->conn) > 0)
 		return 1;
-	if (s->conn.ssl) {
-		struct pollfd p = {.fd = s->conn.fd, .events = POLLIN};
+	if (l->conn.ssl) {
+		struct pollfd p = {.fd = l->conn.fd, .events = POLLIN};
 		return poll(&p, 1, 0) > 0;
 	}
 	/* plain TCP: one recv both asks and reads ahead */
-	s->ib_off = s->ib_len = 0;
-	ssize_t r = recv(s->conn.fd, s->ib, LEND_SERVER_IBUF, MSG_DONTWAIT);
+	l->ib_off = l->ib_len = 0;
+	ssize_t r = recv(l->conn.fd, l->ib, LEND_SERVER_IBUF, MSG_DONTWAIT);
 	if (r > 0) {
-		s->ib_len = (size_t)r;
+		l->ib_len = (size_t)r;
 		return 1;
 	}
 	/* the end of the stream or an error: let the next read say so */
@@ -397,77 +464,78 @@ static int in_ready(struct lend_server *s)
 
 /* Reads more into the read-ahead buffer, blocking; the replies held back
  * go first, since the borrower may wait for them before it sends more. */
-static int in_fill(struct lend_server *s)
+static int in_fill(struct lend_server *s, struct lend_server_link *l)
 {
-	size_t had = s->ib_len - s->ib_off;
-	if (in_ready(s)) {
-		if (s->ib_len - s->ib_off > had)
+	size_t had = l->ib_len - l->ib_off;
+	if (in_ready(l)) {
+		if (l->ib_len - l->ib_off > had)
 			return 0; /* in_ready read ahead */
 	} else if (out_flush(s) < 0) {
 		return -1;
 	}
-	if (s->ib_off == s->ib_len)
-		s->ib_off = s->ib_len = 0;
-	if (s->ib_off > 0 && s->ib_len == LEND_SERVER_IBUF) {
-		memmove(s->ib, s->ib + s->ib_off, s->ib_len - s->ib_off);
-		s->ib_len -= s->ib_off;
-		s->ib_off = 0;
+	if (l->ib_off == l->ib_len)
+		l->ib_off = l->ib_len = 0;
+	if (l->ib_off > 0 && l->ib_len == LEND_SERVER_IBUF) {
+		memmove(l->ib, l->ib + l->ib_off, l->ib_len - l->ib_off);
+		l->ib_len -= l->ib_off;
+		l->ib_off = 0;
 	}
 	for (;;) {
-		size_t room = LEND_SERVER_IBUF - s->ib_len;
+		size_t room = LEND_SERVER_IBUF - l->ib_len;
 		ssize_t r;
-		if (s->conn.ssl) {
+		if (l->conn.ssl) {
 			size_t got = 0;
-			if (SSL_read_ex(s->conn.ssl, s->ib + s->ib_len, room,
+			if (SSL_read_ex(l->conn.ssl, l->ib + l->ib_len, room,
 			                &got) != 1) {
-				snprintf(s->conn.err, sizeof s->conn.err,
+				snprintf(l->conn.err, sizeof l->conn.err,
 				         "the borrower closed the connection");
 				ERR_clear_error();
 				return -1;
 			}
 			r = (ssize_t)got;
 		} else {
-			r = recv(s->conn.fd, s->ib + s->ib_len, room, 0);
+			r = recv(l->conn.fd, l->ib + l->ib_len, room, 0);
 			if (r < 0 && errno == EINTR)
 				continue;
 			if (r <= 0) {
-				snprintf(s->conn.err, sizeof s->conn.err, "%s",
+				snprintf(l->conn.err, sizeof l->conn.err, "%s",
 				         r == 0 ? "the borrower closed the "
 				                  "connection"
 				                : strerror(errno));
 				return -1;
 			}
 		}
-		s->ib_len += (size_t)r;
+		l->ib_len += (size_t)r;
 		return 0;
 	}
 }
 
 /* Exactly n bytes of the stream into dst: what was read ahead first; a
  * long rest goes straight into dst (a WRITE's pages: no copy). */
-static int in_read(struct lend_server *s, void *dst, size_t n)
+static int in_read(struct lend_server *s, struct lend_server_link *l,
+                   void *dst, size_t n)
 {
 	uint8_t *p = dst;
 	while (n > 0) {
-		size_t have = s->ib_len - s->ib_off;
+		size_t have = l->ib_len - l->ib_off;
 		if (have > 0) {
 			size_t k = have < n ? have : n;
-			memcpy(p, s->ib + s->ib_off, k);
-			s->ib_off += k;
+			memcpy(p, l->ib + l->ib_off, k);
+			l->ib_off += k;
 			p += k;
 			n -= k;
 			continue;
 		}
-		if (n >= LEND_PAGE_SIZE && lend_conn_pending(&s->conn) == 0) {
-			if (in_ready(s)) {
-				if (s->ib_len > s->ib_off)
+		if (n >= LEND_PAGE_SIZE && lend_conn_pending(&l->conn) == 0) {
+			if (in_ready(l)) {
+				if (l->ib_len > l->ib_off)
 					continue; /* it read ahead: take that */
 			} else if (out_flush(s) < 0) {
 				return -1;
 			}
-			return lend_conn_read(&s->conn, p, n);
+			return lend_conn_read(&l->conn, p, n);
 		}
-		if (in_fill(s) < 0)
+		if (in_fill(s, l) < 0)
 			return -1;
 	}
 	return 0;
@@ -476,11 +544,12 @@ static int in_read(struct lend_server *s, void *dst, size_t n)
 /* Serves one request. Returns 0, or -1 when the connection must close. */
 static int serve_one(struct lend_server *s)
 {
-	struct lend_conn *c = &s->conn;
+	struct lend_server_link *l = &s->lend;
+	struct lend_conn *c = &l->conn;
 	uint8_t b[LEND_HDR_LEN];
 	struct lend_hdr q, r;
 
-	if (in_read(s, b, sizeof b) < 0)
+	if (in_read(s, l, b, sizeof b) < 0)
 		return -1;
 	if (lend_hdr_decode(b, 0, &q) < 0) {
 		snprintf(c->err, sizeof c->err, "a request with a bad magic");
@@ -519,7 +588,7 @@ static int serve_one(struct lend_server *s)
 		                 len);
 	case LEND_WRITE:
 		/* straight into the held pages */
-		if (in_read(s, lend_store_page(&s->store, (int64_t)q.page),
+		if (in_read(s, l, lend_store_page(&s->store, (int64_t)q.page),
 		            len) < 0)
 			return -1;
 		lend_meter_write(&s->meter, q.page, q.count, now);
@@ -553,18 +622,130 @@ static int serve_one(struct lend_server *s)
 	return -1;
 }
 
-/* Serves the requests that have arrived, a batch at a time, and sends
- * their replies. Returns 0, or -1 when the connection must close. */
-static int serve(struct lend_server *s)
+/* Serves one NBD request of the DATA connection: the same store, meter
+ * and batches as serve_one. Returns 0, or -1 when that connection must
+ * close. */
+static int serve_nbd_one(struct lend_server *s)
 {
+	struct lend_server_link *l = &s->data;
+	struct lend_conn *c = &l->conn;
+	uint8_t b[LEND_NBD_REQ_LEN];
+	struct lend_nbd_req q;
+	const struct lend_nbd_export e = {
+	    .size = (uint64_t)s->cfg.pages * LEND_PAGE_SIZE,
+	    .tflags = LEND_NBD_TFLAGS};
+
+	if (in_read(s, l, b, sizeof b) < 0)
+		return -1;
+	if (lend_nbd_req_decode(b, &q) < 0) {
+		snprintf(c->err, sizeof c->err,
+		         "an NBD request with a bad magic");
+		return -1;
+	}
+	if (q.type == LEND_NBD_CMD_DISC) {
+		snprintf(c->err, sizeof c->err,
+		         "the borrower's NBD client disconnected");
+		return -1;
+	}
+	int rc = lend_nbd_req_check(&e, &q);
+	if (rc < 0) {
+		snprintf(c->err, sizeof c->err,
+		         "an NBD WRITE of %u bytes, longer than %u",
+		         (unsigned)q.len, (unsigned)LEND_NBD_MAX_REQ);
+		return -1;
+	}
+	/* NBD's rule: a WRITE past the end is ENOSPC */
+	if (rc == EINVAL && q.type == LEND_NBD_CMD_WRITE &&
+	    (q.off > e.size || q.len > e.size - q.off))
+		rc = ENOSPC;
+	if (rc == 0 && s->released && q.type != LEND_NBD_CMD_FLUSH)
+		rc = EIO; /* freed after the recall: nothing to read or keep */
+	if (rc != 0) {
+		/* a refused WRITE's payload is still in the stream */
+		uint8_t junk[LEND_PAGE_SIZE];
+		for (uint32_t left = q.type == LEND_NBD_CMD_WRITE ? q.len : 0;
+		     left > 0;) {
+			uint32_t k = left < sizeof junk ? left : sizeof junk;
+			if (in_read(s, l, junk, k) < 0)
+				return -1;
+			left -= k;
+		}
+		s->nbd_errors++;
+		return out_nbd(s, (uint32_t)rc, q.handle, NULL, 0);
+	}
+	/* a pending READ reply points into the store: send it before the
+	 * pages change */
+	if (s->out_reads &&
+	    (q.type == LEND_NBD_CMD_WRITE || q.type == LEND_NBD_CMD_TRIM) &&
+	    out_flush(s) < 0)
+		return -1;
+	int64_t now = lend_now_ms();
+	uint64_t page = q.off / LEND_PAGE_SIZE;
+	uint32_t count = q.len / LEND_PAGE_SIZE;
+	switch (q.type) {
+	case LEND_NBD_CMD_READ:
+		lend_meter_read(&s->meter, count, now);
+		s->out_reads = 1;
+		return out_nbd(s, 0, q.handle,
+		               lend_store_page(&s->store, (int64_t)page), q.len);
+	case LEND_NBD_CMD_WRITE:
+		if (count > 0) {
+			if (in_read(s, l,
+			            lend_store_page(&s->store, (int64_t)page),
+			            q.len) < 0)
+				return -1;
+			lend_meter_write(&s->meter, page, count, now);
+		}
+		return out_nbd(s, 0, q.handle, NULL, 0);
+	case LEND_NBD_CMD_TRIM:
+		if (count > 0) {
+			lend_store_zero(&s->store, (int64_t)page, count);
+			lend_meter_trim(&s->meter, page, count, now);
+		}
+		return out_nbd(s, 0, q.handle, NULL, 0);
+	case LEND_NBD_CMD_FLUSH: /* the pages are in RAM: nothing to do */
+		return out_nbd(s, 0, q.handle, NULL, 0);
+	}
+	assert(0 && "lend_nbd_req_check let an unknown type through");
+	return -1;
+}
+
+/* Serves the requests that have arrived on link l, a batch at a time,
+ * and sends their replies. Returns 0, or -1 when l must close. */
+static int serve(struct lend_server *s, struct lend_server_link *l)
+{
+	int (*one)(struct lend_server *) =
+	    l == &s->data ? serve_nbd_one : serve_one;
+	/* replies go to l; what the other link had waiting goes first */
+	if (s->ol != l) {
+		(void)out_flush(s);
+		s->ol = l;
+	}
 	/* bounded, so that a borrower streaming without pause does not
-	 * keep the loop from a recall, a stop or a handshake */
+	 * keep the loop from a recall, a stop, a handshake or the other
+	 * connection */
 	int n = 0;
 	do {
-		if (serve_one(s) < 0)
+		if (one(s) < 0)
 			return -1;
-	} while (++n < 4 * LEND_SERVER_BATCH && in_ready(s));
+	} while (++n < 4 * LEND_SERVER_BATCH && in_ready(l));
 	return out_flush(s);
+}
+
+/* Serves link l, closing it when it fails. */
+static void serve_link(struct lend_server *s, struct lend_server_link *l)
+{
+	lend_awake_busy(&s->awake);
+	lend_qos_busy(&s->qos);
+	if (serve(s, l) < 0)
+		drop_link(s, l, l->conn.err);
+}
+
+/* Whether link l has request bytes read ahead or decrypted. */
+static int link_pending(const struct lend_server_link *l)
+{
+	return l->conn.fd >= 0 &&
+	       (lend_conn_pending(&l->conn) > 0 || l->ib_len > l->ib_off);
 }
 
 static void tick(struct lend_server *s)
@@ -586,22 +767,22 @@ enum lend_server_end lend_server_run(struct lend_server *s)
 			next_tick = now + 1000;
 		}
 		if (s->recalling && !s->released && now >= s->deadline_ms) {
-			drop_conn(s, "the recall deadline passed");
+			drop_both(s, "the recall deadline passed");
 			free_pages(s, "the recall deadline passed before the "
 			              "borrower released them");
 			end = LEND_END_DEADLINE;
 			break;
 		}
-		if (s->released && s->conn.fd < 0) {
+		if (s->released && s->lend.conn.fd < 0) {
+			drop_both(s, "the pages were released");
 			end = LEND_END_RELEASED;
 			break;
 		}
-		if (s->conn.fd >= 0 && (lend_conn_pending(&s->conn) > 0 ||
-		                        s->ib_len > s->ib_off)) {
-			lend_awake_busy(&s->awake);
-			lend_qos_busy(&s->qos);
-			if (serve(s) < 0)
-				drop_conn(s, s->conn.err);
+		if (link_pending(&s->lend) || link_pending(&s->data)) {
+			if (link_pending(&s->data))
+				serve_link(s, &s->data);
+			if (link_pending(&s->lend))
+				serve_link(s, &s->lend);
 			continue;
 		}
 		int64_t wait = next_tick - now;
@@ -612,11 +793,12 @@ enum lend_server_end lend_server_run(struct lend_server *s)
 		int64_t rel = lend_qos_idle(&s->qos);
 		if (rel >= 0 && rel < wait)
 			wait = rel;
-		struct pollfd p[4] = {{.fd = s->wake[0], .events = POLLIN},
+		struct pollfd p[5] = {{.fd = s->wake[0], .events = POLLIN},
 		                      {.fd = s->lfd, .events = POLLIN},
-		                      {.fd = s->conn.fd, .events = POLLIN},
-		                      {.fd = s->done[0], .events = POLLIN}};
-		int n = poll(p, 4, (int)(wait > 0 ? wait : 0));
+		                      {.fd = s->lend.conn.fd, .events = POLLIN},
+		                      {.fd = s->done[0], .events = POLLIN},
+		                      {.fd = s->data.conn.fd, .events = POLLIN}};
+		int n = poll(p, 5, (int)(wait > 0 ? wait : 0));
 		if (n < 0 && errno != EINTR) {
 			snprintf(s->err, sizeof s->err, "poll failed: %s",
 			         strerror(errno));
@@ -640,7 +822,7 @@ enum lend_server_end lend_server_run(struct lend_server *s)
 					    "contract=%llu notice_ms=%lld",
 					    (unsigned long long)s->cfg.contract,
 					    (long long)s->cfg.notice_ms);
-					if (s->conn.fd >= 0 &&
+					if (s->lend.conn.fd >= 0 &&
 					    send_notice(s) < 0)
 						drop_conn(s,
 						          "could not send the "
@@ -659,15 +841,15 @@ enum lend_server_end lend_server_run(struct lend_server *s)
 			if (fd >= 0)
 				handshake_start(s, fd);
 		}
-		if (s->conn.fd >= 0 && p[2].fd == s->conn.fd &&
-		    (p[2].revents & (POLLIN | POLLHUP | POLLERR))) {
-			/* a borrower is at work: its next requests come
-			 * soon; keep a core awake for their wakeup */
-			lend_awake_busy(&s->awake);
-			lend_qos_busy(&s->qos);
-			if (serve(s) < 0)
-				drop_conn(s, s->conn.err);
-		}
+		/* a borrower is at work: its next requests come soon;
+		 * serve_link keeps a core awake for their wakeup */
+		const short ev = POLLIN | POLLHUP | POLLERR;
+		if (s->data.conn.fd >= 0 && p[4].fd == s->data.conn.fd &&
+		    (p[4].revents & ev))
+			serve_link(s, &s->data);
+		if (s->lend.conn.fd >= 0 && p[2].fd == s->lend.conn.fd &&
+		    (p[2].revents & ev))
+			serve_link(s, &s->lend);
 	}
 	/* no handshake outlives the run: cut them, take what they say */
 	handshake_cut(s, lend_now_ms(), 1, 0);
@@ -682,7 +864,7 @@ void lend_server_close(struct lend_server *s)
 		handshake_cut(s, lend_now_ms(), 1, 0);
 		handshake_reap(s, 1);
 	}
-	drop_conn(s, "the lender is shutting down");
+	drop_both(s, "the lender is shutting down");
 	lend_awake_stop(&s->awake);
 	lend_qos_stop(&s->qos);
 	if (s->lfd >= 0)
@@ -696,6 +878,7 @@ void lend_server_close(struct lend_server *s)
 	s->lfd = s->wake[0] = s->wake[1] = s->done[0] = s->done[1] = -1;
 	lend_store_release(&s->store);
 	lend_meter_free(&s->meter);
-	free(s->ib);
-	s->ib = NULL;
+	free(s->lend.ib);
+	free(s->data.ib);
+	s->lend.ib = s->data.ib = NULL;
 }

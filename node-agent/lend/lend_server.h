@@ -31,6 +31,16 @@
  * back through a pipe. One borrower connection at a time; a newly
  * authenticated one replaces the old (the borrower reconnected).
  *
+ * The direct path (lend_proto.h, docs/lending.md): beside that lend
+ * connection (then the CONTROL one: NOTICE, METER, RELEASE, BYE) the
+ * borrower may hold one DATA connection, in NBD's transmission phase, that
+ * its kernel's nbd.ko speaks itself. The same loop serves it, in the same
+ * batches, with the same meter events as READ/WRITE/TRIM; a request
+ * outside the contract gets an NBD error (EINVAL, ENOSPC for a WRITE past
+ * the end, EIO once the pages are freed) and a broken stream closes that
+ * connection alone. A new DATA connection replaces the old one; the recall
+ * deadline and the end of the run close both.
+ *
  * Plain TCP carries the borrower's pages in clear: it is allowed only on
  * a loopback address, unless `plaintext` says so (and it is logged).
  */
@@ -79,6 +89,16 @@ enum lend_server_end {
 #define LEND_SERVER_BATCH 64        /* replies sent with one writev */
 #define LEND_SERVER_IBUF  (64u << 10) /* requests read ahead */
 
+/* One borrower connection and its requests read ahead: headers and small
+ * payloads come out of ib; the bulk of a WRITE goes straight to the
+ * store. */
+struct lend_server_link {
+	struct lend_conn conn; /* fd -1 when closed */
+	uint32_t role;         /* enum lend_role_conn */
+	uint8_t *ib;
+	size_t ib_off, ib_len;
+};
+
 /* One handshake under way, on its own thread. */
 struct lend_handshake {
 	struct lend_server *s;
@@ -88,6 +108,7 @@ struct lend_handshake {
 	int64_t deadline_ms;
 	int ok, refused;    /* set by the thread before it reports */
 	struct lend_conn c; /* the authenticated connection when ok */
+	uint32_t role;      /* what its AUTH asked it to be */
 };
 
 struct lend_server {
@@ -96,7 +117,8 @@ struct lend_server {
 	int wake[2]; /* 'r' recall, 's' stop */
 	struct lend_store store;
 	struct lend_meter meter;
-	struct lend_conn conn; /* fd -1 when no borrower is connected */
+	/* the lend (or CONTROL) connection and the direct path's DATA one */
+	struct lend_server_link lend, data;
 	int recalling, released;
 	int64_t deadline_ms;
 	int64_t connections, auth_failures;
@@ -104,18 +126,16 @@ struct lend_server {
 	int64_t handshakes_timed_out; /* cut at the overall deadline */
 	int done[2];                 /* handshake threads report here */
 	struct lend_handshake hs[LEND_HANDSHAKES];
-	/* the borrower's requests, read ahead: headers and small payloads
-	 * come out of here; the bulk of a WRITE goes straight to the store */
-	uint8_t *ib;
-	size_t ib_off, ib_len;
-	/* replies not yet sent: headers here, READ data straight from the
-	 * store (no copy), all sent with one writev */
+	/* replies not yet sent, to link ol: headers here, READ data
+	 * straight from the store (no copy), all sent with one writev */
+	struct lend_server_link *ol;
 	uint8_t oh[LEND_SERVER_BATCH][LEND_HDR_LEN];
 	uint8_t om[LEND_METER_WIRE]; /* a METER reply's payload */
 	struct iovec ov[2 * LEND_SERVER_BATCH];
 	int oh_n, ov_n;
 	int out_reads; /* the batch points into the store */
 	int64_t batches, batched_replies; /* for the log and tests */
+	int64_t data_connections, nbd_errors; /* the direct path's */
 	/* cores kept out of idle while a borrower's requests come (off
 	 * unless cfg.keep_awake) */
 	struct lend_awake awake;

@@ -47,11 +47,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	free(f);
 
-	f = frame(data, size, LEND_AUTH_LEN);
+	f = frame(data, size, LEND_AUTHR_LEN);
 	struct lend_auth a;
-	if (lend_auth_decode(f, &a) == 0) {
-		lend_auth_encode(&a, out);
-		if (memcmp(out, f, LEND_AUTH_LEN) != 0)
+	int more = lend_auth_decode(f, &a);
+	if (more == 0 || (more == 1 && lend_auth_role_decode(
+	                                   f + LEND_AUTH_LEN, &a) == 0)) {
+		size_t n = lend_auth_encode(&a, out);
+		if (n != (more ? LEND_AUTHR_LEN : LEND_AUTH_LEN) ||
+		    memcmp(out, f, n) != 0)
 			die("an accepted AUTH encodes to other bytes");
 	}
 	free(f);

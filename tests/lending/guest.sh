@@ -63,7 +63,7 @@ lend_guest_build() { # dir kver mode
     cp "$ROOT/${BUILD:-build}/kmod/ramex.ko" "$r/lib/modules/ramex.ko"
   fi
   # one secret per contract, as the exchange would hand out
-  for m in 1 2; do od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$r/secret$m"; done
+  for m in 1 2 3; do od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$r/secret$m"; done
   echo "$3" >"$r/mode"
   [[ -n ${LEND_GUEST_DEBUG:-} ]] && echo 1 >"$r/debug"
   cp "$ROOT/tests/lending/init.sh" "$r/init" && chmod 755 "$r/init" || return 1

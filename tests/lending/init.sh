@@ -3,7 +3,10 @@
 #
 # Mode "test" (tests/lending/suite.sh) runs three scenarios and prints one
 # marker line per fact, "LEND-<NAME> ok|fail key=value...", which the host
-# judges; mode "bench" prints the figures of bench/50-lending.sh.
+# judges; "test-direct" runs them with the bridge's --direct (nbd.ko on the
+# lender's own connection; the borrower's meter then counts the device's
+# pages and hosted time, so the meters compare those); mode "bench" prints
+# the figures of bench/50-lending.sh.
 #   1 swap:   lender + bridge over 127.0.0.1, /dev/nbd0 swap at priority 100,
 #             a workload bigger than free memory (in a memory cgroup that
 #             leaves the swap path headroom) checks its pattern; both meters
@@ -14,6 +17,8 @@
 #   3 vanish: a lender is killed while a victim (in a 32 MiB memory cgroup)
 #             has pages on it: the victim dies of SIGBUS, the kernel and every
 #             other process go on, the device is swapped off
+#   4 silent: the same with a lender that stops (SIGSTOP) with its
+#             connections open: the reply timeout ends the wait
 /bin/busybox mkdir -p /proc /sys /dev /tmp /sbin /usr/bin /usr/sbin
 /bin/busybox --install -s
 mount -t proc proc /proc
@@ -21,6 +26,8 @@ mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 ip link set lo up
 MODE=$(cat /mode)
+DIRECT=
+[ "$MODE" = test-direct ] && DIRECT=--direct
 # LEND_GUEST_DEBUG=1 (guest.sh): kernel messages on the console and blocked
 # tasks reported after 15 s, to see where a hang sits
 if [ -f /debug ]; then
@@ -76,7 +83,7 @@ start_pair() { # contract port pages nbd
   wait_file /tmp/port$1 20 || return 1
   ramex-lend-nbd --lender 127.0.0.1:$2 --contract $1 --secret-file /secret$1 \
     --attach $4 --swap-priority ${5:-100} --meter-file /tmp/borrower$1 \
-    --ready-file /tmp/ready$1 --mlock 2>/tmp/borrower$1.log &
+    --ready-file /tmp/ready$1 --mlock $DIRECT 2>/tmp/borrower$1.log &
   BRIDGE=$!
   wait_file /tmp/ready$1 20 || return 1
   i=0
@@ -87,16 +94,19 @@ start_pair() { # contract port pages nbd
 # compares the two final or live meter files of a contract
 meters() { # name contract
   l=/tmp/lender$2 b=/tmp/borrower$2 bad=
-  for k in page_writes page_reads page_trims pages_in_use; do
+  # direct: the borrower sees the device's page counts and hosted time,
+  # not which pages hold data
+  keys="page_writes page_reads page_trims pages_in_use" int=used_page_s
+  [ -n "$DIRECT" ] && keys="page_writes page_reads page_trims" int=hosted_page_s
+  for k in $keys; do
     [ "$(field $l $k)" = "$(field $b $k)" ] || bad="$bad $k"
   done
-  lu=$(field $l used_page_s) bu=$(field $b used_page_s)
-  p=$(field $l pages_hosted); [ "$p" -gt 0 ] || p=$(field $b pages_hosted)
+  lu=$(field $l $int) bu=$(field $b $int)
   d=$((lu - bu)); [ $d -lt 0 ] && d=$((-d))
   slack=$((lu / 100 + 2 * ${PAGES:-0}))
-  [ $d -le $slack ] || bad="$bad used_page_s"
+  [ $d -le $slack ] || bad="$bad $int"
   st=ok; [ -n "$bad" ] && st=fail
-  mark "$1 $st differ=${bad:-none} writes=$(field $l page_writes)/$(field $b page_writes) reads=$(field $l page_reads)/$(field $b page_reads) used_page_s=$lu/$bu"
+  mark "$1 $st differ=${bad:-none} writes=$(field $l page_writes)/$(field $b page_writes) reads=$(field $l page_reads)/$(field $b page_reads) $int=$lu/$bu"
 }
 
 if [ "$MODE" = bench ]; then
@@ -120,6 +130,19 @@ if [ "$MODE" = bench ]; then
     echo "guest-zram not available"
   fi
   kill -TERM $BRIDGE; wait $BRIDGE; kill -TERM $LENDER; wait $LENDER
+  # the direct path: the guest's nbd.ko on the lender's DATA connection,
+  # the same runs (compare with guest-nbd: both are emulated alike)
+  DIRECT=--direct
+  if start_pair 3 7003 $PAGES /dev/nbd2; then
+    swapoff /dev/nbd2
+    ramex-lend-bench --blockdev /dev/nbd2 --pages $PAGES --ops 3000 --name guest-direct
+    ramex-lend-bench --blockdev /dev/nbd2 --pages $PAGES --ops 3000 --qd 32 \
+      --stream-mib 32 --name guest-direct
+    kill -TERM $BRIDGE; wait $BRIDGE; kill -TERM $LENDER; wait $LENDER
+  else
+    echo "guest-direct could not start"; cat /tmp/borrower3.log
+  fi
+  DIRECT=
   # the lend protocol alone, from a process: a contract has one borrower,
   # so a second lender
   ramex-lend-server --contract 2 --secret-file /secret2 --pages $PAGES \
@@ -205,10 +228,36 @@ wait $BRIDGE; brc=$?
 gone=ok; grep -q '^/dev/nbd1' /proc/swaps && gone=fail
 st=fail; [ $vrc -eq 135 ] && [ $brc -eq 3 ] && [ "$gone" = ok ] && st=ok
 mark "VANISH $st nbd1_used_kb_before=$used victim_rc=$vrc (135=SIGBUS) bridge_rc=$brc nbd1_gone=$gone lost=$(field /tmp/borrower2 lost)"
+
+# ---- 4: the lender stops answering (stopped, its connections open) ---------
+# nbd.ko (direct, NBD_SET_TIMEOUT) or the bridge (its reply timeout) fails
+# the victim's reads with EIO after --reply-timeout-ms (5 s): the victim
+# dies of SIGBUS instead of hanging, the device is retired
+PAGES=16384
+if ! start_pair 3 7003 $PAGES /dev/nbd2; then
+  mark "SILENT-SETUP fail"; cat /tmp/lender3.log /tmp/borrower3.log; finish
+fi
+echo 32M >/sys/fs/cgroup/victim/memory.max
+rm -f /tmp/go5
+in_cg victim ramex-lend-workload 48 /tmp/go5 >/tmp/w5.out 2>&1 &
+VICTIM=$!
+i=0; while ! grep -q written /tmp/w5.out 2>/dev/null && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+used=$(swap_used_kb /dev/nbd2)
+echo max >/sys/fs/cgroup/victim/memory.max
+kill -STOP $LENDER
+t=$(cut -d. -f1 /proc/uptime)
+touch /tmp/go5
+wait $VICTIM; vrc=$?
+wait $BRIDGE; brc=$?
+dt=$(($(cut -d. -f1 /proc/uptime) - t))
+kill -KILL $LENDER; kill -CONT $LENDER; wait $LENDER
+gone=ok; grep -q '^/dev/nbd2' /proc/swaps && gone=fail
+st=fail; [ $vrc -eq 135 ] && [ $brc -eq 3 ] && [ "$gone" = ok ] && st=ok
+mark "SILENT $st nbd2_used_kb_before=$used victim_rc=$vrc (135=SIGBUS) bridge_rc=$brc seconds=$dt nbd2_gone=$gone"
 in_cg work ramex-lend-workload 16 >/tmp/w4.out 2>&1; rc=$?
 st=fail; [ $rc -eq 0 ] && st=ok
 mark "ALIVE $st rc=$rc $(tail -n 1 /tmp/w4.out)"
-for f in /tmp/lender1.log /tmp/borrower1.log /tmp/borrower2.log; do
+for f in /tmp/lender1.log /tmp/borrower1.log /tmp/borrower2.log /tmp/borrower3.log; do
   grep -E 'level=(warn|error)|ends|swapoff' $f | sed "s|^|LOG ${f##*/}: |"
 done
 finish

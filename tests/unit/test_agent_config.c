@@ -126,6 +126,23 @@ START_TEST(errors_say_where)
 	ck_assert_int_eq(
 	    config_set(&c, "lend_idle_poll", "yes", err, sizeof err), 0);
 	ck_assert_int_eq(c.lend_idle_poll, 1);
+	/* the direct path: on by default where it can be (attach, plain
+	 * TCP); TLS or another mode keeps the bridge between */
+	ck_assert_int_eq(c.lend_direct, 1);
+	ck_assert_int_eq(config_lend_direct(&c), 1);
+	ck_assert_int_eq(
+	    config_set(&c, "lend_tls_ca", "/etc/ramex/ca.pem", err, sizeof err),
+	    0);
+	ck_assert_int_eq(config_lend_direct(&c), 0);
+	c.lend_tls_ca[0] = 0;
+	ck_assert_int_eq(
+	    config_set(&c, "lend_borrow_mode", "listen", err, sizeof err), 0);
+	ck_assert_int_eq(config_lend_direct(&c), 0);
+	ck_assert_int_eq(
+	    config_set(&c, "lend_borrow_mode", "attach", err, sizeof err), 0);
+	ck_assert_int_eq(config_set(&c, "lend_direct", "no", err, sizeof err),
+	                 0);
+	ck_assert_int_eq(config_lend_direct(&c), 0);
 
 	char *a1[] = {"ramex-agent", "--nope=1", NULL};
 	ck_assert_int_eq(config_args(&c, 2, a1, err, sizeof err), -1);

@@ -86,7 +86,7 @@ END_TEST
 
 START_TEST(hello_and_auth_frames)
 {
-	uint8_t b[LEND_AUTH_LEN];
+	uint8_t b[LEND_AUTHR_LEN];
 	struct lend_hello h = {.version = LEND_VERSION}, h2;
 	memset(h.server_nonce, 7, sizeof h.server_nonce);
 	lend_hello_encode(&h, b);
@@ -385,7 +385,7 @@ END_TEST
 START_TEST(no_request_without_auth_and_no_replay)
 {
 	struct srv x;
-	uint8_t b[LEND_AUTH_LEN], saved[LEND_AUTH_LEN];
+	uint8_t b[LEND_AUTH_LEN], saved[LEND_AUTHR_LEN];
 	struct lend_hello h;
 	srv_start(&x, 7, secret_a, 16, NULL, 1000);
 
