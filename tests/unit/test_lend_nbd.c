@@ -938,14 +938,17 @@ END_TEST
 START_TEST(lend_programs_help_names_their_options)
 {
 	static const struct {
-		const char *prog, *must[4];
+		const char *prog, *must[8];
 	} progs[] = {
-	    {"ramex-lend-bench", {"--lender", "--nbd-unix", "--blockdev",
-	                          "--wakeup-floor"}},
-	    {"ramex-lend-nbd", {"--lender", "--attach", "--listen-unix",
-	                        "--secret-file"}},
-	    {"ramex-lend-server", {"--contract", "--pages", "--listen",
-	                           "--secret-file"}},
+	    {"ramex-lend-bench",
+	     {"--lender", "--nbd-unix", "--nbd-direct", "--blockdev",
+	      "--wakeup-floor", "--idle-poll", "--gap-us", "--keep-awake"}},
+	    {"ramex-lend-nbd",
+	     {"--lender", "--attach", "--listen-unix", "--secret-file",
+	      "--direct", "--idle-poll", "--keep-awake", "--reply-timeout-ms"}},
+	    {"ramex-lend-server",
+	     {"--contract", "--pages", "--listen", "--secret-file",
+	      "--idle-poll", "--keep-awake", "--notice-ms", "--tls-cert"}},
 	};
 	const char *b = getenv("RAMEX_BUILD");
 	for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
@@ -959,7 +962,7 @@ START_TEST(lend_programs_help_names_their_options)
 		int st = pclose(p);
 		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
 		              "%s --help: status %d", progs[i].prog, st);
-		for (int k = 0; k < 4; k++)
+		for (int k = 0; k < 8; k++)
 			ck_assert_msg(strstr(out, progs[i].must[k]),
 			              "%s --help does not name %s: %s",
 			              progs[i].prog, progs[i].must[k], out);
