@@ -261,10 +261,9 @@ int main(int argc, char **argv)
 			goto out_bridge;
 		}
 	}
-	if (ready) {
-		FILE *f = fopen(ready, "w");
-		if (f)
-			fclose(f);
+	if (ready && lend_args_write_small(ready, "", err, sizeof err) < 0) {
+		log_error("cannot start", "why=\"%s\"", err);
+		goto out_bridge;
 	}
 	enum lend_bridge_end end = lend_bridge_run(&bridge);
 	static const char *names[] = {"disconnected", "recalled", "lender-lost",

@@ -167,10 +167,14 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_SETMASK, &prev, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	if (port_file) {
-		FILE *f = fopen(port_file, "w");
-		if (f) {
-			fprintf(f, "%d\n", srv.port);
-			fclose(f);
+		char text[24];
+		snprintf(text, sizeof text, "%d\n", srv.port);
+		if (lend_args_write_small(port_file, text, err, sizeof err) <
+		    0) {
+			log_error("cannot start", "why=\"%s\"", err);
+			lend_server_close(&srv);
+			lend_tls_ctx_free(cfg.tls);
+			return 1;
 		}
 	}
 	enum lend_server_end end = lend_server_run(&srv);

@@ -953,6 +953,55 @@ START_TEST(lend_programs_help_names_their_options)
 }
 END_TEST
 
+/* A lender told to write its port where it cannot does not run on
+ * without it (whoever waits for the port would wait for ever), and a
+ * meter file it cannot write is said, once: the agent reports usage from
+ * it (found from outside: both were passed over in silence). */
+START_TEST(lender_files_it_cannot_write_are_said)
+{
+	char secret[600], cmd[2400], out[16384];
+	const char *b = getenv("RAMEX_BUILD");
+	snprintf(secret, sizeof secret, "%s/lend-cli-secret.XXXXXX",
+	         getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	int fd = mkstemp(secret);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, "ab", 2), 2);
+	for (int i = 0; i < 31; i++)
+		ck_assert_int_eq(write(fd, "ab", 2), 2);
+	close(fd);
+	static const struct {
+		const char *args, *says;
+		int status, times;
+	} cases[] = {
+	    {"--port-file /nonexistent/port", "could not write /nonexistent",
+	     1, 1},
+	    {"--meter-file /nonexistent/meter", "could not write the meter",
+	     124, 1},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		snprintf(cmd, sizeof cmd,
+		         "timeout -s TERM 3 %s/san/bin/ramex-lend-server "
+		         "--contract 7 --secret-file %s --pages 1 --store anon "
+		         "--listen 127.0.0.1:0 %s 2>&1",
+		         b && *b ? b : "build", secret, cases[i].args);
+		FILE *p = popen(cmd, "r");
+		ck_assert_ptr_nonnull(p);
+		size_t n = fread(out, 1, sizeof out - 1, p);
+		out[n] = 0;
+		int st = pclose(p);
+		int times = 0;
+		for (const char *q = out; (q = strstr(q, cases[i].says)); q++)
+			times++;
+		ck_assert_msg(WIFEXITED(st) &&
+		                  WEXITSTATUS(st) == cases[i].status &&
+		                  times == cases[i].times,
+		              "%s: status %d, said %d times: %s", cases[i].args,
+		              st, times, out);
+	}
+	unlink(secret);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("lend_nbd");
@@ -975,6 +1024,7 @@ static Suite *suite(void)
 	tcase_add_test(t, keep_awake_spins_only_while_busy);
 	tcase_add_test(t, nbd_listen_off_loopback_is_refused);
 	tcase_add_test(t, lend_programs_help_names_their_options);
+	tcase_add_test(t, lender_files_it_cannot_write_are_said);
 	suite_add_tcase(s, t);
 	return s;
 }
