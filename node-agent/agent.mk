@@ -57,7 +57,7 @@ $(call integration_test,test_agent_lend,tests/integration/test_agent_lend.c \
   node-agent/lend/lend_conn.c node-agent/lend/lend_meter.c \
   node-agent/lend/lend_client.c node-agent/lend/lend_nbd.c \
   node-agent/lend/lend_server.c node-agent/lend/lend_store.c \
-  node-agent/lend/lend_awake.c common/log.c,\
+  node-agent/lend/lend_awake.c common/log.c common/hostport.c,\
   libcurl jansson libpq libssl libcrypto)
 TEST_AGENT_LEND_NEEDS := $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramex-agent \
   $(BUILD)/san/bin/ramex-lend-server $(BUILD)/san/bin/ramex-lend-nbd

@@ -44,21 +44,6 @@ static int resolve(const char *host, int port, int passive,
 	return 0;
 }
 
-int lend_host_is_loopback(const char *host)
-{
-	struct in_addr a4;
-	struct in6_addr a6;
-	if (!host)
-		return 0; /* every address */
-	if (strcmp(host, "localhost") == 0)
-		return 1;
-	if (inet_pton(AF_INET, host, &a4) == 1)
-		return (ntohl(a4.s_addr) >> 24) == 127;
-	if (inet_pton(AF_INET6, host, &a6) == 1)
-		return IN6_IS_ADDR_LOOPBACK(&a6);
-	return 0;
-}
-
 int lend_tcp_listen(const char *host, int port, int *bound, char *err,
                     size_t errlen)
 {

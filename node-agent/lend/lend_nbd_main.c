@@ -174,7 +174,7 @@ int main(int argc, char **argv)
 		             "--listen");
 	if (hostport_split(lender, host, sizeof host, &port) < 0)
 		return usage("--lender wants HOST:PORT");
-	if (!ca && !lend_host_is_loopback(host)) {
+	if (!ca && !hostport_is_loopback(host)) {
 		if (!plaintext)
 			return usage("plain TCP to a lender off loopback would "
 			             "send this node's pages in clear: give "
@@ -191,7 +191,7 @@ int main(int argc, char **argv)
 		int lp;
 		if (hostport_split(listen_at, lh, sizeof lh, &lp) < 0)
 			return usage("--listen wants 127.0.0.1:PORT");
-		if (!lend_host_is_loopback(lh))
+		if (!hostport_is_loopback(lh))
 			return usage("--listen must be a loopback address "
 			             "(127.0.0.1:PORT): NBD has no "
 			             "authentication, so anyone who reaches "

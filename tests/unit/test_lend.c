@@ -560,17 +560,17 @@ START_TEST(plain_tcp_only_on_loopback)
 	ck_assert_msg(strstr(err, "in clear"), "%s", err);
 	cfg.host = NULL;
 	ck_assert_int_eq(lend_server_open(&s, &cfg, err, sizeof err), -1);
-	ck_assert(lend_host_is_loopback("127.0.0.1"));
-	ck_assert(lend_host_is_loopback("127.3.2.1"));
-	ck_assert(lend_host_is_loopback("::1"));
-	ck_assert(lend_host_is_loopback("localhost"));
-	ck_assert(!lend_host_is_loopback("0.0.0.0"));
-	ck_assert(!lend_host_is_loopback("::"));
-	ck_assert(!lend_host_is_loopback("10.0.0.7"));
-	ck_assert(!lend_host_is_loopback("128.0.0.1"));
-	ck_assert(!lend_host_is_loopback("lender.example"));
-	ck_assert(!lend_host_is_loopback("::ffff:10.0.0.1"));
-	ck_assert(!lend_host_is_loopback(""));
+	ck_assert(hostport_is_loopback("127.0.0.1"));
+	ck_assert(hostport_is_loopback("127.3.2.1"));
+	ck_assert(hostport_is_loopback("::1"));
+	ck_assert(hostport_is_loopback("localhost"));
+	ck_assert(!hostport_is_loopback("0.0.0.0"));
+	ck_assert(!hostport_is_loopback("::"));
+	ck_assert(!hostport_is_loopback("10.0.0.7"));
+	ck_assert(!hostport_is_loopback("128.0.0.1"));
+	ck_assert(!hostport_is_loopback("lender.example"));
+	ck_assert(!hostport_is_loopback("::ffff:10.0.0.1"));
+	ck_assert(!hostport_is_loopback(""));
 }
 END_TEST
 
