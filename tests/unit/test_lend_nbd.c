@@ -889,6 +889,17 @@ START_TEST(keep_awake_spins_only_while_busy)
 }
 END_TEST
 
+/* Runs a shell command; its output (both streams if the command says
+ * 2>&1) into out, and its wait status. */
+static int run_out(const char *cmd, char *out, size_t len)
+{
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	size_t n = fread(out, 1, len - 1, p);
+	out[n] = 0;
+	return pclose(p);
+}
+
 /* ramex-lend-nbd serves NBD, which has no authentication, so its --listen
  * is loopback only (found from outside: --listen 0.0.0.0:PORT served the
  * borrowed pages to the whole network). A usage error, exit 2, that says
@@ -905,11 +916,7 @@ START_TEST(nbd_listen_off_loopback_is_refused)
 		         "--contract 7 --secret-file /nonexistent --listen "
 		         "'%s' 2>&1",
 		         b && *b ? b : "build", at[i]);
-		FILE *p = popen(cmd, "r");
-		ck_assert_ptr_nonnull(p);
-		size_t n = fread(out, 1, sizeof out - 1, p);
-		out[n] = 0;
-		int st = pclose(p);
+		int st = run_out(cmd, out, sizeof out);
 		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2,
 		              "--listen %s: status %d: %s", at[i], st, out);
 		ck_assert_msg(strstr(out, "must be a loopback address"),
@@ -938,11 +945,7 @@ START_TEST(lend_programs_help_names_their_options)
 		char cmd[1024], out[8192];
 		snprintf(cmd, sizeof cmd, "%s/san/bin/%s --help 2>&1",
 		         b && *b ? b : "build", progs[i].prog);
-		FILE *p = popen(cmd, "r");
-		ck_assert_ptr_nonnull(p);
-		size_t n = fread(out, 1, sizeof out - 1, p);
-		out[n] = 0;
-		int st = pclose(p);
+		int st = run_out(cmd, out, sizeof out);
 		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
 		              "%s --help: status %d", progs[i].prog, st);
 		for (int k = 0; k < 4; k++)
@@ -984,11 +987,7 @@ START_TEST(lender_files_it_cannot_write_are_said)
 		         "--contract 7 --secret-file %s --pages 1 --store anon "
 		         "--listen 127.0.0.1:0 %s 2>&1",
 		         b && *b ? b : "build", secret, cases[i].args);
-		FILE *p = popen(cmd, "r");
-		ck_assert_ptr_nonnull(p);
-		size_t n = fread(out, 1, sizeof out - 1, p);
-		out[n] = 0;
-		int st = pclose(p);
+		int st = run_out(cmd, out, sizeof out);
 		int times = 0;
 		for (const char *q = out; (q = strstr(q, cases[i].says)); q++)
 			times++;
