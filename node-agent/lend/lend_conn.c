@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,13 +19,38 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+/* What went wrong in OpenSSL, in words a person can act on: a file's
+ * system error, a file that is not PEM, else OpenSSL's reason alone
+ * ("error:0480006C:PEM routines::no start line" was all it said). */
+static void tls_err_file(char *err, size_t errlen, const char *what,
+                         const char *file)
+{
+	unsigned long e, sys = 0, first = 0;
+	int nopem = 0;
+	while ((e = ERR_get_error()) != 0) {
+		if (ERR_GET_LIB(e) == ERR_LIB_SYS && !sys)
+			sys = e;
+		nopem |= ERR_GET_LIB(e) == ERR_LIB_PEM &&
+		         ERR_GET_REASON(e) == PEM_R_NO_START_LINE;
+		if (!first)
+			first = e; /* the cause; later ones wrap it ("PEM lib") */
+	}
+	const char *why;
+	if (sys)
+		why = strerror(ERR_GET_REASON(sys));
+	else if (nopem)
+		why = "no PEM block in it (-----BEGIN ...)";
+	else if (first && ERR_reason_error_string(first))
+		why = ERR_reason_error_string(first);
+	else
+		why = "no detail";
+	snprintf(err, errlen, "%.70s%s%.200s: %.120s", what, file ? " " : "",
+	         file ? file : "", why);
+}
+
 static void tls_err(char *err, size_t errlen, const char *what)
 {
-	char buf[120];
-	unsigned long e = ERR_get_error();
-	ERR_error_string_n(e, buf, sizeof buf);
-	snprintf(err, errlen, "%.70s: %.120s", what, e ? buf : "no detail");
-	ERR_clear_error();
+	tls_err_file(err, errlen, what, NULL);
 }
 
 static int resolve(const char *host, int port, int passive,
@@ -107,14 +133,16 @@ SSL_CTX *lend_tls_server_ctx(const char *cert_file, const char *key_file,
 	}
 	SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
 	if (SSL_CTX_use_certificate_chain_file(ctx, cert_file) != 1) {
-		tls_err(err, errlen, "could not load the TLS certificate");
+		tls_err_file(err, errlen, "could not load the TLS certificate",
+		             cert_file);
 		goto fail;
 	}
 	if (SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM) != 1 ||
 	    SSL_CTX_check_private_key(ctx) != 1) {
-		tls_err(err, errlen,
-		        "could not load the TLS key (or it does not match the "
-		        "certificate)");
+		tls_err_file(err, errlen,
+		             "could not load the TLS key (or it does not match "
+		             "the certificate)",
+		             key_file);
 		goto fail;
 	}
 	return ctx;
@@ -132,7 +160,8 @@ SSL_CTX *lend_tls_client_ctx(const char *ca_file, char *err, size_t errlen)
 	}
 	SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
 	if (SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1) {
-		tls_err(err, errlen, "could not load the TLS CA file");
+		tls_err_file(err, errlen, "could not load the TLS CA file",
+		             ca_file);
 		SSL_CTX_free(ctx);
 		return NULL;
 	}
