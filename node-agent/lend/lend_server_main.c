@@ -94,7 +94,7 @@ int main(int argc, char **argv)
 	    {"--tls-key", ARGS_STR, &key, 0, 0, NULL},
 	    {"--store", ARGS_STR, &store, 0, 0, NULL},
 	    {"--notice-ms", ARGS_INT, &cfg.notice_ms, 0, INT32_MAX,
-	     "--notice-ms must be >= 0"},
+	     "--notice-ms is 0..2147483647 (ms)"},
 	    {"--meter-file", ARGS_STR, &meter_file, 0, 0, NULL},
 	    {"--mlock", ARGS_FLAG, &lock, 0, 0, NULL},
 	    {"--plaintext", ARGS_FLAG, &cfg.plaintext, 0, 0, NULL},

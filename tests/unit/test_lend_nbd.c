@@ -1001,6 +1001,23 @@ START_TEST(lender_files_it_cannot_write_are_said)
 }
 END_TEST
 
+/* A number out of range names the range (found from outside: --notice-ms
+ * 99999999999999999 said "must be >= 0"). */
+START_TEST(lender_numbers_name_their_range)
+{
+	char cmd[1200], out[4096];
+	const char *b = getenv("RAMEX_BUILD");
+	snprintf(cmd, sizeof cmd,
+	         "%s/san/bin/ramex-lend-server --contract 7 --secret-file "
+	         "/nonexistent --pages 1 --notice-ms 99999999999999999 2>&1",
+	         b && *b ? b : "build");
+	int st = run_out(cmd, out, sizeof out);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2 &&
+	                  strstr(out, "--notice-ms is 0..2147483647"),
+	              "status %d: %s", st, out);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("lend_nbd");
@@ -1024,6 +1041,7 @@ static Suite *suite(void)
 	tcase_add_test(t, nbd_listen_off_loopback_is_refused);
 	tcase_add_test(t, lend_programs_help_names_their_options);
 	tcase_add_test(t, lender_files_it_cannot_write_are_said);
+	tcase_add_test(t, lender_numbers_name_their_range);
 	suite_add_tcase(s, t);
 	return s;
 }
