@@ -1,5 +1,8 @@
 /* lend_conn.c — TCP and TLS byte streams for the lend protocol. */
 #include "node-agent/lend/lend_conn.h"
+
+#include "common/err.h"
+#include "common/tlserr.h"
 #include "node-agent/lend/lend_iov.h"
 
 #include <arpa/inet.h>
@@ -10,7 +13,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
-#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,33 +21,15 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-/* What went wrong in OpenSSL, in words a person can act on: a file's
- * system error, a file that is not PEM, else OpenSSL's reason alone
- * ("error:0480006C:PEM routines::no start line" was all it said). */
+/* Why an OpenSSL call failed (common/tlserr.h), after what was done and,
+ * where there is one, the file it read. */
 static void tls_err_file(char *err, size_t errlen, const char *what,
                          const char *file)
 {
-	unsigned long e, sys = 0, first = 0;
-	int nopem = 0;
-	while ((e = ERR_get_error()) != 0) {
-		if (ERR_GET_LIB(e) == ERR_LIB_SYS && !sys)
-			sys = e;
-		nopem |= ERR_GET_LIB(e) == ERR_LIB_PEM &&
-		         ERR_GET_REASON(e) == PEM_R_NO_START_LINE;
-		if (!first)
-			first = e; /* the cause; later ones wrap it ("PEM lib") */
-	}
-	const char *why;
-	if (sys)
-		why = strerror(ERR_GET_REASON(sys));
-	else if (nopem)
-		why = "no PEM block in it (-----BEGIN ...)";
-	else if (first && ERR_reason_error_string(first))
-		why = ERR_reason_error_string(first);
-	else
-		why = "no detail";
-	snprintf(err, errlen, "%.70s%s%.200s: %.120s", what, file ? " " : "",
-	         file ? file : "", why);
+	char why[160];
+	tlserr_reason(why, sizeof why, "no detail");
+	err_set(err, errlen, "%s%s%s: %s", what, file ? " " : "",
+	        file ? file : "", why);
 }
 
 static void tls_err(char *err, size_t errlen, const char *what)
