@@ -465,6 +465,20 @@ START_TEST(url_and_token_are_checked)
 	ck_assert_msg(r.rc == 2 && strstr(r.err, "Is a directory"), "%d %s",
 	              r.rc, r.err);
 	run_free(&r);
+	/* a key set twice is said, not the last one taken in silence */
+	char conf[600];
+	const char *o = getenv("RAMEX_TEST_OUTPUT");
+	snprintf(conf, sizeof conf, "%s/ramexctl-twice.conf",
+	         o && *o ? o : "var/test-output");
+	FILE *f = fopen(conf, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("url = http://127.0.0.1:1\ntoken = rx_1\ntoken = rx_2\n", f);
+	fclose(f);
+	ctl_env(&r, NULL, "--config", conf, "whoami", NULL);
+	ck_assert_msg(r.rc == 2 && strstr(r.err, ":3: token is set twice "
+	                                         "(first on line 2)"),
+	              "%d %s", r.rc, r.err);
+	run_free(&r);
 }
 END_TEST
 
