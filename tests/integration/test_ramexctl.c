@@ -491,8 +491,10 @@ START_TEST(a_reply_that_is_not_json_fails)
 	    "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: "
 	    "22\r\nConnection: close\r\n\r\n<html>not ramex</html>",
 	    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-	    "Content-Length: 10\r\nConnection: close\r\n\r\n{\"items\":["};
-	for (int i = 0; i < 2; i++) {
+	    "Content-Length: 10\r\nConnection: close\r\n\r\n{\"items\":[",
+	    "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: "
+	    "close\r\n\r\n"};
+	for (int i = 0; i < 3; i++) {
 		struct fake_http f;
 		struct run r;
 		char u[64];
