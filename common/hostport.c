@@ -1,7 +1,9 @@
 /* hostport.c — "HOST:PORT" strings, IPv6 in brackets. */
 #include "common/hostport.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,5 +41,20 @@ int hostport_split(const char *s, char *host, size_t hostlen, int *port)
 	memcpy(host, h, hn);
 	host[hn] = '\0';
 	*port = (int)p;
+	return 0;
+}
+
+int hostport_is_loopback(const char *host)
+{
+	struct in_addr a4;
+	struct in6_addr a6;
+	if (!host)
+		return 0; /* every address */
+	if (strcmp(host, "localhost") == 0)
+		return 1;
+	if (inet_pton(AF_INET, host, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	if (inet_pton(AF_INET6, host, &a6) == 1)
+		return IN6_IS_ADDR_LOOPBACK(&a6);
 	return 0;
 }

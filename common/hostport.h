@@ -12,4 +12,9 @@
  * address without brackets is refused. Returns 0 or -1. */
 int hostport_split(const char *s, char *host, size_t hostlen, int *port);
 
+/* Whether host (an address, or "localhost") is a loopback address, where
+ * plain TCP never leaves the machine. A name other than "localhost" is
+ * not (what it resolves to may change), nor NULL (every address). */
+int hostport_is_loopback(const char *host);
+
 #endif

@@ -113,7 +113,7 @@ $(BUILD)/bin/test_outage: | $(BUILD)/san/bin/ramexd
 # The agent's client (node-agent/client.c) and ramexctl follow the 307.
 $(call integration_test,test_owners,tests/integration/test_owners.c \
   node-agent/client.c node-agent/http1.c node-agent/http1_io.c \
-  common/hostport.c $(RAMEXD_HARNESS),libcurl jansson libpq libssl libcrypto)
+  common/tlserr.c common/hostport.c $(RAMEXD_HARNESS),libcurl jansson libpq libssl libcrypto)
 $(BUILD)/san/bin/test_owners: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramexctl
 $(BUILD)/bin/test_owners: | $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramexctl
 RAMEXD_TEST_LIB := $(filter-out common/sign.c,$(RAMEXD_LIB))

@@ -18,7 +18,7 @@ $(call unit_test,test_simload,tests/unit/test_simload.c $(AGENT_EXEC) node-agent
 $(call unit_test,test_probe,tests/unit/test_probe.c node-agent/core/probe.c)
 $(call unit_test,test_exec,tests/unit/test_exec.c $(AGENT_EXEC))
 $(call unit_test,test_http1,tests/unit/test_http1.c node-agent/http1.c \
-  node-agent/http1_io.c,libssl libcrypto)
+  node-agent/http1_io.c common/tlserr.c,libssl libcrypto)
 $(call unit_test,test_agent_config,tests/unit/test_agent_config.c \
   node-agent/config.c $(CONF_SRC) node-agent/core/wsest.c node-agent/core/strategy.c \
   node-agent/core/probe.c \
@@ -28,7 +28,7 @@ AGENT_SRC := node-agent/agent.c node-agent/agent_sample.c \
   node-agent/agent_contract.c node-agent/agent_lend.c node-agent/agent_market.c \
   node-agent/agent_report.c node-agent/agent_status.c \
   node-agent/client.c node-agent/config.c $(CONF_SRC) \
-  node-agent/events.c node-agent/http1.c node-agent/http1_io.c \
+  node-agent/events.c node-agent/http1.c node-agent/http1_io.c common/tlserr.c \
   node-agent/sample.c node-agent/mglru.c node-agent/spool.c \
   node-agent/core/wsest.c node-agent/core/strategy.c node-agent/core/probe.c \
   node-agent/core/meter.c $(AGENT_EXEC) \
@@ -57,7 +57,8 @@ $(call integration_test,test_agent_lend,tests/integration/test_agent_lend.c \
   node-agent/lend/lend_conn.c node-agent/lend/lend_meter.c \
   node-agent/lend/lend_client.c node-agent/lend/lend_nbd.c \
   node-agent/lend/lend_server.c node-agent/lend/lend_store.c \
-  node-agent/lend/lend_awake.c node-agent/lend/lend_qos.c common/log.c,\
+  node-agent/lend/lend_awake.c node-agent/lend/lend_qos.c common/log.c \
+  common/hostport.c common/tlserr.c,\
   libcurl jansson libpq libssl libcrypto)
 TEST_AGENT_LEND_NEEDS := $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramex-agent \
   $(BUILD)/san/bin/ramex-lend-server $(BUILD)/san/bin/ramex-lend-nbd

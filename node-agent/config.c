@@ -513,6 +513,19 @@ int config_check(const struct agent_config *c, char *err, size_t errlen)
 		    c->lend_listen);
 		return -1;
 	}
+	/* ramex-lend-server refuses plain TCP off loopback: found at start,
+	 * not when the first lend contract is sold and cannot be delivered
+	 * (found from outside: the agent started, advertised the endpoint
+	 * and its lend server then failed to start for every contract) */
+	if (c->lend_listen[0] && !c->lend_tls_cert[0] && !c->lend_plaintext &&
+	    !hostport_is_loopback(lh)) {
+		err_set(err, errlen,
+		        "lend_listen %s is off loopback and plain TCP would carry "
+		        "the borrowers' pages in clear: set lend_tls_cert and "
+		        "lend_tls_key, or lend_plaintext = yes",
+		        c->lend_listen);
+		return -1;
+	}
 	if (!c->spool[0]) {
 		err_set(err, errlen,
 		        "spool must name a file: reports are written "

@@ -5,6 +5,8 @@
  */
 #include "node-agent/http1_io.h"
 
+#include "common/tlserr.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -29,20 +31,6 @@ int64_t http1_io_now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* The last OpenSSL error as text, or `dflt`. */
-static const char *ssl_reason(char *buf, size_t len, const char *dflt)
-{
-	unsigned long e = ERR_get_error(), next;
-	if (!e) {
-		snprintf(buf, len, "%s", dflt);
-		return buf;
-	}
-	while ((next = ERR_get_error()))
-		e = next; /* the last one is the most specific here */
-	ERR_error_string_n(e, buf, len);
-	return buf;
 }
 
 static int parse_url(struct http1_conn *c, const char *url, char *err,
@@ -171,7 +159,7 @@ struct http1_conn *http1_new(const char *url, const char *ca_file,
 		c->ctx = SSL_CTX_new(TLS_client_method());
 		if (!c->ctx) {
 			snprintf(err, errlen, "could not set up TLS: %s",
-			         ssl_reason(why, sizeof why, "out of memory"));
+			         tlserr_reason(why, sizeof why, "out of memory"));
 			goto fail;
 		}
 		SSL_CTX_set_min_proto_version(c->ctx, TLS1_2_VERSION);
@@ -186,14 +174,14 @@ struct http1_conn *http1_new(const char *url, const char *ca_file,
 				    "could not load the CA file %s (want "
 				    "PEM certificates): %s",
 				    ca_file,
-				    ssl_reason(why, sizeof why, "unreadable"));
+				    tlserr_reason(why, sizeof why, "unreadable"));
 				goto fail;
 			}
 		} else if (SSL_CTX_set_default_verify_paths(c->ctx) != 1) {
 			snprintf(err, errlen,
 			         "could not load the system's CA certificates "
 			         "(set ca_file): %s",
-			         ssl_reason(why, sizeof why, "unknown error"));
+			         tlserr_reason(why, sizeof why, "unknown error"));
 			goto fail;
 		}
 	}
@@ -287,7 +275,7 @@ static int tls_handshake(struct http1_conn *c, int64_t deadline, char *err,
 	ERR_clear_error();
 	if (!(c->ssl = SSL_new(c->ctx)) || SSL_set_fd(c->ssl, c->fd) != 1) {
 		snprintf(err, errlen, "could not set up TLS: %s",
-		         ssl_reason(why, sizeof why, "out of memory"));
+		         tlserr_reason(why, sizeof why, "out of memory"));
 		return IO_ERR;
 	}
 	/* The name (or address) the certificate must carry; SNI only for
@@ -297,7 +285,7 @@ static int tls_handshake(struct http1_conn *c, int64_t deadline, char *err,
 	       : (SSL_set_tlsext_host_name(c->ssl, c->host) != 1 ||
 	          SSL_set1_host(c->ssl, c->host) != 1)) {
 		snprintf(err, errlen, "could not set up TLS for %s: %s",
-		         c->host, ssl_reason(why, sizeof why, "bad host"));
+		         c->host, tlserr_reason(why, sizeof why, "bad host"));
 		return IO_ERR;
 	}
 	for (;;) {
@@ -326,7 +314,7 @@ static int tls_handshake(struct http1_conn *c, int64_t deadline, char *err,
 			         "the TLS handshake with %s failed (is it an "
 			         "https server?): %s",
 			         c->authority,
-			         ssl_reason(why, sizeof why,
+			         tlserr_reason(why, sizeof why,
 			                    e == SSL_ERROR_SYSCALL && errno
 			                        ? strerror(errno)
 			                        : "connection closed"));
@@ -453,7 +441,7 @@ int http1_io_write(struct http1_conn *c, const char *p, size_t n,
 				snprintf(
 				    err, errlen, "could not send to %s: %s",
 				    c->authority,
-				    ssl_reason(why, sizeof why,
+				    tlserr_reason(why, sizeof why,
 				               errno ? strerror(errno)
 				                     : "connection closed"));
 				return (e == SSL_ERROR_SYSCALL &&
@@ -550,7 +538,7 @@ int http1_io_fill(struct http1_conn *c, int64_t deadline, char *err,
 			}
 			snprintf(err, errlen, "could not read from %s: %s",
 			         c->authority,
-			         ssl_reason(why, sizeof why, "TLS error"));
+			         tlserr_reason(why, sizeof why, "TLS error"));
 			return IO_ERR;
 		}
 		ssize_t r = recv(c->fd, p, room, 0);

@@ -126,6 +126,11 @@ enum ctl_exit ctl_http_call(const struct ctl_http *c, const char *method,
 			 * printed nothing and exited 0 */
 			not_json = r->status < 300;
 		}
+	} else if (r->status < 300 && !c->accept) {
+		/* ramexd answers every request with a body (no 204) */
+		snprintf(r->err, sizeof r->err,
+		         "the server's reply is not JSON: it is empty");
+		not_json = 1;
 	}
 fail:
 	free(b.p);

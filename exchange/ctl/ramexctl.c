@@ -275,7 +275,7 @@ static int read_config(const char *path, int must, char *url, size_t ul,
 {
 	FILE *f = fopen(path, "r");
 	char line[1024];
-	int n = 0;
+	int n = 0, url_at = 0, tok_at = 0;
 	if (!f) {
 		if (!must && errno == ENOENT)
 			return 0;
@@ -315,6 +315,22 @@ static int read_config(const char *path, int must, char *url, size_t ul,
 		     e--)
 			;
 		*e = 0;
+		int *at = !strcmp(k, "url")     ? &url_at
+		          : !strcmp(k, "token") ? &tok_at
+		                                : NULL;
+		/* a key set twice is a mistake to say, as in every other
+		 * ramex config file (common/conf.h), not the last one winning
+		 * in silence */
+		if (at && *at) {
+			fprintf(stderr,
+			        "%s: %s:%d: %s is set twice (first on line %d): "
+			        "remove one\n",
+			        ctl_prog, path, n, k, *at);
+			fclose(f);
+			return -1;
+		}
+		if (at)
+			*at = n;
 		if (strcmp(k, "url") == 0)
 			snprintf(url, ul, "%s", v);
 		else if (strcmp(k, "token") == 0)

@@ -1,6 +1,8 @@
 /* lend_args.c — command-line helpers for the lending programs. */
 #include "node-agent/lend/lend_args.h"
 
+#include "common/log.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,15 +34,38 @@ int lend_args_secret(const char *path, uint8_t secret[LEND_SECRET_LEN],
 
 void lend_args_write_meter(const char *path, const struct lend_meter_report *r)
 {
+	static int failing; /* one program, one meter file */
 	char line[512], tmp[4096];
 	if (!path || lend_meter_format(r, line, sizeof line) < 0)
 		return;
-	if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-		return;
-	FILE *f = fopen(tmp, "w");
-	if (!f)
-		return;
-	fprintf(f, "%s\n", line);
-	if (fclose(f) == 0)
-		rename(tmp, path);
+	int ok = 0;
+	if (snprintf(tmp, sizeof tmp, "%s.tmp", path) < (int)sizeof tmp) {
+		FILE *f = fopen(tmp, "w");
+		if (f) {
+			int wrote = fprintf(f, "%s\n", line) > 0;
+			int closed = fclose(f) == 0;
+			ok = wrote && closed && rename(tmp, path) == 0;
+		}
+	}
+	if (!ok && !failing)
+		log_warn("could not write the meter file; the agent reports "
+		         "usage from it",
+		         "path=%s err=\"%s\"", path, strerror(errno));
+	else if (ok && failing)
+		log_info("the meter file is written again", "path=%s", path);
+	failing = !ok;
+}
+
+int lend_args_write_small(const char *path, const char *text, char *err,
+                          size_t errlen)
+{
+	FILE *f = fopen(path, "w");
+	int wrote = f && fputs(text, f) >= 0;
+	int closed = f && fclose(f) == 0;
+	if (!wrote || !closed) {
+		snprintf(err, errlen, "could not write %s: %s", path,
+		         strerror(errno));
+		return -1;
+	}
+	return 0;
 }

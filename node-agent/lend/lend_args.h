@@ -17,7 +17,14 @@
 /* The first line of path: 64 hex digits. Returns 0 or -1 with err. */
 int lend_args_secret(const char *path, uint8_t secret[LEND_SECRET_LEN],
                      char *err, size_t errlen);
-/* Writes r as one line to path (via path.tmp + rename). */
+/* Writes r as one line to path (via path.tmp + rename). The meter file
+ * is what the agent reports usage from: the first failure is logged (a
+ * full disk, a folder gone), not passed over, and so is the recovery. */
 void lend_args_write_meter(const char *path, const struct lend_meter_report *r);
+/* Writes the text to path (the port file, the ready file): 0, or -1 with
+ * err (a program told to write one must not run on without it: whoever
+ * waits for it would wait for ever). */
+int lend_args_write_small(const char *path, const char *text, char *err,
+                          size_t errlen);
 
 #endif

@@ -1,5 +1,8 @@
 /* lend_conn.c — TCP and TLS byte streams for the lend protocol. */
 #include "node-agent/lend/lend_conn.h"
+
+#include "common/err.h"
+#include "common/tlserr.h"
 #include "node-agent/lend/lend_iov.h"
 
 #include <arpa/inet.h>
@@ -18,13 +21,20 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+/* Why an OpenSSL call failed (common/tlserr.h), after what was done and,
+ * where there is one, the file it read. */
+static void tls_err_file(char *err, size_t errlen, const char *what,
+                         const char *file)
+{
+	char why[160];
+	tlserr_reason(why, sizeof why, "no detail");
+	err_set(err, errlen, "%s%s%s: %s", what, file ? " " : "",
+	        file ? file : "", why);
+}
+
 static void tls_err(char *err, size_t errlen, const char *what)
 {
-	char buf[120];
-	unsigned long e = ERR_get_error();
-	ERR_error_string_n(e, buf, sizeof buf);
-	snprintf(err, errlen, "%.70s: %.120s", what, e ? buf : "no detail");
-	ERR_clear_error();
+	tls_err_file(err, errlen, what, NULL);
 }
 
 static int resolve(const char *host, int port, int passive,
@@ -41,21 +51,6 @@ static int resolve(const char *host, int port, int passive,
 		         gai_strerror(rc));
 		return -1;
 	}
-	return 0;
-}
-
-int lend_host_is_loopback(const char *host)
-{
-	struct in_addr a4;
-	struct in6_addr a6;
-	if (!host)
-		return 0; /* every address */
-	if (strcmp(host, "localhost") == 0)
-		return 1;
-	if (inet_pton(AF_INET, host, &a4) == 1)
-		return (ntohl(a4.s_addr) >> 24) == 127;
-	if (inet_pton(AF_INET6, host, &a6) == 1)
-		return IN6_IS_ADDR_LOOPBACK(&a6);
 	return 0;
 }
 
@@ -122,14 +117,16 @@ SSL_CTX *lend_tls_server_ctx(const char *cert_file, const char *key_file,
 	}
 	SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
 	if (SSL_CTX_use_certificate_chain_file(ctx, cert_file) != 1) {
-		tls_err(err, errlen, "could not load the TLS certificate");
+		tls_err_file(err, errlen, "could not load the TLS certificate",
+		             cert_file);
 		goto fail;
 	}
 	if (SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM) != 1 ||
 	    SSL_CTX_check_private_key(ctx) != 1) {
-		tls_err(err, errlen,
-		        "could not load the TLS key (or it does not match the "
-		        "certificate)");
+		tls_err_file(err, errlen,
+		             "could not load the TLS key (or it does not match "
+		             "the certificate)",
+		             key_file);
 		goto fail;
 	}
 	return ctx;
@@ -147,7 +144,8 @@ SSL_CTX *lend_tls_client_ctx(const char *ca_file, char *err, size_t errlen)
 	}
 	SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
 	if (SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1) {
-		tls_err(err, errlen, "could not load the TLS CA file");
+		tls_err_file(err, errlen, "could not load the TLS CA file",
+		             ca_file);
 		SSL_CTX_free(ctx);
 		return NULL;
 	}

@@ -42,9 +42,6 @@ struct lend_conn {
  * Returns the fd, or -1 with err set. */
 int lend_tcp_listen(const char *host, int port, int *bound, char *err,
                     size_t errlen);
-/* Whether host (an address, or "localhost") is a loopback address: the
- * only place where plain TCP may carry pages without being told to. */
-int lend_host_is_loopback(const char *host);
 /* Connects to host:port with TCP_NODELAY. Returns the fd or -1. */
 int lend_tcp_connect(const char *host, int port, char *err, size_t errlen);
 

@@ -220,7 +220,7 @@ int main(int argc, char **argv)
 		         "idle_poll=%lld", (long long)idle_poll);
 		idle_poll = 0;
 	}
-	if (!ca && !lend_host_is_loopback(host)) {
+	if (!ca && !hostport_is_loopback(host)) {
 		if (!plaintext)
 			return usage("plain TCP to a lender off loopback would "
 			             "send this node's pages in clear: give "
@@ -237,7 +237,7 @@ int main(int argc, char **argv)
 		int lp;
 		if (hostport_split(listen_at, lh, sizeof lh, &lp) < 0)
 			return usage("--listen wants 127.0.0.1:PORT");
-		if (!lend_host_is_loopback(lh))
+		if (!hostport_is_loopback(lh))
 			return usage("--listen must be a loopback address "
 			             "(127.0.0.1:PORT): NBD has no "
 			             "authentication, so anyone who reaches "
@@ -331,10 +331,9 @@ int main(int argc, char **argv)
 			goto out_bridge;
 		}
 	}
-	if (ready) {
-		FILE *f = fopen(ready, "w");
-		if (f)
-			fclose(f);
+	if (ready && lend_args_write_small(ready, "", err, sizeof err) < 0) {
+		log_error("cannot start", "why=\"%s\"", err);
+		goto out_bridge;
 	}
 	enum lend_bridge_end end = lend_bridge_run(&bridge);
 	static const char *names[] = {"disconnected", "recalled", "lender-lost",

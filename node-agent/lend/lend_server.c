@@ -1,4 +1,5 @@
 /* lend_server.c — the lender's service loop (see the header). */
+#include "common/hostport.h"
 #include "node-agent/lend/lend_server.h"
 
 #include <assert.h>
@@ -40,7 +41,7 @@ int lend_server_open(struct lend_server *s, const struct lend_server_config *c,
 		         (long long)LEND_MAX_PAGES);
 		return -1;
 	}
-	if (!c->tls && !lend_host_is_loopback(c->host)) {
+	if (!c->tls && !hostport_is_loopback(c->host)) {
 		if (!c->plaintext) {
 			snprintf(err, errlen,
 			         "plain TCP on %s would carry the borrower's "

@@ -101,7 +101,7 @@ int main(int argc, char **argv)
 	    {"--tls-key", ARGS_STR, &key, 0, 0, NULL},
 	    {"--store", ARGS_STR, &store, 0, 0, NULL},
 	    {"--notice-ms", ARGS_INT, &cfg.notice_ms, 0, INT32_MAX,
-	     "--notice-ms must be >= 0"},
+	     "--notice-ms is 0..2147483647 (ms)"},
 	    {"--meter-file", ARGS_STR, &meter_file, 0, 0, NULL},
 	    {"--mlock", ARGS_FLAG, &lock, 0, 0, NULL},
 	    {"--plaintext", ARGS_FLAG, &cfg.plaintext, 0, 0, NULL},
@@ -177,10 +177,14 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_SETMASK, &prev, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	if (port_file) {
-		FILE *f = fopen(port_file, "w");
-		if (f) {
-			fprintf(f, "%d\n", srv.port);
-			fclose(f);
+		char text[24];
+		snprintf(text, sizeof text, "%d\n", srv.port);
+		if (lend_args_write_small(port_file, text, err, sizeof err) <
+		    0) {
+			log_error("cannot start", "why=\"%s\"", err);
+			lend_server_close(&srv);
+			lend_tls_ctx_free(cfg.tls);
+			return 1;
 		}
 	}
 	enum lend_server_end end = lend_server_run(&srv);

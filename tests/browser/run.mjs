@@ -451,12 +451,27 @@ async function main()
 		const sel = `#nodes tr[data-node="${W.nodeA.account.id}"]`;
 		await page.waitForSelector(sel, {timeout: WAIT});
 		assert((await textOf(page, sel)).includes(W.team.name), 'the node row does not name its team');
-		page.once('dialog', d => d.accept('hand trading'));
+		// a note that ends right to left: isolated (<bdi>), it leaves the
+		// quotes where they belong (the closing one went to the line's
+		// other end)
+		const note = 'hand trading: תחזוקה של הצוות';
+		page.once('dialog', d => d.accept(note));
 		await page.click(`${sel} button`);
 		await page.waitForSelector(`${sel}[data-paused="yes"]`, {timeout: WAIT});
-		assert(/paused by you: “hand trading”/.test(await textOf(page, sel)), `node row "${await textOf(page, sel)}"`);
+		assert((await textOf(page, sel)).includes(`paused by you: “${note}”`), `node row "${await textOf(page, sel)}"`);
+		const iso = await page.$eval(sel, tr => {
+			const b = tr.querySelector('td.why bdi');
+			if (!b)
+				return null;
+			const q = document.createRange();
+			const t = b.nextSibling; // the closing quote
+			q.setStart(t, 0);
+			q.setEnd(t, 1);
+			return {text: b.textContent, quoteRight: q.getBoundingClientRect().left >= b.getBoundingClientRect().right - 1};
+		});
+		assert(iso && iso.text === note && iso.quoteRight, `the note is not isolated: ${JSON.stringify(iso)}`);
 		const w = await signedGet(W.nodeA, '/v1/whoami');
-		assert(w.trading_paused === true && w.trading_pause_note === 'hand trading', `the agent reads ${JSON.stringify(w)}`);
+		assert(w.trading_paused === true && w.trading_pause_note === note, `the agent reads ${JSON.stringify(w)}`);
 		await shot(page, 'trade-paused');
 		await page.click(`${sel} button`);
 		await page.waitForSelector(`${sel}[data-paused="no"]`, {timeout: WAIT});

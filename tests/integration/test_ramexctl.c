@@ -484,6 +484,20 @@ START_TEST(url_and_token_are_checked)
 	ck_assert_msg(r.rc == 2 && strstr(r.err, "Is a directory"), "%d %s",
 	              r.rc, r.err);
 	run_free(&r);
+	/* a key set twice is said, not the last one taken in silence */
+	char conf[600];
+	const char *o = getenv("RAMEX_TEST_OUTPUT");
+	snprintf(conf, sizeof conf, "%s/ramexctl-twice.conf",
+	         o && *o ? o : "var/test-output");
+	FILE *f = fopen(conf, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("url = http://127.0.0.1:1\ntoken = rx_1\ntoken = rx_2\n", f);
+	fclose(f);
+	ctl_env(&r, NULL, "--config", conf, "whoami", NULL);
+	ck_assert_msg(r.rc == 2 && strstr(r.err, ":3: token is set twice "
+	                                         "(first on line 2)"),
+	              "%d %s", r.rc, r.err);
+	run_free(&r);
 }
 END_TEST
 
@@ -496,8 +510,10 @@ START_TEST(a_reply_that_is_not_json_fails)
 	    "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: "
 	    "22\r\nConnection: close\r\n\r\n<html>not ramex</html>",
 	    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-	    "Content-Length: 10\r\nConnection: close\r\n\r\n{\"items\":["};
-	for (int i = 0; i < 2; i++) {
+	    "Content-Length: 10\r\nConnection: close\r\n\r\n{\"items\":[",
+	    "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: "
+	    "close\r\n\r\n"};
+	for (int i = 0; i < 3; i++) {
 		struct fake_http f;
 		struct run r;
 		char u[64];

@@ -189,6 +189,7 @@ START_TEST(check_catches_nonsense)
 	for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
 		config_default(&c);
 		strcpy(c.lend_listen, good[i]);
+		c.lend_plaintext = 1; /* off loopback: allowed in clear */
 		ck_assert_msg(config_check(&c, err, sizeof err) == 0, "%s: %s",
 		              good[i], err);
 	}
@@ -213,6 +214,18 @@ START_TEST(check_catches_nonsense)
 	strcpy(c.key_id, "nk_1\r");
 	ck_assert_int_eq(config_check(&c, err, sizeof err), -1);
 	ck_assert(strstr(err, "key_id has"));
+	/* off loopback without TLS or lend_plaintext: refused at start, not
+	 * when the first lend contract cannot be served */
+	config_default(&c);
+	strcpy(c.lend_listen, "10.0.0.7:0");
+	ck_assert_int_eq(config_check(&c, err, sizeof err), -1);
+	ck_assert_msg(strstr(err, "off loopback"), "%s", err);
+	strcpy(c.lend_tls_cert, "/etc/ramex/lend.crt");
+	strcpy(c.lend_tls_key, "/etc/ramex/lend.key");
+	ck_assert_msg(config_check(&c, err, sizeof err) == 0, "%s", err);
+	config_default(&c);
+	strcpy(c.lend_listen, "127.0.0.1:0");
+	ck_assert_msg(config_check(&c, err, sizeof err) == 0, "%s", err);
 	const char *bad[] = {"10.0.0.7", "::1:7100", "[::1]", "host:99999"};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		config_default(&c);

@@ -560,17 +560,17 @@ START_TEST(plain_tcp_only_on_loopback)
 	ck_assert_msg(strstr(err, "in clear"), "%s", err);
 	cfg.host = NULL;
 	ck_assert_int_eq(lend_server_open(&s, &cfg, err, sizeof err), -1);
-	ck_assert(lend_host_is_loopback("127.0.0.1"));
-	ck_assert(lend_host_is_loopback("127.3.2.1"));
-	ck_assert(lend_host_is_loopback("::1"));
-	ck_assert(lend_host_is_loopback("localhost"));
-	ck_assert(!lend_host_is_loopback("0.0.0.0"));
-	ck_assert(!lend_host_is_loopback("::"));
-	ck_assert(!lend_host_is_loopback("10.0.0.7"));
-	ck_assert(!lend_host_is_loopback("128.0.0.1"));
-	ck_assert(!lend_host_is_loopback("lender.example"));
-	ck_assert(!lend_host_is_loopback("::ffff:10.0.0.1"));
-	ck_assert(!lend_host_is_loopback(""));
+	ck_assert(hostport_is_loopback("127.0.0.1"));
+	ck_assert(hostport_is_loopback("127.3.2.1"));
+	ck_assert(hostport_is_loopback("::1"));
+	ck_assert(hostport_is_loopback("localhost"));
+	ck_assert(!hostport_is_loopback("0.0.0.0"));
+	ck_assert(!hostport_is_loopback("::"));
+	ck_assert(!hostport_is_loopback("10.0.0.7"));
+	ck_assert(!hostport_is_loopback("128.0.0.1"));
+	ck_assert(!hostport_is_loopback("lender.example"));
+	ck_assert(!hostport_is_loopback("::ffff:10.0.0.1"));
+	ck_assert(!hostport_is_loopback(""));
 }
 END_TEST
 
@@ -899,6 +899,32 @@ START_TEST(hostport_forms)
 }
 END_TEST
 
+/* A certificate, key or CA file that cannot be used says which and why in
+ * words (found from outside: "error:0480006C:PEM routines::no start line"
+ * for a file that is not PEM, with no file named). */
+START_TEST(tls_file_errors_name_the_file)
+{
+	char notpem[300], missing[300], err[300];
+	snprintf(notpem, sizeof notpem, "%s/not-a.pem", tlsdir);
+	snprintf(missing, sizeof missing, "%s/missing.pem", tlsdir);
+	FILE *f = fopen(notpem, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("just words\n", f);
+	fclose(f);
+	ck_assert_ptr_null(lend_tls_server_ctx(notpem, notpem, err, sizeof err));
+	ck_assert_msg(strstr(err, notpem) && strstr(err, "no PEM block") &&
+	                  !strstr(err, "error:"),
+	              "%s", err);
+	ck_assert_ptr_null(lend_tls_client_ctx(missing, err, sizeof err));
+	ck_assert_msg(strstr(err, missing) && !strstr(err, "error:"), "%s",
+	              err);
+	char crt[300];
+	snprintf(crt, sizeof crt, "%s/lender.crt", tlsdir);
+	ck_assert_ptr_null(lend_tls_server_ctx(crt, notpem, err, sizeof err));
+	ck_assert_msg(strstr(err, "TLS key") && strstr(err, notpem), "%s", err);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("lend");
@@ -932,6 +958,7 @@ static Suite *suite(void)
 	tcase_add_checked_fixture(t, tls_setup, tls_teardown);
 	tcase_add_test(t, tls_round_trip_and_refusals);
 	tcase_add_test(t, tls_small_writes_are_batched);
+	tcase_add_test(t, tls_file_errors_name_the_file);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -903,6 +903,17 @@ START_TEST(keep_awake_spins_only_while_busy)
 }
 END_TEST
 
+/* Runs a shell command; its output (both streams if the command says
+ * 2>&1) into out, and its wait status. */
+static int run_out(const char *cmd, char *out, size_t len)
+{
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	size_t n = fread(out, 1, len - 1, p);
+	out[n] = 0;
+	return pclose(p);
+}
+
 /* ramex-lend-nbd serves NBD, which has no authentication, so its --listen
  * is loopback only (found from outside: --listen 0.0.0.0:PORT served the
  * borrowed pages to the whole network). A usage error, exit 2, that says
@@ -919,11 +930,7 @@ START_TEST(nbd_listen_off_loopback_is_refused)
 		         "--contract 7 --secret-file /nonexistent --listen "
 		         "'%s' 2>&1",
 		         b && *b ? b : "build", at[i]);
-		FILE *p = popen(cmd, "r");
-		ck_assert_ptr_nonnull(p);
-		size_t n = fread(out, 1, sizeof out - 1, p);
-		out[n] = 0;
-		int st = pclose(p);
+		int st = run_out(cmd, out, sizeof out);
 		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2,
 		              "--listen %s: status %d: %s", at[i], st, out);
 		ck_assert_msg(strstr(out, "must be a loopback address"),
@@ -955,11 +962,7 @@ START_TEST(lend_programs_help_names_their_options)
 		char cmd[1024], out[8192];
 		snprintf(cmd, sizeof cmd, "%s/san/bin/%s --help 2>&1",
 		         b && *b ? b : "build", progs[i].prog);
-		FILE *p = popen(cmd, "r");
-		ck_assert_ptr_nonnull(p);
-		size_t n = fread(out, 1, sizeof out - 1, p);
-		out[n] = 0;
-		int st = pclose(p);
+		int st = run_out(cmd, out, sizeof out);
 		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
 		              "%s --help: status %d", progs[i].prog, st);
 		for (int k = 0; k < 8; k++)
@@ -1180,6 +1183,68 @@ START_TEST(idle_poll_unavailable_is_reported_not_fatal)
 }
 END_TEST
 
+/* A lender told to write its port where it cannot does not run on
+ * without it (whoever waits for the port would wait for ever), and a
+ * meter file it cannot write is said, once: the agent reports usage from
+ * it (found from outside: both were passed over in silence). */
+START_TEST(lender_files_it_cannot_write_are_said)
+{
+	char secret[600], cmd[2400], out[16384];
+	const char *b = getenv("RAMEX_BUILD");
+	snprintf(secret, sizeof secret, "%s/lend-cli-secret.XXXXXX",
+	         getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	int fd = mkstemp(secret);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, "ab", 2), 2);
+	for (int i = 0; i < 31; i++)
+		ck_assert_int_eq(write(fd, "ab", 2), 2);
+	close(fd);
+	static const struct {
+		const char *args, *says;
+		int status, times;
+	} cases[] = {
+	    {"--port-file /nonexistent/port", "could not write /nonexistent",
+	     1, 1},
+	    {"--meter-file /nonexistent/meter", "could not write the meter",
+	     124, 1},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		snprintf(cmd, sizeof cmd,
+		         "timeout -s TERM 3 %s/san/bin/ramex-lend-server "
+		         "--contract 7 --secret-file %s --pages 1 --store anon "
+		         "--listen 127.0.0.1:0 %s 2>&1",
+		         b && *b ? b : "build", secret, cases[i].args);
+		int st = run_out(cmd, out, sizeof out);
+		int times = 0;
+		for (const char *q = out; (q = strstr(q, cases[i].says)); q++)
+			times++;
+		ck_assert_msg(WIFEXITED(st) &&
+		                  WEXITSTATUS(st) == cases[i].status &&
+		                  times == cases[i].times,
+		              "%s: status %d, said %d times: %s", cases[i].args,
+		              st, times, out);
+	}
+	unlink(secret);
+}
+END_TEST
+
+/* A number out of range names the range (found from outside: --notice-ms
+ * 99999999999999999 said "must be >= 0"). */
+START_TEST(lender_numbers_name_their_range)
+{
+	char cmd[1200], out[4096];
+	const char *b = getenv("RAMEX_BUILD");
+	snprintf(cmd, sizeof cmd,
+	         "%s/san/bin/ramex-lend-server --contract 7 --secret-file "
+	         "/nonexistent --pages 1 --notice-ms 99999999999999999 2>&1",
+	         b && *b ? b : "build");
+	int st = run_out(cmd, out, sizeof out);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2 &&
+	                  strstr(out, "--notice-ms is 0..2147483647"),
+	              "status %d: %s", st, out);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("lend_nbd");
@@ -1205,6 +1270,8 @@ static Suite *suite(void)
 	tcase_add_test(t, idle_poll_unavailable_is_reported_not_fatal);
 	tcase_add_test(t, nbd_listen_off_loopback_is_refused);
 	tcase_add_test(t, lend_programs_help_names_their_options);
+	tcase_add_test(t, lender_files_it_cannot_write_are_said);
+	tcase_add_test(t, lender_numbers_name_their_range);
 	suite_add_tcase(s, t);
 	return s;
 }

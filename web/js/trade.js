@@ -323,6 +323,15 @@ const RULES = {
 	post_only_would_take: 'post-only: would have traded', self_trade: 'self-trade prevention', gtd: 'expired (GTD)'
 };
 
+// A person's note in quotes, isolated in a <bdi>: a right-to-left note
+// (Hebrew, Arabic) otherwise pulled the quotes and the words around it
+// into its own direction ("paused by you: ”...“" with the quote at the
+// line's far end)
+function quoted(note)
+{
+	return note ? [': “', el('bdi', {}, note), '”'] : [];
+}
+
 function whyCell(o)
 {
 	if (o.status === 'filled')
@@ -330,7 +339,7 @@ function whyCell(o)
 	if (o.cancelled_by) {
 		const who = me && o.cancelled_by === me.scope ? 'you' : o.cancelled_by_name || o.cancelled_by;
 		const note = o.cancel_note ? `: “${o.cancel_note}”` : '';
-		return el('td', {class: 'why', title: `${o.cancelled_by}${note}`}, `by ${who}${note}`);
+		return el('td', {class: 'why', title: `${o.cancelled_by}${note}`}, `by ${who}`, ...quoted(o.cancel_note));
 	}
 	const r = RULES[o.reason] || o.reason || '';
 	return el('td', {class: 'why', title: r}, r);
@@ -407,7 +416,8 @@ function automationCell(n)
 		return el('td', {class: 'buyside'}, 'running');
 	const who = n.trading_paused_by === (me && me.scope) ? 'you' : n.trading_paused_by_name || 'a person';
 	const note = n.trading_pause_note ? `: “${n.trading_pause_note}”` : '';
-	return el('td', {class: 'sellside why', title: `since ${n.trading_paused_at}${note}`}, `paused by ${who}${note}`);
+	return el('td', {class: 'sellside why', title: `since ${n.trading_paused_at}${note}`}, `paused by ${who}`,
+	          ...quoted(n.trading_pause_note));
 }
 
 async function loadNodes()
