@@ -122,6 +122,14 @@ check_lane() {
     return
   fi
   eval "$(bash scripts/pg.sh env "$pgdir")"
+  # The schema, once: every integration test's ramexd starts on a copy
+  # (testdb_create_schema, tests/integration/testdb.h)
+  export RAMEX_TEST_SCHEMA_DB=ramex_t_schema
+  if ! { "$PGBIN/createdb" "$RAMEX_TEST_SCHEMA_DB" &&
+         "$ROOT/$BUILD/bin/ramexd" migrate --db="dbname=$RAMEX_TEST_SCHEMA_DB"; } >>"$OUT/pg-start.log" 2>&1; then
+    record schema 0 1 0 0 "$OUT/pg-start.log"
+    return
+  fi
   for t in ${INTEGRATION_TESTS:-}; do run_check_suite "$t"; done
 }
 
