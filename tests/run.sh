@@ -8,20 +8,20 @@
 #                                  end-to-end); each prints, as its last
 #                                  line, "N passed, M failed"
 #   RAMEX_CHECK_ONLY=regex         run only the suites whose name matches
-#   RAMEX_CHECK_LANES=1|2          1 (the default): one suite after another;
-#                                  2: the check suites and the
-#                                  tests/*/suite.sh side by side (below)
+#   RAMEX_CHECK_LANES=1|2          2 (the default): the check suites and
+#                                  the tests/*/suite.sh side by side
+#                                  (below); 1: one suite after another
 #   RAMEX_CHECK_PG=dir             where its private PostgreSQL lives (var/check-pg)
 #   RAMEX_CHECK_OUT=dir            where logs and screenshots go (var/test-output)
 #
-# Two lanes (RAMEX_CHECK_LANES=2): the check suites (unit, then
-# integration on the PostgreSQL started here) are one lane; the
-# tests/*/suite.sh, in name order, are the other, started first. Most of each lane's time is waiting (a guest's fixed
-# phases, a browser's keep-alives, PostgreSQL stopped and started, an agent's
-# samples), so on two cores the two lanes take about as long as the longer
-# one. The suite.sh suites never see this PostgreSQL, in either mode
-# (test_outage stops it under the integration suites' feet): each of them
-# that needs one starts its own, as when run alone.
+# Two lanes (the default): the check suites (unit, then integration on the
+# PostgreSQL started here) are one lane; the tests/*/suite.sh, in name
+# order, are the other, started first. Most of each lane's time is waiting
+# (a guest's fixed phases, a browser's keep-alives, PostgreSQL stopped and
+# started, an agent's samples), so on two cores the two lanes take about
+# as long as the longer one. The suite.sh suites never see this PostgreSQL,
+# in either mode (test_outage stops it under the integration suites'
+# feet): each of them that needs one starts its own, as when run alone.
 #
 # Each suite's line says its wall time and the CPU time of its processes
 # (user + system, the processes it waited for; a PostgreSQL server is not
@@ -40,7 +40,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export RAMEX_TEST_OUTPUT=$OUT RAMEX_BUILD=$ROOT/$BUILD
 
 only=${RAMEX_CHECK_ONLY:-}
-lanes=${RAMEX_CHECK_LANES:-1}
+lanes=${RAMEX_CHECK_LANES:-2}
 results=$OUT/.results # name pass fail wall_ms cpu_ms log, a line per suite
 : >"$results"
 
@@ -140,12 +140,14 @@ if (( lanes >= 2 )); then
   script_lane </dev/null &
   lane_pid=$!
   set +m
-  check_lane
+  # each lane in a shell of its own, whose `times` are its suites' alone
+  # (this shell's would take in the other lane's when it is reaped)
+  (check_lane)
   wait "$lane_pid"; lane_pid=""
 else
   echo "== one lane: unit, integration tests (ASan + UBSan; a private PostgreSQL), tests/*/suite.sh"
-  check_lane
-  script_lane
+  (check_lane)
+  (script_lane)
 fi
 t_all=$((($(now_us) - t_start) / 1000))
 
