@@ -123,10 +123,13 @@ check_lane() {
   fi
   eval "$(bash scripts/pg.sh env "$pgdir")"
   # The schema, once: every integration test's ramexd starts on a copy
-  # (testdb_create_schema, tests/integration/testdb.h)
+  # (testdb_create_schema, tests/integration/testdb.h). A copy fails while
+  # anyone is connected to it: closed to connections after the migration,
+  # as template0 is (autovacuum included).
   export RAMEX_TEST_SCHEMA_DB=ramex_t_schema
   if ! { "$PGBIN/createdb" "$RAMEX_TEST_SCHEMA_DB" &&
-         "$ROOT/$BUILD/bin/ramexd" migrate --db="dbname=$RAMEX_TEST_SCHEMA_DB"; } >>"$OUT/pg-start.log" 2>&1; then
+         "$ROOT/$BUILD/bin/ramexd" migrate --db="dbname=$RAMEX_TEST_SCHEMA_DB" &&
+         "$PGBIN/psql" -X -q -d postgres -c "ALTER DATABASE $RAMEX_TEST_SCHEMA_DB WITH IS_TEMPLATE true ALLOW_CONNECTIONS false"; } >>"$OUT/pg-start.log" 2>&1; then
     record schema 0 1 0 0 "$OUT/pg-start.log"
     return
   fi
