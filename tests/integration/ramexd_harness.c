@@ -141,7 +141,7 @@ static void spawn(struct rxh *h)
 
 void rxh_start(struct rxh *h, const char *db, const char *extra)
 {
-	rxh_start_at(h, db, testdb_create(db), extra);
+	rxh_start_at(h, db, testdb_create_schema(db), extra);
 }
 
 void rxh_start_at(struct rxh *h, const char *db, const char *conninfo,

@@ -2,7 +2,8 @@
  * ramexd_harness.h — a real ramexd for integration tests, and a small HTTP
  * client to talk to it.
  *
- * rxh_start makes a fresh database (testdb.h), bootstraps an admin token
+ * rxh_start makes a fresh database with the schema (testdb_create_schema,
+ * testdb.h), bootstraps an admin token
  * with `ramexd token create`, starts the sanitizer build of ramexd on a free
  * 127.0.0.1 port and waits until /readyz answers. The server dies with the
  * test: rxh_stop ends it, and the child is also bound to its parent with
@@ -38,7 +39,8 @@ struct rxh_resp {
 	json_t *json; /* parsed body, or NULL */
 };
 
-/* Creates database `db` afresh and starts ramexd on it. `extra` are more
+/* Creates database `db` afresh (with the schema: testdb_create_schema)
+ * and starts ramexd on it. `extra` are more
  * flags for ramexd ("" for none). Aborts the test when it cannot. */
 void rxh_start(struct rxh *h, const char *db, const char *extra);
 /* The same on a database the caller made, reached with `conninfo` (e.g. a

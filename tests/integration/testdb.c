@@ -19,18 +19,24 @@ static PGconn *admin_connect(void)
 	return c;
 }
 
-const char *testdb_create(const char *name)
+static const char *create(const char *name, const char *template)
 {
 	static char conninfo[512];
-	char sql[256];
+	char sql[512];
 	PGconn *c = admin_connect();
 	PGresult *r;
 
-	/* Names come from the tests themselves, never from outside. */
+	/* Names come from the tests themselves (and run.sh), never from
+	 * outside. */
 	snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS \"%s\" WITH (FORCE)",
 	         name);
 	PQclear(PQexec(c, sql));
-	snprintf(sql, sizeof sql, "CREATE DATABASE \"%s\"", name);
+	if (template)
+		snprintf(sql, sizeof sql,
+		         "CREATE DATABASE \"%s\" TEMPLATE \"%s\"", name,
+		         template);
+	else
+		snprintf(sql, sizeof sql, "CREATE DATABASE \"%s\"", name);
 	r = PQexec(c, sql);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 		fprintf(stderr, "testdb: %s", PQerrorMessage(c));
@@ -40,6 +46,17 @@ const char *testdb_create(const char *name)
 	PQfinish(c);
 	snprintf(conninfo, sizeof conninfo, "dbname=%s", name);
 	return conninfo;
+}
+
+const char *testdb_create(const char *name)
+{
+	return create(name, NULL);
+}
+
+const char *testdb_create_schema(const char *name)
+{
+	const char *t = getenv("RAMEX_TEST_SCHEMA_DB");
+	return create(name, t && *t ? t : NULL);
 }
 
 PGconn *testdb_connect(const char *conninfo)

@@ -14,6 +14,15 @@
  * Aborts the test run when PostgreSQL cannot be reached. */
 const char *testdb_create(const char *name);
 
+/* The same, with the schema in it: a copy of the migrated database that
+ * tests/run.sh made once for the run (RAMEX_TEST_SCHEMA_DB, by `ramexd
+ * migrate`), as ramexd finds it on every start after its first. Without
+ * RAMEX_TEST_SCHEMA_DB it is created empty, and ramexd's first start
+ * applies the migrations. Applying them to an empty database is
+ * test_migrate's (and run.sh's own `ramexd migrate`): a copy saves each
+ * ramexd of the integration suites their 19 transactions. */
+const char *testdb_create_schema(const char *name);
+
 /* Connects to the database made by testdb_create, aborting on failure. */
 PGconn *testdb_connect(const char *conninfo);
 
