@@ -488,12 +488,39 @@ static void start(struct http_req *rq)
 		MHD_resume_connection(rq->conn); /* answered meanwhile */
 }
 
-/* The connection's record in http_guard (on_connection made it). */
-static struct http_guard_conn *conn_guard(struct MHD_Connection *conn)
+/* What http.c keeps with a connection (its socket context, made by
+ * on_connection): its record in http_guard, and the request on_uri began
+ * until on_completed ends it. libmicrohttpd 0.9.75 never reports the end
+ * of a request it answered itself after our URI callback ran (a header
+ * line it cannot read: its own 400): the connection closes with no
+ * on_completed, and that request is freed with the connection. */
+struct http_conn {
+	struct http_guard_conn *gc;
+	struct http_req *rq;
+};
+
+static struct http_conn *conn_ctx(struct MHD_Connection *conn)
 {
 	const union MHD_ConnectionInfo *ci =
 	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 	return ci ? ci->socket_context : NULL;
+}
+
+/* The connection's record in http_guard. */
+static struct http_guard_conn *conn_guard(struct MHD_Connection *conn)
+{
+	struct http_conn *hc = conn_ctx(conn);
+	return hc ? hc->gc : NULL;
+}
+
+static void req_free(struct http_req *rq)
+{
+	if (rq->resp) { /* never queued: the connection went first */
+		MHD_destroy_response(rq->resp);
+		rq->resp = NULL;
+	}
+	free(rq->body);
+	free(rq);
 }
 
 /* libmicrohttpd's URI log callback: the only place that sees the target
@@ -506,7 +533,15 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	if (!rq)
 		return NULL;
 	memset(rq, 0, offsetof(struct http_req, principal));
-	rq->gc = conn_guard(conn);
+	struct http_conn *hc = conn_ctx(conn);
+	if (hc) {
+		/* one request at a time on a connection: one still here
+		 * was never ended by libmicrohttpd (struct http_conn) */
+		if (hc->rq)
+			req_free(hc->rq);
+		hc->rq = rq;
+	}
+	rq->gc = hc ? hc->gc : NULL;
 	rq->fresh = 1;
 	rq->method = ""; /* until on_request: the request may end before */
 	rq->route_idx = -1;
@@ -612,6 +647,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 	http_guard_done(rq ? rq->gc : conn_guard(conn));
 	if (!rq)
 		return;
+	struct http_conn *hc = conn_ctx(conn);
+	if (hc && hc->rq == rq)
+		hc->rq = NULL;
 	if (rq->resp) { /* never queued: the connection went first */
 		MHD_destroy_response(rq->resp);
 		rq->resp = NULL;
@@ -622,8 +660,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 		log_debug("request", "method=%s path=%s status=%d", rq->method,
 		          rq->tg.path, rq->status);
 	}
-	free(rq->body);
-	free(rq);
+	req_free(rq);
 	*req_cls = NULL;
 }
 
@@ -699,12 +736,21 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
 		    conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 		const union MHD_ConnectionInfo *peer = MHD_get_connection_info(
 		    conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-		*socket_ctx = fd ? http_guard_opened(
-		                       s->guard, fd->connect_fd,
-		                       peer ? peer->client_addr : NULL)
-		                 : NULL;
+		struct http_conn *hc = calloc(1, sizeof *hc);
+		if (hc)
+			hc->gc = fd ? http_guard_opened(
+			                  s->guard, fd->connect_fd,
+			                  peer ? peer->client_addr : NULL)
+			            : NULL;
+		*socket_ctx = hc;
 	} else {
-		http_guard_closed(s->guard, *socket_ctx);
+		struct http_conn *hc = *socket_ctx;
+		if (hc) {
+			if (hc->rq) /* begun, never ended (struct http_conn) */
+				req_free(hc->rq);
+			http_guard_closed(s->guard, hc->gc);
+			free(hc);
+		}
 		*socket_ctx = NULL;
 	}
 	atomic_fetch_add(&s->conns, d);
