@@ -34,7 +34,8 @@
 #
 # Every server binds 127.0.0.1 and is stopped when the script ends; every
 # step runs under `timeout`.
-#   RAMEX_BENCH_OPS (20000)  RAMEX_BENCH_GUEST (1; 0 skips the qemu part)
+#   RAMEX_BENCH_OPS (20000: one at a time)  RAMEX_BENCH_QD_OPS (100000: the
+#   random reads of each queue-depth run)  RAMEX_BENCH_GUEST (1; 0 skips the qemu part)
 #   RAMEX_BENCH_STREAM_MIB (1024: the contract of the in-flight runs and
 #   the recall, held in locked memory by the lender)
 #   RAMEX_BENCH_SLOW_US (1000: how late the slow lender's replies arrive)
@@ -49,6 +50,9 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BDIR=${RAMEX_BUILD:-$ROOT/build} # absolute; guest.sh wants BUILD relative
 BIN=$BDIR/bin
 OPS=${RAMEX_BENCH_OPS:-20000}
+# reads at a queue depth: more of them, so that a p99 is not the first
+# requests' warm-up (20 000 reads at 200 k/s is a tenth of a second)
+QOPS=${RAMEX_BENCH_QD_OPS:-100000}
 PAGES=16384 # 64 MiB, more than a CPU cache
 work=$BDIR/lend-bench
 rm -rf "$work" && mkdir -p "$work"
@@ -107,7 +111,7 @@ echo "  (file: $(df -T "$work" | awk 'NR == 2 { print $2 }') on the build dir; O
 SMIB=${RAMEX_BENCH_STREAM_MIB:-1024}
 SPAGES=$((SMIB * 256))
 load() { echo "  (load: $(cut -d' ' -f1-3 /proc/loadavg))"; }
-echo "host: many in flight; stream = $SMIB MiB in 512 KiB requests, 8 in flight; randread = $OPS random 4 KiB reads, 32 in flight"
+echo "host: many in flight; stream = $SMIB MiB in 512 KiB requests, 8 in flight; randread = $QOPS random 4 KiB reads, 32 in flight"
 # the scheduler's floor: two processes bouncing a byte, two wakeups a
 # round trip; every path below wakes three or four processes per request
 # and the same with cores kept out of idle (lend_awake, --keep-awake)
@@ -126,11 +130,11 @@ done
 lender 3 $SPAGES
 load
 timeout 300 "$BIN/ramex-lend-bench" --lender 127.0.0.1:$port --contract 3 \
-  --secret-file "$work/secret" --pages $SPAGES --ops "$OPS" --qd 8 \
+  --secret-file "$work/secret" --pages $SPAGES --ops "$QOPS" --qd 8 \
   --stream-mib "$SMIB" --name lend-qd | sed 's/^/  /'
 load
 timeout 300 "$BIN/ramex-lend-bench" --lender 127.0.0.1:$port --contract 3 \
-  --secret-file "$work/secret" --pages $SPAGES --ops "$OPS" --qd 32 \
+  --secret-file "$work/secret" --pages $SPAGES --ops "$QOPS" --qd 32 \
   --name lend-qd | sed 's/^/  /'
 lender 4 $SPAGES
 "$BIN/ramex-lend-nbd" --lender 127.0.0.1:$port --contract 4 \
@@ -140,7 +144,7 @@ pids+=($!)
 i=0; while [[ ! -S $work/nbd4.sock ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)); done
 load
 timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4.sock" --pages $SPAGES \
-  --ops "$OPS" --qd 8 --stream-mib "$SMIB" --name nbd-qd | sed 's/^/  /'
+  --ops "$QOPS" --qd 8 --stream-mib "$SMIB" --name nbd-qd | sed 's/^/  /'
 "$BIN/ramex-lend-nbd" --lender 127.0.0.1:$port --contract 4 \
   --secret-file "$work/secret" --listen-unix "$work/nbd4b.sock" \
   >/dev/null 2>"$work/bridge4b.log" &
@@ -148,7 +152,7 @@ pids+=($!)
 i=0; while [[ ! -S $work/nbd4b.sock ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)); done
 load
 timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4b.sock" --pages $SPAGES \
-  --ops "$OPS" --qd 32 --name nbd-qd | sed 's/^/  /'
+  --ops "$QOPS" --qd 32 --name nbd-qd | sed 's/^/  /'
 # the bridge keeping the cores out of idle while reads are in flight,
 # alternated with plain runs: the machine is shared, one pair says little
 for k in 1 2; do
@@ -159,7 +163,7 @@ for k in 1 2; do
   i=0; while [[ ! -S $work/nbd4a$k.sock ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)); done
   load
   timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4a$k.sock" --pages $SPAGES \
-    --ops "$OPS" --qd 32 --name nbd-qd-awake | sed 's/^/  /'
+    --ops "$QOPS" --qd 32 --name nbd-qd-awake | sed 's/^/  /'
   "$BIN/ramex-lend-nbd" --lender 127.0.0.1:$port --contract 4 \
     --secret-file "$work/secret" --listen-unix "$work/nbd4p$k.sock" \
     >/dev/null 2>"$work/bridge4p$k.log" &
@@ -167,7 +171,7 @@ for k in 1 2; do
   i=0; while [[ ! -S $work/nbd4p$k.sock ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)); done
   load
   timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4p$k.sock" --pages $SPAGES \
-    --ops "$OPS" --qd 32 --name nbd-qd | sed 's/^/  /'
+    --ops "$QOPS" --qd 32 --name nbd-qd | sed 's/^/  /'
 done
 # idle polling (--idle-poll 1, lend_qos) alternated with plain runs likewise
 for k in 1 2; do
@@ -178,7 +182,7 @@ for k in 1 2; do
   i=0; while [[ ! -S $work/nbd4i$k.sock ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)); done
   load
   timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4i$k.sock" --pages $SPAGES \
-    --ops "$OPS" --qd 32 --name nbd-qd-idlepoll | sed 's/^/  /'
+    --ops "$QOPS" --qd 32 --name nbd-qd-idlepoll | sed 's/^/  /'
   grep -o 'msg="idle polling is off[^"]*".*' "$work/bridge4i$k.log" | head -1 | sed 's/^/  (not polled: /; s/$/)/'
   "$BIN/ramex-lend-nbd" --lender 127.0.0.1:$port --contract 4 \
     --secret-file "$work/secret" --listen-unix "$work/nbd4q$k.sock" \
@@ -187,7 +191,7 @@ for k in 1 2; do
   i=0; while [[ ! -S $work/nbd4q$k.sock ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)); done
   load
   timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4q$k.sock" --pages $SPAGES \
-    --ops "$OPS" --qd 32 --name nbd-qd | sed 's/^/  /'
+    --ops "$QOPS" --qd 32 --name nbd-qd | sed 's/^/  /'
 done
 
 # ---- the direct path ----------------------------------------------------
@@ -202,11 +206,11 @@ echo "host: the direct path (NBD on the lender's DATA connection) and the bridge
 for k in 1 2; do
   load
   timeout 300 "$BIN/ramex-lend-bench" --nbd-direct 127.0.0.1:$port --contract 7 \
-    --secret-file "$work/secret" --pages $SPAGES --ops "$OPS" --qd 8 \
+    --secret-file "$work/secret" --pages $SPAGES --ops "$QOPS" --qd 8 \
     --stream-mib "$SMIB" --name direct-qd | sed 's/^/  /'
   load
   timeout 300 "$BIN/ramex-lend-bench" --nbd-direct 127.0.0.1:$port --contract 7 \
-    --secret-file "$work/secret" --pages $SPAGES --ops "$OPS" --qd 32 \
+    --secret-file "$work/secret" --pages $SPAGES --ops "$QOPS" --qd 32 \
     --name direct-qd | sed 's/^/  /'
   for q in 8 32; do
     "$BIN/ramex-lend-nbd" --lender 127.0.0.1:$port --contract 7 \
@@ -217,7 +221,7 @@ for k in 1 2; do
     load
     stream=(); ((q == 8)) && stream=(--stream-mib "$SMIB")
     timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd7$k$q.sock" --pages $SPAGES \
-      --ops "$OPS" --qd $q "${stream[@]}" --name nbd-qd | sed 's/^/  /'
+      --ops "$QOPS" --qd $q "${stream[@]}" --name nbd-qd | sed 's/^/  /'
   done
 done
 kill -TERM "$lpid" 2>/dev/null; wait "$lpid" 2>/dev/null # its 1 GiB
@@ -239,32 +243,44 @@ bridge() { # contract socket lender-port [--tls-ca F]; starts a bridge, waits fo
   local i=0
   while [[ ! -S $work/$2 ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)); done
 }
-echo "host: slow peers; randread = $OPS random 4 KiB reads, 32 in flight, each path healthy then with 8 slow peers"
+echo "host: slow peers; randread = $QOPS random 4 KiB reads, 32 in flight, each path healthy then with 8 slow peers"
 load
 timeout 300 "$BIN/ramex-lend-bench" --lender 127.0.0.1:$port --contract 4 \
-  --secret-file "$work/secret" --pages $SPAGES --ops "$OPS" --qd 32 \
+  --secret-file "$work/secret" --pages $SPAGES --ops "$QOPS" --qd 32 \
   --name lend-healthy | sed 's/^/  /'
 for ms in 4000 10; do
   timeout 300 "$BIN/ramex-lend-bench" --lender 127.0.0.1:$port --contract 4 \
-    --secret-file "$work/secret" --pages $SPAGES --ops "$OPS" --qd 32 \
+    --secret-file "$work/secret" --pages $SPAGES --ops "$QOPS" --qd 32 \
     --trickle 127.0.0.1:$port --trickle-ms $ms --name lend-trickle$ms |
     sed 's/^/  /'
 done
 load
 bridge 4 nbd4h.sock $port
 timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4h.sock" \
-  --pages $SPAGES --ops "$OPS" --qd 32 --name nbd-healthy | sed 's/^/  /'
+  --pages $SPAGES --ops "$QOPS" --qd 32 --name nbd-healthy | sed 's/^/  /'
 for ms in 4000 10; do
   bridge 4 nbd4t$ms.sock $port
   timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4t$ms.sock" \
-    --pages $SPAGES --ops "$OPS" --qd 32 --trickle 127.0.0.1:$port \
+    --pages $SPAGES --ops "$QOPS" --qd 32 --trickle 127.0.0.1:$port \
     --trickle-ms $ms --name nbd-trickle$ms | sed 's/^/  /'
+done
+load
+# the direct path (the default where plain TCP is allowed): nbd.ko's DATA
+# connection is served in the lender's one loop beside the trickling peers
+timeout 300 "$BIN/ramex-lend-bench" --nbd-direct 127.0.0.1:$port --contract 4 \
+  --secret-file "$work/secret" --pages $SPAGES --ops "$QOPS" --qd 32 \
+  --name direct-healthy | sed 's/^/  /'
+for ms in 4000 10; do
+  timeout 300 "$BIN/ramex-lend-bench" --nbd-direct 127.0.0.1:$port --contract 4 \
+    --secret-file "$work/secret" --pages $SPAGES --ops "$QOPS" --qd 32 \
+    --trickle 127.0.0.1:$port --trickle-ms $ms --name direct-trickle$ms |
+    sed 's/^/  /'
 done
 load
 echo "  (a lender whose every reply arrives ${SLOW_US} us late, beside a healthy one)"
 bridge 4 nbd4h2.sock $port
 timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4h2.sock" \
-  --pages $SPAGES --ops "$OPS" --qd 32 --name nbd-healthy | sed 's/^/  /'
+  --pages $SPAGES --ops "$QOPS" --qd 32 --name nbd-healthy | sed 's/^/  /'
 rm -f "$work/relay.port"
 "$BIN/ramex-lend-bench" --relay 127.0.0.1:$port --relay-port-file "$work/relay.port" \
   --delay-us "$SLOW_US" 2>"$work/relay.log" &
@@ -272,7 +288,7 @@ pids+=($!)
 i=0; while [[ ! -s $work/relay.port ]] && ((i < 100)); do sleep 0.1; i=$((i + 1)); done
 bridge 4 nbd4slow.sock "$(cat "$work/relay.port")"
 timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd4slow.sock" \
-  --pages $SPAGES --ops "$OPS" --qd 32 --name nbd-slow${SLOW_US}us | sed 's/^/  /'
+  --pages $SPAGES --ops "$QOPS" --qd 32 --name nbd-slow${SLOW_US}us | sed 's/^/  /'
 
 # ---- TLS ---------------------------------------------------------------
 # Off loopback the pages must travel in TLS 1.3 (docs/lending.md): the same
@@ -287,20 +303,20 @@ if openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
   load
   timeout 300 "$BIN/ramex-lend-bench" --lender 127.0.0.1:$port --contract 6 \
     --secret-file "$work/secret" --tls-ca "$work/tls.crt" --pages $SPAGES \
-    --ops "$OPS" --qd 8 --stream-mib "$SMIB" --name lend-tls | sed 's/^/  /'
+    --ops "$QOPS" --qd 8 --stream-mib "$SMIB" --name lend-tls | sed 's/^/  /'
   load
   timeout 300 "$BIN/ramex-lend-bench" --lender 127.0.0.1:$port --contract 6 \
     --secret-file "$work/secret" --tls-ca "$work/tls.crt" --pages $SPAGES \
-    --ops "$OPS" --qd 32 --name lend-tls | sed 's/^/  /'
+    --ops "$QOPS" --qd 32 --name lend-tls | sed 's/^/  /'
   bridge 6 nbd6.sock $port --tls-ca "$work/tls.crt"
   load
   timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd6.sock" \
-    --pages $SPAGES --ops "$OPS" --qd 8 --stream-mib "$SMIB" --name nbd-tls |
+    --pages $SPAGES --ops "$QOPS" --qd 8 --stream-mib "$SMIB" --name nbd-tls |
     sed 's/^/  /'
   bridge 6 nbd6b.sock $port --tls-ca "$work/tls.crt"
   load
   timeout 300 "$BIN/ramex-lend-bench" --nbd-unix "$work/nbd6b.sock" \
-    --pages $SPAGES --ops "$OPS" --qd 32 --name nbd-tls | sed 's/^/  /'
+    --pages $SPAGES --ops "$QOPS" --qd 32 --name nbd-tls | sed 's/^/  /'
 else
   echo "  TLS: openssl could not make a certificate here; not measured"
 fi
@@ -313,10 +329,10 @@ timeout 300 "$BIN/ramex-lend-bench" --lender 127.0.0.1:$port --contract 5 \
 truncate -s $((SPAGES * 4096)) "$work/data.img"
 load
 timeout 300 "$BIN/ramex-lend-bench" --blockdev "$work/data.img" --pages $SPAGES \
-  --ops "$OPS" --qd 8 --stream-mib "$SMIB" --name file-qd | sed 's/^/  /'
+  --ops "$QOPS" --qd 8 --stream-mib "$SMIB" --name file-qd | sed 's/^/  /'
 load
 timeout 300 "$BIN/ramex-lend-bench" --blockdev "$work/data.img" --pages $SPAGES \
-  --ops "$OPS" --qd 32 --name file-qd | sed 's/^/  /'
+  --ops "$QOPS" --qd 32 --name file-qd | sed 's/^/  /'
 rm -f "$work/data.img"
 # zram: compressed swap in the borrower's own RAM, the other local choice
 if [[ -e /sys/block/zram0 ]] || modprobe zram num_devices=1 2>/dev/null; then
@@ -324,9 +340,9 @@ if [[ -e /sys/block/zram0 ]] || modprobe zram num_devices=1 2>/dev/null; then
     echo "${SMIB}M" >/sys/block/zram0/disksize 2>/dev/null; then
     load
     timeout 300 "$BIN/ramex-lend-bench" --blockdev /dev/zram0 --pages $SPAGES \
-      --ops "$OPS" --qd 8 --stream-mib "$SMIB" --name zram-qd | sed 's/^/  /'
+      --ops "$QOPS" --qd 8 --stream-mib "$SMIB" --name zram-qd | sed 's/^/  /'
     timeout 300 "$BIN/ramex-lend-bench" --blockdev /dev/zram0 --pages $SPAGES \
-      --ops "$OPS" --qd 32 --name zram-qd | sed 's/^/  /'
+      --ops "$QOPS" --qd 32 --name zram-qd | sed 's/^/  /'
     echo 1 >/sys/block/zram0/reset 2>/dev/null
   else
     echo "  zram: /dev/zram0 is in use or cannot be sized here; not measured"
