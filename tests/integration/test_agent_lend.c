@@ -913,6 +913,29 @@ static const char *child_secret(char *out, size_t n, const char *spool,
 	return out;
 }
 
+/* Writes page `page` (a pattern of its number) through the bridge's NBD
+ * port: the data path works before a test breaks something. */
+static void write_one(int fd, uint64_t page)
+{
+	static uint8_t buf[LEND_NBD_BLOCK];
+	uint32_t nerr;
+	pattern(buf, page, 1);
+	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE, 1,
+	                                     page * LEND_NBD_BLOCK,
+	                                     LEND_NBD_BLOCK, buf, NULL, &nerr),
+	                 0);
+	ck_assert_int_eq(nerr, 0);
+}
+
+/* The logs of contract id's server (A, the seller) and bridge (B). */
+static void child_logs(const struct agh_agent *A, const struct agh_agent *B,
+                       int64_t id, char *slog, char *blog, size_t n)
+{
+	snprintf(slog, n, "%s-lend/lend-server-%lld.log", A->spool,
+	         (long long)id);
+	snprintf(blog, n, "%s-lend/lend-nbd-%lld.log", B->spool, (long long)id);
+}
+
 START_TEST(lender_lost)
 {
 	struct rxh h;
@@ -923,16 +946,11 @@ START_TEST(lender_lost)
 	int64_t id;
 	long pages;
 	int fd;
-	static uint8_t buf[LEND_NBD_BLOCK], back[LEND_NBD_BLOCK];
+	static uint8_t back[LEND_NBD_BLOCK];
 	uint32_t nerr;
 
 	lend_up("agent_lend_lost", &h, &w, &A, &B, &c, &id, &pages, &fd);
-	pattern(buf, 3, 1);
-	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE, 1,
-	                                     3 * LEND_NBD_BLOCK, LEND_NBD_BLOCK,
-	                                     buf, NULL, &nerr),
-	                 0);
-	ck_assert_int_eq(nerr, 0);
+	write_one(fd, 3);
 	char sf[700];
 	pid_t server = lend_child_pid(
 	    child_secret(sf, sizeof sf, A.spool, "lend-server", id));
@@ -993,22 +1011,12 @@ START_TEST(slow_release_is_awaited)
 	int64_t id;
 	long pages;
 	int fd;
-	static uint8_t buf[LEND_NBD_BLOCK];
-	uint32_t nerr;
 
 	lend_notice_s = 60;
 	lend_up("agent_lend_slow", &h, &w, &A, &B, &c, &id, &pages, &fd);
 	lend_notice_s = 2;
-	pattern(buf, 5, 1);
-	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE, 1,
-	                                     5 * LEND_NBD_BLOCK, LEND_NBD_BLOCK,
-	                                     buf, NULL, &nerr),
-	                 0);
-	ck_assert_int_eq(nerr, 0);
-	snprintf(slog, sizeof slog, "%s-lend/lend-server-%lld.log", A.spool,
-	         (long long)id);
-	snprintf(blog, sizeof blog, "%s-lend/lend-nbd-%lld.log", B.spool,
-	         (long long)id);
+	write_one(fd, 5);
+	child_logs(&A, &B, id, slog, blog, sizeof slog);
 	char bf[700];
 	pid_t bridge = lend_child_pid(
 	    child_secret(bf, sizeof bf, B.spool, "lend-nbd", id));
@@ -1054,20 +1062,10 @@ START_TEST(seller_agent_crash_gives_notice)
 	int64_t id;
 	long pages;
 	int fd;
-	static uint8_t buf[LEND_NBD_BLOCK];
-	uint32_t nerr;
 
 	lend_up("agent_lend_crash", &h, &w, &A, &B, &c, &id, &pages, &fd);
-	pattern(buf, 9, 1);
-	ck_assert_int_eq(lend_nbd_client_cmd(fd, LEND_NBD_CMD_WRITE, 1,
-	                                     9 * LEND_NBD_BLOCK, LEND_NBD_BLOCK,
-	                                     buf, NULL, &nerr),
-	                 0);
-	ck_assert_int_eq(nerr, 0);
-	snprintf(slog, sizeof slog, "%s-lend/lend-server-%lld.log", A.spool,
-	         (long long)id);
-	snprintf(blog, sizeof blog, "%s-lend/lend-nbd-%lld.log", B.spool,
-	         (long long)id);
+	write_one(fd, 9);
+	child_logs(&A, &B, id, slog, blog, sizeof slog);
 	int st = agh_signal(&A, SIGKILL);
 	ck_assert(WIFSIGNALED(st));
 	AGH_WAIT_FOR(file_has(blog, "end=recalled"),
