@@ -71,6 +71,16 @@ static void lend_child_free(struct lendsup_child *c)
 	free(c);
 }
 
+/* The levers against slow wakeups, as the agent's settings say, for a
+ * child whose process is on the pages' way (lend_awake.h, lend_qos.h). */
+static void wakeup_args(const struct agent *a, struct lendsup_child *c)
+{
+	lendsup_arg(c, "--keep-awake");
+	lendsup_arg(c, "%lld", (long long)a->cfg.lend_keep_awake);
+	lendsup_arg(c, "--idle-poll");
+	lendsup_arg(c, "%d", a->cfg.lend_idle_poll ? 1 : 0);
+}
+
 /* Seller: start ramex-lend-server for h and tell the exchange where it
  * listens; the exchange answers the contract secret the server needs, so
  * the endpoint is registered first, on a port chosen beforehand. 0 when
@@ -139,10 +149,7 @@ static int lend_serve(struct agent *a, struct held *h, int64_t now_ms)
 	}
 	if (a->cfg.lend_plaintext)
 		lendsup_arg(c, "--plaintext");
-	lendsup_arg(c, "--keep-awake");
-	lendsup_arg(c, "%lld", (long long)a->cfg.lend_keep_awake);
-	lendsup_arg(c, "--idle-poll");
-	lendsup_arg(c, "%d", a->cfg.lend_idle_poll ? 1 : 0);
+	wakeup_args(a, c);
 	/* root may lock its memory; a lender must not page for its
 	 * borrower (docs/lending.md, the swap path's headroom) */
 	if (geteuid() == 0)
@@ -210,12 +217,9 @@ static int lend_borrow(struct agent *a, struct held *h, int64_t now_ms)
 	lendsup_arg(c, "%lld", (long long)a->cfg.lend_reply_timeout_ms);
 	/* on the direct path no process of ours is on the pages' way: the
 	 * cores a wakeup would need are the kernel's, so neither applies */
-	if (!config_lend_direct(&a->cfg)) {
-		lendsup_arg(c, "--keep-awake");
-		lendsup_arg(c, "%lld", (long long)a->cfg.lend_keep_awake);
-		lendsup_arg(c, "--idle-poll");
-		lendsup_arg(c, "%d", a->cfg.lend_idle_poll ? 1 : 0);
-	}
+	int direct = config_lend_direct(&a->cfg);
+	if (!direct)
+		wakeup_args(a, c);
 	if (!strcmp(a->cfg.lend_borrow_mode, "listen")) {
 		/* NBD on loopback for user space and tests; the port goes
 		 * to lend-nbd-ID.port for whoever connects */
@@ -240,7 +244,7 @@ static int lend_borrow(struct agent *a, struct held *h, int64_t now_ms)
 		lendsup_arg(c, "--swap-priority");
 		lendsup_arg(c, "100");
 		lendsup_arg(c, "--mlock");
-		if (config_lend_direct(&a->cfg))
+		if (direct)
 			lendsup_arg(c, "--direct");
 	}
 	if (lendsup_start(c, now_ms, err, sizeof err) < 0)
@@ -248,7 +252,7 @@ static int lend_borrow(struct agent *a, struct held *h, int64_t now_ms)
 	h->lc = c;
 	log_info("borrowing through the lend bridge",
 	         "contract=%" PRId64 " lender=%s mode=%s direct=%d", h->id, ep,
-	         a->cfg.lend_borrow_mode, config_lend_direct(&a->cfg));
+	         a->cfg.lend_borrow_mode, direct);
 	client_resp_clear(&r); /* ep is the answer's */
 	return 0;
 fail:
