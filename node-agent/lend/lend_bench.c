@@ -21,6 +21,8 @@
  *   --stream-mib M   writes M MiB in order in --bs byte requests, then
  *                    reads them back:  PATH_NAME stream-write mib_s=..
  *   and always       --ops random 4 KiB reads:  PATH_NAME randread-qdN ..
+ *   (each in-flight line ends with inflight=: the queue depth the device
+ *   really had, averaged over the run; below N when the submitter lags)
  *   --recall-pid PID (with --lender) writes --pages pages, sends the
  *                    lender PID SIGUSR1 (its recall) and times the notice's
  *                    arrival, every page read back into this process's
@@ -426,12 +428,18 @@ static int qrun(struct target *t, const char *name, const char *what,
 		        name, what, q.received, ops);
 	} else {
 		double secs = (double)total / 1e9;
+		/* the sum of the latencies is the integral of the requests in
+		 * flight over the run: divided by its length, the queue depth
+		 * the device really had (below qd when the submitter lags) */
+		double busy = 0;
+		for (int64_t i = 0; i < ops; i++)
+			busy += (double)q.lat[i];
 		qsort(q.lat, (size_t)ops, sizeof *q.lat, cmp64);
 		printf("%-12s %-15s p50_us=%.1f p99_us=%.1f ops_s=%.0f "
-		       "mib_s=%.1f\n",
+		       "mib_s=%.1f inflight=%.1f\n",
 		       name, what, (double)q.lat[ops / 2] / 1e3,
 		       (double)q.lat[ops * 99 / 100] / 1e3, (double)ops / secs,
-		       (double)ops * bs / secs / 1048576);
+		       (double)ops * bs / secs / 1048576, busy / (double)total);
 	}
 	free(q.bufs);
 	free(q.lat);
