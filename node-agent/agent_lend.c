@@ -422,11 +422,9 @@ struct held *agent_lend_tail(struct agent *a, int64_t id)
 	return NULL;
 }
 
-/* d's child has ended (or is stopped now): its meter's last reading is
- * the contract's last report. A period the spool refuses stays in the
- * meter, and agent_report_cut_all spools it later as a contract no longer
- * held. */
-static void tail_end(struct agent *a, struct held *d, rx_time_ns t)
+/* A period the spool refuses stays in the meter, and
+ * agent_report_cut_all spools it later as a contract no longer held. */
+void agent_lend_tail_end(struct agent *a, struct held *d, rx_time_ns t)
 {
 	char id[32];
 	const char *why;
@@ -472,7 +470,7 @@ int agent_lend_draining(struct agent *a, rx_time_ns t)
 		struct held *d = &a->draining[i];
 		lendsup_poll(d->lc, now);
 		if (d->lc->stopping && d->lc->pid == 0) {
-			tail_end(a, d, t);
+			agent_lend_tail_end(a, d, t);
 			lendsup_cleanup(d->lc);
 			free(d->lc);
 			a->draining[i] = a->draining[--a->ndraining];
@@ -488,7 +486,7 @@ void agent_lend_stop_draining(struct agent *a, rx_time_ns t)
 	for (int i = 0; i < a->ndraining; i++) {
 		struct held *d = &a->draining[i];
 		lendsup_stop(d->lc, 2000);
-		tail_end(a, d, t);
+		agent_lend_tail_end(a, d, t);
 		lendsup_cleanup(d->lc);
 		free(d->lc);
 	}

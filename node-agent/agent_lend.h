@@ -38,6 +38,11 @@ int agent_lend_finish(struct agent *a, struct held *h, rx_time_ns t);
 /* The draining contract `id` whose meter still runs, or NULL. */
 struct held *agent_lend_tail(struct agent *a, int64_t id);
 
+/* Draining contract d's metering ends at t (at most its lend_tail_end):
+ * its child ended, or is stopped, or the time it may report is over. The
+ * child's meter's last reading is the contract's last report. */
+void agent_lend_tail_end(struct agent *a, struct held *d, rx_time_ns t);
+
 /* h is dropped: its child, if any, is stopped now. */
 void agent_lend_drop(struct held *h);
 

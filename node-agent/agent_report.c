@@ -205,10 +205,13 @@ void agent_report_cut_all(struct agent *a, rx_time_ns t)
 		const char *id = meter_id(a->meter, i);
 		int64_t cid = strtoll(id, NULL, 10);
 		struct held *h = agent_contract_find(a, cid);
-		if (!h)
-			h = agent_lend_tail(a,
-			                    cid); /* its lender still holds
-			                           * the pages: not the last */
+		/* a draining one: its lender still holds the pages, so this
+		 * is not its last period, unless its time to report is over */
+		if (!h && (h = agent_lend_tail(a, cid)) &&
+		    t >= h->lend_tail_end) {
+			agent_lend_tail_end(a, h, t);
+			continue;
+		}
 		if (!h || h->last_unspooled) {
 			/* its last period, which the spool refused before
 			 * (the contract may be over and forgotten since) */
