@@ -547,6 +547,8 @@ START_TEST(half_request_then_silence_stops)
 		              "request were in",
 		              part[v]);
 		ck_assert_int_eq(x.end, LEND_END_STOPPED);
+		/* the stop came first, not the stalled link's deadline */
+		ck_assert_int_eq(x.s.stalled, 0);
 		lend_client_close(&c);
 		lend_server_close(&x.s);
 	}
@@ -910,13 +912,31 @@ START_TEST(tls_half_request_stalls_nobody)
 	ck_assert_int_eq(lend_client_read(&d, 3, 1, r), 0);
 	ck_assert_int_eq(memcmp(r, b + LEND_HDR_LEN, LEND_PAGE_SIZE), 0);
 	send_half_record(&d.conn, b, LEND_HDR_LEN + LEND_PAGE_SIZE);
+	/* nothing of the request was decrypted: the half record alone makes
+	 * the link mid-request, dropped at its deadline */
+	ssize_t got = 1;
+	for (int i = 0; i < 15 && got > 0; i++) {
+		/* its close_notify, then the end */
+		struct pollfd p = {.fd = d.conn.fd, .events = POLLIN};
+		if (poll(&p, 1, 1000) == 1)
+			got = recv(d.conn.fd, r, sizeof r, 0);
+	}
+	ck_assert_msg(got <= 0, "the half-record link was never dropped");
+	/* and one more half record: a stop still ends the run */
+	struct lend_client e;
+	ck_assert_msg(lend_client_connect(&e, "127.0.0.1", x.s.port, good, 11,
+	                                  secret_a, 2000) == 0,
+	              "%s", e.err);
+	send_half_record(&e.conn, b, LEND_HDR_LEN);
 	usleep(300000);
 	ck_assert_msg(srv_join_within(&x, 1, 10000) == 0,
 	              "the lender did not stop while half a TLS record of a "
 	              "request was in");
 	ck_assert_int_eq(x.end, LEND_END_STOPPED);
+	ck_assert_int_eq(x.s.stalled, 1);
 	lend_client_close(&c);
 	lend_client_close(&d);
+	lend_client_close(&e);
 	lend_server_close(&x.s);
 	lend_tls_ctx_free(sctx);
 	lend_tls_ctx_free(good);
