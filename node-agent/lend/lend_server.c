@@ -136,25 +136,25 @@ static int link_writev(struct lend_server_link *l, struct iovec *iov,
                        int iovcnt)
 {
 	int64_t deadline = 0;
-	while (iovcnt > 0) {
-		if (iov->iov_len == 0) {
-			iov++, iovcnt--;
-			continue;
-		}
+	ssize_t w = 0;
+	for (;;) {
+		/* drops what was written, and empty buffers (a send of
+		 * nothing would say 0, as a full socket does) */
+		lend_iov_advance(&iov, &iovcnt, (size_t)w);
+		if (iovcnt == 0)
+			return 0;
 		/* after a 0, the same bytes again (TLS kept them gathered) */
-		ssize_t w = lend_conn_writev_some(&l->conn, iov, iovcnt);
+		w = lend_conn_writev_some(&l->conn, iov, iovcnt);
 		if (w < 0)
 			return -1;
-		if (w > 0) {
-			lend_iov_advance(&iov, &iovcnt, (size_t)w);
+		if (w > 0)
 			continue;
-		}
 		int64_t now = lend_now_ms();
 		if (deadline == 0)
 			deadline = now + LEND_SERVER_STALL_MS;
 		if (now >= deadline) {
 			snprintf(l->conn.err, sizeof l->conn.err,
-			         "the borrower read none of its replies for %d "
+			         "the borrower left its replies unread for %d "
 			         "ms (its socket stayed full)",
 			         LEND_SERVER_STALL_MS);
 			return -1;
@@ -162,7 +162,6 @@ static int link_writev(struct lend_server_link *l, struct iovec *iov,
 		struct pollfd p = {.fd = l->conn.fd, .events = POLLOUT};
 		(void)poll(&p, 1, (int)(deadline - now));
 	}
-	return 0;
 }
 
 static int send_notice(struct lend_server *s)
