@@ -555,6 +555,57 @@ START_TEST(half_request_then_silence_stops)
 }
 END_TEST
 
+/* A borrower that asks for pages and reads none of the replies: the
+ * lender's socket fills, and its loop, which writes replies whole, waits
+ * for room only LEND_SERVER_STALL_MS, then drops the connection and goes
+ * on (a reconnected borrower is served). */
+START_TEST(unread_replies_hold_the_loop_a_bounded_time)
+{
+	struct srv x;
+	struct lend_client c, d;
+	uint8_t b[64 * LEND_HDR_LEN], r[LEND_PAGE_SIZE] = {1};
+	srv_start(&x, 7, secret_a, 512, NULL, 10000);
+	ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", x.s.port, NULL, 7,
+	                                     secret_a, 2000),
+	                 0);
+	ck_assert_int_eq(lend_client_write(&c, 9, 1, r), 0);
+	/* 64 READs of 1 MiB: more than both sockets' buffers hold */
+	for (int i = 0; i < 64; i++) {
+		struct lend_hdr q = {.type = LEND_READ,
+		                     .handle = 1000 + (uint64_t)i,
+		                     .count = LEND_MAX_REQ_PAGES};
+		lend_hdr_encode(&q, 0, b + i * LEND_HDR_LEN);
+	}
+	send_part(&c.conn, b, sizeof b);
+	usleep(300000); /* the lender's socket is full */
+	/* accepted, and served, once the loop gave up on c: d's own
+	 * timeouts are longer */
+	ck_assert_msg(
+	    lend_client_connect(&d, "127.0.0.1", x.s.port, NULL, 7, secret_a,
+	                        3 * LEND_SERVER_STALL_MS) == 0,
+	    "a borrower whose replies go unread holds the loop: %s", d.err);
+	d.reply_timeout_ms = 3 * LEND_SERVER_STALL_MS;
+	memset(r, 0, sizeof r);
+	ck_assert_msg(lend_client_read(&d, 9, 1, r) == 0,
+	              "a borrower whose replies go unread holds the loop: %s",
+	              d.err);
+	ck_assert_int_eq(r[0], 1);
+	/* c was closed: what was sent, then the end */
+	ssize_t got = 1;
+	for (int i = 0; i < 100 && got != 0; i++) {
+		static uint8_t sink[1 << 20];
+		struct pollfd p = {.fd = c.conn.fd, .events = POLLIN};
+		if (poll(&p, 1, 100) == 1)
+			got = recv(c.conn.fd, sink, sizeof sink, 0);
+	}
+	ck_assert_int_eq(got, 0);
+	lend_client_close(&c);
+	lend_client_close(&d);
+	ck_assert_int_eq(srv_join(&x, 1), LEND_END_STOPPED);
+	lend_server_close(&x.s);
+}
+END_TEST
+
 /* At most LEND_HANDSHAKES handshakes run at once; more connections are
  * closed at once and counted, and the slots free again at the deadline. */
 START_TEST(handshakes_are_bounded)
@@ -1090,6 +1141,7 @@ static Suite *suite(void)
 	tcase_add_test(t, recall_release_frees_pages);
 	tcase_add_test(t, recall_deadline_frees_pages_anyway);
 	tcase_add_test(t, half_request_then_silence_stops);
+	tcase_add_test(t, unread_replies_hold_the_loop_a_bounded_time);
 	suite_add_tcase(s, t);
 	t = tcase_create("tls");
 	tcase_set_timeout(t, 30);
