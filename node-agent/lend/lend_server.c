@@ -5,7 +5,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/rand.h>
 #include <poll.h>
@@ -791,8 +790,12 @@ static int serve(struct lend_server *s, struct lend_server_link *l)
 			return -1;
 		if (rc == ONE_PART) {
 			/* the rest comes later: the loop polls for it with
-			 * everything else, until the link's deadline */
-			if (l->part_ms == 0 && link_mid_request(l))
+			 * everything else, until the link's deadline (none
+			 * while nothing of a request is held: a TLS record
+			 * that carried none) */
+			if (!link_mid_request(l))
+				l->part_ms = 0;
+			else if (l->part_ms == 0)
 				l->part_ms = lend_now_ms();
 			break;
 		}
