@@ -31,9 +31,9 @@
  * recall and stop pipe, the listener and the other link included. A link
  * still mid-request LEND_SERVER_STALL_MS after that request began is
  * dropped and logged (which link, how many bytes of what had arrived).
- * Replies are written whole: a borrower that reads none of them while
- * its socket is full holds the loop up to LEND_SERVER_STALL_MS, then is
- * dropped.
+ * Replies are written whole: a borrower that leaves them unread while its
+ * socket is full holds the loop (recall, stop, handshakes and the other
+ * link wait) up to LEND_SERVER_STALL_MS, then is dropped.
  * Each new connection's handshake (TLS, HELLO, AUTH, WELCOME) runs on a
  * thread of its own, so that a peer that sends its AUTH one byte at a time
  * stalls nobody: at most LEND_HANDSHAKES handshakes at once (more are
