@@ -834,9 +834,9 @@ static int64_t stall_cut(struct lend_server *s, struct lend_server_link *l,
 	size_t hdr = l == &s->data ? LEND_NBD_REQ_LEN : LEND_HDR_LEN;
 	s->stalled++;
 	log_warn(
-	    "dropped a borrower connection that stopped mid-request: "
-	    "its end hung, or the network lost the rest; the borrower "
-	    "must reconnect (a hostile one stalls only itself)",
+	    "dropped a borrower connection that stopped mid-request: the "
+	    "borrower's end hung or the network lost the rest (see the "
+	    "borrower's ramex-lend-nbd log); it must reconnect",
 	    "contract=%llu role=%s request=\"%s\" arrived=%zu of=%zu "
 	    "tls_record_part=%d stalled_ms=%d",
 	    (unsigned long long)s->cfg.contract, role_name(l->role),
