@@ -5,7 +5,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/rand.h>
 #include <poll.h>
@@ -18,7 +17,14 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "node-agent/lend/lend_iov.h"
 #include "node-agent/lend/lend_nbd.h"
+
+/* a link's cur holds either protocol's request header */
+_Static_assert(LEND_NBD_REQ_LEN <= LEND_HDR_LEN, "cur holds an NBD request");
+
+/* What serve_one and serve_nbd_one did with the link's next request. */
+enum { ONE_FAIL = -1, ONE_DONE = 0, ONE_PART = 1 };
 
 int64_t lend_now_ms(void)
 {
@@ -117,11 +123,44 @@ struct lend_meter_report lend_server_report(struct lend_server *s)
 	return lend_meter_report(&s->meter, lend_now_ms());
 }
 
-static int send_reply(struct lend_conn *c, const struct lend_hdr *h)
+/*
+ * Writes all of iov to link l (its socket is non-blocking). While the
+ * socket is full it waits for room, LEND_SERVER_STALL_MS at most in all:
+ * the replies point into the store and are not queued per link, so this
+ * wait holds the loop, and a borrower that reads none of its replies for
+ * that long is given up (it has timed them out itself by then). Returns 0,
+ * or -1 with l->conn.err set.
+ */
+static int link_writev(struct lend_server_link *l, struct iovec *iov,
+                       int iovcnt)
 {
-	uint8_t b[LEND_HDR_LEN];
-	lend_hdr_encode(h, 1, b);
-	return lend_conn_write(c, b, sizeof b);
+	int64_t deadline = 0;
+	ssize_t w = 0;
+	for (;;) {
+		/* drops what was written, and empty buffers (a send of
+		 * nothing would say 0, as a full socket does) */
+		lend_iov_advance(&iov, &iovcnt, (size_t)w);
+		if (iovcnt == 0)
+			return 0;
+		/* after a 0, the same bytes again (TLS kept them gathered) */
+		w = lend_conn_writev_some(&l->conn, iov, iovcnt);
+		if (w < 0)
+			return -1;
+		if (w > 0)
+			continue;
+		int64_t now = lend_now_ms();
+		if (deadline == 0)
+			deadline = now + LEND_SERVER_STALL_MS;
+		if (now >= deadline) {
+			snprintf(l->conn.err, sizeof l->conn.err,
+			         "the borrower left its replies unread for %d "
+			         "ms (its socket stayed full)",
+			         LEND_SERVER_STALL_MS);
+			return -1;
+		}
+		struct pollfd p = {.fd = l->conn.fd, .events = POLLOUT};
+		(void)poll(&p, 1, (int)(deadline - now));
+	}
 }
 
 static int send_notice(struct lend_server *s)
@@ -129,7 +168,10 @@ static int send_notice(struct lend_server *s)
 	int64_t left = s->deadline_ms - lend_now_ms();
 	struct lend_hdr n = {.type = LEND_NOTICE,
 	                     .extra = (uint64_t)(left > 0 ? left : 0)};
-	return send_reply(&s->lend.conn, &n);
+	uint8_t b[LEND_HDR_LEN];
+	struct iovec v = {b, sizeof b};
+	lend_hdr_encode(&n, 1, b);
+	return link_writev(&s->lend, &v, 1);
 }
 
 static int out_flush(struct lend_server *s);
@@ -149,6 +191,8 @@ static void drop_link(struct lend_server *s, struct lend_server_link *l,
 	if (s->ol == l)
 		(void)out_flush(s); /* e.g. the reply to a BYE or a refusal */
 	l->ib_off = l->ib_len = 0;
+	l->got = l->want = 0;
+	l->part_ms = 0;
 	log_info("borrower connection closed",
 	         "contract=%llu role=%s why=\"%s\"",
 	         (unsigned long long)s->cfg.contract, role_name(l->role), why);
@@ -340,6 +384,11 @@ static void handshake_finish(struct lend_server *s, struct lend_handshake *h)
 		drop_link(s, l, "replaced by a new authenticated connection");
 	l->conn = h->c;
 	l->role = h->role;
+	/* the loop never waits on one link (lend_server.h) */
+	if (lend_conn_set_nonblock(&l->conn, 1) < 0) {
+		drop_link(s, l, l->conn.err);
+		return;
+	}
 	if (l == &s->data)
 		s->data_connections++;
 	else
@@ -390,7 +439,7 @@ static int out_flush(struct lend_server *s)
 {
 	int rc = 0;
 	if (s->ov_n > 0 && s->ol && s->ol->conn.fd >= 0) {
-		rc = lend_conn_writev(&s->ol->conn, s->ov, s->ov_n);
+		rc = link_writev(s->ol, s->ov, s->ov_n);
 		s->batches++;
 		s->batched_replies += s->oh_n;
 	}
@@ -463,98 +512,72 @@ static int in_ready(struct lend_server_link *l)
 	return r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
 }
 
-/* Reads more into the read-ahead buffer, blocking; the replies held back
- * go first, since the borrower may wait for them before it sends more. */
-static int in_fill(struct lend_server *s, struct lend_server_link *l)
+/* Reads what has arrived into the (empty) read-ahead buffer, without
+ * waiting. Returns 1 when it read some, 0 when nothing had arrived, -1 on
+ * an error or the end of the stream (l->conn.err). */
+static int in_fill(struct lend_server_link *l)
 {
-	size_t had = l->ib_len - l->ib_off;
-	if (in_ready(l)) {
-		if (l->ib_len - l->ib_off > had)
-			return 0; /* in_ready read ahead */
-	} else if (out_flush(s) < 0) {
-		return -1;
-	}
-	if (l->ib_off == l->ib_len)
-		l->ib_off = l->ib_len = 0;
-	if (l->ib_off > 0 && l->ib_len == LEND_SERVER_IBUF) {
-		memmove(l->ib, l->ib + l->ib_off, l->ib_len - l->ib_off);
-		l->ib_len -= l->ib_off;
-		l->ib_off = 0;
-	}
-	for (;;) {
-		size_t room = LEND_SERVER_IBUF - l->ib_len;
-		ssize_t r;
-		if (l->conn.ssl) {
-			size_t got = 0;
-			if (SSL_read_ex(l->conn.ssl, l->ib + l->ib_len, room,
-			                &got) != 1) {
-				snprintf(l->conn.err, sizeof l->conn.err,
-				         "the borrower closed the connection");
-				ERR_clear_error();
-				return -1;
-			}
-			r = (ssize_t)got;
-		} else {
-			r = recv(l->conn.fd, l->ib + l->ib_len, room, 0);
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0) {
-				snprintf(l->conn.err, sizeof l->conn.err, "%s",
-				         r == 0 ? "the borrower closed the "
-				                  "connection"
-				                : strerror(errno));
-				return -1;
-			}
-		}
-		l->ib_len += (size_t)r;
-		return 0;
-	}
+	l->ib_off = l->ib_len = 0;
+	ssize_t r = lend_conn_read_some(&l->conn, l->ib, LEND_SERVER_IBUF);
+	if (r > 0)
+		l->ib_len = (size_t)r;
+	return r < 0 ? -1 : r > 0;
 }
 
-/* Exactly n bytes of the stream into dst: what was read ahead first; a
- * long rest goes straight into dst (a WRITE's pages: no copy). */
-static int in_read(struct lend_server *s, struct lend_server_link *l,
-                   void *dst, size_t n)
+/*
+ * Takes the request's bytes that have arrived, up to its byte `end`, into
+ * dst (where its byte l->got goes): what was read ahead first; a long
+ * rest goes straight into dst (a WRITE's pages: no copy). Never waits.
+ * Returns 1 when l->got reached end, 0 when the rest has not arrived yet
+ * (l->got says how far it got), -1 when the link failed (l->conn.err).
+ */
+static int in_take(struct lend_server_link *l, uint8_t *dst, size_t end)
 {
-	uint8_t *p = dst;
-	while (n > 0) {
-		size_t have = l->ib_len - l->ib_off;
+	while (l->got < end) {
+		size_t n = end - l->got, have = l->ib_len - l->ib_off, k;
 		if (have > 0) {
-			size_t k = have < n ? have : n;
-			memcpy(p, l->ib + l->ib_off, k);
+			k = have < n ? have : n;
+			memcpy(dst, l->ib + l->ib_off, k);
 			l->ib_off += k;
-			p += k;
-			n -= k;
+		} else if (n >= LEND_PAGE_SIZE) {
+			ssize_t r = lend_conn_read_some(&l->conn, dst, n);
+			if (r <= 0)
+				return (int)r;
+			k = (size_t)r;
+		} else {
+			int r = in_fill(l);
+			if (r <= 0)
+				return r;
 			continue;
 		}
-		if (n >= LEND_PAGE_SIZE && lend_conn_pending(&l->conn) == 0) {
-			if (in_ready(l)) {
-				if (l->ib_len > l->ib_off)
-					continue; /* it read ahead: take that */
-			} else if (out_flush(s) < 0) {
-				return -1;
-			}
-			return lend_conn_read(&l->conn, p, n);
-		}
-		if (in_fill(s, l) < 0)
-			return -1;
+		dst += k;
+		l->got += k;
 	}
-	return 0;
+	return 1;
 }
 
-/* Serves one request. Returns 0, or -1 when the connection must close. */
+/* in_take's answer as serve_one's: 0 (the rest has not arrived) is
+ * ONE_PART. */
+static int take_rc(int r)
+{
+	return r < 0 ? ONE_FAIL : ONE_PART;
+}
+
+/* Serves the lend link's next request, or as much of it as has arrived
+ * (called again with the rest, it takes up where it stopped). */
 static int serve_one(struct lend_server *s)
 {
 	struct lend_server_link *l = &s->lend;
 	struct lend_conn *c = &l->conn;
-	uint8_t b[LEND_HDR_LEN];
 	struct lend_hdr q, r;
+	int t;
 
-	if (in_read(s, l, b, sizeof b) < 0)
-		return -1;
-	if (lend_hdr_decode(b, 0, &q) < 0) {
+	if (l->got < LEND_HDR_LEN &&
+	    (t = in_take(l, l->cur + l->got, LEND_HDR_LEN)) <= 0)
+		return take_rc(t);
+	if (lend_hdr_decode(l->cur, 0, &q) < 0) {
 		snprintf(c->err, sizeof c->err, "a request with a bad magic");
-		return -1;
+		return ONE_FAIL;
 	}
 	r = (struct lend_hdr){
 	    .type = q.type, .handle = q.handle, .count = q.count};
@@ -566,10 +589,10 @@ static int serve_one(struct lend_server *s)
 	if (r.error != LEND_OK) {
 		/* the stream cannot be trusted after a bad WRITE header */
 		if (out_reply(s, &r, NULL, 0) < 0)
-			return -1;
+			return ONE_FAIL;
 		snprintf(c->err, sizeof c->err, "refused a request: %s",
 		         lend_err_str(r.error));
-		return q.type == LEND_WRITE ? -1 : 0;
+		return q.type == LEND_WRITE ? ONE_FAIL : ONE_DONE;
 	}
 	/* a pending READ reply points into the store: send it before the
 	 * pages change or go */
@@ -577,142 +600,177 @@ static int serve_one(struct lend_server *s)
 	    (q.type == LEND_WRITE || q.type == LEND_TRIM ||
 	     q.type == LEND_RELEASE) &&
 	    out_flush(s) < 0)
-		return -1;
-	int64_t now = lend_now_ms();
+		return ONE_FAIL;
 	size_t len = (size_t)q.count * LEND_PAGE_SIZE;
+	if (q.type == LEND_WRITE) {
+		/* straight into the held pages */
+		uint8_t *p = lend_store_page(&s->store, (int64_t)q.page);
+		l->want = LEND_HDR_LEN + len;
+		t = in_take(l, p + (l->got - LEND_HDR_LEN), l->want);
+		if (t <= 0)
+			return take_rc(t);
+	}
+	int64_t now = lend_now_ms();
+	int rc;
 	switch (q.type) {
 	case LEND_READ:
 		lend_meter_read(&s->meter, q.count, now);
 		s->out_reads = 1;
-		return out_reply(s, &r,
-		                 lend_store_page(&s->store, (int64_t)q.page),
-		                 len);
+		rc = out_reply(
+		    s, &r, lend_store_page(&s->store, (int64_t)q.page), len);
+		break;
 	case LEND_WRITE:
-		/* straight into the held pages */
-		if (in_read(s, l, lend_store_page(&s->store, (int64_t)q.page),
-		            len) < 0)
-			return -1;
 		lend_meter_write(&s->meter, q.page, q.count, now);
-		return out_reply(s, &r, NULL, 0);
+		rc = out_reply(s, &r, NULL, 0);
+		break;
 	case LEND_TRIM:
 		lend_store_zero(&s->store, (int64_t)q.page, q.count);
 		lend_meter_trim(&s->meter, q.page, q.count, now);
-		return out_reply(s, &r, NULL, 0);
+		rc = out_reply(s, &r, NULL, 0);
+		break;
 	case LEND_FLUSH:
-		return out_reply(s, &r, NULL, 0);
+		rc = out_reply(s, &r, NULL, 0);
+		break;
 	case LEND_METER: {
 		struct lend_meter_report rep = lend_server_report(s);
 		/* one meter buffer: send what holds it first */
 		if (out_flush(s) < 0)
-			return -1;
+			return ONE_FAIL;
 		lend_meter_encode(&rep, s->om);
 		r.extra = LEND_METER_WIRE;
-		return out_reply(s, &r, s->om, LEND_METER_WIRE);
+		rc = out_reply(s, &r, s->om, LEND_METER_WIRE);
+		break;
 	}
 	case LEND_RELEASE:
 		free_pages(s, s->recalling ? "the borrower released them "
 		                             "after the recall notice"
 		                           : "the borrower released them");
-		return out_reply(s, &r, NULL, 0);
+		rc = out_reply(s, &r, NULL, 0);
+		break;
 	case LEND_BYE:
 		(void)out_reply(s, &r, NULL, 0);
 		snprintf(c->err, sizeof c->err, "the borrower said goodbye");
-		return -1;
+		return ONE_FAIL;
+	default:
+		assert(0 && "lend_hdr_check let an unknown type through");
+		return ONE_FAIL;
 	}
-	assert(0 && "lend_hdr_check let an unknown type through");
-	return -1;
+	return rc < 0 ? ONE_FAIL : ONE_DONE;
 }
 
-/* Serves one NBD request of the DATA connection: the same store, meter
- * and batches as serve_one. Returns 0, or -1 when that connection must
- * close. */
+/* Serves one NBD request of the DATA connection, or as much of it as has
+ * arrived, as serve_one: the same store, meter and batches. */
 static int serve_nbd_one(struct lend_server *s)
 {
 	struct lend_server_link *l = &s->data;
 	struct lend_conn *c = &l->conn;
-	uint8_t b[LEND_NBD_REQ_LEN];
 	struct lend_nbd_req q;
 	const struct lend_nbd_export e = {
 	    .size = (uint64_t)s->cfg.pages * LEND_PAGE_SIZE,
 	    .tflags = LEND_NBD_TFLAGS};
+	int t;
 
-	if (in_read(s, l, b, sizeof b) < 0)
-		return -1;
-	if (lend_nbd_req_decode(b, &q) < 0) {
+	if (l->got < LEND_NBD_REQ_LEN &&
+	    (t = in_take(l, l->cur + l->got, LEND_NBD_REQ_LEN)) <= 0)
+		return take_rc(t);
+	if (lend_nbd_req_decode(l->cur, &q) < 0) {
 		snprintf(c->err, sizeof c->err,
 		         "an NBD request with a bad magic");
-		return -1;
+		return ONE_FAIL;
 	}
 	if (q.type == LEND_NBD_CMD_DISC) {
 		snprintf(c->err, sizeof c->err,
 		         "the borrower's NBD client disconnected");
-		return -1;
+		return ONE_FAIL;
 	}
 	int rc = lend_nbd_req_check(&e, &q);
 	if (rc < 0) {
 		snprintf(c->err, sizeof c->err,
 		         "an NBD WRITE of %u bytes, longer than %u",
 		         (unsigned)q.len, (unsigned)LEND_NBD_MAX_REQ);
-		return -1;
+		return ONE_FAIL;
 	}
 	/* NBD's rule: a WRITE past the end is ENOSPC */
 	if (rc == EINVAL && q.type == LEND_NBD_CMD_WRITE &&
 	    (q.off > e.size || q.len > e.size - q.off))
 		rc = ENOSPC;
+	/* freed after the recall: nothing to read or keep (also when the
+	 * pages went while this WRITE's were still coming: the rest is
+	 * dropped) */
 	if (rc == 0 && s->released && q.type != LEND_NBD_CMD_FLUSH)
-		rc = EIO; /* freed after the recall: nothing to read or keep */
+		rc = EIO;
+	l->want = LEND_NBD_REQ_LEN +
+	          (q.type == LEND_NBD_CMD_WRITE ? (size_t)q.len : 0);
 	if (rc != 0) {
 		/* a refused WRITE's payload is still in the stream */
 		uint8_t junk[LEND_PAGE_SIZE];
-		for (uint32_t left = q.type == LEND_NBD_CMD_WRITE ? q.len : 0;
-		     left > 0;) {
-			uint32_t k = left < sizeof junk ? left : sizeof junk;
-			if (in_read(s, l, junk, k) < 0)
-				return -1;
-			left -= k;
+		while (l->got < l->want) {
+			size_t end = l->want - l->got < sizeof junk
+			                 ? l->want
+			                 : l->got + sizeof junk;
+			if ((t = in_take(l, junk, end)) <= 0)
+				return take_rc(t);
 		}
 		s->nbd_errors++;
-		return out_nbd(s, (uint32_t)rc, q.handle, NULL, 0);
+		return out_nbd(s, (uint32_t)rc, q.handle, NULL, 0) < 0
+		           ? ONE_FAIL
+		           : ONE_DONE;
 	}
 	/* a pending READ reply points into the store: send it before the
 	 * pages change */
 	if (s->out_reads &&
 	    (q.type == LEND_NBD_CMD_WRITE || q.type == LEND_NBD_CMD_TRIM) &&
 	    out_flush(s) < 0)
-		return -1;
-	int64_t now = lend_now_ms();
+		return ONE_FAIL;
 	uint64_t page = q.off / LEND_PAGE_SIZE;
 	uint32_t count = q.len / LEND_PAGE_SIZE;
+	uint8_t *p =
+	    (q.type == LEND_NBD_CMD_READ || q.type == LEND_NBD_CMD_WRITE) &&
+	            count > 0
+	        ? lend_store_page(&s->store, (int64_t)page)
+	        : NULL;
+	if (q.type == LEND_NBD_CMD_WRITE && count > 0 &&
+	    (t = in_take(l, p + (l->got - LEND_NBD_REQ_LEN), l->want)) <= 0)
+		return take_rc(t);
+	int64_t now = lend_now_ms();
 	switch (q.type) {
 	case LEND_NBD_CMD_READ:
 		lend_meter_read(&s->meter, count, now);
 		s->out_reads = 1;
-		return out_nbd(s, 0, q.handle,
-		               lend_store_page(&s->store, (int64_t)page), q.len);
+		rc = out_nbd(s, 0, q.handle, p, q.len);
+		break;
 	case LEND_NBD_CMD_WRITE:
-		if (count > 0) {
-			if (in_read(s, l,
-			            lend_store_page(&s->store, (int64_t)page),
-			            q.len) < 0)
-				return -1;
+		if (count > 0)
 			lend_meter_write(&s->meter, page, count, now);
-		}
-		return out_nbd(s, 0, q.handle, NULL, 0);
+		rc = out_nbd(s, 0, q.handle, NULL, 0);
+		break;
 	case LEND_NBD_CMD_TRIM:
 		if (count > 0) {
 			lend_store_zero(&s->store, (int64_t)page, count);
 			lend_meter_trim(&s->meter, page, count, now);
 		}
-		return out_nbd(s, 0, q.handle, NULL, 0);
+		rc = out_nbd(s, 0, q.handle, NULL, 0);
+		break;
 	case LEND_NBD_CMD_FLUSH: /* the pages are in RAM: nothing to do */
-		return out_nbd(s, 0, q.handle, NULL, 0);
+		rc = out_nbd(s, 0, q.handle, NULL, 0);
+		break;
+	default:
+		assert(0 && "lend_nbd_req_check let an unknown type through");
+		return ONE_FAIL;
 	}
-	assert(0 && "lend_nbd_req_check let an unknown type through");
-	return -1;
+	return rc < 0 ? ONE_FAIL : ONE_DONE;
+}
+
+/* Whether link l holds part of a request: bytes of it taken, or part of
+ * a TLS record that has not been decrypted. */
+static int link_mid_request(const struct lend_server_link *l)
+{
+	return l->got > 0 || (l->conn.ssl && SSL_has_pending(l->conn.ssl));
 }
 
 /* Serves the requests that have arrived on link l, a batch at a time,
- * and sends their replies. Returns 0, or -1 when l must close. */
+ * and sends their replies; a request that has only partly arrived stays
+ * in l for the next time. Returns 0, or -1 when l must close. */
 static int serve(struct lend_server *s, struct lend_server_link *l)
 {
 	int (*one)(struct lend_server *) =
@@ -727,8 +785,22 @@ static int serve(struct lend_server *s, struct lend_server_link *l)
 	 * connection */
 	int n = 0;
 	do {
-		if (one(s) < 0)
+		int rc = one(s);
+		if (rc == ONE_FAIL)
 			return -1;
+		if (rc == ONE_PART) {
+			/* the rest comes later: the loop polls for it with
+			 * everything else, until the link's deadline (none
+			 * while nothing of a request is held: a TLS record
+			 * that carried none) */
+			if (!link_mid_request(l))
+				l->part_ms = 0;
+			else if (l->part_ms == 0)
+				l->part_ms = lend_now_ms();
+			break;
+		}
+		l->got = l->want = 0;
+		l->part_ms = 0;
 	} while (++n < 4 * LEND_SERVER_BATCH && in_ready(l));
 	return out_flush(s);
 }
@@ -747,6 +819,32 @@ static int link_pending(const struct lend_server_link *l)
 {
 	return l->conn.fd >= 0 &&
 	       (lend_conn_pending(&l->conn) > 0 || l->ib_len > l->ib_off);
+}
+
+/* Drops link l when it has been mid-request LEND_SERVER_STALL_MS; else
+ * returns the time left to that (or `cap`, whichever is sooner). */
+static int64_t stall_cut(struct lend_server *s, struct lend_server_link *l,
+                         int64_t now, int64_t cap)
+{
+	if (l->conn.fd < 0 || l->part_ms == 0)
+		return cap;
+	int64_t left = l->part_ms + LEND_SERVER_STALL_MS - now;
+	if (left > 0)
+		return left < cap ? left : cap;
+	size_t hdr = l == &s->data ? LEND_NBD_REQ_LEN : LEND_HDR_LEN;
+	s->stalled++;
+	log_warn(
+	    "dropped a borrower connection that stopped mid-request: the "
+	    "borrower's end hung or the network lost the rest (see the "
+	    "borrower's ramex-lend-nbd log); it must reconnect",
+	    "contract=%llu role=%s request=\"%s\" arrived=%zu of=%zu "
+	    "tls_record_part=%d stalled_ms=%d",
+	    (unsigned long long)s->cfg.contract, role_name(l->role),
+	    l->want > hdr ? (l == &s->data ? "NBD WRITE" : "WRITE") : "header",
+	    l->got, l->want > hdr ? l->want : hdr,
+	    l->conn.ssl && SSL_has_pending(l->conn.ssl), LEND_SERVER_STALL_MS);
+	drop_link(s, l, "stopped mid-request");
+	return cap;
 }
 
 static void tick(struct lend_server *s)
@@ -780,6 +878,8 @@ enum lend_server_end lend_server_run(struct lend_server *s)
 			end = LEND_END_RELEASED;
 			break;
 		}
+		stall_cut(s, &s->lend, now, 0);
+		stall_cut(s, &s->data, now, 0);
 		if (link_pending(&s->lend) || link_pending(&s->data)) {
 			if (link_pending(&s->data))
 				serve_link(s, &s->data);
@@ -791,6 +891,8 @@ enum lend_server_end lend_server_run(struct lend_server *s)
 		if (s->recalling && !s->released && s->deadline_ms - now < wait)
 			wait = s->deadline_ms - now;
 		wait = handshake_cut(s, now, 0, wait);
+		wait = stall_cut(s, &s->lend, now, wait);
+		wait = stall_cut(s, &s->data, now, wait);
 		/* idle polling ends a linger after the last request */
 		int64_t rel = lend_qos_idle(&s->qos);
 		if (rel >= 0 && rel < wait)

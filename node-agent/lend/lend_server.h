@@ -23,6 +23,17 @@
  * store. It never waits for more input while it holds replies, and it
  * sends the replies before it changes pages that a pending READ reply
  * points at (a WRITE, TRIM or RELEASE after it).
+ * It never waits for the rest of a request either: the borrower's sockets
+ * are non-blocking, and a request that has only partly arrived (half a
+ * header, a WRITE's header and part of its pages, part of a TLS record)
+ * stays in its link (what arrived: the header in `cur`, a WRITE's pages
+ * in the store) while the loop goes back to poll on everything, the
+ * recall and stop pipe, the listener and the other link included. A link
+ * still mid-request LEND_SERVER_STALL_MS after that request began is
+ * dropped and logged (which link, how many bytes of what had arrived).
+ * Replies are written whole: a borrower that leaves them unread while its
+ * socket is full holds the loop (recall, stop, handshakes and the other
+ * link wait) up to LEND_SERVER_STALL_MS, then is dropped.
  * Each new connection's handshake (TLS, HELLO, AUTH, WELCOME) runs on a
  * thread of its own, so that a peer that sends its AUTH one byte at a time
  * stalls nobody: at most LEND_HANDSHAKES handshakes at once (more are
@@ -86,6 +97,16 @@ enum lend_server_end {
 };
 
 #define LEND_HANDSHAKES 8 /* handshakes under way at once */
+/* How long one borrower connection may stay mid-request (or keep its
+ * replies from being written) before it is dropped. The borrower's own
+ * reply timeout is 5 s by default (LEND_CLIENT_REPLY_TIMEOUT_MS, and
+ * nbd.ko's from --reply-timeout-ms): a request still incomplete after
+ * that, or replies still unread, has been given up at its end already,
+ * so a live borrower loses nothing; and 5 s carries even the largest
+ * request (a 32 MiB NBD WRITE) at 7 MB/s. While a link is mid-request the
+ * loop serves everything else; only a full socket under unread replies
+ * holds it, for this long at most. */
+#define LEND_SERVER_STALL_MS 5000
 #define LEND_SERVER_BATCH 64        /* replies sent with one writev */
 #define LEND_SERVER_IBUF  (64u << 10) /* requests read ahead */
 
@@ -93,10 +114,17 @@ enum lend_server_end {
  * payloads come out of ib; the bulk of a WRITE goes straight to the
  * store. */
 struct lend_server_link {
-	struct lend_conn conn; /* fd -1 when closed */
+	struct lend_conn conn; /* fd -1 when closed; non-blocking */
 	uint32_t role;         /* enum lend_role_conn */
 	uint8_t *ib;
 	size_t ib_off, ib_len;
+	/* the request being taken in: `got` of its bytes have arrived (its
+	 * header into cur, a WRITE's pages into the store), of `want` (0
+	 * until the header is whole); part_ms, when it was first found
+	 * incomplete (0: between requests) */
+	uint8_t cur[LEND_HDR_LEN];
+	size_t got, want;
+	int64_t part_ms;
 };
 
 /* One handshake under way, on its own thread. */
@@ -136,6 +164,7 @@ struct lend_server {
 	int out_reads; /* the batch points into the store */
 	int64_t batches, batched_replies; /* for the log and tests */
 	int64_t data_connections, nbd_errors; /* the direct path's */
+	int64_t stalled; /* links dropped mid-request (LEND_SERVER_STALL_MS) */
 	/* cores kept out of idle while a borrower's requests come (off
 	 * unless cfg.keep_awake) */
 	struct lend_awake awake;

@@ -6,6 +6,7 @@
 #include <check.h>
 #include <signal.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "node-agent/lend/lend_conn.h"
@@ -62,6 +63,21 @@ enum lend_server_end srv_join(struct srv *x, int stop)
 		lend_server_stop(&x->s);
 	pthread_join(x->thr, NULL);
 	return x->end;
+}
+
+int srv_join_within(struct srv *x, int stop, int ms)
+{
+	struct timespec t;
+	if (stop)
+		lend_server_stop(&x->s);
+	clock_gettime(CLOCK_REALTIME, &t);
+	t.tv_sec += ms / 1000;
+	t.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (t.tv_nsec >= 1000000000) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000;
+	}
+	return pthread_timedjoin_np(x->thr, NULL, &t) == 0 ? 0 : -1;
 }
 
 void fill(uint8_t *p, size_t pages, unsigned seed)

@@ -42,6 +42,10 @@ void srv_start_awake(struct srv *x, uint64_t contract, const uint8_t *secret,
                      int awake);
 /* Waits for the server's thread (stopping it first if `stop`); its end. */
 enum lend_server_end srv_join(struct srv *x, int stop);
+/* The same, giving up after ms (a loop that never acts on the stop would
+ * otherwise hang the test until check's timeout, which says nothing):
+ * 0 when the thread ended (its end in x->end), -1 when it did not. */
+int srv_join_within(struct srv *x, int stop, int ms);
 
 /* A pattern over `pages` pages that differs by seed and by page. */
 void fill(uint8_t *p, size_t pages, unsigned seed);

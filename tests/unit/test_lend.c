@@ -7,6 +7,8 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <openssl/bio.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -502,6 +504,108 @@ START_TEST(slow_peer_stalls_nobody)
 }
 END_TEST
 
+/* Sends n raw bytes of a request on a borrower's connection (TLS: one
+ * record), outside lend_client: a borrower that stops mid-request. */
+static void send_part(struct lend_conn *c, const void *b, size_t n)
+{
+	struct iovec v = {(void *)b, n};
+	ck_assert_int_eq(lend_conn_writev(c, &v, 1), 0);
+}
+
+/* A WRITE of one page at `page`: its header, then its page. */
+static void write_request(uint8_t *b, uint64_t page)
+{
+	struct lend_hdr q = {
+	    .type = LEND_WRITE, .handle = 99, .page = page, .count = 1};
+	lend_hdr_encode(&q, 0, b);
+	memset(b + LEND_HDR_LEN, 0x5a, LEND_PAGE_SIZE);
+}
+
+/* Half a request, then silence, on the lend connection: half a header,
+ * or a header and half its page. The loop must still act on a stop (it
+ * used to wait for the rest in recv, with no timeout after the
+ * handshake), before the stalled connection's own deadline. */
+START_TEST(half_request_then_silence_stops)
+{
+	static const size_t part[] = {LEND_HDR_LEN / 2,
+	                              LEND_HDR_LEN + LEND_PAGE_SIZE / 2};
+	uint8_t b[LEND_HDR_LEN + LEND_PAGE_SIZE];
+	for (size_t v = 0; v < sizeof part / sizeof part[0]; v++) {
+		struct srv x;
+		struct lend_client c;
+		srv_start(&x, 7, secret_a, 64, NULL, 10000);
+		ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", x.s.port,
+		                                     NULL, 7, secret_a, 2000),
+		                 0);
+		write_request(b, 3);
+		ck_assert_int_eq(lend_client_write(&c, 3, 1, b + LEND_HDR_LEN),
+		                 0);
+		send_part(&c.conn, b, part[v]);
+		usleep(300000); /* the loop has taken the part */
+		ck_assert_msg(srv_join_within(&x, 1, 10000) == 0,
+		              "the lender did not stop while %zu bytes of a "
+		              "request were in",
+		              part[v]);
+		ck_assert_int_eq(x.end, LEND_END_STOPPED);
+		/* the stop came first, not the stalled link's deadline */
+		ck_assert_int_eq(x.s.stalled, 0);
+		lend_client_close(&c);
+		lend_server_close(&x.s);
+	}
+}
+END_TEST
+
+/* A borrower that asks for pages and reads none of the replies: the
+ * lender's socket fills, and its loop, which writes replies whole, waits
+ * for room only LEND_SERVER_STALL_MS, then drops the connection and goes
+ * on (a reconnected borrower is served). */
+START_TEST(unread_replies_hold_the_loop_a_bounded_time)
+{
+	struct srv x;
+	struct lend_client c, d;
+	uint8_t b[64 * LEND_HDR_LEN], r[LEND_PAGE_SIZE] = {1};
+	srv_start(&x, 7, secret_a, 512, NULL, 10000);
+	ck_assert_int_eq(lend_client_connect(&c, "127.0.0.1", x.s.port, NULL, 7,
+	                                     secret_a, 2000),
+	                 0);
+	ck_assert_int_eq(lend_client_write(&c, 9, 1, r), 0);
+	/* 64 READs of 1 MiB: more than both sockets' buffers hold */
+	for (int i = 0; i < 64; i++) {
+		struct lend_hdr q = {.type = LEND_READ,
+		                     .handle = 1000 + (uint64_t)i,
+		                     .count = LEND_MAX_REQ_PAGES};
+		lend_hdr_encode(&q, 0, b + i * LEND_HDR_LEN);
+	}
+	send_part(&c.conn, b, sizeof b);
+	usleep(300000); /* the lender's socket is full */
+	/* accepted, and served, once the loop gave up on c: d's own
+	 * timeouts are longer */
+	ck_assert_msg(
+	    lend_client_connect(&d, "127.0.0.1", x.s.port, NULL, 7, secret_a,
+	                        3 * LEND_SERVER_STALL_MS) == 0,
+	    "a borrower whose replies go unread holds the loop: %s", d.err);
+	d.reply_timeout_ms = 3 * LEND_SERVER_STALL_MS;
+	memset(r, 0, sizeof r);
+	ck_assert_msg(lend_client_read(&d, 9, 1, r) == 0,
+	              "a borrower whose replies go unread holds the loop: %s",
+	              d.err);
+	ck_assert_int_eq(r[0], 1);
+	/* c was closed: what was sent, then the end */
+	ssize_t got = 1;
+	for (int i = 0; i < 100 && got != 0; i++) {
+		static uint8_t sink[1 << 20];
+		struct pollfd p = {.fd = c.conn.fd, .events = POLLIN};
+		if (poll(&p, 1, 100) == 1)
+			got = recv(c.conn.fd, sink, sizeof sink, 0);
+	}
+	ck_assert_int_eq(got, 0);
+	lend_client_close(&c);
+	lend_client_close(&d);
+	ck_assert_int_eq(srv_join(&x, 1), LEND_END_STOPPED);
+	lend_server_close(&x.s);
+}
+END_TEST
+
 /* At most LEND_HANDSHAKES handshakes run at once; more connections are
  * closed at once and counted, and the slots free again at the deadline. */
 START_TEST(handshakes_are_bounded)
@@ -806,6 +910,90 @@ START_TEST(tls_small_writes_are_batched)
 }
 END_TEST
 
+/* Half of the TLS record that carries b: what a peer whose sending stops
+ * mid-record leaves in the lender's socket (SSL_read on a blocking socket
+ * waits for the whole record, even after poll said readable). */
+static void send_half_record(struct lend_conn *c, const void *b, size_t n)
+{
+	BIO *sock = SSL_get_wbio(c->ssl), *mem = BIO_new(BIO_s_mem());
+	char *rec;
+	size_t put;
+	ck_assert_ptr_nonnull(mem);
+	ck_assert_int_eq(BIO_up_ref(sock), 1);
+	SSL_set0_wbio(c->ssl, mem);
+	ck_assert_int_eq(SSL_write_ex(c->ssl, b, n, &put), 1);
+	long len = BIO_get_mem_data(mem, &rec);
+	ck_assert_int_gt(len, 1);
+	ck_assert_int_eq(write(c->fd, rec, (size_t)len / 2), len / 2);
+	SSL_set0_wbio(c->ssl, sock); /* frees mem */
+}
+
+/* The same as half_request_then_silence_stops and
+ * test_lend_direct's half_write_on_data_stalls_nobody, over TLS: a record
+ * holding half a request (SSL_pending is 0 after it), then half a record.
+ * The recall's notice still goes out on the stalled connection itself, a
+ * new connection's handshake is taken, and a stop still ends the run. */
+START_TEST(tls_half_request_stalls_nobody)
+{
+	struct srv x;
+	struct lend_client c, d;
+	SSL_CTX *sctx = server_ctx(), *good = client_ctx("lender");
+	uint8_t b[LEND_HDR_LEN + LEND_PAGE_SIZE], r[LEND_PAGE_SIZE];
+	srv_start(&x, 11, secret_a, 64, sctx, 30000);
+	ck_assert_msg(lend_client_connect(&c, "127.0.0.1", x.s.port, good, 11,
+	                                  secret_a, 2000) == 0,
+	              "%s", c.err);
+	write_request(b, 3);
+	ck_assert_int_eq(lend_client_write(&c, 3, 1, b + LEND_HDR_LEN), 0);
+	send_part(&c.conn, b, LEND_HDR_LEN + LEND_PAGE_SIZE / 2);
+	usleep(300000); /* the loop has taken the part */
+	lend_server_recall(&x.s);
+	for (int i = 0; i < 1000 && !c.notice; i++) {
+		usleep(10000);
+		ck_assert_int_ge(lend_client_poll(&c), 0);
+	}
+	ck_assert_msg(c.notice, "no recall notice while the connection was "
+	                        "mid-request: the lender's loop waits for "
+	                        "its rest");
+	/* the borrower reconnects: the new connection replaces the stalled
+	 * one, is served, and stops mid-record */
+	ck_assert_msg(lend_client_connect(&d, "127.0.0.1", x.s.port, good, 11,
+	                                  secret_a, 2000) == 0,
+	              "%s", d.err);
+	ck_assert_int_eq(lend_client_read(&d, 3, 1, r), 0);
+	ck_assert_int_eq(memcmp(r, b + LEND_HDR_LEN, LEND_PAGE_SIZE), 0);
+	send_half_record(&d.conn, b, LEND_HDR_LEN + LEND_PAGE_SIZE);
+	/* nothing of the request was decrypted: the half record alone makes
+	 * the link mid-request, dropped at its deadline */
+	ssize_t got = 1;
+	for (int i = 0; i < 15 && got > 0; i++) {
+		/* its close_notify, then the end */
+		struct pollfd p = {.fd = d.conn.fd, .events = POLLIN};
+		if (poll(&p, 1, 1000) == 1)
+			got = recv(d.conn.fd, r, sizeof r, 0);
+	}
+	ck_assert_msg(got <= 0, "the half-record link was never dropped");
+	/* and one more half record: a stop still ends the run */
+	struct lend_client e;
+	ck_assert_msg(lend_client_connect(&e, "127.0.0.1", x.s.port, good, 11,
+	                                  secret_a, 2000) == 0,
+	              "%s", e.err);
+	send_half_record(&e.conn, b, LEND_HDR_LEN);
+	usleep(300000);
+	ck_assert_msg(srv_join_within(&x, 1, 10000) == 0,
+	              "the lender did not stop while half a TLS record of a "
+	              "request was in");
+	ck_assert_int_eq(x.end, LEND_END_STOPPED);
+	ck_assert_int_eq(x.s.stalled, 1);
+	lend_client_close(&c);
+	lend_client_close(&d);
+	lend_client_close(&e);
+	lend_server_close(&x.s);
+	lend_tls_ctx_free(sctx);
+	lend_tls_ctx_free(good);
+}
+END_TEST
+
 /* ---- recall ------------------------------------------------------- */
 
 START_TEST(recall_release_frees_pages)
@@ -952,6 +1140,8 @@ static Suite *suite(void)
 	tcase_add_test(t, plain_tcp_only_on_loopback);
 	tcase_add_test(t, recall_release_frees_pages);
 	tcase_add_test(t, recall_deadline_frees_pages_anyway);
+	tcase_add_test(t, half_request_then_silence_stops);
+	tcase_add_test(t, unread_replies_hold_the_loop_a_bounded_time);
 	suite_add_tcase(s, t);
 	t = tcase_create("tls");
 	tcase_set_timeout(t, 30);
@@ -959,6 +1149,7 @@ static Suite *suite(void)
 	tcase_add_test(t, tls_round_trip_and_refusals);
 	tcase_add_test(t, tls_small_writes_are_batched);
 	tcase_add_test(t, tls_file_errors_name_the_file);
+	tcase_add_test(t, tls_half_request_stalls_nobody);
 	suite_add_tcase(s, t);
 	return s;
 }

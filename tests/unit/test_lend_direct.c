@@ -426,6 +426,159 @@ START_TEST(hostile_nbd_stream_closes_only_its_connection)
 }
 END_TEST
 
+/* Whether fd is still open at the lender's end: nothing to read, no EOF. */
+static int open_at_lender(int fd)
+{
+	char b;
+	return recv(fd, &b, 1, MSG_DONTWAIT | MSG_PEEK) < 0 &&
+	       (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+/* Whether the lender closes fd within ms (EOF; anything else read before
+ * it is dropped). */
+static int closed_within(int fd, int ms)
+{
+	char b[512];
+	for (int i = 0; i < ms / 100; i++) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (poll(&p, 1, 100) == 1) {
+			ssize_t r = recv(fd, b, sizeof b, MSG_DONTWAIT);
+			if (r == 0 || (r < 0 && errno == ECONNRESET))
+				return 1;
+		}
+	}
+	return 0;
+}
+
+/* A borrower holding the secret sends an NBD WRITE's header and half its
+ * page on the DATA connection, then nothing. The loop must not wait for
+ * the rest: the recall's notice still goes out on the CONTROL connection
+ * (while the DATA one is still open: the notice did not wait for its
+ * drop), the CONTROL connection and a new handshake are still served, and
+ * the stalled connection is dropped at its own deadline. */
+START_TEST(half_write_on_data_stalls_nobody)
+{
+	struct srv x;
+	struct lend_client c, c2;
+	uint8_t w[PG], r[PG];
+	srv_start(&x, 7, secret_a, 64, NULL, 30000);
+	ctl_open(&x, &c);
+	fill(w, 1, 6);
+	ck_assert_int_eq(lend_client_write(&c, 2, 1, w), 0);
+	int fd = data_open(&x);
+	uint8_t half[LEND_NBD_REQ_LEN + PG / 2];
+	lend_nbd_req_encode(half, LEND_NBD_CMD_WRITE, 1, 5 * PG, PG);
+	memset(half + LEND_NBD_REQ_LEN, 0x5a, PG / 2);
+	ck_assert_int_eq(lend_nbd_write_full(fd, half, sizeof half), 0);
+	usleep(300000); /* the loop has taken the half */
+	lend_server_recall(&x.s);
+	for (int i = 0; i < 1000 && !c.notice; i++) {
+		usleep(10000);
+		ck_assert_int_ge(lend_client_poll(&c), 0);
+	}
+	ck_assert_msg(c.notice,
+	              "no recall notice while the DATA connection was "
+	              "mid-WRITE: the lender's loop waits for its rest");
+	ck_assert(open_at_lender(fd));
+	/* the CONTROL connection is served, and a new one's handshake is
+	 * taken (it replaces the old: the borrower reconnected) */
+	ck_assert_int_eq(lend_client_read(&c, 2, 1, r), 0);
+	ck_assert_int_eq(memcmp(r, w, PG), 0);
+	ctl_open(&x, &c2);
+	ck_assert_int_eq(lend_client_read(&c2, 2, 1, r), 0);
+	ck_assert_int_eq(memcmp(r, w, PG), 0);
+	lend_client_close(&c);
+	/* the stalled DATA connection goes at its deadline */
+	ck_assert_msg(closed_within(fd, 20000),
+	              "the stalled DATA connection was never dropped");
+	close(fd);
+	ck_assert_int_eq(lend_client_release(&c2), 0);
+	lend_client_close(&c2);
+	ck_assert_int_eq(srv_join_within(&x, 0, 10000), 0);
+	ck_assert_int_eq(x.end, LEND_END_RELEASED);
+	ck_assert_int_eq(x.s.stalled, 1);
+	lend_server_close(&x.s);
+}
+END_TEST
+
+/* A request that arrives in pieces, with pauses between: the loop keeps
+ * what came (the header in the link, the pages in the store) and serves
+ * it whole once the rest is in. */
+START_TEST(a_write_in_pieces_is_served)
+{
+	struct srv x;
+	uint8_t q[LEND_NBD_REQ_LEN + 2 * PG], r[2 * PG];
+	srv_start(&x, 7, secret_a, 16, NULL, 10000);
+	int fd = data_open(&x);
+	lend_nbd_req_encode(q, LEND_NBD_CMD_WRITE, 1, 4 * PG, 2 * PG);
+	fill(q + LEND_NBD_REQ_LEN, 2, 8);
+	/* half the header; the rest of it and part of a page; the rest */
+	const size_t cut[] = {0, 10, LEND_NBD_REQ_LEN + 3000, sizeof q};
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(
+		    lend_nbd_write_full(fd, q + cut[i], cut[i + 1] - cut[i]),
+		    0);
+		usleep(100000);
+	}
+	uint8_t rep[LEND_NBD_REPLY_LEN];
+	uint32_t e;
+	uint64_t h;
+	ck_assert_int_eq(lend_nbd_read_full(fd, rep, sizeof rep), 0);
+	ck_assert_int_eq(lend_nbd_reply_decode(rep, &e, &h), 0);
+	ck_assert_uint_eq(e, 0);
+	ck_assert_uint_eq(h, 1);
+	ck_assert_int_eq(cmd(fd, LEND_NBD_CMD_READ, 4, 2, NULL, r), 0);
+	ck_assert_int_eq(memcmp(r, q + LEND_NBD_REQ_LEN, 2 * PG), 0);
+	ck_assert_int_eq(lend_server_report(&x.s).page_writes, 2);
+	close(fd);
+	srv_join(&x, 1);
+	ck_assert_int_eq(x.s.stalled, 0);
+	lend_server_close(&x.s);
+}
+END_TEST
+
+/* The pages go (RELEASE on the CONTROL connection) while a WRITE's pages
+ * are half in on the DATA one: its rest is dropped, not written where the
+ * pages were, and the WRITE is answered EIO. */
+START_TEST(release_while_a_write_is_half_in)
+{
+	struct srv x;
+	struct lend_client c;
+	uint8_t q[LEND_NBD_REQ_LEN + PG], r[PG];
+	srv_start(&x, 7, secret_a, 16, NULL, 10000);
+	ctl_open(&x, &c);
+	int fd = data_open(&x);
+	lend_nbd_req_encode(q, LEND_NBD_CMD_WRITE, 1, 2 * PG, PG);
+	memset(q + LEND_NBD_REQ_LEN, 0x77, PG);
+	ck_assert_int_eq(lend_nbd_write_full(fd, q, LEND_NBD_REQ_LEN + PG / 2),
+	                 0);
+	usleep(200000); /* the loop has taken the half */
+	lend_server_recall(&x.s);
+	for (int i = 0; i < 1000 && !c.notice; i++) {
+		usleep(10000);
+		ck_assert_int_ge(lend_client_poll(&c), 0);
+	}
+	ck_assert_int_eq(c.notice, 1);
+	ck_assert_int_eq(lend_client_release(&c), 0);
+	ck_assert_ptr_null(x.s.store.base);
+	ck_assert_int_eq(
+	    lend_nbd_write_full(fd, q + LEND_NBD_REQ_LEN + PG / 2, PG / 2), 0);
+	uint8_t rep[LEND_NBD_REPLY_LEN];
+	uint32_t e;
+	uint64_t h;
+	ck_assert_int_eq(lend_nbd_read_full(fd, rep, sizeof rep), 0);
+	ck_assert_int_eq(lend_nbd_reply_decode(rep, &e, &h), 0);
+	ck_assert_uint_eq(e, EIO);
+	ck_assert_int_eq(cmd(fd, LEND_NBD_CMD_READ, 2, 1, NULL, r), EIO);
+	struct lend_meter_report m = lender_meter(&c);
+	ck_assert_int_eq(m.page_writes, 0);
+	lend_client_close(&c);
+	close(fd);
+	ck_assert_int_eq(srv_join(&x, 0), LEND_END_RELEASED);
+	lend_server_close(&x.s);
+}
+END_TEST
+
 START_TEST(direct_meter_counts_the_device)
 {
 	/* direct: the borrower's counts are the device's, from
@@ -490,6 +643,9 @@ static Suite *suite(void)
 	tcase_add_test(t, new_lender_says_it_takes_roles);
 	tcase_add_test(t, hostile_nbd_stream_closes_only_its_connection);
 	tcase_add_test(t, direct_meter_counts_the_device);
+	tcase_add_test(t, half_write_on_data_stalls_nobody);
+	tcase_add_test(t, a_write_in_pieces_is_served);
+	tcase_add_test(t, release_while_a_write_is_half_in);
 	suite_add_tcase(s, t);
 	return s;
 }
