@@ -373,7 +373,15 @@ END_TEST
 static void hostile(struct srv *x, struct lend_client *c, const void *bytes,
                     size_t n, int then_close, int close_expected)
 {
+	int64_t before = __atomic_load_n(&x->s.data_connections, __ATOMIC_SEQ_CST);
 	int fd = data_open(x);
+	/* the loop has taken the connection: a peer that closes at once
+	 * must not go before the handshake thread handed it over, or its
+	 * bytes never reach the loop under test */
+	for (int i = 0; i < 1000 && __atomic_load_n(&x->s.data_connections,
+	                                            __ATOMIC_SEQ_CST) == before;
+	     i++)
+		usleep(10000);
 	ck_assert_int_eq(lend_nbd_write_full(fd, bytes, n), 0);
 	if (then_close) {
 		close(fd);
