@@ -998,6 +998,27 @@ START_TEST(lender_lost)
 }
 END_TEST
 
+/* lend_up with a 60 s notice, page `page` written through the bridge,
+ * the children's logs named; returns the bridge's pid. */
+static pid_t lend_up_long_notice(const char *db_name, struct rxh *h,
+                                 struct rxh_world *w, struct agh_agent *A,
+                                 struct agh_agent *B, PGconn **c, int64_t *id,
+                                 long *pages, int *fd, uint64_t page,
+                                 char *slog, char *blog, size_t n)
+{
+	char bf[700];
+	lend_notice_s = 60;
+	lend_up(db_name, h, w, A, B, c, id, pages, fd);
+	lend_notice_s = 2;
+	write_one(*fd, page);
+	child_logs(A, B, *id, slog, blog, n);
+	pid_t bridge = lend_child_pid(
+	    child_secret(bf, sizeof bf, B->spool, "lend-nbd", *id));
+	ck_assert_msg(bridge > 0, "no ramex-lend-nbd for contract %lld",
+	              (long long)*id);
+	return bridge;
+}
+
 /* A release that takes long (a borrower's swapoff under memory pressure,
  * here a bridge stopped for 11 s) is waited for on both sides: the
  * seller's agent, shutting down, keeps its server giving notice until
@@ -1015,16 +1036,9 @@ START_TEST(slow_release_is_awaited)
 	long pages;
 	int fd;
 
-	lend_notice_s = 60;
-	lend_up("agent_lend_slow", &h, &w, &A, &B, &c, &id, &pages, &fd);
-	lend_notice_s = 2;
-	write_one(fd, 5);
-	child_logs(&A, &B, id, slog, blog, sizeof slog);
-	char bf[700];
-	pid_t bridge = lend_child_pid(
-	    child_secret(bf, sizeof bf, B.spool, "lend-nbd", id));
-	ck_assert_msg(bridge > 0, "no ramex-lend-nbd for contract %lld",
-	              (long long)id);
+	pid_t bridge =
+	    lend_up_long_notice("agent_lend_slow", &h, &w, &A, &B, &c, &id,
+	                        &pages, &fd, 5, slog, blog, sizeof slog);
 	ck_assert_int_eq(kill(bridge, SIGSTOP), 0);
 	/* A shuts down: it recalls its sale and gives its borrower notice */
 	ck_assert_int_eq(kill(A.pid, SIGTERM), 0);
@@ -1103,17 +1117,15 @@ START_TEST(notice_is_metered)
 	struct rxh h;
 	struct rxh_world w;
 	struct agh_agent A, B;
-	char slog[700], blog[700], bf[700];
+	char slog[700], blog[700];
 	PGconn *c;
 	int64_t id;
 	long pages;
 	int fd;
 
-	lend_notice_s = 60;
-	lend_up("agent_lend_notice", &h, &w, &A, &B, &c, &id, &pages, &fd);
-	lend_notice_s = 2;
-	write_one(fd, 3);
-	child_logs(&A, &B, id, slog, blog, sizeof slog);
+	pid_t bridge =
+	    lend_up_long_notice("agent_lend_notice", &h, &w, &A, &B, &c, &id,
+	                        &pages, &fd, 3, slog, blog, sizeof slog);
 	/* both agents bill from their child's meter once it has one */
 	char smeter[700], bmeter[700];
 	snprintf(smeter, sizeof smeter, "%s-lend/lend-server-%lld.meter",
@@ -1123,10 +1135,6 @@ START_TEST(notice_is_metered)
 	AGH_WAIT_FOR(meter_hosted(smeter) > 0 && meter_hosted(bmeter) > 0,
 	             "no meter files %s and %s", smeter, bmeter);
 	sleep(2); /* a round of each agent: they have read them */
-	pid_t bridge = lend_child_pid(
-	    child_secret(bf, sizeof bf, B.spool, "lend-nbd", id));
-	ck_assert_msg(bridge > 0, "no ramex-lend-nbd for contract %lld",
-	              (long long)id);
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	long long recall_ns = (long long)ts.tv_sec * 1000000000 + ts.tv_nsec;
