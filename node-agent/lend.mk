@@ -33,3 +33,10 @@ $(call unit_test,test_lend_direct,tests/unit/test_lend_direct.c \
   tests/unit/lend_fixture.c $(LEND_SRC),libssl libcrypto)
 
 INSTALL_BIN += $(BUILD)/bin/ramex-lend-server $(BUILD)/bin/ramex-lend-nbd
+
+# The fuzzers of the wire format, the NBD side, the bridge and the direct
+# path link the programs' whole LEND_SRC (tests/fuzz/).
+$(call fuzzer,fuzz_lend_proto,$(LEND_SRC),libssl libcrypto)
+$(call fuzzer,fuzz_nbd,$(LEND_SRC),libssl libcrypto)
+$(call fuzzer,fuzz_bridge,$(LEND_SRC),libssl libcrypto)
+$(call fuzzer,fuzz_lend_direct,$(LEND_SRC),libssl libcrypto)
