@@ -9,10 +9,11 @@ $(call unit_test,test_target,tests/unit/test_target.c exchange/target.c)
 $(call unit_test,test_pgarr,tests/unit/test_pgarr.c exchange/pgarr.c)
 # the event ring as one instance and the shared stream fill it
 $(call unit_test,test_events,tests/unit/test_events.c exchange/events.c \
-  exchange/metrics.c common/log.c)
+  exchange/metrics.c common/log.c $(CLOCK_SRC))
 # auth without a server: it takes a view of the request (auth.h)
 $(call unit_test,test_auth,tests/unit/test_auth.c exchange/auth.c exchange/auth_nonces.c exchange/pgarr.c \
-  exchange/db.c exchange/seal.c exchange/metrics.c $(SIGN_SRC) common/log.c,\
+  exchange/db.c exchange/seal.c exchange/metrics.c $(SIGN_SRC) common/log.c \
+  $(CLOCK_SRC),\
   libpq jansson libcrypto)
 # The writer's commit pipeline against a fake connection (no PostgreSQL;
 # libpq only for its header's types).
@@ -35,7 +36,7 @@ RAMEXD_EDGE := exchange/http.c exchange/http_req.c exchange/http_guard.c \
   exchange/h_orders.c exchange/h_events.c exchange/h_contracts.c \
   exchange/h_usage.c exchange/h_lend.c exchange/h_billing.c exchange/pgarr.c \
   $(INVOICE_SRC) $(USAGE_SRC) $(CONTRACT_SRC) $(MONEY_SRC) common/log.c \
-  $(SIGN_SRC)
+  $(SIGN_SRC) $(CLOCK_SRC)
 RAMEXD_LIB := $(RAMEXD_EDGE) exchange/config.c \
   exchange/auth.c exchange/auth_nonces.c exchange/db.c \
   exchange/events.c exchange/events_db.c exchange/pgpipe.c \
@@ -53,7 +54,7 @@ INSTALL_BIN += $(BUILD)/bin/ramexd
 # Integration tests against a real ramexd (tests/integration/ramexd_harness.h
 # starts one). They run the sanitizer ramexd, so they depend on it.
 RAMEXD_HARNESS := tests/integration/ramexd_harness.c tests/integration/testdb.c \
-  common/sign.c
+  common/sign.c $(CLOCK_SRC)
 $(call integration_test,test_ramexd,tests/integration/test_ramexd.c \
   tests/integration/ramexd_fixture.c $(RAMEXD_HARNESS),\
   libcurl jansson libpq libcrypto)
@@ -135,9 +136,10 @@ $(BUILD)/san/bin/test_input: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_input: | $(BUILD)/san/bin/ramexd
 
 # The load generator of bench/20-ramexd.sh.
-$(call program,loadgen,bench/loadgen.c,libpq)
+$(call program,loadgen,bench/loadgen.c $(CLOCK_SRC),libpq)
 # The load generator of bench/45-usage.sh (signed POST /v1/usage batches).
-$(call program,usagegen,bench/usagegen.c $(SIGN_SRC),libcurl libcrypto)
+$(call program,usagegen,bench/usagegen.c $(SIGN_SRC) $(CLOCK_SRC),\
+  libcurl libcrypto)
 # A primary with a synchronous standby (scripts/pg.sh standby): reports off
 # the replica (read_db), and a failover under load that loses no
 # acknowledged order.

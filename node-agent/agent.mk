@@ -9,7 +9,8 @@ $(call unit_test,test_strategy,tests/unit/test_strategy.c \
 # The agent's spool of unsent reports, and its HTTP/1.1 client (no libcurl:
 # see ramex-agent below); each is fuzzed (tests/fuzz/).
 SPOOL_SRC := node-agent/spool.c $(ERR_SRC)
-HTTP1_SRC := node-agent/http1.c node-agent/http1_io.c common/tlserr.c
+HTTP1_SRC := node-agent/http1.c node-agent/http1_io.c common/tlserr.c \
+  $(CLOCK_SRC)
 $(call unit_test,test_spool,tests/unit/test_spool.c $(SPOOL_SRC))
 $(call fuzzer,fuzz_spool,$(SPOOL_SRC))
 $(call unit_test,test_agent_meter,tests/unit/test_agent_meter.c \
@@ -38,7 +39,7 @@ AGENT_SRC := node-agent/agent.c node-agent/agent_sample.c \
   node-agent/core/wsest.c node-agent/core/strategy.c node-agent/core/probe.c \
   node-agent/core/meter.c $(AGENT_EXEC) \
   node-agent/lendsup.c node-agent/lend/lend_meter.c \
-  common/log.c common/sign.c common/hostport.c
+  common/log.c common/sign.c common/hostport.c $(CLOCK_SRC)
 # No libcurl: node-agent/http1.c speaks HTTP/1.1 itself (libssl for https),
 # which keeps ~35 shared libraries' resident pages out of the agent.
 $(call program,ramex-agent,$(AGENT_SRC),jansson libssl libcrypto)
@@ -63,7 +64,7 @@ $(call integration_test,test_agent_lend,tests/integration/test_agent_lend.c \
   node-agent/lend/lend_client.c node-agent/lend/lend_nbd.c \
   node-agent/lend/lend_server.c node-agent/lend/lend_store.c \
   node-agent/lend/lend_awake.c node-agent/lend/lend_qos.c common/log.c \
-  common/hostport.c common/tlserr.c,\
+  common/hostport.c common/tlserr.c $(CLOCK_SRC),\
   libcurl jansson libpq libssl libcrypto)
 TEST_AGENT_LEND_NEEDS := $(BUILD)/san/bin/ramexd $(BUILD)/san/bin/ramex-agent \
   $(BUILD)/san/bin/ramex-lend-server $(BUILD)/san/bin/ramex-lend-nbd

@@ -8,7 +8,7 @@ LEND_SRC := node-agent/lend/lend_proto.c node-agent/lend/lend_conn.c \
   node-agent/lend/lend_nbd.c node-agent/lend/lend_bridge.c \
   node-agent/lend/lend_awake.c node-agent/lend/lend_qos.c \
   node-agent/lend/lend_args.c node-agent/lend/lend_mem.c common/log.c \
-  common/hostport.c common/tlserr.c $(ARGS_SRC)
+  common/hostport.c common/tlserr.c $(CLOCK_SRC) $(ARGS_SRC)
 
 $(call program,ramex-lend-server,node-agent/lend/lend_server_main.c \
   $(LEND_SRC),libssl libcrypto)

@@ -69,6 +69,7 @@
 #include <unistd.h>
 
 #include "common/args.h"
+#include "common/clock.h"
 #include "common/hostport.h"
 #include "node-agent/lend/lend_args.h"
 #include "node-agent/lend/lend_awake.h"
@@ -84,13 +85,6 @@ struct target {
 	int fd;
 	uint64_t handle;
 };
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static int cmp64(const void *a, const void *b)
 {
@@ -127,13 +121,13 @@ static int run(struct target *t, const char *name, int write, int64_t pages,
 	uint64_t x = 88172645463325252u;
 	if (!lat)
 		return -1;
-	int64_t t0 = now_ns();
+	int64_t t0 = clock_mono_ns();
 	for (int64_t i = 0; i < ops; i++) {
 		x ^= x << 13;
 		x ^= x >> 7;
 		x ^= x << 17;
 		memset(buf, (int)(i & 0xff), 64);
-		int64_t s = now_ns();
+		int64_t s = clock_mono_ns();
 		if (op(t, write, x % (uint64_t)pages, buf) < 0) {
 			fprintf(stderr,
 			        "bench: %s %s failed at op %" PRId64 "\n", name,
@@ -141,14 +135,14 @@ static int run(struct target *t, const char *name, int write, int64_t pages,
 			free(lat);
 			return -1;
 		}
-		lat[i] = now_ns() - s;
+		lat[i] = clock_mono_ns() - s;
 		if (gap_us > 0) {
 			struct timespec g = {gap_us / 1000000,
 			                     gap_us % 1000000 * 1000};
 			nanosleep(&g, NULL);
 		}
 	}
-	int64_t total = now_ns() - t0;
+	int64_t total = clock_mono_ns() - t0;
 	qsort(lat, (size_t)ops, sizeof *lat, cmp64);
 	double secs = (double)total / 1e9;
 	printf("%-12s %-5s p50_us=%.1f p99_us=%.1f ops_s=%.0f mib_s=%.1f\n",
@@ -206,7 +200,7 @@ static void *nbd_receiver(void *arg)
 		    lend_nbd_read_full(q->t->fd, q->bufs + slot * q->bs,
 		                       q->bs) < 0)
 			goto fail;
-		int64_t now = now_ns();
+		int64_t now = clock_mono_ns();
 		pthread_mutex_lock(&q->mu);
 		q->lat[q->received++] = now - q->start[slot];
 		q->free_slots[q->nfree++] = slot;
@@ -244,7 +238,7 @@ static int q_nbd(struct qrun *q)
 		                    (uint64_t)slot, off, q->bs);
 		if (q->write)
 			memset(b, (int)(i & 0xff), 64);
-		q->start[slot] = now_ns();
+		q->start[slot] = clock_mono_ns();
 		if (lend_nbd_write_full(q->t->fd, h, sizeof h) < 0 ||
 		    (q->write && lend_nbd_write_full(q->t->fd, b, q->bs) < 0))
 			break;
@@ -267,12 +261,12 @@ static void *file_worker(void *arg)
 		pthread_mutex_unlock(&q->mu);
 		if (i >= q->ops)
 			return NULL;
-		int64_t s = now_ns();
+		int64_t s = clock_mono_ns();
 		ssize_t n = q->write ? pwrite(q->t->fd, b, q->bs,
 		                              (off_t)page * 4096)
 		                     : pread(q->t->fd, b, q->bs,
 		                             (off_t)page * 4096);
-		int64_t e = now_ns();
+		int64_t e = clock_mono_ns();
 		pthread_mutex_lock(&q->mu);
 		if (n != (ssize_t)q->bs)
 			q->failed = 1;
@@ -298,7 +292,7 @@ static void lend_done(void *arg, uint64_t tag, uint32_t error)
 	struct qrun *q = arg;
 	if (error)
 		q->failed = 1;
-	q->lat[q->received++] = now_ns() - q->start[tag];
+	q->lat[q->received++] = clock_mono_ns() - q->start[tag];
 	q->free_slots[q->nfree++] = (int)tag;
 }
 
@@ -319,7 +313,7 @@ static int q_lend(struct qrun *q)
 			int slot = q->free_slots[--q->nfree];
 			v[slot] = (struct iovec){q->bufs + (size_t)slot * q->bs,
 			                         q->bs};
-			q->start[slot] = now_ns();
+			q->start[slot] = clock_mono_ns();
 			if (lend_client_submit(
 			        c, q->write ? LEND_WRITE : LEND_READ,
 			        q_page(q, i), q->bs / 4096, &v[slot], 1,
@@ -352,24 +346,25 @@ static int recall(struct target *t, const char *name, int64_t pages, pid_t pid)
 		return -1;
 	}
 	memset(b, 0, len);
-	int64_t t_sig = now_ns();
+	int64_t t_sig = clock_mono_ns();
 	if (kill(pid, SIGUSR1) < 0) {
 		perror("bench: kill");
 		free(b);
 		return -1;
 	}
 	while (!c->notice)
-		if (lend_client_pump(c, 1000) < 0 || now_ns() - t_sig > 10e9) {
+		if (lend_client_pump(c, 1000) < 0 ||
+		    clock_mono_ns() - t_sig > 10e9) {
 			fprintf(stderr, "bench: %s recall: no notice\n", name);
 			free(b);
 			return -1;
 		}
-	int64_t t0 = now_ns();
+	int64_t t0 = clock_mono_ns();
 	int rc = lend_client_read(c, 0, (uint32_t)pages, b);
-	int64_t t1 = now_ns();
+	int64_t t1 = clock_mono_ns();
 	if (rc == 0)
 		rc = lend_client_release(c);
-	int64_t t2 = now_ns();
+	int64_t t2 = clock_mono_ns();
 	if (rc < 0 || b[0] != 0x77 || b[len - 1] != 0x77) {
 		fprintf(stderr, "bench: %s recall failed: %s\n", name, c->err);
 		free(b);
@@ -417,11 +412,11 @@ static int qrun(struct target *t, const char *name, const char *what,
 	q.x = 88172645463325252u;
 	for (int i = 0; i < qd; i++)
 		q.free_slots[q.nfree++] = qd - 1 - i;
-	int64_t t0 = now_ns();
+	int64_t t0 = clock_mono_ns();
 	int rc = t->mode == M_NBD    ? q_nbd(&q)
 	         : t->mode == M_DEV  ? q_file(&q)
 	                             : q_lend(&q);
-	int64_t total = now_ns() - t0;
+	int64_t total = clock_mono_ns() - t0;
 	if (rc < 0) {
 		fprintf(stderr, "bench: %s %s failed after %" PRId64 " of %"
 		                PRId64 " requests\n",
@@ -538,7 +533,8 @@ static int dir_read(struct dir *d)
 		free(c);
 		return r < 0 && errno == EAGAIN ? 0 : -1;
 	}
-	*c = (struct chunk){.due = now_ns() + d->delay_ns, .len = (size_t)r};
+	*c = (struct chunk){.due = clock_mono_ns() + d->delay_ns,
+	                    .len = (size_t)r};
 	if (d->tail)
 		d->tail->next = c;
 	else
@@ -551,7 +547,7 @@ static int dir_read(struct dir *d)
 /* Writes the chunks that are due. 0, or -1 when the side closed. */
 static int dir_write(struct dir *d)
 {
-	int64_t now = now_ns();
+	int64_t now = clock_mono_ns();
 	while (d->head && d->head->due <= now) {
 		struct chunk *c = d->head;
 		ssize_t w = send(d->to, c->data + c->off, c->len - c->off,
@@ -604,7 +600,7 @@ static int relay(const char *to, const char *port_file, int64_t delay_us)
 	                   {.from = b, .to = a, .delay_ns = delay_us * 1000}};
 	for (;;) {
 		struct pollfd p[4];
-		int64_t wait = -1, now = now_ns(); /* ns */
+		int64_t wait = -1, now = clock_mono_ns(); /* ns */
 		for (int i = 0; i < 2; i++) {
 			/* at most 64 MiB held per direction */
 			p[i] = (struct pollfd){
@@ -683,10 +679,10 @@ static int wakeup_floor(const char *name, int64_t ops, int awake,
 		char c = 'x';
 		lend_awake_busy(&aw);
 		lend_qos_busy(&q);
-		int64_t t0 = now_ns();
+		int64_t t0 = clock_mono_ns();
 		if (write(sv[0], &c, 1) != 1 || read(sv[0], &c, 1) != 1)
 			rc = -1;
-		lat[i] = now_ns() - t0;
+		lat[i] = clock_mono_ns() - t0;
 	}
 	lend_awake_stop(&aw);
 	lend_qos_stop(&q);

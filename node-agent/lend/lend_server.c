@@ -1,6 +1,7 @@
 /* lend_server.c — the lender's service loop (see the header). */
-#include "common/hostport.h"
 #include "node-agent/lend/lend_server.h"
+#include "common/clock.h"
+#include "common/hostport.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -19,13 +20,6 @@
 
 #include "common/log.h"
 #include "node-agent/lend/lend_nbd.h"
-
-int64_t lend_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int lend_server_open(struct lend_server *s, const struct lend_server_config *c,
                      char *err, size_t errlen)
@@ -63,7 +57,7 @@ int lend_server_open(struct lend_server *s, const struct lend_server_config *c,
 	                    errlen) < 0)
 		return -1;
 	if (lend_meter_init(&s->meter, c->contract, LEND_METER_LENDER, c->pages,
-	                    lend_now_ms()) < 0) {
+	                    clock_mono_ms()) < 0) {
 		snprintf(err, errlen, "could not allocate the meter");
 		goto fail;
 	}
@@ -114,7 +108,7 @@ void lend_server_stop(struct lend_server *s)
 
 struct lend_meter_report lend_server_report(struct lend_server *s)
 {
-	return lend_meter_report(&s->meter, lend_now_ms());
+	return lend_meter_report(&s->meter, clock_mono_ms());
 }
 
 static int send_reply(struct lend_conn *c, const struct lend_hdr *h)
@@ -126,7 +120,7 @@ static int send_reply(struct lend_conn *c, const struct lend_hdr *h)
 
 static int send_notice(struct lend_server *s)
 {
-	int64_t left = s->deadline_ms - lend_now_ms();
+	int64_t left = s->deadline_ms - clock_mono_ms();
 	struct lend_hdr n = {.type = LEND_NOTICE,
 	                     .extra = (uint64_t)(left > 0 ? left : 0)};
 	return send_reply(&s->lend.conn, &n);
@@ -271,7 +265,7 @@ static void handshake_start(struct lend_server *s, int fd)
 	h->s = s;
 	h->c.fd = fd;
 	h->watch = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	h->deadline_ms = lend_now_ms() + s->cfg.handshake_ms;
+	h->deadline_ms = clock_mono_ms() + s->cfg.handshake_ms;
 	/* a small stack: with --mlock (MCL_FUTURE) every byte of a
 	 * thread's stack is locked, and the default is 8 MiB */
 	pthread_attr_t attr;
@@ -377,7 +371,7 @@ static void free_pages(struct lend_server *s, const char *why)
 {
 	if (s->released)
 		return;
-	lend_meter_release(&s->meter, lend_now_ms());
+	lend_meter_release(&s->meter, clock_mono_ms());
 	lend_store_release(&s->store);
 	s->released = 1;
 	log_info("lender freed the contract's pages",
@@ -578,7 +572,7 @@ static int serve_one(struct lend_server *s)
 	     q.type == LEND_RELEASE) &&
 	    out_flush(s) < 0)
 		return -1;
-	int64_t now = lend_now_ms();
+	int64_t now = clock_mono_ms();
 	size_t len = (size_t)q.count * LEND_PAGE_SIZE;
 	switch (q.type) {
 	case LEND_READ:
@@ -680,7 +674,7 @@ static int serve_nbd_one(struct lend_server *s)
 	    (q.type == LEND_NBD_CMD_WRITE || q.type == LEND_NBD_CMD_TRIM) &&
 	    out_flush(s) < 0)
 		return -1;
-	int64_t now = lend_now_ms();
+	int64_t now = clock_mono_ms();
 	uint64_t page = q.off / LEND_PAGE_SIZE;
 	uint32_t count = q.len / LEND_PAGE_SIZE;
 	switch (q.type) {
@@ -759,10 +753,10 @@ static void tick(struct lend_server *s)
 
 enum lend_server_end lend_server_run(struct lend_server *s)
 {
-	int64_t next_tick = lend_now_ms() + 1000;
+	int64_t next_tick = clock_mono_ms() + 1000;
 	enum lend_server_end end;
 	for (;;) {
-		int64_t now = lend_now_ms();
+		int64_t now = clock_mono_ms();
 		if (now >= next_tick) {
 			tick(s);
 			next_tick = now + 1000;
@@ -817,7 +811,7 @@ enum lend_server_end lend_server_run(struct lend_server *s)
 				if (c == 'r' && !s->recalling && !s->released) {
 					s->recalling = 1;
 					s->deadline_ms =
-					    lend_now_ms() + s->cfg.notice_ms;
+					    clock_mono_ms() + s->cfg.notice_ms;
 					log_info(
 					    "lender recalls the pages",
 					    "contract=%llu notice_ms=%lld",
@@ -853,7 +847,7 @@ enum lend_server_end lend_server_run(struct lend_server *s)
 			serve_link(s, &s->lend);
 	}
 	/* no handshake outlives the run: cut them, take what they say */
-	handshake_cut(s, lend_now_ms(), 1, 0);
+	handshake_cut(s, clock_mono_ms(), 1, 0);
 	handshake_reap(s, 1);
 	tick(s);
 	return end;
@@ -862,7 +856,7 @@ enum lend_server_end lend_server_run(struct lend_server *s)
 void lend_server_close(struct lend_server *s)
 {
 	if (s->done[0] >= 0) {
-		handshake_cut(s, lend_now_ms(), 1, 0);
+		handshake_cut(s, clock_mono_ms(), 1, 0);
 		handshake_reap(s, 1);
 	}
 	drop_both(s, "the lender is shutting down");

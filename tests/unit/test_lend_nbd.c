@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "node-agent/lend/lend_args.h"
 #include "node-agent/lend/lend_awake.h"
 #include "node-agent/lend/lend_bridge.h"
@@ -712,9 +713,10 @@ START_TEST(late_but_arrived_reply_is_no_loss)
 	}
 	int64_t dl = lend_client_deadline_ms(&c);
 	ck_assert_int_gt(dl, 0);
-	while (lend_now_ms() <= dl)
+	while (clock_mono_ms() <= dl)
 		usleep(1000);
-	ck_assert_msg(lend_client_expire(&c, lend_now_ms()) == 0, "%s", c.err);
+	ck_assert_msg(lend_client_expire(&c, clock_mono_ms()) == 0, "%s",
+	              c.err);
 	ck_assert_int_eq(c.lost, 0);
 	ck_assert_int_eq(d.n, N);
 	ck_assert_uint_eq(d.err[0], LEND_OK);
