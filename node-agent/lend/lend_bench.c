@@ -699,36 +699,27 @@ static int wakeup_floor(const char *name, int64_t ops, int awake,
 	return rc;
 }
 
-static void usage_text(FILE *f)
-{
-	fprintf(f,
-	        "usage: ramex-lend-bench (--lender HOST:PORT --contract ID "
-	        "--secret-file F [--tls-ca F]\n"
-	        "                         | --nbd-direct HOST:PORT --contract ID "
-	        "--secret-file F\n"
-	        "                         | --nbd-unix PATH | --blockdev PATH)\n"
-	        "         [--pages N (1024)] [--ops N (2000)] [--name NAME] "
-	        "[--qd N (1..128)]\n"
-	        "         [--stream-mib M [--bs BYTES]] [--recall-pid PID] "
-	        "[--keep-awake N]\n"
-	        "         [--gap-us US (one at a time: a pause after each)]\n"
-	        "         [--trickle HOST:PORT [--trickle-peers N] "
-	        "[--trickle-ms MS]]\n"
-	        "       ramex-lend-bench --relay HOST:PORT --relay-port-file F "
-	        "[--delay-us N]\n"
-	        "       ramex-lend-bench --wakeup-floor [--ops N] "
-	        "[--keep-awake N] [--idle-poll 0|1]\n"
-	        "--nbd-direct: the NBD client model on a lender's DATA "
-	        "connection (the direct\n"
-	        "path: what nbd.ko does with ramex-lend-nbd --direct).\n"
-	        "Writes then reads --ops random 4 KiB pages through the lend "
-	        "protocol, the NBD\n"
-	        "bridge or a block device (O_DIRECT), and prints p50/p99 and "
-	        "throughput per\n"
-	        "direction. Measures only. What each option does: "
-	        "docs/lending.md and\n"
-	        "bench/50-lending.sh.\n");
-}
+/* --help around the options of the table in main */
+static const char synopsis[] =
+    "usage: ramex-lend-bench (--lender HOST:PORT --contract ID --secret-file F "
+    "[--tls-ca F]\n"
+    "                         | --nbd-direct HOST:PORT --contract ID "
+    "--secret-file F\n"
+    "                         | --nbd-unix PATH | --blockdev PATH)\n"
+    "         [--pages N] [--ops N] [--name NAME] [--qd N] [--gap-us US]\n"
+    "         [--stream-mib M [--bs BYTES]] [--recall-pid PID]\n"
+    "         [--trickle HOST:PORT [--trickle-peers N] [--trickle-ms MS]]\n"
+    "       ramex-lend-bench --relay HOST:PORT --relay-port-file F "
+    "[--delay-us N]\n"
+    "       ramex-lend-bench --wakeup-floor [--ops N] [--keep-awake N] "
+    "[--idle-poll 0|1]\n";
+static const char notes[] =
+    "Writes then reads --ops random 4 KiB pages through the lend protocol, "
+    "the NBD\n"
+    "bridge or a block device (O_DIRECT), and prints p50/p99 and throughput "
+    "per\n"
+    "direction. Measures only. More on each path: docs/lending.md and\n"
+    "bench/50-lending.sh.\n";
 
 int main(int argc, char **argv)
 {
@@ -749,35 +740,71 @@ int main(int argc, char **argv)
 	uint8_t secret[LEND_SECRET_LEN];
 
 	const struct args_opt opts[] = {
-	    {"--lender", ARGS_STR, &lender, 0, 0, NULL},
-	    {"--contract", ARGS_INT, &contract, 1, INT64_MAX, NULL},
-	    {"--secret-file", ARGS_STR, &secret_file, 0, 0, NULL},
-	    {"--tls-ca", ARGS_STR, &ca, 0, 0, NULL},
-	    {"--nbd-unix", ARGS_STR, &nbd_unix, 0, 0, NULL},
-	    {"--nbd-direct", ARGS_STR, &nbd_direct, 0, 0, NULL},
-	    {"--blockdev", ARGS_STR, &dev, 0, 0, NULL},
-	    {"--pages", ARGS_INT, &pages, 1, LEND_MAX_PAGES, NULL},
-	    {"--ops", ARGS_INT, &ops, 100, 100000000, NULL},
-	    {"--name", ARGS_STR, &name, 0, 0, NULL},
-	    {"--qd", ARGS_INT, &qd, 1, 128, NULL},
-	    {"--stream-mib", ARGS_INT, &stream_mib, 1, 1 << 20, NULL},
-	    {"--recall-pid", ARGS_INT, &recall_pid, 1, INT32_MAX, NULL},
-	    {"--bs", ARGS_INT, &bs, 4096, 1 << 20, NULL},
-	    {"--wakeup-floor", ARGS_FLAG, &floor_only, 0, 0, NULL},
-	    {"--keep-awake", ARGS_INT, &awake, 0, LEND_AWAKE_MAX_THREADS, NULL},
-	    {"--idle-poll", ARGS_INT, &idle_poll, 0, 1, NULL},
-	    {"--gap-us", ARGS_INT, &gap_us, 0, 1000000, NULL},
-	    {"--trickle", ARGS_STR, &trickle_at, 0, 0, NULL},
-	    {"--trickle-peers", ARGS_INT, &trickle_peers, 1, 64, NULL},
-	    {"--trickle-ms", ARGS_INT, &trickle_ms, 1, 60000, NULL},
-	    {"--relay", ARGS_STR, &relay_to, 0, 0, NULL},
-	    {"--relay-port-file", ARGS_STR, &relay_file, 0, 0, NULL},
-	    {"--delay-us", ARGS_INT, &delay_us, 0, 10000000, NULL},
+	    {"--lender", ARGS_STR, &lender, 0, 0, NULL, "HOST:PORT",
+	     "the lend protocol itself, to this lender (TCP, or TLS with "
+	     "--tls-ca)"},
+	    lend_args_contract(&contract),
+	    lend_args_secret_file(&secret_file),
+	    lend_args_tls_ca(&ca),
+	    {"--nbd-unix", ARGS_STR, &nbd_unix, 0, 0, NULL, "PATH",
+	     "NBD through ramex-lend-nbd's unix socket (what the kernel "
+	     "sees)"},
+	    {"--nbd-direct", ARGS_STR, &nbd_direct, 0, 0, NULL, "HOST:PORT",
+	     "the NBD client model on a lender's DATA connection (the direct "
+	     "path: what nbd.ko does with ramex-lend-nbd --direct)"},
+	    {"--blockdev", ARGS_STR, &dev, 0, 0, NULL, "PATH",
+	     "pread/pwrite with O_DIRECT on a device or file (the local-swap "
+	     "baseline)"},
+	    {"--pages", ARGS_INT, &pages, 1, LEND_MAX_PAGES, NULL, "N",
+	     "the pages the random requests fall in"},
+	    {"--ops", ARGS_INT, &ops, 100, 100000000, NULL, "N",
+	     "random 4 KiB pages written, then read (--wakeup-floor: round "
+	     "trips)"},
+	    {"--name", ARGS_STR, &name, 0, 0, NULL, "NAME",
+	     "the path's name, first on every line printed"},
+	    {"--qd", ARGS_INT, &qd, 1, 128, NULL, "N",
+	     "requests kept in flight (1: one at a time)"},
+	    {"--stream-mib", ARGS_INT, &stream_mib, 1, 1 << 20, NULL, "M",
+	     "with --qd: also write M MiB in order, then read them back"},
+	    {"--recall-pid", ARGS_INT, &recall_pid, 1, INT32_MAX, NULL, "PID",
+	     "with --lender: write --pages pages, send the lender PID "
+	     "SIGUSR1 (its recall) and time the recall"},
+	    {"--bs", ARGS_INT, &bs, 4096, 1 << 20, NULL, "BYTES",
+	     "the size of --stream-mib's requests"},
+	    {"--wakeup-floor", ARGS_FLAG, &floor_only, 0, 0, NULL, NULL,
+	     "no storage: two processes bounce one byte over a socketpair "
+	     "--ops times, two wakeups a round trip, the least any path "
+	     "between processes pays"},
+	    {"--keep-awake", ARGS_INT, &awake, 0, LEND_AWAKE_MAX_THREADS, NULL,
+	     "N",
+	     "--wakeup-floor: lend_awake threads spinning meanwhile (what "
+	     "ramex-lend-nbd --keep-awake runs)"},
+	    {"--idle-poll", ARGS_INT, &idle_poll, 0, 1, NULL, "0|1",
+	     "--wakeup-floor: 1 holds the CPU latency request at 0 us "
+	     "meanwhile (ramex-lend-nbd --idle-poll 1)"},
+	    {"--gap-us", ARGS_INT, &gap_us, 0, 1000000, NULL, "US",
+	     "one at a time: a pause after each request, a borrower whose "
+	     "faults come apart (ops_s counts the pauses too)"},
+	    {"--trickle", ARGS_STR, &trickle_at, 0, 0, NULL, "HOST:PORT",
+	     "meanwhile, slow peers connect to this lender, each sending "
+	     "its AUTH one byte at a time"},
+	    {"--trickle-peers", ARGS_INT, &trickle_peers, 1, 64, NULL, "N",
+	     "how many slow peers"},
+	    {"--trickle-ms", ARGS_INT, &trickle_ms, 1, 60000, NULL, "MS",
+	     "the pause between a slow peer's bytes"},
+	    {"--relay", ARGS_STR, &relay_to, 0, 0, NULL, "HOST:PORT",
+	     "be a slow lender instead: relay one connection to HOST:PORT, "
+	     "delivering the lender's bytes --delay-us late"},
+	    {"--relay-port-file", ARGS_STR, &relay_file, 0, 0, NULL, "F",
+	     "the relay listens on 127.0.0.1 and writes its port to F"},
+	    {"--delay-us", ARGS_INT, &delay_us, 0, 10000000, NULL, "US",
+	     "the relay's delay"},
 	};
+	const struct args_prog prog = {"ramex-lend-bench", synopsis, opts,
+	                               sizeof opts / sizeof opts[0], notes};
 	int done =
-	    args_done(args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
-	                         err, sizeof err),
-	              "ramex-lend-bench", err, usage_text);
+	    args_done(args_parse(argc, argv, opts, prog.nopts, err, sizeof err),
+	              &prog, err);
 	if (done >= 0)
 		return done;
 	signal(SIGPIPE, SIG_IGN);
