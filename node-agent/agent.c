@@ -319,7 +319,7 @@ static void shutdown_agent(struct agent *a)
 	 * and bridges move their pages back: each ends on its own within the
 	 * notice. Stopping one now would lose a borrower's pages (or ours),
 	 * so the agent waits, unless told again. */
-	int n = agent_lend_draining(a);
+	int n = agent_lend_draining(a, clock_wall_ns());
 	if (n > 0) {
 		log_info("waiting for lend children to finish",
 		         "children=%d hint=\"each ends once its pages are "
@@ -328,7 +328,8 @@ static void shutdown_agent(struct agent *a)
 		         "then lost)\"",
 		         n);
 		agent_status_write(a);
-		while (stop < 2 && agent_lend_draining(a) > 0) {
+		while (stop < 2 &&
+		       agent_lend_draining(a, clock_wall_ns()) > 0) {
 			struct timespec ts = {0, 50 * 1000000L};
 			nanosleep(&ts, NULL);
 		}
@@ -336,7 +337,11 @@ static void shutdown_agent(struct agent *a)
 			log_warn("stopping lend children before they finished",
 			         "children=%d", a->ndraining);
 	}
-	agent_lend_stop_draining(a);
+	agent_lend_stop_draining(a, clock_wall_ns());
+	/* the last reports of the contracts that drained, while the
+	 * exchange may still answer (else they go at the next start) */
+	if (a->spool && a->reachable)
+		agent_report_send(a);
 	agent_status_write(a);
 	log_info("stopped", "reports_pending=%d",
 	         a->spool ? spool_pending(a->spool, NULL, 0) : 0);

@@ -48,7 +48,7 @@ struct held { /* a contract of ours the exchange knows */
 	int metering;   /* its pages are held and metered */
 	int last_unspooled; /* every page is back, but the last period could
 	                     * not be spooled: it is cut again each round */
-	int refused;    /* the exchange refused our delivery: stop trying */
+	int refused;        /* the exchange refused our delivery: stop trying */
 	/* Pages given back, the exchange not yet told (recall or end): the
 	 * call is retried until it answers. */
 	const char *tell; /* "recall", "end" or NULL */
@@ -60,6 +60,9 @@ struct held { /* a contract of ours the exchange knows */
 	int64_t lend_cum, lend_reported;
 	int lend_real;        /* usage comes from the child's meter */
 	int64_t lend_next_ms; /* when to try to start the path again */
+	/* In a->draining with its meter still running (metering): the
+	 * latest end its periods may have (agent_lend_finish). */
+	rx_time_ns lend_tail_end;
 };
 
 struct agent {
@@ -136,8 +139,11 @@ struct agent {
 	char
 	    lend_dir[LENDSUP_PATH]; /* secrets, meters, logs of lend children */
 	char lend_bin[LENDSUP_PATH]; /* where ramex-lend-server/-nbd are */
-	/* lenders given notice: served until released or the deadline */
-	struct lendsup_child *draining[STRATEGY_MAX_CONTRACTS];
+	/* Contracts over whose lend child still runs (a lender giving
+	 * notice, a bridge moving pages back), until it ends: copies of
+	 * their entries, each with its child (lc); one still metering
+	 * reports its child's meter until then (agent_lend_finish). */
+	struct held draining[STRATEGY_MAX_CONTRACTS];
 	int ndraining;
 };
 

@@ -170,8 +170,9 @@ void agent_contract_take_back(struct agent *a, struct held *h, rx_pages pages,
 	rx_pages left = exec_held(a->ex, id);
 	if (left < 0)
 		left = 0;
-	if (left == 0)
-		agent_lend_finish(a, h); /* its meter's last reading, below */
+	/* its meter's last reading, below, or once its child ended */
+	if (left == 0 && agent_lend_finish(a, h, t))
+		return;
 	if (!h->metering)
 		return;
 	if (left == 0) {

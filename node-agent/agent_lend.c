@@ -323,7 +323,7 @@ void agent_lend_tick(struct agent *a, rx_time_ns t)
 	/* after the walk: ending a contract drops it from a->held */
 	for (int i = 0; i < nlost; i++)
 		lender_lost(a, lost[i], t);
-	(void)agent_lend_draining(a);
+	(void)agent_lend_draining(a, t);
 }
 
 /* Brings h's lend meter reading up to date. */
@@ -360,6 +360,16 @@ void agent_lend_adjust(struct held *h, struct meter_period *p)
 	h->lend_reported += p->page_seconds;
 }
 
+/* How far past its own sight of the recall a draining contract's last
+ * period may reach. The lender's notice runs from its SIGUSR1 and ends
+ * before the exchange's (signalled before the exchange is told); a buyer
+ * hears of the recall after the exchange, and its bridge ends at most its
+ * reply timeout and 5 s past the lender's end, seen within a round. The
+ * exchange admits periods ending up to 60 s (USAGE_CLOCK_SLACK) past the
+ * contract's end and bills only the time inside it: 30 s keeps every
+ * report admitted whatever the rounds' delays. */
+#define LEND_TAIL_SLACK_NS (INT64_C(30) * 1000000000)
+
 /* h's pages are back: the lender gives its borrower notice and is served
  * until the borrower released or the notice ended; the borrower's bridge
  * moves its pages back (swapoff), releases and ends. Either child finishes
@@ -367,10 +377,10 @@ void agent_lend_adjust(struct held *h, struct meter_period *p)
  * pages back would lose the pages still on the lender, and a lender
  * stopped before the release would lose its borrower's. Each is stopped
  * only past the notice (the lender drops the pages then anyway). */
-void agent_lend_finish(struct agent *a, struct held *h)
+int agent_lend_finish(struct agent *a, struct held *h, rx_time_ns t)
 {
 	if (!h->lc)
-		return;
+		return 0;
 	int64_t now = clock_mono_ms();
 	lendsup_poll(h->lc, now);
 	lend_read(h);
@@ -385,14 +395,58 @@ void agent_lend_finish(struct agent *a, struct held *h)
 		/* its own deadline is --notice-ms; a little more here */
 		h->lc->deadline_ms = now + h->notice_s * 1000 + 5000;
 	}
-	if (a->ndraining < STRATEGY_MAX_CONTRACTS) {
-		a->draining[a->ndraining++] = h->lc;
-	} else {
+	if (a->ndraining >= STRATEGY_MAX_CONTRACTS) {
 		lendsup_stop(h->lc, 2000);
 		lendsup_cleanup(h->lc);
 		free(h->lc);
+		h->lc = NULL;
+		return 0;
 	}
+	struct held *d = &a->draining[a->ndraining++];
+	*d = *h;
 	h->lc = NULL;
+	/* metered from the child's meter: that meter goes on counting the
+	 * pages it holds until the child ends, and so does ours */
+	d->metering = h->metering && h->lend_real && !h->last_unspooled;
+	d->last_unspooled = 0;
+	d->lend_tail_end = t + h->notice_s * 1000000000 + LEND_TAIL_SLACK_NS;
+	if (d->metering)
+		h->metering = 0;
+	return d->metering;
+}
+
+struct held *agent_lend_tail(struct agent *a, int64_t id)
+{
+	for (int i = 0; i < a->ndraining; i++)
+		if (a->draining[i].id == id && a->draining[i].metering)
+			return &a->draining[i];
+	return NULL;
+}
+
+/* d's child has ended (or is stopped now): its meter's last reading is
+ * the contract's last report. A period the spool refuses stays in the
+ * meter, and agent_report_cut_all spools it later as a contract no longer
+ * held. */
+static void tail_end(struct agent *a, struct held *d, rx_time_ns t)
+{
+	char id[32];
+	const char *why;
+	struct meter_period p;
+	if (!d->metering)
+		return;
+	d->metering = 0;
+	snprintf(id, sizeof id, "%" PRId64, d->id);
+	if (t > d->lend_tail_end)
+		t = d->lend_tail_end;
+	if (meter_stop(a->meter, id, t, &p, &why) < 0) {
+		log_error("could not end a lend contract's metering",
+		          "contract=%s err=%s", id,
+		          log_quote((char[300]){0}, 300, why));
+		a->n_errors++;
+		return;
+	}
+	agent_lend_adjust(d, &p);
+	(void)agent_report_spool(a, d, &p, 0, 1);
 }
 
 void agent_lend_deliver(struct agent *a, struct held *h)
@@ -412,15 +466,16 @@ void agent_lend_drop(struct held *h)
 	h->lc = NULL;
 }
 
-int agent_lend_draining(struct agent *a)
+int agent_lend_draining(struct agent *a, rx_time_ns t)
 {
 	int64_t now = clock_mono_ms();
 	for (int i = 0; i < a->ndraining;) {
-		struct lendsup_child *c = a->draining[i];
-		lendsup_poll(c, now);
-		if (c->stopping && c->pid == 0) {
-			lendsup_cleanup(c);
-			free(c);
+		struct held *d = &a->draining[i];
+		lendsup_poll(d->lc, now);
+		if (d->lc->stopping && d->lc->pid == 0) {
+			tail_end(a, d, t);
+			lendsup_cleanup(d->lc);
+			free(d->lc);
 			a->draining[i] = a->draining[--a->ndraining];
 			continue;
 		}
@@ -429,12 +484,14 @@ int agent_lend_draining(struct agent *a)
 	return a->ndraining;
 }
 
-void agent_lend_stop_draining(struct agent *a)
+void agent_lend_stop_draining(struct agent *a, rx_time_ns t)
 {
 	for (int i = 0; i < a->ndraining; i++) {
-		lendsup_stop(a->draining[i], 2000);
-		lendsup_cleanup(a->draining[i]);
-		free(a->draining[i]);
+		struct held *d = &a->draining[i];
+		lendsup_stop(d->lc, 2000);
+		tail_end(a, d, t);
+		lendsup_cleanup(d->lc);
+		free(d->lc);
 	}
 	a->ndraining = 0;
 }

@@ -3,7 +3,8 @@
  * registers its endpoint and runs ramex-lend-server, a buyer runs
  * ramex-lend-nbd towards the lender (lendsup.h starts, restarts and stops
  * them); their meter files become the contracts' usage; a lender given
- * notice is served until released or its deadline (a->draining).
+ * notice is served until released or its deadline, and metered until then
+ * (a->draining).
  *
  * Owns h->lc and the lend_* fields of struct held, a->draining.
  */
@@ -24,9 +25,18 @@ void agent_lend_deliver(struct agent *a, struct held *h);
  * meter once it runs. */
 void agent_lend_adjust(struct held *h, struct meter_period *p);
 
-/* h's pages are back: the lender gives notice, the borrower's bridge
- * moves its pages back and ends. */
-void agent_lend_finish(struct agent *a, struct held *h);
+/* h's pages are back (at t): the lender gives notice, the borrower's
+ * bridge moves its pages back and ends, each supervised in a->draining.
+ * A lender still holds the pages through the notice, until its borrower
+ * released them: time delivered, which bills (docs/money.md, the
+ * delivery span runs to the notice's end). So when h is metered from its
+ * child's meter, its meter runs on in a->draining until the child ends,
+ * then its last report is spooled; h->metering is cleared and 1 returned.
+ * 0: h's metering is the caller's to end now. */
+int agent_lend_finish(struct agent *a, struct held *h, rx_time_ns t);
+
+/* The draining contract `id` whose meter still runs, or NULL. */
+struct held *agent_lend_tail(struct agent *a, int64_t id);
 
 /* h is dropped: its child, if any, is stopped now. */
 void agent_lend_drop(struct held *h);
@@ -34,9 +44,9 @@ void agent_lend_drop(struct held *h);
 /* Supervises the children finishing on their own (lenders giving
  * notice, bridges moving pages back): reaps the ended, stops those past
  * their deadline. How many still run. */
-int agent_lend_draining(struct agent *a);
+int agent_lend_draining(struct agent *a, rx_time_ns t);
 
 /* Shutdown: the lenders still giving notice are stopped. */
-void agent_lend_stop_draining(struct agent *a);
+void agent_lend_stop_draining(struct agent *a, rx_time_ns t);
 
 #endif

@@ -21,8 +21,7 @@
 /* Spools one metered period; `pages` is what the contract holds at its
  * end. The cumulative counter continues from the contract's last report. */
 int agent_report_spool(struct agent *a, struct held *h,
-                       const struct meter_period *p, rx_pages pages,
-                       int final)
+                       const struct meter_period *p, rx_pages pages, int final)
 {
 	struct spool_report r, last;
 	char err[512];
@@ -204,7 +203,12 @@ void agent_report_cut_all(struct agent *a, rx_time_ns t)
 	 * a failed spool joins it at the end, not cut twice a round */
 	for (int i = meter_count(a->meter) - 1; i >= 0; i--) {
 		const char *id = meter_id(a->meter, i);
-		struct held *h = agent_contract_find(a, strtoll(id, NULL, 10));
+		int64_t cid = strtoll(id, NULL, 10);
+		struct held *h = agent_contract_find(a, cid);
+		if (!h)
+			h = agent_lend_tail(a,
+			                    cid); /* its lender still holds
+			                           * the pages: not the last */
 		if (!h || h->last_unspooled) {
 			/* its last period, which the spool refused before
 			 * (the contract may be over and forgotten since) */

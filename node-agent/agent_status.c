@@ -163,8 +163,8 @@ void agent_status_write(struct agent *a)
 			lend_starts += a->held[i].lc->starts;
 		}
 	for (int i = 0; i < a->ndraining; i++) {
-		lend_up += a->draining[i]->pid > 0;
-		lend_starts += a->draining[i]->starts;
+		lend_up += a->draining[i].lc->pid > 0;
+		lend_starts += a->draining[i].lc->starts;
 	}
 	fprintf(f,
 	        "ramex_agent_lend_children %d\n"

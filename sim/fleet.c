@@ -25,8 +25,8 @@ void fleet_config_default(struct fleet_config *c)
 	 * online. bench/50-lending.sh: local O_DIRECT write 22 MiB/s (one
 	 * request at a time); NBD through the bridge, streaming with 8
 	 * requests in flight as the kernel's nbd driver keeps them, write
-	 * 1 956 MiB/s and read 619 MiB/s (docs/lending.md, the whole run
-	 * after batching). 1 MiB = 256 pages. */
+	 * 1 956 MiB/s and read 619 MiB/s (bench/notes-lending.md, the whole
+	 * run after batching). 1 MiB = 256 pages. */
 	c->rates.offline = 569747;
 	c->rates.online = 1461478;
 	c->rates.swap_write = 22 * 256;

@@ -10,8 +10,9 @@
 void wl_costs_default(struct wl_costs *c)
 {
 	memset(c, 0, sizeof *c);
-	/* bench/50-lending.sh (docs/lending.md): 4 KiB read p50, local file
-	 * O_DIRECT 91 µs, NBD through the bridge to a lender 71 µs. */
+	/* bench/50-lending.sh (bench/notes-lending.md): 4 KiB read p50,
+	 * local file O_DIRECT 91 µs, NBD through the bridge to a lender
+	 * 71 µs. */
 	c->fault_local_s = 91e-6;
 	c->fault_remote_s = 71e-6;
 	c->window_s = 60;

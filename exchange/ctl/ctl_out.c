@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-enum kind { K_TEXT, K_PRICE, K_MONEY, K_CENTS, K_PAGES, K_TIME };
+enum kind { K_TEXT, K_PRICE, K_MONEY, K_CENTS, K_PAGES, K_TIME, K_DURATION };
 
 /* How a field is shown to a person, by its name (the server's names are
  * consistent: every price is a price, every page count a page count). */
@@ -39,9 +39,11 @@ static enum kind field_kind(const char *key)
 		return K_CENTS;
 	if (ctl_in_list(pages, key))
 		return K_PAGES;
-	/* every *_ns is a time since the epoch, except durations */
-	if (n > 3 && strcmp(key + n - 3, "_ns") == 0 &&
-	    strcmp(key, "recall_notice_ns") != 0)
+	/* a contract's notice is a duration; every other *_ns a time since
+	 * the epoch */
+	if (strcmp(key, "recall_notice_ns") == 0)
+		return K_DURATION;
+	if (n > 3 && strcmp(key + n - 3, "_ns") == 0)
 		return K_TIME;
 	return K_TEXT;
 }
@@ -132,6 +134,8 @@ static void show_value(const char *key, json_t *v, char *buf, size_t len)
 		ctl_units_fmt_pages(json_integer_value(v), buf, len);
 	else if (json_is_integer(v) && k == K_TIME)
 		fmt_time(json_integer_value(v), buf, len);
+	else if (json_is_integer(v) && k == K_DURATION)
+		ctl_units_fmt_duration(json_integer_value(v), buf, len);
 	else if (json_is_integer(v))
 		snprintf(buf, len, "%lld", (long long)json_integer_value(v));
 	else if (json_is_string(v))

@@ -230,3 +230,58 @@ void ctl_units_fmt_amount(int64_t nd, int exact, char *buf, size_t len)
 		frac[i] = 0;
 	snprintf(buf, len, "%s$0.%s", sign, frac);
 }
+
+/* digits (at most 9, with leading zeros) of a fraction without its
+ * trailing zeros: 250000000 of 9 digits is "25" */
+static void fraction(uint64_t f, int digits, char *buf, size_t len)
+{
+	snprintf(buf, len, "%0*llu", digits, (unsigned long long)f);
+	for (size_t n = strlen(buf); n > 0 && buf[n - 1] == '0'; n--)
+		buf[n - 1] = 0;
+}
+
+void ctl_units_fmt_duration(int64_t ns, char *buf, size_t len)
+{
+	static const struct {
+		uint64_t s;
+		const char *unit;
+	} units[] = {{86400, "d"}, {3600, "h"}, {60, "min"}, {1, "s"}};
+	/* the magnitude as unsigned: INT64_MIN has none as int64_t */
+	uint64_t a = ns < 0 ? -(uint64_t)ns : (uint64_t)ns;
+	uint64_t sec = a / 1000000000u, frac = a % 1000000000u;
+	char f[16];
+	size_t n = 0;
+	int k;
+	if (len == 0)
+		return;
+	if (a == 0) {
+		snprintf(buf, len, "0 s");
+		return;
+	}
+	buf[0] = 0;
+	if (ns < 0)
+		n = (size_t)snprintf(buf, len, "-");
+	if (sec == 0) {
+		fraction(frac % 1000000u, 6, f, sizeof f);
+		snprintf(buf + n, len - n, "%llu%s%s ms",
+		         (unsigned long long)(frac / 1000000u), f[0] ? "." : "",
+		         f);
+		return;
+	}
+	fraction(frac, 9, f, sizeof f);
+	size_t start = n; /* after the sign */
+	for (size_t i = 0; i < sizeof units / sizeof units[0] && n < len; i++) {
+		uint64_t q = sec / units[i].s;
+		sec %= units[i].s;
+		int last = units[i].s == 1;
+		if (q == 0 && !(last && f[0]))
+			continue;
+		k = snprintf(buf + n, len - n, "%s%llu%s%s %s",
+		             n > start ? " " : "", (unsigned long long)q,
+		             last && f[0] ? "." : "", last ? f : "",
+		             units[i].unit);
+		if (k < 0)
+			return;
+		n += (size_t)k;
+	}
+}

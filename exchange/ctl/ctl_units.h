@@ -34,6 +34,11 @@ void ctl_units_fmt_pages(int64_t pages, char *buf, size_t len);
  * zero ("$0.0041"); exact to the nanodollar when `exact`. */
 void ctl_units_fmt_amount(int64_t nanodollars, int exact, char *buf,
                           size_t len);
+/* A duration in ns as a person reads it, exactly: whole days, hours,
+ * minutes and seconds, those that are not zero ("30 s", "2 min",
+ * "1 h 30 min", "1 min 0.25 s"); under a second in ms ("250 ms",
+ * "0.5 ms"); "0 s" for none. */
+void ctl_units_fmt_duration(int64_t ns, char *buf, size_t len);
 
 /* Both, ramexctl and the web pages, are checked against the same table:
  * tests/unit/fixtures/units.tsv. */

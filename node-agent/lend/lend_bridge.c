@@ -721,7 +721,8 @@ enum lend_bridge_end lend_bridge_run(struct lend_bridge *b)
 {
 	struct lend_client *c = b->client;
 	enum lend_bridge_end end = LEND_BRIDGE_DISC;
-	int64_t next_tick = clock_mono_ms() + 1000;
+	/* a meter file from the start: the agent bills from it once there */
+	int64_t next_tick = clock_mono_ms();
 	int done = 0, was_lost = 0;
 
 	if (b->swap_prio >= 0 && !b->swapon_started &&

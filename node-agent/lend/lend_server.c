@@ -753,7 +753,8 @@ static void tick(struct lend_server *s)
 
 enum lend_server_end lend_server_run(struct lend_server *s)
 {
-	int64_t next_tick = clock_mono_ms() + 1000;
+	/* a meter file from the start: the agent bills from it once there */
+	int64_t next_tick = clock_mono_ms();
 	enum lend_server_end end;
 	for (;;) {
 		int64_t now = clock_mono_ms();

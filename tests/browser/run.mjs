@@ -1130,6 +1130,99 @@ async function main()
 		await ctx.close();
 		assert(!bad.length, bad.join('; '));
 	});
+
+	// A phone, what the test above lets pass: the header, signed out and
+	// in as each role, holds its links and buttons on one line each ("Sign
+	// out" broke in two); the billing summary shows every figure without
+	// a sideways scroll (its revenue and credits sat behind one, unsaid);
+	// the trader's and the operator's pages too (a team's long name in
+	// the billing page's first line pushed it sideways).
+	await test('every page at 390 px, signed out and as each role: the header\'s buttons on one line, no words past the edge, the billing summary with no hidden column', async () => {
+		const bad = [];
+		const ctx = await browser.newContext({viewport: {width: 390, height: 844}});
+		const page = await ctx.newPage();
+		lastPage = page;
+		page.errors = [];
+		page.on('pageerror', e => page.errors.push(e.message));
+		const look = async (name, who) => {
+			await page.goto(name === 'index' ? `${URL_}/` : `${URL_}/web/${name}.html`);
+			await page.waitForSelector(name === 'index' ? 'header.top' : who === 'signed-out' ? '#token' : '#signout', {timeout: WAIT});
+			if (name === 'billing' && who !== 'signed-out')
+				await page.waitForFunction(() => document.querySelector('#summary tfoot tr'), null, {timeout: WAIT});
+			for (const o of await page.evaluate(phoneUnreadable))
+				bad.push(`${name} ${who === 'signed-out' ? 'signed out' : `as ${who}`}: ${o}`);
+			await page.screenshot({path: join(OUT, `phone-${name}-${who}-390.png`)});
+		};
+		for (const name of ['index', 'market', 'trade', 'billing'])
+			await look(name, 'signed-out');
+		const pages = {finance: ['market', 'billing'], trader: ['market', 'trade', 'billing'],
+		               operator: ['market', 'trade', 'billing'], admin: ['market', 'trade', 'billing']};
+		for (const [role, tok] of [['finance', W.finance], ['trader', W.trader], ['operator', W.operator], ['admin', ADMIN]]) {
+			await page.goto(`${URL_}/web/market.html`);
+			await page.evaluate(() => sessionStorage.clear());
+			await page.reload();
+			await signIn(page, tok);
+			for (const name of pages[role])
+				await look(name, role);
+		}
+		// the summary as cards, with the figures to the nanodollar (wider)
+		await page.check('#b-exact');
+		await new Promise(r => setTimeout(r, 300));
+		for (const o of await page.evaluate(phoneUnreadable))
+			bad.push(`billing, exact amounts: ${o}`);
+		await page.screenshot({path: join(OUT, 'phone-billing-exact-390.png'), fullPage: true});
+		noErrors(page, 'pages at 390 px');
+		await ctx.close();
+		assert(!bad.length, bad.join('; '));
+	});
+}
+
+// Runs in the page at a phone's width: a header wider than the window or
+// with a link or button broken over two lines, and a billing summary whose
+// table is wider than its box (columns behind a sideways scroll) or whose
+// figure leaves its card.
+function phoneUnreadable()
+{
+	const out = [];
+	const lines = e => {
+		const r = document.createRange();
+		r.selectNodeContents(e);
+		return new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top))).size;
+	};
+	const head = document.querySelector('header.top');
+	if (head.scrollWidth > head.clientWidth + 1)
+		out.push(`the header holds ${head.scrollWidth} px in ${head.clientWidth}`);
+	for (const e of head.querySelectorAll('a, button, label')) {
+		if (!e.offsetParent)
+			continue;
+		const n = lines(e);
+		if (n > 1)
+			out.push(`"${e.textContent.trim()}" in the header is on ${n} lines`);
+		const b = e.getBoundingClientRect();
+		if (b.right > window.innerWidth + 1 || b.left < -1)
+			out.push(`"${e.textContent.trim()}" in the header is outside the window (${Math.round(b.left)}-${Math.round(b.right)} px)`);
+	}
+	// and no words past the window's edge (an operator's 63-character
+	// name ran off the billing page's first line)
+	if (document.documentElement.scrollWidth > document.documentElement.clientWidth + 1)
+		out.push(`the page scrolls sideways (${document.documentElement.scrollWidth} > ${document.documentElement.clientWidth} px)`);
+	for (const e of document.querySelectorAll('main p, main .hint, main h1, main h2, #banner'))
+		if (e.offsetParent && !e.closest('.scroll') && e.scrollWidth > e.clientWidth + 1)
+			out.push(`"${e.textContent.trim().slice(0, 40)}" holds ${e.scrollWidth} px in ${e.clientWidth}`);
+	const t = document.querySelector('#summary');
+	if (t && t.offsetParent) {
+		const box = t.closest('.scroll');
+		const edge = box.getBoundingClientRect();
+		const cut = [...t.querySelectorAll('tbody td, tfoot td, tfoot th')].filter(c => {
+			const b = c.getBoundingClientRect();
+			return c.offsetParent && b.width && (b.right > edge.right + 1 || c.scrollWidth > c.clientWidth + 1);
+		});
+		if (box.scrollWidth > box.clientWidth + 1)
+			out.push(`the summary holds ${box.scrollWidth} px in ${box.clientWidth}: columns are behind a sideways scroll`);
+		else if (cut.length)
+			out.push(`the summary's "${cut[0].textContent.trim().slice(0, 30)}" and ${cut.length - 1} more are cut at its box's edge`);
+	}
+	return out;
 }
 
 // Runs in the page: every element whose content is wider than its box

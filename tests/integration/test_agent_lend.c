@@ -443,11 +443,14 @@ static void lend_up_tls(const char *db_name, struct rxh *h, struct rxh_world *w,
 	                         NULL};
 	/* a reply timeout, keep-awake threads and idle polling of its own,
 	 * to see them reach the bridge */
-	const char *b_flags[] = {"--margin_min_pages=8192", "--events=no",
+	const char *b_flags[] = {"--margin_min_pages=8192",
+	                         "--events=no",
 	                         "--lend_borrow_mode=listen",
 	                         "--lend_reply_timeout_ms=4321",
 	                         "--lend_keep_awake=1",
-	                         "--lend_idle_poll=yes", NULL, NULL};
+	                         "--lend_idle_poll=yes",
+	                         NULL,
+	                         NULL};
 	if (tls) {
 		char cmd[2600];
 		snprintf(tdir, sizeof tdir, "%s/%s-tls", agh_out_dir(),
@@ -1084,6 +1087,115 @@ START_TEST(seller_agent_crash_gives_notice)
 }
 END_TEST
 
+/* A lender given notice still holds its borrower's pages until the
+ * release: that time is delivered, and both sides report it (the
+ * delivery span runs to the notice's end, docs/money.md). Both agents
+ * used to end their contract's metering at the recall, so the notice
+ * went unbilled. Here the borrower's bridge is held (SIGSTOP) for 8 s
+ * after the recall: the lender's reports must cover those 8 s, and the
+ * buyer's must go on until its bridge ended. (A stopped bridge does not
+ * write its meter file, and a report never claims more than its period's
+ * pages x seconds, so the buyer's figure for the stop stays low: it is
+ * the lower one, and the two still agree within the reconciliation's
+ * slack.) */
+START_TEST(notice_is_metered)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct agh_agent A, B;
+	char slog[700], blog[700], bf[700];
+	PGconn *c;
+	int64_t id;
+	long pages;
+	int fd;
+
+	lend_notice_s = 60;
+	lend_up("agent_lend_notice", &h, &w, &A, &B, &c, &id, &pages, &fd);
+	lend_notice_s = 2;
+	write_one(fd, 3);
+	child_logs(&A, &B, id, slog, blog, sizeof slog);
+	/* both agents bill from their child's meter once it has one */
+	char smeter[700], bmeter[700];
+	snprintf(smeter, sizeof smeter, "%s-lend/lend-server-%lld.meter",
+	         A.spool, (long long)id);
+	snprintf(bmeter, sizeof bmeter, "%s-lend/lend-nbd-%lld.meter", B.spool,
+	         (long long)id);
+	AGH_WAIT_FOR(meter_hosted(smeter) > 0 && meter_hosted(bmeter) > 0,
+	             "no meter files %s and %s", smeter, bmeter);
+	sleep(2); /* a round of each agent: they have read them */
+	pid_t bridge = lend_child_pid(
+	    child_secret(bf, sizeof bf, B.spool, "lend-nbd", id));
+	ck_assert_msg(bridge > 0, "no ramex-lend-nbd for contract %lld",
+	              (long long)id);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	long long recall_ns = (long long)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	ck_assert_int_eq(kill(bridge, SIGSTOP), 0);
+	agh_write_file(A.usage, "60000\n"); /* A's workload wants its RAM */
+	AGH_WAIT_FOR(file_has(B.log, "contract over"),
+	             "B did not see the recall; see %s and %s", B.log, A.log);
+	sleep(8);
+	ck_assert_int_eq(kill(bridge, SIGCONT), 0);
+	AGH_WAIT_FOR(file_has(slog, "end=released"),
+	             "A's server did not serve until the release; see %s",
+	             slog);
+	/* each side's last report covers the notice up to the release */
+	const long long after = recall_ns + 6000000000LL;
+	AGH_WAIT_FOR(agh_q(c,
+	                   "SELECT count(*) FROM usage_reports WHERE "
+	                   "contract_id = %lld AND side = 'seller' AND "
+	                   "period_end_ns >= %lld",
+	                   (long long)id, after) >= 1 &&
+	                 agh_q(c,
+	                       "SELECT count(*) FROM usage_reports WHERE "
+	                       "contract_id = %lld AND side = 'buyer' AND "
+	                       "period_end_ns >= %lld",
+	                       (long long)id, after) >= 1,
+	             "the notice's time was not reported by both sides; see "
+	             "%s and %s",
+	             A.log, B.log);
+	AGH_WAIT_FOR(agh_metric(&A, "ramex_agent_lend_children") == 0 &&
+	                 agh_metric(&B, "ramex_agent_lend_children") == 0,
+	             "lend children still run after the release; see %s and %s",
+	             A.log, B.log);
+	ck_assert_int_eq(agh_signal(&B, SIGTERM), 0);
+	ck_assert_int_eq(agh_signal(&A, SIGTERM), 0);
+	/* the pages were held at least the 8 s the bridge was stopped: the
+	 * page-seconds reported for periods after the recall show it */
+	long s_tail = agh_q(c,
+	                    "SELECT coalesce(sum(page_seconds), 0) FROM "
+	                    "usage_reports WHERE contract_id = %lld AND side = "
+	                    "'seller' AND period_start_ns >= %lld",
+	                    (long long)id, recall_ns);
+	long b_tail = agh_q(c,
+	                    "SELECT coalesce(sum(page_seconds), 0) FROM "
+	                    "usage_reports WHERE contract_id = %lld AND side = "
+	                    "'buyer' AND period_start_ns >= %lld",
+	                    (long long)id, recall_ns);
+	long s_ps, b_ps, ns, nb;
+	sides(c, id, &s_ps, &b_ps, &ns, &nb);
+	struct usage_recon rc = usage_reconcile(pages, true, s_ps, true, b_ps);
+	printf("notice: contract %lld of %ld pages: seller %ld (after the "
+	       "recall %ld), buyer %ld (%ld) page-seconds (%s)\n",
+	       (long long)id, pages, s_ps, s_tail, b_ps, b_tail,
+	       usage_recon_name(rc.flag));
+	ck_assert_msg(
+	    s_tail >= 6 * pages && b_tail > 0,
+	    "contract %lld of %ld pages: after the recall the seller "
+	    "reported %ld page-seconds, the buyer %ld; the pages were "
+	    "held at least 8 s",
+	    (long long)id, pages, s_tail, b_tail);
+	ck_assert_msg(rc.flag == USAGE_RECON_AGREE,
+	              "contract %lld of %ld pages: seller reported %ld "
+	              "page-seconds, buyer %ld: %s",
+	              (long long)id, pages, s_ps, b_ps,
+	              usage_recon_name(rc.flag));
+	close(fd);
+	PQfinish(c);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("agent_lend");
@@ -1096,6 +1208,7 @@ int main(void)
 	tcase_add_test(t, lender_lost);
 	tcase_add_test(t, slow_release_is_awaited);
 	tcase_add_test(t, seller_agent_crash_gives_notice);
+	tcase_add_test(t, notice_is_metered);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -17,6 +17,10 @@
  * get its status, and the server must go on serving. What ramexd answers
  * itself, before libmicrohttpd's limits, is problem+json.
  *
+ * Paths no route serves, percent-encoded, not UTF-8, made to break a
+ * label: each is counted once in /metrics under route="unmatched", none of
+ * their bytes gets into it, and it stays Prometheus' text format.
+ *
  * The attackers connect from 127.0.0.2 (any 127.x.y.z is this machine), the
  * client that must be served from 127.0.0.1: two addresses, as over a
  * network.
@@ -156,12 +160,11 @@ static long long served_within(int port, int ms)
 	return -1;
 }
 
-/* A counter of /metrics (asked from 127.0.0.1; again while the server,
+/* The text of /metrics (asked from 127.0.0.1; again while the server,
  * just rid of an attack, still counts connections it is closing). */
-static long metric(int port, const char *name)
+static const char *metrics_text(int port)
 {
 	static char buf[65536];
-	char key[128];
 	int st = 0;
 	for (long long t0 = clock_mono_ms();
 	     st != 200 && clock_mono_ms() - t0 < 5000;) {
@@ -174,8 +177,19 @@ static long metric(int port, const char *name)
 			usleep(20000);
 	}
 	ck_assert_int_eq(st, 200);
+	const char *body = strstr(buf, "\r\n\r\n");
+	ck_assert_ptr_nonnull(body);
+	/* from the line end before it, so that "\nNAME " finds the first
+	 * line too */
+	return body + 3;
+}
+
+/* A counter of /metrics. */
+static long metric(int port, const char *name)
+{
+	char key[128];
 	snprintf(key, sizeof key, "\n%s ", name);
-	char *p = strstr(buf, key);
+	const char *p = strstr(metrics_text(port), key);
 	ck_assert_msg(p, "no %s in /metrics", name);
 	return strtol(p + strlen(key), NULL, 10);
 }
@@ -663,6 +677,279 @@ START_TEST(malformed_requests_get_their_status)
 }
 END_TEST
 
+/* --- /metrics under hostile paths ------------------------------------- */
+
+/* A metric name ([a-zA-Z_:][a-zA-Z0-9_:]*; a label name: no colon) at
+ * *p: true, and *p past it. */
+static bool prom_name(const char **p, bool colon)
+{
+	const char *s = *p;
+	for (;; s++) {
+		char c = *s;
+		bool letter = (c >= 'a' && c <= 'z') ||
+		              (c >= 'A' && c <= 'Z') || c == '_' ||
+		              (colon && c == ':');
+		if (!letter && !(s > *p && c >= '0' && c <= '9'))
+			break;
+	}
+	if (s == *p)
+		return false;
+	*p = s;
+	return true;
+}
+
+/* Whether s[0..n) is UTF-8: no stray continuation byte, no overlong
+ * form, no surrogate, nothing past U+10FFFF. */
+static bool utf8_valid(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	for (size_t i = 0; i < n;) {
+		unsigned c = u[i], k = c < 0x80                ? 0
+		                       : c >= 0xC2 && c < 0xE0 ? 1
+		                       : c >= 0xE0 && c < 0xF0 ? 2
+		                       : c >= 0xF0 && c < 0xF5 ? 3
+		                                               : 9;
+		if (k == 9 || i + k >= n)
+			return false;
+		unsigned cp = k == 0 ? c : c & (0x3F >> k);
+		for (unsigned j = 1; j <= k; j++) {
+			if ((u[i + j] & 0xC0) != 0x80)
+				return false;
+			cp = cp << 6 | (u[i + j] & 0x3F);
+		}
+		if ((k == 2 && (cp < 0x800 || (cp >= 0xD800 && cp < 0xE000))) ||
+		    (k == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+			return false;
+		i += k + 1;
+	}
+	return true;
+}
+
+/* Whether `text` is Prometheus' text format (0.0.4) as a scraper reads
+ * it: names and label names of its alphabet, label values quoted with
+ * only \\, \" and \n escaped and UTF-8, a number after each sample, a
+ * family's TYPE once and before its samples, no series twice. NULL, or
+ * what is wrong and where. */
+static const char *prom_invalid(const char *text)
+{
+	static char why[256];
+	enum { MAXS = 1024, MAXF = 128 };
+	static char series[MAXS][160], typed[MAXF][96], sampled[MAXF][96];
+	size_t ns = 0, nt = 0, nsam = 0;
+	const char *line = text;
+	for (int ln = 1; *line; ln++) {
+		const char *end = strchr(line, '\n');
+		if (!end) {
+			snprintf(why, sizeof why, "line %d has no line end",
+			         ln);
+			return why;
+		}
+		char l[1024];
+		size_t len = (size_t)(end - line);
+		ck_assert_uint_lt(len, sizeof l);
+		memcpy(l, line, len);
+		l[len] = 0;
+		line = end + 1;
+		if (!l[0])
+			continue;
+		if (!strncmp(l, "# TYPE ", 7) || !strncmp(l, "# HELP ", 7)) {
+			const char *p = l + 7, *n0 = p;
+			if (!prom_name(&p, true) || *p != ' ')
+				goto bad;
+			if (l[2] == 'H')
+				continue;
+			if (strcmp(p + 1, "counter") &&
+			    strcmp(p + 1, "gauge") &&
+			    strcmp(p + 1, "histogram") &&
+			    strcmp(p + 1, "summary") &&
+			    strcmp(p + 1, "untyped"))
+				goto bad;
+			char fam[96];
+			snprintf(fam, sizeof fam, "%.*s", (int)(p - n0), n0);
+			for (size_t i = 0; i < nt; i++)
+				if (!strcmp(typed[i], fam))
+					goto bad; /* typed twice */
+			for (size_t i = 0; i < nsam; i++)
+				if (!strcmp(sampled[i], fam))
+					goto bad; /* typed after its samples */
+			ck_assert_uint_lt(nt, MAXF);
+			snprintf(typed[nt++], sizeof typed[0], "%s", fam);
+			continue;
+		}
+		if (l[0] == '#')
+			continue;
+		const char *p = l;
+		if (!prom_name(&p, true))
+			goto bad;
+		char name[96];
+		snprintf(name, sizeof name, "%.*s", (int)(p - l), l);
+		if (*p == '{') {
+			p++;
+			while (*p != '}') {
+				if (!prom_name(&p, false) || *p++ != '=' ||
+				    *p++ != '"')
+					goto bad;
+				const char *v = p;
+				for (; *p && *p != '"'; p++)
+					if (*p == '\\' &&
+					    (!*++p || !strchr("\\\"n", *p)))
+						goto bad;
+				if (*p != '"' ||
+				    !utf8_valid(v, (size_t)(p - v)))
+					goto bad;
+				p++;
+				if (*p == ',')
+					p++;
+				else if (*p != '}')
+					goto bad;
+			}
+			p++;
+		}
+		char key[160];
+		snprintf(key, sizeof key, "%.*s", (int)(p - l), l);
+		if (*p++ != ' ')
+			goto bad;
+		char *num_end;
+		if (strcmp(p, "+Inf") && strcmp(p, "-Inf") &&
+		    strcmp(p, "NaN") &&
+		    (strtod(p, &num_end), *num_end || num_end == p))
+			goto bad;
+		for (size_t i = 0; i < ns; i++)
+			if (!strcmp(series[i], key))
+				goto bad; /* a series twice */
+		ck_assert_uint_lt(ns, MAXS);
+		snprintf(series[ns++], sizeof series[0], "%s", key);
+		/* its family: a histogram's _bucket, _sum and _count are its */
+		static const char *const sfx[] = {"_bucket", "_sum", "_count"};
+		for (size_t k = 0; k < 3; k++) {
+			size_t a = strlen(name), b = strlen(sfx[k]);
+			if (a > b && !strcmp(name + a - b, sfx[k]))
+				for (size_t i = 0; i < nt; i++)
+					if (strlen(typed[i]) == a - b &&
+					    !strncmp(typed[i], name, a - b))
+						name[a - b] = 0;
+		}
+		bool seen = false;
+		for (size_t i = 0; i < nsam && !seen; i++)
+			seen = !strcmp(sampled[i], name);
+		if (!seen) {
+			ck_assert_uint_lt(nsam, MAXF);
+			snprintf(sampled[nsam++], sizeof sampled[0], "%s",
+			         name);
+		}
+		continue;
+	bad:
+		snprintf(why, sizeof why, "line %d: %.200s", ln, l);
+		return why;
+	}
+	return NULL;
+}
+
+/* The requests of /metrics' route="unmatched" series, whatever their
+ * status class. */
+static long unmatched(const char *text)
+{
+	long n = 0;
+	for (const char *p = text; (p = strstr(p, "route=\"unmatched\"")); p++)
+		n += strtol(strstr(p, "} ") + 2, NULL, 10);
+	return n;
+}
+
+/* A request no route serves (404; 405, a known path with another method;
+ * 400 or 414, a target refused before routing) is counted under one
+ * label, route="unmatched" with method="", never its path or method: a
+ * client cannot add series to /metrics with paths of its own (how many
+ * there are is bounded by the route table), nor break its format with the
+ * bytes it sends. Each of these is counted once and /metrics stays
+ * Prometheus' text format. */
+START_TEST(unmatched_requests_are_counted_under_one_label)
+{
+	struct rxh h;
+	static char buf[65536];
+	static const struct {
+		const char *line;
+		int status;
+	} m[] = {
+	    {"GET /%FF%FE HTTP/1.1", 400},      /* not UTF-8 once decoded */
+	    {"GET /\xff\xfe/x HTTP/1.1", 400},  /* not UTF-8 as sent */
+	    {"GET /caf\xc3\xa9 HTTP/1.1", 400}, /* raw UTF-8: not a URL */
+	    {"GET /%22%7D%20fake_metric%201%0A HTTP/1.1", 400},
+	    {"GET /\"}fake_metric HTTP/1.1", 404},
+	    {"GET /a%00b HTTP/1.1", 400},
+	    {"GET /a%zz HTTP/1.1", 400},
+	    {"GET /v1/%E2%80%AE%E2%80%AEevil HTTP/1.1", 404},
+	    {"GET /%2e%2e/%2e%2e/etc/passwd HTTP/1.1", 404},
+	    {"GET http://evil.example/x HTTP/1.1", 404},
+	    {"FOO /evil HTTP/1.1", 404},
+	    {"G\xffT /evil HTTP/1.1", 404},
+	    {"PATCH /v1/orders HTTP/1.1", 405},
+	};
+	const size_t n = sizeof m / sizeof m[0];
+	/* the check of the format tells what a scraper refuses */
+	ck_assert_ptr_null(
+	    prom_invalid("# TYPE a histogram\na_bucket{le=\"+Inf\"} 1\n"
+	                 "a_count 1\nb{r=\"x\\\"y\",} 2.5\n\n"));
+	static const char *const refused[] = {
+	    "a{r=\"x\"y\"} 1\n",
+	    "a 1\na 1\n",
+	    "a{r=\"\xff\"} 1\n",
+	    "a 1\n# TYPE a gauge\n",
+	    "a x\n",
+	    "a 1",
+	    "a{r=\"\\x\"} 1\n",
+	    "a{r=\"x\\\n",
+	    "a{r=\"x\"}1\n",
+	    "1a 1\n",
+	    "# TYPE a gauge\n# TYPE a gauge\n"};
+	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+		ck_assert_msg(prom_invalid(refused[i]), "taken: %s",
+		              refused[i]);
+	rxh_start(&h, "ramex_t_hostile_unmatched", "");
+
+	/* one 404: one more under the label, in the 4xx class */
+	const char *t = metrics_text(h.port);
+	ck_assert_msg(!prom_invalid(t), "%s", prom_invalid(t));
+	long before = unmatched(t);
+	ck_assert_int_eq(rxh_status(&h, "GET", "/nowhere", NULL, NULL, NULL),
+	                 404);
+	t = metrics_text(h.port);
+	ck_assert_int_eq(unmatched(t), before + 1);
+	ck_assert_msg(strstr(t, "ramex_http_requests_total{method=\"\",route="
+	                        "\"unmatched\",code=\"4xx\"} "),
+	              "%s", t);
+	before++;
+
+	for (size_t i = 0; i < n; i++) {
+		char rq[512];
+		snprintf(rq, sizeof rq,
+		         "%s\r\nHost: t\r\nConnection: close\r\n\r\n",
+		         m[i].line);
+		int fd = dial_from(h.port, "127.0.0.2");
+		ck_assert_int_ge(fd, 0);
+		ck_assert(send_str(fd, rq));
+		int st = read_response(fd, buf, sizeof buf, 5000);
+		close(fd);
+		ck_assert_msg(st == m[i].status, "%s: %d, not %d: %.300s",
+		              m[i].line, st, m[i].status, buf);
+	}
+	t = metrics_text(h.port);
+	const char *why = prom_invalid(t);
+	ck_assert_msg(!why, "/metrics after hostile paths: %s", why);
+	ck_assert_int_eq(unmatched(t), before + (long)n);
+	/* nothing of what they sent */
+	static const char *const sent[] = {
+	    "fake_metric", "evil", "passwd", "\xff", "\xc3", "FOO", "PATCH"};
+	for (size_t i = 0; i < sizeof sent / sizeof sent[0]; i++)
+		ck_assert_msg(!strstr(t, sent[i]), "\"%s\" in /metrics",
+		              sent[i]);
+	/* every route label is a route's pattern, or the one label */
+	for (const char *p = t; (p = strstr(p, "route=\"")); p++)
+		ck_assert_msg(p[7] == '/' || !strncmp(p + 7, "unmatched\"", 10),
+		              "a route label %.40s", p);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	curl_global_init(CURL_GLOBAL_ALL);
@@ -675,6 +962,7 @@ int main(void)
 	tcase_add_test(tc, the_deadline_cuts_only_what_is_late);
 	tcase_add_test(tc, a_deadline_too_short_is_refused_at_start);
 	tcase_add_test(tc, malformed_requests_get_their_status);
+	tcase_add_test(tc, unmatched_requests_are_counted_under_one_label);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -670,6 +670,8 @@ START_TEST(contracts_and_billing)
 	json_t *c0 = json_array_get(items, 0);
 	ck_assert_str_eq(json_string_value(json_object_get(c0, "delivery")),
 	                 "offline");
+	/* --json keeps the notice as the API sends it: ns */
+	ck_assert_int_eq(jint(c0, "recall_notice_ns"), 3600LL * 1000000000);
 	snprintf(cid, sizeof cid, "%lld", (long long)jint(c0, "id"));
 	run_free(&r);
 	ctl(&r, w.trader_token, "contracts", "list", "--role", "buyer");
@@ -709,6 +711,12 @@ START_TEST(contracts_and_billing)
 	ctl(&r, w.trader_token, "contracts", "show", cid);
 	ck_assert_msg(r.rc == 0, "show: %s", r.err);
 	ck_assert_ptr_nonnull(strstr(r.out, "transitions"));
+	/* the spot market's notice (3600 s) as a duration, not ns */
+	const char *rn = strstr(r.out, "recall_notice_ns ");
+	ck_assert_msg(rn, "no recall notice in %s", r.out);
+	ck_assert_msg(strncmp(rn + strcspn(rn, "\n") - 4, " 1 h", 4) == 0,
+	              "recall notice: %.60s", rn);
+	ck_assert_ptr_null(strstr(r.out, "3600000000000"));
 	ck_assert_ptr_nonnull(strstr(r.out, "pages offline on node a"));
 	ck_assert_ptr_nonnull(strstr(r.out, "1.00 GiB"));
 	run_free(&r);

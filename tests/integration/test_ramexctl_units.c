@@ -126,6 +126,51 @@ START_TEST(format)
 }
 END_TEST
 
+static const char *dur(int64_t ns)
+{
+	static char b[64];
+	ctl_units_fmt_duration(ns, b, sizeof b);
+	return b;
+}
+
+START_TEST(durations)
+{
+	const int64_t S = 1000000000;
+	ck_assert_str_eq(dur(0), "0 s");
+	ck_assert_str_eq(dur(30 * S), "30 s");
+	ck_assert_str_eq(dur(120 * S), "2 min");
+	ck_assert_str_eq(dur(90 * S), "1 min 30 s");
+	ck_assert_str_eq(dur(3600 * S), "1 h");
+	ck_assert_str_eq(dur(5400 * S), "1 h 30 min");
+	ck_assert_str_eq(dur(3601 * S), "1 h 1 s");
+	ck_assert_str_eq(dur(90000 * S), "1 d 1 h");
+	/* under a second in ms, exact to the ns */
+	ck_assert_str_eq(dur(250000000), "250 ms");
+	ck_assert_str_eq(dur(500000), "0.5 ms");
+	ck_assert_str_eq(dur(1), "0.000001 ms");
+	ck_assert_str_eq(dur(999999999), "999.999999 ms");
+	/* a fraction beside whole seconds: in the seconds, exact */
+	ck_assert_str_eq(dur(1500000000), "1.5 s");
+	ck_assert_str_eq(dur(60 * S + 250000000), "1 min 0.25 s");
+	ck_assert_str_eq(dur(S + 1), "1.000000001 s");
+	/* no contract has a negative notice (core/contract.c refuses it);
+	 * shown with its sign, not as a wrapped huge number */
+	ck_assert_str_eq(dur(-30 * S), "-30 s");
+	ck_assert_str_eq(dur(-250000000), "-250 ms");
+	ck_assert_str_eq(dur(INT64_MAX), "106751 d 23 h 47 min 16.854775807 s");
+	ck_assert_str_eq(dur(INT64_MIN),
+	                 "-106751 d 23 h 47 min 16.854775808 s");
+	/* a short buffer is cut, never overrun, and ends */
+	char small[8];
+	memset(small, 'x', sizeof small);
+	ctl_units_fmt_duration(5400 * S + 1, small, 6);
+	ck_assert_uint_lt(strlen(small), 6);
+	ck_assert_int_eq(small[6], 'x');
+	ctl_units_fmt_duration(5400 * S, small, 0);
+	ck_assert_int_eq(small[0], '1'); /* untouched */
+}
+END_TEST
+
 START_TEST(round_trip)
 {
 	/* every price printed exactly parses back to itself */
@@ -185,6 +230,7 @@ int main(void)
 	tcase_add_test(tc, parse_prices);
 	tcase_add_test(tc, parse_pages);
 	tcase_add_test(tc, format);
+	tcase_add_test(tc, durations);
 	tcase_add_test(tc, round_trip);
 	tcase_add_test(tc, same_text_as_the_web);
 	suite_add_tcase(s, tc);

@@ -150,6 +150,31 @@ function drawChart(rows, ms)
 	}, data, box);
 }
 
+// Each cell of the summary named by its column's heading (data-label):
+// in a narrow box the rows are cards of "heading  figure" lines
+// (app.css), where no column hides behind a sideways scroll.
+function labelCells(table)
+{
+	const heads = [...table.tHead.rows[0].cells].map(th => [...th.childNodes].map(n => (n.nodeName === 'BR' ? ' ' : n.textContent)).join(''));
+	for (const tr of [...table.tBodies[0].rows, ...table.tFoot.rows])
+		[...tr.cells].forEach((c, i) => {
+			if (c.colSpan === 1 && heads[i])
+				c.dataset.label = heads[i];
+		});
+}
+
+// The summary as a table when its columns fit its box, as cards when they
+// do not (app.css, #summary-panel.cards): measured, since the width it
+// needs grows with the names and the figures (exact amounts, millions).
+function fitSummary()
+{
+	const panel = $('summary-panel'), box = $('summary').closest('.scroll');
+	panel.classList.remove('cards');
+	if (box.offsetParent && box.scrollWidth > box.clientWidth + 1)
+		panel.classList.add('cards');
+	fitRows(box);
+}
+
 async function loadSummary(from, to, by)
 {
 	$('summary-key').textContent = by;
@@ -169,12 +194,15 @@ async function loadSummary(from, to, by)
 		$('summary').tFoot.replaceChildren(el('tr', {}, el('th', {}, 'total'), el('th', {}),
 		                                         moneyCell(sum.spend), moneyCell(sum.revenue),
 		                                         el('td', {}), el('td', {}), moneyCell(sum.credits)));
+		labelCells($('summary'));
+		fitSummary();
 		drawChart(rows, months(from, to));
 	} catch (e) {
 		// nothing of the range shown before stays: not its total, not
 		// its chart, beside "no summary"
 		fillRows($('summary').tBodies[0], [], 7, 'no summary');
 		$('summary').tFoot.replaceChildren();
+		fitSummary();
 		drawChart([], months(from, to));
 		say(banner, `could not load the billing summary: ${e.message}`);
 	}
@@ -434,6 +462,15 @@ new ResizeObserver(() => {
 	if (plot && Math.abs(plot.width - Math.max(300, $('chart').clientWidth)) > 1)
 		plot.setSize({width: Math.max(300, $('chart').clientWidth), height: 240});
 }).observe($('chart'));
+// a new width may fit the summary's columns, or no longer
+let summaryWidth = 0;
+new ResizeObserver(entries => {
+	const w = Math.round(entries[0].contentRect.width);
+	if (w !== summaryWidth) {
+		summaryWidth = w;
+		fitSummary();
+	}
+}).observe($('summary-panel'));
 $('csv').addEventListener('click', downloadCsv);
 $('print').addEventListener('click', () => window.print());
 // one click between rounded and exact amounts, everywhere on the page
