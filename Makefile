@@ -63,6 +63,23 @@ program = $(eval $(call program_tpl,$(1),$(2),$(3),$(4)))
 unit_test = $(call program,$(1),$(2),check $(3))$(eval UNIT_TESTS += $(1))
 integration_test = $(call program,$(1),$(2),check $(3))$(eval INTEGRATION_TESTS += $(1))
 
+# $(call fuzzer,NAME,SOURCES,PKGS) — the libFuzzer target tests/fuzz/NAME.c
+# linked with SOURCES into $(BUILD)/fuzz/bin/NAME by clang, under ASan and
+# UBSan. SOURCES is the source variable of the module it fuzzes (LEND_SRC,
+# BOOK_SRC, ...), never a list of its own, so that a module added to the
+# program reaches the fuzzer too. tests/fuzz/run.sh (`make fuzz`, the
+# `fuzz` suite of `make check`) builds and runs them.
+FUZZ_CC    ?= clang
+FUZZFLAGS   = -std=c11 -g -O1 -fsanitize=address,undefined
+FUZZERS    :=
+define fuzzer_tpl
+$$(BUILD)/fuzz/bin/$(1): $$(patsubst %.c,$$(BUILD)/fuzz/obj/%.o,tests/fuzz/$(1).c $(2))
+	@mkdir -p $$(@D)
+	$$(FUZZ_CC) $$(FUZZFLAGS) -fsanitize=fuzzer -o $$@ $$^ $$(call pkg_libs,$(3)) -lpthread -lm
+FUZZERS += $(1)
+endef
+fuzzer = $(eval $(call fuzzer_tpl,$(1),$(2),$(3)))
+
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(WARN) $(OPT) $(CPPFLAGS) $(call pkg_cflags,$(PKGS)) -MMD -MP -c -o $@ $<
@@ -70,6 +87,10 @@ $(BUILD)/obj/%.o: %.c
 $(BUILD)/san/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(WARN) $(SANFLAGS) $(CPPFLAGS) $(call pkg_cflags,$(PKGS)) -MMD -MP -c -o $@ $<
+
+$(BUILD)/fuzz/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZFLAGS) -fsanitize=fuzzer-no-link $(CPPFLAGS) $(call pkg_cflags,$(PKGS)) -MMD -MP -c -o $@ $<
 
 # Every component's fragment: exchange/ramexd.mk, kmod/kmod.mk, ...
 include $(sort $(wildcard */*.mk */*/*.mk))

@@ -15,6 +15,7 @@
  * own cost is measured and printed). Generation is never timed. The emit
  * callback counts events, as a minimal real caller would.
  */
+#include "common/clock.h"
 #include "exchange/core/book.h"
 
 #include <stdio.h>
@@ -42,16 +43,12 @@ static int64_t below(int64_t n)
 	return (int64_t)(rnd() % (uint64_t)n);
 }
 
-static int64_t clock_ns(clockid_t id)
+/* The CPU time of this thread (its share of a busy machine). */
+static int64_t thread_cpu_ns(void)
 {
 	struct timespec ts;
-	clock_gettime(id, &ts);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int64_t now_ns(void)
-{
-	return clock_ns(CLOCK_MONOTONIC);
 }
 
 /* The generator's view of the open orders: ids in an array, and each id's
@@ -239,7 +236,7 @@ int main(int argc, char **argv)
 	/* what one clock read costs, to read the latencies against */
 	int64_t overhead = INT64_MAX;
 	for (int i = 0; i < 100000; i++) {
-		int64_t a = now_ns(), b = now_ns();
+		int64_t a = clock_mono_ns(), b = clock_mono_ns();
 		if (b - a < overhead)
 			overhead = b - a;
 	}
@@ -250,15 +247,15 @@ int main(int argc, char **argv)
 		size_t n =
 		    (size_t)(total - done < SEGMENT ? total - done : SEGMENT);
 		gen_segment(&g, cmds, n);
-		int64_t t0 = now_ns(), c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+		int64_t t0 = clock_mono_ns(), c0 = thread_cpu_ns();
 		for (size_t i = 0; i < n; i++)
 			book_apply(books[1], &cmds[i], count_emit, &ca);
-		busy += now_ns() - t0;
-		cpu += clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+		busy += clock_mono_ns() - t0;
+		cpu += thread_cpu_ns() - c0;
 		for (size_t i = 0; i < n; i++) {
-			int64_t a = now_ns();
+			int64_t a = clock_mono_ns();
 			book_apply(books[2], &cmds[i], count_emit, &cb);
-			int64_t d = now_ns() - a;
+			int64_t d = clock_mono_ns() - a;
 			if (d > maxlat)
 				maxlat = d;
 			hist[d < HIST_MAX ? d : HIST_MAX]++;

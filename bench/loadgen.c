@@ -46,15 +46,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+
 #define MAX_CONNS   1024
 #define MAX_SAMPLES (8 * 1024 * 1024)
-
-static int64_t now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
 
 static int64_t *lat;
 static long nlat;
@@ -123,7 +118,7 @@ static void build(struct conn *c)
 		                             get_path);
 		c->outoff = 0;
 		c->inlen = 0;
-		c->t0 = now_ns();
+		c->t0 = clock_mono_ns();
 		return;
 	}
 	char body[16000];
@@ -156,7 +151,7 @@ static void build(struct conn *c)
 	c->inlen = 0;
 	if (per_req == 1)
 		c->side = !c->side;
-	c->t0 = now_ns();
+	c->t0 = clock_mono_ns();
 }
 
 /* Returns the status when a whole response is in c->in, else 0. */
@@ -295,7 +290,7 @@ static int run_http(int argc, char **argv)
 		                         .data.ptr = &conns[i]};
 		epoll_ctl(ep, EPOLL_CTL_ADD, conns[i].fd, &ev);
 	}
-	int64_t start = now_ns(), stop = start + (int64_t)(secs * 1e9);
+	int64_t start = clock_mono_ns(), stop = start + (int64_t)(secs * 1e9);
 	for (int i = 0; i < n; i++) {
 		build(&conns[i]);
 		send_some(ep, &conns[i]);
@@ -304,7 +299,7 @@ static int run_http(int argc, char **argv)
 	struct epoll_event evs[256];
 	while (active > 0) {
 		int k = epoll_wait(ep, evs, 256, 1000);
-		int64_t t = now_ns();
+		int64_t t = clock_mono_ns();
 		/* a request unanswered this long after the end counts as not
 		 * acknowledged, instead of holding the whole run open */
 		if (t > stop + 5000000000LL) {
@@ -368,7 +363,7 @@ static int run_http(int argc, char **argv)
 			send_some(ep, c);
 		}
 	}
-	double took = (now_ns() - start) / 1e9;
+	double took = (clock_mono_ns() - start) / 1e9;
 	char what[64];
 	if (bat)
 		snprintf(what, sizeof what,
@@ -402,7 +397,7 @@ static void *pg_worker(void *arg)
 		char coid[32];
 		snprintf(coid, sizeof coid, "c%ld", id);
 		const char *pv[] = {ids, coid};
-		int64_t t0 = now_ns();
+		int64_t t0 = clock_mono_ns();
 		PGresult *r = PQexecParams(
 		    c,
 		    "INSERT INTO bench_orders (id, account_id, side, pages, "
@@ -412,7 +407,7 @@ static void *pg_worker(void *arg)
 		    2, NULL, pv, NULL, NULL, 0);
 		int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
 		PQclear(r);
-		int64_t t = now_ns() - t0;
+		int64_t t = clock_mono_ns() - t0;
 		pthread_mutex_lock(&mu);
 		if (ok) {
 			pg_ok++;
@@ -442,7 +437,7 @@ static int run_pg(int argc, char **argv)
 	                  "client_order_id text UNIQUE)"));
 	PQfinish(c);
 	pthread_t th[MAX_CONNS];
-	int64_t start = now_ns();
+	int64_t start = clock_mono_ns();
 	for (long i = 0; i < n; i++)
 		pthread_create(&th[i], NULL, pg_worker, (void *)i);
 	struct timespec ts = {(time_t)secs, (long)((secs - (long)secs) * 1e9)};
@@ -450,7 +445,7 @@ static int run_pg(int argc, char **argv)
 	stop_pg = 1;
 	for (int i = 0; i < n; i++)
 		pthread_join(th[i], NULL);
-	double took = (now_ns() - start) / 1e9;
+	double took = (clock_mono_ns() - start) / 1e9;
 	char what[64];
 	snprintf(what, sizeof what, "1 transaction/order, %d conns:", n);
 	report(what, pg_ok, 0, took);

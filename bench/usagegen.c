@@ -29,18 +29,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/sign.h"
 
 #define MAX_NODES   256
 #define MAX_SAMPLES (1024 * 1024)
 #define PERIOD_NS   100000 /* 100 us: 10 000 reports per second of time */
-
-static int64_t mono_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
 
 struct resp {
 	char *buf;
@@ -142,14 +136,14 @@ static void *run(void *arg)
 		        s, r.buf ? r.buf : "");
 		goto out;
 	}
-	while (batch == 0 && mono_ns() < deadline) {
+	while (batch == 0 && clock_mono_ns() < deadline) {
 		static const char order[] =
 		    "{\"market\":\"spot\",\"side\":\"sell\",\"pages\":256,"
 		    "\"price\":900000000,\"tif\":\"ioc\"}";
-		int64_t t0 = mono_ns();
+		int64_t t0 = clock_mono_ns();
 		s = call(c, n, "POST", "/v1/orders", order, sizeof order - 1,
 		         &r);
-		int64_t dt = mono_ns() - t0;
+		int64_t dt = clock_mono_ns() - t0;
 		if (s == 201) {
 			n->counted++;
 			if (n->nlat < MAX_SAMPLES / MAX_NODES * 4)
@@ -162,7 +156,7 @@ static void *run(void *arg)
 	/* periods start just inside the clock slack before the delivery */
 	int64_t t = n->delivered_ns - INT64_C(59) * 1000000000, seq = 0,
 	        kmod = 0;
-	while (mono_ns() < deadline) {
+	while (clock_mono_ns() < deadline) {
 		size_t len = (size_t)snprintf(body, cap, "{\"reports\":[");
 		for (int i = 0; i < batch; i++) {
 			seq++, kmod++;
@@ -178,9 +172,9 @@ static void *run(void *arg)
 			t += PERIOD_NS;
 		}
 		len += (size_t)snprintf(body + len, cap - len, "]}");
-		int64_t t0 = mono_ns();
+		int64_t t0 = clock_mono_ns();
 		s = call(c, n, "POST", "/v1/usage", body, len, &r);
-		int64_t dt = mono_ns() - t0;
+		int64_t dt = clock_mono_ns() - t0;
 		if (s == 200 && json_int_of(r.buf, "counted") == batch) {
 			n->counted += batch;
 			if (n->nlat < MAX_SAMPLES / MAX_NODES * 4)
@@ -240,7 +234,7 @@ int main(int argc, char **argv)
 	}
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	pthread_t th[MAX_NODES];
-	int64_t t0 = mono_ns();
+	int64_t t0 = clock_mono_ns();
 	deadline = t0 + (int64_t)secs * 1000000000;
 	for (int i = 0; i < nn; i++) {
 		nodes[i].lat =
@@ -256,7 +250,7 @@ int main(int argc, char **argv)
 		refused += nodes[i].refused;
 		nlat += nodes[i].nlat;
 	}
-	double el = (mono_ns() - t0) / 1e9;
+	double el = (clock_mono_ns() - t0) / 1e9;
 	int64_t *all = malloc((size_t)(nlat ? nlat : 1) * sizeof *all);
 	long k = 0;
 	for (int i = 0; i < nn; i++)

@@ -25,18 +25,96 @@ int args_int(const char *s, int64_t min, int64_t max, int64_t *out)
 	return 0;
 }
 
-int args_done(int parsed, const char *prog, const char *err,
-              void (*usage)(FILE *f))
+int args_done(int parsed, const struct args_prog *p, const char *err)
 {
 	if (parsed == 0)
 		return -1;
 	if (parsed == 1) {
-		usage(stdout);
+		args_usage(stdout, p);
 		return 0;
 	}
-	fprintf(stderr, "%s: %s\n", prog, err);
-	usage(stderr);
+	fprintf(stderr, "%s: %s\n%s", p->name, err, p->synopsis);
 	return 2;
+}
+
+#define HELP_COL   26 /* where the options' texts start */
+#define HELP_WIDTH 80
+
+/* Writes text's words from column `col`, where the line is, wrapped at
+ * HELP_WIDTH with the lines after indented to col; a word longer than a
+ * line goes on one of its own. */
+static void wrap(FILE *f, const char *text, int col)
+{
+	int at = col;
+	for (const char *w = text; *w;) {
+		w += strspn(w, " ");
+		int n = (int)strcspn(w, " ");
+		if (!n)
+			break;
+		if (at > col && at + 1 + n > HELP_WIDTH) {
+			fprintf(f, "\n%*s", col, "");
+			at = col;
+		} else if (at > col) {
+			fputc(' ', f);
+			at++;
+		}
+		fwrite(w, 1, (size_t)n, f);
+		at += n;
+		w += n;
+	}
+	fputc('\n', f);
+}
+
+/* One entry of --help: "  --name ARG", then the help from HELP_COL (on a
+ * line of its own when the name is longer). */
+static void entry(FILE *f, const char *name, const char *arg, const char *help)
+{
+	int len = fprintf(f, "  %s%s%s", name, arg ? " " : "", arg ? arg : "");
+	if (len + 2 > HELP_COL)
+		fprintf(f, "\n%*s", HELP_COL, "");
+	else
+		fprintf(f, "%*s", HELP_COL - len, "");
+	wrap(f, help, HELP_COL);
+}
+
+/* What --help adds to an option's text: an integer's range and its
+ * default (the value now, when it lies in the range), a string's default. */
+static void extra(const struct args_opt *o, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (o->kind == ARGS_STR && *(const char *const *)o->out)
+		snprintf(buf, len, " (default %s)",
+		         *(const char *const *)o->out);
+	if (o->kind != ARGS_INT)
+		return;
+	int64_t v = *(const int64_t *)o->out;
+	char range[48], dflt[32] = "";
+	if (o->max == INT64_MAX)
+		snprintf(range, sizeof range, "%lld or more",
+		         (long long)o->min);
+	else
+		snprintf(range, sizeof range, "%lld..%lld", (long long)o->min,
+		         (long long)o->max);
+	if (v >= o->min && v <= o->max)
+		snprintf(dflt, sizeof dflt, ", default %lld", (long long)v);
+	snprintf(buf, len, " (%s%s)", range, dflt);
+}
+
+void args_usage(FILE *f, const struct args_prog *p)
+{
+	fputs(p->synopsis, f);
+	fputs("options:\n", f);
+	for (size_t i = 0; i < p->nopts; i++) {
+		const struct args_opt *o = &p->opts[i];
+		char more[128], text[1024];
+		assert(o->help); /* the table is the help: an option has one */
+		extra(o, more, sizeof more);
+		snprintf(text, sizeof text, "%s%s", o->help, more);
+		entry(f, o->name, o->kind == ARGS_FLAG ? NULL : o->arg, text);
+	}
+	entry(f, "-h, --help", NULL, "this text");
+	if (p->notes)
+		fputs(p->notes, f);
 }
 
 /* The option `arg` names (up to '=' when it has one), or NULL. */
@@ -50,8 +128,10 @@ static const struct args_opt *find(const struct args_opt *opts, size_t n,
 	return NULL;
 }
 
-int args_parse(int argc, char **argv, const struct args_opt *opts, size_t nopts,
-               char *err, size_t errlen)
+/* args_parse's loop; with store 0 it only checks (and finds --help), so
+ * that nothing is stored from a command line that fails or asks for help. */
+static int scan(int argc, char **argv, const struct args_opt *opts,
+                size_t nopts, char *err, size_t errlen, int store)
 {
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *eq = strchr(a, '=');
@@ -69,7 +149,8 @@ int args_parse(int argc, char **argv, const struct args_opt *opts, size_t nopts,
 			if (len != strlen(a))
 				return err_set(err, errlen, "%s takes no value",
 				               o->name);
-			*(int *)o->out = 1;
+			if (store)
+				*(int *)o->out = 1;
 			continue;
 		}
 		const char *v = len != strlen(a) ? a + len + 1 : NULL;
@@ -80,10 +161,12 @@ int args_parse(int argc, char **argv, const struct args_opt *opts, size_t nopts,
 			v = argv[++i];
 		}
 		if (o->kind == ARGS_STR) {
-			*(const char **)o->out = v;
+			if (store)
+				*(const char **)o->out = v;
 			continue;
 		}
-		if (args_int(v, o->min, o->max, (int64_t *)o->out) < 0) {
+		int64_t n;
+		if (args_int(v, o->min, o->max, &n) < 0) {
 			if (o->why)
 				return err_set(err, errlen, "%s", o->why);
 			return err_set(err, errlen,
@@ -92,6 +175,15 @@ int args_parse(int argc, char **argv, const struct args_opt *opts, size_t nopts,
 			               o->name, (long long)o->min,
 			               (long long)o->max, v);
 		}
+		if (store)
+			*(int64_t *)o->out = n;
 	}
 	return 0;
+}
+
+int args_parse(int argc, char **argv, const struct args_opt *opts, size_t nopts,
+               char *err, size_t errlen)
+{
+	int r = scan(argc, argv, opts, nopts, err, errlen, 0);
+	return r ? r : scan(argc, argv, opts, nopts, err, errlen, 1);
 }

@@ -1,9 +1,13 @@
 # common/common.mk — the common modules programs link by name: the error
-# helper, the settings-file reader, the command-line option table.
+# helper, the clocks, the settings-file reader, the command-line option
+# table.
 # Included by the top-level Makefile before the components' fragments
 # (sorted by path), so that they can name ERR_SRC in their source lists.
 
 ERR_SRC := common/err.c
+
+# The monotonic and wall clocks of the programs' edges (never of a core).
+CLOCK_SRC := common/clock.c
 
 $(call unit_test,test_err,tests/unit/test_err.c $(ERR_SRC))
 

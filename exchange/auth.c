@@ -10,6 +10,7 @@
 
 #include <openssl/crypto.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/sign.h"
 #include "exchange/auth_nonces.h"
@@ -85,7 +86,7 @@ struct auth {
 	struct auth_nonces *shared;
 	struct keyst *keys[KEY_BUCKETS];
 	struct idset known;        /* under mu */
-	int64_t known_at;          /* mono_s of the last refresh; under mu */
+	int64_t known_at;          /* last refresh, clock_mono_s; under mu */
 	char known_since[40];      /* the database's clock then; under refresh_mu */
 	pthread_mutex_t refresh_mu; /* one refresh at a time */
 };
@@ -96,13 +97,6 @@ static uint64_t hash(const char *s)
 	for (; *s; s++)
 		h = (h ^ (unsigned char)*s) * 1099511628211u;
 	return h;
-}
-
-static int64_t mono_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec;
 }
 
 struct auth *auth_new(struct db_pool *pool, int64_t started,
@@ -205,7 +199,7 @@ static int cache_get(struct auth *a, const char *key, struct auth_principal *p,
 	int hit = 0;
 	struct cached *c = &a->cache[hash(key) % CACHE_SLOTS];
 	pthread_mutex_lock(&a->mu);
-	if (strcmp(c->key, key) == 0 && c->until > mono_s()) {
+	if (strcmp(c->key, key) == 0 && c->until > clock_mono_s()) {
 		*p = c->p;
 		if (secret)
 			snprintf(secret, slen, "%s", c->secret);
@@ -235,7 +229,7 @@ static void cache_put(struct auth *a, uint64_t gen, const char *key,
 		return;
 	}
 	snprintf(c->key, sizeof c->key, "%s", key);
-	c->until = mono_s() + AUTH_CACHE_S;
+	c->until = clock_mono_s() + AUTH_CACHE_S;
 	c->p = *p;
 	snprintf(c->secret, sizeof c->secret, "%s", secret ? secret : "");
 	pthread_mutex_unlock(&a->mu);
@@ -318,7 +312,7 @@ static int known_refresh(struct auth *a, PGconn *c)
 			rc = -1;
 	}
 	if (rc == 0)
-		a->known_at = mono_s();
+		a->known_at = clock_mono_s();
 	pthread_mutex_unlock(&a->mu);
 	pthread_mutex_unlock(&a->refresh_mu);
 	PQclear(r);
@@ -332,7 +326,8 @@ static int known(struct auth *a, const char *id, int may_block)
 {
 	pthread_mutex_lock(&a->mu);
 	int has = idset_has(&a->known, id);
-	int fresh = a->known_at && mono_s() - a->known_at < KNOWN_REFRESH_S;
+	int fresh =
+	    a->known_at && clock_mono_s() - a->known_at < KNOWN_REFRESH_S;
 	pthread_mutex_unlock(&a->mu);
 	if (has)
 		return 1;
@@ -358,7 +353,7 @@ static int neg_get(struct auth *a, const char *key)
 {
 	struct neg *n = &a->neg[hash(key) % NEG_SLOTS];
 	pthread_mutex_lock(&a->mu);
-	int hit = strcmp(n->key, key) == 0 && n->until > mono_s();
+	int hit = strcmp(n->key, key) == 0 && n->until > clock_mono_s();
 	pthread_mutex_unlock(&a->mu);
 	return hit;
 }
@@ -369,7 +364,7 @@ static void neg_put(struct auth *a, uint64_t gen, const char *key)
 	pthread_mutex_lock(&a->mu);
 	if (a->gen == gen) {
 		snprintf(n->key, sizeof n->key, "%s", key);
-		n->until = mono_s() + AUTH_CACHE_S;
+		n->until = clock_mono_s() + AUTH_CACHE_S;
 	}
 	pthread_mutex_unlock(&a->mu);
 }

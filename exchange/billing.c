@@ -14,6 +14,7 @@
  * transactions, finalising, the run's record and log line. Loading and
  * pricing a batch is billing_batch.c, writing it billing_store.c. */
 #include "exchange/billing.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "exchange/billing_batch.h"
 #include "exchange/billing_store.h"
@@ -51,13 +52,6 @@ struct billing {
 	int has_thread;
 	pthread_t thread;
 };
-
-static rx_time_ns now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (rx_time_ns)ts.tv_sec * MONEY_NS_PER_S + ts.tv_nsec;
-}
 
 static int exec_simple(PGconn *db, const char *sql, char *err, size_t errlen)
 {
@@ -344,7 +338,7 @@ static int run_locked(struct billing *bl, rx_time_ns as_of, int api,
 	if (!bl->conn && !(bl->conn = db_connect(bl->conninfo, e, sizeof e)))
 		return err_set(err, errlen, "%s", e);
 	PGconn *db = bl->conn;
-	rx_time_ns real = now_ns();
+	rx_time_ns real = clock_wall_ns();
 	if (as_of == 0)
 		as_of = real;
 	if (as_of > real) {

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "exchange/auth.h"
 #include "exchange/db.h"
@@ -19,9 +20,7 @@
 
 rx_time_ns contracts_now(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (rx_time_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return clock_wall_ns();
 }
 
 static int col_i64(const PGresult *r, int row, int col, int64_t *out)

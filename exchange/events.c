@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "exchange/auth.h"
 #include "exchange/metrics.h"
@@ -48,13 +49,6 @@ struct events_sub {
 	struct events_sub *prev, *next;
 };
 
-static int64_t mono_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 static void wake(struct events_sub *s)
 {
 	if (s->wake)
@@ -75,7 +69,7 @@ static void *ticker(void *arg)
 		       pthread_cond_timedwait(&e->cv, &e->mu, &until) !=
 		           ETIMEDOUT)
 			;
-		int64_t now = mono_ns();
+		int64_t now = clock_mono_ns();
 		for (struct events_sub *s = e->subs; s; s = s->next)
 			if (!s->ka_due &&
 			    now - s->sent_ns >=
@@ -220,7 +214,7 @@ struct events_sub *events_subscribe(struct events *e, unsigned role,
 	/* shared, a client may come from an instance that read further */
 	int64_t ahead = e->out ? EVENTS_RING : 0;
 	s->pos = last_id >= 0 && last_id <= e->last + ahead ? last_id : e->last;
-	s->sent_ns = mono_ns();
+	s->sent_ns = clock_mono_ns();
 	s->keepalive_s = e->keepalive_s;
 	s->next = e->subs;
 	if (e->subs)
@@ -316,7 +310,7 @@ long events_poll(struct events_sub *s, char *buf, size_t max)
 	}
 	if (n > 0) {
 		s->ka_due = 0;
-		s->sent_ns = mono_ns();
+		s->sent_ns = clock_mono_ns();
 	}
 	pthread_mutex_unlock(&e->mu);
 	return n;

@@ -9,10 +9,11 @@ $(call unit_test,test_target,tests/unit/test_target.c exchange/target.c)
 $(call unit_test,test_pgarr,tests/unit/test_pgarr.c exchange/pgarr.c)
 # the event ring as one instance and the shared stream fill it
 $(call unit_test,test_events,tests/unit/test_events.c exchange/events.c \
-  exchange/metrics.c common/log.c)
+  exchange/metrics.c common/log.c $(CLOCK_SRC))
 # auth without a server: it takes a view of the request (auth.h)
 $(call unit_test,test_auth,tests/unit/test_auth.c exchange/auth.c exchange/auth_nonces.c exchange/pgarr.c \
-  exchange/db.c exchange/seal.c exchange/metrics.c $(SIGN_SRC) common/log.c,\
+  exchange/db.c exchange/seal.c exchange/metrics.c $(SIGN_SRC) common/log.c \
+  $(CLOCK_SRC),\
   libpq jansson libcrypto)
 # The writer's commit pipeline against a fake connection (no PostgreSQL;
 # libpq only for its header's types).
@@ -20,26 +21,32 @@ $(call unit_test,test_writer_pipe,tests/unit/test_writer_pipe.c \
   exchange/writer_pipe.c exchange/writer_rows.c exchange/pgarr.c \
   $(BOOK_SRC) $(CONTRACT_SRC) $(MONEY_SRC) common/log.c,jansson libpq)
 
-# ramexd. The matching engine (exchange/core/book.mk) belongs to the core;
-# we link it as it is.
-RAMEXD_LIB := exchange/config.c exchange/http.c exchange/http_req.c \
-  exchange/http_guard.c \
+# ramexd, in two parts. RAMEXD_EDGE is the HTTP edge: the server and its
+# guard, the route table, every handler, the input checks and the pages;
+# tests/fuzz/fuzz_edge.c runs it as it is and replaces what lies behind it,
+# the rest of RAMEXD_LIB (the database, the writer, auth, the event ring,
+# billing). A new module goes in one of the two: in the edge, the fuzzer
+# links it; behind, the fuzzer's stubs stand for what the edge calls of it.
+# The matching engine (exchange/core/book.mk) belongs to the core; we link
+# it as it is.
+RAMEXD_EDGE := exchange/http.c exchange/http_req.c exchange/http_guard.c \
+  exchange/target.c exchange/seal.c exchange/input.c exchange/routes.c \
+  exchange/metrics.c exchange/static.c exchange/h_system.c \
+  exchange/h_admin.c exchange/h_nodes.c exchange/h_market.c \
+  exchange/h_orders.c exchange/h_events.c exchange/h_contracts.c \
+  exchange/h_usage.c exchange/h_lend.c exchange/h_billing.c exchange/pgarr.c \
+  $(INVOICE_SRC) $(USAGE_SRC) $(CONTRACT_SRC) $(MONEY_SRC) common/log.c \
+  $(SIGN_SRC) $(CLOCK_SRC)
+RAMEXD_LIB := $(RAMEXD_EDGE) exchange/config.c \
   exchange/auth.c exchange/auth_nonces.c exchange/db.c \
-  exchange/seal.c exchange/target.c \
-  exchange/events.c exchange/events_db.c exchange/metrics.c exchange/pgpipe.c \
+  exchange/events.c exchange/events_db.c exchange/pgpipe.c \
   exchange/writer.c exchange/writer_rows.c exchange/writer_apply.c \
   exchange/writer_idem.c exchange/writer_pipe.c exchange/writer_pq.c \
-  exchange/owner.c exchange/input.c \
-  exchange/routes.c exchange/h_system.c exchange/h_admin.c exchange/h_nodes.c \
-  exchange/h_market.c \
-  exchange/h_orders.c exchange/h_events.c $(BOOK_SRC) $(KEYFILTER_SRC) \
-  exchange/contracts.c exchange/h_contracts.c exchange/h_usage.c \
-  exchange/usage_db.c exchange/h_lend.c \
-  exchange/billing.c exchange/billing_batch.c exchange/billing_store.c \
-  exchange/h_billing.c exchange/pgarr.c $(INVOICE_SRC) $(USAGE_SRC) \
-  exchange/static.c $(CONTRACT_SRC) $(MONEY_SRC) \
-  common/log.c $(SIGN_SRC) $(MIGRATE_SRC) $(CONF_SRC)
+  exchange/owner.c $(BOOK_SRC) $(KEYFILTER_SRC) exchange/contracts.c \
+  exchange/usage_db.c exchange/billing.c exchange/billing_batch.c \
+  exchange/billing_store.c $(MIGRATE_SRC) $(CONF_SRC)
 RAMEXD_PKGS := libmicrohttpd jansson libpq libcrypto
+$(call fuzzer,fuzz_edge,$(RAMEXD_EDGE),$(RAMEXD_PKGS))
 
 $(call program,ramexd,exchange/ramexd.c $(RAMEXD_LIB),$(RAMEXD_PKGS))
 INSTALL_BIN += $(BUILD)/bin/ramexd
@@ -47,7 +54,7 @@ INSTALL_BIN += $(BUILD)/bin/ramexd
 # Integration tests against a real ramexd (tests/integration/ramexd_harness.h
 # starts one). They run the sanitizer ramexd, so they depend on it.
 RAMEXD_HARNESS := tests/integration/ramexd_harness.c tests/integration/testdb.c \
-  common/sign.c
+  common/sign.c $(CLOCK_SRC)
 $(call integration_test,test_ramexd,tests/integration/test_ramexd.c \
   tests/integration/ramexd_fixture.c $(RAMEXD_HARNESS),\
   libcurl jansson libpq libcrypto)
@@ -129,9 +136,10 @@ $(BUILD)/san/bin/test_input: | $(BUILD)/san/bin/ramexd
 $(BUILD)/bin/test_input: | $(BUILD)/san/bin/ramexd
 
 # The load generator of bench/20-ramexd.sh.
-$(call program,loadgen,bench/loadgen.c,libpq)
+$(call program,loadgen,bench/loadgen.c $(CLOCK_SRC),libpq)
 # The load generator of bench/45-usage.sh (signed POST /v1/usage batches).
-$(call program,usagegen,bench/usagegen.c $(SIGN_SRC),libcurl libcrypto)
+$(call program,usagegen,bench/usagegen.c $(SIGN_SRC) $(CLOCK_SRC),\
+  libcurl libcrypto)
 # A primary with a synchronous standby (scripts/pg.sh standby): reports off
 # the replica (read_db), and a failover under load that loses no
 # acknowledged order.

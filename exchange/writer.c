@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "exchange/db.h"
 #include "exchange/events.h"
@@ -111,23 +112,9 @@ struct writer {
 
 /* --- helpers ----------------------------------------------------------- */
 
-static int64_t mono_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 static void beat(struct writer *w)
 {
-	__atomic_store_n(&w->beat, mono_ns(), __ATOMIC_RELAXED);
-}
-
-static rx_time_ns now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_REALTIME, &t);
-	return (rx_time_ns)t.tv_sec * 1000000000 + t.tv_nsec;
+	__atomic_store_n(&w->beat, clock_mono_ns(), __ATOMIC_RELAXED);
 }
 
 /* --- connections ------------------------------------------------------- */
@@ -529,7 +516,7 @@ static bool db_unusable(struct writer *w, const char *err, bool waiting)
 	metrics_db_up(0);
 	int b = w->backoff_ms ? w->backoff_ms * 2 : WRITER_BACKOFF_MIN_MS;
 	w->backoff_ms = b < WRITER_BACKOFF_MAX_MS ? b : WRITER_BACKOFF_MAX_MS;
-	w->retry_at = mono_ns() + (int64_t)w->backoff_ms * 1000000;
+	w->retry_at = clock_mono_ns() + (int64_t)w->backoff_ms * 1000000;
 	return false;
 }
 
@@ -551,7 +538,7 @@ static bool db_usable(struct writer *w, bool waiting)
 	bool lbad = !db_alive(w->idem.lconn);
 	if (!lbad && !bad[0] && !bad[1] && !w->bk.need_rebuild)
 		return true;
-	if (mono_ns() < w->retry_at && !(waiting && w->idle_failed))
+	if (clock_mono_ns() < w->retry_at && !(waiting && w->idle_failed))
 		return false; /* still backing off */
 	if (lbad && connect_lookup(w, err, sizeof err) < 0)
 		return db_unusable(w, err, waiting);
@@ -611,7 +598,7 @@ static void apply_cmds(struct writer *w, struct flight *f, int from,
 		p->down = w->idem.lookup_lost || db_broken(w->idem.lconn);
 		return;
 	}
-	rx_time_ns now = now_ns();
+	rx_time_ns now = clock_wall_ns();
 	for (int i = from; i < p->n; i++) {
 		struct writer_cmd *c = p->cmds[i];
 		if (!c || c->status)
@@ -675,7 +662,7 @@ static void expire_tick(struct writer *w, struct flight *f)
 		return;
 	flight_reset(f);
 	rows_batch_init(&f->b);
-	apply_expire(&w->bk, &f->b, now_ns());
+	apply_expire(&w->bk, &f->b, clock_wall_ns());
 	if (f->b.orders.n && build_batch(w, &f->p) > 0) {
 		wpipe_run(&w->pipe, &f->p);
 		if (!f->p.ok) {
@@ -916,7 +903,7 @@ bool writer_ready(struct writer *w)
 {
 	if (!__atomic_load_n(&w->ready, __ATOMIC_RELAXED))
 		return false;
-	if (mono_ns() - __atomic_load_n(&w->beat, __ATOMIC_RELAXED) <
+	if (clock_mono_ns() - __atomic_load_n(&w->beat, __ATOMIC_RELAXED) <
 	    WRITER_STALL_NS)
 		return true;
 	/* no progress for a while: fine only when there is nothing to do */

@@ -21,6 +21,7 @@
  */
 #include "node-agent/agent.h"
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "node-agent/agent_contract.h"
 #include "node-agent/agent_lend.h"
@@ -57,13 +58,6 @@ static void on_signal(int sig)
 		(void)w;
 		errno = saved;
 	}
-}
-
-static rx_time_ns now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (rx_time_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 int agent_call(struct agent *a, const char *method, const char *path,
@@ -279,7 +273,7 @@ static int start(struct agent *a, char *err, size_t errlen)
 static void shutdown_agent(struct agent *a)
 {
 	char err[512];
-	rx_time_ns t = now_ns();
+	rx_time_ns t = clock_wall_ns();
 
 	/* Stop selling, then give every page back before anything else. */
 	for (int i = 0; i < a->nquotes && a->reachable; i++) {
@@ -325,7 +319,7 @@ static void shutdown_agent(struct agent *a)
 	 * and bridges move their pages back: each ends on its own within the
 	 * notice. Stopping one now would lose a borrower's pages (or ours),
 	 * so the agent waits, unless told again. */
-	int n = agent_lend_draining(a, now_ns());
+	int n = agent_lend_draining(a, clock_wall_ns());
 	if (n > 0) {
 		log_info("waiting for lend children to finish",
 		         "children=%d hint=\"each ends once its pages are "
@@ -334,7 +328,8 @@ static void shutdown_agent(struct agent *a)
 		         "then lost)\"",
 		         n);
 		agent_status_write(a);
-		while (stop < 2 && agent_lend_draining(a, now_ns()) > 0) {
+		while (stop < 2 &&
+		       agent_lend_draining(a, clock_wall_ns()) > 0) {
 			struct timespec ts = {0, 50 * 1000000L};
 			nanosleep(&ts, NULL);
 		}
@@ -342,7 +337,7 @@ static void shutdown_agent(struct agent *a)
 			log_warn("stopping lend children before they finished",
 			         "children=%d", a->ndraining);
 	}
-	agent_lend_stop_draining(a, now_ns());
+	agent_lend_stop_draining(a, clock_wall_ns());
 	/* the last reports of the contracts that drained, while the
 	 * exchange may still answer (else they go at the next start) */
 	if (a->spool && a->reachable)
@@ -398,9 +393,9 @@ int main(int argc, char **argv)
 		shutdown_agent(&a);
 		return 1;
 	}
-	int64_t next = events_now_ms(), last_report = next;
+	int64_t next = clock_mono_ms(), last_report = next;
 	while (!stop) {
-		rx_time_ns t = now_ns();
+		rx_time_ns t = clock_wall_ns();
 		struct wsest_sample s;
 		agent_sample_take(&a, t, &s);
 		if (!a.account && agent_whoami(&a, err, sizeof err) < 0)
@@ -411,7 +406,7 @@ int main(int argc, char **argv)
 		 * every poll_s is the safety net for a lost event. */
 		if (known &&
 		    (!a.ev || !events_up(a.ev) ||
-		     events_now_ms() - a.last_list_ms >= a.cfg.poll_s * 1000))
+		     clock_mono_ms() - a.last_list_ms >= a.cfg.poll_s * 1000))
 			agent_contract_reconcile(&a, t);
 		agent_contract_moving_tick(&a, t);
 		agent_contract_sync_losses(&a, t);
@@ -423,30 +418,30 @@ int main(int argc, char **argv)
 		 * and in the status file, even before the exchange answers. */
 		agent_market_decide(&a, t, known);
 		agent_sample_probe(&a);
-		if (events_now_ms() - last_report >= a.cfg.report_s * 1000) {
-			agent_report_cut_all(&a, now_ns());
+		if (clock_mono_ms() - last_report >= a.cfg.report_s * 1000) {
+			agent_report_cut_all(&a, clock_wall_ns());
 			last_report =
-			    events_now_ms(); /* no burst after a stall */
+			    clock_mono_ms(); /* no burst after a stall */
 		}
 		agent_report_send(&a);
 		agent_status_write(&a);
 		next += a.cfg.sample_s * 1000;
-		if (next < events_now_ms())
+		if (next < clock_mono_ms())
 			next =
-			    events_now_ms(); /* fell behind: do not catch up */
-		while (!stop && events_now_ms() < next) {
+			    clock_mono_ms(); /* fell behind: do not catch up */
+		while (!stop && clock_mono_ms() < next) {
 			int n = 0;
 			if (a.ev) {
 				n = events_wait(a.ev, next);
 			} else {
 				struct timespec ts = {0, 0};
-				int64_t left = next - events_now_ms();
+				int64_t left = next - clock_mono_ms();
 				ts.tv_sec = left / 1000;
 				ts.tv_nsec = (left % 1000) * 1000000;
 				nanosleep(&ts, NULL);
 			}
 			if (n > 0 && !stop && known) {
-				agent_contract_reconcile(&a, now_ns());
+				agent_contract_reconcile(&a, clock_wall_ns());
 				agent_report_send(&a);
 				agent_status_write(&a);
 			}

@@ -3,6 +3,7 @@
  */
 #include "node-agent/agent_contract.h"
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "node-agent/agent_lend.h"
 #include "node-agent/agent_report.h"
@@ -328,7 +329,7 @@ void agent_contract_reconcile(struct agent *a, rx_time_ns t)
 		log_warn("could not read the automation state", "err=%s",
 		         log_quote((char[600]){0}, 600, err));
 	a->n_reconciles++;
-	a->last_list_ms = events_now_ms();
+	a->last_list_ms = clock_mono_ms();
 	for (int i = 0; i < a->nheld;) {
 		struct held *h = &a->held[i];
 		if (!h->seen) {

@@ -3,6 +3,7 @@
  */
 #include "node-agent/agent_lend.h"
 
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "node-agent/agent_contract.h"
@@ -297,7 +298,7 @@ static void lender_lost(struct agent *a, int64_t id, rx_time_ns t)
  * sample each), supervise the running ones and the draining lenders. */
 void agent_lend_tick(struct agent *a, rx_time_ns t)
 {
-	int64_t now = events_now_ms();
+	int64_t now = clock_mono_ms();
 	int64_t lost[STRATEGY_MAX_CONTRACTS];
 	int nlost = 0;
 	for (int i = 0; i < a->nheld; i++) {
@@ -380,7 +381,7 @@ int agent_lend_finish(struct agent *a, struct held *h, rx_time_ns t)
 {
 	if (!h->lc)
 		return 0;
-	int64_t now = events_now_ms();
+	int64_t now = clock_mono_ms();
 	lendsup_poll(h->lc, now);
 	lend_read(h);
 	if (h->kind == EXEC_BORROW)
@@ -450,7 +451,7 @@ void agent_lend_deliver(struct agent *a, struct held *h)
 {
 	if (lend_wanted(a, h) && h->kind == EXEC_LEND && !h->lc &&
 	    lend_dir_ready(a) == 0)
-		lend_serve(a, h, events_now_ms());
+		lend_serve(a, h, clock_mono_ms());
 }
 
 void agent_lend_drop(struct held *h)
@@ -465,7 +466,7 @@ void agent_lend_drop(struct held *h)
 
 int agent_lend_draining(struct agent *a, rx_time_ns t)
 {
-	int64_t now = events_now_ms();
+	int64_t now = clock_mono_ms();
 	for (int i = 0; i < a->ndraining;) {
 		struct held *d = &a->draining[i];
 		lendsup_poll(d->lc, now);

@@ -9,6 +9,7 @@
  */
 #include "node-agent/events.h"
 
+#include "common/clock.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -42,13 +43,6 @@ struct events_stream {
 	int64_t received, connects;
 	int warned; /* the stream's failure was logged */
 };
-
-int64_t events_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void on_line(struct events_stream *s, const char *l)
 {
@@ -118,9 +112,9 @@ static int on_data(void *ctx, const char *data, size_t n)
 
 static void schedule_retry(struct events_stream *s)
 {
-	if (s->up && events_now_ms() - s->opened_ms >= EVENTS_STABLE_MS)
+	if (s->up && clock_mono_ms() - s->opened_ms >= EVENTS_STABLE_MS)
 		s->backoff_ms = EVENTS_BACKOFF_MIN_MS;
-	s->next_try_ms = events_now_ms() + s->backoff_ms;
+	s->next_try_ms = clock_mono_ms() + s->backoff_ms;
 	s->backoff_ms *= 2;
 	if (s->backoff_ms > EVENTS_BACKOFF_MAX_MS)
 		s->backoff_ms = EVENTS_BACKOFF_MAX_MS;
@@ -170,7 +164,7 @@ static void open_stream(struct events_stream *s)
 		return;
 	}
 	s->up = 1;
-	s->last_byte_ms = s->opened_ms = events_now_ms();
+	s->last_byte_ms = s->opened_ms = clock_mono_ms();
 	s->connects++;
 	s->warned = 0;
 	/* Whatever happened while the stream was down is unknown here:
@@ -231,10 +225,10 @@ static void collect(struct events_stream *s)
 
 	while ((r = http1_stream_read(s->h, on_data, s, 0, err, sizeof err)) ==
 	       1)
-		s->last_byte_ms = events_now_ms();
+		s->last_byte_ms = clock_mono_ms();
 	if (r < 0) {
 		stream_down(s, 200, err);
-	} else if (events_now_ms() - s->last_byte_ms >=
+	} else if (clock_mono_ms() - s->last_byte_ms >=
 	           EVENTS_SILENT_S * 1000) {
 		snprintf(err, sizeof err, "no byte for %ld s", EVENTS_SILENT_S);
 		stream_down(s, 200, err);
@@ -256,7 +250,7 @@ static int drain_wake(struct events_stream *s)
 int events_wait(struct events_stream *s, int64_t deadline_ms)
 {
 	for (;;) {
-		int64_t now = events_now_ms();
+		int64_t now = clock_mono_ms();
 		if (!s->up && now >= s->next_try_ms)
 			open_stream(s);
 		if (s->up)
@@ -266,7 +260,7 @@ int events_wait(struct events_stream *s, int64_t deadline_ms)
 			s->pending = 0;
 			return n;
 		}
-		now = events_now_ms();
+		now = clock_mono_ms();
 		if (now >= deadline_ms || drain_wake(s))
 			return 0;
 		int64_t wait = deadline_ms - now;

@@ -46,7 +46,4 @@ int events_up(const struct events_stream *s);
 int64_t events_received(const struct events_stream *s);
 int64_t events_connects(const struct events_stream *s);
 
-/* Monotonic clock in ms, the clock of events_wait's deadline. */
-int64_t events_now_ms(void);
-
 #endif

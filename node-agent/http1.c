@@ -10,6 +10,7 @@
  * answer call and the streaming read, which returns between packets.
  */
 #include "node-agent/http1.h"
+#include "common/clock.h"
 #include "node-agent/http1_io.h"
 
 #include <arpa/inet.h>
@@ -304,7 +305,7 @@ static int send_and_head(struct http1_conn *c, const struct http1_request *req,
 		c->bs = B_NONE;
 		c->pos = c->len = 0;
 		int64_t deadline =
-		    http1_io_now_ms() +
+		    clock_mono_ms() +
 		    (req->timeout_ms > 0 ? req->timeout_ms : HTTP1_TIMEOUT_MS);
 		rc = http1_io_write(c, head, (size_t)n + req->body_len,
 		                    deadline, err, errlen);
@@ -359,7 +360,7 @@ int http1_request(struct http1_conn *c, const struct http1_request *req,
 	struct collect b = {.max =
 	                        req->max_body ? req->max_body : HTTP1_MAX_BODY};
 	int64_t deadline =
-	    http1_io_now_ms() +
+	    clock_mono_ms() +
 	    (req->timeout_ms > 0 ? req->timeout_ms : HTTP1_TIMEOUT_MS);
 
 	memset(r, 0, sizeof *r);
@@ -431,8 +432,7 @@ int http1_stream_open(struct http1_conn *c, const struct http1_request *req,
 int http1_stream_read(struct http1_conn *c, http1_chunk_fn fn, void *ctx,
                       int timeout_ms, char *err, size_t errlen)
 {
-	int64_t deadline =
-	    http1_io_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	int64_t deadline = clock_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 
 	if (c->fd < 0 || c->bs == B_NONE) {
 		snprintf(err, errlen, "no stream is open");
@@ -453,12 +453,12 @@ int http1_stream_read(struct http1_conn *c, http1_chunk_fn fn, void *ctx,
 		}
 		if (d > 0)
 			return 1;
-		if (round > 0 && http1_io_now_ms() >= deadline)
+		if (round > 0 && clock_mono_ms() >= deadline)
 			return 0;
 		/* Wait for the socket only when libssl holds nothing. */
 		if (!(c->ssl && SSL_pending(c->ssl) > 0)) {
 			struct pollfd p = {c->fd, POLLIN, 0};
-			int64_t left = deadline - http1_io_now_ms();
+			int64_t left = deadline - clock_mono_ms();
 			int n = poll(&p, 1, left > 0 ? (int)left : 0);
 			if (n == 0)
 				return 0;
@@ -467,7 +467,7 @@ int http1_stream_read(struct http1_conn *c, http1_chunk_fn fn, void *ctx,
 		}
 		/* Readable: a short deadline, since a TLS record may take a
 		 * second packet; a close shows as EOF at once. */
-		int64_t rd = http1_io_now_ms() + 1000;
+		int64_t rd = clock_mono_ms() + 1000;
 		int f = http1_io_fill(c, rd > deadline ? rd : deadline, err,
 		                      errlen);
 		if (f == IO_EOF) {

@@ -5,6 +5,7 @@
  */
 #include "node-agent/http1_io.h"
 
+#include "common/clock.h"
 #include "common/tlserr.h"
 
 #include <arpa/inet.h>
@@ -25,13 +26,6 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-
-int64_t http1_io_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int parse_url(struct http1_conn *c, const char *url, char *err,
                      size_t errlen)
@@ -245,7 +239,7 @@ static int wait_fd(struct http1_conn *c, short events, int64_t deadline,
                    const char *what, char *err, size_t errlen)
 {
 	for (;;) {
-		int64_t left = deadline - http1_io_now_ms();
+		int64_t left = deadline - clock_mono_ms();
 		if (left <= 0) {
 			snprintf(err, errlen, "%s %s timed out", what,
 			         c->authority);
@@ -325,7 +319,7 @@ static int tls_handshake(struct http1_conn *c, int64_t deadline, char *err,
 int http1_io_connect(struct http1_conn *c, char *err, size_t errlen)
 {
 	struct addrinfo hints = {0}, *res = NULL, *ai;
-	int64_t deadline = http1_io_now_ms() + c->connect_timeout_ms;
+	int64_t deadline = clock_mono_ms() + c->connect_timeout_ms;
 	char last[200] = "no address";
 	int rc;
 

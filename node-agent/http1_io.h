@@ -59,9 +59,6 @@ struct http1_conn {
 #define IO_TIMEOUT (-2)
 #define IO_STALE   (-3) /* reset or EOF on a reused connection, nothing read */
 
-/* The monotonic clock in ms, the base of every deadline. */
-int64_t http1_io_now_ms(void);
-
 /* Connects c afresh (closing what was open) within its connect timeout;
  * 0, or IO_ERR/IO_TIMEOUT with err set. */
 int http1_io_connect(struct http1_conn *c, char *err, size_t errlen);

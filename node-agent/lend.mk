@@ -8,7 +8,7 @@ LEND_SRC := node-agent/lend/lend_proto.c node-agent/lend/lend_conn.c \
   node-agent/lend/lend_nbd.c node-agent/lend/lend_bridge.c \
   node-agent/lend/lend_awake.c node-agent/lend/lend_qos.c \
   node-agent/lend/lend_args.c node-agent/lend/lend_mem.c common/log.c \
-  common/hostport.c common/tlserr.c $(ARGS_SRC)
+  common/hostport.c common/tlserr.c $(CLOCK_SRC) $(ARGS_SRC)
 
 $(call program,ramex-lend-server,node-agent/lend/lend_server_main.c \
   $(LEND_SRC),libssl libcrypto)
@@ -33,3 +33,10 @@ $(call unit_test,test_lend_direct,tests/unit/test_lend_direct.c \
   tests/unit/lend_fixture.c $(LEND_SRC),libssl libcrypto)
 
 INSTALL_BIN += $(BUILD)/bin/ramex-lend-server $(BUILD)/bin/ramex-lend-nbd
+
+# The fuzzers of the wire format, the NBD side, the bridge and the direct
+# path link the programs' whole LEND_SRC (tests/fuzz/).
+$(call fuzzer,fuzz_lend_proto,$(LEND_SRC),libssl libcrypto)
+$(call fuzzer,fuzz_nbd,$(LEND_SRC),libssl libcrypto)
+$(call fuzzer,fuzz_bridge,$(LEND_SRC),libssl libcrypto)
+$(call fuzzer,fuzz_lend_direct,$(LEND_SRC),libssl libcrypto)

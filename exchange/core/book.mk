@@ -14,4 +14,6 @@ $(call unit_test,test_book_prop,tests/unit/test_book_prop.c \
   tests/unit/book_ref.c $(BOOK_SRC))
 
 # bench/10-book.sh runs the -O2 build from $(BUILD)/bin.
-$(call program,bench_book,bench/bench_book.c $(BOOK_SRC),check)
+$(call program,bench_book,bench/bench_book.c $(BOOK_SRC) $(CLOCK_SRC),check)
+# the same comparison with the reference model on libFuzzer's inputs
+$(call fuzzer,fuzz_book,tests/unit/book_ref.c $(BOOK_SRC))

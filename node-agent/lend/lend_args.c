@@ -2,11 +2,87 @@
 #include "node-agent/lend/lend_args.h"
 
 #include "common/log.h"
+#include "node-agent/lend/lend_awake.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+struct args_opt lend_args_contract(int64_t *out)
+{
+	return (struct args_opt){
+	    "--contract", ARGS_INT,
+	    out,          1,
+	    INT64_MAX,    "--contract must be a positive integer",
+	    "ID",         "the lend contract, by its id at the exchange"};
+}
+
+struct args_opt lend_args_secret_file(const char **out)
+{
+	return (struct args_opt){
+	    "--secret-file",
+	    ARGS_STR,
+	    out,
+	    0,
+	    0,
+	    NULL,
+	    "F",
+	    "the contract's secret, 64 hex digits on the file's first line "
+	    "(never on the command line, where ps shows it)"};
+}
+
+struct args_opt lend_args_tls_ca(const char **out)
+{
+	return (struct args_opt){
+	    "--tls-ca", ARGS_STR,
+	    out,        0,
+	    0,          NULL,
+	    "F",        "speak TLS to the lender, trusting this CA (PEM)"};
+}
+
+struct args_opt lend_args_meter_file(const char **out)
+{
+	return (struct args_opt){
+	    "--meter-file",
+	    ARGS_STR,
+	    out,
+	    0,
+	    0,
+	    NULL,
+	    "F",
+	    "the meter, one logfmt line replaced at every tick (the agent "
+	    "reports usage from it)"};
+}
+
+struct args_opt lend_args_keep_awake(int64_t *out)
+{
+	return (struct args_opt){
+	    "--keep-awake",
+	    ARGS_INT,
+	    out,
+	    0,
+	    LEND_AWAKE_MAX_THREADS,
+	    NULL,
+	    "N",
+	    "threads that keep cores out of idle, under SCHED_IDLE, while "
+	    "requests are in flight and 1 ms after"};
+}
+
+struct args_opt lend_args_idle_poll(int64_t *out)
+{
+	return (struct args_opt){
+	    "--idle-poll",
+	    ARGS_INT,
+	    out,
+	    0,
+	    1,
+	    NULL,
+	    "0|1",
+	    "1 holds the CPU latency request at 0 us while requests are in "
+	    "flight and 1 ms after: idle cores poll instead of halting; needs "
+	    "root"};
+}
 
 int lend_args_secret(const char *path, uint8_t secret[LEND_SECRET_LEN],
                      char *err, size_t errlen)

@@ -1,18 +1,12 @@
 /* lend_awake.c — spinning SCHED_IDLE threads while I/O is in flight (see
  * the header). */
 #include "node-agent/lend/lend_awake.h"
+#include "common/clock.h"
 
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-
-static int64_t now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
 
 static void *awake_main(void *arg)
 {
@@ -36,9 +30,10 @@ static void *awake_main(void *arg)
 		 * 1024 rounds: a shared counter bumped on every round would
 		 * bounce its cache line between the spinners */
 		int64_t n = 0;
-		while (!atomic_load_explicit(&a->stop, memory_order_relaxed) &&
-		       atomic_load_explicit(&a->until_ns,
-		                            memory_order_relaxed) > now_ns()) {
+		while (
+		    !atomic_load_explicit(&a->stop, memory_order_relaxed) &&
+		    atomic_load_explicit(&a->until_ns, memory_order_relaxed) >
+		        clock_mono_ns()) {
 			if (++n == 1024) {
 				atomic_fetch_add_explicit(&a->spins, n,
 				                          memory_order_relaxed);
@@ -49,7 +44,7 @@ static void *awake_main(void *arg)
 		pthread_mutex_lock(&a->mu);
 		/* busy() may have moved the bound since: look again under the
 		 * lock it takes to wake us */
-		if (atomic_load(&a->until_ns) <= now_ns())
+		if (atomic_load(&a->until_ns) <= clock_mono_ns())
 			atomic_store(&a->on, 0);
 	}
 	pthread_mutex_unlock(&a->mu);
@@ -99,7 +94,8 @@ void lend_awake_busy(struct lend_awake *a)
 	if (a->n == 0)
 		return;
 	atomic_store_explicit(&a->until_ns,
-	                      now_ns() + (int64_t)LEND_AWAKE_LINGER_US * 1000,
+	                      clock_mono_ns() +
+	                          (int64_t)LEND_AWAKE_LINGER_US * 1000,
 	                      memory_order_relaxed);
 	/* a spinner that is just giving up may miss this bound and sleep;
 	 * the bridge calls again on its next turn, which finds it off */

@@ -69,6 +69,7 @@
 #include <unistd.h>
 
 #include "common/args.h"
+#include "common/clock.h"
 #include "common/hostport.h"
 #include "node-agent/lend/lend_args.h"
 #include "node-agent/lend/lend_awake.h"
@@ -84,13 +85,6 @@ struct target {
 	int fd;
 	uint64_t handle;
 };
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static int cmp64(const void *a, const void *b)
 {
@@ -127,13 +121,13 @@ static int run(struct target *t, const char *name, int write, int64_t pages,
 	uint64_t x = 88172645463325252u;
 	if (!lat)
 		return -1;
-	int64_t t0 = now_ns();
+	int64_t t0 = clock_mono_ns();
 	for (int64_t i = 0; i < ops; i++) {
 		x ^= x << 13;
 		x ^= x >> 7;
 		x ^= x << 17;
 		memset(buf, (int)(i & 0xff), 64);
-		int64_t s = now_ns();
+		int64_t s = clock_mono_ns();
 		if (op(t, write, x % (uint64_t)pages, buf) < 0) {
 			fprintf(stderr,
 			        "bench: %s %s failed at op %" PRId64 "\n", name,
@@ -141,14 +135,14 @@ static int run(struct target *t, const char *name, int write, int64_t pages,
 			free(lat);
 			return -1;
 		}
-		lat[i] = now_ns() - s;
+		lat[i] = clock_mono_ns() - s;
 		if (gap_us > 0) {
 			struct timespec g = {gap_us / 1000000,
 			                     gap_us % 1000000 * 1000};
 			nanosleep(&g, NULL);
 		}
 	}
-	int64_t total = now_ns() - t0;
+	int64_t total = clock_mono_ns() - t0;
 	qsort(lat, (size_t)ops, sizeof *lat, cmp64);
 	double secs = (double)total / 1e9;
 	printf("%-12s %-5s p50_us=%.1f p99_us=%.1f ops_s=%.0f mib_s=%.1f\n",
@@ -206,7 +200,7 @@ static void *nbd_receiver(void *arg)
 		    lend_nbd_read_full(q->t->fd, q->bufs + slot * q->bs,
 		                       q->bs) < 0)
 			goto fail;
-		int64_t now = now_ns();
+		int64_t now = clock_mono_ns();
 		pthread_mutex_lock(&q->mu);
 		q->lat[q->received++] = now - q->start[slot];
 		q->free_slots[q->nfree++] = slot;
@@ -244,7 +238,7 @@ static int q_nbd(struct qrun *q)
 		                    (uint64_t)slot, off, q->bs);
 		if (q->write)
 			memset(b, (int)(i & 0xff), 64);
-		q->start[slot] = now_ns();
+		q->start[slot] = clock_mono_ns();
 		if (lend_nbd_write_full(q->t->fd, h, sizeof h) < 0 ||
 		    (q->write && lend_nbd_write_full(q->t->fd, b, q->bs) < 0))
 			break;
@@ -267,12 +261,12 @@ static void *file_worker(void *arg)
 		pthread_mutex_unlock(&q->mu);
 		if (i >= q->ops)
 			return NULL;
-		int64_t s = now_ns();
+		int64_t s = clock_mono_ns();
 		ssize_t n = q->write ? pwrite(q->t->fd, b, q->bs,
 		                              (off_t)page * 4096)
 		                     : pread(q->t->fd, b, q->bs,
 		                             (off_t)page * 4096);
-		int64_t e = now_ns();
+		int64_t e = clock_mono_ns();
 		pthread_mutex_lock(&q->mu);
 		if (n != (ssize_t)q->bs)
 			q->failed = 1;
@@ -298,7 +292,7 @@ static void lend_done(void *arg, uint64_t tag, uint32_t error)
 	struct qrun *q = arg;
 	if (error)
 		q->failed = 1;
-	q->lat[q->received++] = now_ns() - q->start[tag];
+	q->lat[q->received++] = clock_mono_ns() - q->start[tag];
 	q->free_slots[q->nfree++] = (int)tag;
 }
 
@@ -319,7 +313,7 @@ static int q_lend(struct qrun *q)
 			int slot = q->free_slots[--q->nfree];
 			v[slot] = (struct iovec){q->bufs + (size_t)slot * q->bs,
 			                         q->bs};
-			q->start[slot] = now_ns();
+			q->start[slot] = clock_mono_ns();
 			if (lend_client_submit(
 			        c, q->write ? LEND_WRITE : LEND_READ,
 			        q_page(q, i), q->bs / 4096, &v[slot], 1,
@@ -352,24 +346,25 @@ static int recall(struct target *t, const char *name, int64_t pages, pid_t pid)
 		return -1;
 	}
 	memset(b, 0, len);
-	int64_t t_sig = now_ns();
+	int64_t t_sig = clock_mono_ns();
 	if (kill(pid, SIGUSR1) < 0) {
 		perror("bench: kill");
 		free(b);
 		return -1;
 	}
 	while (!c->notice)
-		if (lend_client_pump(c, 1000) < 0 || now_ns() - t_sig > 10e9) {
+		if (lend_client_pump(c, 1000) < 0 ||
+		    clock_mono_ns() - t_sig > 10e9) {
 			fprintf(stderr, "bench: %s recall: no notice\n", name);
 			free(b);
 			return -1;
 		}
-	int64_t t0 = now_ns();
+	int64_t t0 = clock_mono_ns();
 	int rc = lend_client_read(c, 0, (uint32_t)pages, b);
-	int64_t t1 = now_ns();
+	int64_t t1 = clock_mono_ns();
 	if (rc == 0)
 		rc = lend_client_release(c);
-	int64_t t2 = now_ns();
+	int64_t t2 = clock_mono_ns();
 	if (rc < 0 || b[0] != 0x77 || b[len - 1] != 0x77) {
 		fprintf(stderr, "bench: %s recall failed: %s\n", name, c->err);
 		free(b);
@@ -417,11 +412,11 @@ static int qrun(struct target *t, const char *name, const char *what,
 	q.x = 88172645463325252u;
 	for (int i = 0; i < qd; i++)
 		q.free_slots[q.nfree++] = qd - 1 - i;
-	int64_t t0 = now_ns();
+	int64_t t0 = clock_mono_ns();
 	int rc = t->mode == M_NBD    ? q_nbd(&q)
 	         : t->mode == M_DEV  ? q_file(&q)
 	                             : q_lend(&q);
-	int64_t total = now_ns() - t0;
+	int64_t total = clock_mono_ns() - t0;
 	if (rc < 0) {
 		fprintf(stderr, "bench: %s %s failed after %" PRId64 " of %"
 		                PRId64 " requests\n",
@@ -538,7 +533,8 @@ static int dir_read(struct dir *d)
 		free(c);
 		return r < 0 && errno == EAGAIN ? 0 : -1;
 	}
-	*c = (struct chunk){.due = now_ns() + d->delay_ns, .len = (size_t)r};
+	*c = (struct chunk){.due = clock_mono_ns() + d->delay_ns,
+	                    .len = (size_t)r};
 	if (d->tail)
 		d->tail->next = c;
 	else
@@ -551,7 +547,7 @@ static int dir_read(struct dir *d)
 /* Writes the chunks that are due. 0, or -1 when the side closed. */
 static int dir_write(struct dir *d)
 {
-	int64_t now = now_ns();
+	int64_t now = clock_mono_ns();
 	while (d->head && d->head->due <= now) {
 		struct chunk *c = d->head;
 		ssize_t w = send(d->to, c->data + c->off, c->len - c->off,
@@ -604,7 +600,7 @@ static int relay(const char *to, const char *port_file, int64_t delay_us)
 	                   {.from = b, .to = a, .delay_ns = delay_us * 1000}};
 	for (;;) {
 		struct pollfd p[4];
-		int64_t wait = -1, now = now_ns(); /* ns */
+		int64_t wait = -1, now = clock_mono_ns(); /* ns */
 		for (int i = 0; i < 2; i++) {
 			/* at most 64 MiB held per direction */
 			p[i] = (struct pollfd){
@@ -683,10 +679,10 @@ static int wakeup_floor(const char *name, int64_t ops, int awake,
 		char c = 'x';
 		lend_awake_busy(&aw);
 		lend_qos_busy(&q);
-		int64_t t0 = now_ns();
+		int64_t t0 = clock_mono_ns();
 		if (write(sv[0], &c, 1) != 1 || read(sv[0], &c, 1) != 1)
 			rc = -1;
-		lat[i] = now_ns() - t0;
+		lat[i] = clock_mono_ns() - t0;
 	}
 	lend_awake_stop(&aw);
 	lend_qos_stop(&q);
@@ -703,36 +699,27 @@ static int wakeup_floor(const char *name, int64_t ops, int awake,
 	return rc;
 }
 
-static void usage_text(FILE *f)
-{
-	fprintf(f,
-	        "usage: ramex-lend-bench (--lender HOST:PORT --contract ID "
-	        "--secret-file F [--tls-ca F]\n"
-	        "                         | --nbd-direct HOST:PORT --contract ID "
-	        "--secret-file F\n"
-	        "                         | --nbd-unix PATH | --blockdev PATH)\n"
-	        "         [--pages N (1024)] [--ops N (2000)] [--name NAME] "
-	        "[--qd N (1..128)]\n"
-	        "         [--stream-mib M [--bs BYTES]] [--recall-pid PID] "
-	        "[--keep-awake N]\n"
-	        "         [--gap-us US (one at a time: a pause after each)]\n"
-	        "         [--trickle HOST:PORT [--trickle-peers N] "
-	        "[--trickle-ms MS]]\n"
-	        "       ramex-lend-bench --relay HOST:PORT --relay-port-file F "
-	        "[--delay-us N]\n"
-	        "       ramex-lend-bench --wakeup-floor [--ops N] "
-	        "[--keep-awake N] [--idle-poll 0|1]\n"
-	        "--nbd-direct: the NBD client model on a lender's DATA "
-	        "connection (the direct\n"
-	        "path: what nbd.ko does with ramex-lend-nbd --direct).\n"
-	        "Writes then reads --ops random 4 KiB pages through the lend "
-	        "protocol, the NBD\n"
-	        "bridge or a block device (O_DIRECT), and prints p50/p99 and "
-	        "throughput per\n"
-	        "direction. Measures only. What each option does: "
-	        "docs/lending.md and\n"
-	        "bench/50-lending.sh.\n");
-}
+/* --help around the options of the table in main */
+static const char synopsis[] =
+    "usage: ramex-lend-bench (--lender HOST:PORT --contract ID --secret-file F "
+    "[--tls-ca F]\n"
+    "                         | --nbd-direct HOST:PORT --contract ID "
+    "--secret-file F\n"
+    "                         | --nbd-unix PATH | --blockdev PATH)\n"
+    "         [--pages N] [--ops N] [--name NAME] [--qd N] [--gap-us US]\n"
+    "         [--stream-mib M [--bs BYTES]] [--recall-pid PID]\n"
+    "         [--trickle HOST:PORT [--trickle-peers N] [--trickle-ms MS]]\n"
+    "       ramex-lend-bench --relay HOST:PORT --relay-port-file F "
+    "[--delay-us N]\n"
+    "       ramex-lend-bench --wakeup-floor [--ops N] [--keep-awake N] "
+    "[--idle-poll 0|1]\n";
+static const char notes[] =
+    "Writes then reads --ops random 4 KiB pages through the lend protocol, "
+    "the NBD\n"
+    "bridge or a block device (O_DIRECT), and prints p50/p99 and throughput "
+    "per\n"
+    "direction. Measures only. More on each path: docs/lending.md and\n"
+    "bench/50-lending.sh.\n";
 
 int main(int argc, char **argv)
 {
@@ -753,35 +740,71 @@ int main(int argc, char **argv)
 	uint8_t secret[LEND_SECRET_LEN];
 
 	const struct args_opt opts[] = {
-	    {"--lender", ARGS_STR, &lender, 0, 0, NULL},
-	    {"--contract", ARGS_INT, &contract, 1, INT64_MAX, NULL},
-	    {"--secret-file", ARGS_STR, &secret_file, 0, 0, NULL},
-	    {"--tls-ca", ARGS_STR, &ca, 0, 0, NULL},
-	    {"--nbd-unix", ARGS_STR, &nbd_unix, 0, 0, NULL},
-	    {"--nbd-direct", ARGS_STR, &nbd_direct, 0, 0, NULL},
-	    {"--blockdev", ARGS_STR, &dev, 0, 0, NULL},
-	    {"--pages", ARGS_INT, &pages, 1, LEND_MAX_PAGES, NULL},
-	    {"--ops", ARGS_INT, &ops, 100, 100000000, NULL},
-	    {"--name", ARGS_STR, &name, 0, 0, NULL},
-	    {"--qd", ARGS_INT, &qd, 1, 128, NULL},
-	    {"--stream-mib", ARGS_INT, &stream_mib, 1, 1 << 20, NULL},
-	    {"--recall-pid", ARGS_INT, &recall_pid, 1, INT32_MAX, NULL},
-	    {"--bs", ARGS_INT, &bs, 4096, 1 << 20, NULL},
-	    {"--wakeup-floor", ARGS_FLAG, &floor_only, 0, 0, NULL},
-	    {"--keep-awake", ARGS_INT, &awake, 0, LEND_AWAKE_MAX_THREADS, NULL},
-	    {"--idle-poll", ARGS_INT, &idle_poll, 0, 1, NULL},
-	    {"--gap-us", ARGS_INT, &gap_us, 0, 1000000, NULL},
-	    {"--trickle", ARGS_STR, &trickle_at, 0, 0, NULL},
-	    {"--trickle-peers", ARGS_INT, &trickle_peers, 1, 64, NULL},
-	    {"--trickle-ms", ARGS_INT, &trickle_ms, 1, 60000, NULL},
-	    {"--relay", ARGS_STR, &relay_to, 0, 0, NULL},
-	    {"--relay-port-file", ARGS_STR, &relay_file, 0, 0, NULL},
-	    {"--delay-us", ARGS_INT, &delay_us, 0, 10000000, NULL},
+	    {"--lender", ARGS_STR, &lender, 0, 0, NULL, "HOST:PORT",
+	     "the lend protocol itself, to this lender (TCP, or TLS with "
+	     "--tls-ca)"},
+	    lend_args_contract(&contract),
+	    lend_args_secret_file(&secret_file),
+	    lend_args_tls_ca(&ca),
+	    {"--nbd-unix", ARGS_STR, &nbd_unix, 0, 0, NULL, "PATH",
+	     "NBD through ramex-lend-nbd's unix socket (what the kernel "
+	     "sees)"},
+	    {"--nbd-direct", ARGS_STR, &nbd_direct, 0, 0, NULL, "HOST:PORT",
+	     "the NBD client model on a lender's DATA connection (the direct "
+	     "path: what nbd.ko does with ramex-lend-nbd --direct)"},
+	    {"--blockdev", ARGS_STR, &dev, 0, 0, NULL, "PATH",
+	     "pread/pwrite with O_DIRECT on a device or file (the local-swap "
+	     "baseline)"},
+	    {"--pages", ARGS_INT, &pages, 1, LEND_MAX_PAGES, NULL, "N",
+	     "the pages the random requests fall in"},
+	    {"--ops", ARGS_INT, &ops, 100, 100000000, NULL, "N",
+	     "random 4 KiB pages written, then read (--wakeup-floor: round "
+	     "trips)"},
+	    {"--name", ARGS_STR, &name, 0, 0, NULL, "NAME",
+	     "the path's name, first on every line printed"},
+	    {"--qd", ARGS_INT, &qd, 1, 128, NULL, "N",
+	     "requests kept in flight (1: one at a time)"},
+	    {"--stream-mib", ARGS_INT, &stream_mib, 1, 1 << 20, NULL, "M",
+	     "with --qd: also write M MiB in order, then read them back"},
+	    {"--recall-pid", ARGS_INT, &recall_pid, 1, INT32_MAX, NULL, "PID",
+	     "with --lender: write --pages pages, send the lender PID "
+	     "SIGUSR1 (its recall) and time the recall"},
+	    {"--bs", ARGS_INT, &bs, 4096, 1 << 20, NULL, "BYTES",
+	     "the size of --stream-mib's requests"},
+	    {"--wakeup-floor", ARGS_FLAG, &floor_only, 0, 0, NULL, NULL,
+	     "no storage: two processes bounce one byte over a socketpair "
+	     "--ops times, two wakeups a round trip, the least any path "
+	     "between processes pays"},
+	    {"--keep-awake", ARGS_INT, &awake, 0, LEND_AWAKE_MAX_THREADS, NULL,
+	     "N",
+	     "--wakeup-floor: lend_awake threads spinning meanwhile (what "
+	     "ramex-lend-nbd --keep-awake runs)"},
+	    {"--idle-poll", ARGS_INT, &idle_poll, 0, 1, NULL, "0|1",
+	     "--wakeup-floor: 1 holds the CPU latency request at 0 us "
+	     "meanwhile (ramex-lend-nbd --idle-poll 1)"},
+	    {"--gap-us", ARGS_INT, &gap_us, 0, 1000000, NULL, "US",
+	     "one at a time: a pause after each request, a borrower whose "
+	     "faults come apart (ops_s counts the pauses too)"},
+	    {"--trickle", ARGS_STR, &trickle_at, 0, 0, NULL, "HOST:PORT",
+	     "meanwhile, slow peers connect to this lender, each sending "
+	     "its AUTH one byte at a time"},
+	    {"--trickle-peers", ARGS_INT, &trickle_peers, 1, 64, NULL, "N",
+	     "how many slow peers"},
+	    {"--trickle-ms", ARGS_INT, &trickle_ms, 1, 60000, NULL, "MS",
+	     "the pause between a slow peer's bytes"},
+	    {"--relay", ARGS_STR, &relay_to, 0, 0, NULL, "HOST:PORT",
+	     "be a slow lender instead: relay one connection to HOST:PORT, "
+	     "delivering the lender's bytes --delay-us late"},
+	    {"--relay-port-file", ARGS_STR, &relay_file, 0, 0, NULL, "F",
+	     "the relay listens on 127.0.0.1 and writes its port to F"},
+	    {"--delay-us", ARGS_INT, &delay_us, 0, 10000000, NULL, "US",
+	     "the relay's delay"},
 	};
+	const struct args_prog prog = {"ramex-lend-bench", synopsis, opts,
+	                               sizeof opts / sizeof opts[0], notes};
 	int done =
-	    args_done(args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
-	                         err, sizeof err),
-	              "ramex-lend-bench", err, usage_text);
+	    args_done(args_parse(argc, argv, opts, prog.nopts, err, sizeof err),
+	              &prog, err);
 	if (done >= 0)
 		return done;
 	signal(SIGPIPE, SIG_IGN);

@@ -14,9 +14,10 @@
 #include <sys/swap.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "node-agent/lend/lend_mem.h"
-#include "node-agent/lend/lend_server.h" /* lend_now_ms */
+#include "node-agent/lend/lend_server.h" /* clock_mono_ms */
 
 int lend_bridge_init(struct lend_bridge *b, struct lend_client *client,
                      const char *export_name)
@@ -261,7 +262,7 @@ static void *swapon_main(void *arg)
 static void *swapoff_main(void *arg)
 {
 	struct lend_bridge *b = arg;
-	int64_t t0 = lend_now_ms();
+	int64_t t0 = clock_mono_ms();
 	/* swapoff allocates a page for every page it brings back; its
 	 * reclaim must be free to write other pages to local swap (this
 	 * device is already out of the kernel's swap list), so this one
@@ -278,7 +279,7 @@ static void *swapoff_main(void *arg)
 		b->swapoff_rc = 0;
 	}
 	log_info("swapoff returned", "device=%s rc=%d ms=%lld why=\"%s\"",
-	         b->swap, b->swapoff_rc, (long long)(lend_now_ms() - t0),
+	         b->swap, b->swapoff_rc, (long long)(clock_mono_ms() - t0),
 	         b->swapoff_rc == 0 ? "ok" : strerror(b->swapoff_errno));
 	wake(b, 'o');
 	return NULL;
@@ -721,7 +722,7 @@ enum lend_bridge_end lend_bridge_run(struct lend_bridge *b)
 	struct lend_client *c = b->client;
 	enum lend_bridge_end end = LEND_BRIDGE_DISC;
 	/* a meter file from the start: the agent bills from it once there */
-	int64_t next_tick = lend_now_ms();
+	int64_t next_tick = clock_mono_ms();
 	int done = 0, was_lost = 0;
 
 	if (b->swap_prio >= 0 && !b->swapon_started &&
@@ -729,7 +730,7 @@ enum lend_bridge_end lend_bridge_run(struct lend_bridge *b)
 		b->swapon_started = 1;
 
 	for (;;) {
-		int64_t now = lend_now_ms();
+		int64_t now = clock_mono_ms();
 		if (now >= next_tick) {
 			tick(b);
 			next_tick = now + 1000;

@@ -9,9 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "node-agent/lend/lend_iov.h"
-#include "node-agent/lend/lend_server.h" /* lend_now_ms */
+#include "node-agent/lend/lend_server.h" /* clock_mono_ms */
 
 static void fail_all(struct lend_client *c);
 static int flush_out(struct lend_client *c);
@@ -147,7 +148,7 @@ int lend_client_open_role(struct lend_client *c, int fd, SSL_CTX *tls,
 		goto fail;
 	}
 	if (lend_meter_init(&c->meter, contract, LEND_METER_BORROWER, c->pages,
-	                    lend_now_ms()) < 0) {
+	                    clock_mono_ms()) < 0) {
 		snprintf(c->err, sizeof c->err, "could not allocate the meter");
 		goto fail;
 	}
@@ -176,7 +177,7 @@ static void take_notice(struct lend_client *c, const struct lend_hdr *h)
 		         (unsigned long long)h->extra);
 	c->notice = 1;
 	c->notice_ms = (int64_t)h->extra;
-	c->notice_at_ms = lend_now_ms();
+	c->notice_at_ms = clock_mono_ms();
 }
 
 /* Every request in flight completes with LEND_E_LOST (the link failed).
@@ -256,7 +257,7 @@ static int wait_fd(struct lend_client *c, short events, int wait_ms)
 	int64_t dl = lend_client_deadline_ms(c);
 	int t = wait_ms;
 	if (dl >= 0) {
-		int64_t left = dl - lend_now_ms();
+		int64_t left = dl - clock_mono_ms();
 		left = left < 0 ? 0 : left > INT32_MAX ? INT32_MAX : left;
 		if (t < 0 || t > left)
 			t = (int)left;
@@ -270,7 +271,7 @@ static int wait_fd(struct lend_client *c, short events, int wait_ms)
 	}
 	/* late but readable: what came is read first, the bound is
 	 * applied to what is still missing after that */
-	if (n == 0 && dl >= 0 && lend_now_ms() >= dl) {
+	if (n == 0 && dl >= 0 && clock_mono_ms() >= dl) {
 		overdue(c);
 		return -1;
 	}
@@ -364,7 +365,7 @@ static int take_reply(struct lend_client *c)
 	c->inflight--;
 	c->inflight_pages -= q.count;
 	if (r.error == LEND_OK) {
-		int64_t now = lend_now_ms();
+		int64_t now = clock_mono_ms();
 		if (q.type == LEND_READ)
 			lend_meter_read(&c->meter, q.count, now);
 		else if (q.type == LEND_WRITE)
@@ -456,7 +457,7 @@ static int send_iov(struct lend_client *c, struct iovec *iov, int iovcnt)
 static int flush_out(struct lend_client *c)
 {
 	int n = c->out_n;
-	int64_t now = lend_now_ms();
+	int64_t now = clock_mono_ms();
 	for (int i = 0; i < c->nheld; i++)
 		c->req[c->held[i]].sent_ms = now;
 	c->out_n = c->nheld = 0;
@@ -510,7 +511,7 @@ int lend_client_submit(struct lend_client *c, uint16_t type, uint64_t page,
 	                              .done = done,
 	                              .arg = arg,
 	                              .tag = tag,
-	                              .sent_ms = lend_now_ms()};
+	                              .sent_ms = clock_mono_ms()};
 	c->inflight++;
 	c->inflight_pages += count;
 	struct lend_hdr hd = {
@@ -677,7 +678,7 @@ int lend_client_expire(struct lend_client *c, int64_t now_ms)
 	if (lend_client_pump(c, 0) < 0)
 		return -1;
 	dl = lend_client_deadline_ms(c);
-	if (dl < 0 || lend_now_ms() < dl)
+	if (dl < 0 || clock_mono_ms() < dl)
 		return 0;
 	overdue(c);
 	return lose(c, "the lender stopped answering");
@@ -693,7 +694,7 @@ int lend_client_poll(struct lend_client *c)
 
 struct lend_meter_report lend_client_report(struct lend_client *c)
 {
-	return lend_meter_report(&c->meter, lend_now_ms());
+	return lend_meter_report(&c->meter, clock_mono_ms());
 }
 
 int lend_client_take_fd(struct lend_client *c)

@@ -59,7 +59,8 @@ struct lend_client_req {
 	lend_client_done_fn done;
 	void *arg;
 	uint64_t tag;
-	int64_t sent_ms; /* lend_now_ms when sent (held ones: when uncorked) */
+	int64_t
+	    sent_ms; /* clock_mono_ms when sent (held ones: when uncorked) */
 	uint8_t hdr[LEND_HDR_LEN]; /* its header, until sent */
 };
 
@@ -74,7 +75,7 @@ struct lend_client {
 	int released;         /* RELEASE was acknowledged */
 	int notice;           /* a recall notice arrived */
 	int64_t notice_ms;    /* its period, ms from its arrival */
-	int64_t notice_at_ms; /* when it arrived (lend_now_ms) */
+	int64_t notice_at_ms; /* when it arrived (clock_mono_ms) */
 	uint32_t last_error;  /* enum lend_err of the last refused request */
 	struct lend_meter meter;
 	struct lend_client_req req[LEND_CLIENT_SLOTS]; /* by handle % SLOTS */
@@ -178,7 +179,7 @@ int lend_client_lender_meter(struct lend_client *c,
 /* The borrower has moved its pages back: the lender may free them. */
 int lend_client_release(struct lend_client *c);
 
-/* When the oldest request in flight times out (lend_now_ms clock), or -1
+/* When the oldest request in flight times out (clock_mono_ms clock), or -1
  * when nothing is in flight: a caller that polls the fd itself waits no
  * longer than this and then calls lend_client_expire. */
 int64_t lend_client_deadline_ms(struct lend_client *c);

@@ -2,11 +2,10 @@
  * ramex-lend-nbd — the borrower's bridge: lent pages as an NBD device.
  *
  *   ramex-lend-nbd --lender HOST:PORT --contract ID --secret-file F
- *       [--tls-ca F] (--attach /dev/nbdX [--swap-device DEV]
- *                     | --listen-unix PATH | --listen 127.0.0.1:PORT)
- *       [--swap-priority N] [--meter-file F] [--ready-file F] [--mlock]
- *       [--reply-timeout-ms N] [--keep-awake N] [--idle-poll 0|1] [--direct]
+ *       [--tls-ca F] (--attach /dev/nbdX | --listen-unix PATH
+ *                     | --listen 127.0.0.1:PORT) [OPTION...]
  *
+ * (every option: --help, printed from the table in main)
  * --direct (with --attach; plain TCP: loopback or --plaintext) hands the
  * kernel's nbd driver the lender's own TCP connection (a DATA connection,
  * lend_proto.h), so pages go nbd.ko <-> lender with no process between;
@@ -63,41 +62,21 @@ static void on_tick(const struct lend_meter_report *r, void *arg)
 	lend_args_write_meter(arg, r);
 }
 
-static void usage_text(FILE *f)
-{
-	fprintf(f,
-	        "usage: ramex-lend-nbd --lender HOST:PORT --contract ID "
-	        "--secret-file F [--tls-ca F]\n"
-	        "       (--attach /dev/nbdX [--swap-device DEV] | "
-	        "--listen-unix PATH | --listen 127.0.0.1:PORT)\n"
-	        "       [--swap-priority N] [--meter-file F] [--ready-file F] "
-	        "[--mlock] [--plaintext]\n"
-	        "       [--reply-timeout-ms N (default %d: a lender silent "
-	        "this long with a request\n"
-	        "        in flight is lost; its requests fail with EIO)]\n"
-	        "       [--keep-awake N (default 0, at most %d: threads that "
-	        "keep cores out of idle,\n"
-	        "        under SCHED_IDLE, while requests are in flight)]\n"
-	        "       [--idle-poll 0|1 (default %d: 1 holds the CPU latency "
-	        "request at 0 us while\n"
-	        "        requests are in flight, so idle cores poll instead of "
-	        "halting; needs root)]\n"
-	        "       [--direct (with --attach, plain TCP: the kernel's nbd "
-	        "driver talks to the\n"
-	        "        lender itself; this program keeps the recall and the "
-	        "meter)]\n"
-	        "Plain TCP (no --tls-ca) sends this node's pages in clear: it "
-	        "is refused\n"
-	        "unless the lender is a loopback address or --plaintext is "
-	        "given.\n",
-	        LEND_CLIENT_REPLY_TIMEOUT_MS, LEND_AWAKE_MAX_THREADS,
-	        LEND_QOS_DEFAULT);
-}
-
-static int usage(const char *why)
-{
-	return args_done(-1, "ramex-lend-nbd", why, usage_text);
-}
+/* --help around the options of the table in main */
+static const char synopsis[] =
+    "usage: ramex-lend-nbd --lender HOST:PORT --contract ID --secret-file F "
+    "[--tls-ca F]\n"
+    "       (--attach /dev/nbdX | --listen-unix PATH | --listen "
+    "127.0.0.1:PORT) [OPTION...]\n";
+static const char notes[] =
+    "Plain TCP (no --tls-ca) sends this node's pages in clear: it is "
+    "refused\n"
+    "unless the lender is a loopback address or --plaintext is given.\n"
+    "On a recall notice, on SIGTERM, or when the lender vanishes, it swaps "
+    "the\n"
+    "device off, releases the contract and exits: 0 recalled or "
+    "disconnected,\n"
+    "3 lender lost, 4 recall failed, 1 any other error.\n";
 
 static int accept_one(const char *unix_path, const char *hostport, char *err,
                       size_t errlen)
@@ -160,53 +139,75 @@ int main(int argc, char **argv)
 	int64_t contract_id = 0, prio_v = -1, awake = 0;
 	int64_t idle_poll = LEND_QOS_DEFAULT;
 	const struct args_opt opts[] = {
-	    {"--lender", ARGS_STR, &lender, 0, 0, NULL},
-	    {"--contract", ARGS_INT, &contract_id, 1, INT64_MAX,
-	     "--contract must be a positive integer"},
-	    {"--secret-file", ARGS_STR, &secret_file, 0, 0, NULL},
-	    {"--tls-ca", ARGS_STR, &ca, 0, 0, NULL},
-	    {"--attach", ARGS_STR, &attach, 0, 0, NULL},
-	    {"--swap-device", ARGS_STR, &swap_dev, 0, 0, NULL},
-	    {"--listen-unix", ARGS_STR, &unix_path, 0, 0, NULL},
-	    {"--listen", ARGS_STR, &listen_at, 0, 0, NULL},
-	    {"--meter-file", ARGS_STR, &meter_file, 0, 0, NULL},
+	    {"--lender", ARGS_STR, &lender, 0, 0, NULL, "HOST:PORT",
+	     "the lender's address"},
+	    lend_args_contract(&contract_id),
+	    lend_args_secret_file(&secret_file),
+	    lend_args_tls_ca(&ca),
+	    {"--attach", ARGS_STR, &attach, 0, 0, NULL, "/dev/nbdX",
+	     "hand the export to the kernel's nbd driver"},
+	    {"--swap-device", ARGS_STR, &swap_dev, 0, 0, NULL, "DEV",
+	     "what a recall swaps off, when it is not the --attach device"},
+	    {"--listen-unix", ARGS_STR, &unix_path, 0, 0, NULL, "PATH",
+	     "serve the export to one NBD client on this unix socket"},
+	    {"--listen", ARGS_STR, &listen_at, 0, 0, NULL, "127.0.0.1:PORT",
+	     "serve the export to one NBD client on this loopback port (NBD "
+	     "has no authentication)"},
+	    lend_args_meter_file(&meter_file),
 	    {"--swap-priority", ARGS_INT, &prio_v, 0, 32767,
-	     "--swap-priority is 0..32767"},
-	    {"--ready-file", ARGS_STR, &ready, 0, 0, NULL},
-	    {"--mlock", ARGS_FLAG, &lock, 0, 0, NULL},
-	    {"--plaintext", ARGS_FLAG, &plaintext, 0, 0, NULL},
+	     "--swap-priority is 0..32767", "N",
+	     "with --attach: format the device as swap and swap to it at "
+	     "this priority (mkswap, swapon -p N)"},
+	    {"--ready-file", ARGS_STR, &ready, 0, 0, NULL, "F",
+	     "create F once the device is attached or the client connected"},
+	    {"--mlock", ARGS_FLAG, &lock, 0, 0, NULL, NULL,
+	     "keep the bridge out of memory reclaim (mlockall, "
+	     "PR_SET_IO_FLUSHER, oom_score_adj -1000): give it whenever the "
+	     "device is swap"},
+	    {"--plaintext", ARGS_FLAG, &plaintext, 0, 0, NULL, NULL,
+	     "allow plain TCP (no --tls-ca) to a lender off loopback"},
 	    {"--reply-timeout-ms", ARGS_INT, &reply_timeout, 1, 3600000,
-	     "--reply-timeout-ms is 1..3600000"},
-	    {"--keep-awake", ARGS_INT, &awake, 0, LEND_AWAKE_MAX_THREADS,
-	     "--keep-awake is 0..8 threads"},
-	    {"--idle-poll", ARGS_INT, &idle_poll, 0, 1,
-	     "--idle-poll is 0 (off) or 1 (on)"},
-	    {"--direct", ARGS_FLAG, &direct, 0, 0, NULL},
+	     "--reply-timeout-ms is 1..3600000", "MS",
+	     "a lender silent this long with a request in flight is lost: "
+	     "its requests fail with EIO"},
+	    lend_args_keep_awake(&awake),
+	    lend_args_idle_poll(&idle_poll),
+	    {"--direct", ARGS_FLAG, &direct, 0, 0, NULL, NULL,
+	     "with --attach and plain TCP: the kernel's nbd driver talks to "
+	     "the lender itself; this program keeps the recall and the "
+	     "meter"},
 	};
+	const struct args_prog prog = {"ramex-lend-nbd", synopsis, opts,
+	                               sizeof opts / sizeof opts[0], notes};
 	int done =
-	    args_done(args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
-	                         err, sizeof err),
-	              "ramex-lend-nbd", err, usage_text);
+	    args_done(args_parse(argc, argv, opts, prog.nopts, err, sizeof err),
+	              &prog, err);
 	if (done >= 0)
 		return done;
 	contract = (uint64_t)contract_id;
 	prio = (int)prio_v;
 	if (!lender || !contract || !secret_file)
-		return usage("--lender, --contract and --secret-file are "
-		             "required");
+		return args_done(-1, &prog,
+		                 "--lender, --contract and --secret-file are "
+		                 "required");
 	if (!!attach + !!unix_path + !!listen_at != 1)
-		return usage("give exactly one of --attach, --listen-unix, "
-		             "--listen");
+		return args_done(-1, &prog,
+		                 "give exactly one of --attach, --listen-unix, "
+		                 "--listen");
 	if (hostport_split(lender, host, sizeof host, &port) < 0)
-		return usage("--lender wants HOST:PORT");
+		return args_done(-1, &prog, "--lender wants HOST:PORT");
 	if (direct && !attach)
-		return usage("--direct hands /dev/nbdX the lender's connection: "
-		             "it needs --attach");
+		return args_done(
+		    -1, &prog,
+		    "--direct hands /dev/nbdX the lender's connection: "
+		    "it needs --attach");
 	if (direct && ca)
-		return usage("--direct gives the lender's TCP connection to the "
-		             "kernel's nbd driver, which cannot speak TLS (that "
-		             "would need kTLS): leave out --direct with --tls-ca, "
-		             "or use --direct on loopback or with --plaintext");
+		return args_done(
+		    -1, &prog,
+		    "--direct gives the lender's TCP connection to the "
+		    "kernel's nbd driver, which cannot speak TLS (that "
+		    "would need kTLS): leave out --direct with --tls-ca, "
+		    "or use --direct on loopback or with --plaintext");
 	if (direct && awake) {
 		log_warn("--keep-awake does nothing with --direct: no process "
 		         "is on the pages' way; no threads started",
@@ -222,9 +223,11 @@ int main(int argc, char **argv)
 	}
 	if (!ca && !hostport_is_loopback(host)) {
 		if (!plaintext)
-			return usage("plain TCP to a lender off loopback would "
-			             "send this node's pages in clear: give "
-			             "--tls-ca, or --plaintext to allow it");
+			return args_done(
+			    -1, &prog,
+			    "plain TCP to a lender off loopback would "
+			    "send this node's pages in clear: give "
+			    "--tls-ca, or --plaintext to allow it");
 		log_warn("plain TCP to a lender off loopback, as told: this "
 		         "node's pages cross the network in clear",
 		         "lender=%s", lender);
@@ -236,12 +239,15 @@ int main(int argc, char **argv)
 		char lh[256];
 		int lp;
 		if (hostport_split(listen_at, lh, sizeof lh, &lp) < 0)
-			return usage("--listen wants 127.0.0.1:PORT");
+			return args_done(-1, &prog,
+			                 "--listen wants 127.0.0.1:PORT");
 		if (!hostport_is_loopback(lh))
-			return usage("--listen must be a loopback address "
-			             "(127.0.0.1:PORT): NBD has no "
-			             "authentication, so anyone who reaches "
-			             "it reads and writes this node's pages");
+			return args_done(
+			    -1, &prog,
+			    "--listen must be a loopback address "
+			    "(127.0.0.1:PORT): NBD has no "
+			    "authentication, so anyone who reaches "
+			    "it reads and writes this node's pages");
 	}
 	if (lend_args_secret(secret_file, secret, err, sizeof err) < 0) {
 		log_error("cannot start", "why=\"%s\"", err);

@@ -9,14 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
-
-static int64_t now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
 
 int lend_qos_start(struct lend_qos *q, const char *path)
 {
@@ -77,7 +71,7 @@ void lend_qos_busy(struct lend_qos *q)
 {
 	if (!q->open)
 		return;
-	q->until_ns = now_ns() + (int64_t)LEND_QOS_LINGER_US * 1000;
+	q->until_ns = clock_mono_ns() + (int64_t)LEND_QOS_LINGER_US * 1000;
 	if (q->held)
 		return;
 	if (put(q, 0) == 0) {
@@ -90,7 +84,7 @@ int64_t lend_qos_idle(struct lend_qos *q)
 {
 	if (!q->open || !q->held)
 		return -1;
-	int64_t left = q->until_ns - now_ns();
+	int64_t left = q->until_ns - clock_mono_ns();
 	if (left > 0)
 		return (left + 999999) / 1000000;
 	q->held = 0;

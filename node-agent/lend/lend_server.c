@@ -1,6 +1,7 @@
 /* lend_server.c — the lender's service loop (see the header). */
-#include "common/hostport.h"
 #include "node-agent/lend/lend_server.h"
+#include "common/clock.h"
+#include "common/hostport.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -25,13 +26,6 @@ _Static_assert(LEND_NBD_REQ_LEN <= LEND_HDR_LEN, "cur holds an NBD request");
 
 /* What serve_one and serve_nbd_one did with the link's next request. */
 enum { ONE_FAIL = -1, ONE_DONE = 0, ONE_PART = 1 };
-
-int64_t lend_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int lend_server_open(struct lend_server *s, const struct lend_server_config *c,
                      char *err, size_t errlen)
@@ -69,7 +63,7 @@ int lend_server_open(struct lend_server *s, const struct lend_server_config *c,
 	                    errlen) < 0)
 		return -1;
 	if (lend_meter_init(&s->meter, c->contract, LEND_METER_LENDER, c->pages,
-	                    lend_now_ms()) < 0) {
+	                    clock_mono_ms()) < 0) {
 		snprintf(err, errlen, "could not allocate the meter");
 		goto fail;
 	}
@@ -120,7 +114,7 @@ void lend_server_stop(struct lend_server *s)
 
 struct lend_meter_report lend_server_report(struct lend_server *s)
 {
-	return lend_meter_report(&s->meter, lend_now_ms());
+	return lend_meter_report(&s->meter, clock_mono_ms());
 }
 
 /*
@@ -148,7 +142,7 @@ static int link_writev(struct lend_server_link *l, struct iovec *iov,
 			return -1;
 		if (w > 0)
 			continue;
-		int64_t now = lend_now_ms();
+		int64_t now = clock_mono_ms();
 		if (deadline == 0)
 			deadline = now + LEND_SERVER_STALL_MS;
 		if (now >= deadline) {
@@ -165,7 +159,7 @@ static int link_writev(struct lend_server_link *l, struct iovec *iov,
 
 static int send_notice(struct lend_server *s)
 {
-	int64_t left = s->deadline_ms - lend_now_ms();
+	int64_t left = s->deadline_ms - clock_mono_ms();
 	struct lend_hdr n = {.type = LEND_NOTICE,
 	                     .extra = (uint64_t)(left > 0 ? left : 0)};
 	uint8_t b[LEND_HDR_LEN];
@@ -315,7 +309,7 @@ static void handshake_start(struct lend_server *s, int fd)
 	h->s = s;
 	h->c.fd = fd;
 	h->watch = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	h->deadline_ms = lend_now_ms() + s->cfg.handshake_ms;
+	h->deadline_ms = clock_mono_ms() + s->cfg.handshake_ms;
 	/* a small stack: with --mlock (MCL_FUTURE) every byte of a
 	 * thread's stack is locked, and the default is 8 MiB */
 	pthread_attr_t attr;
@@ -426,7 +420,7 @@ static void free_pages(struct lend_server *s, const char *why)
 {
 	if (s->released)
 		return;
-	lend_meter_release(&s->meter, lend_now_ms());
+	lend_meter_release(&s->meter, clock_mono_ms());
 	lend_store_release(&s->store);
 	s->released = 1;
 	log_info("lender freed the contract's pages",
@@ -610,7 +604,7 @@ static int serve_one(struct lend_server *s)
 		if (t <= 0)
 			return take_rc(t);
 	}
-	int64_t now = lend_now_ms();
+	int64_t now = clock_mono_ms();
 	int rc;
 	switch (q.type) {
 	case LEND_READ:
@@ -732,7 +726,7 @@ static int serve_nbd_one(struct lend_server *s)
 	if (q.type == LEND_NBD_CMD_WRITE && count > 0 &&
 	    (t = in_take(l, p + (l->got - LEND_NBD_REQ_LEN), l->want)) <= 0)
 		return take_rc(t);
-	int64_t now = lend_now_ms();
+	int64_t now = clock_mono_ms();
 	switch (q.type) {
 	case LEND_NBD_CMD_READ:
 		lend_meter_read(&s->meter, count, now);
@@ -796,7 +790,7 @@ static int serve(struct lend_server *s, struct lend_server_link *l)
 			if (!link_mid_request(l))
 				l->part_ms = 0;
 			else if (l->part_ms == 0)
-				l->part_ms = lend_now_ms();
+				l->part_ms = clock_mono_ms();
 			break;
 		}
 		l->got = l->want = 0;
@@ -858,10 +852,10 @@ static void tick(struct lend_server *s)
 enum lend_server_end lend_server_run(struct lend_server *s)
 {
 	/* a meter file from the start: the agent bills from it once there */
-	int64_t next_tick = lend_now_ms();
+	int64_t next_tick = clock_mono_ms();
 	enum lend_server_end end;
 	for (;;) {
-		int64_t now = lend_now_ms();
+		int64_t now = clock_mono_ms();
 		if (now >= next_tick) {
 			tick(s);
 			next_tick = now + 1000;
@@ -920,7 +914,7 @@ enum lend_server_end lend_server_run(struct lend_server *s)
 				if (c == 'r' && !s->recalling && !s->released) {
 					s->recalling = 1;
 					s->deadline_ms =
-					    lend_now_ms() + s->cfg.notice_ms;
+					    clock_mono_ms() + s->cfg.notice_ms;
 					log_info(
 					    "lender recalls the pages",
 					    "contract=%llu notice_ms=%lld",
@@ -956,7 +950,7 @@ enum lend_server_end lend_server_run(struct lend_server *s)
 			serve_link(s, &s->lend);
 	}
 	/* no handshake outlives the run: cut them, take what they say */
-	handshake_cut(s, lend_now_ms(), 1, 0);
+	handshake_cut(s, clock_mono_ms(), 1, 0);
 	handshake_reap(s, 1);
 	tick(s);
 	return end;
@@ -965,7 +959,7 @@ enum lend_server_end lend_server_run(struct lend_server *s)
 void lend_server_close(struct lend_server *s)
 {
 	if (s->done[0] >= 0) {
-		handshake_cut(s, lend_now_ms(), 1, 0);
+		handshake_cut(s, clock_mono_ms(), 1, 0);
 		handshake_reap(s, 1);
 	}
 	drop_both(s, "the lender is shutting down");

@@ -185,7 +185,4 @@ void lend_server_stop(struct lend_server *s);
 struct lend_meter_report lend_server_report(struct lend_server *s);
 void lend_server_close(struct lend_server *s);
 
-/* Monotonic milliseconds, shared by both sides' meters. */
-int64_t lend_now_ms(void);
-
 #endif

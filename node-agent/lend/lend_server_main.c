@@ -1,11 +1,9 @@
 /*
  * ramex-lend-server — the lender's side of one lend contract, as a program.
  *
- *   ramex-lend-server --contract ID --secret-file F --pages N
- *       [--listen 127.0.0.1:0] [--port-file F] [--tls-cert F --tls-key F]
- *       [--store auto|ramex|anon] [--notice-ms MS] [--meter-file F] [--mlock]
- *       [--keep-awake N] [--idle-poll 0|1]
+ *   ramex-lend-server --contract ID --secret-file F --pages N [OPTION...]
  *
+ * (every option: --help, printed from the table in main)
  * --mlock keeps the lender out of memory reclaim (lend_mem.h).
  * --keep-awake N (default 0) runs N SCHED_IDLE threads that keep cores out
  * of idle while a borrower's requests come, and 1 ms after (lend_awake.h).
@@ -42,31 +40,17 @@ static void on_tick(const struct lend_meter_report *r, void *arg)
 	lend_args_write_meter(arg, r);
 }
 
-static void usage_text(FILE *f)
-{
-	fprintf(f,
-	        "usage: ramex-lend-server --contract ID --secret-file F "
-	        "--pages N [--listen HOST:PORT] [--port-file F]\n"
-	        "       [--tls-cert F --tls-key F] [--store auto|ramex|anon] "
-	        "[--notice-ms MS] [--meter-file F] [--mlock] [--plaintext]\n"
-	        "       [--keep-awake N (default 0, at most %d: threads that "
-	        "keep cores out of idle,\n"
-	        "        under SCHED_IDLE, while a borrower's requests come)]\n"
-	        "       [--idle-poll 0|1 (default %d: 1 holds the CPU latency "
-	        "request at 0 us while\n"
-	        "        a borrower's requests come, so idle cores poll instead "
-	        "of halting; needs root)]\n"
-	        "Plain TCP (no --tls-cert) carries the borrower's pages in "
-	        "clear: it is refused\n"
-	        "unless --listen is a loopback address or --plaintext is "
-	        "given.\n",
-	        LEND_AWAKE_MAX_THREADS, LEND_QOS_DEFAULT);
-}
-
-static int usage(const char *why)
-{
-	return args_done(-1, "ramex-lend-server", why, usage_text);
-}
+/* --help around the options of the table in main */
+static const char synopsis[] =
+    "usage: ramex-lend-server --contract ID --secret-file F --pages N "
+    "[OPTION...]\n";
+static const char notes[] =
+    "SIGUSR1 recalls the pages (the agent sends it when the exchange says "
+    "so);\n"
+    "SIGTERM stops.\n"
+    "Plain TCP (no --tls-cert) carries the borrower's pages in clear: it is "
+    "refused\n"
+    "unless --listen is a loopback address or --plaintext is given.\n";
 
 int main(int argc, char **argv)
 {
@@ -90,30 +74,41 @@ int main(int argc, char **argv)
 	const char *listen_at = NULL, *store = NULL;
 	int64_t contract = 0, awake = 0, idle_poll = LEND_QOS_DEFAULT;
 	const struct args_opt opts[] = {
-	    {"--contract", ARGS_INT, &contract, 1, INT64_MAX,
-	     "--contract must be a positive integer"},
-	    {"--secret-file", ARGS_STR, &secret_file, 0, 0, NULL},
+	    lend_args_contract(&contract),
+	    lend_args_secret_file(&secret_file),
 	    {"--pages", ARGS_INT, &cfg.pages, 1, LEND_MAX_PAGES,
-	     "--pages must be 1..2^28"},
-	    {"--listen", ARGS_STR, &listen_at, 0, 0, NULL},
-	    {"--port-file", ARGS_STR, &port_file, 0, 0, NULL},
-	    {"--tls-cert", ARGS_STR, &cert, 0, 0, NULL},
-	    {"--tls-key", ARGS_STR, &key, 0, 0, NULL},
-	    {"--store", ARGS_STR, &store, 0, 0, NULL},
+	     "--pages must be 1..2^28", "N", "the pages lent"},
+	    {"--listen", ARGS_STR, &listen_at, 0, 0, NULL, "HOST:PORT",
+	     "where borrowers connect (default 127.0.0.1:0, a port the "
+	     "system picks)"},
+	    {"--port-file", ARGS_STR, &port_file, 0, 0, NULL, "F",
+	     "once listening, write the port to F"},
+	    {"--tls-cert", ARGS_STR, &cert, 0, 0, NULL, "F",
+	     "serve TLS with this certificate (PEM), with --tls-key"},
+	    {"--tls-key", ARGS_STR, &key, 0, 0, NULL, "F",
+	     "the certificate's private key (PEM)"},
+	    {"--store", ARGS_STR, &store, 0, 0, NULL, "auto|ramex|anon",
+	     "where the pages are held: ramex.ko's lending pool (ramex), "
+	     "anonymous memory the OS still counts (anon: tests only), or "
+	     "the pool when /dev/ramex is there (auto, the default)"},
 	    {"--notice-ms", ARGS_INT, &cfg.notice_ms, 0, INT32_MAX,
-	     "--notice-ms is 0..2147483647 (ms)"},
-	    {"--meter-file", ARGS_STR, &meter_file, 0, 0, NULL},
-	    {"--mlock", ARGS_FLAG, &lock, 0, 0, NULL},
-	    {"--plaintext", ARGS_FLAG, &cfg.plaintext, 0, 0, NULL},
-	    {"--keep-awake", ARGS_INT, &awake, 0, LEND_AWAKE_MAX_THREADS,
-	     "--keep-awake is 0..8 threads"},
-	    {"--idle-poll", ARGS_INT, &idle_poll, 0, 1,
-	     "--idle-poll is 0 (off) or 1 (on)"},
+	     "--notice-ms is 0..2147483647 (ms)", "MS",
+	     "a recall's notice: how long the borrower has to take its "
+	     "pages back"},
+	    lend_args_meter_file(&meter_file),
+	    {"--mlock", ARGS_FLAG, &lock, 0, 0, NULL, NULL,
+	     "keep the lender out of memory reclaim (mlockall, "
+	     "PR_SET_IO_FLUSHER, oom_score_adj -1000)"},
+	    {"--plaintext", ARGS_FLAG, &cfg.plaintext, 0, 0, NULL, NULL,
+	     "allow plain TCP (no --tls-cert) on an address off loopback"},
+	    lend_args_keep_awake(&awake),
+	    lend_args_idle_poll(&idle_poll),
 	};
+	const struct args_prog prog = {"ramex-lend-server", synopsis, opts,
+	                               sizeof opts / sizeof opts[0], notes};
 	int done =
-	    args_done(args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
-	                         err, sizeof err),
-	              "ramex-lend-server", err, usage_text);
+	    args_done(args_parse(argc, argv, opts, prog.nopts, err, sizeof err),
+	              &prog, err);
 	if (done >= 0)
 		return done;
 	if (contract) {
@@ -122,7 +117,7 @@ int main(int argc, char **argv)
 	}
 	if (listen_at) {
 		if (hostport_split(listen_at, host, sizeof host, &cfg.port) < 0)
-			return usage("--listen wants HOST:PORT");
+			return args_done(-1, &prog, "--listen wants HOST:PORT");
 		cfg.host = host;
 	}
 	if (store) {
@@ -131,13 +126,16 @@ int main(int argc, char **argv)
 		else if (strcmp(store, "anon") == 0)
 			cfg.store = LEND_STORE_ANON;
 		else if (strcmp(store, "auto") != 0)
-			return usage("--store is auto, ramex or anon");
+			return args_done(-1, &prog,
+			                 "--store is auto, ramex or anon");
 	}
 	if (!have_contract || !secret_file || cfg.pages == 0)
-		return usage("--contract, --secret-file and --pages are "
-		             "required");
+		return args_done(-1, &prog,
+		                 "--contract, --secret-file and --pages are "
+		                 "required");
 	if ((cert == NULL) != (key == NULL))
-		return usage("TLS needs both --tls-cert and --tls-key");
+		return args_done(-1, &prog,
+		                 "TLS needs both --tls-cert and --tls-key");
 	if (lend_args_secret(secret_file, cfg.secret, err, sizeof err) < 0) {
 		log_error("cannot start", "why=\"%s\"", err);
 		return 1;

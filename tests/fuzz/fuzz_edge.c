@@ -341,8 +341,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	                                     request */
 	metrics_init(routes_table, routes_count);
 	app.cfg.sse_max_clients = 1;
-	/* the repository's web pages, when the target runs where run.sh
-	 * puts it (var/fuzz/fuzz_edge); else no pages, 404 */
+	/* the repository's web pages, when the target runs in run.sh's
+	 * working directory for it (var/fuzz/fuzz_edge); else no pages, 404 */
 	if (static_root_init(&app.web, "../../../web", "/web", err,
 	                     sizeof err) < 0)
 		app.web.dir[0] = 0;

@@ -32,18 +32,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "tests/integration/ramexd_harness.h"
 #include "tests/integration/testdb.h"
 
 static char pair_dir[512];
 static int primary_port, standby_port;
-
-static int64_t mono_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 static int pg_sh(const char *cmd)
 {
@@ -153,8 +147,8 @@ START_TEST(reports_read_off_the_replica)
 	long st;
 	ck_assert(place(&h, &w, true, 100000, "r-s1", &st) > 0);
 	ck_assert(place(&h, &w, false, 100000, "r-b1", &st) > 0);
-	int64_t until = mono_ms() + 10000;
-	while (trades_shown(&h, w.trader_token) < 1 && mono_ms() < until)
+	int64_t until = clock_mono_ms() + 10000;
+	while (trades_shown(&h, w.trader_token) < 1 && clock_mono_ms() < until)
 		usleep(20000);
 	ck_assert_int_eq(trades_shown(&h, w.trader_token), 1);
 	/* writes go to the primary: a billing run (admin), usage-free */
@@ -212,8 +206,8 @@ START_TEST(reports_read_off_the_replica)
 	json_decref(j);
 	testdb_scalar_at(at(standby_port, "postgres"),
 	                 "SELECT pg_wal_replay_resume()");
-	until = mono_ms() + 10000;
-	while (trades_shown(&h, w.trader_token) < 2 && mono_ms() < until)
+	until = clock_mono_ms() + 10000;
+	while (trades_shown(&h, w.trader_token) < 2 && clock_mono_ms() < until)
 		usleep(20000);
 	ck_assert_int_eq(trades_shown(&h, w.trader_token), 2);
 	rxh_stop(&h);
@@ -277,7 +271,7 @@ static void *place_stream(void *arg)
 		r->id = place(p->h, p->w, (p->i + k) % 2,
 		              100000 + 1000 * ((p->i * 7 + k) % 3), coid, &st);
 		r->status = (short)st;
-		r->at_ms = mono_ms();
+		r->at_ms = clock_mono_ms();
 		__atomic_store_n(&p->n, k + 1, __ATOMIC_RELEASE);
 		if (st != 201)
 			usleep(20000); /* as a client would, a little later */
@@ -320,24 +314,25 @@ START_TEST(failover_loses_no_acknowledged_order)
 	rxh_start_at(&h, db, conninfo, "");
 	rxh_world(&h, &w);
 
-	int64_t t0 = mono_ms(), first;
+	int64_t t0 = clock_mono_ms(), first;
 	for (int i = 0; i < PLACERS; i++) {
 		pl[i] = (struct placer){
 		    .h = &h, .w = &w, .i = i, .stop = &stop, .r = recs[i]};
 		pthread_create(&th[i], NULL, place_stream, &pl[i]);
 	}
-	while (acked(pl, 0, &first) < 300 && mono_ms() - t0 < 8000)
+	while (acked(pl, 0, &first) < 300 && clock_mono_ms() - t0 < 8000)
 		usleep(20000);
 	int before = acked(pl, 0, &first);
 	ck_assert_int_gt(before, 0);
 
-	int64_t t_kill = mono_ms();
+	int64_t t_kill = clock_mono_ms();
 	ck_assert_int_eq(pg_sh("kill"), 0);
 	usleep(300000);
 	ck_assert_int_eq(pg_sh("promote"), 0);
-	int64_t t_prom = mono_ms();
+	int64_t t_prom = clock_mono_ms();
 	/* ramexd reconnects by itself: the first acknowledged order */
-	while (acked(pl, t_prom, &first) == 0 && mono_ms() - t_prom < 30000)
+	while (acked(pl, t_prom, &first) == 0 &&
+	       clock_mono_ms() - t_prom < 30000)
 		usleep(5000);
 	ck_assert_msg(acked(pl, t_prom, &first) > 0,
 	              "no order acknowledged in 30 s after the promotion");

@@ -43,14 +43,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "tests/integration/ramexd_harness.h"
-
-static long long now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 /* A connection to ramexd from `src` (an address of this machine); -1 when
  * refused. */
@@ -94,7 +88,7 @@ static int read_until(int fd, char *buf, size_t cap, size_t *n,
                                                   size_t cap))
 {
 	for (;;) {
-		long long left = end - now_ms();
+		long long left = end - clock_mono_ms();
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		if (left <= 0 || poll(&p, 1, (int)left) != 1)
 			return -1;
@@ -130,7 +124,8 @@ static int read_response(int fd, char *buf, size_t cap, int ms)
 {
 	size_t n = 0;
 	buf[0] = 0;
-	int rc = read_until(fd, buf, cap, &n, now_ms() + ms, whole_response);
+	int rc =
+	    read_until(fd, buf, cap, &n, clock_mono_ms() + ms, whole_response);
 	return rc == 1 && n < cap - 1 ? atoi(buf + 9) : rc == 0 ? 0 : -1;
 }
 
@@ -139,7 +134,7 @@ static bool closed_within(int fd, char *buf, size_t cap, int ms)
 {
 	size_t n = 0;
 	buf[0] = 0;
-	return read_until(fd, buf, cap, &n, now_ms() + ms, never) == 0;
+	return read_until(fd, buf, cap, &n, clock_mono_ms() + ms, never) == 0;
 }
 
 /* GET /healthz from 127.0.0.1 on a new connection, again and again (a
@@ -148,8 +143,8 @@ static bool closed_within(int fd, char *buf, size_t cap, int ms)
 static long long served_within(int port, int ms)
 {
 	char buf[4096];
-	long long t0 = now_ms();
-	while (now_ms() - t0 < ms) {
+	long long t0 = clock_mono_ms();
+	while (clock_mono_ms() - t0 < ms) {
 		int fd = dial_from(port, "127.0.0.1");
 		if (fd >= 0) {
 			int st = -1;
@@ -158,7 +153,7 @@ static long long served_within(int port, int ms)
 				st = read_response(fd, buf, sizeof buf, 1000);
 			close(fd);
 			if (st == 200)
-				return now_ms() - t0;
+				return clock_mono_ms() - t0;
 		}
 		usleep(20000);
 	}
@@ -171,7 +166,8 @@ static const char *metrics_text(int port)
 {
 	static char buf[65536];
 	int st = 0;
-	for (long long t0 = now_ms(); st != 200 && now_ms() - t0 < 5000;) {
+	for (long long t0 = clock_mono_ms();
+	     st != 200 && clock_mono_ms() - t0 < 5000;) {
 		int fd = dial_from(port, "127.0.0.1");
 		ck_assert_int_ge(fd, 0);
 		if (send_str(fd, "GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n"))
@@ -240,10 +236,10 @@ static void *slowloris_run(void *arg)
 	__atomic_store_n(&s->ready, 1, __ATOMIC_SEQ_CST);
 	while (!__atomic_load_n(&s->stop, __ATOMIC_SEQ_CST)) {
 		usleep((useconds_t)s->interval_ms * 1000);
-		bool line = now_ms() >= next_line;
+		bool line = clock_mono_ms() >= next_line;
 		if (line)
-			next_line = now_ms() + (s->line_ms ? s->line_ms
-			                                   : s->interval_ms);
+			next_line = clock_mono_ms() +
+			            (s->line_ms ? s->line_ms : s->interval_ms);
 		for (int i = 0; i < s->n; i++) {
 			if (fd[i] < 0) {
 				if (s->reconnect)
@@ -305,13 +301,13 @@ START_TEST(slow_heads_are_closed_at_their_deadline)
 	          "--max_connections=40 --max_connections_per_address=0 "
 	          "--request_timeout_ms=500 --connection_timeout_s=5");
 	struct slowloris s = {.port = h.port, .n = 60, .interval_ms = 50};
-	long long t0 = now_ms();
+	long long t0 = clock_mono_ms();
 	slowloris_start(&s, &t);
 	/* 20 refused at once, 40 at their deadline */
 	while (__atomic_load_n(&s.closed, __ATOMIC_SEQ_CST) < 60 &&
-	       now_ms() - t0 < 5000)
+	       clock_mono_ms() - t0 < 5000)
 		usleep(10000);
-	long long took = now_ms() - t0;
+	long long took = clock_mono_ms() - t0;
 	slowloris_stop(&s, t);
 	ck_assert_msg(s.closed == 60,
 	              "%d of 60 slow connections closed in 5 s", s.closed);
@@ -421,10 +417,10 @@ START_TEST(one_address_cannot_take_every_connection)
 	/* its address gets all of its 20 again, and no more */
 	int fd[21];
 	char buf[4096];
-	long long t0 = now_ms();
+	long long t0 = clock_mono_ms();
 	for (int i = 0; i < 20; i++) {
 		int st = 0;
-		while (st != 200 && now_ms() - t0 < 5000) {
+		while (st != 200 && clock_mono_ms() - t0 < 5000) {
 			fd[i] = dial_from(h.port, "127.0.0.2");
 			ck_assert_int_ge(fd[i], 0);
 			ck_assert(send_str(fd[i], "GET /healthz HTTP/1.1\r\n"
@@ -475,7 +471,8 @@ START_TEST(the_deadline_cuts_only_what_is_late)
 	ck_assert(send_str(fd, many));
 	int answered = 0;
 	size_t n = 0;
-	for (long long end = now_ms() + 5000; answered < 20 && now_ms() < end;) {
+	for (long long end = clock_mono_ms() + 5000;
+	     answered < 20 && clock_mono_ms() < end;) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		if (poll(&p, 1, 100) != 1)
 			continue;
@@ -536,9 +533,9 @@ START_TEST(the_deadline_cuts_only_what_is_late)
 
 	/* a connection that says nothing: 408 at its deadline */
 	fd = dial_from(h.port, "127.0.0.1");
-	long long t0 = now_ms();
+	long long t0 = clock_mono_ms();
 	ck_assert_int_eq(read_response(fd, buf, sizeof buf, 3000), 408);
-	ck_assert_int_ge(now_ms() - t0, 400);
+	ck_assert_int_ge(clock_mono_ms() - t0, 400);
 	close(fd);
 	rxh_stop(&h);
 }

@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "exchange/db.h"
 #include "exchange/pgpipe.h"
 #include "tests/integration/ramexd_harness.h"
@@ -55,13 +56,6 @@ static void pg_start(void)
 	ck_assert_msg(testdb_pg_start() == 0,
 	              "could not start PostgreSQL again; see %s/log",
 	              getenv("PGHOST"));
-}
-
-static int64_t mono_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
 /* CPU time (ms) of ramexd's writer thread, found by its name. */
@@ -117,12 +111,12 @@ static long readyz(struct rxh *h)
 /* Waits up to ms for /readyz to answer `want`. */
 static bool readyz_becomes(struct rxh *h, long want, int ms)
 {
-	int64_t until = mono_ms() + ms;
+	int64_t until = clock_mono_ms() + ms;
 	do {
 		if (readyz(h) == want)
 			return true;
 		usleep(50000);
-	} while (mono_ms() < until);
+	} while (clock_mono_ms() < until);
 	return false;
 }
 
@@ -199,10 +193,10 @@ static void *place_stream(void *arg)
 		r->by_key = p->i % 2;
 		snprintf(r->coid, sizeof r->coid, "%s-%d-%d", p->tag, p->i, k);
 		order_body(r, p->w, p->i, k);
-		int64_t t0 = mono_ms();
+		int64_t t0 = clock_mono_ms();
 		r->status = send_order(p->h, p->w->trader_token, r, NULL, 0);
-		r->took_ms = mono_ms() - t0;
-		p->last_answer_ms = mono_ms();
+		r->took_ms = clock_mono_ms() - t0;
+		p->last_answer_ms = clock_mono_ms();
 		__atomic_store_n(&p->n, p->n + 1, __ATOMIC_RELEASE);
 		/* A 503 says Retry-After: a client waits before the next.
 		 * Without a pause a placer ran through its MAXREC records
@@ -323,7 +317,7 @@ static void outage(struct rxh *h, const struct rxh_world *w, const char *tag,
 		                        .tag = tag,
 		                        .stop = &stop,
 		                        .r = recs[i],
-		                        .last_answer_ms = mono_ms()};
+		                        .last_answer_ms = clock_mono_ms()};
 		pthread_create(&th[i], NULL, place_stream, &pl[i]);
 	}
 	usleep((useconds_t)after_ms * 1000);
@@ -335,7 +329,7 @@ static void outage(struct rxh *h, const struct rxh_world *w, const char *tag,
 	long cpu0 = writer_cpu_ms(h->pid);
 	usleep(1000000);
 	long cpu = writer_cpu_ms(h->pid) - cpu0;
-	int64_t now = mono_ms(), stalest = 0;
+	int64_t now = clock_mono_ms(), stalest = 0;
 	for (int i = 0; i < PLACERS; i++)
 		if (now - pl[i].last_answer_ms > stalest)
 			stalest = now - pl[i].last_answer_ms;
@@ -356,8 +350,8 @@ static void outage(struct rxh *h, const struct rxh_world *w, const char *tag,
 	int base[PLACERS];
 	for (int i = 0; i < PLACERS; i++)
 		base[i] = __atomic_load_n(&pl[i].n, __ATOMIC_ACQUIRE);
-	int64_t until = mono_ms() + 20000;
-	for (bool all = false; !all && mono_ms() < until;) {
+	int64_t until = clock_mono_ms() + 20000;
+	for (bool all = false; !all && clock_mono_ms() < until;) {
 		usleep(50000);
 		all = true;
 		for (int i = 0; i < PLACERS; i++) {
@@ -371,11 +365,11 @@ static void outage(struct rxh *h, const struct rxh_world *w, const char *tag,
 	stop = 1;
 	/* a call stuck in a spinning writer would wait for curl's 30 s:
 	 * every placer must end well before */
-	until = mono_ms() + 10000;
+	until = clock_mono_ms() + 10000;
 	for (int i = 0; i < PLACERS; i++) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
-		int64_t left = until - mono_ms();
+		int64_t left = until - clock_mono_ms();
 		if (left < 0)
 			left = 0;
 		ts.tv_sec += left / 1000;
@@ -479,7 +473,7 @@ START_TEST(broken_connection_at_each_step)
 		                        .tag = "f",
 		                        .stop = &stop,
 		                        .r = recs[i],
-		                        .last_answer_ms = mono_ms()};
+		                        .last_answer_ms = clock_mono_ms()};
 		pthread_create(&th[i], NULL, place_stream, &pl[i]);
 	}
 	usleep(2500000);
@@ -615,10 +609,10 @@ START_TEST(pipeline_reader_never_loops)
 	/* past the sync: nothing will come; PQgetResult says NULL forever */
 	ck_assert_ptr_null(PQgetResult(c));
 	ck_assert_ptr_null(PQgetResult(c));
-	int64_t t0 = mono_ms();
+	int64_t t0 = clock_mono_ms();
 	ck_assert_ptr_null(pgpipe_result(c, &lost));
 	ck_assert(lost);
-	ck_assert_int_lt(mono_ms() - t0, 1000);
+	ck_assert_int_lt(clock_mono_ms() - t0, 1000);
 	ck_assert(PQexitPipelineMode(c));
 
 	/* a connection broken under libpq, results still to come */
@@ -630,10 +624,10 @@ START_TEST(pipeline_reader_never_loops)
 	ck_assert_int_eq(pgpipe_fault_parse(&f, "result:1"), 0);
 	ck_assert(pgpipe_fault_hit(&f, PGPIPE_RESULT, 7, c));
 	lost = false;
-	t0 = mono_ms();
+	t0 = clock_mono_ms();
 	ck_assert_ptr_null(pgpipe_result(c, &lost));
 	ck_assert(lost);
-	ck_assert_int_lt(mono_ms() - t0, 5000);
+	ck_assert_int_lt(clock_mono_ms() - t0, 5000);
 	ck_assert(!db_alive(c));
 	PQfinish(c);
 

@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "node-agent/client.h"
 #include "tests/integration/ramexd_harness.h"
 #include "tests/integration/testdb.h"
@@ -46,13 +47,6 @@ static struct rxh inst[3]; /* a, b, c */
 static volatile int alive[3];
 static struct rxh_world w;
 static const char *const markets[] = {"spot", "perm-2027", "perm-2028"};
-
-static int64_t mono_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 /* One call to instance `entry` that follows the exchange's redirects (at
  * most 3); *hops says how many it followed. */
@@ -132,13 +126,13 @@ static void owner_of(PGconn *c, int m, char *out, size_t len)
 static void wait_owner(PGconn *c, int m, const char *who, int ms)
 {
 	char o[64] = "";
-	int64_t until = mono_ms() + ms;
+	int64_t until = clock_mono_ms() + ms;
 	do {
 		owner_of(c, m, o, sizeof o);
 		if (strcmp(o, who) == 0)
 			return;
 		usleep(20000);
-	} while (mono_ms() < until);
+	} while (clock_mono_ms() < until);
 	ck_abort_msg("%s is owned by '%s', not %s after %d ms", markets[m], o,
 	             who, ms);
 }
@@ -264,7 +258,7 @@ static void *place_stream(void *arg)
 		r->m = (char)m;
 		/* retried with its client order id until answered, as an
 		 * agent does: at most 10 s */
-		int64_t until = mono_ms() + 10000;
+		int64_t until = clock_mono_ms() + 10000;
 		for (int t = 0;; t++) {
 			int e = (p->i + k + t) % 3, hops;
 			if (!__atomic_load_n(&alive[e], __ATOMIC_ACQUIRE))
@@ -277,12 +271,12 @@ static void *place_stream(void *arg)
 			if (st == 201)
 				r->id = order_id(&rr);
 			rxh_resp_free(&rr);
-			if (st == 201 || mono_ms() > until ||
+			if (st == 201 || clock_mono_ms() > until ||
 			    (st != 503 && st != -1))
 				break;
 			usleep(20000);
 		}
-		r->at_ms = mono_ms();
+		r->at_ms = clock_mono_ms();
 		__atomic_store_n(&p->n, k + 1, __ATOMIC_RELEASE);
 	}
 	return NULL;
@@ -338,11 +332,11 @@ START_TEST(markets_owned_fenced_and_taken_over)
 			long st;
 			snprintf(path, sizeof path, "/v1/markets/%s/book",
 			         markets[m]);
-			int64_t until = mono_ms() + 5000;
+			int64_t until = clock_mono_ms() + 5000;
 			while ((st = rxh_status(&inst[e], "GET", path,
 			                        w.trader_token, NULL, NULL)) ==
 			           503 &&
-			       mono_ms() < until)
+			       clock_mono_ms() < until)
 				usleep(20000);
 			ck_assert_int_eq(st, e == m ? 200 : 307);
 		}
@@ -477,13 +471,13 @@ START_TEST(markets_owned_fenced_and_taken_over)
 	              "b's metrics: %s", r.body);
 	rxh_resp_free(&r);
 	/* the retry reaches c once b has read who owns it now */
-	int64_t until = mono_ms() + 5000;
+	int64_t until = clock_mono_ms() + 5000;
 	do {
 		usleep(50000);
 		st = call_follow(1, "POST", "/v1/orders", w.trader_token, body,
 		                 &r, &hops);
 		rxh_resp_free(&r);
-	} while (st == 503 && mono_ms() < until);
+	} while (st == 503 && clock_mono_ms() < until);
 	ck_assert_int_eq(st, 201);
 	ck_assert_int_eq(testdb_scalar(c, "SELECT count(*) FROM orders WHERE "
 	                                  "client_order_id = 'fenced-1'"),
@@ -501,14 +495,14 @@ START_TEST(markets_owned_fenced_and_taken_over)
 	}
 	usleep(1500000);
 	__atomic_store_n(&alive[0], 0, __ATOMIC_RELEASE);
-	int64_t t_kill = mono_ms();
+	int64_t t_kill = clock_mono_ms();
 	rxh_kill(&inst[0], SIGKILL);
 	wait_owner(c, 0, "c", 10000);
-	int64_t t_taken = mono_ms();
+	int64_t t_taken = clock_mono_ms();
 	/* the first spot order acknowledged after the kill */
 	int64_t first = INT64_MAX;
-	until = mono_ms() + 10000;
-	while (first == INT64_MAX && mono_ms() < until) {
+	until = clock_mono_ms() + 10000;
+	while (first == INT64_MAX && clock_mono_ms() < until) {
 		usleep(5000);
 		for (int i = 0; i < PLACERS; i++) {
 			int n = __atomic_load_n(&pl[i].n, __ATOMIC_ACQUIRE);

@@ -57,6 +57,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "tests/integration/ramexd_fixture.h"
 #include "tests/integration/ramexd_harness.h"
 #include "tests/integration/testdb.h"
@@ -541,13 +542,6 @@ END_TEST
 
 /* --- a stream across a takeover ------------------------------------------ */
 
-static int64_t mono_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 /* Trades on spot one after another, each a sell of node_a's and the
  * operator's buy, both with client order ids and retried with them (as an
  * agent does, at most 10 s) on a while it lives, else on c, until `stop`. */
@@ -569,7 +563,7 @@ static int64_t trader_order(struct trader *t, int k, bool buy, char *on_c)
 	char more[64];
 	snprintf(more, sizeof more, ",\"client_order_id\":\"tk-%c-%d\"",
 	         buy ? 'b' : 's', k);
-	int64_t until = mono_ms() + 10000;
+	int64_t until = clock_mono_ms() + 10000;
 	for (;;) {
 		int alive = __atomic_load_n(&t->a_alive, __ATOMIC_ACQUIRE);
 		struct rxh *h = alive ? t->a : t->c;
@@ -593,7 +587,7 @@ static int64_t trader_order(struct trader *t, int k, bool buy, char *on_c)
 			return buy && id <= 0 ? -1 : id;
 		}
 		/* 307 or 503 while nobody owns spot, or a dead a */
-		if (t->err[0] || mono_ms() > until)
+		if (t->err[0] || clock_mono_ms() > until)
 			return -1;
 		sleep_ms(20);
 	}
@@ -621,9 +615,9 @@ static void *trader_run(void *arg)
 /* Waits up to `ms` for the trader's count to reach n. */
 static void wait_trades(struct trader *t, int n, int ms)
 {
-	int64_t until = mono_ms() + ms;
+	int64_t until = clock_mono_ms() + ms;
 	while (__atomic_load_n(&t->n, __ATOMIC_ACQUIRE) < n &&
-	       mono_ms() < until && !t->err[0])
+	       clock_mono_ms() < until && !t->err[0])
 		sleep_ms(10);
 	ck_assert_msg(t->n >= n, "%d trades of %d in %d ms: %s", t->n, n, ms,
 	              t->err);
@@ -637,10 +631,10 @@ static void wait_owner(struct rxh *h, const char *market, const char *who,
 	         "SELECT count(*) FROM market_owners o JOIN markets k ON k.id "
 	         "= o.market_id WHERE k.name = '%s' AND o.instance = '%s'",
 	         market, who);
-	int64_t until = mono_ms() + ms;
+	int64_t until = clock_mono_ms() + ms;
 	while (count(h, q) != 1) {
-		ck_assert_msg(mono_ms() < until, "%s not owned by %s in %d ms",
-		              market, who, ms);
+		ck_assert_msg(clock_mono_ms() < until,
+		              "%s not owned by %s in %d ms", market, who, ms);
 		sleep_ms(20);
 	}
 }
@@ -675,12 +669,12 @@ START_TEST(a_stream_follows_its_account_across_a_takeover)
 	wait_trades(&t, 5, 10000);
 	/* a dies while the trades go on: its stream ends */
 	__atomic_store_n(&t.a_alive, 0, __ATOMIC_RELEASE);
-	int64_t t_kill = mono_ms();
+	int64_t t_kill = clock_mono_ms();
 	rxh_kill(&a, SIGKILL);
 	pthread_join(t1, NULL);
 	int on_a = __atomic_load_n(&t.n, __ATOMIC_ACQUIRE);
 	wait_owner(&b, "spot", "c", 10000);
-	int64_t t_taken = mono_ms();
+	int64_t t_taken = clock_mono_ms();
 	/* the client comes back late, to b, after c's first trades: what
 	 * came meanwhile it gets from Last-Event-ID alone */
 	wait_trades(&t, on_a + 3, 10000);
