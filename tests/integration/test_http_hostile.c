@@ -855,6 +855,19 @@ static long unmatched(const char *text)
 	return n;
 }
 
+/* /metrics once its unmatched count reached `want` (at most 5 s): a
+ * request is counted when libmicrohttpd reports it completed, which may
+ * be after its client read the answer. A count past `want` shows. */
+static const char *metrics_settled(int port, long want)
+{
+	const char *t = metrics_text(port);
+	for (int i = 0; i < 500 && unmatched(t) < want; i++) {
+		usleep(10000);
+		t = metrics_text(port);
+	}
+	return t;
+}
+
 /* A request no route serves (404; 405, a known path with another method;
  * 400 or 414, a target refused before routing) is counted under one
  * label, route="unmatched" with method="", never its path or method: a
@@ -912,7 +925,7 @@ START_TEST(unmatched_requests_are_counted_under_one_label)
 	long before = unmatched(t);
 	ck_assert_int_eq(rxh_status(&h, "GET", "/nowhere", NULL, NULL, NULL),
 	                 404);
-	t = metrics_text(h.port);
+	t = metrics_settled(h.port, before + 1);
 	ck_assert_int_eq(unmatched(t), before + 1);
 	ck_assert_msg(strstr(t, "ramex_http_requests_total{method=\"\",route="
 	                        "\"unmatched\",code=\"4xx\"} "),
@@ -932,7 +945,7 @@ START_TEST(unmatched_requests_are_counted_under_one_label)
 		ck_assert_msg(st == m[i].status, "%s: %d, not %d: %.300s",
 		              m[i].line, st, m[i].status, buf);
 	}
-	t = metrics_text(h.port);
+	t = metrics_settled(h.port, before + (long)n);
 	const char *why = prom_invalid(t);
 	ck_assert_msg(!why, "/metrics after hostile paths: %s", why);
 	ck_assert_int_eq(unmatched(t), before + (long)n);
