@@ -52,6 +52,39 @@ void fleet_config_default(struct fleet_config *c)
 	c->pressure_ppm = 5000;
 }
 
+void fleet_cost_estimate(const struct fleet_config *c, const int *policies,
+                         int npolicies, struct fleet_cost *out)
+{
+	/* Measured with --threads 1 (sim/README.md, "What a run costs"),
+	 * rounded up: CPU seconds a machine-day at the 30 s step, bytes a
+	 * machine (its workload, estimator, strategy's state, the book's
+	 * share) and a machine-day (the contracts, kept to the end for the
+	 * figures: about one a machine every 6 h under market, 4 h under
+	 * oracle), at 10 000 machines: smaller fleets cost less a
+	 * machine-day, their state fitting better in the caches. */
+	static const struct {
+		double cpu_md, per_machine, per_md;
+	} k[FLEET_NPOLICIES] = {
+	    [FLEET_STATIC] = {0.0015, 6e3, 0},
+	    [FLEET_TMO] = {0.0018, 6e3, 0},
+	    [FLEET_MARKET] = {0.0095, 30e3, 16e3},
+	    [FLEET_ORACLE] = {0.0075, 16e3, 24e3},
+	};
+	double md = c->machines * c->days;
+	double steps = 30.0 / (double)(c->dt_s > 0 ? c->dt_s : 30);
+	memset(out, 0, sizeof *out);
+	for (int i = 0; i < npolicies; i++) {
+		int p = policies[i];
+		if (p < 0 || p >= FLEET_NPOLICIES)
+			continue;
+		double bytes =
+		    4e6 + k[p].per_machine * c->machines + k[p].per_md * md;
+		out->cpu_s += k[p].cpu_md * md * steps;
+		if (bytes > out->peak_bytes)
+			out->peak_bytes = bytes;
+	}
+}
+
 const char *fleet_policy_name(enum fleet_policy p)
 {
 	static const char *n[] = {"static", "tmo", "market", "oracle"};
@@ -620,6 +653,9 @@ int fleet_run(const struct fleet_config *c, struct fleet_result *r, char *err,
 			r->timeline[r->npoints++] = (struct fleet_point){
 			    (double)step * dt, inst, ws, used, off, lent};
 		}
+		if (c->progress && (step + 1) % (3600 / c->dt_s) == 0)
+			c->progress(c->progress_ctx,
+			            (double)(step + 1) / (double)steps);
 	}
 	/* The end: every live contract reports what it delivered. */
 	f->now = T0_NS + steps * c->dt_s * NS;

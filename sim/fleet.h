@@ -74,6 +74,10 @@ struct fleet_config {
 	/* Called for every machine after every step when set (tests). */
 	void (*probe)(void *ctx, const struct fleet_probe *p);
 	void *probe_ctx;
+	/* Called after every simulated hour when set (main.c's progress
+	 * lines): the share of the run's steps done, 0..1. */
+	void (*progress)(void *ctx, double done);
+	void *progress_ctx;
 };
 
 /* One point of the fleet's timeline, in pages. */
@@ -117,6 +121,20 @@ struct fleet_result {
 };
 
 void fleet_config_default(struct fleet_config *c);
+
+/* What running these policies one after the other costs, from the
+ * engine's measured cost per machine-step and per machine-day (the
+ * figures and how they were measured: sim/README.md, "What a run
+ * costs"): the CPU time on one core, which is the wall time on a free
+ * core, and the peak memory (one policy's state at a time, the largest).
+ * Rough, within a factor of two; a size check before the work, not a
+ * promise. */
+struct fleet_cost {
+	double cpu_s;
+	double peak_bytes;
+};
+void fleet_cost_estimate(const struct fleet_config *c, const int *policies,
+                         int npolicies, struct fleet_cost *out);
 
 /* Runs one policy. Returns 0, or -1 with a reason in err. */
 int fleet_run(const struct fleet_config *c, struct fleet_result *r, char *err,

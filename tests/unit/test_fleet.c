@@ -43,8 +43,7 @@ static void small(struct fleet_config *c, enum fleet_policy p)
 	c->threads = 2;
 }
 
-static void run(struct fleet_config *c, struct fleet_result *r,
-                struct seen *s)
+static void run(struct fleet_config *c, struct fleet_result *r, struct seen *s)
 {
 	char err[256];
 	memset(s, 0, sizeof *s);
@@ -247,6 +246,25 @@ START_TEST(bad_arguments_are_refused_at_once)
 	    {"--policies ''", "names none", 2},
 	    {"--step 7", "does not divide an hour", 2},
 	    {"--json /nonexistent/fleet.json", "cannot write", 1},
+	    /* --progress takes no value: the option after it is read. */
+	    {"--progress --machines 0", "--machines 0", 2},
+	    /* A fleet too large to finish (weeks of CPU, TiB) is refused
+	     * before any work, naming its limit and the option past it. It
+	     * started with no word of what it would take. */
+	    {"--machines 1000000 --days 366", "over the limit of 150000: about",
+	     2},
+	    {"--machines 1000000 --days 366", "--max-machine-days N", 2},
+	    {"--machines 10 --days 7 --max-machine-days 50",
+	     "70 machine-days, over the limit of 50", 2},
+	    {"--step 1 --machines 10 --days 7 --max-machine-days 2000",
+	     "2100 machine-days, over the limit of 2000", 2},
+	    {"--max-machine-days 0", "--max-machine-days 0", 2},
+	    /* Past the limit with --max-machine-days: the run is let go and
+	     * says its estimate first; the unwritable --json, checked after
+	     * the size, stops it before any work. */
+	    {"--machines 1000000 --days 366 --max-machine-days 1e9 "
+	     "--json /nonexistent/fleet.json",
+	     "of memory at its peak", 1},
 	};
 	const char *b = getenv("RAMEX_BUILD");
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
