@@ -49,6 +49,8 @@ lane_pid=""
 cleanup() {
   # the suite.sh lane is a process group of its own (set -m below)
   [[ -n $lane_pid ]] && kill -TERM -- "-$lane_pid" 2>/dev/null
+  # its server log outlives it: a failed test may point at it
+  [[ -f $pgdir/cluster/log ]] && cp "$pgdir/cluster/log" "$OUT/check-pg.log"
   bash scripts/pg.sh destroy "$pgdir" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT

@@ -54,7 +54,8 @@ static void pg_stop_now(void)
 static void pg_start(void)
 {
 	ck_assert_msg(testdb_pg_start() == 0,
-	              "could not start PostgreSQL again; see %s/log",
+	              "could not start PostgreSQL again; see %s/log (after "
+	              "make check: var/test-output/check-pg.log)",
 	              getenv("PGHOST"));
 }
 
