@@ -10,7 +10,16 @@
 #include <string.h>
 #include <time.h>
 
-enum kind { K_TEXT, K_PRICE, K_MONEY, K_CENTS, K_PAGES, K_TIME, K_DURATION };
+enum kind {
+	K_TEXT,
+	K_PRICE,
+	K_MONEY,
+	K_CENTS,
+	K_PAGES,
+	K_TIME,
+	K_DURATION,  /* ns */
+	K_DURATION_S /* a market's notice and delivery deadline, s */
+};
 
 /* How a field is shown to a person, by its name (the server's names are
  * consistent: every price is a price, every page count a page count). */
@@ -43,6 +52,9 @@ static enum kind field_kind(const char *key)
 	 * the epoch */
 	if (strcmp(key, "recall_notice_ns") == 0)
 		return K_DURATION;
+	if (strcmp(key, "notice_period_s") == 0 ||
+	    strcmp(key, "delivery_deadline_s") == 0)
+		return K_DURATION_S;
 	if (n > 3 && strcmp(key + n - 3, "_ns") == 0)
 		return K_TIME;
 	return K_TEXT;
@@ -136,6 +148,11 @@ static void show_value(const char *key, json_t *v, char *buf, size_t len)
 		fmt_time(json_integer_value(v), buf, len);
 	else if (json_is_integer(v) && k == K_DURATION)
 		ctl_units_fmt_duration(json_integer_value(v), buf, len);
+	else if (json_is_integer(v) && k == K_DURATION_S &&
+	         json_integer_value(v) <= INT64_MAX / 1000000000 &&
+	         json_integer_value(v) >= -(INT64_MAX / 1000000000))
+		ctl_units_fmt_duration(json_integer_value(v) * 1000000000, buf,
+		                       len);
 	else if (json_is_integer(v))
 		snprintf(buf, len, "%lld", (long long)json_integer_value(v));
 	else if (json_is_string(v))

@@ -178,6 +178,17 @@ START_TEST(trade_flow)
 	ck_assert_int_eq(jint(r.json, "lot"), 256);
 	ck_assert_int_eq(jint(r.json, "min_pages"), 256);
 	run_free(&r);
+	/* its notice and delivery deadline as durations, not seconds */
+	ctl(&r, w.op_token, "markets", "show", "perm-2028");
+	ck_assert_msg(r.rc == 0, "show: %s", r.err);
+	const char *np = strstr(r.out, "notice_period_s ");
+	ck_assert_msg(np && strncmp(np + strcspn(np, "\n") - 4, " 1 h", 4) == 0,
+	              "notice: %.200s", r.out);
+	const char *dd = strstr(r.out, "delivery_deadline_s ");
+	ck_assert_msg(dd && strncmp(dd + strcspn(dd, "\n") - 7, " 10 min", 7) ==
+	                        0,
+	              "deadline: %.200s", r.out);
+	run_free(&r);
 
 	/* the operator's bid: 1 GiB at $0.0001 per page-year */
 	ctl(&r, w.op_token, "orders", "place", "--market", "perm-2028",
@@ -882,9 +893,10 @@ START_TEST(contracts_and_billing)
 	 * error, not a cut export and exit 0 */
 	char cmd[1800], bin[512];
 	ctl_path(bin, sizeof bin);
-	snprintf(cmd, sizeof cmd,
-	         "%s --url %s --token %s invoices csv %s >/dev/full 2>/dev/null",
-	         bin, url, w.finance_token, inv);
+	snprintf(
+	    cmd, sizeof cmd,
+	    "%s --url %s --token %s invoices csv %s >/dev/full 2>/dev/null",
+	    bin, url, w.finance_token, inv);
 	int st = system(cmd);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2,
 	              "to a full disk: status %d", st);
