@@ -440,11 +440,13 @@ void agent_lend_finish(struct agent *a, struct held *h)
 		lendsup_retire(h->lc, SIGTERM,
 		               now + h->notice_s * 1000 +
 		                   a->cfg.lend_reply_timeout_ms + 5000);
-	else {
-		lendsup_signal(h->lc, SIGUSR1);
-		/* its own deadline is --notice-ms; a little more here */
-		h->lc->deadline_ms = now + h->notice_s * 1000 + 5000;
-	}
+	else
+		/* its own deadline is --notice-ms; a little more here. Never
+		 * started again: a server that failed (the ramex.ko pool
+		 * taken) would come up for a contract that is over and hold
+		 * its pages through the notice, and one that died lost its
+		 * borrower's pages (a new one would hand out zeros) */
+		lendsup_retire(h->lc, SIGUSR1, now + h->notice_s * 1000 + 5000);
 	if (a->ndraining < STRATEGY_MAX_CONTRACTS) {
 		a->draining[a->ndraining++] = h->lc;
 	} else {
