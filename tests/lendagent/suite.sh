@@ -15,7 +15,7 @@ WORK=$ROOT/$BUILD/lendagent-test
 pass=0 fail=0
 ok() { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-MARKERS="CONTRACT DIRECT STATUS SWAPPED RECALL RECALL-DATA METERS AGENT-END END"
+MARKERS="CONTRACT DIRECT STATUS SWAPPED RECALL RECALL-DATA METERS AGENT-END TWO SWAPPED-TWO METERS-TWO BUYER-END BUYER-END-DATA METERS-END AGENT-END-TWO END"
 give_up() { bad "$1"; echo "$pass passed, $((fail + $(wc -w <<<"$MARKERS") + 1)) failed"; exit 1; }
 
 pg=$WORK/pg ramexd_pid=
@@ -87,11 +87,13 @@ LOG=$OUT/lendagent-guest.log
 lend_guest_boot "$WORK/guest" "$KVER" 256 "$LOG" 420 user,model=virtio-net-pci
 grep -a -o 'AGL-.*\|^LOG .*' "$LOG" | tr -d '\r'
 marker() { grep -a -o "AGL-$1 .*" "$LOG" | tr -d '\r' | tail -n 1; }
+# a marker may come once per contract: each line passes or fails
 for m in $MARKERS; do
-  line=$(marker "$m")
-  if [[ -z $line ]]; then bad "$m: no marker (see $LOG)"
-  elif [[ $m == END || $line == "AGL-$m ok"* ]]; then ok "$line"
-  else bad "$line"; fi
+  lines=$(grep -a -o "AGL-$m .*" "$LOG" | tr -d '\r')
+  if [[ -z $lines ]]; then bad "$m: no marker (see $LOG)"; continue; fi
+  while read -r line; do
+    if [[ $m == END || $line == "AGL-$m ok"* ]]; then ok "$line"; else bad "$line"; fi
+  done <<<"$lines"
 done
 
 # ---- what the exchange recorded: the contract ended (the recall's notice
