@@ -4,6 +4,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h> /* BLKFLSBUF */
 #include <linux/nbd.h>
 #include <poll.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/swap.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -138,7 +140,10 @@ static int dev_counts(const struct lend_bridge *b, int64_t n[3]);
 static int open_dev(struct lend_bridge *b, const char *nbd_dev,
                     const char *swap_dev)
 {
+	const char *base = strrchr(nbd_dev, '/');
 	b->swap = swap_dev;
+	snprintf(b->size_path, sizeof b->size_path, "/sys/block/%s/size",
+	         base ? base + 1 : nbd_dev);
 	b->dev_fd = open(nbd_dev, O_RDWR | O_CLOEXEC);
 	if (b->dev_fd < 0) {
 		snprintf(b->err, sizeof b->err,
@@ -246,10 +251,46 @@ int lend_bridge_swap(struct lend_bridge *b, int prio)
 		         b->client->err);
 		return -1;
 	}
+	/* the header went to the lender beside the kernel: a first page the
+	 * kernel read and cached before (the device's partition scan, or a
+	 * contract that used the device before) would still read without
+	 * it, and swapon failed with EINVAL (seen once in ten boots of
+	 * tests/lendagent). Its page cache goes. */
+	if (b->dev_fd >= 0 && ioctl(b->dev_fd, BLKFLSBUF, 0) < 0) {
+		snprintf(b->err, sizeof b->err,
+		         "could not drop %s's cached pages: %s", b->swap,
+		         strerror(errno));
+		return -1;
+	}
 	b->swap_prio = prio < 0                     ? 0
 	               : prio > SWAP_FLAG_PRIO_MASK ? SWAP_FLAG_PRIO_MASK
 	                                            : prio;
 	return 0;
+}
+
+/* Waits (up to 10 s) until the kernel runs the device: the attach thread
+ * says it took the socket just before NBD_DO_IT, which sets the device's
+ * size, so a swapon right after could find it empty and fail with EINVAL
+ * (seen in tests/lendagent: 15 ms after "bridge attached"). Then drops what
+ * the kernel cached of it meanwhile (zeros read past the end of an empty
+ * device, or a first page read before the swap header went to the lender
+ * beside the kernel), so that swapon reads the header itself. */
+static void device_running(struct lend_bridge *b)
+{
+	char line[32];
+	for (int i = 0; b->size_path[0] && i < 1000; i++) {
+		FILE *f = fopen(b->size_path, "re");
+		if (!f)
+			break; /* no such device here: nothing to wait for */
+		int ok = fgets(line, sizeof line, f) && atoll(line) > 0;
+		fclose(f);
+		if (ok)
+			break;
+		struct timespec ts = {0, 10 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	if (b->dev_fd >= 0)
+		(void)ioctl(b->dev_fd, BLKFLSBUF, 0);
 }
 
 static void *swapon_main(void *arg)
@@ -257,6 +298,7 @@ static void *swapon_main(void *arg)
 	struct lend_bridge *b = arg;
 	int flags = SWAP_FLAG_PREFER | ((b->swap_prio << SWAP_FLAG_PRIO_SHIFT) &
 	                                SWAP_FLAG_PRIO_MASK);
+	device_running(b);
 	if (swapon(b->swap, flags) < 0)
 		log_error("could not swap to the lent pages",
 		          "device=%s why=\"%s\"", b->swap, strerror(errno));
