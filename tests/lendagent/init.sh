@@ -128,12 +128,15 @@ case "$cmd" in
   grep -q 'bridge reached its lender.*direct=1' $BLOG && [ "$prio" = 100 ] && st=ok ;;
 esac
 grep -q 'not fully kept out of reclaim' $BLOG $SLOG && st=fail
-# what the bridge keeps locked (mlockall): its libraries, buffers and
-# small thread stacks (11 MiB seen), less than two 8 MiB default stacks
-# (each of its threads locked one whole before lend_mem.h's LEND_MEM_STACK)
+# what the bridge holds in memory, all of it locked (mlockall): its
+# libraries, buffers and small thread stacks (11 MiB seen), less than two
+# 8 MiB default stacks (each of its threads held one whole before
+# lend_mem.h's LEND_MEM_STACK). VmRSS, not VmLck: VmLck counts the whole
+# of a thread's malloc arena (64 MiB reserved, PROT_NONE, not in memory).
+rss=$(awk '$1 == "VmRSS:" { print $2 }' /proc/$BPID/status 2>/dev/null)
 lck=$(awk '$1 == "VmLck:" { print $2 }' /proc/$BPID/status 2>/dev/null)
-[ "${lck:-99999}" -lt 16384 ] || st=fail
-mark "DIRECT $st nbd0_pid=$BPID priority=$prio locked_kb=$lck cmd=\"$cmd\""
+[ "${rss:-99999}" -lt 16384 ] || st=fail
+mark "DIRECT $st nbd0_pid=$BPID priority=$prio rss_kb=$rss locked_kb=$lck cmd=\"$cmd\""
 
 wait_for 10 sh -c '[ "$(awk '\''$1 == "ramex_agent_lend_children" { print $2 }'\'' /tmp/a/status.prom)" = 1 ]'
 a_children=$(metric /tmp/a/status.prom ramex_agent_lend_children)
