@@ -55,6 +55,18 @@ mark_meters() {
   st=ok; [ -n "$bad" ] && st=fail
   mark "$1 $st contract=$2 differ=${bad:-none} writes=$(field $l page_writes)/$(field $b page_writes) reads=$(field $l page_reads)/$(field $b page_reads) hosted_page_s=$lu/$bu"
 }
+# hold_workload GO OUT: a workload of free memory + 40 MiB in the work
+# cgroup (limited to leave the swap path its headroom) writes its pattern
+# and waits for /tmp/GO to check it; its pid in WL, its size in W
+hold_workload() {
+  AVAIL=$(($(meminfo MemAvailable) / 1024))
+  W=$((AVAIL + 40))
+  echo $(((AVAIL - HEADROOM_MIB) << 20)) >/sys/fs/cgroup/work/memory.max
+  rm -f /tmp/$1
+  sh -c 'echo $$ >/sys/fs/cgroup/work/cgroup.procs; exec ramex-lend-workload '$W' /tmp/'$1 >/tmp/$2 2>&1 &
+  WL=$!
+  wait_for 300 grep -q written /tmp/$2
+}
 finish() {
   for p in $AGENT_B $AGENT_A; do kill -TERM $p 2>/dev/null; done
   for p in $AGENT_B $AGENT_A; do wait $p; done
@@ -146,13 +158,7 @@ mark "STATUS $st a_lend_children=$a_children b_lend_children=$b_children b_contr
 grep '^ramex_agent_\(contract\|lend\)' /tmp/b/status.prom | sed 's/^/LOG b status: /'
 
 # ---- a workload bigger than memory swaps to the lent pages ------------
-AVAIL=$(($(meminfo MemAvailable) / 1024))
-W=$((AVAIL + 40))
-echo $(((AVAIL - HEADROOM_MIB) << 20)) >/sys/fs/cgroup/work/memory.max
-rm -f /tmp/go
-sh -c 'echo $$ >/sys/fs/cgroup/work/cgroup.procs; exec ramex-lend-workload '$W' /tmp/go' >/tmp/w.out 2>&1 &
-WL=$!
-wait_for 300 grep -q written /tmp/w.out
+hold_workload go w.out
 used=$(swap_used_kb /dev/nbd0)
 st=fail; [ "${used:-0}" -gt $((PAGES * 2)) ] && st=ok # half the device
 mark "SWAPPED $st workload_mib=$W nbd0_used_kb=$used nbd0_kb=$((PAGES * 4)) vda_used_kb=$(swap_used_kb /dev/vda)"
@@ -219,13 +225,7 @@ devs=$(awk '/^\/dev\/nbd/ { printf "%s ", $1 }' /proc/swaps)
 mark "TWO $st contracts=\"$IDS\" devices=\"$devs\" b_lend_children=$b_children a_lend_children=$(metric /tmp/a/status.prom ramex_agent_lend_children)"
 for i in $IDS; do grep -h 'bridge attached' $BDIR/lend-nbd-$i.log | sed "s/^/LOG contract $i: /"; done
 
-AVAIL=$(($(meminfo MemAvailable) / 1024))
-W=$((AVAIL + 40))
-echo $(((AVAIL - HEADROOM_MIB) << 20)) >/sys/fs/cgroup/work/memory.max
-rm -f /tmp/go2
-sh -c 'echo $$ >/sys/fs/cgroup/work/cgroup.procs; exec ramex-lend-workload '$W' /tmp/go2' >/tmp/w2.out 2>&1 &
-WL=$!
-wait_for 300 grep -q written /tmp/w2.out
+hold_workload go2 w2.out
 used=$(awk '/^\/dev\/nbd/ { printf "%s=%s ", $1, $4 }' /proc/swaps)
 n=0
 for d in $devs; do [ "$(swap_used_kb $d)" -gt 0 ] && n=$((n + 1)); done
