@@ -172,6 +172,64 @@ fail:
 	return -1;
 }
 
+/* The device a lend child attaches (its --attach argument), or NULL. */
+static const char *child_device(const struct lendsup_child *c)
+{
+	for (int i = 0; c && i + 1 < c->argc; i++)
+		if (!strcmp(c->argv_buf[i], "--attach"))
+			return c->argv_buf[i + 1];
+	return NULL;
+}
+
+/* Is dev the device of one of our bridges, running or moving pages back? */
+static int device_ours(const struct agent *a, const char *dev)
+{
+	const char *d;
+	for (int i = 0; i < a->nheld; i++)
+		if ((d = child_device(a->held[i].lc)) && !strcmp(d, dev))
+			return 1;
+	for (int i = 0; i < a->ndraining; i++)
+		if ((d = child_device(a->draining[i].lc)) && !strcmp(d, dev))
+			return 1;
+	return 0;
+}
+
+/* The NBD device for a new bridge: lend_nbd_device, or the next one after
+ * it (/dev/nbd1, /dev/nbd2, ...) that none of our bridges holds and the
+ * kernel has connected to nobody (/sys/block/nbdN/pid exists while
+ * connected). Every contract needs a device of its own: with one for
+ * all, a second contract's bridge found /dev/nbd0 busy and was restarted
+ * for as long as the contract ran. 0, or -1 with err. */
+static int pick_device(const struct agent *a, char *dev, size_t len, char *err,
+                       size_t errlen)
+{
+	const char *first = a->cfg.lend_nbd_device;
+	size_t n = strlen(first);
+	while (n > 0 && first[n - 1] >= '0' && first[n - 1] <= '9')
+		n--;
+	if (!first[n]) { /* no number: that device alone */
+		snprintf(dev, len, "%s", first);
+		return 0;
+	}
+	const char *name = strrchr(first, '/');
+	name = name ? name + 1 : first;
+	for (long k = strtol(first + n, NULL, 10); k < 1024; k++) {
+		char pid[CONFIG_STR + 48];
+		snprintf(dev, len, "%.*s%ld", (int)n, first, k);
+		if (access(dev, F_OK) != 0)
+			break;
+		snprintf(pid, sizeof pid, "/sys/block/%.*s%ld/pid",
+		         (int)(first + n - name), name, k);
+		if (!device_ours(a, dev) && access(pid, F_OK) != 0)
+			return 0;
+	}
+	snprintf(err, errlen,
+	         "no free NBD device from %s on (every one is in use; load "
+	         "nbd.ko with more: nbds_max)",
+	         first);
+	return -1;
+}
+
 /* Buyer: once the lender registered, start ramex-lend-nbd towards it.
  * 0 when it runs, -1 to ask again later (404 until the lender is up). */
 static int lend_borrow(struct agent *a, struct held *h, int64_t now_ms)
@@ -240,8 +298,11 @@ static int lend_borrow(struct agent *a, struct held *h, int64_t now_ms)
 			goto fail;
 		}
 	} else {
+		char dev[CONFIG_STR + 16];
+		if (pick_device(a, dev, sizeof dev, err, sizeof err) < 0)
+			goto fail;
 		lendsup_arg(c, "--attach");
-		lendsup_arg(c, "%s", a->cfg.lend_nbd_device);
+		lendsup_arg(c, "%s", dev);
 		lendsup_arg(c, "--swap-priority");
 		lendsup_arg(c, "100");
 		lendsup_arg(c, "--mlock");
@@ -390,11 +451,13 @@ int agent_lend_finish(struct agent *a, struct held *h, rx_time_ns t)
 		lendsup_retire(h->lc, SIGTERM,
 		               now + h->notice_s * 1000 +
 		                   a->cfg.lend_reply_timeout_ms + 5000);
-	else {
-		lendsup_signal(h->lc, SIGUSR1);
-		/* its own deadline is --notice-ms; a little more here */
-		h->lc->deadline_ms = now + h->notice_s * 1000 + 5000;
-	}
+	else
+		/* its own deadline is --notice-ms; a little more here. Never
+		 * started again: a server that failed (the ramex.ko pool
+		 * taken) would come up for a contract that is over and hold
+		 * its pages through the notice, and one that died lost its
+		 * borrower's pages (a new one would hand out zeros) */
+		lendsup_retire(h->lc, SIGUSR1, now + h->notice_s * 1000 + 5000);
 	if (a->ndraining >= STRATEGY_MAX_CONTRACTS) {
 		lendsup_stop(h->lc, 2000);
 		lendsup_cleanup(h->lc);

@@ -143,7 +143,8 @@ static const struct setting settings[] = {
       "borrowed pages: attach (/dev/nbdX as swap), listen (NBD on "
       "127.0.0.1, tests) or off (no data path)"),
     S("lend_nbd_device", lend_nbd_device,
-      "the NBD device lend_borrow_mode=attach uses"),
+      "the first NBD device lend_borrow_mode=attach uses: each "
+      "borrowed contract takes the first free one from it on"),
     S("lend_tls_cert", lend_tls_cert,
       "lender: certificate file (PEM) of its lend servers; with "
       "lend_tls_key, borrowers must speak TLS 1.3 (empty: plain TCP)"),

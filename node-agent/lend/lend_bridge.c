@@ -4,6 +4,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h> /* BLKFLSBUF */
 #include <linux/nbd.h>
 #include <poll.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/swap.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -133,12 +135,16 @@ static void nbd_sndbuf(int fd)
 }
 
 static int attach_wait(struct lend_bridge *b, const char *nbd_dev);
+static int dev_counts(const struct lend_bridge *b, int64_t n[3]);
 
 /* Opens /dev/nbdX, and remembers what swapoff gets. Returns 0 or -1. */
 static int open_dev(struct lend_bridge *b, const char *nbd_dev,
                     const char *swap_dev)
 {
+	const char *base = strrchr(nbd_dev, '/');
 	b->swap = swap_dev;
+	snprintf(b->size_path, sizeof b->size_path, "/sys/block/%s/size",
+	         base ? base + 1 : nbd_dev);
 	b->dev_fd = open(nbd_dev, O_RDWR | O_CLOEXEC);
 	if (b->dev_fd < 0) {
 		snprintf(b->err, sizeof b->err,
@@ -175,10 +181,17 @@ int lend_bridge_attach_direct(struct lend_bridge *b, const char *nbd_dev,
 	b->kernel_fd = data_fd;
 	if (open_dev(b, nbd_dev, swap_dev) < 0)
 		return -1;
-	/* the kernel counts the device's I/O here: the direct path's meter */
+	/* the kernel counts the device's I/O here: the direct path's meter.
+	 * The count lives as long as the device, across connections: a
+	 * device an earlier contract used holds that contract's I/O, so the
+	 * meter counts from what it reads now, before the kernel has the
+	 * socket (seen in the guest: a second contract on /dev/nbd0 counted
+	 * the first one's reads as its own) */
 	const char *base = strrchr(nbd_dev, '/');
 	snprintf(b->stat_path, sizeof b->stat_path, "/sys/block/%s/stat",
 	         base ? base + 1 : nbd_dev);
+	if (dev_counts(b, b->dev_base) < 0)
+		memset(b->dev_base, 0, sizeof b->dev_base);
 	return attach_wait(b, nbd_dev);
 }
 
@@ -239,10 +252,46 @@ int lend_bridge_swap(struct lend_bridge *b, int prio)
 		         b->client->err);
 		return -1;
 	}
+	/* the header went to the lender beside the kernel: a first page the
+	 * kernel read and cached before (the device's partition scan, or a
+	 * contract that used the device before) would still read without
+	 * it, and swapon failed with EINVAL (seen once in ten boots of
+	 * tests/lendagent). Its page cache goes. */
+	if (b->dev_fd >= 0 && ioctl(b->dev_fd, BLKFLSBUF, 0) < 0) {
+		snprintf(b->err, sizeof b->err,
+		         "could not drop %s's cached pages: %s", b->swap,
+		         strerror(errno));
+		return -1;
+	}
 	b->swap_prio = prio < 0                     ? 0
 	               : prio > SWAP_FLAG_PRIO_MASK ? SWAP_FLAG_PRIO_MASK
 	                                            : prio;
 	return 0;
+}
+
+/* Waits (up to 10 s) until the kernel runs the device: the attach thread
+ * says it took the socket just before NBD_DO_IT, which sets the device's
+ * size, so a swapon right after could find it empty and fail with EINVAL
+ * (seen in tests/lendagent: 15 ms after "bridge attached"). Then drops what
+ * the kernel cached of it meanwhile (zeros read past the end of an empty
+ * device, or a first page read before the swap header went to the lender
+ * beside the kernel), so that swapon reads the header itself. */
+static void device_running(struct lend_bridge *b)
+{
+	char line[32];
+	for (int i = 0; b->size_path[0] && i < 1000; i++) {
+		FILE *f = fopen(b->size_path, "re");
+		if (!f)
+			break; /* no such device here: nothing to wait for */
+		int ok = fgets(line, sizeof line, f) && atoll(line) > 0;
+		fclose(f);
+		if (ok)
+			break;
+		struct timespec ts = {0, 10 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	if (b->dev_fd >= 0)
+		(void)ioctl(b->dev_fd, BLKFLSBUF, 0);
 }
 
 static void *swapon_main(void *arg)
@@ -250,6 +299,7 @@ static void *swapon_main(void *arg)
 	struct lend_bridge *b = arg;
 	int flags = SWAP_FLAG_PREFER | ((b->swap_prio << SWAP_FLAG_PRIO_SHIFT) &
 	                                SWAP_FLAG_PRIO_MASK);
+	device_running(b);
 	if (swapon(b->swap, flags) < 0)
 		log_error("could not swap to the lent pages",
 		          "device=%s why=\"%s\"", b->swap, strerror(errno));
@@ -314,28 +364,41 @@ static void disconnect(struct lend_bridge *b)
 		ioctl(b->dev_fd, NBD_DISCONNECT);
 }
 
+/* The device's own count of pages read, written and trimmed since it
+ * exists (8 sectors a page; swap moves whole pages): 0, or -1 when it
+ * cannot be read. */
+static int dev_counts(const struct lend_bridge *b, int64_t n[3])
+{
+	FILE *f = fopen(b->stat_path, "re");
+	long long v[15] = {0};
+	int k = 0;
+	if (!f)
+		return -1;
+	while (k < 15 && fscanf(f, "%lld", &v[k]) == 1)
+		k++;
+	fclose(f);
+	if (k < 7)
+		return -1;
+	n[0] = v[2] / 8;
+	n[1] = v[6] / 8;
+	n[2] = k >= 14 ? v[13] / 8 : 0;
+	return 0;
+}
+
 struct lend_meter_report lend_bridge_report(struct lend_bridge *b)
 {
 	struct lend_meter_report r = lend_client_report(b->client);
+	int64_t n[3];
 	if (!b->direct || !b->stat_path[0])
 		return r;
-	/* the pages went nbd.ko <-> lender: the kernel's own count of the
-	 * device's sectors (8 a page; swap moves whole pages), plus what the
-	 * control connection moved (the swap header) */
-	FILE *f = fopen(b->stat_path, "re");
-	long long v[15] = {0};
-	int n = 0;
-	if (f) {
-		while (n < 15 && fscanf(f, "%lld", &v[n]) == 1)
-			n++;
-		fclose(f);
+	/* the pages went nbd.ko <-> lender: the kernel's count of the
+	 * device's I/O since this bridge attached it, plus what the control
+	 * connection moved (the swap header) */
+	if (dev_counts(b, n) == 0) {
+		b->dev_reads = n[0] - b->dev_base[0];
+		b->dev_writes = n[1] - b->dev_base[1];
+		b->dev_trims = n[2] - b->dev_base[2];
 	}
-	if (n >= 7) {
-		b->dev_reads = v[2] / 8;
-		b->dev_writes = v[6] / 8;
-	}
-	if (n >= 14)
-		b->dev_trims = v[13] / 8;
 	r.page_reads += b->dev_reads;
 	r.page_writes += b->dev_writes;
 	r.page_trims += b->dev_trims;

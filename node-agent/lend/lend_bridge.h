@@ -130,7 +130,9 @@ struct lend_bridge {
 	int kernel_gone;  /* NBD_DO_IT returned */
 	int data_lost;    /* ... before a DISCONNECT: the lender is lost */
 	char stat_path[96];
+	char size_path[96]; /* /sys/block/nbdX/size once attached */
 	int64_t dev_reads, dev_writes, dev_trims; /* pages, from stat */
+	int64_t dev_base[3]; /* stat's reads, writes, trims at the attach */
 	/* cores kept out of idle while requests are in flight (off
 	 * unless lend_bridge_keep_awake asked for threads) */
 	struct lend_awake awake;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -28,12 +29,30 @@ static void note(char *why, size_t whylen, const char *step, int e)
 		         strerror(e));
 }
 
+/* Under MCL_FUTURE every thread's stack is locked whole, and glibc's
+ * default stack is RLIMIT_STACK (8 MiB): the bridge's three threads
+ * (attach, swapon, swapoff) made each ramex-lend-nbd hold 26 MiB, and a
+ * borrower with five contracts ran a 256 MiB guest out of memory (seen in
+ * tests/lendagent). Threads created from here on get LEND_MEM_STACK. */
+static void small_stacks(void)
+{
+	pthread_attr_t at;
+	size_t sz = 0;
+	if (pthread_getattr_default_np(&at) != 0)
+		return;
+	if (pthread_attr_getstacksize(&at, &sz) == 0 && sz > LEND_MEM_STACK &&
+	    pthread_attr_setstacksize(&at, LEND_MEM_STACK) == 0)
+		(void)pthread_setattr_default_np(&at);
+	pthread_attr_destroy(&at);
+}
+
 int lend_mem_guard(char *why, size_t whylen)
 {
 	int got = 0, fd;
 
 	if (whylen)
 		why[0] = '\0';
+	small_stacks();
 	if (mlockall(MCL_CURRENT | MCL_FUTURE) == 0)
 		got |= LEND_MEM_LOCKED;
 	else

@@ -11,6 +11,8 @@
  *
  *  - mlockall(MCL_CURRENT | MCL_FUTURE): no page of ours is ever swapped
  *    (so serving a swap-in never waits on a swap-in of our own code);
+ *    threads created after the call get stacks of LEND_MEM_STACK, which
+ *    are locked whole (glibc's default of 8 MiB each would be);
  *  - prctl(PR_SET_IO_FLUSHER) (Linux >= 5.6): our allocations reclaim
  *    without starting I/O (PF_MEMALLOC_NOIO) and are throttled only on our
  *    own writeback, so they never wait on the device we serve;
@@ -26,6 +28,11 @@
 #define RAMEX_LEND_MEM_H
 
 #include <stddef.h>
+
+/* The stack of a thread started after lend_mem_guard: the lend programs'
+ * threads call little more than a system call, log lines and, in a
+ * lender's handshake, OpenSSL. */
+#define LEND_MEM_STACK (512u << 10)
 
 enum {
 	LEND_MEM_LOCKED = 1,     /* mlockall succeeded */

@@ -8,9 +8,15 @@
 # guest's local swap. Nothing is written into the source tree.
 #
 #   lend_guest_kver                   the -amd64 kernel with headers + image
-#   lend_guest_build DIR KVER MODE    DIR/initrd.gz, DIR/local.img
-#   lend_guest_boot DIR KVER MEM LOG SECONDS
+#   lend_guest_build DIR KVER MODE [INIT [FILES]]
+#                                     DIR/initrd.gz, DIR/local.img; INIT is
+#                                     /init (tests/lending/init.sh), FILES a
+#                                     folder copied into the root as it is
+#   lend_guest_boot DIR KVER MEM LOG SECONDS [NIC]
+#                                     NIC: qemu's -nic (none)
 #
+# Mode "agent" (tests/lendagent) adds ramex-agent and virtio_net.ko: the
+# guest's agents reach a ramexd on the host through qemu's user network.
 # Needs ROOT (repository root) and BIN (built programs). LEND_GUEST_DEBUG=1
 # puts kernel messages and hung-task reports on the serial log.
 
@@ -43,15 +49,16 @@ _lend_copy_bin() { # file root
   done
 }
 
-lend_guest_build() { # dir kver mode
-  local dir=$1 kver=$2 r=$1/root m mods=
+lend_guest_build() { # dir kver mode [init [files]]
+  local dir=$1 kver=$2 r=$1/root m mods= progs= kmods="nbd virtio_blk virtio_pci"
   rm -rf "$r" && mkdir -p "$r/bin" "$r/lib/modules" || return 1
   cp /bin/busybox "$r/bin/busybox" || return 1
-  for m in ramex-lend-server ramex-lend-nbd ramex-lend-workload ramex-lend-bench; do
+  [[ $3 == agent ]] && progs=ramex-agent kmods="$kmods virtio_net"
+  for m in ramex-lend-server ramex-lend-nbd ramex-lend-workload ramex-lend-bench $progs; do
     [[ -x $BIN/$m ]] || { echo "guest: $BIN/$m is not built (make)" >&2; return 1; }
     _lend_copy_bin "$BIN/$m" "$r" || return 1
   done
-  for m in nbd virtio_blk virtio_pci; do _lend_mod_add "$kver" "$m" || return 1; done
+  for m in $kmods; do _lend_mod_add "$kver" "$m" || return 1; done
   # the bench compares lent pages with zram, the local compressed swap
   if [[ $3 == bench ]] && modinfo -k "$kver" -n zram >/dev/null 2>&1; then
     _lend_mod_add "$kver" zram || return 1
@@ -66,13 +73,14 @@ lend_guest_build() { # dir kver mode
   for m in 1 2 3; do od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$r/secret$m"; done
   echo "$3" >"$r/mode"
   [[ -n ${LEND_GUEST_DEBUG:-} ]] && echo 1 >"$r/debug"
-  cp "$ROOT/tests/lending/init.sh" "$r/init" && chmod 755 "$r/init" || return 1
+  cp "${4:-$ROOT/tests/lending/init.sh}" "$r/init" && chmod 755 "$r/init" || return 1
+  if [[ -n ${5:-} ]]; then cp -a "$5/." "$r/" || return 1; fi
   (cd "$r" && find . | cpio -o -H newc --quiet | gzip -1) >"$dir/initrd.gz" || return 1
   rm -f "$dir/local.img" && truncate -s 128M "$dir/local.img"
 }
 
-lend_guest_boot() { # dir kver mem-mib log seconds
-  timeout "$5" qemu-system-x86_64 -accel tcg -machine pc -nic none -m "$3" \
+lend_guest_boot() { # dir kver mem-mib log seconds [nic]
+  timeout "$5" qemu-system-x86_64 -accel tcg -machine pc -nic "${6:-none}" -m "$3" \
     -nographic -no-reboot -kernel "/boot/vmlinuz-$2" -initrd "$1/initrd.gz" \
     -drive "file=$1/local.img,if=virtio,format=raw,cache=unsafe" \
     -append "console=ttyS0 quiet loglevel=1 panic=-1" >"$4" 2>&1 </dev/null
