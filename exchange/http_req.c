@@ -306,6 +306,48 @@ const char *http_header_repeated(struct http_req *rq, const char *const *names,
 	return s.repeated;
 }
 
+struct framing_scan {
+	int lengths, codings;
+	bool not_chunked, encoded;
+};
+
+static enum MHD_Result framing_cb(void *cls, enum MHD_ValueKind kind,
+                                  const char *key, const char *value)
+{
+	struct framing_scan *f = cls;
+	(void)kind;
+	if (strcasecmp(key, "Content-Length") == 0) {
+		f->lengths++;
+	} else if (strcasecmp(key, "Transfer-Encoding") == 0) {
+		f->codings++;
+		f->not_chunked |= !value || strcasecmp(value, "chunked") != 0;
+	} else if (strcasecmp(key, "Content-Encoding") == 0) {
+		f->encoded |= !value || strcasecmp(value, "identity") != 0;
+	}
+	return MHD_YES;
+}
+
+const char *http_req_framing(struct MHD_Connection *conn, int *status)
+{
+	struct framing_scan f = {0};
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, framing_cb, &f);
+	*status = 400;
+	if (f.lengths > 1)
+		return "Content-Length is sent more than once; send it once";
+	if (f.lengths && f.codings)
+		return "both Content-Length and Transfer-Encoding are sent; "
+		       "send one of them";
+	*status = 501;
+	if (f.codings > 1 || f.not_chunked)
+		return "the only Transfer-Encoding served is chunked, sent "
+		       "once";
+	*status = 415;
+	if (f.encoded)
+		return "the body must not be compressed: send it without "
+		       "Content-Encoding (or as identity)";
+	return NULL;
+}
+
 const char *http_body(struct http_req *rq, size_t *len)
 {
 	*len = rq->len;
