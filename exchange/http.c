@@ -198,11 +198,12 @@ static int route(struct http_req *rq)
 		 * the connection can be read as a request */
 		http_add_header(rq, "Connection", "close");
 		http_problem(rq, rq->framing_status,
-		             rq->framing_status == 400   ? "ambiguous-framing"
-		             : rq->framing_status == 501 ? "unsupported-transfer-coding"
-		                                         : "unsupported-content-encoding",
-		             rq->framing_status == 415 ? "compressed body"
-		                                       : "request framing refused",
+		             rq->framing_status == 415
+		                 ? "unsupported-content-encoding"
+		                 : "ambiguous-framing",
+		             rq->framing_status == 415
+		                 ? "compressed body"
+		                 : "request framing refused",
 		             "%s", rq->bad_framing);
 		return -1;
 	}

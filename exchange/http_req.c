@@ -337,7 +337,8 @@ const char *http_req_framing(struct MHD_Connection *conn, int *status)
 	if (f.lengths && f.codings)
 		return "both Content-Length and Transfer-Encoding are sent; "
 		       "send one of them";
-	*status = 501;
+	/* RFC 9112 suggests 501; a 5xx says the exchange failed, and
+	 * here the request is what cannot be read */
 	if (f.codings > 1 || f.not_chunked)
 		return "the only Transfer-Encoding served is chunked, sent "
 		       "once";

@@ -107,7 +107,7 @@ struct http_req {
 /* Whether the head frames the body unambiguously: NULL, or why not with
  * the status to answer (400: Content-Length twice, or beside
  * Transfer-Encoding, which a proxy in front may read otherwise than
- * libmicrohttpd, which takes one of them in silence; 501: a transfer
+ * libmicrohttpd, which takes one of them in silence, or a transfer
  * coding other than chunked; 415: a Content-Encoding other than
  * identity, whose body would be read as if it were not encoded). */
 const char *http_req_framing(struct MHD_Connection *conn, int *status);

@@ -602,7 +602,7 @@ START_TEST(malformed_requests_get_their_status)
 	     "POST /v1/orders HTTP/1.1\r\nHost: t\r\n"
 	     "Content-Type: application/json\r\n"
 	     "Transfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
-	     501, true},
+	     400, true},
 	    /* it was read as if it were not compressed */
 	    {"a compressed body",
 	     "POST /v1/orders HTTP/1.1\r\nHost: t\r\n"
