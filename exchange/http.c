@@ -194,15 +194,13 @@ static int route(struct http_req *rq)
 	int path_known = 0;
 
 	if (rq->bad_framing) {
-		/* where this body ends is not known: nothing after it on
-		 * the connection can be read as a request */
+		/* where this body ends may not be known: nothing after it
+		 * on the connection can be read as a request */
 		http_add_header(rq, "Connection", "close");
-		http_problem(rq, rq->framing_status,
-		             rq->framing_status == 415
-		                 ? "unsupported-content-encoding"
-		                 : "ambiguous-framing",
-		             rq->framing_status == 415
-		                 ? "compressed body"
+		http_problem(rq, rq->framing_status, rq->framing_type,
+		             rq->framing_status == 415 ? "compressed body"
+		             : strcmp(rq->framing_type, "ambiguous-header") == 0
+		                 ? "header sent twice"
 		                 : "request framing refused",
 		             "%s", rq->bad_framing);
 		return -1;
@@ -599,7 +597,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		    target_parse(rq->target, &rq->tg, &rq->bad_target) < 0)
 			rq->tg.path[0] =
 			    0; /* nothing of it is read or logged */
-		rq->bad_framing = http_req_framing(conn, &rq->framing_status);
+		rq->bad_framing = http_req_framing(conn, &rq->framing_status,
+		                                   &rq->framing_type);
 		const char *cl = MHD_lookup_connection_value(
 		    conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (rq->bad_framing ||

@@ -603,6 +603,23 @@ START_TEST(malformed_requests_get_their_status)
 	     "Content-Type: application/json\r\n"
 	     "Transfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
 	     400, true},
+	    /* a header of one value sent twice: libmicrohttpd gave the
+	     * first, a proxy may read the last (found from outside: an
+	     * order was placed under the first of two Idempotency-Keys) */
+	    {"two Idempotency-Keys",
+	     "POST /v1/orders HTTP/1.1\r\nHost: t\r\n"
+	     "Content-Type: application/json\r\nIdempotency-Key: a\r\n"
+	     "Idempotency-Key: b\r\nContent-Length: 2\r\n\r\n{}",
+	     400, true},
+	    {"two Content-Types",
+	     "POST /v1/orders HTTP/1.1\r\nHost: t\r\n"
+	     "Content-Type: application/json\r\nContent-Type: text/plain\r\n"
+	     "Content-Length: 2\r\n\r\n{}",
+	     400, true},
+	    {"two Last-Event-IDs",
+	     "GET /v1/events HTTP/1.1\r\nHost: t\r\nLast-Event-ID: 1\r\n"
+	     "Last-Event-ID: 2\r\n\r\n",
+	     400, true},
 	    /* it was read as if it were not compressed */
 	    {"a compressed body",
 	     "POST /v1/orders HTTP/1.1\r\nHost: t\r\n"
