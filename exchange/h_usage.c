@@ -262,6 +262,12 @@ void h_usage_list(struct http_req *rq)
 	    (has_to = in_qint(rq, "to", 0, INT64_MAX, &to)) < 0 ||
 	    (has_after = parse_after(rq, after)) < 0)
 		return;
+	if (has_from && has_to && from >= to) {
+		http_problem(rq, 400, "invalid-parameter", "invalid parameter",
+		             "from must be before to: the reports listed are "
+		             "those whose period overlaps [from, to)");
+		return;
+	}
 	handlers_scope(rq, 0, acct, team);
 	int64_t v[9] = {contract, node,     epoch,    from, to,
 	                after[0], after[1], after[2], limit};
