@@ -111,8 +111,7 @@ struct events *events_new(int max_clients, int keepalive_s)
 	 * database numbers them (events_set_outbox). */
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
-	e->base = e->last =
-	    (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
+	e->base = e->last = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
 	if (pthread_create(&e->ticker, NULL, ticker, e) == 0)
 		e->ticker_running = 1;
 	else
@@ -318,7 +317,8 @@ long events_poll(struct events_sub *s, char *buf, size_t max)
 		/* An id this run did not give (it restarted since): what
 		 * came after it may be lost, and how much is not known. */
 		s->unknown = 0;
-		n = snprintf(buf, max, "event: overflow\ndata: {\"lost\":null}\n\n");
+		n = snprintf(buf, max,
+		             "event: overflow\ndata: {\"lost\":null}\n\n");
 	} else if (s->pos < e->last - EVENTS_RING + 1) {
 		/* Fell behind the ring: say so, go on from the oldest. */
 		int64_t lost = e->last - EVENTS_RING + 1 - s->pos;

@@ -79,13 +79,12 @@ static int read_report(struct http_req *rq, size_t i, json_t *o,
 		if (!v || !json_is_integer(v) ||
 		    json_integer_value(v) < fields[k].min ||
 		    json_integer_value(v) > fields[k].max) {
-			http_problem(rq, 400, "invalid-field", "invalid field",
-			             "reports[%zu].%s: %s an integer from "
-			             "%lld to %lld",
-			             i, fields[k].name,
-			             v ? "must be" : "is required:",
-			             (long long)fields[k].min,
-			             (long long)fields[k].max);
+			http_problem(
+			    rq, 400, "invalid-field", "invalid field",
+			    "reports[%zu].%s: %s an integer from "
+			    "%lld to %lld",
+			    i, fields[k].name, v ? "must be" : "is required:",
+			    (long long)fields[k].min, (long long)fields[k].max);
 			return -1;
 		}
 		*(int64_t *)((char *)r + fields[k].off) = json_integer_value(v);

@@ -151,7 +151,7 @@ static const char *sql_insert =
  * bodies a number (those kept before first, then the batch's in body
  * order); the index usage_conflicts_node finds a number's rows. */
 #define STR_(x) #x
-#define STR(x) STR_(x)
+#define STR(x)  STR_(x)
 static const char *sql_conflicts =
     "WITH n AS (SELECT DISTINCT x, (x ->> 'epoch')::bigint AS e, "
     "(x ->> 'seq')::bigint AS s FROM jsonb_array_elements($2::jsonb) AS x), "

@@ -475,10 +475,11 @@ START_TEST(events_resumed_across_a_restart_say_what_is_lost)
 	int fd = rxh_dial(h.port);
 	ck_assert_int_ge(fd, 0);
 	char rq[512];
-	int n = snprintf(rq, sizeof rq,
-	                 "GET /v1/events HTTP/1.1\r\nHost: t\r\n"
-	                 "Authorization: Bearer %s\r\nLast-Event-ID: %lld\r\n\r\n",
-	                 w.trader_token, seen);
+	int n =
+	    snprintf(rq, sizeof rq,
+	             "GET /v1/events HTTP/1.1\r\nHost: t\r\n"
+	             "Authorization: Bearer %s\r\nLast-Event-ID: %lld\r\n\r\n",
+	             w.trader_token, seen);
 	ck_assert(write(fd, rq, (size_t)n) == n);
 	usleep(300000); /* subscribed before the trade below */
 	ck_assert_int_eq(place(&h, w.trader_token, w.node_a, "sell", 256,

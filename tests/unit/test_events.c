@@ -127,11 +127,13 @@ START_TEST(alone_an_id_ahead_starts_from_now)
 	for (int i = 0; i < 2; i++) {
 		struct events_sub *s =
 		    events_subscribe(e, AUTH_ADMIN, 0, 0, ids[i]);
-		ck_assert_int_gt(events_poll(s, buf, sizeof buf), 0); /* hello */
+		ck_assert_int_gt(events_poll(s, buf, sizeof buf),
+		                 0); /* hello */
 		long k = events_poll(s, buf, sizeof buf);
 		ck_assert_int_gt(k, 0);
 		buf[k] = 0;
-		ck_assert_str_eq(buf, "event: overflow\ndata: {\"lost\":null}\n\n");
+		ck_assert_str_eq(buf,
+		                 "event: overflow\ndata: {\"lost\":null}\n\n");
 		events_publish(e, "fill", 1, 1, 2, 1, "{}");
 		ck_assert_int_eq(drain(s, got, sizeof got), 1);
 		ck_assert_int_eq(atoll(got), first + 1 + i);
