@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 
 static void chomp(char *s)
@@ -37,9 +40,38 @@ static int conninfo_name(const char *conninfo, char *out, size_t outlen)
 	return 0;
 }
 
+/* Whether the conninfo or the environment bounds the connection attempt. */
+static bool has_connect_timeout(const char *conninfo)
+{
+	const char *e = getenv("PGCONNECT_TIMEOUT");
+	if (e && *e)
+		return true;
+	bool has = false;
+	PQconninfoOption *o = PQconninfoParse(conninfo, NULL);
+	for (PQconninfoOption *p = o; p && p->keyword; p++)
+		if (strcmp(p->keyword, "connect_timeout") == 0 && p->val &&
+		    p->val[0])
+			has = true;
+	PQconninfoFree(o);
+	return has;
+}
+
 PGconn *db_connect(const char *conninfo, char *err, size_t errlen)
 {
-	PGconn *c = PQconnectdb(conninfo);
+	/* libpq waits for a server that accepts and never answers (one
+	 * that hangs, a network that drops packets) for ever, and so would
+	 * every request that needs a new connection; the conninfo's own
+	 * connect_timeout (or PGCONNECT_TIMEOUT) wins over this one */
+	PGconn *c;
+	if (has_connect_timeout(conninfo)) {
+		c = PQconnectdb(conninfo);
+	} else {
+		static const char *const kw[] = {"dbname", "connect_timeout",
+		                                 NULL};
+		const char *const val[] = {conninfo, DB_CONNECT_TIMEOUT_S,
+		                           NULL};
+		c = PQconnectdbParams(kw, val, 1);
+	}
 	if (PQstatus(c) != CONNECTION_OK) {
 		char who[256];
 		if (conninfo_name(conninfo, who, sizeof who) < 0)
@@ -194,6 +226,55 @@ bool db_alive(PGconn *c)
 	return PQstatus(c) == CONNECTION_OK;
 }
 
+int db_ping(PGconn *c, int timeout_ms, char *err, size_t errlen)
+{
+	int64_t until = clock_mono_ms() + timeout_ms;
+	if (db_broken(c) || !PQsendQuery(c, "SELECT 1")) {
+		snprintf(err, errlen, "%s",
+		         c ? PQerrorMessage(c) : "no connection");
+		chomp(err);
+		return -1;
+	}
+	while (PQisBusy(c)) {
+		int64_t left = until - clock_mono_ms();
+		struct pollfd p = {.fd = PQsocket(c), .events = POLLIN};
+		int n = left > 0 ? poll(&p, 1, (int)left) : 0;
+		if (n == 0) {
+			/* The query is under way and its answer may still
+			 * come: the connection cannot serve another. Shut
+			 * it down, so that its results below end at once
+			 * and the pool makes a new one. */
+			shutdown(PQsocket(c), SHUT_RDWR);
+			PGresult *r;
+			while ((r = PQgetResult(c)))
+				PQclear(r);
+			snprintf(err, errlen,
+			         "PostgreSQL did not answer SELECT 1 within "
+			         "%d ms",
+			         timeout_ms);
+			return -2;
+		}
+		if (n > 0 && !PQconsumeInput(c))
+			break; /* the connection broke: PQgetResult says why */
+	}
+	int ok = 0;
+	PGresult *r;
+	while ((r = PQgetResult(c))) {
+		if (PQresultStatus(r) != PGRES_TUPLES_OK && ok == 0) {
+			snprintf(err, errlen, "%s", PQerrorMessage(c));
+			chomp(err);
+			ok = -1;
+		}
+		PQclear(r);
+	}
+	if (ok == 0 && db_broken(c)) {
+		snprintf(err, errlen, "%s", PQerrorMessage(c));
+		chomp(err);
+		ok = -1;
+	}
+	return ok;
+}
+
 bool db_state_lost(const char *s)
 {
 	if (!s || !s[0])
@@ -255,7 +336,11 @@ struct db_pool *db_pool_new(const char *conninfo, int n)
 		return NULL;
 	}
 	pthread_mutex_init(&p->mu, NULL);
-	pthread_cond_init(&p->cv, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&p->cv, &ca);
+	pthread_condattr_destroy(&ca);
 	snprintf(p->conninfo, sizeof p->conninfo, "%s", conninfo);
 	p->n = p->nfree = n;
 	p->up = true;
@@ -303,11 +388,35 @@ void db_pool_free(struct db_pool *p)
 
 PGconn *db_acquire(struct db_pool *p)
 {
+	return db_acquire_within(p, -1, NULL);
+}
+
+PGconn *db_acquire_within(struct db_pool *p, int timeout_ms, bool *busy)
+{
 	int i;
 	char err[512];
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	if (timeout_ms >= 0) {
+		until.tv_sec += timeout_ms / 1000;
+		until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+		if (until.tv_nsec >= 1000000000)
+			until.tv_sec++, until.tv_nsec -= 1000000000;
+	}
+	if (busy)
+		*busy = false;
 	pthread_mutex_lock(&p->mu);
-	while (p->nfree == 0)
-		pthread_cond_wait(&p->cv, &p->mu);
+	while (p->nfree == 0) {
+		if (timeout_ms < 0) {
+			pthread_cond_wait(&p->cv, &p->mu);
+		} else if (pthread_cond_timedwait(&p->cv, &p->mu, &until) &&
+		           p->nfree == 0) {
+			pthread_mutex_unlock(&p->mu);
+			if (busy)
+				*busy = true;
+			return NULL;
+		}
+	}
 	for (i = 0; i < p->n && p->busy[i]; i++)
 		;
 	p->busy[i] = true;

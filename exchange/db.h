@@ -16,7 +16,10 @@
 #include <stdint.h>
 
 /* Opens a connection (client_min_messages=warning, synchronous_commit=on,
- * UTC). NULL with a message in err when it cannot. */
+ * UTC). NULL with a message in err when it cannot. A conninfo without
+ * connect_timeout (and no PGCONNECT_TIMEOUT) gets DB_CONNECT_TIMEOUT_S:
+ * a server that accepts and never answers fails the attempt then. */
+#define DB_CONNECT_TIMEOUT_S "5"
 PGconn *db_connect(const char *conninfo, char *err, size_t errlen);
 
 /* Refuses a database that does not sync: fsync must be on and
@@ -34,6 +37,10 @@ void db_pool_free(struct db_pool *p);
 /* Borrows a working connection, waiting while all are in use; NULL when
  * PostgreSQL cannot be reached now. */
 PGconn *db_acquire(struct db_pool *p);
+/* The same, waiting at most timeout_ms for a free connection (-1: for
+ * ever); NULL when none came free in time, and then *busy (when busy is
+ * not NULL) is true. */
+PGconn *db_acquire_within(struct db_pool *p, int timeout_ms, bool *busy);
 /* Gives it back; a broken one is reconnected on its next use. */
 void db_release(struct db_pool *p, PGconn *c);
 /* Whether the last connection attempt or query of the pool succeeded. */
@@ -63,6 +70,12 @@ struct db_fail {
 /* db_exec, telling why a failure failed. */
 PGresult *db_exec_fail(PGconn *c, ExecStatusType want, const char *sql, int n,
                        const char *const *params, struct db_fail *f);
+
+/* SELECT 1 on c, waiting at most timeout_ms for the answer: 0, -1 (it
+ * failed, or the connection broke) or -2 (no answer in time: a server
+ * that hangs). After -2 the connection is shut down, broken for
+ * db_broken and made again by the pool. err says why. */
+int db_ping(PGconn *c, int timeout_ms, char *err, size_t errlen);
 
 /* True when the connection itself is broken (not a mere SQL error). */
 bool db_broken(PGconn *c);

@@ -26,6 +26,7 @@ struct events {
 	pthread_cond_t cv; /* the ticker's sleep; signalled to stop it */
 	struct event ring[EVENTS_RING];
 	int64_t last; /* id of the newest event */
+	int64_t base; /* ids up to it are not this run's (events_new) */
 	int clients, max_clients, keepalive_s;
 	int closed, stop_ticker;
 	struct events_sub *subs; /* every subscriber, for waking */
@@ -40,6 +41,7 @@ struct events_sub {
 	unsigned role;
 	int64_t account, team;
 	int64_t pos;     /* id of the last event handled */
+	int unknown;     /* resumed from an id not this run's: say so */
 	int hello;       /* the first chunk (retry hint) was sent */
 	int ka_due;      /* a keep-alive comment is owed */
 	int keepalive_s; /* seconds of quiet before a keep-alive */
@@ -95,6 +97,15 @@ struct events *events_new(int max_clients, int keepalive_s)
 	pthread_condattr_destroy(&a);
 	e->max_clients = max_clients;
 	e->keepalive_s = keepalive_s;
+	/* A lone ramexd keeps its events in memory, and a restart loses
+	 * those not yet sent. Its ids go on from the clock's microseconds
+	 * (2^53 is reached in 2255), not from 1 again: a stream resumed with
+	 * the last run's Last-Event-ID is then told that what followed it is
+	 * not held, and no new event takes an old one's id. Shared, the
+	 * database numbers them (events_set_outbox). */
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	e->base = e->last = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
 	if (pthread_create(&e->ticker, NULL, ticker, e) == 0)
 		e->ticker_running = 1;
 	else
@@ -168,6 +179,18 @@ void events_publish(struct events *e, const char *type, int64_t acct_a,
 	pthread_mutex_unlock(&e->mu);
 }
 
+/* The database numbers the events (shared): the ring takes its ids, if
+ * it holds none of its own yet. Under e->mu. */
+static void db_ids(struct events *e)
+{
+	if (e->last != e->base || e->base == 0)
+		return;
+	for (struct events_sub *s = e->subs; s; s = s->next)
+		if (s->pos == e->base)
+			s->pos = 0; /* waiting for the first: it comes now */
+	e->base = e->last = 0;
+}
+
 void events_put(struct events *e, int64_t id, const char *type, int64_t acct_a,
                 int64_t team_a, int64_t acct_b, int64_t team_b,
                 const char *data)
@@ -176,6 +199,7 @@ void events_put(struct events *e, int64_t id, const char *type, int64_t acct_a,
 	if (!copy)
 		return;
 	pthread_mutex_lock(&e->mu);
+	db_ids(e);
 	if (id > e->last)
 		put_locked(e, id, type, acct_a, team_a, acct_b, team_b, copy);
 	else
@@ -186,6 +210,8 @@ void events_put(struct events *e, int64_t id, const char *type, int64_t acct_a,
 void events_set_outbox(struct events *e, events_out_fn *out, void *arg)
 {
 	pthread_mutex_lock(&e->mu);
+	if (out)
+		db_ids(e);
 	e->out = out;
 	e->out_arg = arg;
 	pthread_mutex_unlock(&e->mu);
@@ -213,7 +239,9 @@ struct events_sub *events_subscribe(struct events *e, unsigned role,
 	s->e = e, s->role = role, s->account = account, s->team = team;
 	/* shared, a client may come from an instance that read further */
 	int64_t ahead = e->out ? EVENTS_RING : 0;
-	s->pos = last_id >= 0 && last_id <= e->last + ahead ? last_id : e->last;
+	bool ours = last_id >= e->base && last_id <= e->last + ahead;
+	s->pos = last_id >= 0 && ours ? last_id : e->last;
+	s->unknown = last_id >= 0 && !ours;
 	s->sent_ns = clock_mono_ns();
 	s->keepalive_s = e->keepalive_s;
 	s->next = e->subs;
@@ -279,6 +307,12 @@ long events_poll(struct events_sub *s, char *buf, size_t max)
 		             "retry: 2000\n: ramex events, keep-alive every %d "
 		             "s\n\n",
 		             s->keepalive_s);
+	} else if (s->unknown) {
+		/* An id this run did not give (it restarted since): what
+		 * came after it may be lost, and how much is not known. */
+		s->unknown = 0;
+		n = snprintf(buf, max,
+		             "event: overflow\ndata: {\"lost\":null}\n\n");
 	} else if (s->pos < e->last - EVENTS_RING + 1) {
 		/* Fell behind the ring: say so, go on from the oldest. */
 		int64_t lost = e->last - EVENTS_RING + 1 - s->pos;

@@ -107,7 +107,27 @@ static int endpoint_check(const char *s, char *why, size_t whylen)
 		         "and dots), an IPv4 address or [IPv6]");
 		return -1;
 	}
-	return 0;
+	/* A host name's last label is never all digits (RFC 1123, 2.1):
+	 * such a host is an IPv4 address or a mistake (999.1.1.1 went to
+	 * the resolver, and the borrower learnt only when it connected). */
+	const char *last = s + hn;
+	while (last > s && last[-1] != '.')
+		last--;
+	if (strspn(last, "0123456789") < (size_t)(colon - last))
+		return 0;
+	char v4[INET_ADDRSTRLEN];
+	struct in_addr a4;
+	if (hn < sizeof v4) {
+		memcpy(v4, s, hn);
+		v4[hn] = '\0';
+		if (inet_pton(AF_INET, v4, &a4) == 1)
+			return 0;
+	}
+	snprintf(why, whylen,
+	         "%.*s is not an IPv4 address (four numbers 0..255), and a "
+	         "host name does not end in digits",
+	         (int)(hn < 64 ? hn : 64), s);
+	return -1;
 }
 
 /* The contract's parties as the caller sees them. */
@@ -204,7 +224,7 @@ void h_contract_lend_register(struct http_req *rq)
 {
 	static const char *const known[] = {"endpoint", NULL};
 	struct app *a = http_app(rq);
-	char endpoint[LEND_ENDPOINT_MAX + 2], ids[24], why[160], err[512];
+	char endpoint[LEND_ENDPOINT_MAX + 1], ids[24], why[160], err[512];
 	unsigned char raw[32];
 	char hex[65];
 	int64_t id;

@@ -210,6 +210,12 @@ void h_candles(struct http_req *rq)
 	    in_qint(rq, "to", 0, INT64_MAX / 1000000000, &to) < 0 ||
 	    in_qint(rq, "limit", 1, 1000, &limit) < 0)
 		return;
+	if (from >= to) {
+		http_problem(rq, 400, "invalid-parameter", "invalid parameter",
+		             "from must be before to: the candles are those of "
+		             "the trades in [from, to)");
+		return;
+	}
 	/* one of four, said so whatever came (a range's words for 0 or
 	 * "abc" sent the caller to values that are refused too) */
 	if (iv && (in_parse_i64(iv, &interval) < 0 ||

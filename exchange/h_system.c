@@ -19,6 +19,10 @@ void h_healthz(struct http_req *rq)
 	http_reply_json(rq, 200, json_pack("{s:s}", "status", "ok"));
 }
 
+/* How long /readyz waits for a connection of the pool, and then for its
+ * answer: a probe must answer while PostgreSQL hangs. */
+#define READYZ_WAIT_MS 2000
+
 /* Ready = not stopping, the writer reaches PostgreSQL and makes progress
  * (writer_ready), and a pooled connection reaches it right now. */
 void h_readyz(struct http_req *rq)
@@ -33,22 +37,30 @@ void h_readyz(struct http_req *rq)
 	/* A pooled connection learns that its server is gone (a restart, a
 	 * failover) only when a query fails on it; the pool replaces it on
 	 * the next acquire. So one that broke here is tried once more, on a
-	 * fresh connection, before the exchange says it is not ready. */
+	 * fresh connection, before the exchange says it is not ready. A
+	 * server that hangs is not waited for: the probe answers within
+	 * READYZ_WAIT_MS for a free connection, the same for SELECT 1, and
+	 * db_connect's timeout for a new connection. */
 	for (int attempt = 0; !why && attempt < 2; attempt++) {
-		PGconn *c = db_acquire(a->pool);
+		bool busy;
+		PGconn *c = db_acquire_within(a->pool, READYZ_WAIT_MS, &busy);
 		if (!c) {
-			why = "PostgreSQL cannot be reached";
+			why = busy
+			          ? "every connection of the query pool stayed "
+			            "busy for 2 s: PostgreSQL answers slowly "
+			            "or not at all (or raise db_pool)"
+			          : "PostgreSQL cannot be reached";
 			break;
 		}
 		char err[256];
-		PGresult *r = db_exec(c, PGRES_TUPLES_OK, "SELECT 1", 0, NULL,
-		                      err, sizeof err);
-		bool ok = r != NULL, broke = !ok && db_broken(c);
-		PQclear(r);
+		int rc = db_ping(c, READYZ_WAIT_MS, err, sizeof err);
+		bool broke = rc == -1 && db_broken(c);
 		db_release(a->pool, c);
-		if (ok)
+		if (rc == 0)
 			break;
-		if (!broke || attempt == 1)
+		if (rc == -2)
+			why = "PostgreSQL did not answer SELECT 1 within 2 s";
+		else if (!broke || attempt == 1)
 			why = "PostgreSQL does not answer";
 	}
 	if (why) {

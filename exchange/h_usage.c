@@ -79,13 +79,12 @@ static int read_report(struct http_req *rq, size_t i, json_t *o,
 		if (!v || !json_is_integer(v) ||
 		    json_integer_value(v) < fields[k].min ||
 		    json_integer_value(v) > fields[k].max) {
-			http_problem(rq, 400, "invalid-field", "invalid field",
-			             "reports[%zu].%s: %s, an integer from "
-			             "%lld to %lld",
-			             i, fields[k].name,
-			             v ? "must be" : "is required",
-			             (long long)fields[k].min,
-			             (long long)fields[k].max);
+			http_problem(
+			    rq, 400, "invalid-field", "invalid field",
+			    "reports[%zu].%s: %s an integer from "
+			    "%lld to %lld",
+			    i, fields[k].name, v ? "must be" : "is required:",
+			    (long long)fields[k].min, (long long)fields[k].max);
 			return -1;
 		}
 		*(int64_t *)((char *)r + fields[k].off) = json_integer_value(v);
@@ -262,6 +261,12 @@ void h_usage_list(struct http_req *rq)
 	    (has_to = in_qint(rq, "to", 0, INT64_MAX, &to)) < 0 ||
 	    (has_after = parse_after(rq, after)) < 0)
 		return;
+	if (has_from && has_to && from >= to) {
+		http_problem(rq, 400, "invalid-parameter", "invalid parameter",
+		             "from must be before to: the reports listed are "
+		             "those whose period overlaps [from, to)");
+		return;
+	}
 	handlers_scope(rq, 0, acct, team);
 	int64_t v[9] = {contract, node,     epoch,    from, to,
 	                after[0], after[1], after[2], limit};

@@ -193,6 +193,18 @@ static int route(struct http_req *rq)
 	char allow[128] = "";
 	int path_known = 0;
 
+	if (rq->bad_framing) {
+		/* where this body ends may not be known: nothing after it
+		 * on the connection can be read as a request */
+		http_add_header(rq, "Connection", "close");
+		http_problem(rq, rq->framing_status, rq->framing_type,
+		             rq->framing_status == 415 ? "compressed body"
+		             : strcmp(rq->framing_type, "ambiguous-header") == 0
+		                 ? "header sent twice"
+		                 : "request framing refused",
+		             "%s", rq->bad_framing);
+		return -1;
+	}
 	if (rq->too_long) {
 		http_problem(rq, 414, "target-too-long",
 		             "request target too long",
@@ -585,14 +597,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		    target_parse(rq->target, &rq->tg, &rq->bad_target) < 0)
 			rq->tg.path[0] =
 			    0; /* nothing of it is read or logged */
+		rq->bad_framing = http_req_framing(conn, &rq->framing_status,
+		                                   &rq->framing_type);
 		const char *cl = MHD_lookup_connection_value(
 		    conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-		if (cl && strtoull(cl, NULL, 10) > srv->o.body_limit) {
+		if (rq->bad_framing ||
+		    (cl && strtoull(cl, NULL, 10) > srv->o.body_limit)) {
 			/* Answered now (413, or the route's 404 or 405), not
 			 * after a body that would be thrown away: a client
 			 * that waits for an answer before it sends (Expect:
 			 * 100-continue) gets one, and libmicrohttpd closes the
-			 * connection after it rather than read the body. */
+			 * connection after it rather than read the body. So is
+			 * a body whose framing is refused. */
 			rq->too_big = 1;
 			if (!http_guard_serving(rq->gc))
 				return MHD_NO;

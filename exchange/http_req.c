@@ -306,6 +306,72 @@ const char *http_header_repeated(struct http_req *rq, const char *const *names,
 	return s.repeated;
 }
 
+/* Headers that carry one value, and what a second copy is told. */
+static const char *const single[][2] = {
+    {"Content-Type", "Content-Type is sent more than once; send it once"},
+    {"Idempotency-Key", "Idempotency-Key is sent more than once; send one "
+                        "key (the retry of a request sends the same one)"},
+    {"Last-Event-ID",
+     "Last-Event-ID is sent more than once; send the id of the last event "
+     "received"},
+};
+#define NSINGLE (sizeof single / sizeof single[0])
+
+struct framing_scan {
+	int lengths, codings, seen[NSINGLE];
+	bool not_chunked, encoded;
+	const char *twice;
+};
+
+static enum MHD_Result framing_cb(void *cls, enum MHD_ValueKind kind,
+                                  const char *key, const char *value)
+{
+	struct framing_scan *f = cls;
+	(void)kind;
+	if (strcasecmp(key, "Content-Length") == 0) {
+		f->lengths++;
+	} else if (strcasecmp(key, "Transfer-Encoding") == 0) {
+		f->codings++;
+		f->not_chunked |= !value || strcasecmp(value, "chunked") != 0;
+	} else if (strcasecmp(key, "Content-Encoding") == 0) {
+		f->encoded |= !value || strcasecmp(value, "identity") != 0;
+	} else {
+		for (size_t i = 0; i < NSINGLE; i++)
+			if (strcasecmp(key, single[i][0]) == 0 &&
+			    ++f->seen[i] > 1 && !f->twice)
+				f->twice = single[i][1];
+	}
+	return MHD_YES;
+}
+
+const char *http_req_framing(struct MHD_Connection *conn, int *status,
+                             const char **type)
+{
+	struct framing_scan f = {0};
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, framing_cb, &f);
+	*status = 400;
+	*type = "ambiguous-framing";
+	if (f.lengths > 1)
+		return "Content-Length is sent more than once; send it once";
+	if (f.lengths && f.codings)
+		return "both Content-Length and Transfer-Encoding are sent; "
+		       "send one of them";
+	/* RFC 9112 suggests 501; a 5xx says the exchange failed, and
+	 * here the request is what cannot be read */
+	if (f.codings > 1 || f.not_chunked)
+		return "the only Transfer-Encoding served is chunked, sent "
+		       "once";
+	*type = "ambiguous-header";
+	if (f.twice)
+		return f.twice;
+	*status = 415;
+	*type = "unsupported-content-encoding";
+	if (f.encoded)
+		return "the body must not be compressed: send it without "
+		       "Content-Encoding (or as identity)";
+	return NULL;
+}
+
 const char *http_body(struct http_req *rq, size_t *len)
 {
 	*len = rq->len;

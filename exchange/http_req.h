@@ -72,6 +72,9 @@ struct http_req {
 	int too_big;
 	int too_long; /* the target is longer than SIGN_TARGET_MAX */
 	const char *bad_target; /* why the target cannot be read, or NULL */
+	const char *bad_framing; /* http_req_framing's answer, or NULL */
+	const char *framing_type;
+	int framing_status;
 	int fresh;    /* made by on_uri, not set up by on_request yet */
 	int replied;
 	int status;
@@ -102,5 +105,16 @@ struct http_req {
 	char hval[HTTP_MAX_HEADERS][512];
 };
 
+/* Whether the head frames the body unambiguously and sends each header
+ * of one value once: NULL, or why not with the status and problem type
+ * to answer. 400 ambiguous-framing: Content-Length twice, or beside
+ * Transfer-Encoding, which a proxy in front may read otherwise than
+ * libmicrohttpd, which takes one of them in silence, or a transfer coding
+ * other than chunked; 400 ambiguous-header: Content-Type, Idempotency-Key
+ * or Last-Event-ID twice (libmicrohttpd gives the first, a proxy may read
+ * the last); 415 unsupported-content-encoding: a Content-Encoding other
+ * than identity, whose body would be read as if it were not encoded. */
+const char *http_req_framing(struct MHD_Connection *conn, int *status,
+                             const char **type);
 
 #endif

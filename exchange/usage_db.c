@@ -147,10 +147,22 @@ static const char *sql_insert =
     "$6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], "
     "$11::bigint[], $12::bigint[], $13::bigint[])";
 
+/* Each distinct body once per number, and at most USAGE_DB_CONFLICTS_KEPT
+ * bodies a number (those kept before first, then the batch's in body
+ * order); the index usage_conflicts_node finds a number's rows. */
+#define STR_(x) #x
+#define STR(x)  STR_(x)
 static const char *sql_conflicts =
+    "WITH n AS (SELECT DISTINCT x, (x ->> 'epoch')::bigint AS e, "
+    "(x ->> 'seq')::bigint AS s FROM jsonb_array_elements($2::jsonb) AS x), "
+    "f AS (SELECT n.*, row_number() OVER (PARTITION BY e, s ORDER BY x) "
+    "AS rn, (SELECT count(*) FROM usage_conflicts u WHERE u.node_id = "
+    "$1::bigint AND u.epoch = n.e AND u.seq = n.s) AS had FROM n "
+    "WHERE NOT EXISTS (SELECT 1 FROM usage_conflicts u WHERE u.node_id = "
+    "$1::bigint AND u.epoch = n.e AND u.seq = n.s AND u.body = n.x)) "
     "INSERT INTO usage_conflicts (node_id, epoch, seq, body, principal) "
-    "SELECT $1, (x ->> 'epoch')::bigint, (x ->> 'seq')::bigint, x, $3 FROM "
-    "jsonb_array_elements($2::jsonb) AS x";
+    "SELECT $1::bigint, e, s, x, $3 FROM f WHERE had + rn <= " STR(
+        USAGE_DB_CONFLICTS_KEPT);
 
 /* --- the batch ------------------------------------------------------------ */
 

@@ -26,6 +26,10 @@
 #include "exchange/core/usage.h"
 
 #define USAGE_DB_BATCH_MAX 1000
+/* The most bodies usage_conflicts keeps for one number (node, epoch,
+ * seq), each distinct body once: evidence of what was sent, not a row per
+ * retry, which a node could add without end. */
+#define USAGE_DB_CONFLICTS_KEPT 10
 
 /* One report of a batch and what became of it. */
 struct usage_db_item {

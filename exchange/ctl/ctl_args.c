@@ -166,7 +166,7 @@ int ctl_from_to(struct ctl_opts *o, int64_t unit_ns, char f[32], char t[32],
 	    (*to && parse_when(*to, unit_ns, t) < 0))
 		return ctl_usage_error(
 		    "--from and --to are %s since the epoch, or -N followed "
-		    "by s, m, h or d (that long ago)",
+		    "by s, m, h or d (that long ago, at most 100 years)",
 		    unit_ns == 1 ? "ns" : "seconds");
 	return 0;
 }

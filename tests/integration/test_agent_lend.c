@@ -173,6 +173,11 @@ START_TEST(endpoints)
 	    "{\"endpoint\":\"a..b:7100\"}",
 	    "{\"endpoint\":\"[::1:7100\"}",
 	    "{\"endpoint\":\"[not-v6]:7100\"}",
+	    /* digits and dots are an IPv4 address or nothing: a host
+	     * name's last label is not all digits (RFC 1123, 2.1) */
+	    "{\"endpoint\":\"999.1.1.1:7100\"}",
+	    "{\"endpoint\":\"10.0.0.7.1:7100\"}",
+	    "{\"endpoint\":\"lender.7:7100\"}",
 	    "{\"endpoint\":7100}",
 	    "{}",
 	    "{\"endpoint\":\"127.0.0.1:7100\",\"secret\":\"00\"}",
@@ -192,6 +197,16 @@ START_TEST(endpoints)
 	ck_assert_int_eq(
 	    status_of(node_call(&h, &w, 'a', "POST", path, longer, &r), &r),
 	    400);
+	/* far too long: the limit it names is the one it keeps, 255 (it
+	 * said "1 to 256 characters") */
+	char far[400];
+	memset(far, 'a', sizeof far);
+	memcpy(far, "{\"endpoint\":\"", 13);
+	snprintf(far + 313, sizeof far - 313, ".ex:7100\"}");
+	st = node_call(&h, &w, 'a', "POST", path, far, &r);
+	ck_assert_msg(st == 400 && strstr(str(&r, "detail"), " 255 "),
+	              "a 300-character endpoint: %ld %s", st, r.body);
+	rxh_resp_free(&r);
 
 	/* the seller registers: the secret is drawn */
 	st = node_call(&h, &w, 'a', "POST", path,
@@ -1207,9 +1222,13 @@ END_TEST
 int main(void)
 {
 	Suite *s = suite_create("agent_lend");
-	TCase *t = tcase_create("lend");
-	tcase_set_timeout(t, 400);
+	/* CK_RUN_CASE=endpoints runs the calls alone, without agents */
+	TCase *t = tcase_create("endpoints");
+	tcase_set_timeout(t, 120);
 	tcase_add_test(t, endpoints);
+	suite_add_tcase(s, t);
+	t = tcase_create("lend");
+	tcase_set_timeout(t, 400);
 	tcase_add_test(t, end_to_end);
 	tcase_add_test(t, end_to_end_tls);
 	tcase_add_test(t, recall);

@@ -595,6 +595,48 @@ START_TEST(malformed_requests_get_their_status)
 	     "Content-Length: 5000\r\n\r\n",
 	     413, true},
 	    {"a chunked body over body_limit", NULL, 413, true},
+	    /* a body framed two ways, which a proxy in front may read the
+	     * other way (request smuggling): libmicrohttpd took one of them
+	     * in silence, and an order was placed (found from outside) */
+	    {"two Content-Lengths",
+	     "POST /v1/orders HTTP/1.1\r\nHost: t\r\n"
+	     "Content-Type: application/json\r\n"
+	     "Content-Length: 2\r\nContent-Length: 5\r\n\r\n{}",
+	     400, true},
+	    {"Content-Length beside chunked",
+	     "POST /v1/orders HTTP/1.1\r\nHost: t\r\n"
+	     "Content-Type: application/json\r\nContent-Length: 7\r\n"
+	     "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+	     400, true},
+	    /* libmicrohttpd answered nothing until the deadline */
+	    {"a transfer coding other than chunked",
+	     "POST /v1/orders HTTP/1.1\r\nHost: t\r\n"
+	     "Content-Type: application/json\r\n"
+	     "Transfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+	     400, true},
+	    /* a header of one value sent twice: libmicrohttpd gave the
+	     * first, a proxy may read the last (found from outside: an
+	     * order was placed under the first of two Idempotency-Keys) */
+	    {"two Idempotency-Keys",
+	     "POST /v1/orders HTTP/1.1\r\nHost: t\r\n"
+	     "Content-Type: application/json\r\nIdempotency-Key: a\r\n"
+	     "Idempotency-Key: b\r\nContent-Length: 2\r\n\r\n{}",
+	     400, true},
+	    {"two Content-Types",
+	     "POST /v1/orders HTTP/1.1\r\nHost: t\r\n"
+	     "Content-Type: application/json\r\nContent-Type: text/plain\r\n"
+	     "Content-Length: 2\r\n\r\n{}",
+	     400, true},
+	    {"two Last-Event-IDs",
+	     "GET /v1/events HTTP/1.1\r\nHost: t\r\nLast-Event-ID: 1\r\n"
+	     "Last-Event-ID: 2\r\n\r\n",
+	     400, true},
+	    /* it was read as if it were not compressed */
+	    {"a compressed body",
+	     "POST /v1/orders HTTP/1.1\r\nHost: t\r\n"
+	     "Content-Type: application/json\r\nContent-Encoding: gzip\r\n"
+	     "Content-Length: 2\r\n\r\n{}",
+	     415, true},
 	    /* libmicrohttpd's */
 	    {"HTTP/2.0", "GET /healthz HTTP/2.0\r\nHost: t\r\n\r\n", 505,
 	     false},
@@ -668,6 +710,10 @@ START_TEST(malformed_requests_get_their_status)
 		bool problem = strstr(buf, "application/problem+json") != NULL;
 		ck_assert_msg(problem == m[i].problem, "%s: %s problem+json",
 		              m[i].what, problem ? "is" : "is not");
+		if (m[i].problem && m[i].status == 400)
+			ck_assert_msg(strstr(buf, "Connection: close"),
+			              "%s: the connection is kept: %.300s",
+			              m[i].what, buf);
 		close(fd);
 		ck_assert_msg(served_within(h.port, 5000) >= 0,
 		              "after %s, the next client was not served",

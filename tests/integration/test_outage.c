@@ -29,12 +29,15 @@
 #include <dirent.h>
 #include <jansson.h>
 #include <libpq-fe.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -715,6 +718,149 @@ START_TEST(idle_restart_is_invisible)
 }
 END_TEST
 
+/* --- a PostgreSQL that stops answering ------------------------------------ */
+
+/* A TCP relay between ramexd and the test's PostgreSQL that can be frozen:
+ * then it reads, writes and accepts nothing, as a server that hangs (a
+ * stopped postmaster, a stalled disk, a network that drops packets) looks
+ * to its client: connections stay open, the kernel takes new ones into the
+ * listen backlog, and no answer comes. */
+struct relay {
+	int lfd, port, pg_port;
+	int fd[64][2]; /* ramexd's end, PostgreSQL's end; -1 when closed */
+	int n;
+	volatile int frozen, stop;
+	pthread_t th;
+};
+
+static void relay_close(struct relay *r, int i)
+{
+	close(r->fd[i][0]), close(r->fd[i][1]);
+	r->fd[i][0] = r->fd[i][1] = -1;
+}
+
+static void *relay_run(void *arg)
+{
+	struct relay *r = arg;
+	char buf[65536];
+	while (!r->stop) {
+		if (r->frozen) {
+			usleep(10000);
+			continue;
+		}
+		struct pollfd p[129];
+		int np = 0;
+		p[np++] = (struct pollfd){.fd = r->lfd, .events = POLLIN};
+		for (int i = 0; i < r->n; i++)
+			for (int k = 0; k < 2; k++)
+				p[np++] = (struct pollfd){.fd = r->fd[i][k],
+				                          .events = POLLIN};
+		if (poll(p, (nfds_t)np, 10) <= 0)
+			continue;
+		if (r->frozen)
+			continue;
+		if ((p[0].revents & POLLIN) && r->n < 64) {
+			int c = accept(r->lfd, NULL, NULL);
+			int s = socket(AF_INET, SOCK_STREAM, 0);
+			struct sockaddr_in a = {.sin_family = AF_INET,
+			                        .sin_port = htons(r->pg_port),
+			                        .sin_addr.s_addr =
+			                            htonl(INADDR_LOOPBACK)};
+			if (c >= 0 && s >= 0 &&
+			    connect(s, (struct sockaddr *)&a, sizeof a) == 0) {
+				r->fd[r->n][0] = c, r->fd[r->n][1] = s;
+				r->n++;
+			} else {
+				close(c), close(s);
+			}
+		}
+		for (int i = 0, j = 1; i < r->n; i++)
+			for (int k = 0; k < 2; k++, j++) {
+				if (r->fd[i][k] < 0 ||
+				    !(p[j].revents &
+				      (POLLIN | POLLHUP | POLLERR)))
+					continue;
+				ssize_t got =
+				    read(r->fd[i][k], buf, sizeof buf);
+				if (got <= 0 || write(r->fd[i][!k], buf,
+				                      (size_t)got) != got)
+					relay_close(r, i);
+			}
+	}
+	return NULL;
+}
+
+static void relay_start(struct relay *r)
+{
+	memset(r, 0, sizeof *r);
+	const char *pg = getenv("PGPORT");
+	ck_assert_msg(pg && *pg, "PGPORT is not set (run through make check)");
+	r->pg_port = atoi(pg);
+	r->lfd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET,
+	                        .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof a;
+	ck_assert_int_eq(bind(r->lfd, (struct sockaddr *)&a, sizeof a), 0);
+	ck_assert_int_eq(listen(r->lfd, 64), 0);
+	ck_assert_int_eq(getsockname(r->lfd, (struct sockaddr *)&a, &al), 0);
+	r->port = ntohs(a.sin_port);
+	ck_assert_int_eq(pthread_create(&r->th, NULL, relay_run, r), 0);
+}
+
+static void relay_stop(struct relay *r)
+{
+	r->stop = 1;
+	pthread_join(r->th, NULL);
+	for (int i = 0; i < r->n; i++)
+		if (r->fd[i][0] >= 0)
+			relay_close(r, i);
+	close(r->lfd);
+}
+
+/* /readyz while PostgreSQL hangs (it neither answers nor closes): it is
+ * answered, 503 not-ready with Retry-After, each time it is asked, and
+ * 200 again once PostgreSQL answers. It waited for SELECT 1 for as long as
+ * PostgreSQL hung, each probe holding an HTTP worker and a connection of
+ * the query pool (found from outside with the postmaster and its backends
+ * SIGSTOPped: curl gave up after 20 s). The 30 s of the harness's client
+ * are the bound; the exchange answers within a few seconds. */
+START_TEST(readyz_answers_while_postgresql_hangs)
+{
+	struct rxh h;
+	struct relay r;
+	char conninfo[256];
+	pg_start();
+	relay_start(&r);
+	const char *db = testdb_create_schema("ramex_t_outage_hang");
+	snprintf(conninfo, sizeof conninfo, "%s host=127.0.0.1 port=%d", db,
+	         r.port);
+	rxh_start_at(&h, "ramex_t_outage_hang", conninfo, "");
+	ck_assert_int_eq(readyz(&h), 200);
+	r.frozen = 1;
+	/* the first probe finds the pool's connection hung, the next ones
+	 * find it must be made again, and PostgreSQL does not answer that */
+	for (int i = 0; i < 3; i++) {
+		struct rxh_resp g;
+		char ra[32];
+		long st = rxh_call(&h, "GET", "/readyz", NULL, NULL, NULL, &g);
+		ck_assert_msg(st == 503,
+		              "probe %d while PostgreSQL hangs: %ld (-1: no "
+		              "answer in 30 s) %s",
+		              i, st, g.body ? g.body : "");
+		ck_assert(rxh_is_problem(&g, "urn:ramex:problem:not-ready"));
+		ck_assert(rxh_header(&g, "Retry-After", ra, sizeof ra));
+		rxh_resp_free(&g);
+	}
+	ck_assert_int_eq(rxh_status(&h, "GET", "/healthz", NULL, NULL, NULL),
+	                 200);
+	r.frozen = 0;
+	ck_assert_msg(readyz_becomes(&h, 200, 30000),
+	              "/readyz did not come back once PostgreSQL answered");
+	rxh_stop(&h);
+	relay_stop(&r);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("outage");
@@ -738,6 +884,10 @@ int main(void)
 	tc = tcase_create("stall");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, readyz_sees_a_writer_that_makes_no_progress);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("hang");
+	tcase_set_timeout(tc, 180);
+	tcase_add_test(tc, readyz_answers_while_postgresql_hangs);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

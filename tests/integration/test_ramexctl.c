@@ -337,6 +337,25 @@ START_TEST(exit_codes)
 	    "--to", "-0s");
 	ck_assert_msg(r.rc == 0, "candles -2h: %d %s", r.rc, r.err);
 	run_free(&r);
+	/* a range that ends before it starts is refused, not an empty
+	 * table (it printed "(none)" and exited 0, as if nothing were
+	 * there) */
+	ctl(&r, w.trader_token, "candles", "spot", "--from", "-2h", "--to",
+	    "-3h");
+	ck_assert_msg(r.rc == 1 && strstr(r.err, "before"),
+	              "candles -2h to -3h: %d %s", r.rc, r.err);
+	run_free(&r);
+	ctl(&r, w.trader_token, "usage", "list", "--from", "-1h", "--to",
+	    "-2h");
+	ck_assert_msg(r.rc == 1 && strstr(r.err, "before"),
+	              "usage -1h to -2h: %d %s", r.rc, r.err);
+	run_free(&r);
+	/* past the 100 years it takes: it said only "-N followed by s, m,
+	 * h or d", which -99999999d is */
+	ctl(&r, w.trader_token, "usage", "list", "--from", "-99999999d");
+	ck_assert_msg(r.rc == 2 && strstr(r.err, "at most 100 years"),
+	              "usage -99999999d: %d %s", r.rc, r.err);
+	run_free(&r);
 	ctl(&r, w.trader_token, "candles", "spot", "--from", "yesterday");
 	ck_assert_msg(r.rc == 2 && strstr(r.err, "--from and --to"),
 	              "candles yesterday: %d %s", r.rc, r.err);

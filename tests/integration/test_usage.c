@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exchange/usage_db.h"
 #include "tests/integration/ramexd_harness.h"
 #include "tests/integration/testdb.h"
 
@@ -203,6 +204,27 @@ START_TEST(counted_retried_conflicting_invalid)
 	                           "seq = 3 AND (body ->> 'page_seconds') = "
 	                           "'150' AND principal LIKE 'node:%'"),
 	                 1);
+
+	/* the same conflicting body again is kept once, and a number keeps
+	 * at most USAGE_DB_CONFLICTS_KEPT bodies however many a node sends:
+	 * each retry of one, or a batch of a thousand variants, added a row
+	 * (found from outside: 5 retries, 5 rows; a batch, 256) */
+	for (int k = 0; k < 3; k++) {
+		add(&b, 1, 3, c1, base + 2 * SEC, base + 3 * SEC, 150, 600,
+		    256);
+		ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 409);
+		rxh_resp_free(&r);
+	}
+	ck_assert_int_eq(
+	    count(&h, "SELECT count(*) FROM usage_conflicts WHERE seq = 3"), 1);
+	for (int k = 0; k < 30; k++)
+		add(&b, 1, 3, c1, base + 2 * SEC, base + 3 * SEC, 100 + k, 600,
+		    256);
+	ck_assert_int_eq(post(&h, w.key_a, w.secret_a, &b, &r), 409);
+	rxh_resp_free(&r);
+	ck_assert_int_eq(
+	    count(&h, "SELECT count(*) FROM usage_conflicts WHERE seq = 3"),
+	    USAGE_DB_CONFLICTS_KEPT);
 
 	/* invalid, each beside a valid report: nothing stored, 422 */
 	int64_t c3 = contract(&h, w.trader_token, w.node_b, w.op_token,
@@ -574,7 +596,9 @@ START_TEST(ranges_and_conflicts_are_checked)
 		                              &r) == 400,
 		              "%s: %ld %s", body, r.status, r.body);
 		char want[64];
-		snprintf(want, sizeof want, "reports[0].%s", out[i].field);
+		/* a sentence (it read "must be, an integer from") */
+		snprintf(want, sizeof want, "reports[0].%s: must be an integer",
+		         out[i].field);
 		ck_assert_msg(strstr(r.body, want) && strstr(r.body, " to "),
 		              "%s", r.body);
 		rxh_resp_free(&r);
