@@ -177,7 +177,7 @@ void agent_contract_take_back(struct agent *a, struct held *h, rx_pages pages,
 		return;
 	if (left == 0) {
 		if (meter_stop(a->meter, id, t, &p, &why) == 0) {
-			agent_lend_adjust(h, &p);
+			agent_lend_adjust(a, h, &p);
 			if (agent_report_spool(a, h, &p, 0, 1) < 0 &&
 			    meter_pages(a->meter, id) >= 0) {
 				/* back in the meter: the next round's cut

@@ -405,13 +405,26 @@ static void lend_read(struct held *h)
  * its meter counted since the last report, never more than the period can
  * hold (the executor's pages × seconds; the meter file may be a second
  * fresher than the period's end), the rest carried to the next. */
-void agent_lend_adjust(struct held *h, struct meter_period *p)
+void agent_lend_adjust(const struct agent *a, struct held *h,
+                       struct meter_period *p)
 {
 	if (!h)
 		return;
 	lend_read(h);
-	if (!h->lend_real)
-		return; /* not up yet: the executor's figure stands */
+	if (!h->lend_real) {
+		/* This node runs the contract's data path and its child has
+		 * no meter yet: it never came up (a lender whose server
+		 * could not start, a bridge that never reached its lender),
+		 * so nothing was delivered and nothing bills. The executor's
+		 * pages x time would bill it all (seen in the guest: 340 558
+		 * page-seconds for a server that never started). Where this
+		 * node runs no data path, the executor's figure stands. */
+		if (lend_wanted(a, h)) {
+			p->page_seconds = 0;
+			p->carry_pns = 0;
+		}
+		return;
+	}
 	int64_t avail = h->lend_cum - h->lend_reported;
 	if (avail < 0)
 		avail = 0;
@@ -506,7 +519,7 @@ void agent_lend_tail_end(struct agent *a, struct held *d, rx_time_ns t)
 		a->n_errors++;
 		return;
 	}
-	agent_lend_adjust(d, &p);
+	agent_lend_adjust(a, d, &p);
 	(void)agent_report_spool(a, d, &p, 0, 1);
 }
 

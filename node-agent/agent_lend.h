@@ -22,8 +22,10 @@ void agent_lend_tick(struct agent *a, rx_time_ns t);
 void agent_lend_deliver(struct agent *a, struct held *h);
 
 /* A metered period of h (NULL: nothing to do), from the lend child's
- * meter once it runs. */
-void agent_lend_adjust(struct held *h, struct meter_period *p);
+ * meter once it runs; 0 page-seconds while this node's child for h has
+ * no meter (its data path never came up: nothing delivered). */
+void agent_lend_adjust(const struct agent *a, struct held *h,
+                       struct meter_period *p);
 
 /* h's pages are back (at t): the lender gives notice, the borrower's
  * bridge moves its pages back and ends, each supervised in a->draining.

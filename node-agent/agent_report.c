@@ -216,7 +216,7 @@ void agent_report_cut_all(struct agent *a, rx_time_ns t)
 			/* its last period, which the spool refused before
 			 * (the contract may be over and forgotten since) */
 			if (meter_stop(a->meter, id, t, &p, &why) == 0) {
-				agent_lend_adjust(h, &p);
+				agent_lend_adjust(a, h, &p);
 				if (agent_report_spool(a, h, &p, 0, 1) == 0 &&
 				    h)
 					h->last_unspooled = h->metering = 0;
@@ -224,7 +224,7 @@ void agent_report_cut_all(struct agent *a, rx_time_ns t)
 			continue;
 		}
 		if (meter_cut(a->meter, id, t, &p, &why) == 0) {
-			agent_lend_adjust(h, &p);
+			agent_lend_adjust(a, h, &p);
 			agent_report_spool(a, h, &p, meter_pages(a->meter, id),
 			                   0);
 		}

@@ -404,6 +404,10 @@ static long long meter_hosted(const char *path)
 /* The spot market's notice for the next lend_up (a test that needs a
  * longer one sets it, and back) */
 static int lend_notice_s = 2;
+/* lend_up: A's ramex-lend-server a program that fails at once (a lender
+ * whose server cannot start: ramex.ko's pool taken, say); lend_up then
+ * returns once the contract is delivered, *fd -1 */
+static int lend_no_server;
 
 /* Starts ramexd and the two agents, waits for their lend contract and
  * B's bridge, and connects to the bridge's NBD port: *fd after the NBD
@@ -489,6 +493,19 @@ static void lend_up_tls(const char *db_name, struct rxh *h, struct rxh_world *w,
 	snprintf(an, sizeof an, "%s-a", db_name);
 	snprintf(bn, sizeof bn, "%s-b", db_name);
 	agent_init(A, an, w->key_a, w->secret_a, h, 65536, 8192, a_flags);
+	if (lend_no_server) {
+		char dir[600], prog[700];
+		snprintf(dir, sizeof dir, "%s/%s-bin", agh_out_dir(), db_name);
+		snprintf(prog, sizeof prog, "%s/ramex-lend-server", dir);
+		ck_assert_int_eq(mkdir(dir, 0755) == 0 || errno == EEXIST, 1);
+		FILE *f = fopen(prog, "w");
+		ck_assert_ptr_nonnull(f);
+		fprintf(f, "#!/bin/sh\necho 'ramex-lend-server: could not "
+		           "pool the pages (a test)' >&2\nexit 1\n");
+		fclose(f);
+		ck_assert_int_eq(chmod(prog, 0755), 0);
+		agh_arg(A, "--lend_bin_dir=%s", dir); /* the last one counts */
+	}
 	agent_init(B, bn, w->key_b, w->secret_b, h, 16384, 12000, b_flags);
 	agh_start(A);
 	agh_start(B);
@@ -506,6 +523,9 @@ static void lend_up_tls(const char *db_name, struct rxh *h, struct rxh_world *w,
 	*pages = agh_q(c, "SELECT pages FROM contracts WHERE id = %lld",
 	               (long long)*id);
 	ck_assert_int_gt(*pages, 0);
+	*fd = -1;
+	if (lend_no_server)
+		return;
 
 	/* A registered its server; B's bridge came up on an NBD port */
 	snprintf(path, sizeof path, "%s-lend/lend-nbd-%lld.port", B->spool,
@@ -1219,6 +1239,54 @@ START_TEST(notice_is_metered)
 }
 END_TEST
 
+/* A lender whose server never starts delivers nothing, and neither side
+ * bills a page-second for it: the agents used to report the executor's
+ * pages x time while the child had no meter (seen in the guest: 340 558
+ * page-seconds for a server that ramex.ko's busy pool kept from
+ * starting). Both still report, with 0. */
+START_TEST(a_lender_that_never_served_bills_nothing)
+{
+	struct rxh h;
+	struct rxh_world w;
+	struct agh_agent A, B;
+	PGconn *c;
+	int64_t id;
+	long pages;
+	int fd;
+
+	lend_no_server = 1;
+	lend_up("agent_lend_never", &h, &w, &A, &B, &c, &id, &pages, &fd);
+	lend_no_server = 0;
+	AGH_WAIT_FOR(file_count(A.log, "lend child ended") >= 2,
+	             "A's failing server was not started twice; see %s",
+	             A.log);
+	/* several rounds of reports from each side (report_s is 1) */
+	AGH_WAIT_FOR(agh_q(c,
+	                   "SELECT count(*) FROM usage_reports WHERE "
+	                   "contract_id = %lld AND side = 'seller'",
+	                   (long long)id) >= 3 &&
+	                 agh_q(c,
+	                       "SELECT count(*) FROM usage_reports WHERE "
+	                       "contract_id = %lld AND side = 'buyer'",
+	                       (long long)id) >= 3,
+	             "too few usage reports for contract %lld; see %s and %s",
+	             (long long)id, A.log, B.log);
+	long s_ps, b_ps, ns, nb;
+	sides(c, id, &s_ps, &b_ps, &ns, &nb);
+	printf("never served: contract %lld of %ld pages: seller %ld, buyer "
+	       "%ld page-seconds in %ld and %ld reports\n",
+	       (long long)id, pages, s_ps, b_ps, ns, nb);
+	ck_assert_msg(s_ps == 0 && b_ps == 0,
+	              "contract %lld, whose lender never served: seller "
+	              "reported %ld page-seconds, buyer %ld",
+	              (long long)id, s_ps, b_ps);
+	ck_assert_int_eq(agh_signal(&B, SIGTERM), 0);
+	ck_assert_int_eq(agh_signal(&A, SIGTERM), 0);
+	PQfinish(c);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("agent_lend");
@@ -1236,6 +1304,7 @@ int main(void)
 	tcase_add_test(t, slow_release_is_awaited);
 	tcase_add_test(t, seller_agent_crash_gives_notice);
 	tcase_add_test(t, notice_is_metered);
+	tcase_add_test(t, a_lender_that_never_served_bills_nothing);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
