@@ -1257,7 +1257,7 @@ START_TEST(a_lender_that_never_served_bills_nothing)
 	lend_no_server = 1;
 	lend_up("agent_lend_never", &h, &w, &A, &B, &c, &id, &pages, &fd);
 	lend_no_server = 0;
-	AGH_WAIT_FOR(file_count(A.log, "lend child ended") >= 2,
+	AGH_WAIT_FOR(file_count(A.log, "lend child failed") >= 2,
 	             "A's failing server was not started twice; see %s",
 	             A.log);
 	/* several rounds of reports from each side (report_s is 1) */
