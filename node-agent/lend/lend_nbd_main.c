@@ -48,7 +48,6 @@
 #include "common/log.h"
 #include "node-agent/lend/lend_args.h"
 #include "node-agent/lend/lend_bridge.h"
-#include "node-agent/lend/lend_mem.h"
 
 static struct lend_bridge bridge;
 
@@ -147,10 +146,10 @@ int main(int argc, char **argv)
 	const char *lender = NULL, *secret_file = NULL, *ca = NULL;
 	const char *attach = NULL, *swap_dev = NULL, *unix_path = NULL;
 	const char *listen_at = NULL, *meter_file = NULL, *ready = NULL;
-	uint8_t secret[LEND_SECRET_LEN];
+	struct lend_args_lender lnd;
 	uint64_t contract = 0;
-	char host[256], err[256];
-	int port, lock = 0, rc = 1, prio = -1, plaintext = 0, direct = 0;
+	char err[256];
+	int lock = 0, rc = 1, prio = -1, plaintext = 0, direct = 0;
 	int data_fd = -1;
 	int64_t reply_timeout = LEND_CLIENT_REPLY_TIMEOUT_MS;
 	SSL_CTX *tls = NULL;
@@ -197,16 +196,16 @@ int main(int argc, char **argv)
 	if (!!attach + !!unix_path + !!listen_at != 1)
 		return usage("give exactly one of --attach, --listen-unix, "
 		             "--listen");
-	if (hostport_split(lender, host, sizeof host, &port) < 0)
-		return usage("--lender wants HOST:PORT");
 	if (direct && !attach)
-		return usage("--direct hands /dev/nbdX the lender's connection: "
-		             "it needs --attach");
+		return usage(
+		    "--direct hands /dev/nbdX the lender's connection: "
+		    "it needs --attach");
 	if (direct && ca)
-		return usage("--direct gives the lender's TCP connection to the "
-		             "kernel's nbd driver, which cannot speak TLS (that "
-		             "would need kTLS): leave out --direct with --tls-ca, "
-		             "or use --direct on loopback or with --plaintext");
+		return usage(
+		    "--direct gives the lender's TCP connection to the "
+		    "kernel's nbd driver, which cannot speak TLS (that "
+		    "would need kTLS): leave out --direct with --tls-ca, "
+		    "or use --direct on loopback or with --plaintext");
 	if (direct && awake) {
 		log_warn("--keep-awake does nothing with --direct: no process "
 		         "is on the pages' way; no threads started",
@@ -219,15 +218,6 @@ int main(int argc, char **argv)
 		         "--idle-poll still applies)",
 		         "idle_poll=%lld", (long long)idle_poll);
 		idle_poll = 0;
-	}
-	if (!ca && !hostport_is_loopback(host)) {
-		if (!plaintext)
-			return usage("plain TCP to a lender off loopback would "
-			             "send this node's pages in clear: give "
-			             "--tls-ca, or --plaintext to allow it");
-		log_warn("plain TCP to a lender off loopback, as told: this "
-		         "node's pages cross the network in clear",
-		         "lender=%s", lender);
 	}
 	/* NBD has no authentication: whoever reaches the export reads and
 	 * writes the borrowed pages (this node's swapped memory). Found from
@@ -243,41 +233,35 @@ int main(int argc, char **argv)
 			             "authentication, so anyone who reaches "
 			             "it reads and writes this node's pages");
 	}
-	if (lend_args_secret(secret_file, secret, err, sizeof err) < 0) {
+	int lrc = lend_args_lender(&lnd, lender, secret_file, ca, plaintext,
+	                           err, sizeof err);
+	if (lrc == -2)
+		return usage(err);
+	if (lrc < 0) {
 		log_error("cannot start", "why=\"%s\"", err);
 		return 1;
 	}
-	if (ca && !(tls = lend_tls_client_ctx(ca, err, sizeof err))) {
-		log_error("cannot start", "why=\"%s\"", err);
-		return 1;
-	}
+	tls = lnd.tls;
 	signal(SIGPIPE, SIG_IGN);
 	/* the bridge serves the kernel's swap: it must never wait for swap
 	 * or for reclaim itself (lend_mem.h); before any thread starts, so
 	 * that they inherit the I/O-flusher flag */
-	if (lock) {
-		int got = lend_mem_guard(err, sizeof err);
-		if (got != (LEND_MEM_LOCKED | LEND_MEM_IO_FLUSHER |
-		            LEND_MEM_OOM_EXEMPT))
-			log_warn("the bridge is not fully kept out of reclaim; "
-			         "swapping to it may deadlock under memory "
-			         "pressure",
-			         "why=\"%s\"", err);
-	}
+	if (lock)
+		lend_args_mlock();
 	/* direct: the CONTROL connection first, so that a recall notice
 	 * finds it, then the DATA one for the kernel */
-	if (lend_client_connect_role(&client, host, port, tls, contract, secret,
-	                             5000,
-	                             direct ? LEND_CONN_CONTROL
-	                                    : LEND_CONN_LEND) < 0) {
+	if (lend_client_connect_role(
+	        &client, lnd.host, lnd.port, tls, contract, lnd.secret, 5000,
+	        direct ? LEND_CONN_CONTROL : LEND_CONN_LEND) < 0) {
 		log_error("cannot reach the lender", "why=\"%s\"", client.err);
 		goto out_tls;
 	}
 	client.reply_timeout_ms = reply_timeout;
 	if (direct) {
 		struct lend_client dc;
-		if (lend_client_connect_role(&dc, host, port, NULL, contract,
-		                             secret, 5000, LEND_CONN_DATA) < 0 ||
+		if (lend_client_connect_role(&dc, lnd.host, lnd.port, NULL,
+		                             contract, lnd.secret, 5000,
+		                             LEND_CONN_DATA) < 0 ||
 		    (data_fd = lend_client_take_fd(&dc)) < 0) {
 			log_error("cannot open the data connection",
 			          "why=\"%s\"", dc.err);

@@ -109,6 +109,88 @@ meters() { # name contract
   mark "$1 $st differ=${bad:-none} writes=$(field $l page_writes)/$(field $b page_writes) reads=$(field $l page_reads)/$(field $b page_reads) $int=$lu/$bu"
 }
 
+# Mode "ublk" (tests/lending/ublk.sh; a kernel with ublk_drv): the same
+# contract's pages as /dev/ublkbN through ramex-lend-ublk, checked (a
+# pattern written and read back with O_DIRECT, a discard, a clean stop),
+# then the bench's rows on it beside /dev/nbd0 (bridge) and /dev/nbd2
+# (direct), compared within this guest only.
+if [ "$MODE" = ublk ]; then
+  PAGES=16384
+  swapoff /dev/vda
+  ramex-lend-server --contract 1 --secret-file /secret1 --pages $PAGES \
+    --listen 127.0.0.1:7001 --port-file /tmp/port1 --store $STORE \
+    --meter-file /tmp/lender1 --mlock 2>/tmp/lender1.log &
+  LENDER=$!
+  wait_file /tmp/port1 20 || { mark "UBLK-SETUP fail lender"; cat /tmp/lender1.log; finish; }
+  ramex-lend-ublk --lender 127.0.0.1:7001 --contract 1 --secret-file /secret1 \
+    --ready-file /tmp/ready1 --meter-file /tmp/borrower1 --mlock 2>/tmp/ublk1.log &
+  UBLK=$!
+  if ! wait_file /tmp/ready1 60; then
+    mark "UBLK-SETUP fail server"; cat /tmp/ublk1.log; finish
+  fi
+  DEV=$(cat /tmp/ready1)
+  SECTORS=$(cat /sys/block/${DEV#/dev/}/size)
+  st=fail; [ "$SECTORS" = $((PAGES * 8)) ] && [ -b "$DEV" ] && st=ok
+  mark "UBLK-SETUP $st dev=$DEV sectors=$SECTORS"
+  # 8 MiB of random bytes at 1 MiB in, and 4 KiB pieces at odd pages
+  dd if=/dev/urandom of=/tmp/pat bs=65536 count=128 2>/dev/null
+  dd if=/tmp/pat of=$DEV bs=65536 seek=16 oflag=direct 2>/tmp/dd.err
+  dd if=$DEV of=/tmp/back bs=65536 skip=16 count=128 iflag=direct 2>>/tmp/dd.err
+  i=0
+  for p in 1 7 4099 16383; do
+    dd if=/tmp/pat of=$DEV bs=4096 skip=$i seek=$p count=1 oflag=direct 2>>/tmp/dd.err
+    i=$((i + 1))
+  done
+  for p in 1 7 4099 16383; do
+    dd if=$DEV bs=4096 skip=$p count=1 iflag=direct 2>>/tmp/dd.err
+  done >/tmp/back4
+  dd if=/tmp/pat of=/tmp/pat4 bs=4096 count=4 2>/dev/null
+  a=$(sha256sum </tmp/pat | cut -c1-16) b=$(sha256sum </tmp/back | cut -c1-16)
+  a4=$(sha256sum </tmp/pat4 | cut -c1-16) b4=$(sha256sum </tmp/back4 | cut -c1-16)
+  st=fail; [ "$a" = "$b" ] && [ "$a4" = "$b4" ] && st=ok
+  mark "UBLK-DATA $st sha256=$a/$b pages_sha256=$a4/$b4 writes=$(field /tmp/lender1 page_writes)"
+  # a discard becomes a lend TRIM: the lender frees the pages
+  before=$(field /tmp/lender1 page_trims)
+  blkdiscard -o 1048576 -l 1048576 $DEV; drc=$?
+  sleep 2 # one meter tick of the lender
+  after=$(field /tmp/lender1 page_trims)
+  st=fail; [ $drc -eq 0 ] && [ "${after:-0}" -ge $((${before:-0} + 256)) ] && st=ok
+  mark "UBLK-TRIM $st rc=$drc page_trims=${before:-0}..${after:-0}"
+  ramex-lend-bench --blockdev $DEV --pages $PAGES --ops 3000 --name guest-ublk
+  ramex-lend-bench --blockdev $DEV --pages $PAGES --ops 3000 --qd 32 \
+    --stream-mib 32 --name guest-ublk
+  kill -TERM $UBLK; wait $UBLK; urc=$?
+  gone=ok; [ -e /sys/block/${DEV#/dev/} ] && gone=fail
+  st=fail; [ $urc -eq 0 ] && [ $gone = ok ] && st=ok
+  mark "UBLK-STOP $st rc=$urc device_gone=$gone"
+  grep -E 'level=(warn|error)|ends' /tmp/ublk1.log | sed 's|^|LOG ublk1.log: |'
+  [ $st = ok ] || { tail -n 20 /tmp/ublk1.log; dmesg | tail -n 20; }
+  kill -TERM $LENDER; wait $LENDER
+  # the same rows through the kernel's nbd driver: the bridge, then direct
+  if start_pair 2 7002 $PAGES /dev/nbd0; then
+    swapoff /dev/nbd0
+    ramex-lend-bench --blockdev /dev/nbd0 --pages $PAGES --ops 3000 --name guest-nbd
+    ramex-lend-bench --blockdev /dev/nbd0 --pages $PAGES --ops 3000 --qd 32 \
+      --stream-mib 32 --name guest-nbd
+    kill -TERM $BRIDGE; wait $BRIDGE; kill -TERM $LENDER; wait $LENDER
+  else
+    echo "guest-nbd could not start"; cat /tmp/borrower2.log
+  fi
+  DIRECT=--direct
+  if start_pair 3 7003 $PAGES /dev/nbd2; then
+    swapoff /dev/nbd2
+    ramex-lend-bench --blockdev /dev/nbd2 --pages $PAGES --ops 3000 --name guest-direct
+    ramex-lend-bench --blockdev /dev/nbd2 --pages $PAGES --ops 3000 --qd 32 \
+      --stream-mib 32 --name guest-direct
+    kill -TERM $BRIDGE; wait $BRIDGE; kill -TERM $LENDER; wait $LENDER
+  else
+    echo "guest-direct could not start"; cat /tmp/borrower3.log
+  fi
+  DIRECT=
+  mark "UBLK-BENCH ok store=$STORE"
+  finish
+fi
+
 if [ "$MODE" = bench ]; then
   PAGES=16384
   start_pair 1 7001 $PAGES /dev/nbd0 || { mark "BENCH fail setup"; finish; }

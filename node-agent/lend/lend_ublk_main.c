@@ -1,0 +1,162 @@
+/*
+ * ramex-lend-ublk — the borrower's pages as a ublk block device.
+ *
+ *   ramex-lend-ublk --lender HOST:PORT --contract ID --secret-file F
+ *       [--tls-ca F] [--plaintext] [--meter-file F] [--ready-file F]
+ *       [--mlock] [--reply-timeout-ms N]
+ *
+ * Adds /dev/ublkbN (the kernel's ublk driver, Linux >= 6.0, root) whose
+ * block b is page b of the contract, and serves it through one lend
+ * connection until SIGTERM, a recall notice or the lender's loss; then
+ * stops and deletes the device. --ready-file gets the device's path once
+ * it serves. The same lender options as ramex-lend-nbd, whose --help says
+ * more. Swap on this device (swapoff on a recall) is not handled yet: a
+ * recall only stops the device.
+ * Exit status: 0 stopped or recalled, 3 lender lost, 1 any other error.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/args.h"
+#include "common/log.h"
+#include "node-agent/lend/lend_args.h"
+#include "node-agent/lend/lend_bridge.h"
+#include "node-agent/lend/lend_ublk.h"
+
+static struct lend_ublk ublk;
+static const char *ready_file;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	lend_ublk_stop(&ublk);
+}
+
+static void on_tick(const struct lend_meter_report *r, void *arg)
+{
+	lend_args_write_meter(arg, r);
+}
+
+static void on_ready(struct lend_ublk *u)
+{
+	char err[256];
+	if (ready_file && lend_args_write_small(ready_file, u->dev_path, err,
+	                                        sizeof err) < 0) {
+		log_error("cannot say the device is ready", "why=\"%s\"", err);
+		lend_ublk_stop(u);
+	}
+}
+
+static void usage_text(FILE *f)
+{
+	fprintf(f,
+	        "usage: ramex-lend-ublk --lender HOST:PORT --contract ID "
+	        "--secret-file F [--tls-ca F]\n"
+	        "       [--plaintext] [--meter-file F] [--ready-file F (gets "
+	        "/dev/ublkbN once it serves)]\n"
+	        "       [--mlock] [--reply-timeout-ms N (default %d: a lender "
+	        "silent this long with\n"
+	        "        a request in flight is lost; its requests fail with "
+	        "EIO)]\n"
+	        "Needs root and the kernel's ublk driver (modprobe ublk_drv). "
+	        "Plain TCP (no\n"
+	        "--tls-ca) sends this node's pages in clear: it is refused "
+	        "unless the lender\n"
+	        "is a loopback address or --plaintext is given.\n",
+	        LEND_CLIENT_REPLY_TIMEOUT_MS);
+}
+
+static int usage(const char *why)
+{
+	return args_done(-1, "ramex-lend-ublk", why, usage_text);
+}
+
+int main(int argc, char **argv)
+{
+	const char *lender = NULL, *secret_file = NULL, *ca = NULL;
+	const char *meter_file = NULL;
+	struct lend_args_lender lnd;
+	struct lend_client client;
+	char err[256];
+	int lock = 0, plaintext = 0, rc = 1;
+	int64_t contract_id = 0, reply_timeout = LEND_CLIENT_REPLY_TIMEOUT_MS;
+
+	log_init("lend-ublk", LOG_INFO);
+	const struct args_opt opts[] = {
+	    {"--lender", ARGS_STR, &lender, 0, 0, NULL},
+	    {"--contract", ARGS_INT, &contract_id, 1, INT64_MAX,
+	     "--contract must be a positive integer"},
+	    {"--secret-file", ARGS_STR, &secret_file, 0, 0, NULL},
+	    {"--tls-ca", ARGS_STR, &ca, 0, 0, NULL},
+	    {"--plaintext", ARGS_FLAG, &plaintext, 0, 0, NULL},
+	    {"--meter-file", ARGS_STR, &meter_file, 0, 0, NULL},
+	    {"--ready-file", ARGS_STR, &ready_file, 0, 0, NULL},
+	    {"--mlock", ARGS_FLAG, &lock, 0, 0, NULL},
+	    {"--reply-timeout-ms", ARGS_INT, &reply_timeout, 1, 3600000,
+	     "--reply-timeout-ms is 1..3600000"},
+	};
+	int done =
+	    args_done(args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
+	                         err, sizeof err),
+	              "ramex-lend-ublk", err, usage_text);
+	if (done >= 0)
+		return done;
+	if (!lender || !contract_id || !secret_file)
+		return usage("--lender, --contract and --secret-file are "
+		             "required");
+	int lrc = lend_args_lender(&lnd, lender, secret_file, ca, plaintext,
+	                           err, sizeof err);
+	if (lrc == -2)
+		return usage(err);
+	if (lrc < 0) {
+		log_error("cannot start", "why=\"%s\"", err);
+		return 1;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	/* before any thread starts, so that they inherit its flags */
+	if (lock)
+		lend_args_mlock();
+	if (lend_client_connect(&client, lnd.host, lnd.port, lnd.tls,
+	                        (uint64_t)contract_id, lnd.secret, 5000) < 0) {
+		log_error("cannot reach the lender", "why=\"%s\"", client.err);
+		goto out_tls;
+	}
+	client.reply_timeout_ms = reply_timeout;
+	if (lend_ublk_init(&ublk, &client) < 0) {
+		log_error("cannot add the ublk device", "why=\"%s\"", ublk.err);
+		goto out_ublk;
+	}
+	log_info("ublk server reached its lender",
+	         "lender=%s contract=%lld tls=%d dev=%s", lender,
+	         (long long)contract_id, lnd.tls != NULL, ublk.dev_path);
+	ublk.on_tick = on_tick;
+	ublk.arg = (void *)meter_file;
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	enum lend_ublk_end end = lend_ublk_run(&ublk, on_ready);
+	static const char *names[] = {"stopped", "recalled", "lender-lost",
+	                              "ublk-error"};
+	struct lend_meter_report r = lend_client_report(&client);
+	char line[512];
+	lend_meter_format(&r, line, sizeof line);
+	log_info("ublk server ends",
+	         "end=%s reads=%lld writes=%lld trims=%lld flushes=%lld "
+	         "errors=%lld meter=\"%s\"",
+	         names[end], (long long)ublk.reads, (long long)ublk.writes,
+	         (long long)ublk.trims, (long long)ublk.flushes,
+	         (long long)ublk.errors, line);
+	if (end == LEND_UBLK_ERROR)
+		log_error("the ublk device failed", "why=\"%s\"", ublk.err);
+	lend_args_write_meter(meter_file, &r);
+	rc = end == LEND_UBLK_LOST    ? LEND_EXIT_LOST
+	     : end == LEND_UBLK_ERROR ? LEND_EXIT_ERROR
+	                              : LEND_EXIT_OK;
+out_ublk:
+	lend_ublk_free(&ublk);
+	lend_client_close(&client);
+out_tls:
+	lend_tls_ctx_free(lnd.tls);
+	return rc;
+}
