@@ -24,7 +24,7 @@
  * Lender lost: every request in flight and every later one fails with
  * EIO at once, and the device is stopped. A recall notice stops the
  * device too (the pages are not moved back: swap on this device is not
- * handled yet, see docs/lending.md).
+ * handled yet, see docs/lending.md); ramex-lend-ublk then releases them.
  */
 #ifndef RAMEX_LEND_UBLK_H
 #define RAMEX_LEND_UBLK_H

@@ -11,7 +11,8 @@
  * stops and deletes the device. --ready-file gets the device's path once
  * it serves. The same lender options as ramex-lend-nbd, whose --help says
  * more. Swap on this device (swapoff on a recall) is not handled yet: a
- * recall only stops the device.
+ * recall stops the device (what it held is dropped) and releases the
+ * pages.
  * Exit status: 0 stopped or recalled, 3 lender lost, 1 any other error.
  */
 #include <signal.h>
@@ -136,6 +137,11 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	enum lend_ublk_end end = lend_ublk_run(&ublk, on_ready);
+	/* recalled: the device is gone, nothing of ours reads the pages
+	 * again, so the lender may free them now */
+	if (end == LEND_UBLK_RECALLED && lend_client_release(&client) < 0)
+		log_warn("could not release the recalled pages", "why=\"%s\"",
+		         client.err);
 	static const char *names[] = {"stopped", "recalled", "lender-lost",
 	                              "ublk-error"};
 	struct lend_meter_report r = lend_client_report(&client);

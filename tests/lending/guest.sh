@@ -88,7 +88,7 @@ lend_guest_build() { # dir kver mode
   done
   for m in nbd virtio_blk virtio_pci; do _lend_mod_add "$kver" "$m" || return 1; done
   # the bench compares lent pages with zram, the local compressed swap
-  if [[ $3 == bench* || $3 == ublk ]] && _lend_modinfo "$kver" -n zram >/dev/null 2>&1; then
+  if [[ $3 == bench ]] && _lend_modinfo "$kver" -n zram >/dev/null 2>&1; then
     _lend_mod_add "$kver" zram || return 1
   fi
   if _lend_modinfo "$kver" -n ublk_drv >/dev/null 2>&1; then

@@ -109,12 +109,13 @@ meters() { # name contract
   mark "$1 $st differ=${bad:-none} writes=$(field $l page_writes)/$(field $b page_writes) reads=$(field $l page_reads)/$(field $b page_reads) $int=$lu/$bu"
 }
 
-# Mode "ublk" (tests/lending/ublk.sh; a kernel with ublk_drv): the same
+# Mode "ublk-test" (tests/lending/ublk.sh; a kernel with ublk_drv): a
 # contract's pages as /dev/ublkbN through ramex-lend-ublk, checked (a
-# pattern written and read back with O_DIRECT, a discard, a clean stop),
-# then the bench's rows on it beside /dev/nbd0 (bridge) and /dev/nbd2
-# (direct), compared within this guest only.
-if [ "$MODE" = ublk ]; then
+# pattern written and read back with O_DIRECT, a discard, a clean stop, a
+# lender that vanishes); mode "ublk" then adds the bench's rows on it
+# beside /dev/nbd0 (bridge) and /dev/nbd2 (direct), compared within this
+# guest only.
+if [ "$MODE" = ublk ] || [ "$MODE" = ublk-test ]; then
   PAGES=16384
   swapoff /dev/vda
   ramex-lend-server --contract 1 --secret-file /secret1 --pages $PAGES \
@@ -156,9 +157,11 @@ if [ "$MODE" = ublk ]; then
   after=$(field /tmp/lender1 page_trims)
   st=fail; [ $drc -eq 0 ] && [ "${after:-0}" -ge $((${before:-0} + 256)) ] && st=ok
   mark "UBLK-TRIM $st rc=$drc page_trims=${before:-0}..${after:-0}"
-  ramex-lend-bench --blockdev $DEV --pages $PAGES --ops 3000 --name guest-ublk
-  ramex-lend-bench --blockdev $DEV --pages $PAGES --ops 3000 --qd 32 \
-    --stream-mib 32 --name guest-ublk
+  if [ "$MODE" = ublk ]; then
+    ramex-lend-bench --blockdev $DEV --pages $PAGES --ops 3000 --name guest-ublk
+    ramex-lend-bench --blockdev $DEV --pages $PAGES --ops 3000 --qd 32 \
+      --stream-mib 32 --name guest-ublk
+  fi
   kill -TERM $UBLK; wait $UBLK; urc=$?
   gone=ok; [ -e /sys/block/${DEV#/dev/} ] && gone=fail
   st=fail; [ $urc -eq 0 ] && [ $gone = ok ] && st=ok
@@ -166,6 +169,52 @@ if [ "$MODE" = ublk ]; then
   grep -E 'level=(warn|error)|ends' /tmp/ublk1.log | sed 's|^|LOG ublk1.log: |'
   [ $st = ok ] || { tail -n 20 /tmp/ublk1.log; dmesg | tail -n 20; }
   kill -TERM $LENDER; wait $LENDER
+  # the lender vanishes under the device: its requests fail with EIO at
+  # once, the server ends "lender lost" (3) and the device goes
+  ramex-lend-server --contract 3 --secret-file /secret3 --pages $PAGES \
+    --listen 127.0.0.1:7005 --port-file /tmp/port5 --store $STORE \
+    2>/tmp/lender5.log &
+  LENDER=$!
+  wait_file /tmp/port5 20
+  ramex-lend-ublk --lender 127.0.0.1:7005 --contract 3 --secret-file /secret3 \
+    --ready-file /tmp/ready5 2>/tmp/ublk5.log &
+  UBLK=$!
+  if wait_file /tmp/ready5 60; then
+    DEV=$(cat /tmp/ready5)
+    dd if=/tmp/pat of=$DEV bs=65536 count=16 oflag=direct 2>/dev/null; wrc=$?
+    kill -KILL $LENDER; wait $LENDER
+    dd if=$DEV of=/dev/null bs=4096 skip=5 count=1 iflag=direct 2>/dev/null; rrc=$?
+    wait $UBLK; urc=$?
+    gone=ok; [ -e /sys/block/${DEV#/dev/} ] && gone=fail
+    st=fail; [ $wrc -eq 0 ] && [ $rrc -ne 0 ] && [ $urc -eq 3 ] && [ $gone = ok ] && st=ok
+    mark "UBLK-LOST $st write_rc=$wrc read_rc=$rrc rc=$urc device_gone=$gone"
+    [ $st = ok ] || { tail -n 20 /tmp/ublk5.log; dmesg | tail -n 20; }
+  else
+    mark "UBLK-LOST fail setup"; cat /tmp/ublk5.log
+  fi
+  # a recall: the server stops the device, releases, the lender frees
+  ramex-lend-server --contract 2 --secret-file /secret2 --pages $PAGES \
+    --listen 127.0.0.1:7006 --port-file /tmp/port6 --store $STORE \
+    --notice-ms 120000 2>/tmp/lender6.log &
+  LENDER=$!
+  wait_file /tmp/port6 20
+  ramex-lend-ublk --lender 127.0.0.1:7006 --contract 2 --secret-file /secret2 \
+    --ready-file /tmp/ready6 2>/tmp/ublk6.log &
+  UBLK=$!
+  if wait_file /tmp/ready6 60; then
+    DEV=$(cat /tmp/ready6)
+    dd if=/tmp/pat of=$DEV bs=65536 count=16 oflag=direct 2>/dev/null
+    kill -USR1 $LENDER
+    wait $UBLK; urc=$?
+    wait $LENDER; lrc=$?
+    gone=ok; [ -e /sys/block/${DEV#/dev/} ] && gone=fail
+    st=fail; [ $urc -eq 0 ] && [ $lrc -eq 0 ] && [ $gone = ok ] && grep -q 'end=released' /tmp/lender6.log && st=ok
+    mark "UBLK-RECALL $st rc=$urc lender_rc=$lrc device_gone=$gone"
+    [ $st = ok ] || { tail -n 20 /tmp/ublk6.log /tmp/lender6.log; }
+  else
+    mark "UBLK-RECALL fail setup"; cat /tmp/ublk6.log
+  fi
+  [ "$MODE" = ublk ] || finish
   # the same rows through the kernel's nbd driver: the bridge, then direct
   if start_pair 2 7002 $PAGES /dev/nbd0; then
     swapoff /dev/nbd0

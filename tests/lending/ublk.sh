@@ -4,10 +4,11 @@
 # Debian 12's 6.12 kernel (bookworm-security, CONFIG_BLK_DEV_UBLK=m),
 # downloaded once into var/ and extracted there, never installed. The
 # guest (init.sh, mode "ublk") checks the device's data, discard and stop
-# (UBLK-* markers, judged here) and prints the bench's rows for
-# /dev/ublkb0 beside /dev/nbd0 (bridge) and /dev/nbd2 (direct): compare
-# them with each other, not with the host (TCG). Last line: "N passed,
-# M failed".
+# and the loss of its lender (UBLK-* markers, judged here) and prints the
+# bench's rows for /dev/ublkb0 beside /dev/nbd0 (bridge) and /dev/nbd2
+# (direct): compare them with each other, not with the host (TCG).
+# --test: the checks alone (tests/lending-ublk/suite.sh, make check).
+# Last line: "N passed, M failed".
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-build}
@@ -15,6 +16,8 @@ BIN=${RAMEX_BUILD:-$ROOT/$BUILD}/bin
 OUT=${RAMEX_TEST_OUTPUT:-$ROOT/var/test-output}
 WORK=$ROOT/$BUILD/lending-ublk
 KPKG=${LEND_UBLK_KERNEL_PKG:-linux-image-6.12.111+deb12-amd64-unsigned}
+MODE=ublk MARKERS="SETUP DATA TRIM STOP LOST RECALL BENCH"
+[[ ${1:-} == --test ]] && MODE=ublk-test MARKERS="SETUP DATA TRIM STOP LOST RECALL"
 . "$ROOT/tests/lending/guest.sh"
 pass=0 fail=0
 ok() { echo "ok   $1"; pass=$((pass + 1)); }
@@ -28,13 +31,14 @@ LEND_GUEST_KROOT=$(lend_guest_kroot "$ROOT/var/kernel-ublk" "$KPKG") ||
   { bad "get the kernel $KPKG"; echo "$pass passed, $fail failed"; exit 1; }
 export LEND_GUEST_KROOT
 KVER=$(lend_guest_kver) || { bad "find the guest kernel"; echo "$pass passed, $fail failed"; exit 1; }
-LOG=$OUT/lending-guest-ublk.log
-if lend_guest_build "$WORK" "$KVER" ublk; then
+LOG=$OUT/lending-guest-$MODE.log
+if lend_guest_build "$WORK" "$KVER" $MODE; then
   echo "guest: kernel $KVER under qemu TCG, 256 MiB; host load: $(cut -d' ' -f1-3 /proc/loadavg)"
   lend_guest_boot "$WORK" "$KVER" 256 "$LOG" ${LEND_UBLK_SECONDS:-420}
   echo "host load after: $(cut -d' ' -f1-3 /proc/loadavg)"
   grep -a -o 'LEND-.*\|^LOG .*\|guest-[a-z]* .*' "$LOG" | tr -d '\r' | sed 's/^/  /'
-  for m in SETUP DATA TRIM STOP BENCH; do
+  grep -a 'END elapsed' "$LOG" >/dev/null || echo "  the guest did not finish; see $LOG"
+  for m in $MARKERS; do
     line=$(grep -a -o "LEND-UBLK-$m .*" "$LOG" | tr -d '\r' | tail -n 1)
     if [[ -z $line ]]; then bad "UBLK-$m: no marker (see $LOG)"
     elif [[ $line == "LEND-UBLK-$m ok"* ]]; then ok "$line"
