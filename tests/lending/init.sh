@@ -109,27 +109,33 @@ meters() { # name contract
   mark "$1 $st differ=${bad:-none} writes=$(field $l page_writes)/$(field $b page_writes) reads=$(field $l page_reads)/$(field $b page_reads) $int=$lu/$bu"
 }
 
+# a lender and ramex-lend-ublk on its contract; $DEV the device, $LENDER
+# and $UBLK their pids; the logs /tmp/lenderN.log and /tmp/ublkN.log
+start_ublk() { # n(files) contract port
+  rm -f /tmp/port$1 /tmp/ready$1
+  ramex-lend-server --contract $2 --secret-file /secret$2 --pages $PAGES \
+    --listen 127.0.0.1:$3 --port-file /tmp/port$1 --store $STORE \
+    --notice-ms 120000 --meter-file /tmp/lender$1 --mlock 2>/tmp/lender$1.log &
+  LENDER=$!
+  wait_file /tmp/port$1 20 || return 1
+  ramex-lend-ublk --lender 127.0.0.1:$3 --contract $2 --secret-file /secret$2 \
+    --ready-file /tmp/ready$1 --meter-file /tmp/borrower$1 --mlock 2>/tmp/ublk$1.log &
+  UBLK=$!
+  wait_file /tmp/ready$1 60 || return 1
+  DEV=$(cat /tmp/ready$1)
+}
 # Mode "ublk-test" (tests/lending/ublk.sh; a kernel with ublk_drv): a
 # contract's pages as /dev/ublkbN through ramex-lend-ublk, checked (a
 # pattern written and read back with O_DIRECT, a discard, a clean stop, a
-# lender that vanishes); mode "ublk" then adds the bench's rows on it
+# lender that vanishes, a recall); mode "ublk" then adds the bench's rows on it
 # beside /dev/nbd0 (bridge) and /dev/nbd2 (direct), compared within this
 # guest only.
 if [ "$MODE" = ublk ] || [ "$MODE" = ublk-test ]; then
   PAGES=16384
   swapoff /dev/vda
-  ramex-lend-server --contract 1 --secret-file /secret1 --pages $PAGES \
-    --listen 127.0.0.1:7001 --port-file /tmp/port1 --store $STORE \
-    --meter-file /tmp/lender1 --mlock 2>/tmp/lender1.log &
-  LENDER=$!
-  wait_file /tmp/port1 20 || { mark "UBLK-SETUP fail lender"; cat /tmp/lender1.log; finish; }
-  ramex-lend-ublk --lender 127.0.0.1:7001 --contract 1 --secret-file /secret1 \
-    --ready-file /tmp/ready1 --meter-file /tmp/borrower1 --mlock 2>/tmp/ublk1.log &
-  UBLK=$!
-  if ! wait_file /tmp/ready1 60; then
-    mark "UBLK-SETUP fail server"; cat /tmp/ublk1.log; finish
+  if ! start_ublk 1 1 7001; then
+    mark "UBLK-SETUP fail"; cat /tmp/lender1.log /tmp/ublk1.log; finish
   fi
-  DEV=$(cat /tmp/ready1)
   SECTORS=$(cat /sys/block/${DEV#/dev/}/size)
   st=fail; [ "$SECTORS" = $((PAGES * 8)) ] && [ -b "$DEV" ] && st=ok
   mark "UBLK-SETUP $st dev=$DEV sectors=$SECTORS"
@@ -171,16 +177,7 @@ if [ "$MODE" = ublk ] || [ "$MODE" = ublk-test ]; then
   kill -TERM $LENDER; wait $LENDER
   # the lender vanishes under the device: its requests fail with EIO at
   # once, the server ends "lender lost" (3) and the device goes
-  ramex-lend-server --contract 3 --secret-file /secret3 --pages $PAGES \
-    --listen 127.0.0.1:7005 --port-file /tmp/port5 --store $STORE \
-    2>/tmp/lender5.log &
-  LENDER=$!
-  wait_file /tmp/port5 20
-  ramex-lend-ublk --lender 127.0.0.1:7005 --contract 3 --secret-file /secret3 \
-    --ready-file /tmp/ready5 2>/tmp/ublk5.log &
-  UBLK=$!
-  if wait_file /tmp/ready5 60; then
-    DEV=$(cat /tmp/ready5)
+  if start_ublk 5 3 7005; then
     dd if=/tmp/pat of=$DEV bs=65536 count=16 oflag=direct 2>/dev/null; wrc=$?
     kill -KILL $LENDER; wait $LENDER
     dd if=$DEV of=/dev/null bs=4096 skip=5 count=1 iflag=direct 2>/dev/null; rrc=$?
@@ -193,16 +190,7 @@ if [ "$MODE" = ublk ] || [ "$MODE" = ublk-test ]; then
     mark "UBLK-LOST fail setup"; cat /tmp/ublk5.log
   fi
   # a recall: the server stops the device, releases, the lender frees
-  ramex-lend-server --contract 2 --secret-file /secret2 --pages $PAGES \
-    --listen 127.0.0.1:7006 --port-file /tmp/port6 --store $STORE \
-    --notice-ms 120000 2>/tmp/lender6.log &
-  LENDER=$!
-  wait_file /tmp/port6 20
-  ramex-lend-ublk --lender 127.0.0.1:7006 --contract 2 --secret-file /secret2 \
-    --ready-file /tmp/ready6 2>/tmp/ublk6.log &
-  UBLK=$!
-  if wait_file /tmp/ready6 60; then
-    DEV=$(cat /tmp/ready6)
+  if start_ublk 6 2 7006; then
     dd if=/tmp/pat of=$DEV bs=65536 count=16 oflag=direct 2>/dev/null
     kill -USR1 $LENDER
     wait $UBLK; urc=$?
