@@ -163,11 +163,6 @@ if [ "$MODE" = ublk ] || [ "$MODE" = ublk-test ]; then
   after=$(field /tmp/lender1 page_trims)
   st=fail; [ $drc -eq 0 ] && [ "${after:-0}" -ge $((${before:-0} + 256)) ] && st=ok
   mark "UBLK-TRIM $st rc=$drc page_trims=${before:-0}..${after:-0}"
-  if [ "$MODE" = ublk ]; then
-    ramex-lend-bench --blockdev $DEV --pages $PAGES --ops 3000 --name guest-ublk
-    ramex-lend-bench --blockdev $DEV --pages $PAGES --ops 3000 --qd 32 \
-      --stream-mib 32 --name guest-ublk
-  fi
   kill -TERM $UBLK; wait $UBLK; urc=$?
   gone=ok; [ -e /sys/block/${DEV#/dev/} ] && gone=fail
   st=fail; [ $urc -eq 0 ] && [ $gone = ok ] && st=ok
@@ -203,27 +198,30 @@ if [ "$MODE" = ublk ] || [ "$MODE" = ublk-test ]; then
     mark "UBLK-RECALL fail setup"; cat /tmp/ublk6.log
   fi
   [ "$MODE" = ublk ] || finish
-  # the same rows through the kernel's nbd driver: the bridge, then direct
-  if start_pair 2 7002 $PAGES /dev/nbd0; then
-    swapoff /dev/nbd0
-    ramex-lend-bench --blockdev /dev/nbd0 --pages $PAGES --ops 3000 --name guest-nbd
-    ramex-lend-bench --blockdev /dev/nbd0 --pages $PAGES --ops 3000 --qd 32 \
-      --stream-mib 32 --name guest-nbd
-    kill -TERM $BRIDGE; wait $BRIDGE; kill -TERM $LENDER; wait $LENDER
-  else
-    echo "guest-nbd could not start"; cat /tmp/borrower2.log
-  fi
+  rm -f /tmp/pat /tmp/back # the guest's memory, for the rows
+  # the rows: ublk, nbd.ko with the bridge and nbd.ko direct, all three up
+  # at once and measured in turns, twice, so that the emulator's and the
+  # host's changing load fall on each alike (smaller contracts: three
+  # lenders' locked memory in one guest)
+  PAGES=8192
+  start_ublk 7 1 7007 || { mark "UBLK-BENCH fail ublk"; cat /tmp/ublk7.log; finish; }
+  PIDS="$UBLK $LENDER" UDEV=$DEV
+  start_pair 2 7002 $PAGES /dev/nbd0 || { mark "UBLK-BENCH fail bridge"; cat /tmp/borrower2.log; finish; }
+  swapoff /dev/nbd0; PIDS="$PIDS $BRIDGE $LENDER"
   DIRECT=--direct
-  if start_pair 3 7003 $PAGES /dev/nbd2; then
-    swapoff /dev/nbd2
-    ramex-lend-bench --blockdev /dev/nbd2 --pages $PAGES --ops 3000 --name guest-direct
-    ramex-lend-bench --blockdev /dev/nbd2 --pages $PAGES --ops 3000 --qd 32 \
-      --stream-mib 32 --name guest-direct
-    kill -TERM $BRIDGE; wait $BRIDGE; kill -TERM $LENDER; wait $LENDER
-  else
-    echo "guest-direct could not start"; cat /tmp/borrower3.log
-  fi
+  start_pair 3 7003 $PAGES /dev/nbd2 || { mark "UBLK-BENCH fail direct"; cat /tmp/borrower3.log; finish; }
+  swapoff /dev/nbd2; PIDS="$PIDS $BRIDGE $LENDER"
   DIRECT=
+  for round in 1 2; do
+    stream=; [ $round = 1 ] && stream="--stream-mib 16"
+    for d in "$UDEV ublk" "/dev/nbd0 nbd" "/dev/nbd2 direct"; do
+      set -- $d
+      ramex-lend-bench --blockdev $1 --pages $PAGES --ops 2000 --name guest-$2
+      ramex-lend-bench --blockdev $1 --pages $PAGES --ops 3000 --qd 32 $stream \
+        --name guest-$2
+    done
+  done
+  for p in $PIDS; do kill -TERM $p; wait $p; done
   mark "UBLK-BENCH ok store=$STORE"
   finish
 fi

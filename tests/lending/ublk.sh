@@ -16,8 +16,9 @@ BIN=${RAMEX_BUILD:-$ROOT/$BUILD}/bin
 OUT=${RAMEX_TEST_OUTPUT:-$ROOT/var/test-output}
 WORK=$ROOT/$BUILD/lending-ublk
 KPKG=${LEND_UBLK_KERNEL_PKG:-linux-image-6.12.111+deb12-amd64-unsigned}
-MODE=ublk MARKERS="SETUP DATA TRIM STOP LOST RECALL BENCH"
-[[ ${1:-} == --test ]] && MODE=ublk-test MARKERS="SETUP DATA TRIM STOP LOST RECALL"
+# the rows run three contracts at once: their lenders' locked memory
+MODE=ublk MARKERS="SETUP DATA TRIM STOP LOST RECALL BENCH" MEM=512
+[[ ${1:-} == --test ]] && MODE=ublk-test MARKERS="SETUP DATA TRIM STOP LOST RECALL" MEM=256
 . "$ROOT/tests/lending/guest.sh"
 pass=0 fail=0
 ok() { echo "ok   $1"; pass=$((pass + 1)); }
@@ -33,8 +34,8 @@ export LEND_GUEST_KROOT
 KVER=$(lend_guest_kver) || { bad "find the guest kernel"; echo "$pass passed, $fail failed"; exit 1; }
 LOG=$OUT/lending-guest-$MODE.log
 if lend_guest_build "$WORK" "$KVER" $MODE; then
-  echo "guest: kernel $KVER under qemu TCG, 256 MiB; host load: $(cut -d' ' -f1-3 /proc/loadavg)"
-  lend_guest_boot "$WORK" "$KVER" 256 "$LOG" ${LEND_UBLK_SECONDS:-420}
+  echo "guest: kernel $KVER under qemu TCG, $MEM MiB; host load: $(cut -d' ' -f1-3 /proc/loadavg)"
+  lend_guest_boot "$WORK" "$KVER" $MEM "$LOG" ${LEND_UBLK_SECONDS:-420}
   echo "host load after: $(cut -d' ' -f1-3 /proc/loadavg)"
   grep -a -o 'LEND-.*\|^LOG .*\|guest-[a-z]* .*' "$LOG" | tr -d '\r' | sed 's/^/  /'
   grep -a 'END elapsed' "$LOG" >/dev/null || echo "  the guest did not finish; see $LOG"
