@@ -2,6 +2,7 @@
 #include "node-agent/lend/lend_ublk.h"
 
 #include "common/log.h"
+#include "node-agent/lend/lend_mem.h"
 #include "node-agent/lend/lend_server.h" /* lend_now_ms */
 
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/swap.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -332,12 +334,52 @@ static void begin_stop(struct lend_ublk *u, enum lend_ublk_end end,
 	if (u->stopping)
 		return;
 	u->stopping = 1;
-	u->end = end;
+	if (!u->evacuating)
+		u->end = end;
+	u->evacuating = 1;
 	log_info("ublk device stops", "dev=%s why=\"%s\"", u->dev_path, why);
 	if (pthread_create(&u->stop_thr, NULL, stop_main, u) == 0)
 		u->stop_started = 1;
 	else
 		u->stop_done = 1; /* cannot stop it: end, free deletes it */
+}
+
+static void *swapoff_main(void *arg)
+{
+	struct lend_ublk *u = arg;
+	int64_t t0 = lend_now_ms();
+	/* swapoff allocates a page for every page it brings back; its
+	 * reclaim must be free to write other pages to local swap, so this
+	 * one thread is no I/O flusher (as the bridge's) */
+	(void)lend_mem_io_flusher(0);
+	u->swapoff_rc = swapoff(u->dev_path);
+	u->swapoff_errno = errno;
+	if (u->swapoff_rc < 0 && u->swapoff_errno == EINVAL)
+		u->swapoff_rc = 0; /* not swap: nothing of ours to move */
+	else
+		log_info(
+		    "swapoff returned", "dev=%s rc=%d ms=%lld why=\"%s\"",
+		    u->dev_path, u->swapoff_rc, (long long)(lend_now_ms() - t0),
+		    u->swapoff_rc == 0 ? "ok" : strerror(u->swapoff_errno));
+	u->swapoff_done = 1;
+	wake(u);
+	return NULL;
+}
+
+/* The end begins: the pages move back (swapoff), then the device stops. */
+static void evacuate(struct lend_ublk *u, enum lend_ublk_end end,
+                     const char *why)
+{
+	if (u->evacuating)
+		return;
+	u->evacuating = 1;
+	u->end = end;
+	log_info("ublk device ends", "dev=%s why=\"%s\"", u->dev_path, why);
+	if (!u->start_done || u->start_rc < 0 ||
+	    pthread_create(&u->swapoff_thr, NULL, swapoff_main, u) != 0)
+		u->swapoff_done = 1; /* never served: never swap */
+	else
+		u->swapoff_started = 1;
 }
 
 static void tick(struct lend_ublk *u)
@@ -383,13 +425,19 @@ enum lend_ublk_end lend_ublk_run(struct lend_ublk *u,
 			(void)lend_client_poll(c);
 		(void)lend_client_expire(c, now);
 		if (c->lost)
-			begin_stop(u, LEND_UBLK_LOST,
-			           "the lender vanished or stopped answering");
+			evacuate(u, LEND_UBLK_LOST,
+			         "the lender vanished or stopped answering");
 		if (c->notice)
-			begin_stop(u, LEND_UBLK_RECALLED,
-			           "the lender recalled its pages");
+			evacuate(u, LEND_UBLK_RECALLED,
+			         "the lender recalled its pages");
 		if (u->stop_asked)
-			begin_stop(u, LEND_UBLK_STOPPED, "told to stop");
+			evacuate(u, LEND_UBLK_STOPPED, "told to stop");
+		if (u->swapoff_done && !u->stopping) {
+			/* a recall whose pages could not all come back */
+			if (u->swapoff_rc < 0 && u->end == LEND_UBLK_RECALLED)
+				u->end = LEND_UBLK_FAILED;
+			begin_stop(u, u->end, "its pages are off it");
+		}
 		if (u->start_done && !announced) {
 			announced = 1;
 			if (u->start_rc < 0) {
@@ -476,6 +524,8 @@ void lend_ublk_stop(struct lend_ublk *u)
 
 void lend_ublk_free(struct lend_ublk *u)
 {
+	if (u->swapoff_started)
+		pthread_join(u->swapoff_thr, NULL);
 	if (u->stop_started)
 		pthread_join(u->stop_thr, NULL);
 	if (u->start_started && u->start_done)

@@ -16,15 +16,18 @@
  * socket copy between the kernel and this process, unlike NBD.
  *
  * Single-threaded serving (the driver wants every queue command from the
- * task that fetched); two helper threads at most, for the control
- * commands that block while the queue must be served: START_DEV (the
- * kernel reads the new disk's partition table before it returns) and
- * STOP_DEV (it flushes the disk).
+ * task that fetched); three helper threads at most, for what blocks while
+ * the queue must be served: START_DEV (the kernel reads the new disk's
+ * partition table before it returns), swapoff and STOP_DEV (it flushes
+ * the disk).
  *
- * Lender lost: every request in flight and every later one fails with
- * EIO at once, and the device is stopped. A recall notice stops the
- * device too (the pages are not moved back: swap on this device is not
- * handled yet, see docs/lending.md); ramex-lend-ublk then releases them.
+ * The end (a recall notice, the lender lost, lend_ublk_stop): first
+ * swapoff(2) on the device in a helper thread while the queue is served
+ * (the kernel moves every page back into memory or lower-priority swap;
+ * a device that is not swap has nothing to move), then STOP_DEV. Lender
+ * lost: every request in flight and every later one fails with EIO at
+ * once, so pages that were only on the lender are gone (a process
+ * touching one gets SIGBUS), as with the NBD bridge.
  */
 #ifndef RAMEX_LEND_UBLK_H
 #define RAMEX_LEND_UBLK_H
@@ -45,6 +48,7 @@ enum lend_ublk_end {
 	LEND_UBLK_RECALLED, /* the lender recalled its pages */
 	LEND_UBLK_LOST,     /* the lender vanished */
 	LEND_UBLK_ERROR,    /* the ublk side broke */
+	LEND_UBLK_FAILED,   /* swapoff could not move the pages back */
 };
 
 struct lend_ublk {
@@ -62,8 +66,10 @@ struct lend_ublk {
 	int inflight;                      /* tags busy */
 	int fetching; /* tags the driver holds a command of */
 	int wake_fd;  /* eventfd: stop, helpers done */
-	pthread_t start_thr, stop_thr;
-	int start_started, stop_started;
+	pthread_t start_thr, stop_thr, swapoff_thr;
+	int start_started, stop_started, swapoff_started;
+	volatile int swapoff_done, swapoff_rc, swapoff_errno;
+	int evacuating; /* swapoff started (or not needed) */
 	volatile int start_done, stop_done;
 	volatile int start_rc, stop_rc; /* 0 or -errno */
 	volatile int stop_asked;        /* lend_ublk_stop */

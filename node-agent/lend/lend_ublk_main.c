@@ -10,10 +10,11 @@
  * connection until SIGTERM, a recall notice or the lender's loss; then
  * stops and deletes the device. --ready-file gets the device's path once
  * it serves. The same lender options as ramex-lend-nbd, whose --help says
- * more. Swap on this device (swapoff on a recall) is not handled yet: a
- * recall stops the device (what it held is dropped) and releases the
- * pages.
- * Exit status: 0 stopped or recalled, 3 lender lost, 1 any other error.
+ * more. The device may be swap (mkswap, swapon; give --mlock then): on a
+ * recall, SIGTERM or the lender's loss it is swapped off first (the pages
+ * move back), then stopped; after a recall the pages are released.
+ * Exit status: 0 stopped or recalled, 3 lender lost, 4 recall failed
+ * (swapoff could not move the pages back), 1 any other error.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -143,7 +144,7 @@ int main(int argc, char **argv)
 		log_warn("could not release the recalled pages", "why=\"%s\"",
 		         client.err);
 	static const char *names[] = {"stopped", "recalled", "lender-lost",
-	                              "ublk-error"};
+	                              "ublk-error", "recall-failed"};
 	struct lend_meter_report r = lend_client_report(&client);
 	char line[512];
 	lend_meter_format(&r, line, sizeof line);
@@ -156,9 +157,10 @@ int main(int argc, char **argv)
 	if (end == LEND_UBLK_ERROR)
 		log_error("the ublk device failed", "why=\"%s\"", ublk.err);
 	lend_args_write_meter(meter_file, &r);
-	rc = end == LEND_UBLK_LOST    ? LEND_EXIT_LOST
-	     : end == LEND_UBLK_ERROR ? LEND_EXIT_ERROR
-	                              : LEND_EXIT_OK;
+	rc = end == LEND_UBLK_LOST     ? LEND_EXIT_LOST
+	     : end == LEND_UBLK_ERROR  ? LEND_EXIT_ERROR
+	     : end == LEND_UBLK_FAILED ? LEND_EXIT_FAILED
+	                               : LEND_EXIT_OK;
 out_ublk:
 	lend_ublk_free(&ublk);
 	lend_client_close(&client);

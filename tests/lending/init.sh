@@ -127,12 +127,11 @@ start_ublk() { # n(files) contract port
 # Mode "ublk-test" (tests/lending/ublk.sh; a kernel with ublk_drv): a
 # contract's pages as /dev/ublkbN through ramex-lend-ublk, checked (a
 # pattern written and read back with O_DIRECT, a discard, a clean stop, a
-# lender that vanishes, a recall); mode "ublk" then adds the bench's rows on it
+# lender that vanishes, a recall, swap recalled); mode "ublk" then adds the bench's rows on it
 # beside /dev/nbd0 (bridge) and /dev/nbd2 (direct), compared within this
 # guest only.
 if [ "$MODE" = ublk ] || [ "$MODE" = ublk-test ]; then
   PAGES=16384
-  swapoff /dev/vda
   if ! start_ublk 1 1 7001; then
     mark "UBLK-SETUP fail"; cat /tmp/lender1.log /tmp/ublk1.log; finish
   fi
@@ -197,8 +196,42 @@ if [ "$MODE" = ublk ] || [ "$MODE" = ublk-test ]; then
   else
     mark "UBLK-RECALL fail setup"; cat /tmp/ublk6.log
   fi
-  [ "$MODE" = ublk ] || finish
-  rm -f /tmp/pat /tmp/back # the guest's memory, for the rows
+  # swap on the device: a workload bigger than memory holds pages on it,
+  # the lender recalls, the server swaps the device off (the pages come
+  # back to memory or to the local swap below it), stops and releases;
+  # the workload's pattern is intact
+  rm -f /tmp/pat /tmp/back /tmp/pat4 /tmp/back4 # the guest's memory
+  if start_ublk 8 2 7008; then
+    # busybox's swapon sets no priority: the kernel gives each the next
+    # lower one, so the device first and the local disk again after it
+    swapoff /dev/vda
+    mkswap $DEV >/tmp/swapon8.log 2>&1 && swapon $DEV 2>>/tmp/swapon8.log; src=$?
+    swapon /dev/vda
+    [ $src -eq 0 ] || { cat /tmp/swapon8.log; dmesg | tail -n 5; }
+    AVAIL=$(($(meminfo MemAvailable) / 1024))
+    W=$((AVAIL + 40))
+    echo $(((AVAIL - HEADROOM_MIB) << 20)) >/sys/fs/cgroup/work/memory.max
+    rm -f /tmp/go8
+    in_cg work ramex-lend-workload $W /tmp/go8 >/tmp/w8.out 2>&1 &
+    WL=$!
+    i=0; while ! grep -q written /tmp/w8.out 2>/dev/null && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+    used=$(swap_used_kb $DEV)
+    kill -USR1 $LENDER
+    wait $UBLK; urc=$?
+    wait $LENDER; lrc=$?
+    gone=ok; grep -q "^$DEV " /proc/swaps && gone=fail
+    touch /tmp/go8
+    wait $WL; wrc=$?
+    st=fail
+    [ $src -eq 0 ] && [ "${used:-0}" -gt 16384 ] && [ $urc -eq 0 ] && [ $lrc -eq 0 ] &&
+      [ $gone = ok ] && [ $wrc -eq 0 ] && grep -q bad_words=0 /tmp/w8.out &&
+      grep -q 'end=released' /tmp/lender8.log && st=ok
+    mark "UBLK-SWAP $st swapon_rc=$src used_kb=${used:-0} workload_mib=$W rc=$urc lender_rc=$lrc swap_gone=$gone vda_used_kb=$(swap_used_kb /dev/vda) workload_rc=$wrc $(tail -n 1 /tmp/w8.out)"
+    [ $st = ok ] || { tail -n 20 /tmp/ublk8.log /tmp/lender8.log; }
+  else
+    mark "UBLK-SWAP fail setup"; cat /tmp/ublk8.log
+  fi
+  [ "$MODE" = ublk ] || finish # the guest's memory, for the rows
   # the rows: ublk, nbd.ko with the bridge and nbd.ko direct, all three up
   # at once and measured in turns, twice, so that the emulator's and the
   # host's changing load fall on each alike (smaller contracts: three

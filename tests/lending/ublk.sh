@@ -17,8 +17,8 @@ OUT=${RAMEX_TEST_OUTPUT:-$ROOT/var/test-output}
 WORK=$ROOT/$BUILD/lending-ublk
 KPKG=${LEND_UBLK_KERNEL_PKG:-linux-image-6.12.111+deb12-amd64-unsigned}
 # the rows run three contracts at once: their lenders' locked memory
-MODE=ublk MARKERS="SETUP DATA TRIM STOP LOST RECALL BENCH" MEM=512
-[[ ${1:-} == --test ]] && MODE=ublk-test MARKERS="SETUP DATA TRIM STOP LOST RECALL" MEM=256
+MODE=ublk MARKERS="SETUP DATA TRIM STOP LOST RECALL SWAP BENCH" MEM=512
+[[ ${1:-} == --test ]] && MODE=ublk-test MARKERS="SETUP DATA TRIM STOP LOST RECALL SWAP" MEM=256
 . "$ROOT/tests/lending/guest.sh"
 pass=0 fail=0
 ok() { echo "ok   $1"; pass=$((pass + 1)); }
