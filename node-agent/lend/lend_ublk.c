@@ -212,7 +212,6 @@ static void queue_cmd(struct lend_ublk *u, uint32_t op, int tag, int32_t res)
 	cmd->addr =
 	    (uint64_t)(uintptr_t)(u->bufs + (size_t)tag * LEND_UBLK_MAX_IO);
 	io_uring_sqe_set_data64(sqe, (uint64_t)tag);
-	u->fetching++;
 }
 
 static void arm_poll(struct lend_ublk *u, int fd, uint64_t ud)
@@ -490,7 +489,6 @@ enum lend_ublk_end lend_ublk_run(struct lend_ublk *u,
 				if (!more && !c->lost)
 					arm_poll(u, c->conn.fd, UD_SOCK);
 			} else if (ud < LEND_UBLK_DEPTH) {
-				u->fetching--;
 				if (cqe->res == UBLK_IO_RES_OK)
 					serve(u, (int)ud);
 				else if (cqe->res != UBLK_IO_RES_ABORT &&

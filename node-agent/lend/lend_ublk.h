@@ -64,8 +64,7 @@ struct lend_ublk {
 	struct iovec iov[LEND_UBLK_DEPTH]; /* its buffer, for lend_client */
 	int busy[LEND_UBLK_DEPTH];         /* a lend request in flight */
 	int inflight;                      /* tags busy */
-	int fetching; /* tags the driver holds a command of */
-	int wake_fd;  /* eventfd: stop, helpers done */
+	int wake_fd;                       /* eventfd: stop, helpers done */
 	pthread_t start_thr, stop_thr, swapoff_thr;
 	int start_started, stop_started, swapoff_started;
 	volatile int swapoff_done, swapoff_rc, swapoff_errno;
