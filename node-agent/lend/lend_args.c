@@ -72,17 +72,22 @@ int lend_args_write_small(const char *path, const char *text, char *err,
 	return 0;
 }
 
-int lend_args_lender(struct lend_args_lender *l, const char *lender,
-                     const char *secret_file, const char *ca, int plaintext,
-                     char *err, size_t errlen)
+int lend_args_lender(struct lend_args_lender *l,
+                     const struct lend_args_borrower *b, char *err,
+                     size_t errlen)
 {
 	l->tls = NULL;
-	if (hostport_split(lender, l->host, sizeof l->host, &l->port) < 0) {
+	if (!b->lender || !b->contract || !b->secret_file) {
+		snprintf(err, errlen,
+		         "--lender, --contract and --secret-file are required");
+		return -2;
+	}
+	if (hostport_split(b->lender, l->host, sizeof l->host, &l->port) < 0) {
 		snprintf(err, errlen, "--lender wants HOST:PORT");
 		return -2;
 	}
-	if (!ca && !hostport_is_loopback(l->host)) {
-		if (!plaintext) {
+	if (!b->ca && !hostport_is_loopback(l->host)) {
+		if (!b->plaintext) {
 			snprintf(
 			    err, errlen,
 			    "plain TCP to a lender off loopback would send "
@@ -92,11 +97,11 @@ int lend_args_lender(struct lend_args_lender *l, const char *lender,
 		}
 		log_warn("plain TCP to a lender off loopback, as told: this "
 		         "node's pages cross the network in clear",
-		         "lender=%s", lender);
+		         "lender=%s", b->lender);
 	}
-	if (lend_args_secret(secret_file, l->secret, err, errlen) < 0)
+	if (lend_args_secret(b->secret_file, l->secret, err, errlen) < 0)
 		return -1;
-	if (ca && !(l->tls = lend_tls_client_ctx(ca, err, errlen)))
+	if (b->ca && !(l->tls = lend_tls_client_ctx(b->ca, err, errlen)))
 		return -1;
 	return 0;
 }

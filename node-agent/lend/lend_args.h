@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/args.h"
 #include "node-agent/lend/lend_conn.h"
 #include "node-agent/lend/lend_meter.h"
 #include "node-agent/lend/lend_proto.h"
@@ -29,6 +30,29 @@ void lend_args_write_meter(const char *path, const struct lend_meter_report *r);
 int lend_args_write_small(const char *path, const char *text, char *err,
                           size_t errlen);
 
+/* The options both borrower programs take (ramex-lend-nbd,
+ * ramex-lend-ublk): LEND_ARGS_BORROWER_OPTS(&b) in their args_opt tables
+ * fills b. reply_timeout_ms wants its default set before parsing. */
+struct lend_args_borrower {
+	const char *lender, *secret_file, *ca, *meter_file, *ready_file;
+	int64_t contract, reply_timeout_ms;
+	int plaintext, mlock;
+};
+/* clang-format off */
+#define LEND_ARGS_BORROWER_OPTS(b)                                          \
+	{"--lender", ARGS_STR, &(b)->lender, 0, 0, NULL},                   \
+	{"--contract", ARGS_INT, &(b)->contract, 1, INT64_MAX,              \
+	 "--contract must be a positive integer"},                          \
+	{"--secret-file", ARGS_STR, &(b)->secret_file, 0, 0, NULL},         \
+	{"--tls-ca", ARGS_STR, &(b)->ca, 0, 0, NULL},                       \
+	{"--plaintext", ARGS_FLAG, &(b)->plaintext, 0, 0, NULL},            \
+	{"--meter-file", ARGS_STR, &(b)->meter_file, 0, 0, NULL},           \
+	{"--ready-file", ARGS_STR, &(b)->ready_file, 0, 0, NULL},           \
+	{"--mlock", ARGS_FLAG, &(b)->mlock, 0, 0, NULL},                    \
+	{"--reply-timeout-ms", ARGS_INT, &(b)->reply_timeout_ms, 1, 3600000, \
+	 "--reply-timeout-ms is 1..3600000"}
+/* clang-format on */
+
 /* What a borrower program needs to reach its lender. */
 struct lend_args_lender {
 	char host[256];
@@ -37,17 +61,18 @@ struct lend_args_lender {
 	SSL_CTX *tls; /* a client context when --tls-ca was given, else NULL */
 };
 /*
- * From --lender HOST:PORT, --secret-file, --tls-ca (or NULL) and
- * --plaintext: splits the address, refuses plain TCP to a lender off
+ * From b's --lender HOST:PORT, --secret-file, --tls-ca (or NULL) and
+ * --plaintext (--lender, --contract and --secret-file required): splits
+ * the address, refuses plain TCP to a lender off
  * loopback unless plaintext (the node's pages would cross the network in
  * clear; logged when allowed), reads the secret, makes the TLS context.
  * Returns 0; -2 when the arguments are wrong (a usage error, err says
  * which); -1 when a file or TLS failed (err says why). Free l->tls with
  * lend_tls_ctx_free.
  */
-int lend_args_lender(struct lend_args_lender *l, const char *lender,
-                     const char *secret_file, const char *ca, int plaintext,
-                     char *err, size_t errlen);
+int lend_args_lender(struct lend_args_lender *l,
+                     const struct lend_args_borrower *b, char *err,
+                     size_t errlen);
 /* --mlock of a borrower program (lend_mem_guard, before any thread
  * starts so that they inherit the I/O-flusher flag): warns, naming what
  * failed, when the program is not fully kept out of reclaim. */

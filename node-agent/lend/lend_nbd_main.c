@@ -143,39 +143,29 @@ static int accept_one(const char *unix_path, const char *hostport, char *err,
 
 int main(int argc, char **argv)
 {
-	const char *lender = NULL, *secret_file = NULL, *ca = NULL;
 	const char *attach = NULL, *swap_dev = NULL, *unix_path = NULL;
-	const char *listen_at = NULL, *meter_file = NULL, *ready = NULL;
+	const char *listen_at = NULL;
+	struct lend_args_borrower ba = {.reply_timeout_ms =
+	                                    LEND_CLIENT_REPLY_TIMEOUT_MS};
 	struct lend_args_lender lnd;
 	uint64_t contract = 0;
 	char err[256];
-	int lock = 0, rc = 1, prio = -1, plaintext = 0, direct = 0;
+	int rc = 1, prio = -1, direct = 0;
 	int data_fd = -1;
-	int64_t reply_timeout = LEND_CLIENT_REPLY_TIMEOUT_MS;
 	SSL_CTX *tls = NULL;
 	struct lend_client client;
 
 	log_init("lend-nbd", LOG_INFO);
-	int64_t contract_id = 0, prio_v = -1, awake = 0;
+	int64_t prio_v = -1, awake = 0;
 	int64_t idle_poll = LEND_QOS_DEFAULT;
 	const struct args_opt opts[] = {
-	    {"--lender", ARGS_STR, &lender, 0, 0, NULL},
-	    {"--contract", ARGS_INT, &contract_id, 1, INT64_MAX,
-	     "--contract must be a positive integer"},
-	    {"--secret-file", ARGS_STR, &secret_file, 0, 0, NULL},
-	    {"--tls-ca", ARGS_STR, &ca, 0, 0, NULL},
+	    LEND_ARGS_BORROWER_OPTS(&ba),
 	    {"--attach", ARGS_STR, &attach, 0, 0, NULL},
 	    {"--swap-device", ARGS_STR, &swap_dev, 0, 0, NULL},
 	    {"--listen-unix", ARGS_STR, &unix_path, 0, 0, NULL},
 	    {"--listen", ARGS_STR, &listen_at, 0, 0, NULL},
-	    {"--meter-file", ARGS_STR, &meter_file, 0, 0, NULL},
 	    {"--swap-priority", ARGS_INT, &prio_v, 0, 32767,
 	     "--swap-priority is 0..32767"},
-	    {"--ready-file", ARGS_STR, &ready, 0, 0, NULL},
-	    {"--mlock", ARGS_FLAG, &lock, 0, 0, NULL},
-	    {"--plaintext", ARGS_FLAG, &plaintext, 0, 0, NULL},
-	    {"--reply-timeout-ms", ARGS_INT, &reply_timeout, 1, 3600000,
-	     "--reply-timeout-ms is 1..3600000"},
 	    {"--keep-awake", ARGS_INT, &awake, 0, LEND_AWAKE_MAX_THREADS,
 	     "--keep-awake is 0..8 threads"},
 	    {"--idle-poll", ARGS_INT, &idle_poll, 0, 1,
@@ -188,11 +178,8 @@ int main(int argc, char **argv)
 	              "ramex-lend-nbd", err, usage_text);
 	if (done >= 0)
 		return done;
-	contract = (uint64_t)contract_id;
+	contract = (uint64_t)ba.contract;
 	prio = (int)prio_v;
-	if (!lender || !contract || !secret_file)
-		return usage("--lender, --contract and --secret-file are "
-		             "required");
 	if (!!attach + !!unix_path + !!listen_at != 1)
 		return usage("give exactly one of --attach, --listen-unix, "
 		             "--listen");
@@ -200,7 +187,7 @@ int main(int argc, char **argv)
 		return usage(
 		    "--direct hands /dev/nbdX the lender's connection: "
 		    "it needs --attach");
-	if (direct && ca)
+	if (direct && ba.ca)
 		return usage(
 		    "--direct gives the lender's TCP connection to the "
 		    "kernel's nbd driver, which cannot speak TLS (that "
@@ -233,8 +220,7 @@ int main(int argc, char **argv)
 			             "authentication, so anyone who reaches "
 			             "it reads and writes this node's pages");
 	}
-	int lrc = lend_args_lender(&lnd, lender, secret_file, ca, plaintext,
-	                           err, sizeof err);
+	int lrc = lend_args_lender(&lnd, &ba, err, sizeof err);
 	if (lrc == -2)
 		return usage(err);
 	if (lrc < 0) {
@@ -246,7 +232,7 @@ int main(int argc, char **argv)
 	/* the bridge serves the kernel's swap: it must never wait for swap
 	 * or for reclaim itself (lend_mem.h); before any thread starts, so
 	 * that they inherit the I/O-flusher flag */
-	if (lock)
+	if (ba.mlock)
 		lend_args_mlock();
 	/* direct: the CONTROL connection first, so that a recall notice
 	 * finds it, then the DATA one for the kernel */
@@ -256,7 +242,7 @@ int main(int argc, char **argv)
 		log_error("cannot reach the lender", "why=\"%s\"", client.err);
 		goto out_tls;
 	}
-	client.reply_timeout_ms = reply_timeout;
+	client.reply_timeout_ms = ba.reply_timeout_ms;
 	if (direct) {
 		struct lend_client dc;
 		if (lend_client_connect_role(&dc, lnd.host, lnd.port, NULL,
@@ -271,8 +257,8 @@ int main(int argc, char **argv)
 	log_info("bridge reached its lender",
 	         "lender=%s contract=%llu tls=%d reply_timeout_ms=%lld "
 	         "keep_awake=%lld idle_poll=%lld direct=%d",
-	         lender, (unsigned long long)contract, tls != NULL,
-	         (long long)reply_timeout, (long long)awake,
+	         ba.lender, (unsigned long long)contract, tls != NULL,
+	         (long long)ba.reply_timeout_ms, (long long)awake,
 	         (long long)idle_poll, direct);
 	if (lend_bridge_init(&bridge, &client, "ramex") < 0) {
 		log_error("cannot start", "why=\"%s\"", bridge.err);
@@ -287,7 +273,7 @@ int main(int argc, char **argv)
 	if (idle_poll)
 		(void)lend_bridge_idle_poll(&bridge, NULL);
 	bridge.on_tick = on_tick;
-	bridge.arg = (void *)meter_file;
+	bridge.arg = (void *)ba.meter_file;
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
@@ -295,7 +281,8 @@ int main(int argc, char **argv)
 		int arc =
 		    direct ? lend_bridge_attach_direct(
 		                 &bridge, attach, swap_dev ? swap_dev : attach,
-		                 data_fd, (int)((reply_timeout + 999) / 1000))
+		                 data_fd,
+		                 (int)((ba.reply_timeout_ms + 999) / 1000))
 		           : lend_bridge_attach(&bridge, attach,
 		                                swap_dev ? swap_dev : attach);
 		data_fd = -1; /* the bridge's now */
@@ -315,7 +302,8 @@ int main(int argc, char **argv)
 			goto out_bridge;
 		}
 	}
-	if (ready && lend_args_write_small(ready, "", err, sizeof err) < 0) {
+	if (ba.ready_file &&
+	    lend_args_write_small(ba.ready_file, "", err, sizeof err) < 0) {
 		log_error("cannot start", "why=\"%s\"", err);
 		goto out_bridge;
 	}
@@ -331,7 +319,7 @@ int main(int argc, char **argv)
 	         names[end], (long long)bridge.st.reads,
 	         (long long)bridge.st.writes, (long long)bridge.st.errors,
 	         (long long)bridge.qos.holds, line);
-	lend_args_write_meter(meter_file, &r);
+	lend_args_write_meter(ba.meter_file, &r);
 	rc = end == LEND_BRIDGE_LOST     ? LEND_EXIT_LOST
 	     : end == LEND_BRIDGE_FAILED ? LEND_EXIT_FAILED
 	     : end == LEND_BRIDGE_ERROR  ? LEND_EXIT_ERROR

@@ -27,7 +27,8 @@
 #include "node-agent/lend/lend_ublk.h"
 
 static struct lend_ublk ublk;
-static const char *ready_file;
+static struct lend_args_borrower ba = {.reply_timeout_ms =
+                                           LEND_CLIENT_REPLY_TIMEOUT_MS};
 
 static void on_signal(int sig)
 {
@@ -43,8 +44,8 @@ static void on_tick(const struct lend_meter_report *r, void *arg)
 static void on_ready(struct lend_ublk *u)
 {
 	char err[256];
-	if (ready_file && lend_args_write_small(ready_file, u->dev_path, err,
-	                                        sizeof err) < 0) {
+	if (ba.ready_file && lend_args_write_small(ba.ready_file, u->dev_path,
+	                                           err, sizeof err) < 0) {
 		log_error("cannot say the device is ready", "why=\"%s\"", err);
 		lend_ublk_stop(u);
 	}
@@ -76,39 +77,20 @@ static int usage(const char *why)
 
 int main(int argc, char **argv)
 {
-	const char *lender = NULL, *secret_file = NULL, *ca = NULL;
-	const char *meter_file = NULL;
 	struct lend_args_lender lnd;
 	struct lend_client client;
 	char err[256];
-	int lock = 0, plaintext = 0, rc = 1;
-	int64_t contract_id = 0, reply_timeout = LEND_CLIENT_REPLY_TIMEOUT_MS;
+	int rc = 1;
 
 	log_init("lend-ublk", LOG_INFO);
-	const struct args_opt opts[] = {
-	    {"--lender", ARGS_STR, &lender, 0, 0, NULL},
-	    {"--contract", ARGS_INT, &contract_id, 1, INT64_MAX,
-	     "--contract must be a positive integer"},
-	    {"--secret-file", ARGS_STR, &secret_file, 0, 0, NULL},
-	    {"--tls-ca", ARGS_STR, &ca, 0, 0, NULL},
-	    {"--plaintext", ARGS_FLAG, &plaintext, 0, 0, NULL},
-	    {"--meter-file", ARGS_STR, &meter_file, 0, 0, NULL},
-	    {"--ready-file", ARGS_STR, &ready_file, 0, 0, NULL},
-	    {"--mlock", ARGS_FLAG, &lock, 0, 0, NULL},
-	    {"--reply-timeout-ms", ARGS_INT, &reply_timeout, 1, 3600000,
-	     "--reply-timeout-ms is 1..3600000"},
-	};
+	const struct args_opt opts[] = {LEND_ARGS_BORROWER_OPTS(&ba)};
 	int done =
 	    args_done(args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
 	                         err, sizeof err),
 	              "ramex-lend-ublk", err, usage_text);
 	if (done >= 0)
 		return done;
-	if (!lender || !contract_id || !secret_file)
-		return usage("--lender, --contract and --secret-file are "
-		             "required");
-	int lrc = lend_args_lender(&lnd, lender, secret_file, ca, plaintext,
-	                           err, sizeof err);
+	int lrc = lend_args_lender(&lnd, &ba, err, sizeof err);
 	if (lrc == -2)
 		return usage(err);
 	if (lrc < 0) {
@@ -117,23 +99,23 @@ int main(int argc, char **argv)
 	}
 	signal(SIGPIPE, SIG_IGN);
 	/* before any thread starts, so that they inherit its flags */
-	if (lock)
+	if (ba.mlock)
 		lend_args_mlock();
 	if (lend_client_connect(&client, lnd.host, lnd.port, lnd.tls,
-	                        (uint64_t)contract_id, lnd.secret, 5000) < 0) {
+	                        (uint64_t)ba.contract, lnd.secret, 5000) < 0) {
 		log_error("cannot reach the lender", "why=\"%s\"", client.err);
 		goto out_tls;
 	}
-	client.reply_timeout_ms = reply_timeout;
+	client.reply_timeout_ms = ba.reply_timeout_ms;
 	if (lend_ublk_init(&ublk, &client) < 0) {
 		log_error("cannot add the ublk device", "why=\"%s\"", ublk.err);
 		goto out_ublk;
 	}
 	log_info("ublk server reached its lender",
-	         "lender=%s contract=%lld tls=%d dev=%s", lender,
-	         (long long)contract_id, lnd.tls != NULL, ublk.dev_path);
+	         "lender=%s contract=%lld tls=%d dev=%s", ba.lender,
+	         (long long)ba.contract, lnd.tls != NULL, ublk.dev_path);
 	ublk.on_tick = on_tick;
-	ublk.arg = (void *)meter_file;
+	ublk.arg = (void *)ba.meter_file;
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
@@ -156,7 +138,7 @@ int main(int argc, char **argv)
 	         (long long)ublk.errors, line);
 	if (end == LEND_UBLK_ERROR)
 		log_error("the ublk device failed", "why=\"%s\"", ublk.err);
-	lend_args_write_meter(meter_file, &r);
+	lend_args_write_meter(ba.meter_file, &r);
 	rc = end == LEND_UBLK_LOST     ? LEND_EXIT_LOST
 	     : end == LEND_UBLK_ERROR  ? LEND_EXIT_ERROR
 	     : end == LEND_UBLK_FAILED ? LEND_EXIT_FAILED
