@@ -2,6 +2,7 @@
 #include "node-agent/lend/lend_ublk.h"
 
 #include "common/log.h"
+#include "node-agent/lend/lend_bridge.h" /* lend_bridge_swap_header */
 #include "node-agent/lend/lend_mem.h"
 #include "node-agent/lend/lend_server.h" /* lend_now_ms */
 
@@ -70,6 +71,7 @@ int lend_ublk_init(struct lend_ublk *u, struct lend_client *client)
 	u->client = client;
 	u->ctrl_fd = u->cdev_fd = u->wake_fd = -1;
 	u->dev_id = -1;
+	u->swap_prio = -1;
 	u->iod = MAP_FAILED;
 	u->bufs = MAP_FAILED;
 	u->ctrl_fd = open("/dev/ublk-control", O_RDWR | O_CLOEXEC);
@@ -180,6 +182,16 @@ int lend_ublk_init(struct lend_ublk *u, struct lend_client *client)
 		snprintf(u->err, sizeof u->err, "eventfd: %s", strerror(errno));
 		return -1;
 	}
+	return 0;
+}
+
+int lend_ublk_swap(struct lend_ublk *u, int prio)
+{
+	if (lend_bridge_swap_header(u->client, u->err, sizeof u->err) < 0)
+		return -1;
+	u->swap_prio = prio < 0                     ? 0
+	               : prio > SWAP_FLAG_PRIO_MASK ? SWAP_FLAG_PRIO_MASK
+	                                            : prio;
 	return 0;
 }
 
@@ -308,6 +320,21 @@ static void *start_main(void *arg)
 	 * which reads the partition table through the queue */
 	u->start_rc =
 	    ctrl_cmd(u, UBLK_CMD_START_DEV, NULL, 0, (uint64_t)getpid());
+	/* swapon reads the header through the queue, served meanwhile;
+	 * the device is ready (start_done) once it is swap */
+	if (u->start_rc == 0 && u->swap_prio >= 0) {
+		int flags =
+		    SWAP_FLAG_PREFER | ((u->swap_prio << SWAP_FLAG_PRIO_SHIFT) &
+		                        SWAP_FLAG_PRIO_MASK);
+		if (swapon(u->dev_path, flags) < 0)
+			log_error("could not swap to the lent pages",
+			          "dev=%s why=\"%s\"", u->dev_path,
+			          strerror(errno));
+		else
+			log_info("swapping to the lent pages",
+			         "dev=%s priority=%d", u->dev_path,
+			         u->swap_prio);
+	}
 	u->start_done = 1;
 	wake(u);
 	return NULL;

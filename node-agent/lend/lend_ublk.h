@@ -69,6 +69,7 @@ struct lend_ublk {
 	int start_started, stop_started, swapoff_started;
 	volatile int swapoff_done, swapoff_rc, swapoff_errno;
 	int evacuating; /* swapoff started (or not needed) */
+	int swap_prio;  /* swapon(2) once started, or -1 (lend_ublk_swap) */
 	volatile int start_done, stop_done;
 	volatile int start_rc, stop_rc; /* 0 or -errno */
 	volatile int stop_asked;        /* lend_ublk_stop */
@@ -88,6 +89,11 @@ struct lend_ublk {
  * root, ...).
  */
 int lend_ublk_init(struct lend_ublk *u, struct lend_client *client);
+/* Makes the device swap at `prio` (before lend_ublk_run): writes a swap
+ * header to page 0 through the lender, and swapon(2) follows START_DEV in
+ * its helper thread (swapon reads the device, served meanwhile). Returns
+ * 0 or -1 with err. */
+int lend_ublk_swap(struct lend_ublk *u, int prio);
 /* Serves until the end (see enum lend_ublk_end): starts the device, and
  * `ready` (may be NULL) is called once /dev/ublkbN is there. */
 enum lend_ublk_end lend_ublk_run(struct lend_ublk *u,

@@ -3,14 +3,16 @@
  *
  *   ramex-lend-ublk --lender HOST:PORT --contract ID --secret-file F
  *       [--tls-ca F] [--plaintext] [--meter-file F] [--ready-file F]
- *       [--mlock] [--reply-timeout-ms N]
+ *       [--mlock] [--reply-timeout-ms N] [--swap-priority N]
  *
  * Adds /dev/ublkbN (the kernel's ublk driver, Linux >= 6.0, root) whose
  * block b is page b of the contract, and serves it through one lend
  * connection until SIGTERM, a recall notice or the lender's loss; then
  * stops and deletes the device. --ready-file gets the device's path once
  * it serves. The same lender options as ramex-lend-nbd, whose --help says
- * more. The device may be swap (mkswap, swapon; give --mlock then): on a
+ * more. --swap-priority formats the device as swap and swaps to it at
+ * that priority once it serves (what `mkswap DEV && swapon -p N DEV`
+ * would do; give --mlock then). Swap or not: on a
  * recall, SIGTERM or the lender's loss it is swapped off first (the pages
  * move back), then stopped; after a recall the pages are released.
  * Exit status: 0 stopped or recalled, 3 lender lost, 4 recall failed
@@ -58,7 +60,9 @@ static void usage_text(FILE *f)
 	        "--secret-file F [--tls-ca F]\n"
 	        "       [--plaintext] [--meter-file F] [--ready-file F (gets "
 	        "/dev/ublkbN once it serves)]\n"
-	        "       [--mlock] [--reply-timeout-ms N (default %d: a lender "
+	        "       [--mlock] [--swap-priority N (format as swap, swap "
+	        "to it)]\n"
+	        "       [--reply-timeout-ms N (default %d: a lender "
 	        "silent this long with\n"
 	        "        a request in flight is lost; its requests fail with "
 	        "EIO)]\n"
@@ -83,7 +87,12 @@ int main(int argc, char **argv)
 	int rc = 1;
 
 	log_init("lend-ublk", LOG_INFO);
-	const struct args_opt opts[] = {LEND_ARGS_BORROWER_OPTS(&ba)};
+	int64_t prio = -1;
+	const struct args_opt opts[] = {
+	    LEND_ARGS_BORROWER_OPTS(&ba),
+	    {"--swap-priority", ARGS_INT, &prio, 0, 32767,
+	     "--swap-priority is 0..32767"},
+	};
 	int done =
 	    args_done(args_parse(argc, argv, opts, sizeof opts / sizeof opts[0],
 	                         err, sizeof err),
@@ -109,6 +118,10 @@ int main(int argc, char **argv)
 	client.reply_timeout_ms = ba.reply_timeout_ms;
 	if (lend_ublk_init(&ublk, &client) < 0) {
 		log_error("cannot add the ublk device", "why=\"%s\"", ublk.err);
+		goto out_ublk;
+	}
+	if (prio >= 0 && lend_ublk_swap(&ublk, (int)prio) < 0) {
+		log_error("cannot swap", "why=\"%s\"", ublk.err);
 		goto out_ublk;
 	}
 	log_info("ublk server reached its lender",

@@ -111,18 +111,20 @@ meters() { # name contract
 
 # a lender and ramex-lend-ublk on its contract; $DEV the device, $LENDER
 # and $UBLK their pids; the logs /tmp/lenderN.log and /tmp/ublkN.log
-start_ublk() { # n(files) contract port
-  rm -f /tmp/port$1 /tmp/ready$1
-  ramex-lend-server --contract $2 --secret-file /secret$2 --pages $PAGES \
-    --listen 127.0.0.1:$3 --port-file /tmp/port$1 --store $STORE \
-    --notice-ms 120000 --meter-file /tmp/lender$1 --mlock 2>/tmp/lender$1.log &
+start_ublk() { # n(files) contract port [server options]
+  n=$1 k=$2 port=$3; shift 3
+  rm -f /tmp/port$n /tmp/ready$n
+  ramex-lend-server --contract $k --secret-file /secret$k --pages $PAGES \
+    --listen 127.0.0.1:$port --port-file /tmp/port$n --store $STORE \
+    --notice-ms 120000 --meter-file /tmp/lender$n --mlock 2>/tmp/lender$n.log &
   LENDER=$!
-  wait_file /tmp/port$1 20 || return 1
-  ramex-lend-ublk --lender 127.0.0.1:$3 --contract $2 --secret-file /secret$2 \
-    --ready-file /tmp/ready$1 --meter-file /tmp/borrower$1 --mlock 2>/tmp/ublk$1.log &
+  wait_file /tmp/port$n 20 || return 1
+  ramex-lend-ublk --lender 127.0.0.1:$port --contract $k --secret-file /secret$k \
+    --ready-file /tmp/ready$n --meter-file /tmp/borrower$n --mlock "$@" \
+    2>/tmp/ublk$n.log &
   UBLK=$!
-  wait_file /tmp/ready$1 60 || return 1
-  DEV=$(cat /tmp/ready$1)
+  wait_file /tmp/ready$n 60 || return 1
+  DEV=$(cat /tmp/ready$n)
 }
 # Mode "ublk-test" (tests/lending/ublk.sh; a kernel with ublk_drv): a
 # contract's pages as /dev/ublkbN through ramex-lend-ublk, checked (a
@@ -201,13 +203,8 @@ if [ "$MODE" = ublk ] || [ "$MODE" = ublk-test ]; then
   # back to memory or to the local swap below it), stops and releases;
   # the workload's pattern is intact
   rm -f /tmp/pat /tmp/back /tmp/pat4 /tmp/back4 # the guest's memory
-  if start_ublk 8 2 7008; then
-    # busybox's swapon sets no priority: the kernel gives each the next
-    # lower one, so the device first and the local disk again after it
-    swapoff /dev/vda
-    mkswap $DEV >/tmp/swapon8.log 2>&1 && swapon $DEV 2>>/tmp/swapon8.log; src=$?
-    swapon /dev/vda
-    [ $src -eq 0 ] || { cat /tmp/swapon8.log; dmesg | tail -n 5; }
+  if start_ublk 8 2 7008 --swap-priority 100; then
+    src=0; grep -q "^$DEV " /proc/swaps || src=1
     AVAIL=$(($(meminfo MemAvailable) / 1024))
     W=$((AVAIL + 40))
     echo $(((AVAIL - HEADROOM_MIB) << 20)) >/sys/fs/cgroup/work/memory.max
