@@ -18,7 +18,7 @@ JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 
 # Every library comes through pkg-config. Evaluated lazily so that `make deps`
 # works before the libraries are installed.
-PKGS = libmicrohttpd libpq jansson libcrypto libcurl check
+PKGS = libmicrohttpd libpq jansson libcrypto libcurl check liburing
 
 WARN      = -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla
 CPPFLAGS += -D_GNU_SOURCE -I. -I$(BUILD)/gen

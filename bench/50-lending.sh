@@ -18,6 +18,10 @@
 #             lender's DATA connection, no bridge between
 #   guest-vda the guest's local virtio disk, O_DIRECT (local swap)
 #   guest-lend the lend protocol from a process to a lender in the guest
+# and a second guest on Debian 12's 6.12 kernel, which has ublk_drv
+# (tests/lending/ublk.sh; downloaded once into var/; RAMEX_BENCH_UBLK=0
+# skips it): guest-ublk /dev/ublkb0 through ramex-lend-ublk, beside
+# guest-nbd and guest-direct again in that guest, one at a time and QD32
 #
 # Then, on the host, with many requests in flight (the kernel's nbd driver
 # keeps up to 128 per device): streaming MiB/s in 512 KiB requests (8 in
@@ -364,3 +368,8 @@ if ! grep -aq 'LEND-BENCH ok' "$work/guest.log"; then
 fi
 echo "guest: kernel $KVER under qemu TCG, 256 MiB, 3000 random 4 KiB pages, O_DIRECT"
 grep -a -o 'guest-[a-z]* .*' "$work/guest.log" | tr -d '\r' | sed 's/^/  /'
+
+# ublk: Debian 12's 6.12 kernel (its own guest; compare within it)
+[[ ${RAMEX_BENCH_UBLK:-1} == 0 ]] && exit 0
+echo "guest (ublk): tests/lending/ublk.sh"
+timeout 900 bash "$ROOT/tests/lending/ublk.sh" | sed 's/^/  /'

@@ -13,8 +13,8 @@ PKGS=(
   linux-headers-amd64 linux-image-amd64 qemu-system-x86 busybox-static cpio kmod
   # browser tests and front-end packages
   chromium fonts-dejavu-core nodejs npm
-  # remote lending: NBD block device in the qemu guest
-  nbd-client
+  # remote lending: NBD block device in the qemu guest; the ublk server
+  nbd-client liburing-dev
   # bench and helpers
   procps iproute2 curl ca-certificates
   # make fuzz: libFuzzer

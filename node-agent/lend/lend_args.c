@@ -1,8 +1,10 @@
 /* lend_args.c — command-line helpers for the lending programs. */
 #include "node-agent/lend/lend_args.h"
 
+#include "common/hostport.h"
 #include "common/log.h"
 #include "node-agent/lend/lend_awake.h"
+#include "node-agent/lend/lend_mem.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -144,4 +146,50 @@ int lend_args_write_small(const char *path, const char *text, char *err,
 		return -1;
 	}
 	return 0;
+}
+
+int lend_args_lender(struct lend_args_lender *l,
+                     const struct lend_args_borrower *b, char *err,
+                     size_t errlen)
+{
+	l->tls = NULL;
+	if (!b->lender || !b->contract || !b->secret_file) {
+		snprintf(err, errlen,
+		         "--lender, --contract and --secret-file are required");
+		return -2;
+	}
+	if (hostport_split(b->lender, l->host, sizeof l->host, &l->port) < 0) {
+		snprintf(err, errlen, "--lender wants HOST:PORT");
+		return -2;
+	}
+	if (!b->ca && !hostport_is_loopback(l->host)) {
+		if (!b->plaintext) {
+			snprintf(
+			    err, errlen,
+			    "plain TCP to a lender off loopback would send "
+			    "this node's pages in clear: give --tls-ca, or "
+			    "--plaintext to allow it");
+			return -2;
+		}
+		log_warn("plain TCP to a lender off loopback, as told: this "
+		         "node's pages cross the network in clear",
+		         "lender=%s", b->lender);
+	}
+	if (lend_args_secret(b->secret_file, l->secret, err, errlen) < 0)
+		return -1;
+	if (b->ca && !(l->tls = lend_tls_client_ctx(b->ca, err, errlen)))
+		return -1;
+	return 0;
+}
+
+void lend_args_mlock(void)
+{
+	char why[256];
+	int got = lend_mem_guard(why, sizeof why);
+	if (got !=
+	    (LEND_MEM_LOCKED | LEND_MEM_IO_FLUSHER | LEND_MEM_OOM_EXEMPT))
+		log_warn("this program is not fully kept out of reclaim; "
+		         "swapping to its device may deadlock under memory "
+		         "pressure",
+		         "why=\"%s\"", why);
 }

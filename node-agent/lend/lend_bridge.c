@@ -173,8 +173,7 @@ int lend_bridge_attach(struct lend_bridge *b, const char *nbd_dev,
 }
 
 int lend_bridge_attach_direct(struct lend_bridge *b, const char *nbd_dev,
-                              const char *swap_dev, int data_fd,
-                              int timeout_s)
+                              const char *swap_dev, int data_fd, int timeout_s)
 {
 	b->direct = 1;
 	b->timeout_s = timeout_s;
@@ -232,26 +231,35 @@ int lend_bridge_accept(struct lend_bridge *b, int fd)
 	return rc == 0 ? 0 : -1;
 }
 
-int lend_bridge_swap(struct lend_bridge *b, int prio)
+int lend_bridge_swap_header(struct lend_client *c, char *err, size_t errlen)
 {
 	/* union swap_header of <linux/swap.h>, version 1, native endian */
 	uint8_t page[LEND_PAGE_SIZE];
-	uint32_t v[3] = {1, (uint32_t)(b->client->pages - 1), 0};
-	if (!b->swap || b->client->pages < 10 ||
-	    b->client->pages > UINT32_MAX) {
-		snprintf(b->err, sizeof b->err,
-		         "swap needs an attached device of 10 to 2^32 pages");
+	uint32_t v[3] = {1, (uint32_t)(c->pages - 1), 0};
+	if (c->pages < 10 || c->pages > UINT32_MAX) {
+		snprintf(err, errlen, "swap needs 10 to 2^32 pages");
 		return -1;
 	}
 	memset(page, 0, sizeof page);
 	memcpy(page + 1024, v, sizeof v);
 	memcpy(page + LEND_PAGE_SIZE - 10, "SWAPSPACE2", 10);
-	if (lend_client_write(b->client, 0, 1, page) < 0) {
-		snprintf(b->err, sizeof b->err,
-		         "could not write the swap header: %.200s",
-		         b->client->err);
+	if (lend_client_write(c, 0, 1, page) < 0) {
+		snprintf(err, errlen, "could not write the swap header: %.200s",
+		         c->err);
 		return -1;
 	}
+	return 0;
+}
+
+int lend_bridge_swap(struct lend_bridge *b, int prio)
+{
+	if (!b->swap) {
+		snprintf(b->err, sizeof b->err,
+		         "swap needs an attached device");
+		return -1;
+	}
+	if (lend_bridge_swap_header(b->client, b->err, sizeof b->err) < 0)
+		return -1;
 	/* the header went to the lender beside the kernel: a first page the
 	 * kernel read and cached before (the device's partition scan, or a
 	 * contract that used the device before) would still read without
@@ -524,7 +532,8 @@ static void nbd_fill(struct lend_bridge *b)
 	ssize_t r = recv(b->fd, b->ib + b->ib_len, LEND_BRIDGE_IBUF - b->ib_len,
 	                 MSG_DONTWAIT);
 	if (r < 0 && errno == ENOTSOCK)
-		r = read(b->fd, b->ib + b->ib_len, LEND_BRIDGE_IBUF - b->ib_len);
+		r = read(b->fd, b->ib + b->ib_len,
+		         LEND_BRIDGE_IBUF - b->ib_len);
 	if (r > 0)
 		b->ib_len += (size_t)r;
 	/* EOF or an error: the next exact read says so */
@@ -537,7 +546,8 @@ static int nbd_in(struct lend_bridge *b, void *dst, size_t n)
 	size_t k = nbd_buffered(b) < n ? nbd_buffered(b) : n;
 	memcpy(dst, b->ib + b->ib_off, k);
 	b->ib_off += k;
-	return k == n ? 0 : lend_nbd_read_full(b->fd, (uint8_t *)dst + k, n - k);
+	return k == n ? 0
+	              : lend_nbd_read_full(b->fd, (uint8_t *)dst + k, n - k);
 }
 
 /* Drops a WRITE's payload that will not be stored (not through the
@@ -586,9 +596,8 @@ static int serve_long(struct lend_bridge *b, const struct lend_nbd_req *q)
 	PUMP_UNTIL(b, c->inflight == 0);
 	assert(b->used_count == 0 || c->lost);
 	while (done < q->len) {
-		uint32_t n = q->len - done < LEND_BRIDGE_BUF
-		                 ? q->len - done
-		                 : LEND_BRIDGE_BUF;
+		uint32_t n = q->len - done < LEND_BRIDGE_BUF ? q->len - done
+		                                             : LEND_BRIDGE_BUF;
 		uint32_t pages = n / LEND_PAGE_SIZE;
 		if (q->type == LEND_NBD_CMD_WRITE) {
 			if (nbd_in(b, b->buf, n) < 0) {
@@ -599,8 +608,8 @@ static int serve_long(struct lend_bridge *b, const struct lend_nbd_req *q)
 			}
 			/* keep reading after a failure: the payload is part
 			 * of the stream */
-			if (rc == 0 && lend_client_write(c, page, pages,
-			                                 b->buf) < 0)
+			if (rc == 0 &&
+			    lend_client_write(c, page, pages, b->buf) < 0)
 				rc = EIO;
 		} else {
 			if (lend_client_read(c, page, pages, b->buf) < 0) {
@@ -611,7 +620,8 @@ static int serve_long(struct lend_bridge *b, const struct lend_nbd_req *q)
 				/* the header said success: only closing
 				 * the connection can tell the client now */
 				snprintf(b->err, sizeof b->err,
-				         "a read failed halfway: %.200s", c->err);
+				         "a read failed halfway: %.200s",
+				         c->err);
 				return -1;
 			}
 			struct iovec v = {b->buf, n};
@@ -654,10 +664,18 @@ static int serve_nbd(struct lend_bridge *b)
 		return 1;
 	int rc = lend_nbd_req_check(&b->exp, &q);
 	switch (q.type) {
-	case LEND_NBD_CMD_READ: b->st.reads++; break;
-	case LEND_NBD_CMD_WRITE: b->st.writes++; break;
-	case LEND_NBD_CMD_FLUSH: b->st.flushes++; break;
-	case LEND_NBD_CMD_TRIM: b->st.trims++; break;
+	case LEND_NBD_CMD_READ:
+		b->st.reads++;
+		break;
+	case LEND_NBD_CMD_WRITE:
+		b->st.writes++;
+		break;
+	case LEND_NBD_CMD_FLUSH:
+		b->st.flushes++;
+		break;
+	case LEND_NBD_CMD_TRIM:
+		b->st.trims++;
+		break;
 	}
 	if (rc < 0) {
 		snprintf(b->err, sizeof b->err, "an NBD write of %u bytes",
@@ -754,8 +772,8 @@ static int serve_nbd(struct lend_bridge *b)
 	                                               : LEND_FLUSH;
 	int np = 0, at = first;
 	do {
-		uint32_t n = type == LEND_TRIM ? LEND_MAX_REQ_PAGES
-		                               : LEND_CLIENT_CHUNK;
+		uint32_t n =
+		    type == LEND_TRIM ? LEND_MAX_REQ_PAGES : LEND_CLIENT_CHUNK;
 		n = left < n ? left : n;
 		struct iovec *v = NULL;
 		if (data) {
@@ -836,8 +854,8 @@ enum lend_bridge_end lend_bridge_run(struct lend_bridge *b)
 			until = dl;
 		if (rel >= 0 && now + rel < until)
 			until = now + rel;
-		int n = poll(p, 3,
-		             until > now && !ahead ? (int)(until - now) : 0);
+		int n =
+		    poll(p, 3, until > now && !ahead ? (int)(until - now) : 0);
 		if (n < 0 && errno != EINTR) {
 			end = LEND_BRIDGE_ERROR;
 			break;
@@ -874,13 +892,16 @@ enum lend_bridge_end lend_bridge_run(struct lend_bridge *b)
 						log_error(
 						    "the kernel lost the data "
 						    "connection to the lender",
-						    "device=%s hint=\"the lender "
-						    "closed it, or left a request "
+						    "device=%s hint=\"the "
+						    "lender "
+						    "closed it, or left a "
+						    "request "
 						    "unanswered past the reply "
 						    "timeout\"",
 						    b->swap ? b->swap : "none");
-						evacuate(b, "the data connection "
-						            "to the lender closed");
+						evacuate(
+						    b, "the data connection "
+						       "to the lender closed");
 					}
 				}
 				if (ch != 'o')

@@ -51,9 +51,9 @@
 #include <stdint.h>
 
 #include "node-agent/lend/lend_awake.h"
-#include "node-agent/lend/lend_qos.h"
 #include "node-agent/lend/lend_client.h"
 #include "node-agent/lend/lend_nbd.h"
+#include "node-agent/lend/lend_qos.h"
 
 #define LEND_BRIDGE_BUF   (2u << 20) /* staging: NBD requests in flight */
 #define LEND_BRIDGE_PAGES (LEND_BRIDGE_BUF / LEND_PAGE_SIZE)
@@ -97,7 +97,7 @@ struct lend_bridge {
 	struct lend_client *client;
 	struct lend_nbd_export exp;
 	struct lend_nbd_stats st;
-	uint8_t *buf;                /* staging buffer, LEND_BRIDGE_BUF */
+	uint8_t *buf; /* staging buffer, LEND_BRIDGE_BUF */
 	uint64_t used_pages[LEND_BRIDGE_PAGES / 64]; /* its pages taken */
 	int used_count;
 	struct lend_bridge_slot slot[LEND_BRIDGE_SLOTS];
@@ -109,7 +109,7 @@ struct lend_bridge {
 	/* NBD requests read ahead: one recv takes many headers */
 	uint8_t *ib;
 	size_t ib_off, ib_len;
-	int nbd_broken; /* a reply could not be sent: the NBD side is gone */
+	int nbd_broken;   /* a reply could not be sent: the NBD side is gone */
 	int fd;           /* NBD stream, server end */
 	int dev_fd;       /* /dev/nbdX when attached, else -1 */
 	const char *swap; /* device to swapoff on recall/loss, or NULL */
@@ -173,8 +173,7 @@ int lend_bridge_attach(struct lend_bridge *b, const char *nbd_dev,
  * with err set.
  */
 int lend_bridge_attach_direct(struct lend_bridge *b, const char *nbd_dev,
-                              const char *swap_dev, int data_fd,
-                              int timeout_s);
+                              const char *swap_dev, int data_fd, int timeout_s);
 /* The borrower's meter: the client's, and in direct mode the device's
  * page counts from /sys/block/nbdX/stat added. */
 struct lend_meter_report lend_bridge_report(struct lend_bridge *b);
@@ -186,6 +185,10 @@ struct lend_meter_report lend_bridge_report(struct lend_bridge *b);
  * Returns 0 or -1 with err.
  */
 int lend_bridge_swap(struct lend_bridge *b, int prio);
+/* Writes a swap header (what mkswap would write: version 1, the
+ * contract's pages) to page 0 through c; ramex-lend-ublk's too. Returns 0
+ * or -1 with err. */
+int lend_bridge_swap_header(struct lend_client *c, char *err, size_t errlen);
 /* Serves an NBD client already connected on fd (runs the handshake). */
 int lend_bridge_accept(struct lend_bridge *b, int fd);
 /* Serves until the end; see enum lend_bridge_end. */

@@ -47,7 +47,6 @@
 #include "common/log.h"
 #include "node-agent/lend/lend_args.h"
 #include "node-agent/lend/lend_bridge.h"
-#include "node-agent/lend/lend_mem.h"
 
 static struct lend_bridge bridge;
 
@@ -123,27 +122,23 @@ static int accept_one(const char *unix_path, const char *hostport, char *err,
 
 int main(int argc, char **argv)
 {
-	const char *lender = NULL, *secret_file = NULL, *ca = NULL;
 	const char *attach = NULL, *swap_dev = NULL, *unix_path = NULL;
-	const char *listen_at = NULL, *meter_file = NULL, *ready = NULL;
-	uint8_t secret[LEND_SECRET_LEN];
+	const char *listen_at = NULL;
+	struct lend_args_borrower ba = {.reply_timeout_ms =
+	                                    LEND_CLIENT_REPLY_TIMEOUT_MS};
+	struct lend_args_lender lnd;
 	uint64_t contract = 0;
-	char host[256], err[256];
-	int port, lock = 0, rc = 1, prio = -1, plaintext = 0, direct = 0;
+	char err[256];
+	int rc = 1, prio = -1, direct = 0;
 	int data_fd = -1;
-	int64_t reply_timeout = LEND_CLIENT_REPLY_TIMEOUT_MS;
 	SSL_CTX *tls = NULL;
 	struct lend_client client;
 
 	log_init("lend-nbd", LOG_INFO);
-	int64_t contract_id = 0, prio_v = -1, awake = 0;
+	int64_t prio_v = -1, awake = 0;
 	int64_t idle_poll = LEND_QOS_DEFAULT;
 	const struct args_opt opts[] = {
-	    {"--lender", ARGS_STR, &lender, 0, 0, NULL, "HOST:PORT",
-	     "the lender's address"},
-	    lend_args_contract(&contract_id),
-	    lend_args_secret_file(&secret_file),
-	    lend_args_tls_ca(&ca),
+	    LEND_ARGS_BORROWER_OPTS(&ba),
 	    {"--attach", ARGS_STR, &attach, 0, 0, NULL, "/dev/nbdX",
 	     "hand the export to the kernel's nbd driver"},
 	    {"--swap-device", ARGS_STR, &swap_dev, 0, 0, NULL, "DEV",
@@ -153,23 +148,10 @@ int main(int argc, char **argv)
 	    {"--listen", ARGS_STR, &listen_at, 0, 0, NULL, "127.0.0.1:PORT",
 	     "serve the export to one NBD client on this loopback port (NBD "
 	     "has no authentication)"},
-	    lend_args_meter_file(&meter_file),
 	    {"--swap-priority", ARGS_INT, &prio_v, 0, 32767,
 	     "--swap-priority is 0..32767", "N",
 	     "with --attach: format the device as swap and swap to it at "
 	     "this priority (mkswap, swapon -p N)"},
-	    {"--ready-file", ARGS_STR, &ready, 0, 0, NULL, "F",
-	     "create F once the device is attached or the client connected"},
-	    {"--mlock", ARGS_FLAG, &lock, 0, 0, NULL, NULL,
-	     "keep the bridge out of memory reclaim (mlockall, "
-	     "PR_SET_IO_FLUSHER, oom_score_adj -1000): give it whenever the "
-	     "device is swap"},
-	    {"--plaintext", ARGS_FLAG, &plaintext, 0, 0, NULL, NULL,
-	     "allow plain TCP (no --tls-ca) to a lender off loopback"},
-	    {"--reply-timeout-ms", ARGS_INT, &reply_timeout, 1, 3600000,
-	     "--reply-timeout-ms is 1..3600000", "MS",
-	     "a lender silent this long with a request in flight is lost: "
-	     "its requests fail with EIO"},
 	    lend_args_keep_awake(&awake),
 	    lend_args_idle_poll(&idle_poll),
 	    {"--direct", ARGS_FLAG, &direct, 0, 0, NULL, NULL,
@@ -184,24 +166,18 @@ int main(int argc, char **argv)
 	              &prog, err);
 	if (done >= 0)
 		return done;
-	contract = (uint64_t)contract_id;
+	contract = (uint64_t)ba.contract;
 	prio = (int)prio_v;
-	if (!lender || !contract || !secret_file)
-		return args_done(-1, &prog,
-		                 "--lender, --contract and --secret-file are "
-		                 "required");
 	if (!!attach + !!unix_path + !!listen_at != 1)
 		return args_done(-1, &prog,
 		                 "give exactly one of --attach, --listen-unix, "
 		                 "--listen");
-	if (hostport_split(lender, host, sizeof host, &port) < 0)
-		return args_done(-1, &prog, "--lender wants HOST:PORT");
 	if (direct && !attach)
 		return args_done(
 		    -1, &prog,
 		    "--direct hands /dev/nbdX the lender's connection: "
 		    "it needs --attach");
-	if (direct && ca)
+	if (direct && ba.ca)
 		return args_done(
 		    -1, &prog,
 		    "--direct gives the lender's TCP connection to the "
@@ -221,17 +197,6 @@ int main(int argc, char **argv)
 		         "idle_poll=%lld", (long long)idle_poll);
 		idle_poll = 0;
 	}
-	if (!ca && !hostport_is_loopback(host)) {
-		if (!plaintext)
-			return args_done(
-			    -1, &prog,
-			    "plain TCP to a lender off loopback would "
-			    "send this node's pages in clear: give "
-			    "--tls-ca, or --plaintext to allow it");
-		log_warn("plain TCP to a lender off loopback, as told: this "
-		         "node's pages cross the network in clear",
-		         "lender=%s", lender);
-	}
 	/* NBD has no authentication: whoever reaches the export reads and
 	 * writes the borrowed pages (this node's swapped memory). Found from
 	 * outside: --listen 0.0.0.0:PORT served it on every interface. */
@@ -249,41 +214,34 @@ int main(int argc, char **argv)
 			    "authentication, so anyone who reaches "
 			    "it reads and writes this node's pages");
 	}
-	if (lend_args_secret(secret_file, secret, err, sizeof err) < 0) {
+	int lrc = lend_args_lender(&lnd, &ba, err, sizeof err);
+	if (lrc == -2)
+		return args_done(-1, &prog, err);
+	if (lrc < 0) {
 		log_error("cannot start", "why=\"%s\"", err);
 		return 1;
 	}
-	if (ca && !(tls = lend_tls_client_ctx(ca, err, sizeof err))) {
-		log_error("cannot start", "why=\"%s\"", err);
-		return 1;
-	}
+	tls = lnd.tls;
 	signal(SIGPIPE, SIG_IGN);
 	/* the bridge serves the kernel's swap: it must never wait for swap
 	 * or for reclaim itself (lend_mem.h); before any thread starts, so
 	 * that they inherit the I/O-flusher flag */
-	if (lock) {
-		int got = lend_mem_guard(err, sizeof err);
-		if (got != (LEND_MEM_LOCKED | LEND_MEM_IO_FLUSHER |
-		            LEND_MEM_OOM_EXEMPT))
-			log_warn("the bridge is not fully kept out of reclaim; "
-			         "swapping to it may deadlock under memory "
-			         "pressure",
-			         "why=\"%s\"", err);
-	}
+	if (ba.mlock)
+		lend_args_mlock();
 	/* direct: the CONTROL connection first, so that a recall notice
 	 * finds it, then the DATA one for the kernel */
-	if (lend_client_connect_role(&client, host, port, tls, contract, secret,
-	                             5000,
-	                             direct ? LEND_CONN_CONTROL
-	                                    : LEND_CONN_LEND) < 0) {
+	if (lend_client_connect_role(
+	        &client, lnd.host, lnd.port, tls, contract, lnd.secret, 5000,
+	        direct ? LEND_CONN_CONTROL : LEND_CONN_LEND) < 0) {
 		log_error("cannot reach the lender", "why=\"%s\"", client.err);
 		goto out_tls;
 	}
-	client.reply_timeout_ms = reply_timeout;
+	client.reply_timeout_ms = ba.reply_timeout_ms;
 	if (direct) {
 		struct lend_client dc;
-		if (lend_client_connect_role(&dc, host, port, NULL, contract,
-		                             secret, 5000, LEND_CONN_DATA) < 0 ||
+		if (lend_client_connect_role(&dc, lnd.host, lnd.port, NULL,
+		                             contract, lnd.secret, 5000,
+		                             LEND_CONN_DATA) < 0 ||
 		    (data_fd = lend_client_take_fd(&dc)) < 0) {
 			log_error("cannot open the data connection",
 			          "why=\"%s\"", dc.err);
@@ -293,8 +251,8 @@ int main(int argc, char **argv)
 	log_info("bridge reached its lender",
 	         "lender=%s contract=%llu tls=%d reply_timeout_ms=%lld "
 	         "keep_awake=%lld idle_poll=%lld direct=%d",
-	         lender, (unsigned long long)contract, tls != NULL,
-	         (long long)reply_timeout, (long long)awake,
+	         ba.lender, (unsigned long long)contract, tls != NULL,
+	         (long long)ba.reply_timeout_ms, (long long)awake,
 	         (long long)idle_poll, direct);
 	if (lend_bridge_init(&bridge, &client, "ramex") < 0) {
 		log_error("cannot start", "why=\"%s\"", bridge.err);
@@ -309,7 +267,7 @@ int main(int argc, char **argv)
 	if (idle_poll)
 		(void)lend_bridge_idle_poll(&bridge, NULL);
 	bridge.on_tick = on_tick;
-	bridge.arg = (void *)meter_file;
+	bridge.arg = (void *)ba.meter_file;
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
@@ -317,7 +275,8 @@ int main(int argc, char **argv)
 		int arc =
 		    direct ? lend_bridge_attach_direct(
 		                 &bridge, attach, swap_dev ? swap_dev : attach,
-		                 data_fd, (int)((reply_timeout + 999) / 1000))
+		                 data_fd,
+		                 (int)((ba.reply_timeout_ms + 999) / 1000))
 		           : lend_bridge_attach(&bridge, attach,
 		                                swap_dev ? swap_dev : attach);
 		data_fd = -1; /* the bridge's now */
@@ -337,7 +296,8 @@ int main(int argc, char **argv)
 			goto out_bridge;
 		}
 	}
-	if (ready && lend_args_write_small(ready, "", err, sizeof err) < 0) {
+	if (ba.ready_file &&
+	    lend_args_write_small(ba.ready_file, "", err, sizeof err) < 0) {
 		log_error("cannot start", "why=\"%s\"", err);
 		goto out_bridge;
 	}
@@ -353,7 +313,7 @@ int main(int argc, char **argv)
 	         names[end], (long long)bridge.st.reads,
 	         (long long)bridge.st.writes, (long long)bridge.st.errors,
 	         (long long)bridge.qos.holds, line);
-	lend_args_write_meter(meter_file, &r);
+	lend_args_write_meter(ba.meter_file, &r);
 	rc = end == LEND_BRIDGE_LOST     ? LEND_EXIT_LOST
 	     : end == LEND_BRIDGE_FAILED ? LEND_EXIT_FAILED
 	     : end == LEND_BRIDGE_ERROR  ? LEND_EXIT_ERROR

@@ -109,6 +109,153 @@ meters() { # name contract
   mark "$1 $st differ=${bad:-none} writes=$(field $l page_writes)/$(field $b page_writes) reads=$(field $l page_reads)/$(field $b page_reads) $int=$lu/$bu"
 }
 
+# a lender and ramex-lend-ublk on its contract; $DEV the device, $LENDER
+# and $UBLK their pids; the logs /tmp/lenderN.log and /tmp/ublkN.log
+start_ublk() { # n(files) contract port [server options]
+  n=$1 k=$2 port=$3; shift 3
+  rm -f /tmp/port$n /tmp/ready$n
+  ramex-lend-server --contract $k --secret-file /secret$k --pages $PAGES \
+    --listen 127.0.0.1:$port --port-file /tmp/port$n --store $STORE \
+    --notice-ms 120000 --meter-file /tmp/lender$n --mlock 2>/tmp/lender$n.log &
+  LENDER=$!
+  wait_file /tmp/port$n 20 || return 1
+  ramex-lend-ublk --lender 127.0.0.1:$port --contract $k --secret-file /secret$k \
+    --ready-file /tmp/ready$n --meter-file /tmp/borrower$n --mlock "$@" \
+    2>/tmp/ublk$n.log &
+  UBLK=$!
+  wait_file /tmp/ready$n 60 || return 1
+  DEV=$(cat /tmp/ready$n)
+}
+# Mode "ublk-test" (tests/lending/ublk.sh; a kernel with ublk_drv): a
+# contract's pages as /dev/ublkbN through ramex-lend-ublk, checked (a
+# pattern written and read back with O_DIRECT, a discard, a clean stop, a
+# lender that vanishes, a recall, swap recalled); mode "ublk" then adds the bench's rows on it
+# beside /dev/nbd0 (bridge) and /dev/nbd2 (direct), compared within this
+# guest only.
+if [ "$MODE" = ublk ] || [ "$MODE" = ublk-test ]; then
+  PAGES=16384
+  if ! start_ublk 1 1 7001; then
+    mark "UBLK-SETUP fail"; cat /tmp/lender1.log /tmp/ublk1.log; finish
+  fi
+  SECTORS=$(cat /sys/block/${DEV#/dev/}/size)
+  st=fail; [ "$SECTORS" = $((PAGES * 8)) ] && [ -b "$DEV" ] && st=ok
+  mark "UBLK-SETUP $st dev=$DEV sectors=$SECTORS"
+  # 8 MiB of random bytes at 1 MiB in, and 4 KiB pieces at odd pages
+  dd if=/dev/urandom of=/tmp/pat bs=65536 count=128 2>/dev/null
+  dd if=/tmp/pat of=$DEV bs=65536 seek=16 oflag=direct 2>/tmp/dd.err
+  dd if=$DEV of=/tmp/back bs=65536 skip=16 count=128 iflag=direct 2>>/tmp/dd.err
+  i=0
+  for p in 1 7 4099 16383; do
+    dd if=/tmp/pat of=$DEV bs=4096 skip=$i seek=$p count=1 oflag=direct 2>>/tmp/dd.err
+    i=$((i + 1))
+  done
+  for p in 1 7 4099 16383; do
+    dd if=$DEV bs=4096 skip=$p count=1 iflag=direct 2>>/tmp/dd.err
+  done >/tmp/back4
+  dd if=/tmp/pat of=/tmp/pat4 bs=4096 count=4 2>/dev/null
+  a=$(sha256sum </tmp/pat | cut -c1-16) b=$(sha256sum </tmp/back | cut -c1-16)
+  a4=$(sha256sum </tmp/pat4 | cut -c1-16) b4=$(sha256sum </tmp/back4 | cut -c1-16)
+  st=fail; [ "$a" = "$b" ] && [ "$a4" = "$b4" ] && st=ok
+  mark "UBLK-DATA $st sha256=$a/$b pages_sha256=$a4/$b4 writes=$(field /tmp/lender1 page_writes)"
+  # a discard becomes a lend TRIM: the lender frees the pages
+  before=$(field /tmp/lender1 page_trims)
+  blkdiscard -o 1048576 -l 1048576 $DEV; drc=$?
+  sleep 2 # one meter tick of the lender
+  after=$(field /tmp/lender1 page_trims)
+  st=fail; [ $drc -eq 0 ] && [ "${after:-0}" -ge $((${before:-0} + 256)) ] && st=ok
+  mark "UBLK-TRIM $st rc=$drc page_trims=${before:-0}..${after:-0}"
+  kill -TERM $UBLK; wait $UBLK; urc=$?
+  gone=ok; [ -e /sys/block/${DEV#/dev/} ] && gone=fail
+  st=fail; [ $urc -eq 0 ] && [ $gone = ok ] && st=ok
+  mark "UBLK-STOP $st rc=$urc device_gone=$gone"
+  grep -E 'level=(warn|error)|ends' /tmp/ublk1.log | sed 's|^|LOG ublk1.log: |'
+  [ $st = ok ] || { tail -n 20 /tmp/ublk1.log; dmesg | tail -n 20; }
+  kill -TERM $LENDER; wait $LENDER
+  # the lender vanishes under the device: its requests fail with EIO at
+  # once, the server ends "lender lost" (3) and the device goes
+  if start_ublk 5 3 7005; then
+    dd if=/tmp/pat of=$DEV bs=65536 count=16 oflag=direct 2>/dev/null; wrc=$?
+    kill -KILL $LENDER; wait $LENDER
+    dd if=$DEV of=/dev/null bs=4096 skip=5 count=1 iflag=direct 2>/dev/null; rrc=$?
+    wait $UBLK; urc=$?
+    gone=ok; [ -e /sys/block/${DEV#/dev/} ] && gone=fail
+    st=fail; [ $wrc -eq 0 ] && [ $rrc -ne 0 ] && [ $urc -eq 3 ] && [ $gone = ok ] && st=ok
+    mark "UBLK-LOST $st write_rc=$wrc read_rc=$rrc rc=$urc device_gone=$gone"
+    [ $st = ok ] || { tail -n 20 /tmp/ublk5.log; dmesg | tail -n 20; }
+  else
+    mark "UBLK-LOST fail setup"; cat /tmp/ublk5.log
+  fi
+  # a recall: the server stops the device, releases, the lender frees
+  if start_ublk 6 2 7006; then
+    dd if=/tmp/pat of=$DEV bs=65536 count=16 oflag=direct 2>/dev/null
+    kill -USR1 $LENDER
+    wait $UBLK; urc=$?
+    wait $LENDER; lrc=$?
+    gone=ok; [ -e /sys/block/${DEV#/dev/} ] && gone=fail
+    st=fail; [ $urc -eq 0 ] && [ $lrc -eq 0 ] && [ $gone = ok ] && grep -q 'end=released' /tmp/lender6.log && st=ok
+    mark "UBLK-RECALL $st rc=$urc lender_rc=$lrc device_gone=$gone"
+    [ $st = ok ] || { tail -n 20 /tmp/ublk6.log /tmp/lender6.log; }
+  else
+    mark "UBLK-RECALL fail setup"; cat /tmp/ublk6.log
+  fi
+  # swap on the device: a workload bigger than memory holds pages on it,
+  # the lender recalls, the server swaps the device off (the pages come
+  # back to memory or to the local swap below it), stops and releases;
+  # the workload's pattern is intact
+  rm -f /tmp/pat /tmp/back /tmp/pat4 /tmp/back4 # the guest's memory
+  if start_ublk 8 2 7008 --swap-priority 100; then
+    src=0; grep -q "^$DEV " /proc/swaps || src=1
+    AVAIL=$(($(meminfo MemAvailable) / 1024))
+    W=$((AVAIL + 40))
+    echo $(((AVAIL - HEADROOM_MIB) << 20)) >/sys/fs/cgroup/work/memory.max
+    rm -f /tmp/go8
+    in_cg work ramex-lend-workload $W /tmp/go8 >/tmp/w8.out 2>&1 &
+    WL=$!
+    i=0; while ! grep -q written /tmp/w8.out 2>/dev/null && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+    used=$(swap_used_kb $DEV)
+    kill -USR1 $LENDER
+    wait $UBLK; urc=$?
+    wait $LENDER; lrc=$?
+    gone=ok; grep -q "^$DEV " /proc/swaps && gone=fail
+    touch /tmp/go8
+    wait $WL; wrc=$?
+    st=fail
+    [ $src -eq 0 ] && [ "${used:-0}" -gt 16384 ] && [ $urc -eq 0 ] && [ $lrc -eq 0 ] &&
+      [ $gone = ok ] && [ $wrc -eq 0 ] && grep -q bad_words=0 /tmp/w8.out &&
+      grep -q 'end=released' /tmp/lender8.log && st=ok
+    mark "UBLK-SWAP $st swapon_rc=$src used_kb=${used:-0} workload_mib=$W rc=$urc lender_rc=$lrc swap_gone=$gone vda_used_kb=$(swap_used_kb /dev/vda) workload_rc=$wrc $(tail -n 1 /tmp/w8.out)"
+    [ $st = ok ] || { tail -n 20 /tmp/ublk8.log /tmp/lender8.log; }
+  else
+    mark "UBLK-SWAP fail setup"; cat /tmp/ublk8.log
+  fi
+  [ "$MODE" = ublk ] || finish # the guest's memory, for the rows
+  # the rows: ublk, nbd.ko with the bridge and nbd.ko direct, all three up
+  # at once and measured in turns, twice, so that the emulator's and the
+  # host's changing load fall on each alike (smaller contracts: three
+  # lenders' locked memory in one guest)
+  PAGES=8192
+  start_ublk 7 1 7007 || { mark "UBLK-BENCH fail ublk"; cat /tmp/ublk7.log; finish; }
+  PIDS="$UBLK $LENDER" UDEV=$DEV
+  start_pair 2 7002 $PAGES /dev/nbd0 || { mark "UBLK-BENCH fail bridge"; cat /tmp/borrower2.log; finish; }
+  swapoff /dev/nbd0; PIDS="$PIDS $BRIDGE $LENDER"
+  DIRECT=--direct
+  start_pair 3 7003 $PAGES /dev/nbd2 || { mark "UBLK-BENCH fail direct"; cat /tmp/borrower3.log; finish; }
+  swapoff /dev/nbd2; PIDS="$PIDS $BRIDGE $LENDER"
+  DIRECT=
+  for round in 1 2; do
+    stream=; [ $round = 1 ] && stream="--stream-mib 16"
+    for d in "$UDEV ublk" "/dev/nbd0 nbd" "/dev/nbd2 direct"; do
+      set -- $d
+      ramex-lend-bench --blockdev $1 --pages $PAGES --ops 2000 --name guest-$2
+      ramex-lend-bench --blockdev $1 --pages $PAGES --ops 3000 --qd 32 $stream \
+        --name guest-$2
+    done
+  done
+  for p in $PIDS; do kill -TERM $p; wait $p; done
+  mark "UBLK-BENCH ok store=$STORE"
+  finish
+fi
+
 if [ "$MODE" = bench ]; then
   PAGES=16384
   start_pair 1 7001 $PAGES /dev/nbd0 || { mark "BENCH fail setup"; finish; }

@@ -971,6 +971,10 @@ START_TEST(lend_programs_help_names_their_options)
 	    {"ramex-lend-server",
 	     {"--contract", "--pages", "--listen", "--secret-file",
 	      "--idle-poll", "--keep-awake", "--notice-ms", "--tls-cert"}},
+	    {"ramex-lend-ublk",
+	     {"--lender", "--contract", "--secret-file", "--tls-ca",
+	      "--plaintext", "--mlock", "--reply-timeout-ms",
+	      "--swap-priority"}},
 	};
 	const char *b = getenv("RAMEX_BUILD");
 	for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
