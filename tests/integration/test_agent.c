@@ -356,9 +356,13 @@ START_TEST(trade_deliver_recall_report)
 	/* B's workload needs more than its 16 Ki pages (12000 used plus a
 	 * margin of 8 Ki): it bids for the difference. */
 	/* B does without the event stream: it finds its contracts by
-	 * listing them every sample, the fallback of a stream that is down. */
-	static const char *const b_flags[] = {"--margin_min_pages=8192",
-	                                      "--events=no", NULL};
+	 * listing them every sample, the fallback of a stream that is down.
+	 * A serves no lend data path (no lend_listen), so B runs none either:
+	 * the lend is the executors' alone, and a borrower whose data path
+	 * never came up bills nothing (test_agent_lend). */
+	static const char *const b_flags[] = {
+	    "--margin_min_pages=8192", "--events=no", "--lend_borrow_mode=off",
+	    NULL};
 	agent_init(&B, "trade", "b", w.node_b, w.key_b, w.secret_b, &h, 16384,
 	           12000, b_flags);
 	agh_start(&A);
