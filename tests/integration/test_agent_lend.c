@@ -1325,6 +1325,7 @@ END_TEST
  * lost lender) and B, whose device never came up, bills nothing. */
 START_TEST(ublk_without_the_driver_bills_nothing)
 {
+	char args[700], want[2400], ulog[700], meter[700];
 	struct rxh h;
 	struct rxh_world w;
 	struct agh_agent A, B;
@@ -1332,7 +1333,6 @@ START_TEST(ublk_without_the_driver_bills_nothing)
 	int64_t id;
 	long pages;
 	int fd;
-	char args[700], want[2400], ulog[700], meter[700];
 
 	/* as root with ublk_drv this would add a device and swap to it on
 	 * the test machine: that is tests/lending/ublk.sh's, in a guest */
