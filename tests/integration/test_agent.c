@@ -360,9 +360,9 @@ START_TEST(trade_deliver_recall_report)
 	 * A serves no lend data path (no lend_listen), so B runs none either:
 	 * the lend is the executors' alone, and a borrower whose data path
 	 * never came up bills nothing (test_agent_lend). */
-	static const char *const b_flags[] = {
-	    "--margin_min_pages=8192", "--events=no", "--lend_borrow_mode=off",
-	    NULL};
+	static const char *const b_flags[] = {"--margin_min_pages=8192",
+	                                      "--events=no",
+	                                      "--lend_borrow_mode=off", NULL};
 	agent_init(&B, "trade", "b", w.node_b, w.key_b, w.secret_b, &h, 16384,
 	           12000, b_flags);
 	agh_start(&A);
