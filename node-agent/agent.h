@@ -138,7 +138,8 @@ struct agent {
 	int64_t last_list_ms; /* when the contracts were last listed */
 	char
 	    lend_dir[LENDSUP_PATH]; /* secrets, meters, logs of lend children */
-	char lend_bin[LENDSUP_PATH]; /* where ramex-lend-server/-nbd are */
+	char lend_bin[LENDSUP_PATH]; /* where the ramex-lend-* programs are */
+	int lend_device_said; /* the borrow device last logged: 1 nbd, 2 ublk */
 	/* Contracts over whose lend child still runs (a lender giving
 	 * notice, a bridge moving pages back), until it ends: copies of
 	 * their entries, each with its child (lc); one still metering

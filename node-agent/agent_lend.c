@@ -230,8 +230,83 @@ static int pick_device(const struct agent *a, char *dev, size_t len, char *err,
 	return -1;
 }
 
-/* Buyer: once the lender registered, start ramex-lend-nbd towards it.
- * 0 when it runs, -1 to ask again later (404 until the lender is up). */
+/* Where a kernel with ublk_drv loaded has its control device. */
+#define LEND_UBLK_CONTROL "/dev/ublk-control"
+
+/* Does h's borrow go through ramex-lend-ublk? Said in the log when the
+ * choice is not the default or changes (auto, the module loaded later),
+ * with the settings that then do not apply. */
+static int borrow_ublk(struct agent *a, const struct held *h)
+{
+	int ublk = config_lend_ublk(&a->cfg, LEND_UBLK_CONTROL);
+	if (strcmp(a->cfg.lend_device, "nbd") &&
+	    a->lend_device_said != ublk + 1) {
+		a->lend_device_said = ublk + 1;
+		log_info("borrowed pages go to a device",
+		         "contract=%" PRId64 " lend_device=%s device=%s%s",
+		         h->id, a->cfg.lend_device, ublk ? "ublk" : "nbd",
+		         ublk ? " note=\"lend_direct, lend_keep_awake and "
+		                "lend_idle_poll do not apply to ublk\""
+		              : "");
+	}
+	return ublk;
+}
+
+/* A borrower's swap on its device at priority 100, the child's memory
+ * locked: a process of ours is on the pages' way (the bridge's, or
+ * ramex-lend-ublk's) and must not page for them (docs/lending.md, the
+ * swap path's headroom). */
+static void swap_args(struct lendsup_child *c)
+{
+	lendsup_arg(c, "--swap-priority");
+	lendsup_arg(c, "100");
+	lendsup_arg(c, "--mlock");
+}
+
+/* ramex-lend-nbd's arguments for lend_borrow_mode and the direct path.
+ * 0, or -1 with err. */
+static int nbd_args(struct agent *a, const struct held *h,
+                    struct lendsup_child *c, int direct, char *err,
+                    size_t errlen)
+{
+	/* on the direct path no process of ours is on the pages' way: the
+	 * cores a wakeup would need are the kernel's, so neither applies */
+	if (!direct)
+		wakeup_args(a, c);
+	if (!strcmp(a->cfg.lend_borrow_mode, "listen")) {
+		/* NBD on loopback for user space and tests; the port goes
+		 * to lend-nbd-ID.port for whoever connects */
+		char pf[LENDSUP_PATH + 48];
+		int port = lendsup_free_port("127.0.0.1");
+		if (!port) {
+			snprintf(err, errlen, "no free port on 127.0.0.1");
+			return -1;
+		}
+		lendsup_arg(c, "--listen");
+		lendsup_arg(c, "127.0.0.1:%d", port);
+		snprintf(pf, sizeof pf, "%s/lend-nbd-%" PRId64 ".port",
+		         a->lend_dir, h->id);
+		FILE *f = fopen(pf, "w");
+		if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0) {
+			snprintf(err, errlen, "could not write %.400s", pf);
+			return -1;
+		}
+		return 0;
+	}
+	char dev[CONFIG_STR + 16];
+	if (pick_device(a, dev, sizeof dev, err, errlen) < 0)
+		return -1;
+	lendsup_arg(c, "--attach");
+	lendsup_arg(c, "%s", dev);
+	swap_args(c);
+	if (direct)
+		lendsup_arg(c, "--direct");
+	return 0;
+}
+
+/* Buyer: once the lender registered, start ramex-lend-nbd (or
+ * ramex-lend-ublk, borrow_ublk) towards it. 0 when it runs, -1 to ask
+ * again later (404 until the lender is up). */
 static int lend_borrow(struct agent *a, struct held *h, int64_t now_ms)
 {
 	char path[96], err[512];
@@ -252,12 +327,15 @@ static int lend_borrow(struct agent *a, struct held *h, int64_t now_ms)
 		client_resp_clear(&r);
 		return -1;
 	}
-	struct lendsup_child *c =
-	    lend_child(a, h, "lend-nbd", secret, err, sizeof err);
+	int ublk = borrow_ublk(a, h);
+	/* the children's files are lend-nbd-ID.* or lend-ublk-ID.* */
+	struct lendsup_child *c = lend_child(
+	    a, h, ublk ? "lend-ublk" : "lend-nbd", secret, err, sizeof err);
 	if (!c)
 		goto fail;
-	c->final_exits = 1u << LEND_EXIT_LOST; /* not to be papered over */
-	lend_program(a, c, "ramex-lend-nbd");
+	/* not to be papered over; ramex-lend-ublk exits as the bridge does */
+	c->final_exits = 1u << LEND_EXIT_LOST;
+	lend_program(a, c, ublk ? "ramex-lend-ublk" : "ramex-lend-nbd");
 	lendsup_arg(c, "--lender");
 	lendsup_arg(c, "%s", ep);
 	lendsup_arg(c, "--contract");
@@ -274,47 +352,18 @@ static int lend_borrow(struct agent *a, struct held *h, int64_t now_ms)
 		lendsup_arg(c, "--plaintext");
 	lendsup_arg(c, "--reply-timeout-ms");
 	lendsup_arg(c, "%lld", (long long)a->cfg.lend_reply_timeout_ms);
-	/* on the direct path no process of ours is on the pages' way: the
-	 * cores a wakeup would need are the kernel's, so neither applies */
-	int direct = config_lend_direct(&a->cfg);
-	if (!direct)
-		wakeup_args(a, c);
-	if (!strcmp(a->cfg.lend_borrow_mode, "listen")) {
-		/* NBD on loopback for user space and tests; the port goes
-		 * to lend-nbd-ID.port for whoever connects */
-		char pf[LENDSUP_PATH + 48];
-		int port = lendsup_free_port("127.0.0.1");
-		if (!port) {
-			snprintf(err, sizeof err, "no free port on 127.0.0.1");
-			goto fail;
-		}
-		lendsup_arg(c, "--listen");
-		lendsup_arg(c, "127.0.0.1:%d", port);
-		snprintf(pf, sizeof pf, "%s/lend-nbd-%" PRId64 ".port",
-		         a->lend_dir, h->id);
-		FILE *f = fopen(pf, "w");
-		if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0) {
-			snprintf(err, sizeof err, "could not write %.400s", pf);
-			goto fail;
-		}
-	} else {
-		char dev[CONFIG_STR + 16];
-		if (pick_device(a, dev, sizeof dev, err, sizeof err) < 0)
-			goto fail;
-		lendsup_arg(c, "--attach");
-		lendsup_arg(c, "%s", dev);
-		lendsup_arg(c, "--swap-priority");
-		lendsup_arg(c, "100");
-		lendsup_arg(c, "--mlock");
-		if (direct)
-			lendsup_arg(c, "--direct");
-	}
+	int direct = !ublk && config_lend_direct(&a->cfg);
+	if (ublk)
+		swap_args(c); /* it adds /dev/ublkbN itself */
+	else if (nbd_args(a, h, c, direct, err, sizeof err) < 0)
+		goto fail;
 	if (lendsup_start(c, now_ms, err, sizeof err) < 0)
 		goto fail;
 	h->lc = c;
 	log_info("borrowing through the lend bridge",
-	         "contract=%" PRId64 " lender=%s mode=%s direct=%d", h->id, ep,
-	         a->cfg.lend_borrow_mode, direct);
+	         "contract=%" PRId64 " lender=%s mode=%s device=%s direct=%d",
+	         h->id, ep, a->cfg.lend_borrow_mode, ublk ? "ublk" : "nbd",
+	         direct);
 	client_resp_clear(&r); /* ep is the answer's */
 	return 0;
 fail:

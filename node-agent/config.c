@@ -137,11 +137,16 @@ static const struct setting settings[] = {
       "HOST[:PORT] told to the exchange for borrowers (empty: "
       "lend_listen's host; no port: the one bound)"),
     S("lend_bin_dir", lend_bin_dir,
-      "directory of ramex-lend-server and ramex-lend-nbd (empty: the "
-      "agent's own)"),
+      "directory of ramex-lend-server, ramex-lend-nbd and ramex-lend-ublk "
+      "(empty: the agent's own)"),
     S("lend_borrow_mode", lend_borrow_mode,
       "borrowed pages: attach (/dev/nbdX as swap), listen (NBD on "
       "127.0.0.1, tests) or off (no data path)"),
+    S("lend_device", lend_device,
+      "borrower, lend_borrow_mode attach: nbd (nbd.ko, default), ublk "
+      "(ramex-lend-ublk on /dev/ublkbN: Linux >= 6.0 with ublk_drv; "
+      "lend_direct, lend_keep_awake and lend_idle_poll do not apply) or "
+      "auto (ublk when /dev/ublk-control exists, else nbd)"),
     S("lend_nbd_device", lend_nbd_device,
       "the first NBD device lend_borrow_mode=attach uses: each "
       "borrowed contract takes the first free one from it on"),
@@ -265,6 +270,7 @@ void config_default(struct agent_config *c)
 	c->lend_reply_timeout_ms = LEND_CLIENT_REPLY_TIMEOUT_MS;
 	c->lend_idle_poll = LEND_QOS_DEFAULT;
 	c->lend_direct = 1;
+	strcpy(c->lend_device, "nbd");
 	wsest_config_default(&c->est);
 	strategy_config_default(&c->strat);
 	probe_config_default(&c->prb);
@@ -338,6 +344,16 @@ int config_lend_direct(const struct agent_config *c)
 {
 	return c->lend_direct && !strcmp(c->lend_borrow_mode, "attach") &&
 	       !c->lend_tls_ca[0];
+}
+
+int config_lend_ublk(const struct agent_config *c, const char *ublk_control)
+{
+	if (strcmp(c->lend_borrow_mode, "attach"))
+		return 0;
+	if (!strcmp(c->lend_device, "ublk"))
+		return 1;
+	return !strcmp(c->lend_device, "auto") &&
+	       access(ublk_control, F_OK) == 0;
 }
 
 int config_set(struct agent_config *c, const char *key, const char *value,
@@ -494,6 +510,27 @@ int config_check(const struct agent_config *c, char *err, size_t errlen)
 		err_set(err, errlen,
 		        "lend_borrow_mode must be attach, listen or off, not "
 		        "\"%s\"",
+		        c->lend_borrow_mode);
+		return -1;
+	}
+	if (strcmp(c->lend_device, "nbd") && strcmp(c->lend_device, "ublk") &&
+	    strcmp(c->lend_device, "auto")) {
+		err_set(
+		    err, errlen,
+		    "lend_device must be nbd, ublk (Linux >= 6.0 with "
+		    "ublk_drv loaded) or auto (ublk where /dev/ublk-control "
+		    "exists), not \"%s\"",
+		    c->lend_device);
+		return -1;
+	}
+	/* listen serves NBD on loopback to whoever connects: no device of
+	 * ours, so a ublk there would be silently NBD */
+	if (!strcmp(c->lend_device, "ublk") &&
+	    strcmp(c->lend_borrow_mode, "attach")) {
+		err_set(err, errlen,
+		        "lend_device = ublk needs lend_borrow_mode = attach "
+		        "(it is %s): set lend_borrow_mode = attach, or "
+		        "lend_device = nbd or auto",
 		        c->lend_borrow_mode);
 		return -1;
 	}

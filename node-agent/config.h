@@ -73,6 +73,9 @@ struct agent_config {
 	/* borrower: nbd.ko on the lender's own connection (ramex-lend-nbd
 	 * --direct) where it can be: see config_lend_direct */
 	int lend_direct;
+	/* borrower, attach mode: the device the borrowed pages are swapped
+	 * to: nbd | ublk | auto (see config_lend_ublk) */
+	char lend_device[16];
 	struct wsest_config est;
 	struct strategy_config strat;
 	int probe; /* active probing through memory.reclaim or memory.high */
@@ -88,6 +91,12 @@ void config_default(struct agent_config *c);
  * lend_borrow_mode attach (nbd.ko takes the socket) and no lend_tls_ca
  * (nbd.ko cannot speak TLS; such a lend keeps the bridge between). */
 int config_lend_direct(const struct agent_config *c);
+
+/* Whether a borrower serves its pages as a ublk device (ramex-lend-ublk)
+ * rather than through nbd.ko: lend_borrow_mode attach and lend_device
+ * ublk, or auto with `ublk_control` (/dev/ublk-control) present. Decided
+ * per contract, so a module loaded later counts. */
+int config_lend_ublk(const struct agent_config *c, const char *ublk_control);
 
 /* Reads `key = value` lines ('#' starts a comment). Returns 0, or -1 with
  * err naming the file, line and problem. */

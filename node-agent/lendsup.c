@@ -85,7 +85,7 @@ int lendsup_start(struct lendsup_child *c, int64_t now_ms, char *err,
 	if (c->argc == 0 || access(argv[0], X_OK) != 0) {
 		snprintf(err, errlen,
 		         "%s is not an executable (set lend_bin_dir to the "
-		         "directory of ramex-lend-server and ramex-lend-nbd)",
+		         "directory of the ramex-lend-* programs)",
 		         c->argc ? argv[0] : "(no program)");
 		return -1;
 	}

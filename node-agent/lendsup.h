@@ -1,7 +1,8 @@
 /*
  * lendsup.h — the agent's supervision of the lend children: one
- * ramex-lend-server per contract it lends, one ramex-lend-nbd per contract
- * it borrows (docs/lending.md, node-agent/lend/).
+ * ramex-lend-server per contract it lends, one ramex-lend-nbd (or
+ * ramex-lend-ublk, lend_device) per contract it borrows (docs/lending.md,
+ * node-agent/lend/).
  *
  * Owns the child process and its files in the agent's state directory: the
  * contract secret (written 0600, never on a command line), the meter file
@@ -27,7 +28,7 @@
 
 struct lendsup_child {
 	int64_t contract;
-	char name[24]; /* "lend-server" or "lend-nbd", for logs */
+	char name[24]; /* "lend-server", "lend-nbd" or "lend-ublk", for logs */
 	char argv_buf[LENDSUP_ARGS][LENDSUP_PATH];
 	int argc;
 	char secret_file[LENDSUP_PATH];

@@ -14,7 +14,8 @@
  * that priority once it serves (what `mkswap DEV && swapon -p N DEV`
  * would do; give --mlock then). Swap or not: on a
  * recall, SIGTERM or the lender's loss it is swapped off first (the pages
- * move back), then stopped; after a recall the pages are released.
+ * move back), then stopped; after a recall or SIGTERM the pages are
+ * released (as ramex-lend-nbd does).
  * Exit status: 0 stopped or recalled, 3 lender lost, 4 recall failed
  * (swapoff could not move the pages back), 1 any other error.
  */
@@ -69,8 +70,8 @@ static const char notes[] =
     "--plaintext is\n"
     "given. On a recall, SIGTERM or the lender's loss the device is "
     "swapped off\n"
-    "first (the pages move back), then stopped. Exit status: 0 stopped or "
-    "recalled,\n"
+    "first (the pages move back), then stopped and, but for a lost "
+    "lender, released.\nExit status: 0 stopped or recalled,\n"
     "3 lender lost, 4 recall failed, 1 any other error.\n";
 
 int main(int argc, char **argv)
@@ -130,10 +131,14 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	enum lend_ublk_end end = lend_ublk_run(&ublk, on_ready);
-	/* recalled: the device is gone, nothing of ours reads the pages
-	 * again, so the lender may free them now */
-	if (end == LEND_UBLK_RECALLED && lend_client_release(&client) < 0)
-		log_warn("could not release the recalled pages", "why=\"%s\"",
+	/* recalled, or stopped with its pages moved back (as the bridge
+	 * does on SIGTERM: the agent stops it when the contract is over):
+	 * the device is gone, nothing of ours reads the pages again, so the
+	 * lender may free them now rather than at its notice's end */
+	if ((end == LEND_UBLK_RECALLED ||
+	     (end == LEND_UBLK_STOPPED && ublk.swapoff_rc == 0)) &&
+	    lend_client_release(&client) < 0)
+		log_warn("could not release the pages", "why=\"%s\"",
 		         client.err);
 	static const char *names[] = {"stopped", "recalled", "lender-lost",
 	                              "ublk-error", "recall-failed"};

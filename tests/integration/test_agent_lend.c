@@ -28,6 +28,9 @@
  *   and the buyer's agent does not kill the bridge moving pages back.
  * - the seller's agent killed: its server gives notice and serves until
  *   the borrower released (the borrower's pages are not lost with it).
+ * - lend_device = ublk on this kernel without ublk_drv: B's agent starts
+ *   ramex-lend-ublk with its arguments, restarts it as it fails, and
+ *   bills nothing.
  *
  * Waits poll for a condition with a generous bound: they say that
  * something happens, never how fast.
@@ -408,6 +411,12 @@ static int lend_notice_s = 2;
  * whose server cannot start: ramex.ko's pool taken, say); lend_up then
  * returns once the contract is delivered, *fd -1 */
 static int lend_no_server;
+/* lend_up: B borrows with lend_device = ublk (attach mode) through a
+ * ramex-lend-ublk that writes its arguments to BIN/ublk-args first, BIN
+ * being lend_ublk_dir; lend_up then returns once the contract is
+ * delivered, *fd -1 */
+static int lend_b_ublk;
+static char lend_ublk_dir[600];
 
 /* Starts ramexd and the two agents, waits for their lend contract and
  * B's bridge, and connects to the bridge's NBD port: *fd after the NBD
@@ -506,7 +515,28 @@ static void lend_up_tls(const char *db_name, struct rxh *h, struct rxh_world *w,
 		ck_assert_int_eq(chmod(prog, 0755), 0);
 		agh_arg(A, "--lend_bin_dir=%s", dir); /* the last one counts */
 	}
+	if (lend_b_ublk)
+		b_flags[2] = "--lend_device=ublk"; /* attach, the default */
 	agent_init(B, bn, w->key_b, w->secret_b, h, 16384, 12000, b_flags);
+	if (lend_b_ublk) {
+		char prog[700], bins[512];
+		snprintf(lend_ublk_dir, sizeof lend_ublk_dir, "%s/%s-bin",
+		         agh_out_dir(), db_name);
+		snprintf(prog, sizeof prog, "%s/ramex-lend-ublk",
+		         lend_ublk_dir);
+		ck_assert_int_eq(
+		    mkdir(lend_ublk_dir, 0755) == 0 || errno == EEXIST, 1);
+		agh_bin_dir(bins, sizeof bins);
+		FILE *f = fopen(prog, "w");
+		ck_assert_ptr_nonnull(f);
+		fprintf(f,
+		        "#!/bin/sh\nprintf '%%s\\n' \"$@\" > '%s/ublk-args'\n"
+		        "exec '%s/ramex-lend-ublk' \"$@\"\n",
+		        lend_ublk_dir, bins);
+		fclose(f);
+		ck_assert_int_eq(chmod(prog, 0755), 0);
+		agh_arg(B, "--lend_bin_dir=%s", lend_ublk_dir);
+	}
 	agh_start(A);
 	agh_start(B);
 
@@ -524,7 +554,7 @@ static void lend_up_tls(const char *db_name, struct rxh *h, struct rxh_world *w,
 	               (long long)*id);
 	ck_assert_int_gt(*pages, 0);
 	*fd = -1;
-	if (lend_no_server)
+	if (lend_no_server || lend_b_ublk)
 		return;
 
 	/* A registered its server; B's bridge came up on an NBD port */
@@ -1287,6 +1317,86 @@ START_TEST(a_lender_that_never_served_bills_nothing)
 }
 END_TEST
 
+/* B borrows with lend_device = ublk on a kernel without ublk_drv (the
+ * host's): its agent runs ramex-lend-ublk with the lender's options and
+ * --swap-priority 100 --mlock (none of the bridge's wakeup levers), which
+ * reaches the lender, fails with "cannot open /dev/ublk-control" and is
+ * started again with the backoff; the contract stays up (exit 1 is not a
+ * lost lender) and B, whose device never came up, bills nothing. */
+START_TEST(ublk_without_the_driver_bills_nothing)
+{
+	char args[700], want[2400], ulog[700], meter[700];
+	struct rxh h;
+	struct rxh_world w;
+	struct agh_agent A, B;
+	PGconn *c;
+	int64_t id;
+	long pages;
+	int fd;
+
+	/* as root with ublk_drv this would add a device and swap to it on
+	 * the test machine: that is tests/lending/ublk.sh's, in a guest */
+	if (access("/dev/ublk-control", F_OK) == 0 && geteuid() == 0) {
+		printf("ublk without the driver: skipped, this machine has "
+		       "/dev/ublk-control\n");
+		return;
+	}
+	lend_b_ublk = 1;
+	lend_up("agent_lend_ublk", &h, &w, &A, &B, &c, &id, &pages, &fd);
+	lend_b_ublk = 0;
+	snprintf(ulog, sizeof ulog, "%s-lend/lend-ublk-%lld.log", B.spool,
+	         (long long)id);
+	AGH_WAIT_FOR(file_count(B.log, "child=lend-ublk status=1") >= 2,
+	             "B's ramex-lend-ublk did not fail twice; see %s and %s",
+	             B.log, ulog);
+	ck_assert_msg(file_count(B.log, "child=lend-ublk pid=") >= 2,
+	              "B did not start ramex-lend-ublk again; see %s", B.log);
+	ck_assert_msg(file_has(ulog, "cannot open /dev/ublk-control"),
+	              "%s does not say why it failed", ulog);
+	ck_assert_int_eq(file_count(B.log, "child=lend-nbd"), 0);
+	ck_assert_int_eq(file_count(B.log, "device=ublk note="), 1);
+	/* its arguments, the lender's endpoint aside */
+	snprintf(args, sizeof args, "%s/ublk-args", lend_ublk_dir);
+	snprintf(want, sizeof want,
+	         "--contract\n%lld\n--secret-file\n%s-lend/lend-ublk-%lld."
+	         "secret\n--meter-file\n%s-lend/lend-ublk-%lld.meter\n"
+	         "--reply-timeout-ms\n4321\n--swap-priority\n100\n--mlock\n",
+	         (long long)id, B.spool, (long long)id, B.spool, (long long)id);
+	ck_assert_msg(
+	    file_has(args, "--lender\n127.0.0.1:") && file_has(args, want),
+	    "ramex-lend-ublk's arguments (%s) are not:\n%s", args, want);
+	ck_assert_int_eq(file_count(args, "--keep-awake"), 0);
+	/* several rounds of reports from B (report_s is 1) */
+	AGH_WAIT_FOR(agh_q(c,
+	                   "SELECT count(*) FROM usage_reports WHERE "
+	                   "contract_id = %lld AND side = 'buyer'",
+	                   (long long)id) >= 3,
+	             "too few usage reports from B for contract %lld; see %s",
+	             (long long)id, B.log);
+	long s_ps, b_ps, ns, nb;
+	sides(c, id, &s_ps, &b_ps, &ns, &nb);
+	printf("ublk without the driver: contract %lld of %ld pages: seller "
+	       "%ld, buyer %ld page-seconds in %ld and %ld reports\n",
+	       (long long)id, pages, s_ps, b_ps, ns, nb);
+	ck_assert_msg(b_ps == 0,
+	              "contract %lld, whose ublk device never came up: B "
+	              "reported %ld page-seconds",
+	              (long long)id, b_ps);
+	snprintf(meter, sizeof meter, "%s-lend/lend-ublk-%lld.meter", B.spool,
+	         (long long)id);
+	ck_assert_int_eq(access(meter, F_OK), -1);
+	ck_assert_int_eq(agh_q(c,
+	                       "SELECT count(*) FROM contracts WHERE id = %lld "
+	                       "AND state = 'active'",
+	                       (long long)id),
+	                 1);
+	ck_assert_int_eq(agh_signal(&B, SIGTERM), 0);
+	ck_assert_int_eq(agh_signal(&A, SIGTERM), 0);
+	PQfinish(c);
+	rxh_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("agent_lend");
@@ -1305,6 +1415,7 @@ int main(void)
 	tcase_add_test(t, seller_agent_crash_gives_notice);
 	tcase_add_test(t, notice_is_metered);
 	tcase_add_test(t, a_lender_that_never_served_bills_nothing);
+	tcase_add_test(t, ublk_without_the_driver_bills_nothing);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -4,18 +4,21 @@
 # 127.0.0.1 here; one qemu boot whose agents reach that ramexd through
 # qemu's user network. The guest (init.sh) prints AGL-* markers; this script
 # judges by them, then by what the exchange recorded. Last line: "N passed,
-# M failed".
+# M failed". LENDAGENT_DEVICE=ublk: B's agent borrows with lend_device =
+# ublk in Debian 12's 6.12 kernel (ublk_drv; tests/lending/ublk.sh's), not
+# in make check.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-build}
 BIN=${RAMEX_BUILD:-$ROOT/$BUILD}/bin
 OUT=${RAMEX_TEST_OUTPUT:-$ROOT/var/test-output}
-WORK=$ROOT/$BUILD/lendagent-test
+DEVICE=${LENDAGENT_DEVICE:-nbd}
+WORK=$ROOT/$BUILD/lendagent-test${LENDAGENT_DEVICE:+-$DEVICE}
 . "$ROOT/tests/lending/guest.sh"
 pass=0 fail=0
 ok() { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-MARKERS="CONTRACT DIRECT STATUS SWAPPED RECALL RECALL-DATA METERS AGENT-END TWO SWAPPED-TWO METERS-TWO BUYER-END BUYER-END-DATA METERS-END AGENT-END-TWO END"
+MARKERS="CONTRACT $([[ $DEVICE == ublk ]] && echo UBLK || echo DIRECT) STATUS SWAPPED RECALL RECALL-DATA METERS AGENT-END TWO SWAPPED-TWO METERS-TWO BUYER-END BUYER-END-DATA METERS-END AGENT-END-TWO END"
 give_up() { bad "$1"; echo "$pass passed, $((fail + $(wc -w <<<"$MARKERS") + 1)) failed"; exit 1; }
 
 pg=$WORK/pg ramexd_pid=
@@ -27,12 +30,19 @@ trap cleanup EXIT
 mkdir -p "$OUT" "$WORK"
 make -s -C "$ROOT" -j2 "$BUILD/bin/ramexd" "$BUILD/bin/ramex-agent" "$BUILD/bin/ramex-lend-server" \
   "$BUILD/bin/ramex-lend-nbd" "$BUILD/bin/ramex-lend-workload" "$BUILD/bin/ramex-lend-bench" \
-  >/dev/null || give_up "build the agent and the lending programs"
-make -s -C "$ROOT" kmod >"$WORK/kmod.log" 2>&1 || echo "note: ramex.ko did not build; the lender uses anonymous memory"
+  "$BUILD/bin/ramex-lend-ublk" >/dev/null || give_up "build the agent and the lending programs"
+if [[ $DEVICE == ublk ]]; then
+  # ramex.ko is built for the host's kernel: the lender holds anonymous
+  # memory in this one
+  LEND_GUEST_KROOT=$(lend_guest_ublk_kroot) || give_up "get the ublk kernel"
+  export LEND_GUEST_KROOT
+else
+  make -s -C "$ROOT" kmod >"$WORK/kmod.log" 2>&1 || echo "note: ramex.ko did not build; the lender uses anonymous memory"
+fi
 KVER=$(lend_guest_kver) || give_up "find a guest kernel"
 
 # ---- the exchange: PostgreSQL, ramexd, a team, the spot market, two nodes
-log=$OUT/lendagent-ramexd.log
+log=$OUT/lendagent${LENDAGENT_DEVICE:+-$DEVICE}-ramexd.log
 : >"$log"
 bash "$ROOT/scripts/pg.sh" destroy "$pg" >/dev/null 2>&1
 bash "$ROOT/scripts/pg.sh" start "$pg" >>"$log" 2>&1 || give_up "start PostgreSQL (see $log)"
@@ -79,11 +89,12 @@ setup_exchange() {
 setup_exchange || give_up "set up the exchange (see $log)"
 chmod 600 "$files/agent/"*.secret
 echo "http://10.0.2.2:$(cat "$WORK/port")" >"$files/agent/url"
+echo "$DEVICE" >"$files/agent/device"
 
 # ---- the guest
 lend_guest_build "$WORK/guest" "$KVER" agent "${LENDAGENT_INIT:-$ROOT/tests/lendagent/init.sh}" "$files" ||
   give_up "build the initramfs"
-LOG=$OUT/lendagent-guest.log
+LOG=$OUT/lendagent-guest${LENDAGENT_DEVICE:+-$DEVICE}.log
 lend_guest_boot "$WORK/guest" "$KVER" 256 "$LOG" 420 user,model=virtio-net-pci
 grep -a -o 'AGL-.*\|^LOG .*' "$LOG" | tr -d '\r'
 marker() { grep -a -o "AGL-$1 .*" "$LOG" | tr -d '\r' | tail -n 1; }

@@ -16,6 +16,8 @@
 #                                     NIC: qemu's -nic (none)
 #   lend_guest_kroot DIR              a Debian kernel package, extracted
 #                                     under DIR/root (downloaded once)
+#   lend_guest_ublk_kroot             that of Debian 12's 6.12 kernel, which
+#                                     has ublk_drv (LEND_UBLK_KERNEL_PKG)
 #
 # LEND_GUEST_KROOT=DIR (an extracted linux-image package: DIR/boot,
 # DIR/lib/modules) boots that kernel instead of the host's (its modules
@@ -58,6 +60,11 @@ lend_guest_kroot() { # dir pkg
     rm -rf "$1/root.tmp" && dpkg-deb -x "$f" "$1/root.tmp" && mv "$1/root.tmp" "$1/root" || return 1
   fi
   echo "$1/root"
+}
+
+lend_guest_ublk_kroot() {
+  lend_guest_kroot "$ROOT/var/kernel-ublk" \
+    "${LEND_UBLK_KERNEL_PKG:-linux-image-6.12.111+deb12-amd64-unsigned}"
 }
 
 # Appends module NAME and, first, everything it depends on to $mods.

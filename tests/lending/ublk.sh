@@ -15,7 +15,6 @@ BUILD=${BUILD:-build}
 BIN=${RAMEX_BUILD:-$ROOT/$BUILD}/bin
 OUT=${RAMEX_TEST_OUTPUT:-$ROOT/var/test-output}
 WORK=$ROOT/$BUILD/lending-ublk
-KPKG=${LEND_UBLK_KERNEL_PKG:-linux-image-6.12.111+deb12-amd64-unsigned}
 # the rows run three contracts at once: their lenders' locked memory
 MODE=ublk MARKERS="SETUP DATA TRIM STOP LOST RECALL SWAP BENCH" MEM=512
 [[ ${1:-} == --test ]] && MODE=ublk-test MARKERS="SETUP DATA TRIM STOP LOST RECALL SWAP" MEM=256
@@ -28,8 +27,8 @@ mkdir -p "$OUT" "$WORK"
 make -s -C "$ROOT" -j2 "$BUILD/bin/ramex-lend-server" "$BUILD/bin/ramex-lend-nbd" \
   "$BUILD/bin/ramex-lend-ublk" "$BUILD/bin/ramex-lend-workload" \
   "$BUILD/bin/ramex-lend-bench" >/dev/null || bad "build the lending programs"
-LEND_GUEST_KROOT=$(lend_guest_kroot "$ROOT/var/kernel-ublk" "$KPKG") ||
-  { bad "get the kernel $KPKG"; echo "$pass passed, $fail failed"; exit 1; }
+LEND_GUEST_KROOT=$(lend_guest_ublk_kroot) ||
+  { bad "get the ublk kernel"; echo "$pass passed, $fail failed"; exit 1; }
 export LEND_GUEST_KROOT
 KVER=$(lend_guest_kver) || { bad "find the guest kernel"; echo "$pass passed, $fail failed"; exit 1; }
 LOG=$OUT/lending-guest-$MODE.log

@@ -143,6 +143,21 @@ START_TEST(errors_say_where)
 	ck_assert_int_eq(config_set(&c, "lend_direct", "no", err, sizeof err),
 	                 0);
 	ck_assert_int_eq(config_lend_direct(&c), 0);
+	/* the device: nbd unless asked; auto takes ublk only where the
+	 * control device exists (here /dev/null stands in for it); listen
+	 * mode is NBD on loopback whatever it says */
+	ck_assert_str_eq(c.lend_device, "nbd");
+	ck_assert_int_eq(config_lend_ublk(&c, "/dev/null"), 0);
+	ck_assert_int_eq(config_set(&c, "lend_device", "auto", err, sizeof err),
+	                 0);
+	ck_assert_int_eq(config_lend_ublk(&c, "/dev/null"), 1);
+	ck_assert_int_eq(config_lend_ublk(&c, "/nonexistent/ublk-control"), 0);
+	ck_assert_int_eq(config_set(&c, "lend_device", "ublk", err, sizeof err),
+	                 0);
+	ck_assert_int_eq(config_lend_ublk(&c, "/nonexistent/ublk-control"), 1);
+	ck_assert_int_eq(
+	    config_set(&c, "lend_borrow_mode", "listen", err, sizeof err), 0);
+	ck_assert_int_eq(config_lend_ublk(&c, "/dev/null"), 0);
 
 	char *a1[] = {"ramex-agent", "--nope=1", NULL};
 	ck_assert_int_eq(config_args(&c, 2, a1, err, sizeof err), -1);
@@ -225,6 +240,20 @@ START_TEST(check_catches_nonsense)
 	ck_assert_msg(config_check(&c, err, sizeof err) == 0, "%s", err);
 	config_default(&c);
 	strcpy(c.lend_listen, "127.0.0.1:0");
+	/* lend_device: a word from its list, ublk only where it attaches */
+	config_default(&c);
+	strcpy(c.lend_device, "ublkb");
+	ck_assert_int_eq(config_check(&c, err, sizeof err), -1);
+	ck_assert_msg(strstr(err, "lend_device must be nbd, ublk"), "%s", err);
+	strcpy(c.lend_device, "ublk");
+	ck_assert_msg(config_check(&c, err, sizeof err) == 0, "%s", err);
+	strcpy(c.lend_borrow_mode, "listen");
+	ck_assert_int_eq(config_check(&c, err, sizeof err), -1);
+	ck_assert_msg(strstr(err, "lend_device = ublk needs lend_borrow_mode "
+	                          "= attach (it is listen)"),
+	              "%s", err);
+	strcpy(c.lend_device, "auto");
+	ck_assert_msg(config_check(&c, err, sizeof err) == 0, "%s", err);
 	ck_assert_msg(config_check(&c, err, sizeof err) == 0, "%s", err);
 	const char *bad[] = {"10.0.0.7", "::1:7100", "[::1]", "host:99999"};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
