@@ -37,6 +37,13 @@ int args_done(int parsed, const struct args_prog *p, const char *err)
 	return 2;
 }
 
+int args_main(int argc, char **argv, const struct args_prog *p, char *err,
+              size_t errlen)
+{
+	return args_done(args_parse(argc, argv, p->opts, p->nopts, err, errlen),
+	                 p, err);
+}
+
 #define HELP_COL   26 /* where the options' texts start */
 #define HELP_WIDTH 80
 

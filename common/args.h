@@ -67,6 +67,11 @@ void args_usage(FILE *f, const struct args_prog *p);
  * The same call with parsed -1 refuses what the table could not check. */
 int args_done(int parsed, const struct args_prog *p, const char *err);
 
+/* args_parse of p's table, then args_done: -1 to go on, else the exit
+ * status (err holds what args_done printed). */
+int args_main(int argc, char **argv, const struct args_prog *p, char *err,
+              size_t errlen);
+
 /* A decimal integer in [min, max], the whole of s (no spaces, no '+').
  * 0, or -1. */
 int args_int(const char *s, int64_t min, int64_t max, int64_t *out);

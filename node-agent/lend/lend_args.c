@@ -86,6 +86,20 @@ struct args_opt lend_args_idle_poll(int64_t *out)
 	    "root"};
 }
 
+struct args_opt lend_args_swap_priority(int64_t *out)
+{
+	return (struct args_opt){
+	    "--swap-priority",
+	    ARGS_INT,
+	    out,
+	    0,
+	    32767,
+	    "--swap-priority is 0..32767",
+	    "N",
+	    "format the device as swap and swap to it at this priority once "
+	    "it serves (mkswap, swapon -p N; give --mlock then)"};
+}
+
 int lend_args_secret(const char *path, uint8_t secret[LEND_SECRET_LEN],
                      char *err, size_t errlen)
 {

@@ -28,6 +28,8 @@ struct args_opt lend_args_tls_ca(const char **out);
 struct args_opt lend_args_meter_file(const char **out);
 struct args_opt lend_args_keep_awake(int64_t *out);
 struct args_opt lend_args_idle_poll(int64_t *out);
+/* --swap-priority N of the borrower programs (0..32767) */
+struct args_opt lend_args_swap_priority(int64_t *out);
 
 /* The first line of path: 64 hex digits. Returns 0 or -1 with err. */
 int lend_args_secret(const char *path, uint8_t secret[LEND_SECRET_LEN],

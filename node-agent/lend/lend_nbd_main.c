@@ -148,10 +148,7 @@ int main(int argc, char **argv)
 	    {"--listen", ARGS_STR, &listen_at, 0, 0, NULL, "127.0.0.1:PORT",
 	     "serve the export to one NBD client on this loopback port (NBD "
 	     "has no authentication)"},
-	    {"--swap-priority", ARGS_INT, &prio_v, 0, 32767,
-	     "--swap-priority is 0..32767", "N",
-	     "with --attach: format the device as swap and swap to it at "
-	     "this priority (mkswap, swapon -p N)"},
+	    lend_args_swap_priority(&prio_v),
 	    lend_args_keep_awake(&awake),
 	    lend_args_idle_poll(&idle_poll),
 	    {"--direct", ARGS_FLAG, &direct, 0, 0, NULL, NULL,
@@ -161,9 +158,7 @@ int main(int argc, char **argv)
 	};
 	const struct args_prog prog = {"ramex-lend-nbd", synopsis, opts,
 	                               sizeof opts / sizeof opts[0], notes};
-	int done =
-	    args_done(args_parse(argc, argv, opts, prog.nopts, err, sizeof err),
-	              &prog, err);
+	int done = args_main(argc, argv, &prog, err, sizeof err);
 	if (done >= 0)
 		return done;
 	contract = (uint64_t)ba.contract;

@@ -106,9 +106,7 @@ int main(int argc, char **argv)
 	};
 	const struct args_prog prog = {"ramex-lend-server", synopsis, opts,
 	                               sizeof opts / sizeof opts[0], notes};
-	int done =
-	    args_done(args_parse(argc, argv, opts, prog.nopts, err, sizeof err),
-	              &prog, err);
+	int done = args_main(argc, argv, &prog, err, sizeof err);
 	if (done >= 0)
 		return done;
 	if (contract) {

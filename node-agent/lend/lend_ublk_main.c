@@ -85,16 +85,11 @@ int main(int argc, char **argv)
 	int64_t prio = -1;
 	const struct args_opt opts[] = {
 	    LEND_ARGS_BORROWER_OPTS(&ba),
-	    {"--swap-priority", ARGS_INT, &prio, 0, 32767,
-	     "--swap-priority is 0..32767", "N",
-	     "format the device as swap and swap to it at this priority once "
-	     "it serves (give --mlock then)"},
+	    lend_args_swap_priority(&prio),
 	};
 	const struct args_prog prog = {"ramex-lend-ublk", synopsis, opts,
 	                               sizeof opts / sizeof opts[0], notes};
-	int done =
-	    args_done(args_parse(argc, argv, opts, prog.nopts, err, sizeof err),
-	              &prog, err);
+	int done = args_main(argc, argv, &prog, err, sizeof err);
 	if (done >= 0)
 		return done;
 	int lrc = lend_args_lender(&lnd, &ba, err, sizeof err);
