@@ -248,6 +248,10 @@ if [[ -x $BIN/ramex-agent ]]; then
       echo "spot_floor = 90000"
       echo "perm_floor = 150000"
       echo "bid_ceiling = 150000"
+      # no lend data path: the demo's lends live in the simulator, whose
+      # figure each side reports (an attaching buyer with no lender to
+      # reach would report 0: nothing delivered)
+      echo "lend_borrow_mode = off"
     } >"$DEMO/$name/agent.conf"
     (exec setsid "$BIN/ramex-agent" --config="$DEMO/$name/agent.conf" >>"$DEMO/$name/log" 2>&1 9>&-) &
     PIDS+=($!)
